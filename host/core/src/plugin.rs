@@ -1,0 +1,449 @@
+//! The seams between the core and whatever provides capabilities.
+//!
+//! The core never knows it is talking to WebAssembly: the runtime crate turns
+//! components into these traits, and tests use native fakes. Every
+//! implementation names the plugin version that produced it ([`PluginRef`]),
+//! so results in the session log can be traced to an exact component digest.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A boxed, sendable future (the traits here must be object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Which plugin version provided something: the profile row id and the
+/// content digest of the component (hex sha-256).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PluginRef {
+    /// Stable id of the plugin (profile row id).
+    pub id: String,
+    /// Content digest of the loaded version.
+    pub digest: String,
+}
+
+impl PluginRef {
+    /// A reference for native code (tests, host-internal listeners).
+    pub fn native(id: &str) -> Self {
+        Self { id: id.to_string(), digest: "native".to_string() }
+    }
+
+    /// The first 12 hex digits of the digest, for humans.
+    pub fn short_digest(&self) -> &str {
+        self.digest.get(..12).unwrap_or(&self.digest)
+    }
+}
+
+/// How a tool may be scheduled next to other calls of the same step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    /// May run concurrently with other parallel calls.
+    Parallel,
+    /// A barrier: runs alone.
+    Exclusive,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Unique tool name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+    /// Scheduling mode.
+    pub mode: ToolMode,
+}
+
+/// One call to execute (arguments already validated by the pipeline).
+#[derive(Debug, Clone)]
+pub struct ToolInvocation {
+    /// The model's id for the call.
+    pub call_id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments object.
+    pub arguments: Value,
+    /// Session id.
+    pub session_id: String,
+    /// Session workspace directory, if any.
+    pub workspace: Option<String>,
+}
+
+/// What a tool execution produced. Errors are data, never panics: the loop
+/// turns them into `tool/result{is_error}` so the model can repair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolOutcome {
+    /// Text for the model.
+    pub content: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Stable error code when it failed (`TIMEOUT`, `TRAP`, `NOT_FOUND` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// Structured details for surfaces (not shown to the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self { content: content.into(), is_error: false, error_code: None, details: None }
+    }
+
+    /// A failed result with a stable code.
+    pub fn error(code: &str, message: impl Into<String>) -> Self {
+        Self { content: message.into(), is_error: true, error_code: Some(code.to_string()), details: None }
+    }
+}
+
+/// A callable tool.
+pub trait Tool: Send + Sync {
+    /// The tool's spec.
+    fn spec(&self) -> &ToolSpec;
+    /// The plugin version providing it.
+    fn plugin(&self) -> &PluginRef;
+    /// Executes one call. Must honour `cancel` (return promptly with an
+    /// `ABORTED` error when it fires) and never panic.
+    fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome>;
+}
+
+/// Role of a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// System prompt.
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// A tool call requested by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Provider id of the call.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON text, exactly as the model produced them.
+    pub arguments: String,
+}
+
+/// One message of the model-visible conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who speaks.
+    pub role: Role,
+    /// Text content.
+    #[serde(default)]
+    pub content: String,
+    /// Reasoning text of an assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the call answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// A request for one model turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// System prompt.
+    pub system: String,
+    /// Conversation derived from the log.
+    pub messages: Vec<Message>,
+    /// Tools offered.
+    pub tools: Vec<ToolSpec>,
+    /// Output cap override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// Token accounting of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from cache.
+    #[serde(default)]
+    pub cache_hit_tokens: u64,
+    /// Prompt tokens not served from cache.
+    #[serde(default)]
+    pub cache_miss_tokens: u64,
+    /// Completion tokens spent reasoning.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another request's usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cache_hit_tokens += other.cache_hit_tokens;
+        self.cache_miss_tokens += other.cache_miss_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Natural end.
+    Stop,
+    /// The model wants tool results.
+    ToolCalls,
+    /// Output cap reached.
+    MaxTokens,
+    /// Provider filtered the output.
+    ContentFilter,
+    /// Provider capacity problem; retry.
+    Retryable,
+}
+
+/// One streamed event from an adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum LlmEvent {
+    /// Visible text delta.
+    Text(String),
+    /// Reasoning delta.
+    Reasoning(String),
+    /// A complete tool call.
+    ToolCall(ToolCall),
+    /// Usage.
+    Usage(Usage),
+    /// End of the turn.
+    Finish(FinishReason),
+}
+
+/// Stable LLM error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LlmErrorCode {
+    /// 401/403.
+    Auth,
+    /// 402.
+    Quota,
+    /// 429.
+    RateLimit,
+    /// Prompt too long for the model.
+    ContextWindowExceeded,
+    /// 400/422.
+    InvalidRequest,
+    /// 5xx.
+    Server,
+    /// Connection failure.
+    Transport,
+    /// Idle or total timeout.
+    Timeout,
+    /// Cancelled.
+    Aborted,
+    /// EOF before `[DONE]`.
+    StreamClosed,
+    /// Unparseable response.
+    MalformedResponse,
+    /// Nothing returned.
+    EmptyResponse,
+}
+
+impl LlmErrorCode {
+    /// The code as it appears in logs (`RATE_LIMIT` …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auth => "AUTH",
+            Self::Quota => "QUOTA",
+            Self::RateLimit => "RATE_LIMIT",
+            Self::ContextWindowExceeded => "CONTEXT_WINDOW_EXCEEDED",
+            Self::InvalidRequest => "INVALID_REQUEST",
+            Self::Server => "SERVER",
+            Self::Transport => "TRANSPORT",
+            Self::Timeout => "TIMEOUT",
+            Self::Aborted => "ABORTED",
+            Self::StreamClosed => "STREAM_CLOSED",
+            Self::MalformedResponse => "MALFORMED_RESPONSE",
+            Self::EmptyResponse => "EMPTY_RESPONSE",
+        }
+    }
+}
+
+/// A failed model request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct LlmError {
+    /// Stable code.
+    pub code: LlmErrorCode,
+    /// Human-readable message (never contains secrets).
+    pub message: String,
+    /// HTTP status, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// Server-requested retry delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+}
+
+impl LlmError {
+    /// An error without HTTP details.
+    pub fn new(code: LlmErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), http_status: None, retry_after_ms: None }
+    }
+}
+
+/// Model name and context window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Model id.
+    pub model: String,
+    /// Context window in tokens.
+    pub context_window: u32,
+}
+
+/// An in-flight completion. Dropping it aborts the request.
+pub trait LlmStream: Send {
+    /// The next batch of events; `Ok(None)` at the end.
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Vec<LlmEvent>>, LlmError>>;
+}
+
+/// A model adapter.
+pub trait LlmAdapter: Send + Sync {
+    /// The plugin version providing it.
+    fn plugin(&self) -> &PluginRef;
+    /// Model information.
+    fn model(&self) -> ModelInfo;
+    /// Starts a completion.
+    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>>;
+}
+
+/// The call a policy reviews.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRequest {
+    /// Tool name.
+    pub tool: String,
+    /// Plugin providing the tool.
+    pub plugin: String,
+    /// Arguments object.
+    pub arguments: Value,
+    /// Session id.
+    pub session_id: String,
+    /// 0 for the top agent, 1+ for subagents.
+    pub agent_depth: u32,
+    /// Session workspace.
+    pub workspace: Option<String>,
+}
+
+/// A policy verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum Decision {
+    /// No objection.
+    Allow,
+    /// Refuse.
+    Deny {
+        /// Why, shown to the model.
+        reason: String,
+    },
+    /// Ask the approval service.
+    Ask {
+        /// Why, shown to the human.
+        reason: String,
+    },
+    /// Allow with other arguments.
+    Rewrite {
+        /// Replacement arguments object.
+        args: Value,
+    },
+}
+
+/// A permission policy. An `Err` means the policy failed; the pipeline treats
+/// that as `deny` (fail closed) and logs the reason.
+pub trait Policy: Send + Sync {
+    /// The plugin version providing it.
+    fn plugin(&self) -> &PluginRef;
+    /// Decides on one call.
+    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, String>>;
+}
+
+/// Hook points of the event bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HookPoint {
+    /// `system-prompt` (waterfall over the prompt text).
+    #[serde(rename = "system-prompt")]
+    SystemPrompt,
+    /// `agent/pre-step` (waterfall: enter / reject).
+    #[serde(rename = "agent/pre-step")]
+    AgentPreStep,
+    /// `agent/request` (waterfall over the request).
+    #[serde(rename = "agent/request")]
+    AgentRequest,
+    /// `agent/request-error` (waterfall: retry or give up).
+    #[serde(rename = "agent/request-error")]
+    AgentRequestError,
+    /// `agent/turn-stopping` (serial: may object).
+    #[serde(rename = "agent/turn-stopping")]
+    AgentTurnStopping,
+    /// `tools/pre-execute` (waterfall over the call).
+    #[serde(rename = "tools/pre-execute")]
+    ToolsPreExecute,
+    /// `tools/post-execute` (waterfall over the outcome).
+    #[serde(rename = "tools/post-execute")]
+    ToolsPostExecute,
+    /// `tools/result` (emit).
+    #[serde(rename = "tools/result")]
+    ToolsResult,
+    /// `session/event` (emit, after commit).
+    #[serde(rename = "session/event")]
+    SessionEvent,
+}
+
+/// What a hook listener answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "value", rename_all = "lowercase")]
+pub enum HookOutcome {
+    /// Continue unchanged.
+    Pass,
+    /// Continue with this payload (waterfall points).
+    Replace(Value),
+    /// Stop / object, with a reason.
+    Reject(String),
+}
+
+/// A hook listener provided by a plugin.
+pub trait Hook: Send + Sync {
+    /// The plugin version providing it.
+    fn plugin(&self) -> &PluginRef;
+    /// Points and priorities (lower runs first).
+    fn subscriptions(&self) -> &[(HookPoint, i32)];
+    /// Handles one event. An `Err` is logged; at waterfall points it leaves
+    /// the payload unchanged, except `tools/pre-execute`, where it blocks.
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>>;
+}
+
+/// A static system-prompt section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptSection {
+    /// Id unique within its plugin.
+    pub id: String,
+    /// Sort key (lower first).
+    pub order: i32,
+    /// The text.
+    pub text: String,
+    /// The plugin version providing it.
+    pub plugin: PluginRef,
+}

@@ -1,0 +1,212 @@
+//! The registry of everything plugins provide, owned per plugin version.
+//!
+//! Each loaded plugin version owns a set of registrations (tools, LLM
+//! adapters, policies, hooks, prompt sections). Replacing a plugin swaps its
+//! whole set atomically; unloading revokes all of it. Readers take a cheap
+//! [`Snapshot`] (an `Arc`), so a step sees one consistent view and in-flight
+//! calls keep the version they started with.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use crate::plugin::{Hook, HookPoint, LlmAdapter, PluginRef, Policy, PromptSection, Tool};
+
+/// Everything one plugin version registers.
+#[derive(Default, Clone)]
+pub struct Registrations {
+    /// Tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// LLM adapter, if the plugin is one.
+    pub llm: Option<Arc<dyn LlmAdapter>>,
+    /// Policy, if the plugin is one.
+    pub policy: Option<Arc<dyn Policy>>,
+    /// Hook listener, if any.
+    pub hooks: Option<Arc<dyn Hook>>,
+    /// Static prompt sections.
+    pub prompt_sections: Vec<PromptSection>,
+}
+
+impl Registrations {
+    /// Whether nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+            && self.llm.is_none()
+            && self.policy.is_none()
+            && self.hooks.is_none()
+            && self.prompt_sections.is_empty()
+    }
+}
+
+/// A registration conflict.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    /// Two plugins offer a tool of the same name.
+    #[error("tool `{tool}` of plugin `{new}` is already provided by plugin `{existing}`")]
+    DuplicateTool {
+        /// Tool name.
+        tool: String,
+        /// Plugin that already has it.
+        existing: String,
+        /// Plugin that tried to register it.
+        new: String,
+    },
+}
+
+struct Entry {
+    plugin: PluginRef,
+    order: usize,
+    regs: Registrations,
+}
+
+/// An immutable view of the registry at one moment.
+#[derive(Default)]
+pub struct Snapshot {
+    /// Generation counter (bumps on every change).
+    pub generation: u64,
+    /// Tools by name.
+    pub tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// LLM adapters by plugin id, in load order.
+    pub llms: Vec<(String, Arc<dyn LlmAdapter>)>,
+    /// Policies in profile (load) order.
+    pub policies: Vec<Arc<dyn Policy>>,
+    /// Hooks per point, sorted by priority then load order.
+    pub hooks: BTreeMap<HookPoint, Vec<Arc<dyn Hook>>>,
+    /// Prompt sections sorted by order, then plugin load order.
+    pub prompt_sections: Vec<PromptSection>,
+    /// Loaded plugin versions in load order.
+    pub plugins: Vec<PluginRef>,
+}
+
+impl Snapshot {
+    /// The tool specs, sorted by name.
+    pub fn tool_specs(&self) -> Vec<crate::plugin::ToolSpec> {
+        self.tools.values().map(|t| t.spec().clone()).collect()
+    }
+
+    /// An adapter by plugin id, or the first one loaded.
+    pub fn llm(&self, id: Option<&str>) -> Option<Arc<dyn LlmAdapter>> {
+        match id {
+            Some(id) => self.llms.iter().find(|(p, _)| p == id).map(|(_, a)| a.clone()),
+            None => self.llms.first().map(|(_, a)| a.clone()),
+        }
+    }
+
+    /// Number of registrations owned by a plugin id (0 after it unloads).
+    pub fn count_owned_by(&self, plugin_id: &str) -> usize {
+        self.tools.values().filter(|t| t.plugin().id == plugin_id).count()
+            + self.llms.iter().filter(|(p, _)| p == plugin_id).count()
+            + self.policies.iter().filter(|p| p.plugin().id == plugin_id).count()
+            + self.hooks.values().flatten().filter(|h| h.plugin().id == plugin_id).count()
+            + self.prompt_sections.iter().filter(|s| s.plugin.id == plugin_id).count()
+    }
+}
+
+/// The live registry.
+#[derive(Default)]
+pub struct Registry {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: BTreeMap<String, Entry>,
+    next_order: usize,
+    generation: u64,
+    snapshot: Arc<Snapshot>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Installs `regs` as the registrations of `plugin.id`, atomically
+    /// replacing (and so revoking) whatever an earlier version registered.
+    /// Fails without changing anything on a conflict with another plugin.
+    pub fn install(&self, plugin: PluginRef, regs: Registrations) -> Result<(), RegistryError> {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        for tool in &regs.tools {
+            let name = &tool.spec().name;
+            if let Some(owner) = inner.entries.values().find(|e| {
+                e.plugin.id != plugin.id && e.regs.tools.iter().any(|t| &t.spec().name == name)
+            }) {
+                return Err(RegistryError::DuplicateTool {
+                    tool: name.clone(),
+                    existing: owner.plugin.id.clone(),
+                    new: plugin.id.clone(),
+                });
+            }
+        }
+        let order = match inner.entries.get(&plugin.id) {
+            Some(e) => e.order,
+            None => {
+                inner.next_order += 1;
+                inner.next_order
+            }
+        };
+        inner.entries.insert(plugin.id.clone(), Entry { plugin, order, regs });
+        inner.rebuild();
+        Ok(())
+    }
+
+    /// Revokes every registration of `plugin_id`. Returns the version that
+    /// was removed, if any.
+    pub fn revoke(&self, plugin_id: &str) -> Option<PluginRef> {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let removed = inner.entries.remove(plugin_id).map(|e| e.plugin);
+        if removed.is_some() {
+            inner.rebuild();
+        }
+        removed
+    }
+
+    /// The current view.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).snapshot.clone()
+    }
+
+    /// The loaded version of a plugin id.
+    pub fn version_of(&self, plugin_id: &str) -> Option<PluginRef> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner.entries.get(plugin_id).map(|e| e.plugin.clone())
+    }
+}
+
+impl Inner {
+    fn rebuild(&mut self) {
+        self.generation += 1;
+        let mut entries: Vec<&Entry> = self.entries.values().collect();
+        entries.sort_by_key(|e| e.order);
+        let mut snap = Snapshot { generation: self.generation, ..Snapshot::default() };
+        let mut hooks: Vec<(i32, usize, HookPoint, Arc<dyn Hook>)> = Vec::new();
+        let mut sections: Vec<(i32, usize, PromptSection)> = Vec::new();
+        for e in entries {
+            snap.plugins.push(e.plugin.clone());
+            for t in &e.regs.tools {
+                snap.tools.insert(t.spec().name.clone(), t.clone());
+            }
+            if let Some(l) = &e.regs.llm {
+                snap.llms.push((e.plugin.id.clone(), l.clone()));
+            }
+            if let Some(p) = &e.regs.policy {
+                snap.policies.push(p.clone());
+            }
+            if let Some(h) = &e.regs.hooks {
+                for (point, prio) in h.subscriptions() {
+                    hooks.push((*prio, e.order, *point, h.clone()));
+                }
+            }
+            for s in &e.regs.prompt_sections {
+                sections.push((s.order, e.order, s.clone()));
+            }
+        }
+        hooks.sort_by_key(|(prio, order, _, _)| (*prio, *order));
+        for (_, _, point, h) in hooks {
+            snap.hooks.entry(point).or_default().push(h);
+        }
+        sections.sort_by_key(|(o, order, _)| (*o, *order));
+        snap.prompt_sections = sections.into_iter().map(|(_, _, s)| s).collect();
+        self.snapshot = Arc::new(snap);
+    }
+}
