@@ -1,0 +1,1 @@
+//! Wharf plugin SDK (placeholder).
