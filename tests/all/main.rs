@@ -1,1 +1,4 @@
-//! One integration-test binary (saves link time).
+//! One integration-test binary (saves link time), one module per area.
+
+mod cli_plugin;
+mod sandbox;

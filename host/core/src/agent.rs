@@ -1,0 +1,740 @@
+//! The agent loop: turns, steps, the inbox and cancellation.
+//!
+//! A **step** is one model request plus the tool calls it asked for; a
+//! **turn** is zero or more steps. Per turn the loop does:
+//!
+//! ```text
+//! turn/start
+//! loop:
+//!   cancelled? → cancelled · step budget used? → max_steps
+//!   claim inbox: at the first step one followup, at every step all steer and
+//!     inject items (inbox/spliced{claimed} + user/message each)
+//!   agent/pre-step (waterfall) — a Reject → blocked
+//!   step/start
+//!   system prompt = registry prompt sections joined by blank lines, through
+//!     the system-prompt waterfall; tools = the registry snapshot's specs
+//!     (taken per step, so hot-swapped tools appear at the next step);
+//!     messages = the incremental projection of the log
+//!   agent/request (waterfall; may change `model` = adapter id, `max_tokens`)
+//!   stream: assistant/chunk per delivered batch, then assistant/message
+//!     (failures: RetryPolicy + agent/request-error, llm/retry, same step)
+//!   tool calls through the pipeline and scheduler
+//!   step/end{usage}
+//!   tool calls made? → next step · a steer arrived? → next step
+//!   finish = max_tokens → max_tokens
+//!   agent/turn-stopping (serial) — an objection is queued as a steer
+//!     message (its reason is the text) and the turn goes on
+//!   → completed
+//! turn/end{reason} · flush (fsync)
+//! ```
+//!
+//! **Inbox**: `followup` (next turn, wakes), `steer` (next step, wakes),
+//! `inject` (next step, does not wake). Every change is logged as
+//! `inbox/spliced` (added / claimed / discarded), so pending items survive a
+//! restart: a resumed agent restores them from the log.
+//!
+//! **Cancellation** ([`Agent::cancel`]): discards the pending inbox (logged)
+//! and cancels the running turn's token. Mid-stream, the text and reasoning
+//! delivered so far (and any complete tool calls) are committed as
+//! `assistant/message{interrupted: true}`; started tool calls drain with the
+//! cancelled token; every call not dispatched gets `tool/call` +
+//! `tool/result{ABORTED_BEFORE_DISPATCH}`; then `step/end`,
+//! `turn/end{cancelled}`. Cancelling an idle agent does nothing.
+//!
+//! Hook payloads: `system-prompt` `{session_id, turn, step, prompt}` (a
+//! replacement may be the object or a bare string); `agent/pre-step`
+//! `{session_id, turn, step, message_count}`; `agent/request`
+//! `{session_id, turn, step, model, max_tokens}`; `agent/request-error`
+//! `{session_id, turn, step, attempt, error, retry, delay_ms}` (replace with
+//! `retry: true|false` and optionally `delay_ms`; Reject = give up);
+//! `agent/turn-stopping` `{session_id, turn, steps}`; `session/event` the
+//! committed event (every type except `assistant/chunk`, dispatched by a
+//! background task after commit).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::Approver;
+use crate::bus::Bus;
+use crate::events::{
+    AssistantChunk, AssistantMessage, Event, EventKind, InboxKind, InboxOp, InboxSpliced, LlmRetry, StepEnd,
+    StepStart, StopReason, TurnEnd, TurnStart, UserMessage,
+};
+use crate::pipeline::{PipelineConfig, StepRef, ToolPipeline};
+use crate::plugin::{
+    FinishReason, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, ToolCall, Usage,
+};
+use crate::registry::{Registry, Snapshot};
+use crate::retry::RetryPolicy;
+use crate::store::{SessionLog, StoreError};
+use crate::util;
+
+/// Hard ceiling on retries of one step, whatever hooks say.
+const MAX_RETRIES_CEILING: u32 = 100;
+
+/// Agent settings.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Steps per turn before the turn ends with `max_steps` (at least 1).
+    pub max_steps: u32,
+    /// LLM adapter (plugin id); `None` takes the first loaded.
+    pub llm: Option<String>,
+    /// Output cap passed to the adapter.
+    pub max_tokens: Option<u32>,
+    /// Retries of failed model requests.
+    pub retry: RetryPolicy,
+    /// Tool pipeline and scheduler settings (pool size, deadlines, output caps).
+    pub pipeline: PipelineConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: 50,
+            llm: None,
+            max_tokens: None,
+            retry: RetryPolicy::default(),
+            pipeline: PipelineConfig::default(),
+        }
+    }
+}
+
+/// What a turn did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSummary {
+    /// Turn number.
+    pub turn: u64,
+    /// Why it ended.
+    pub reason: StopReason,
+    /// Steps started.
+    pub steps: u32,
+    /// Token usage of the turn.
+    pub usage: Usage,
+    /// Text of the last assistant message of the turn.
+    pub text: String,
+}
+
+/// An agent failure: only the store can fail the loop itself.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session log could not be written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// [`Agent::prompt`] found its input consumed by another runner.
+    #[error("no turn ran: another task is driving this agent")]
+    NothingRan,
+}
+
+#[derive(Debug, Clone)]
+struct InboxItem {
+    id: String,
+    kind: InboxKind,
+    text: String,
+}
+
+/// Runs turns for one session.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("session", &self.inner.log.id()).finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    log: SessionLog,
+    registry: Arc<Registry>,
+    bus: Arc<Bus>,
+    pipeline: ToolPipeline,
+    config: AgentConfig,
+    inbox: Mutex<Vec<InboxItem>>,
+    wake: Notify,
+    run_lock: tokio::sync::Mutex<()>,
+    current: Mutex<Option<CancellationToken>>,
+    forwarder: AtomicBool,
+}
+
+/// What one step produced.
+struct StepOutcome {
+    usage: Option<Usage>,
+    text: Option<String>,
+    tool_calls: usize,
+    finish: Option<FinishReason>,
+    stop: Option<StopReason>,
+}
+
+#[derive(Default)]
+struct Acc {
+    content: String,
+    reasoning: String,
+    tool_calls: Vec<ToolCall>,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+}
+
+enum Streamed {
+    Done(Acc),
+    Cancelled(Acc),
+    Failed(LlmError),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Agent {
+    /// An agent over `log` with a fresh event bus. Pending inbox items in the
+    /// log (from before a restart) are restored.
+    pub fn new(log: SessionLog, registry: Arc<Registry>, approver: Arc<dyn Approver>, config: AgentConfig) -> Self {
+        Self::with_bus(log, registry, Arc::new(Bus::new()), approver, config)
+    }
+
+    /// Like [`new`](Self::new), sharing an existing bus (and its native listeners).
+    pub fn with_bus(
+        log: SessionLog,
+        registry: Arc<Registry>,
+        bus: Arc<Bus>,
+        approver: Arc<dyn Approver>,
+        mut config: AgentConfig,
+    ) -> Self {
+        config.max_steps = config.max_steps.max(1);
+        if config.pipeline.workspace.is_none() {
+            config.pipeline.workspace = log.header().and_then(|h| h.workspace);
+        }
+        let inbox = log
+            .pending_inbox()
+            .into_iter()
+            .map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text })
+            .collect();
+        let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone());
+        Self {
+            inner: Arc::new(Inner {
+                log,
+                registry,
+                bus,
+                pipeline,
+                config,
+                inbox: Mutex::new(inbox),
+                wake: Notify::new(),
+                run_lock: tokio::sync::Mutex::new(()),
+                current: Mutex::new(None),
+                forwarder: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The session log.
+    pub fn log(&self) -> &SessionLog {
+        &self.inner.log
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        self.inner.log.id()
+    }
+
+    /// The event bus (to register native listeners).
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.inner.bus
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.inner.config
+    }
+
+    /// Every event committed from now on (see [`SessionLog::subscribe`]).
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
+        self.inner.log.subscribe()
+    }
+
+    /// Token usage of the whole session.
+    pub fn usage(&self) -> Usage {
+        self.inner.log.usage()
+    }
+
+    /// Whether a turn is running.
+    pub fn is_running(&self) -> bool {
+        lock(&self.inner.current).is_some()
+    }
+
+    /// Queues a message for the next turn and wakes the agent. Returns its id.
+    pub fn followup(&self, text: impl Into<String>) -> Result<String, StoreError> {
+        self.enqueue(InboxKind::Followup, text.into())
+    }
+
+    /// Queues a message for the next step and wakes the agent.
+    pub fn steer(&self, text: impl Into<String>) -> Result<String, StoreError> {
+        self.enqueue(InboxKind::Steer, text.into())
+    }
+
+    /// Queues a message for the next step without waking the agent.
+    pub fn inject(&self, text: impl Into<String>) -> Result<String, StoreError> {
+        self.enqueue(InboxKind::Inject, text.into())
+    }
+
+    fn enqueue(&self, kind: InboxKind, text: String) -> Result<String, StoreError> {
+        let mut inbox = lock(&self.inner.inbox);
+        let id = util::short_id();
+        self.inner.log.append(EventKind::InboxSpliced(InboxSpliced {
+            op: InboxOp::Added,
+            id: id.clone(),
+            kind,
+            text: text.clone(),
+        }))?;
+        inbox.push(InboxItem { id: id.clone(), kind, text });
+        drop(inbox);
+        if kind != InboxKind::Inject {
+            self.inner.wake.notify_one();
+        }
+        Ok(id)
+    }
+
+    /// Cancels the running turn and discards the pending inbox (logged).
+    /// Returns whether a turn was running; cancelling an idle agent is a no-op.
+    pub fn cancel(&self) -> bool {
+        let current = lock(&self.inner.current);
+        let Some(token) = current.as_ref() else {
+            return false;
+        };
+        let mut inbox = lock(&self.inner.inbox);
+        for item in inbox.drain(..) {
+            let r = self.inner.log.append(EventKind::InboxSpliced(InboxSpliced {
+                op: InboxOp::Discarded,
+                id: item.id,
+                kind: item.kind,
+                text: String::new(),
+            }));
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "could not log a discarded inbox item");
+            }
+        }
+        token.cancel();
+        true
+    }
+
+    /// Queues `text` as a followup and runs until idle; returns the last turn.
+    pub async fn prompt(&self, text: impl Into<String>) -> Result<TurnSummary, AgentError> {
+        self.followup(text)?;
+        self.run_until_idle().await?.pop().ok_or(AgentError::NothingRan)
+    }
+
+    /// Runs turns while the inbox has waking input.
+    pub async fn run_until_idle(&self) -> Result<Vec<TurnSummary>, AgentError> {
+        let mut out = Vec::new();
+        while let Some(s) = self.run_turn().await? {
+            out.push(s);
+        }
+        Ok(out)
+    }
+
+    /// Runs turns as input arrives until `shutdown` fires.
+    pub async fn serve(&self, shutdown: CancellationToken) -> Result<(), AgentError> {
+        loop {
+            self.run_until_idle().await?;
+            tokio::select! {
+                _ = self.inner.wake.notified() => {}
+                _ = shutdown.cancelled() => return Ok(()),
+            }
+        }
+    }
+
+    /// Runs one turn if the inbox has waking input (a followup or a steer);
+    /// `Ok(None)` otherwise. Turns never overlap.
+    pub async fn run_turn(&self) -> Result<Option<TurnSummary>, AgentError> {
+        self.start_forwarder();
+        let inner = &self.inner;
+        let _running = inner.run_lock.lock().await;
+        let token = CancellationToken::new();
+        {
+            let mut current = lock(&inner.current);
+            let inbox = lock(&inner.inbox);
+            if !inbox.iter().any(|i| i.kind != InboxKind::Inject) {
+                return Ok(None);
+            }
+            *current = Some(token.clone());
+        }
+        let result = self.turn(&token).await;
+        *lock(&inner.current) = None;
+        let summary = match result {
+            Ok(s) => s,
+            Err(e) => {
+                // Close the turn if the store still takes writes.
+                let reason = StopReason::Error { code: "STORE".into(), message: e.to_string() };
+                if let Err(e2) = inner.log.close_open_turn(reason) {
+                    tracing::warn!(error = %e2, "could not close the turn after a store failure");
+                }
+                return Err(e);
+            }
+        };
+        inner.log.flush().await?;
+        Ok(Some(summary))
+    }
+
+    fn start_forwarder(&self) {
+        if self.inner.forwarder.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut rx = self.inner.log.subscribe();
+        let (registry, bus) = (self.inner.registry.clone(), self.inner.bus.clone());
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                if matches!(ev.kind, EventKind::AssistantChunk(_)) {
+                    continue;
+                }
+                let snap = registry.snapshot();
+                if bus.has_listeners(&snap, HookPoint::SessionEvent)
+                    && let Ok(v) = serde_json::to_value(&ev)
+                {
+                    bus.emit(&snap, HookPoint::SessionEvent, &v).await;
+                }
+            }
+        });
+    }
+
+    async fn turn(&self, token: &CancellationToken) -> Result<TurnSummary, AgentError> {
+        let inner = &self.inner;
+        let turn = inner.log.last_turn() + 1;
+        inner.log.append(EventKind::TurnStart(TurnStart { turn }))?;
+        let mut summary = TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
+        let mut step: u32 = 0;
+        let reason = loop {
+            if token.is_cancelled() {
+                break StopReason::Cancelled;
+            }
+            if step >= inner.config.max_steps {
+                break StopReason::MaxSteps;
+            }
+            step += 1;
+            self.claim(step == 1)?;
+            let snap = inner.registry.snapshot();
+            if let Some(reason) = self.pre_step(&snap, turn, step).await {
+                break StopReason::Blocked { message: reason };
+            }
+            inner.log.append(EventKind::StepStart(StepStart { turn, step }))?;
+            summary.steps = step;
+            let out = self.step(&snap, turn, step, token).await?;
+            inner.log.append(EventKind::StepEnd(StepEnd { turn, step, usage: out.usage }))?;
+            if let Some(u) = &out.usage {
+                summary.usage.add(u);
+            }
+            if let Some(t) = out.text {
+                summary.text = t;
+            }
+            if let Some(stop) = out.stop {
+                break stop;
+            }
+            if token.is_cancelled() {
+                break StopReason::Cancelled;
+            }
+            if out.tool_calls > 0 || self.steer_pending() {
+                continue;
+            }
+            if out.finish == Some(FinishReason::MaxTokens) {
+                break StopReason::MaxTokens;
+            }
+            if let Some(objection) = self.turn_stopping(&snap, turn, step).await {
+                self.steer(objection)?;
+                continue;
+            }
+            break StopReason::Completed;
+        };
+        inner.log.append(EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() }))?;
+        summary.reason = reason;
+        Ok(summary)
+    }
+
+    fn steer_pending(&self) -> bool {
+        lock(&self.inner.inbox).iter().any(|i| i.kind == InboxKind::Steer)
+    }
+
+    /// Moves inbox items into the conversation (logged).
+    fn claim(&self, first_step: bool) -> Result<(), StoreError> {
+        let mut inbox = lock(&self.inner.inbox);
+        let mut followup_taken = !first_step;
+        let mut i = 0;
+        while i < inbox.len() {
+            let take = match inbox[i].kind {
+                InboxKind::Followup if !followup_taken => {
+                    followup_taken = true;
+                    true
+                }
+                InboxKind::Followup => false,
+                InboxKind::Steer | InboxKind::Inject => true,
+            };
+            if !take {
+                i += 1;
+                continue;
+            }
+            let item = &inbox[i];
+            self.inner.log.append(EventKind::InboxSpliced(InboxSpliced {
+                op: InboxOp::Claimed,
+                id: item.id.clone(),
+                kind: item.kind,
+                text: String::new(),
+            }))?;
+            self.inner
+                .log
+                .append(EventKind::UserMessage(UserMessage { content: item.text.clone(), inbox_id: Some(item.id.clone()) }))?;
+            inbox.remove(i);
+        }
+        Ok(())
+    }
+
+    fn payload(&self, turn: u64, step: u32) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("session_id".into(), json!(self.inner.log.id()));
+        m.insert("turn".into(), json!(turn));
+        m.insert("step".into(), json!(step));
+        m
+    }
+
+    async fn pre_step(&self, snap: &Snapshot, turn: u64, step: u32) -> Option<String> {
+        if !self.inner.bus.has_listeners(snap, HookPoint::AgentPreStep) {
+            return None;
+        }
+        let mut p = self.payload(turn, step);
+        p.insert("message_count".into(), json!(self.inner.log.messages().len()));
+        let w = self.inner.bus.waterfall(snap, HookPoint::AgentPreStep, Value::Object(p)).await;
+        w.rejected.map(|r| format!("{}: {}", r.by.id, r.reason))
+    }
+
+    async fn turn_stopping(&self, snap: &Snapshot, turn: u64, steps: u32) -> Option<String> {
+        if !self.inner.bus.has_listeners(snap, HookPoint::AgentTurnStopping) {
+            return None;
+        }
+        let mut p = self.payload(turn, steps);
+        p.remove("step");
+        p.insert("steps".into(), json!(steps));
+        self.inner.bus.serial(snap, HookPoint::AgentTurnStopping, &Value::Object(p)).await.map(|r| r.reason)
+    }
+
+    /// The system prompt: registry sections through the `system-prompt` waterfall.
+    pub async fn system_prompt(&self, snap: &Snapshot, turn: u64, step: u32) -> String {
+        let base = snap
+            .prompt_sections
+            .iter()
+            .map(|s| s.text.trim_end())
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        if !self.inner.bus.has_listeners(snap, HookPoint::SystemPrompt) {
+            return base;
+        }
+        let mut p = self.payload(turn, step);
+        p.insert("prompt".into(), json!(base));
+        let w = self.inner.bus.waterfall(snap, HookPoint::SystemPrompt, Value::Object(p)).await;
+        match &w.payload {
+            Value::String(s) => s.clone(),
+            v => v.get("prompt").and_then(Value::as_str).map(str::to_string).unwrap_or(base),
+        }
+    }
+
+    async fn step(
+        &self,
+        snap: &Arc<Snapshot>,
+        turn: u64,
+        step: u32,
+        token: &CancellationToken,
+    ) -> Result<StepOutcome, AgentError> {
+        let inner = &self.inner;
+        let stop = |reason| StepOutcome { usage: None, text: None, tool_calls: 0, finish: None, stop: Some(reason) };
+        let system = self.system_prompt(snap, turn, step).await;
+        let mut model = inner.config.llm.clone();
+        let mut max_tokens = inner.config.max_tokens;
+        if inner.bus.has_listeners(snap, HookPoint::AgentRequest) {
+            let mut p = self.payload(turn, step);
+            p.insert("model".into(), json!(model));
+            p.insert("max_tokens".into(), json!(max_tokens));
+            let w = inner.bus.waterfall(snap, HookPoint::AgentRequest, Value::Object(p)).await;
+            if let Some(r) = w.rejected {
+                return Ok(stop(StopReason::Blocked { message: format!("{}: {}", r.by.id, r.reason) }));
+            }
+            model = w.payload.get("model").and_then(Value::as_str).map(str::to_string).or(model);
+            max_tokens = w.payload.get("max_tokens").and_then(Value::as_u64).map(|v| v as u32).or(max_tokens);
+        }
+        let Some(adapter) = snap.llm(model.as_deref()) else {
+            let which = model.map(|m| format!("`{m}` ")).unwrap_or_default();
+            let message = format!("no LLM adapter {which}is loaded");
+            return Ok(stop(StopReason::Error { code: "NO_ADAPTER".into(), message }));
+        };
+        let request = LlmRequest { system, messages: inner.log.messages(), tools: snap.tool_specs(), max_tokens };
+        let at = StepRef { turn, step };
+        let mut attempt: u32 = 0;
+        let acc = loop {
+            match self.stream(adapter.as_ref(), request.clone(), at, token).await? {
+                Streamed::Done(acc) => break acc,
+                Streamed::Cancelled(acc) => {
+                    self.commit_message(at, &acc, true)?;
+                    inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
+                    return Ok(StepOutcome {
+                        usage: acc.usage,
+                        text: Some(acc.content),
+                        tool_calls: acc.tool_calls.len(),
+                        finish: None,
+                        stop: Some(StopReason::Cancelled),
+                    });
+                }
+                Streamed::Failed(err) => {
+                    attempt += 1;
+                    match self.retry_delay(snap, at, &err, attempt).await {
+                        Some(delay) => {
+                            inner.log.append(EventKind::LlmRetry(LlmRetry {
+                                turn,
+                                step,
+                                attempt,
+                                code: err.code,
+                                delay_ms: delay.as_millis() as u64,
+                                message: err.message.clone(),
+                            }))?;
+                            tokio::select! {
+                                _ = tokio::time::sleep(delay) => {}
+                                _ = token.cancelled() => {
+                                    self.commit_message(at, &Acc::default(), true)?;
+                                    return Ok(stop(StopReason::Cancelled));
+                                }
+                            }
+                        }
+                        None => return Ok(stop(StopReason::llm_error(err.code, err.message))),
+                    }
+                }
+            }
+        };
+        self.commit_message(at, &acc, false)?;
+        if !acc.tool_calls.is_empty() {
+            inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
+        }
+        let stop = match acc.finish {
+            Some(FinishReason::ContentFilter) => Some(StopReason::Error {
+                code: "CONTENT_FILTER".into(),
+                message: "the provider filtered the output".into(),
+            }),
+            _ => None,
+        };
+        Ok(StepOutcome {
+            usage: acc.usage,
+            text: Some(acc.content),
+            tool_calls: acc.tool_calls.len(),
+            finish: acc.finish,
+            stop,
+        })
+    }
+
+    fn commit_message(&self, at: StepRef, acc: &Acc, interrupted: bool) -> Result<(), StoreError> {
+        self.inner.log.append(EventKind::AssistantMessage(AssistantMessage {
+            turn: at.turn,
+            step: at.step,
+            content: acc.content.clone(),
+            reasoning: Some(acc.reasoning.clone()).filter(|r| !r.is_empty()),
+            tool_calls: acc.tool_calls.clone(),
+            usage: acc.usage,
+            finish: if interrupted { None } else { acc.finish },
+            interrupted,
+        }))?;
+        Ok(())
+    }
+
+    /// The retry decision: the policy, then the `agent/request-error` waterfall.
+    async fn retry_delay(
+        &self,
+        snap: &Snapshot,
+        at: StepRef,
+        err: &LlmError,
+        attempt: u32,
+    ) -> Option<std::time::Duration> {
+        let policy = &self.inner.config.retry;
+        let mut delay = policy.delay(err, attempt, util::random_unit());
+        if self.inner.bus.has_listeners(snap, HookPoint::AgentRequestError) {
+            let mut p = self.payload(at.turn, at.step);
+            p.insert("attempt".into(), json!(attempt));
+            p.insert("error".into(), serde_json::to_value(err).unwrap_or(Value::Null));
+            p.insert("retry".into(), json!(delay.is_some()));
+            p.insert("delay_ms".into(), json!(delay.map(|d| d.as_millis() as u64)));
+            let w = self.inner.bus.waterfall(snap, HookPoint::AgentRequestError, Value::Object(p)).await;
+            if w.rejected.is_some() {
+                return None;
+            }
+            match w.payload.get("retry").and_then(Value::as_bool) {
+                Some(false) => delay = None,
+                Some(true) => {
+                    let ms = w.payload.get("delay_ms").and_then(Value::as_u64);
+                    let fallback = policy.delay(err, 1, 0.5).unwrap_or(policy.initial_delay);
+                    delay = Some(ms.map(std::time::Duration::from_millis).unwrap_or(delay.unwrap_or(fallback)));
+                }
+                None => {}
+            }
+        }
+        delay.filter(|_| attempt <= MAX_RETRIES_CEILING)
+    }
+
+    /// One attempt at streaming a completion.
+    async fn stream(
+        &self,
+        adapter: &dyn LlmAdapter,
+        request: LlmRequest,
+        at: StepRef,
+        token: &CancellationToken,
+    ) -> Result<Streamed, StoreError> {
+        let mut acc = Acc::default();
+        let started = tokio::select! {
+            biased;
+            _ = token.cancelled() => return Ok(Streamed::Cancelled(acc)),
+            r = adapter.start(request) => r,
+        };
+        let mut stream = match started {
+            Ok(s) => s,
+            Err(e) => return Ok(Streamed::Failed(e)),
+        };
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = token.cancelled() => return Ok(Streamed::Cancelled(acc)),
+                n = stream.next() => n,
+            };
+            let batch = match next {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => return Ok(Streamed::Failed(e)),
+            };
+            // One chunk event per delivered batch (deltas coalesced).
+            let (mut text, mut reasoning) = (String::new(), String::new());
+            for ev in batch {
+                match ev {
+                    LlmEvent::Text(t) => text.push_str(&t),
+                    LlmEvent::Reasoning(r) => reasoning.push_str(&r),
+                    LlmEvent::ToolCall(c) => acc.tool_calls.push(c),
+                    LlmEvent::Usage(u) => acc.usage = Some(u),
+                    LlmEvent::Finish(f) => acc.finish = Some(f),
+                }
+            }
+            if !text.is_empty() || !reasoning.is_empty() {
+                acc.content.push_str(&text);
+                acc.reasoning.push_str(&reasoning);
+                self.inner.log.append(EventKind::AssistantChunk(AssistantChunk {
+                    turn: at.turn,
+                    step: at.step,
+                    text,
+                    reasoning,
+                }))?;
+            }
+        }
+        if acc.finish == Some(FinishReason::Retryable) {
+            return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::Server, "the provider asked to retry")));
+        }
+        if acc.content.is_empty() && acc.reasoning.is_empty() && acc.tool_calls.is_empty() {
+            return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::EmptyResponse, "the model returned nothing")));
+        }
+        Ok(Streamed::Done(acc))
+    }
+}
+
+#[cfg(test)]
+#[path = "agent_tests.rs"]
+mod tests;

@@ -1,0 +1,394 @@
+//! The model-visible surface, projected incrementally from the log.
+//!
+//! [`Projection`] is fed every committed event once ([`Projection::apply`])
+//! and keeps the derived messages, so building a request costs a clone, not a
+//! rescan. Rules:
+//!
+//! - `user/message` → a user message; `assistant/message` → an assistant
+//!   message with its reasoning and tool calls (dropped if it has neither text,
+//!   reasoning nor calls); `tool/result` → a tool message.
+//! - `compaction/summary{from_seq, to_seq, summary}` removes the messages that
+//!   came from events in `from_seq..=to_seq` and puts one user message
+//!   `<compacted-summary>…</compacted-summary>` in their place. The raw events
+//!   stay in the log.
+//! - Everything else is log-only.
+//!
+//! The projection also tracks the bookkeeping a writer needs on reopen (open
+//! turn and step, unanswered tool calls, session usage, pending inbox items).
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::events::{Event, EventKind, InboxKind, InboxOp, SessionStart};
+use crate::plugin::{Message, Role, ToolCall, Usage};
+
+/// An inbox item not yet claimed or discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInboxItem {
+    /// Item id.
+    pub id: String,
+    /// Queue.
+    pub kind: InboxKind,
+    /// Text.
+    pub text: String,
+}
+
+/// State of the open step, for crash repair.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpenStep {
+    /// Turn number.
+    pub turn: u64,
+    /// Step number.
+    pub step: u32,
+    /// Text streamed in this step without a committed assistant message yet.
+    pub streamed_text: String,
+    /// Reasoning streamed likewise.
+    pub streamed_reasoning: String,
+    /// Whether the step's assistant message was committed.
+    pub has_message: bool,
+    /// Tool calls of the assistant message.
+    pub message_calls: Vec<ToolCall>,
+    /// Ids of logged `tool/call` events, in order, with their names and arguments.
+    pub logged_calls: Vec<ToolCall>,
+    /// Ids that have a `tool/result`.
+    pub answered: HashSet<String>,
+}
+
+/// Incremental projection of a session log.
+#[derive(Debug, Clone, Default)]
+pub struct Projection {
+    /// Messages with the seq of the event that produced them (sorted by seq).
+    messages: Vec<(u64, Message)>,
+    header: Option<SessionStart>,
+    last_seq: u64,
+    last_turn: u64,
+    open_turn: Option<u64>,
+    open_step: Option<OpenStep>,
+    usage: Usage,
+    inbox: BTreeMap<u64, PendingInboxItem>,
+    inbox_order: u64,
+}
+
+impl Projection {
+    /// An empty projection.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a projection from a whole log.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut p = Self::new();
+        for e in events {
+            p.apply(e);
+        }
+        p
+    }
+
+    /// Feeds one committed event (O(1) amortized; a compaction costs the
+    /// length of the range it replaces plus the tail it shifts).
+    pub fn apply(&mut self, ev: &Event) {
+        self.last_seq = ev.seq;
+        match &ev.kind {
+            EventKind::SessionStart(h) => self.header = Some(h.clone()),
+            EventKind::TurnStart(t) => {
+                self.last_turn = t.turn;
+                self.open_turn = Some(t.turn);
+                self.open_step = None;
+            }
+            EventKind::TurnEnd(_) => {
+                self.open_turn = None;
+                self.open_step = None;
+            }
+            EventKind::StepStart(s) => {
+                self.open_step = Some(OpenStep { turn: s.turn, step: s.step, ..OpenStep::default() });
+            }
+            EventKind::StepEnd(_) => self.open_step = None,
+            EventKind::UserMessage(m) => self.push(ev.seq, Message {
+                role: Role::User,
+                content: m.content.clone(),
+                reasoning: None,
+                tool_calls: vec![],
+                tool_call_id: None,
+            }),
+            EventKind::AssistantChunk(c) => {
+                if let Some(s) = &mut self.open_step {
+                    s.streamed_text.push_str(&c.text);
+                    s.streamed_reasoning.push_str(&c.reasoning);
+                }
+            }
+            EventKind::AssistantMessage(m) => {
+                if let Some(u) = &m.usage {
+                    self.usage.add(u);
+                }
+                if let Some(s) = &mut self.open_step {
+                    s.has_message = true;
+                    s.message_calls = m.tool_calls.clone();
+                }
+                let reasoning = m.reasoning.clone().filter(|r| !r.is_empty());
+                if !m.content.is_empty() || reasoning.is_some() || !m.tool_calls.is_empty() {
+                    self.push(ev.seq, Message {
+                        role: Role::Assistant,
+                        content: m.content.clone(),
+                        reasoning,
+                        tool_calls: m.tool_calls.clone(),
+                        tool_call_id: None,
+                    });
+                }
+            }
+            EventKind::ToolCall(c) => {
+                if let Some(s) = &mut self.open_step {
+                    s.logged_calls.push(ToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    });
+                }
+            }
+            EventKind::ToolResult(r) => {
+                if let Some(s) = &mut self.open_step {
+                    s.answered.insert(r.call_id.clone());
+                }
+                self.push(ev.seq, Message {
+                    role: Role::Tool,
+                    content: r.content.clone(),
+                    reasoning: None,
+                    tool_calls: vec![],
+                    tool_call_id: Some(r.call_id.clone()),
+                });
+            }
+            EventKind::LlmRetry(_) => {
+                // The failed attempt's chunks never become a message.
+                if let Some(s) = &mut self.open_step {
+                    s.streamed_text.clear();
+                    s.streamed_reasoning.clear();
+                }
+            }
+            EventKind::CompactionSummary(c) => self.compact(c.from_seq, c.to_seq, &c.summary),
+            EventKind::InboxSpliced(s) => match s.op {
+                InboxOp::Added => {
+                    self.inbox_order += 1;
+                    self.inbox.insert(self.inbox_order, PendingInboxItem {
+                        id: s.id.clone(),
+                        kind: s.kind,
+                        text: s.text.clone(),
+                    });
+                }
+                InboxOp::Claimed | InboxOp::Discarded => self.inbox.retain(|_, item| item.id != s.id),
+            },
+            _ => {}
+        }
+    }
+
+    fn push(&mut self, seq: u64, m: Message) {
+        self.messages.push((seq, m));
+    }
+
+    fn compact(&mut self, from: u64, to: u64, summary: &str) {
+        if from > to {
+            return;
+        }
+        let start = self.messages.partition_point(|(s, _)| *s < from);
+        let end = self.messages.partition_point(|(s, _)| *s <= to);
+        let msg = Message {
+            role: Role::User,
+            content: format!("<compacted-summary>\n{summary}\n</compacted-summary>"),
+            reasoning: None,
+            tool_calls: vec![],
+            tool_call_id: None,
+        };
+        // The summary sorts at `from`, so a later compaction covering it
+        // replaces it too.
+        self.messages.splice(start..end, std::iter::once((from, msg)));
+    }
+
+    /// The model-visible messages.
+    pub fn messages(&self) -> Vec<Message> {
+        self.messages.iter().map(|(_, m)| m.clone()).collect()
+    }
+
+    /// Number of model-visible messages.
+    pub fn message_count(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// The session header, once seen.
+    pub fn header(&self) -> Option<&SessionStart> {
+        self.header.as_ref()
+    }
+
+    /// Seq of the last event applied (0 if none).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Number of the last turn started (0 if none).
+    pub fn last_turn(&self) -> u64 {
+        self.last_turn
+    }
+
+    /// The turn that is open (started, not ended), if any.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.open_turn
+    }
+
+    /// The step that is open, if any.
+    pub fn open_step(&self) -> Option<&OpenStep> {
+        self.open_step.as_ref()
+    }
+
+    /// Token usage summed over every assistant message.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Inbox items queued and not yet claimed or discarded, in queue order.
+    pub fn pending_inbox(&self) -> Vec<PendingInboxItem> {
+        self.inbox.values().cloned().collect()
+    }
+}
+
+/// Projects the model-visible messages of a whole log from scratch.
+pub fn derive_messages(events: &[Event]) -> Vec<Message> {
+    Projection::from_events(events).messages()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::events::*;
+
+    fn ev(seq: u64, kind: EventKind) -> Event {
+        Event { seq, time: "t".into(), ignorable: false, kind }
+    }
+
+    fn user(seq: u64, text: &str) -> Event {
+        ev(seq, EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None }))
+    }
+
+    fn assistant(seq: u64, text: &str, reasoning: Option<&str>, calls: Vec<ToolCall>) -> Event {
+        ev(
+            seq,
+            EventKind::AssistantMessage(AssistantMessage {
+                turn: 1,
+                step: 1,
+                content: text.into(),
+                reasoning: reasoning.map(str::to_string),
+                tool_calls: calls,
+                usage: Some(Usage { prompt_tokens: 10, completion_tokens: 2, ..Usage::default() }),
+                finish: None,
+                interrupted: false,
+            }),
+        )
+    }
+
+    fn result(seq: u64, id: &str, text: &str) -> Event {
+        ev(
+            seq,
+            EventKind::ToolResult(ToolResultEvent {
+                turn: 1,
+                step: 1,
+                call_id: id.into(),
+                name: "t".into(),
+                content: text.into(),
+                is_error: false,
+                error_code: None,
+                plugin: None,
+                version: None,
+                truncated: false,
+                original_bytes: None,
+                full_content: None,
+                duration_ms: None,
+                details: None,
+            }),
+        )
+    }
+
+    #[test]
+    fn projects_roles_reasoning_and_compaction() {
+        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: "{}".into() };
+        let events = vec![
+            user(2, "q1"),
+            assistant(3, "", Some("think"), vec![call.clone()]),
+            result(4, "c1", "out"),
+            assistant(5, "a1", None, vec![]),
+            assistant(6, "", None, vec![]), // empty: dropped
+            user(7, "q2"),
+            ev(8, EventKind::CompactionSummary(CompactionSummary { from_seq: 2, to_seq: 5, summary: "S".into() })),
+            assistant(9, "a2", None, vec![]),
+        ];
+        let p = Projection::from_events(&events);
+        let m = p.messages();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].role, Role::User);
+        assert!(m[0].content.contains("S"));
+        assert_eq!(m[1].content, "q2");
+        assert_eq!(m[2].content, "a2");
+        assert_eq!(p.usage().prompt_tokens, 40);
+
+        let before = Projection::from_events(&events[..4]).messages();
+        assert_eq!(before[1].reasoning.as_deref(), Some("think"));
+        assert_eq!(before[1].tool_calls, vec![call]);
+        assert_eq!(before[2].tool_call_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn nested_compaction_replaces_earlier_summary() {
+        let events = vec![
+            user(2, "a"),
+            user(3, "b"),
+            ev(4, EventKind::CompactionSummary(CompactionSummary { from_seq: 2, to_seq: 3, summary: "S1".into() })),
+            user(5, "c"),
+            ev(6, EventKind::CompactionSummary(CompactionSummary { from_seq: 2, to_seq: 5, summary: "S2".into() })),
+            user(7, "d"),
+        ];
+        let m = derive_messages(&events);
+        assert_eq!(m.len(), 2);
+        assert!(m[0].content.contains("S2"));
+        assert_eq!(m[1].content, "d");
+    }
+
+    #[test]
+    fn incremental_equals_from_scratch_at_every_prefix() {
+        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: "{}".into() };
+        let events = [
+            user(2, "q1"),
+            assistant(3, "", Some("r"), vec![call]),
+            result(4, "c1", "out"),
+            ev(5, EventKind::CompactionSummary(CompactionSummary { from_seq: 2, to_seq: 3, summary: "S".into() })),
+            assistant(6, "a", None, vec![]),
+        ];
+        let mut inc = Projection::new();
+        for (i, e) in events.iter().enumerate() {
+            inc.apply(e);
+            assert_eq!(inc.messages(), derive_messages(&events[..=i]));
+        }
+    }
+
+    #[test]
+    fn tracks_pending_inbox() {
+        let add = |seq, id: &str| {
+            ev(
+                seq,
+                EventKind::InboxSpliced(InboxSpliced {
+                    op: InboxOp::Added,
+                    id: id.into(),
+                    kind: InboxKind::Followup,
+                    text: id.into(),
+                }),
+            )
+        };
+        let claim = ev(
+            4,
+            EventKind::InboxSpliced(InboxSpliced {
+                op: InboxOp::Claimed,
+                id: "a".into(),
+                kind: InboxKind::Followup,
+                text: String::new(),
+            }),
+        );
+        let p = Projection::from_events(&[add(2, "a"), add(3, "b"), claim]);
+        let pending = p.pending_inbox();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].id, "b");
+    }
+}

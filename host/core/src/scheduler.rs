@@ -1,0 +1,191 @@
+//! Scheduling the tool calls of one step.
+//!
+//! Calls are taken in the model's order. For each: `tool/call` is logged and
+//! the pre-checks run (sequentially, so approvals are asked in order); a call
+//! that passes is dispatched:
+//!
+//! - `parallel` calls go into a rolling pool of at most
+//!   [`PipelineConfig::tool_pool`](crate::pipeline::PipelineConfig) running
+//!   calls (a new one starts as soon as one finishes);
+//! - an `exclusive` call is a barrier: every earlier call finishes and is
+//!   committed first, it runs alone, and later calls wait for it.
+//!
+//! Results are committed (post-execute hooks, finalize, `tool/result`) in the
+//! model's order, at barriers and at the end of the step, whatever order the
+//! calls finished in. So the log order depends only on the calls and their
+//! modes, never on timing: `call₁ … callₖ, result₁ … resultₖ` for a run of
+//! parallel calls, `callₓ, resultₓ` for an exclusive one.
+//!
+//! On cancellation: calls already running get the cancelled token and drain
+//! (bounded by the grace period); every call not yet dispatched — including a
+//! pre-checked call still waiting for a pool slot — gets
+//! `tool/result{is_error, ABORTED_BEFORE_DISPATCH}` (after its `tool/call`,
+//! which is logged then if it was not yet).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::task::{Id, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::ToolResultEvent;
+use crate::pipeline::{Finished, Prepared, StepRef, ToolPipeline, codes, execute};
+use crate::plugin::{ToolCall, ToolInvocation, ToolMode, ToolOutcome};
+use crate::registry::Snapshot;
+use crate::store::StoreError;
+
+enum Slot {
+    /// `tool/call` not logged yet.
+    Unlogged,
+    /// Logged and dispatched (or being pre-checked).
+    Pending,
+    /// Has an outcome waiting to be committed.
+    Finished(Finished),
+    /// `tool/result` logged.
+    Committed,
+}
+
+struct Run<'a> {
+    p: &'a ToolPipeline,
+    snap: &'a Arc<Snapshot>,
+    at: StepRef,
+    calls: &'a [ToolCall],
+    slots: Vec<Slot>,
+    running: JoinSet<Finished>,
+    ids: HashMap<Id, usize>,
+    results: Vec<ToolResultEvent>,
+    committed: usize,
+}
+
+pub(crate) async fn run_calls(
+    p: &ToolPipeline,
+    snap: &Arc<Snapshot>,
+    at: StepRef,
+    calls: &[ToolCall],
+    cancel: &CancellationToken,
+) -> Result<Vec<ToolResultEvent>, StoreError> {
+    let mut run = Run {
+        p,
+        snap,
+        at,
+        calls,
+        slots: calls.iter().map(|_| Slot::Unlogged).collect(),
+        running: JoinSet::new(),
+        ids: HashMap::new(),
+        results: Vec::with_capacity(calls.len()),
+        committed: 0,
+    };
+    let out = run.schedule(cancel).await;
+    // Whatever happened (even a store error), never leave calls running.
+    run.drain().await;
+    out?;
+    run.commit_up_to(calls.len()).await?;
+    Ok(run.results)
+}
+
+impl Run<'_> {
+    async fn schedule(&mut self, cancel: &CancellationToken) -> Result<(), StoreError> {
+        let pool = self.p.config.tool_pool.max(1);
+        for i in 0..self.calls.len() {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let call = &self.calls[i];
+            let exclusive = self.snap.tools.get(&call.name).is_some_and(|t| t.spec().mode == ToolMode::Exclusive);
+            if exclusive {
+                self.drain().await;
+                self.commit_up_to(i).await?;
+            }
+            self.p.log_call(self.at, call)?;
+            self.slots[i] = Slot::Pending;
+            let ready = match self.p.precheck(self.snap, self.at, call, cancel).await? {
+                Prepared::Done(f) => {
+                    self.slots[i] = Slot::Finished(f);
+                    continue;
+                }
+                Prepared::Ready(r) => r,
+            };
+            if !exclusive {
+                while self.running.len() >= pool {
+                    self.join_one().await;
+                }
+            }
+            if cancel.is_cancelled() {
+                let plugin = Some(ready.tool.plugin().clone());
+                self.slots[i] = Slot::Finished(ToolPipeline::aborted_before_dispatch(plugin));
+                break;
+            }
+            let invocation = ToolInvocation {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: ready.arguments,
+                session_id: self.p.log.id().to_string(),
+                workspace: self.p.config.workspace.clone(),
+            };
+            let fut = execute(
+                ready.tool,
+                invocation,
+                cancel.clone(),
+                self.p.timeout_for(&call.name),
+                self.p.config.cancel_grace,
+            );
+            let handle = self.running.spawn(fut);
+            self.ids.insert(handle.id(), i);
+            if exclusive {
+                self.drain().await;
+                self.commit_up_to(i + 1).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for one running call to finish and records its outcome.
+    async fn join_one(&mut self) -> bool {
+        let Some(joined) = self.running.join_next_with_id().await else {
+            return false;
+        };
+        let (id, finished) = match joined {
+            Ok((id, f)) => (id, Some(f)),
+            Err(e) => (e.id(), None),
+        };
+        if let Some(i) = self.ids.remove(&id) {
+            let f = finished.unwrap_or_else(|| {
+                let plugin = self.snap.tools.get(&self.calls[i].name).map(|t| t.plugin().clone());
+                Finished {
+                    outcome: ToolOutcome::error(codes::TOOL_PANICKED, "Error: the tool crashed (panicked)"),
+                    plugin,
+                    duration: None,
+                    arguments: serde_json::Value::Null,
+                }
+            });
+            self.slots[i] = Slot::Finished(f);
+        }
+        true
+    }
+
+    async fn drain(&mut self) {
+        while self.join_one().await {}
+    }
+
+    /// Commits results of calls `committed..end` in order. Calls never
+    /// dispatched get their `tool/call` (if missing) and an
+    /// `ABORTED_BEFORE_DISPATCH` result.
+    async fn commit_up_to(&mut self, end: usize) -> Result<(), StoreError> {
+        while self.committed < end {
+            let i = self.committed;
+            let call = &self.calls[i];
+            let finished = match std::mem::replace(&mut self.slots[i], Slot::Committed) {
+                Slot::Finished(f) => f,
+                Slot::Unlogged => {
+                    self.p.log_call(self.at, call)?;
+                    ToolPipeline::aborted_before_dispatch(None)
+                }
+                Slot::Pending | Slot::Committed => ToolPipeline::aborted_before_dispatch(None),
+            };
+            let r = self.p.commit(self.snap, self.at, call, finished).await?;
+            self.results.push(r);
+            self.committed += 1;
+        }
+        Ok(())
+    }
+}

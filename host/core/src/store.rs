@@ -1,0 +1,1400 @@
+//! The embedded session store: one JSONL file per session.
+//!
+//! # Layout
+//!
+//! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
+//! [`crate::events`]); `<root>/<id>.lock` is the advisory lock file (it holds
+//! the pid of the current writer, for error messages only). The default root
+//! is `$WHARF_HOME/sessions`, else `~/.wharf/sessions` ([`Store::default_root`]);
+//! any directory can be used ([`Store::new`]). Ids sort by creation time
+//! ([`crate::util::new_session_id`]). There is no other index: listing reads
+//! the head of each file, so anything derived is rebuildable from the logs.
+//!
+//! # Durability
+//!
+//! - [`SessionLog::append`] writes the whole line with one `write(2)` before it
+//!   returns. An appended event therefore survives `kill -9` of the process
+//!   (it is in the kernel's page cache).
+//! - `fdatasync` is batched: a background thread syncs every
+//!   [`StoreOptions::sync_interval`] (default 200 ms) while there are unsynced
+//!   appends; [`SessionLog::flush`] syncs on demand (the agent flushes at every
+//!   turn end). On power loss or an OS crash, events appended since the last
+//!   sync may be lost — at most one interval's worth, and never anything before
+//!   a completed `flush`. A partially written last line is detected on reopen.
+//! - Session creation syncs the file and its directory before returning.
+//!
+//! # One writer per session
+//!
+//! Opening a session for writing takes `flock(LOCK_EX | LOCK_NB)` on its lock
+//! file; a second writer (another process, or another open in this one) gets
+//! [`StoreError::Locked`]. Readers ([`Store::load`], [`Store::list`],
+//! [`Store::export`], [`Store::fork`]) take no lock: lines are appended whole,
+//! and a line still being written looks like a torn tail.
+//!
+//! # Crash repair (never rewrites history)
+//!
+//! - **Torn last line**: a final line that does not parse (a write cut short)
+//!   is skipped by every loader and reported as [`LoadWarning::TornTail`];
+//!   the events before it load. When the session is reopened for writing, the
+//!   writer first terminates the torn bytes with a newline (if they lack one)
+//!   and appends `session/repaired{torn_line, torn_bytes}`; from then on,
+//!   loaders skip exactly that line because the next event vouches for it. Any
+//!   other unparseable line is corruption and refuses to load.
+//! - **Open turn**: if the log ends inside a turn, reopening appends what is
+//!   needed to close it: an `assistant/message{interrupted}` with the streamed
+//!   prefix (if chunks arrived without a message), a `tool/call` (if missing)
+//!   and `tool/result{is_error, error_code: INTERRUPTED}` for every call of the
+//!   open step without a result, `step/end`, then `turn/end{interrupted}`. The
+//!   model-visible history stays valid (every tool call has an answer).
+//!
+//! # Write failures
+//!
+//! A failed append (disk full, read-only file system, I/O error) is rolled
+//! back by truncating the file to its last good length, so the log stays
+//! intact and the error names the cause ([`StoreError::DiskFull`] …). If even
+//! the rollback fails, the writer refuses further appends
+//! ([`StoreError::Poisoned`]); reopening repairs the torn tail.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::events::{
+    AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired, SessionStart, StepEnd, StopReason,
+    ToolCallEvent, ToolResultEvent, TurnEnd,
+};
+use crate::plugin::{Message, Usage};
+use crate::projection::{PendingInboxItem, Projection};
+use crate::util;
+
+/// Error code of the tool results that crash repair appends.
+pub const INTERRUPTED_CODE: &str = "INTERRUPTED";
+
+/// A store failure. Messages name the session, file and line where known.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another writer holds the session.
+    #[error("session `{id}` is already open by another process ({})", pid_text(*.pid))]
+    Locked {
+        /// Session id.
+        id: String,
+        /// The holder's pid, if it could be read.
+        pid: Option<u32>,
+    },
+    /// No such session.
+    #[error("session `{0}` not found")]
+    NotFound(String),
+    /// The id has characters a session id cannot have.
+    #[error("invalid session id `{0}` (allowed: letters, digits, `-`, `_`, `.`; not starting with `.`)")]
+    InvalidId(String),
+    /// A session with that id already exists.
+    #[error("session `{0}` already exists")]
+    AlreadyExists(String),
+    /// The log has an event type this build does not know and it is not
+    /// marked ignorable.
+    #[error(
+        "{}:{line}: unknown event type `{type_name}` (not marked ignorable); was this session written by a newer Wharf?",
+        .path.display()
+    )]
+    UnknownEventType {
+        /// Log file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// The type.
+        type_name: String,
+    },
+    /// A line that is not a valid event, and not a torn tail.
+    #[error("{}:{line}: corrupt event: {detail}", .path.display())]
+    Corrupt {
+        /// Log file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// Parser message.
+        detail: String,
+    },
+    /// Seq numbers are not contiguous.
+    #[error("{}:{line}: expected seq {expected}, found {found}", .path.display())]
+    SeqGap {
+        /// Log file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// Expected seq.
+        expected: u64,
+        /// Found seq.
+        found: u64,
+    },
+    /// The file does not start with a `session/start` event.
+    #[error("{}: no session/start header (empty or damaged file)", .path.display())]
+    MissingHeader {
+        /// Log file.
+        path: PathBuf,
+    },
+    /// A fork point that is not a turn boundary.
+    #[error("cannot fork session `{id}` at seq {seq}: {reason}")]
+    InvalidForkPoint {
+        /// Source session.
+        id: String,
+        /// Requested seq.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// No space left on the device (or quota exceeded).
+    #[error("disk full while {op} {}", .path.display())]
+    DiskFull {
+        /// What was being done.
+        op: String,
+        /// The file or directory.
+        path: PathBuf,
+    },
+    /// The file system is read-only.
+    #[error("read-only file system while {op} {}", .path.display())]
+    ReadOnly {
+        /// What was being done.
+        op: String,
+        /// The file or directory.
+        path: PathBuf,
+    },
+    /// The OS refused access.
+    #[error("permission denied while {op} {}", .path.display())]
+    PermissionDenied {
+        /// What was being done.
+        op: String,
+        /// The file or directory.
+        path: PathBuf,
+    },
+    /// Another I/O failure.
+    #[error("I/O error while {op} {}: {source}", .path.display())]
+    Io {
+        /// What was being done.
+        op: String,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The writer could not roll back a failed append; it refuses to write.
+    #[error("session `{id}`: the log writer stopped after a failed write ({cause}); reopen the session to repair it")]
+    Poisoned {
+        /// Session id.
+        id: String,
+        /// The original failure.
+        cause: String,
+    },
+    /// An event could not be encoded (should not happen).
+    #[error("cannot encode event: {0}")]
+    Encode(String),
+    /// Neither `$WHARF_HOME` nor `$HOME` is set.
+    #[error("cannot find the session directory: neither $WHARF_HOME nor $HOME is set")]
+    NoHome,
+}
+
+fn pid_text(pid: Option<u32>) -> String {
+    match pid {
+        Some(p) => format!("pid {p}"),
+        None => "pid unknown".to_string(),
+    }
+}
+
+/// Maps an OS error to a typed store error.
+fn io_error(op: impl Into<String>, path: &Path, e: io::Error) -> StoreError {
+    let (op, path) = (op.into(), path.to_path_buf());
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::DiskFull { op, path },
+        Some(libc::EROFS) => StoreError::ReadOnly { op, path },
+        Some(libc::EACCES) | Some(libc::EPERM) => StoreError::PermissionDenied { op, path },
+        _ => StoreError::Io { op, path, source: e },
+    }
+}
+
+/// Something a loader tolerated and reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadWarning {
+    /// The last line is a torn write; it was skipped.
+    TornTail {
+        /// 1-based line.
+        line: u64,
+        /// Its length in bytes.
+        bytes: u64,
+        /// Parser message.
+        detail: String,
+    },
+    /// A torn line that an earlier reopen terminated and vouched for with
+    /// `session/repaired`; skipped.
+    RepairedTornLine {
+        /// 1-based line.
+        line: u64,
+    },
+}
+
+impl std::fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TornTail { line, bytes, detail } => {
+                write!(f, "line {line}: torn last line ({bytes} bytes) skipped: {detail}")
+            }
+            Self::RepairedTornLine { line } => write!(f, "line {line}: previously repaired torn line skipped"),
+        }
+    }
+}
+
+/// A session read from disk.
+#[derive(Debug, Clone)]
+pub struct LoadedSession {
+    /// The header (seq 1).
+    pub header: SessionStart,
+    /// Every event, in seq order.
+    pub events: Vec<Event>,
+    /// What the loader tolerated.
+    pub warnings: Vec<LoadWarning>,
+}
+
+impl LoadedSession {
+    /// The model-visible messages.
+    pub fn messages(&self) -> Vec<Message> {
+        crate::projection::derive_messages(&self.events)
+    }
+}
+
+/// A session's entry in a listing (read from the head of its file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Session id.
+    pub id: String,
+    /// The header.
+    pub header: SessionStart,
+    /// First user message, shortened to 80 characters, if found near the top.
+    pub title: Option<String>,
+    /// Log file.
+    pub path: PathBuf,
+    /// File size.
+    pub bytes: u64,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// One event per line (the log, normalized: torn lines dropped).
+    Jsonl,
+    /// A JSON array of events.
+    JsonArray,
+}
+
+/// What reopening a session did.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    /// What the loader tolerated.
+    pub warnings: Vec<LoadWarning>,
+    /// Events appended by repair (empty when the log was clean).
+    pub repairs: Vec<Event>,
+}
+
+/// Options for a new session.
+#[derive(Debug, Clone, Default)]
+pub struct NewSession {
+    /// Use this id instead of a generated one.
+    pub id: Option<String>,
+    /// Workspace directory.
+    pub workspace: Option<String>,
+    /// Profile name.
+    pub profile: Option<String>,
+}
+
+/// Store tuning.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// How often the background thread syncs unsynced appends.
+    pub sync_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self { sync_interval: Duration::from_millis(200) }
+    }
+}
+
+/// A directory of session logs.
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+    options: StoreOptions,
+}
+
+impl Store {
+    /// A store rooted at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into(), options: StoreOptions::default() }
+    }
+
+    /// Replaces the options.
+    pub fn with_options(mut self, options: StoreOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// `$WHARF_HOME/sessions`, else `$HOME/.wharf/sessions`.
+    pub fn default_root() -> Result<PathBuf, StoreError> {
+        if let Some(h) = std::env::var_os("WHARF_HOME").filter(|h| !h.is_empty()) {
+            return Ok(PathBuf::from(h).join("sessions"));
+        }
+        match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            Some(h) => Ok(PathBuf::from(h).join(".wharf").join("sessions")),
+            None => Err(StoreError::NoHome),
+        }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The log file of a session id.
+    pub fn path_of(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.jsonl"))
+    }
+
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.lock"))
+    }
+
+    /// Creates a new session, writes its header and syncs it.
+    pub fn create(&self, opts: NewSession) -> Result<SessionLog, StoreError> {
+        let header = |id: &str| SessionStart {
+            id: id.to_string(),
+            format: FORMAT_VERSION,
+            created: util::now_rfc3339(),
+            parent: None,
+            fork_seq: None,
+            workspace: opts.workspace.clone(),
+            profile: opts.profile.clone(),
+        };
+        self.create_with(opts.id.as_deref(), header, &[])
+    }
+
+    /// Creates a session whose header is built by `header(id)` and whose next
+    /// events are copied verbatim from `seed` (which must continue at seq 2).
+    fn create_with(
+        &self,
+        fixed_id: Option<&str>,
+        header: impl Fn(&str) -> SessionStart,
+        seed: &[Event],
+    ) -> Result<SessionLog, StoreError> {
+        if let Some(id) = fixed_id {
+            validate_id(id)?;
+        }
+        fs::create_dir_all(&self.root).map_err(|e| io_error("creating the session directory", &self.root, e))?;
+        let mut attempt = 0;
+        let (id, file, lock) = loop {
+            attempt += 1;
+            let id = fixed_id.map(str::to_string).unwrap_or_else(util::new_session_id);
+            let lock = acquire_lock(&self.lock_path(&id), &id)?;
+            let path = self.path_of(&id);
+            match OpenOptions::new().append(true).create_new(true).open(&path) {
+                Ok(f) => break (id, f, lock),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    if fixed_id.is_some() || attempt >= 8 {
+                        return Err(StoreError::AlreadyExists(id));
+                    }
+                }
+                Err(e) => return Err(io_error("creating", &path, e)),
+            }
+        };
+        let path = self.path_of(&id);
+        let log = SessionLog::start(id.clone(), path.clone(), file, lock, 0, Projection::new(), &self.options);
+        let written = (|| {
+            log.append(EventKind::SessionStart(header(&id)))?;
+            for ev in seed {
+                log.append_verbatim(ev)?;
+            }
+            log.sync_now()?;
+            sync_dir(&self.root)
+        })();
+        if let Err(e) = written {
+            // A brand-new file with no committed history: remove it rather
+            // than leave a session without a header behind.
+            drop(log);
+            let _ = fs::remove_file(&path);
+            let _ = fs::remove_file(self.lock_path(&id));
+            return Err(e);
+        }
+        Ok(log)
+    }
+
+    /// Opens an existing session for appending (resume): takes the writer
+    /// lock, loads the log, repairs a torn tail and an open turn (by
+    /// appending only) and syncs.
+    pub fn open(&self, id: &str) -> Result<(SessionLog, OpenReport), StoreError> {
+        validate_id(id)?;
+        let path = self.path_of(id);
+        if !path.exists() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let lock = acquire_lock(&self.lock_path(id), id)?;
+        let loaded = read_log(&path)?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
+        let projection = Projection::from_events(&loaded.events);
+        let log = SessionLog::start(id.to_string(), path, file, lock, loaded.file_len, projection, &self.options);
+        let mut report = OpenReport { warnings: loaded.warnings, repairs: vec![] };
+        if loaded.needs_newline {
+            log.write_raw(b"\n")?;
+        }
+        if let Some((line, bytes)) = loaded.torn {
+            report
+                .repairs
+                .push(log.append(EventKind::SessionRepaired(SessionRepaired { torn_line: line, torn_bytes: bytes }))?);
+        }
+        report.repairs.extend(log.close_open_turn(StopReason::Interrupted)?);
+        if !report.repairs.is_empty() {
+            log.sync_now()?;
+        }
+        Ok((log, report))
+    }
+
+    /// Reads a session without taking the writer lock.
+    pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
+        validate_id(id)?;
+        let path = self.path_of(id);
+        if !path.exists() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let loaded = read_log(&path)?;
+        let header = match loaded.events.first().map(|e| &e.kind) {
+            Some(EventKind::SessionStart(h)) => h.clone(),
+            _ => return Err(StoreError::MissingHeader { path }),
+        };
+        Ok(LoadedSession { header, events: loaded.events, warnings: loaded.warnings })
+    }
+
+    /// Lists sessions, oldest first, reading only the head of each file.
+    /// Files without a readable header are skipped (with a `tracing` warning).
+    pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(io_error("listing", &self.root, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("listing", &self.root, e))?;
+            let path = entry.path();
+            let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if validate_id(id).is_err() {
+                continue;
+            }
+            match read_summary(&path, id) {
+                Ok(Some(s)) => out.push(s),
+                Ok(None) => tracing::warn!(path = %path.display(), "skipping session file without a header"),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping unreadable session file"),
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Forks `id` after event `at_seq` into a new session whose header names
+    /// the parent; events `2..=at_seq` are copied verbatim (same seq and
+    /// time). `at_seq` must be a turn boundary: no turn may be open after it.
+    /// Returns the new session, open for appending.
+    pub fn fork(&self, id: &str, at_seq: u64) -> Result<SessionLog, StoreError> {
+        let src = self.load(id)?;
+        let last = src.events.last().map(|e| e.seq).unwrap_or(0);
+        let bad = |reason: String| StoreError::InvalidForkPoint { id: id.to_string(), seq: at_seq, reason };
+        if at_seq == 0 || at_seq > last {
+            return Err(bad(format!("the session has events 1..={last}")));
+        }
+        let prefix = &src.events[..at_seq as usize];
+        let p = Projection::from_events(prefix);
+        if let Some(turn) = p.open_turn() {
+            let boundaries: Vec<u64> = src
+                .events
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::TurnEnd(_)))
+                .map(|e| e.seq)
+                .collect();
+            let before = boundaries.iter().rev().find(|s| **s < at_seq).copied().unwrap_or(1);
+            let after = boundaries.iter().find(|s| **s > at_seq);
+            let hint = match after {
+                Some(a) => format!("seq {before} or {a}"),
+                None => format!("seq {before}"),
+            };
+            return Err(bad(format!("it is inside turn {turn}; fork at a turn boundary such as {hint}")));
+        }
+        let h = &src.header;
+        self.create_with(
+            None,
+            |new_id| SessionStart {
+                id: new_id.to_string(),
+                format: FORMAT_VERSION,
+                created: util::now_rfc3339(),
+                parent: Some(id.to_string()),
+                fork_seq: Some(at_seq),
+                workspace: h.workspace.clone(),
+                profile: h.profile.clone(),
+            },
+            &prefix[1..],
+        )
+    }
+
+    /// Writes a session's events to `out` (torn lines dropped).
+    pub fn export(&self, id: &str, format: ExportFormat, out: &mut dyn Write) -> Result<(), StoreError> {
+        let s = self.load(id)?;
+        let stdout = Path::new("<output>");
+        let w = |out: &mut dyn Write, b: &[u8]| out.write_all(b).map_err(|e| io_error("exporting to", stdout, e));
+        if format == ExportFormat::JsonArray {
+            w(out, b"[")?;
+        }
+        for (i, ev) in s.events.iter().enumerate() {
+            let line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
+            match format {
+                ExportFormat::Jsonl => w(out, format!("{line}\n").as_bytes())?,
+                ExportFormat::JsonArray => {
+                    let sep = if i == 0 { "\n" } else { ",\n" };
+                    w(out, format!("{sep}{line}").as_bytes())?
+                }
+            }
+        }
+        if format == ExportFormat::JsonArray {
+            w(out, b"\n]\n")?;
+        }
+        out.flush().map_err(|e| io_error("exporting to", stdout, e))
+    }
+}
+
+fn validate_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(StoreError::InvalidId(id.to_string())) }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    let d = File::open(dir).map_err(|e| io_error("opening", dir, e))?;
+    d.sync_all().map_err(|e| io_error("syncing", dir, e))
+}
+
+fn acquire_lock(path: &Path, id: &str) -> Result<File, StoreError> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io_error("opening the lock file", path, e))?;
+    // SAFETY: flock on a file descriptor we own for the duration of the call.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut s = String::new();
+            let pid = f.read_to_string(&mut s).ok().and_then(|_| s.trim().parse().ok());
+            return Err(StoreError::Locked { id: id.to_string(), pid });
+        }
+        return Err(io_error("locking", path, err));
+    }
+    // The pid is informational (for the error above); the lock is the flock.
+    let _ = f.set_len(0).and_then(|_| write!(f, "{}", std::process::id()));
+    Ok(f)
+}
+
+struct RawLoad {
+    events: Vec<Event>,
+    warnings: Vec<LoadWarning>,
+    /// Torn trailing line: (line, bytes).
+    torn: Option<(u64, u64)>,
+    /// The file does not end with a newline.
+    needs_newline: bool,
+    file_len: u64,
+}
+
+fn read_log(path: &Path) -> Result<RawLoad, StoreError> {
+    let bytes = fs::read(path).map_err(|e| io_error("reading", path, e))?;
+    parse_log(path, &bytes)
+}
+
+fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLoad, StoreError> {
+    let mut events: Vec<Event> = Vec::new();
+    let mut warnings = Vec::new();
+    // An unparseable line waiting to be judged: torn tail if nothing follows,
+    // excused if the next event is `session/repaired` naming it, else corrupt.
+    let mut pending_bad: Option<(u64, u64, String)> = None;
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line_no = i as u64 + 1;
+        if line.is_empty() {
+            continue;
+        }
+        let decoded = std::str::from_utf8(line)
+            .map_err(|e| crate::events::DecodeError::Malformed(format!("invalid UTF-8: {e}")))
+            .and_then(Event::decode);
+        match decoded {
+            Ok(ev) => {
+                if let Some((bad_line, _, detail)) = pending_bad.take() {
+                    match &ev.kind {
+                        EventKind::SessionRepaired(r) if r.torn_line == bad_line => {
+                            warnings.push(LoadWarning::RepairedTornLine { line: bad_line })
+                        }
+                        _ => return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail }),
+                    }
+                }
+                let expected = events.len() as u64 + 1;
+                if ev.seq != expected {
+                    return Err(StoreError::SeqGap { path: path.to_path_buf(), line: line_no, expected, found: ev.seq });
+                }
+                if expected == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
+                    return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+                }
+                events.push(ev);
+            }
+            Err(crate::events::DecodeError::UnknownType(type_name)) => {
+                return Err(StoreError::UnknownEventType { path: path.to_path_buf(), line: line_no, type_name });
+            }
+            Err(crate::events::DecodeError::Malformed(detail)) => {
+                if let Some((bad_line, _, detail)) = pending_bad {
+                    return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail });
+                }
+                pending_bad = Some((line_no, line.len() as u64, detail));
+            }
+        }
+    }
+    let torn = pending_bad.map(|(line, len, detail)| {
+        warnings.push(LoadWarning::TornTail { line, bytes: len, detail });
+        (line, len)
+    });
+    if events.is_empty() {
+        return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+    }
+    Ok(RawLoad {
+        events,
+        warnings,
+        torn,
+        needs_newline: bytes.last().is_some_and(|b| *b != b'\n'),
+        file_len: bytes.len() as u64,
+    })
+}
+
+fn read_summary(path: &Path, id: &str) -> Result<Option<SessionSummary>, StoreError> {
+    let f = File::open(path).map_err(|e| io_error("reading", path, e))?;
+    let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut header = None;
+    let mut title = None;
+    for line in BufReader::new(f).lines().take(64) {
+        let Ok(line) = line else { break };
+        let Ok(ev) = Event::decode(&line) else { continue };
+        match ev.kind {
+            EventKind::SessionStart(h) if header.is_none() => header = Some(h),
+            EventKind::UserMessage(m) => {
+                let mut t: String = m.content.chars().take(80).collect();
+                if m.content.chars().count() > 80 {
+                    t.push('…');
+                }
+                title = Some(t);
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(header.map(|header| SessionSummary { id: id.to_string(), header, title, path: path.to_path_buf(), bytes }))
+}
+
+// ---------------------------------------------------------------------------
+// The writer.
+
+/// An open session log: the single writer of one session. Cheap to clone
+/// (all clones share the writer); the lock is released when the last clone is
+/// dropped, after a final sync.
+#[derive(Clone)]
+pub struct SessionLog {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLog").field("id", &self.shared.id).field("path", &self.shared.path).finish()
+    }
+}
+
+struct Shared {
+    id: String,
+    path: PathBuf,
+    state: Mutex<State>,
+    sync: Arc<SyncCtl>,
+    syncer: Option<JoinHandle<()>>,
+}
+
+struct State {
+    file: File,
+    /// Length of the file up to the last good line.
+    len: u64,
+    next_seq: u64,
+    projection: Projection,
+    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    poisoned: Option<String>,
+    _lock: File,
+    #[cfg(test)]
+    fail_next_write: Option<(usize, i32)>,
+}
+
+struct SyncCtl {
+    file: Option<File>,
+    path: PathBuf,
+    flags: Mutex<SyncFlags>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct SyncFlags {
+    written: u64,
+    synced: u64,
+    shutdown: bool,
+}
+
+impl SyncCtl {
+    fn flags(&self) -> MutexGuard<'_, SyncFlags> {
+        self.flags.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sync_now(&self) -> Result<(), StoreError> {
+        let target = self.flags().written;
+        if let Some(f) = &self.file {
+            f.sync_data().map_err(|e| io_error("syncing", &self.path, e))?;
+        }
+        let mut flags = self.flags();
+        flags.synced = flags.synced.max(target);
+        Ok(())
+    }
+
+    fn run(&self, interval: Duration) {
+        loop {
+            let guard = self.flags();
+            let (guard, _) = self.cv.wait_timeout(guard, interval).unwrap_or_else(|e| e.into_inner());
+            let (dirty, shutdown) = (guard.written > guard.synced, guard.shutdown);
+            drop(guard);
+            if dirty && let Err(e) = self.sync_now() {
+                tracing::warn!(error = %e, "background sync of session log failed");
+            }
+            if shutdown {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.sync.flags().shutdown = true;
+        self.sync.cv.notify_all();
+        match self.syncer.take() {
+            Some(h) => {
+                let _ = h.join();
+            }
+            None => {
+                let _ = self.sync.sync_now();
+            }
+        }
+    }
+}
+
+impl SessionLog {
+    fn start(
+        id: String,
+        path: PathBuf,
+        file: File,
+        lock: File,
+        len: u64,
+        projection: Projection,
+        options: &StoreOptions,
+    ) -> SessionLog {
+        let sync = Arc::new(SyncCtl {
+            file: file.try_clone().ok(),
+            path: path.clone(),
+            flags: Mutex::new(SyncFlags::default()),
+            cv: Condvar::new(),
+        });
+        let next_seq = projection.last_seq() + 1;
+        let interval = options.sync_interval;
+        let ctl = sync.clone();
+        let syncer = std::thread::Builder::new()
+            .name("wharf-log-sync".into())
+            .spawn(move || ctl.run(interval))
+            .map_err(|e| tracing::warn!(error = %e, "no background sync thread; syncing on flush only"))
+            .ok();
+        SessionLog {
+            shared: Arc::new(Shared {
+                id,
+                path,
+                state: Mutex::new(State {
+                    file,
+                    len,
+                    next_seq,
+                    projection,
+                    subscribers: Vec::new(),
+                    poisoned: None,
+                    _lock: lock,
+                    #[cfg(test)]
+                    fail_next_write: None,
+                }),
+                sync,
+                syncer,
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Session id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Log file path.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Appends one event (seq and time assigned here) and returns it. The line
+    /// is written before this returns; syncing is batched (see the module docs).
+    /// An [`EventKind::Unknown`] is always written as ignorable.
+    pub fn append(&self, kind: EventKind) -> Result<Event, StoreError> {
+        let ignorable = matches!(kind, EventKind::Unknown { .. });
+        let mut st = self.state();
+        let ev = Event { seq: st.next_seq, time: util::now_rfc3339(), ignorable, kind };
+        self.commit(&mut st, ev)
+    }
+
+    /// Appends an event of a type the core does not define (e.g. a plugin's
+    /// own), marked ignorable so every reader can skip it.
+    pub fn append_ignorable(&self, type_name: &str, data: Value) -> Result<Event, StoreError> {
+        self.append(EventKind::Unknown { type_name: type_name.to_string(), data })
+    }
+
+    /// Appends a copied event keeping its seq and time (fork).
+    fn append_verbatim(&self, ev: &Event) -> Result<Event, StoreError> {
+        let mut st = self.state();
+        if ev.seq != st.next_seq {
+            return Err(StoreError::Encode(format!("verbatim event has seq {}, expected {}", ev.seq, st.next_seq)));
+        }
+        self.commit(&mut st, ev.clone())
+    }
+
+    fn commit(&self, st: &mut State, ev: Event) -> Result<Event, StoreError> {
+        if let Some(cause) = &st.poisoned {
+            return Err(StoreError::Poisoned { id: self.shared.id.clone(), cause: cause.clone() });
+        }
+        let mut line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
+        line.push('\n');
+        if let Err(e) = write_bytes(st, line.as_bytes()) {
+            let op = format!("appending event {} ({}) to", ev.seq, ev.type_name());
+            let err = io_error(op, &self.shared.path, e);
+            // Roll back whatever part of the line reached the file.
+            if let Err(e2) = st.file.set_len(st.len) {
+                st.poisoned = Some(format!("{err}; rollback failed: {e2}"));
+            }
+            return Err(err);
+        }
+        st.len += line.len() as u64;
+        st.next_seq += 1;
+        st.projection.apply(&ev);
+        st.subscribers.retain(|tx| tx.send(ev.clone()).is_ok());
+        self.shared.sync.flags().written += 1;
+        Ok(ev)
+    }
+
+    fn write_raw(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        let mut st = self.state();
+        write_bytes(&mut st, bytes).map_err(|e| io_error("repairing", &self.shared.path, e))?;
+        st.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Closes an open turn by appending (see the module docs): crash repair
+    /// uses [`StopReason::Interrupted`]; the agent uses it with an error
+    /// reason when a turn fails half-way.
+    pub(crate) fn close_open_turn(&self, reason: StopReason) -> Result<Vec<Event>, StoreError> {
+        let (turn, step) = {
+            let st = self.state();
+            match st.projection.open_turn() {
+                None => return Ok(vec![]),
+                Some(t) => (t, st.projection.open_step().cloned()),
+            }
+        };
+        let mut out = Vec::new();
+        if let Some(s) = step {
+            if !s.has_message && (!s.streamed_text.is_empty() || !s.streamed_reasoning.is_empty()) {
+                out.push(self.append(EventKind::AssistantMessage(AssistantMessage {
+                    turn: s.turn,
+                    step: s.step,
+                    content: s.streamed_text.clone(),
+                    reasoning: Some(s.streamed_reasoning.clone()).filter(|r| !r.is_empty()),
+                    tool_calls: vec![],
+                    usage: None,
+                    finish: None,
+                    interrupted: true,
+                }))?);
+            }
+            let mut calls = s.message_calls.clone();
+            for c in &s.logged_calls {
+                if !calls.iter().any(|m| m.id == c.id) {
+                    calls.push(c.clone());
+                }
+            }
+            for c in calls.iter().filter(|c| !s.answered.contains(&c.id)) {
+                if !s.logged_calls.iter().any(|l| l.id == c.id) {
+                    out.push(self.append(EventKind::ToolCall(ToolCallEvent {
+                        turn: s.turn,
+                        step: s.step,
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    }))?);
+                }
+                out.push(self.append(EventKind::ToolResult(ToolResultEvent {
+                    turn: s.turn,
+                    step: s.step,
+                    call_id: c.id.clone(),
+                    name: c.name.clone(),
+                    content: "Error: the host stopped before this tool call finished; its result is unknown".into(),
+                    is_error: true,
+                    error_code: Some(INTERRUPTED_CODE.into()),
+                    plugin: None,
+                    version: None,
+                    truncated: false,
+                    original_bytes: None,
+                    full_content: None,
+                    duration_ms: None,
+                    details: None,
+                }))?);
+            }
+            out.push(self.append(EventKind::StepEnd(StepEnd { turn: s.turn, step: s.step, usage: None }))?);
+        }
+        out.push(self.append(EventKind::TurnEnd(TurnEnd { turn, reason }))?);
+        Ok(out)
+    }
+
+    fn sync_now(&self) -> Result<(), StoreError> {
+        self.shared.sync.sync_now()
+    }
+
+    /// Syncs every event appended so far to stable storage (`fdatasync`).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let ctl = self.shared.sync.clone();
+        match tokio::task::spawn_blocking(move || ctl.sync_now()).await {
+            Ok(r) => r,
+            Err(_) => self.sync_now(),
+        }
+    }
+
+    /// [`flush`](Self::flush) for non-async callers.
+    pub fn flush_blocking(&self) -> Result<(), StoreError> {
+        self.sync_now()
+    }
+
+    /// Receives every event committed after this call, in seq order. The
+    /// channel is unbounded so a slow surface never loses events.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.state().subscribers.push(tx);
+        rx
+    }
+
+    /// Like [`subscribe`](Self::subscribe), but first delivers the already
+    /// committed events with `seq >= from_seq` (read back from the file), with
+    /// no gap and no duplicate.
+    pub fn subscribe_from(&self, from_seq: u64) -> Result<mpsc::UnboundedReceiver<Event>, StoreError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut st = self.state();
+        let bytes = fs::read(&self.shared.path).map_err(|e| io_error("reading", &self.shared.path, e))?;
+        let end = (st.len as usize).min(bytes.len());
+        let loaded = parse_log(&self.shared.path, &bytes[..end])?;
+        for ev in loaded.events.into_iter().filter(|e| e.seq >= from_seq) {
+            let _ = tx.send(ev);
+        }
+        st.subscribers.push(tx);
+        Ok(rx)
+    }
+
+    /// The session header.
+    pub fn header(&self) -> Option<SessionStart> {
+        self.state().projection.header().cloned()
+    }
+
+    /// Seq of the last committed event.
+    pub fn last_seq(&self) -> u64 {
+        self.state().projection.last_seq()
+    }
+
+    /// Number of the last turn started (0 if none).
+    pub fn last_turn(&self) -> u64 {
+        self.state().projection.last_turn()
+    }
+
+    /// The open turn, if any.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.state().projection.open_turn()
+    }
+
+    /// The model-visible messages (incremental projection; see [`Projection`]).
+    pub fn messages(&self) -> Vec<Message> {
+        self.state().projection.messages()
+    }
+
+    /// Token usage over the whole session.
+    pub fn usage(&self) -> Usage {
+        self.state().projection.usage()
+    }
+
+    /// Inbox items queued and not yet claimed or discarded.
+    pub fn pending_inbox(&self) -> Vec<PendingInboxItem> {
+        self.state().projection.pending_inbox()
+    }
+
+    /// Makes the next write fail after `n` bytes with OS error `errno`.
+    #[cfg(test)]
+    pub(crate) fn fail_next_write(&self, n: usize, errno: i32) {
+        self.state().fail_next_write = Some((n, errno));
+    }
+}
+
+fn write_bytes(st: &mut State, bytes: &[u8]) -> io::Result<()> {
+    #[cfg(test)]
+    if let Some((n, errno)) = st.fail_next_write.take() {
+        st.file.write_all(&bytes[..n.min(bytes.len())])?;
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    st.file.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::events::*;
+    use crate::plugin::ToolCall;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("sessions"));
+        (dir, store)
+    }
+
+    fn user(text: &str) -> EventKind {
+        EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None })
+    }
+
+    fn turn(log: &SessionLog, n: u64, text: &str) {
+        log.append(EventKind::TurnStart(TurnStart { turn: n })).unwrap();
+        log.append(user(text)).unwrap();
+        log.append(EventKind::StepStart(StepStart { turn: n, step: 1 })).unwrap();
+        log.append(EventKind::AssistantMessage(AssistantMessage {
+            turn: n,
+            step: 1,
+            content: format!("re: {text}"),
+            reasoning: None,
+            tool_calls: vec![],
+            usage: None,
+            finish: None,
+            interrupted: false,
+        }))
+        .unwrap();
+        log.append(EventKind::StepEnd(StepEnd { turn: n, step: 1, usage: None })).unwrap();
+        log.append(EventKind::TurnEnd(TurnEnd { turn: n, reason: StopReason::Completed })).unwrap();
+    }
+
+    fn types(events: &[Event]) -> Vec<&str> {
+        events.iter().map(|e| e.type_name()).collect()
+    }
+
+    #[test]
+    fn create_append_reload_and_messages_match() {
+        let (_d, store) = store();
+        let log = store.create(NewSession { workspace: Some("/w".into()), ..Default::default() }).unwrap();
+        turn(&log, 1, "hello");
+        let live = log.messages();
+        let id = log.id().to_string();
+        drop(log);
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(loaded.header.workspace.as_deref(), Some("/w"));
+        assert_eq!(loaded.messages(), live);
+        assert_eq!(loaded.events.len(), 7);
+        assert!(loaded.warnings.is_empty());
+        let (log, report) = store.open(&id).unwrap();
+        assert!(report.repairs.is_empty());
+        assert_eq!(log.messages(), live);
+        assert_eq!(log.last_seq(), 7);
+        assert!(crate::invariants::check(&loaded.events).is_ok());
+    }
+
+    #[test]
+    fn second_writer_is_refused_with_pid() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        let err = store.open(log.id()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::Locked { pid: Some(p), .. } if p == std::process::id()), "{msg}");
+        assert!(msg.contains("is already open by another process (pid "), "{msg}");
+        // Readers still work while the writer is live.
+        assert_eq!(store.load(log.id()).unwrap().events.len(), 1);
+        let id = log.id().to_string();
+        drop(log);
+        assert!(store.open(&id).is_ok());
+    }
+
+    #[test]
+    fn torn_last_line_is_reported_then_repaired_by_appending() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        turn(&log, 1, "a");
+        let id = log.id().to_string();
+        let path = log.path().to_path_buf();
+        drop(log);
+        let torn = br#"{"seq":8,"time":"t","type":"turn/st"#;
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(torn).unwrap();
+        drop(f);
+        let before = fs::read(&path).unwrap();
+
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(loaded.events.len(), 7);
+        assert!(matches!(&loaded.warnings[..], [LoadWarning::TornTail { line: 8, bytes, .. }] if *bytes == torn.len() as u64));
+
+        let (log, report) = store.open(&id).unwrap();
+        assert_eq!(types(&report.repairs), vec!["session/repaired"]);
+        turn(&log, 2, "b");
+        drop(log);
+        let after = fs::read(&path).unwrap();
+        assert!(after.starts_with(&before), "history was rewritten");
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(loaded.warnings, vec![LoadWarning::RepairedTornLine { line: 8 }]);
+        assert_eq!(loaded.events.len(), 14);
+        assert!(crate::invariants::check(&loaded.events).is_ok());
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_refused() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        let id = log.id().to_string();
+        let path = log.path().to_path_buf();
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"garbage\n{\"seq\":2,\"time\":\"t\",\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n").unwrap();
+        drop(f);
+        let err = store.load(&id).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { line: 2, .. }), "{err}");
+    }
+
+    #[test]
+    fn crash_inside_a_turn_is_closed_by_appending() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
+        log.append(user("go")).unwrap();
+        log.append(EventKind::StepStart(StepStart { turn: 1, step: 1 })).unwrap();
+        let calls = vec![
+            ToolCall { id: "c1".into(), name: "a".into(), arguments: "{}".into() },
+            ToolCall { id: "c2".into(), name: "b".into(), arguments: "{}".into() },
+        ];
+        log.append(EventKind::AssistantMessage(AssistantMessage {
+            turn: 1,
+            step: 1,
+            content: String::new(),
+            reasoning: None,
+            tool_calls: calls,
+            usage: None,
+            finish: None,
+            interrupted: false,
+        }))
+        .unwrap();
+        log.append(EventKind::ToolCall(ToolCallEvent {
+            turn: 1,
+            step: 1,
+            id: "c1".into(),
+            name: "a".into(),
+            arguments: "{}".into(),
+        }))
+        .unwrap();
+        let id = log.id().to_string();
+        let path = log.path().to_path_buf();
+        drop(log); // "crash"
+        let before = fs::read(&path).unwrap();
+        let (log, report) = store.open(&id).unwrap();
+        assert_eq!(
+            types(&report.repairs),
+            vec!["tool/result", "tool/call", "tool/result", "step/end", "turn/end"]
+        );
+        assert!(matches!(
+            &report.repairs[4].kind,
+            EventKind::TurnEnd(TurnEnd { reason: StopReason::Interrupted, turn: 1 })
+        ));
+        let msgs = log.messages();
+        assert_eq!(msgs.iter().filter(|m| m.role == crate::plugin::Role::Tool).count(), 2);
+        drop(log);
+        assert!(fs::read(&path).unwrap().starts_with(&before));
+        let loaded = store.load(&id).unwrap();
+        crate::invariants::check(&loaded.events).unwrap();
+    }
+
+    #[test]
+    fn crash_mid_stream_commits_streamed_prefix() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
+        log.append(EventKind::StepStart(StepStart { turn: 1, step: 1 })).unwrap();
+        for t in ["Hel", "lo"] {
+            log.append(EventKind::AssistantChunk(AssistantChunk {
+                turn: 1,
+                step: 1,
+                text: t.into(),
+                reasoning: String::new(),
+            }))
+            .unwrap();
+        }
+        let id = log.id().to_string();
+        drop(log);
+        let (log, report) = store.open(&id).unwrap();
+        assert_eq!(types(&report.repairs), vec!["assistant/message", "step/end", "turn/end"]);
+        assert!(matches!(&report.repairs[0].kind,
+            EventKind::AssistantMessage(m) if m.interrupted && m.content == "Hello"));
+        assert_eq!(log.messages().last().map(|m| m.content.as_str()), Some("Hello"));
+    }
+
+    #[test]
+    fn unknown_types_refuse_to_load_unless_ignorable() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        log.append_ignorable("x/custom", serde_json::json!({"k": 1})).unwrap();
+        let id = log.id().to_string();
+        let path = log.path().to_path_buf();
+        drop(log);
+        let loaded = store.load(&id).unwrap();
+        assert!(matches!(&loaded.events[1].kind, EventKind::Unknown { type_name, .. } if type_name == "x/custom"));
+        assert!(loaded.events[1].ignorable);
+
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"seq\":3,\"time\":\"t\",\"type\":\"x/strict\",\"data\":{}}\n").unwrap();
+        drop(f);
+        let err = store.load(&id).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::UnknownEventType { line: 3, .. }), "{msg}");
+        assert!(msg.contains(&format!("{}:3", path.display())) && msg.contains("x/strict"), "{msg}");
+    }
+
+    #[test]
+    fn fork_at_turn_boundary_only() {
+        let (_d, store) = store();
+        let log = store.create(NewSession { profile: Some("p".into()), ..Default::default() }).unwrap();
+        turn(&log, 1, "one");
+        turn(&log, 2, "two");
+        let id = log.id().to_string();
+        let err = store.fork(&id, 9).unwrap_err();
+        assert!(err.to_string().contains("inside turn 2; fork at a turn boundary such as seq 7 or 13"), "{err}");
+        assert!(matches!(store.fork(&id, 99), Err(StoreError::InvalidForkPoint { .. })));
+
+        let child = store.fork(&id, 7).unwrap();
+        assert_ne!(child.id(), id);
+        let h = child.header().unwrap();
+        assert_eq!((h.parent.as_deref(), h.fork_seq, h.profile.as_deref()), (Some(id.as_str()), Some(7), Some("p")));
+        let parent = store.load(&id).unwrap();
+        assert_eq!(child.messages(), derive_messages_prefix(&parent.events, 7));
+        turn(&child, 2, "other");
+        let cid = child.id().to_string();
+        drop(child);
+        let loaded = store.load(&cid).unwrap();
+        assert_eq!(loaded.events[1..7], parent.events[1..7]);
+        crate::invariants::check(&loaded.events).unwrap();
+        // The parent is untouched and still writable by its owner.
+        turn(&log, 3, "three");
+    }
+
+    fn derive_messages_prefix(events: &[Event], at: usize) -> Vec<Message> {
+        crate::projection::derive_messages(&events[..at])
+    }
+
+    #[test]
+    fn list_and_export() {
+        let (_d, store) = store();
+        assert!(store.list().unwrap().is_empty());
+        let a = store.create(NewSession::default()).unwrap();
+        turn(&a, 1, "first question");
+        let b = store.create(NewSession::default()).unwrap();
+        let list = store.list().unwrap();
+        assert_eq!(list.len(), 2);
+        let sa = list.iter().find(|s| s.id == a.id()).unwrap();
+        assert_eq!(sa.title.as_deref(), Some("first question"));
+        assert!(list.iter().any(|s| s.id == b.id() && s.title.is_none()));
+
+        let mut out = Vec::new();
+        store.export(a.id(), ExportFormat::Jsonl, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 7);
+        assert_eq!(text, fs::read_to_string(a.path()).unwrap());
+        let mut out = Vec::new();
+        store.export(a.id(), ExportFormat::JsonArray, &mut out).unwrap();
+        let arr: Vec<Event> = serde_json::from_slice(&out).unwrap();
+        assert_eq!(arr, store.load(a.id()).unwrap().events);
+    }
+
+    #[test]
+    fn disk_full_rolls_back_and_keeps_log_intact() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        turn(&log, 1, "a");
+        let before = fs::read(log.path()).unwrap();
+        log.fail_next_write(20, libc::ENOSPC);
+        let err = log.append(EventKind::TurnStart(TurnStart { turn: 2 })).unwrap_err();
+        assert!(matches!(err, StoreError::DiskFull { .. }), "{err}");
+        assert!(err.to_string().starts_with("disk full while appending event 8 (turn/start)"), "{err}");
+        assert_eq!(fs::read(log.path()).unwrap(), before);
+        // Space comes back: the next append gets the same seq.
+        let ev = log.append(EventKind::TurnStart(TurnStart { turn: 2 })).unwrap();
+        assert_eq!(ev.seq, 8);
+        log.fail_next_write(0, libc::EROFS);
+        assert!(matches!(log.append(user("x")), Err(StoreError::ReadOnly { .. })));
+        let id = log.id().to_string();
+        drop(log);
+        assert_eq!(store.load(&id).unwrap().events.len(), 8);
+    }
+
+    #[test]
+    fn invalid_ids_and_missing_sessions() {
+        let (_d, store) = store();
+        assert!(matches!(store.open("../etc"), Err(StoreError::InvalidId(_))));
+        assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            store.create(NewSession { id: Some("a/b".into()), ..Default::default() }),
+            Err(StoreError::InvalidId(_))
+        ));
+        let a = store.create(NewSession { id: Some("fixed".into()), ..Default::default() }).unwrap();
+        drop(a);
+        assert!(matches!(
+            store.create(NewSession { id: Some("fixed".into()), ..Default::default() }),
+            Err(StoreError::AlreadyExists(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn subscribe_from_replays_then_streams() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        log.append(user("a")).unwrap();
+        let mut rx = log.subscribe_from(1).unwrap();
+        log.append(user("b")).unwrap();
+        log.flush().await.unwrap();
+        let seqs: Vec<u64> = (0..3).map(|_| rx.try_recv().unwrap().seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
+        assert!(rx.try_recv().is_err());
+    }
+}

@@ -1,0 +1,344 @@
+//! Component-backed implementations of the core traits, and the set of
+//! registrations one plugin version contributes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::Store;
+use wasmtime::component::ResourceAny;
+use wharf_core::plugin::{
+    BoxFuture, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent,
+    LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role, Tool,
+    ToolCall, ToolInvocation, ToolOutcome, ToolSpec, Usage,
+};
+use wharf_core::registry::Registrations;
+
+use crate::bindings::exports::wharf::plugin as ex;
+use crate::bindings::wharf::plugin::types as wt;
+use crate::component::{CallContext, CallError, Kind, PluginVersion};
+use crate::state::HostState;
+
+/// A tool served by a component.
+pub struct ComponentTool {
+    version: Arc<PluginVersion>,
+    plugin: PluginRef,
+    spec: ToolSpec,
+}
+
+impl Tool for ComponentTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome> {
+        Box::pin(async move {
+            let ctx = CallContext { session_id: call.session_id, call_id: call.call_id, workspace: call.workspace };
+            let args = call.arguments.to_string();
+            tokio::select! {
+                res = self.version.call_tool(&self.spec.name, &args, &ctx) => match res {
+                    Ok(o) => o,
+                    Err(e) => ToolOutcome::error(&e.code, e.message),
+                },
+                _ = cancel.cancelled() => ToolOutcome::error("ABORTED", "the call was cancelled"),
+            }
+        })
+    }
+}
+
+/// The registrations of one loaded version: a tool per tool spec, the
+/// adapter, policy and hooks for the kinds it exports.
+pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
+    let plugin = version.plugin_ref();
+    let mut regs = Registrations::default();
+    for spec in &version.tools {
+        regs.tools.push(Arc::new(ComponentTool { version: version.clone(), plugin: plugin.clone(), spec: spec.clone() }));
+    }
+    if version.kinds.contains(&Kind::Llm) {
+        regs.llm = Some(Arc::new(ComponentLlm { version: version.clone(), plugin: plugin.clone() }));
+    }
+    if version.kinds.contains(&Kind::Policy) {
+        regs.policy = Some(Arc::new(ComponentPolicy { version: version.clone(), plugin: plugin.clone() }));
+    }
+    if version.kinds.contains(&Kind::Hooks) {
+        regs.hooks = Some(Arc::new(ComponentHooks {
+            version: version.clone(),
+            plugin: plugin.clone(),
+            subs: version.hook_subscriptions.clone(),
+        }));
+        for s in &version.prompt_sections {
+            regs.prompt_sections.push(PromptSection {
+                id: s.0.clone(),
+                order: s.1,
+                text: s.2.clone(),
+                plugin: plugin.clone(),
+            });
+        }
+    }
+    regs
+}
+
+/// A model adapter served by a component.
+pub struct ComponentLlm {
+    version: Arc<PluginVersion>,
+    plugin: PluginRef,
+}
+
+fn to_wit_message(m: &Message) -> wt::Message {
+    wt::Message {
+        role: match m.role {
+            Role::System => wt::Role::System,
+            Role::User => wt::Role::User,
+            Role::Assistant => wt::Role::Assistant,
+            Role::Tool => wt::Role::Tool,
+        },
+        content: m.content.clone(),
+        reasoning: m.reasoning.clone(),
+        tool_calls: m
+            .tool_calls
+            .iter()
+            .map(|c| wt::ToolCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() })
+            .collect(),
+        tool_call_id: m.tool_call_id.clone(),
+    }
+}
+
+fn to_wit_spec(s: &ToolSpec) -> wt::ToolSpec {
+    wt::ToolSpec {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        input_schema: s.input_schema.to_string(),
+        mode: match s.mode {
+            wharf_core::plugin::ToolMode::Parallel => wt::ToolMode::Parallel,
+            wharf_core::plugin::ToolMode::Exclusive => wt::ToolMode::Exclusive,
+        },
+    }
+}
+
+fn from_wit_error(e: ex::llm::Error) -> LlmError {
+    use ex::llm::ErrorCode as C;
+    let code = match e.code {
+        C::Auth => LlmErrorCode::Auth,
+        C::Quota => LlmErrorCode::Quota,
+        C::RateLimit => LlmErrorCode::RateLimit,
+        C::ContextWindowExceeded => LlmErrorCode::ContextWindowExceeded,
+        C::InvalidRequest => LlmErrorCode::InvalidRequest,
+        C::Server => LlmErrorCode::Server,
+        C::Transport => LlmErrorCode::Transport,
+        C::Timeout => LlmErrorCode::Timeout,
+        C::Aborted => LlmErrorCode::Aborted,
+        C::StreamClosed => LlmErrorCode::StreamClosed,
+        C::MalformedResponse => LlmErrorCode::MalformedResponse,
+        C::EmptyResponse => LlmErrorCode::EmptyResponse,
+    };
+    LlmError { code, message: e.message, http_status: e.http_status, retry_after_ms: e.retry_after_ms }
+}
+
+fn from_wit_event(e: ex::llm::Event) -> LlmEvent {
+    use ex::llm::Event as E;
+    match e {
+        E::Text(t) => LlmEvent::Text(t),
+        E::Reasoning(t) => LlmEvent::Reasoning(t),
+        E::ToolCall(c) => LlmEvent::ToolCall(ToolCall { id: c.id, name: c.name, arguments: c.arguments }),
+        E::Usage(u) => LlmEvent::Usage(Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cache_hit_tokens: u.cache_hit_tokens,
+            cache_miss_tokens: u.cache_miss_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+        }),
+        E::Finish(f) => LlmEvent::Finish(match f {
+            ex::llm::FinishReason::Stop => FinishReason::Stop,
+            ex::llm::FinishReason::ToolCalls => FinishReason::ToolCalls,
+            ex::llm::FinishReason::MaxTokens => FinishReason::MaxTokens,
+            ex::llm::FinishReason::ContentFilter => FinishReason::ContentFilter,
+            ex::llm::FinishReason::Retryable => FinishReason::Retryable,
+        }),
+    }
+}
+
+/// A sandbox failure during a model request, as an LLM error.
+fn sandbox_to_llm(e: CallError) -> LlmError {
+    let code = match e.code.as_str() {
+        "TIMEOUT" => LlmErrorCode::Timeout,
+        _ => LlmErrorCode::Server,
+    };
+    LlmError::new(code, format!("adapter {}: {}", e.code, e.message))
+}
+
+impl LlmAdapter for ComponentLlm {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn model(&self) -> ModelInfo {
+        self.version.model_info.clone().unwrap_or(ModelInfo { model: "unknown".into(), context_window: 0 })
+    }
+
+    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+        Box::pin(async move {
+            let req = ex::llm::Request {
+                system: request.system.clone(),
+                messages: request.messages.iter().map(to_wit_message).collect(),
+                tools: request.tools.iter().map(to_wit_spec).collect(),
+                max_tokens: request.max_tokens,
+            };
+            let (store, guest, handle) = self.version.start_completion(req).await.map_err(|e| match e {
+                StartError::Sandbox(e) => sandbox_to_llm(e),
+                StartError::Adapter(e) => from_wit_error(e),
+            })?;
+            let timeout_ms = self.version.effective.timeout_ms;
+            Ok(Box::new(ComponentStream { store, guest, handle: Some(handle), timeout_ms }) as Box<dyn LlmStream>)
+        })
+    }
+}
+
+/// Why a completion could not start.
+pub enum StartError {
+    /// The sandbox failed (trap, limit).
+    Sandbox(CallError),
+    /// The adapter returned an error.
+    Adapter(ex::llm::Error),
+}
+
+/// An in-flight completion: one store kept for the whole stream.
+struct ComponentStream {
+    store: Store<HostState>,
+    guest: ex::llm::Guest,
+    handle: Option<ResourceAny>,
+    timeout_ms: u64,
+}
+
+impl LlmStream for ComponentStream {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Vec<LlmEvent>>, LlmError>> {
+        Box::pin(async move {
+            let Some(handle) = self.handle else { return Ok(None) };
+            self.store.data_mut().begin_call(self.timeout_ms);
+            let wall = Duration::from_millis(self.timeout_ms) + Duration::from_millis(250);
+            let completion = self.guest.completion();
+            let res = tokio::time::timeout(wall, completion.call_next(&mut self.store, handle)).await;
+            let out = match res {
+                Err(_) => Err(LlmError::new(LlmErrorCode::Timeout, "adapter call timed out")),
+                Ok(Err(e)) => Err(sandbox_to_llm(crate::component::classify_error(&e, self.store.data()))),
+                Ok(Ok(Err(e))) => Err(from_wit_error(e)),
+                Ok(Ok(Ok(None))) => {
+                    self.handle = None;
+                    Ok(None)
+                }
+                Ok(Ok(Ok(Some(events)))) => Ok(Some(events.into_iter().map(from_wit_event).collect())),
+            };
+            self.store.data_mut().flush_stdio();
+            if out.is_err() {
+                self.handle = None;
+            }
+            out
+        })
+    }
+}
+
+/// A policy served by a component.
+pub struct ComponentPolicy {
+    version: Arc<PluginVersion>,
+    plugin: PluginRef,
+}
+
+impl Policy for ComponentPolicy {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, String>> {
+        Box::pin(async move {
+            let req = ex::policy::Request {
+                tool: request.tool,
+                plugin: request.plugin,
+                arguments: request.arguments.to_string(),
+                session_id: request.session_id,
+                agent_depth: request.agent_depth,
+                workspace: request.workspace,
+            };
+            let d = self.version.call_policy(req).await.map_err(|e| format!("policy {}: {e}", self.plugin.id))?;
+            Ok(match d {
+                ex::policy::Decision::Allow => Decision::Allow,
+                ex::policy::Decision::Deny(reason) => Decision::Deny { reason },
+                ex::policy::Decision::Ask(reason) => Decision::Ask { reason },
+                ex::policy::Decision::Rewrite(args) => match serde_json::from_str::<serde_json::Value>(&args) {
+                    Ok(v) if v.is_object() => Decision::Rewrite { args: v },
+                    _ => {
+                        return Err(format!("policy {}: rewrite is not a JSON object", self.plugin.id));
+                    }
+                },
+            })
+        })
+    }
+}
+
+/// Hook listeners served by a component.
+pub struct ComponentHooks {
+    version: Arc<PluginVersion>,
+    plugin: PluginRef,
+    subs: Vec<(HookPoint, i32)>,
+}
+
+/// Maps core hook points to WIT ones.
+pub fn to_wit_point(p: HookPoint) -> ex::hooks::HookPoint {
+    use ex::hooks::HookPoint as W;
+    match p {
+        HookPoint::SystemPrompt => W::SystemPrompt,
+        HookPoint::AgentPreStep => W::AgentPreStep,
+        HookPoint::AgentRequest => W::AgentRequest,
+        HookPoint::AgentRequestError => W::AgentRequestError,
+        HookPoint::AgentTurnStopping => W::AgentTurnStopping,
+        HookPoint::ToolsPreExecute => W::ToolsPreExecute,
+        HookPoint::ToolsPostExecute => W::ToolsPostExecute,
+        HookPoint::ToolsResult => W::ToolsResult,
+        HookPoint::SessionEvent => W::SessionEvent,
+    }
+}
+
+/// Maps WIT hook points to core ones.
+pub fn from_wit_point(p: ex::hooks::HookPoint) -> HookPoint {
+    use ex::hooks::HookPoint as W;
+    match p {
+        W::SystemPrompt => HookPoint::SystemPrompt,
+        W::AgentPreStep => HookPoint::AgentPreStep,
+        W::AgentRequest => HookPoint::AgentRequest,
+        W::AgentRequestError => HookPoint::AgentRequestError,
+        W::AgentTurnStopping => HookPoint::AgentTurnStopping,
+        W::ToolsPreExecute => HookPoint::ToolsPreExecute,
+        W::ToolsPostExecute => HookPoint::ToolsPostExecute,
+        W::ToolsResult => HookPoint::ToolsResult,
+        W::SessionEvent => HookPoint::SessionEvent,
+    }
+}
+
+impl Hook for ComponentHooks {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn subscriptions(&self) -> &[(HookPoint, i32)] {
+        &self.subs
+    }
+
+    fn handle(&self, point: HookPoint, payload: serde_json::Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+        Box::pin(async move {
+            let out = self
+                .version
+                .call_hook(to_wit_point(point), payload.to_string())
+                .await
+                .map_err(|e| format!("hook {}: {e}", self.plugin.id))?;
+            Ok(match out {
+                ex::hooks::Outcome::Pass => HookOutcome::Pass,
+                ex::hooks::Outcome::Reject(r) => HookOutcome::Reject(r),
+                ex::hooks::Outcome::Replace(v) => HookOutcome::Replace(
+                    serde_json::from_str(&v).map_err(|e| format!("hook {}: replacement is not JSON: {e}", self.plugin.id))?,
+                ),
+            })
+        })
+    }
+}

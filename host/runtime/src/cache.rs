@@ -1,0 +1,126 @@
+//! The on-disk compile cache: precompiled components keyed by the content
+//! digest and the engine's compatibility hash, so a restart does not
+//! recompile and a changed engine setting never loads a stale artifact.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where an artifact came from, for reporting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Found in this process's memory.
+    Memory,
+    /// Loaded from the on-disk cache.
+    Disk,
+    /// Compiled now (and stored if the cache is writable).
+    Compiled,
+}
+
+/// Compiled components by digest, in memory and on disk.
+pub struct CompileCache {
+    dir: Option<PathBuf>,
+    engine_hash: String,
+    memory: Mutex<HashMap<String, Component>>,
+}
+
+/// The hex sha-256 of some bytes.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created on demand); `None` keeps it in memory only.
+    pub fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        let engine_hash = format!("{:016x}", h.finish());
+        Self { dir, engine_hash, memory: Mutex::new(HashMap::new()) }
+    }
+
+    /// The default cache directory: `$WHARF_CACHE_DIR`, else
+    /// `$XDG_CACHE_HOME/wharf/components`, else `~/.cache/wharf/components`.
+    pub fn default_dir() -> Option<PathBuf> {
+        if let Ok(d) = std::env::var("WHARF_CACHE_DIR") {
+            return Some(PathBuf::from(d));
+        }
+        if let Ok(d) = std::env::var("XDG_CACHE_HOME") {
+            return Some(PathBuf::from(d).join("wharf/components"));
+        }
+        std::env::var("HOME").ok().map(|h| PathBuf::from(h).join(".cache/wharf/components"))
+    }
+
+    /// The cache directory, if on disk.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn artifact_path(&self, digest: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", self.engine_hash)))
+    }
+
+    /// Returns the compiled component for `bytes` (whose digest is
+    /// `digest`), compiling it on a miss.
+    pub fn get_or_compile(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        if let Some(c) = self.memory.lock().unwrap_or_else(|e| e.into_inner()).get(digest) {
+            return Ok((c.clone(), CacheOutcome::Memory));
+        }
+        if let Some(path) = self.artifact_path(digest) {
+            if path.exists() {
+                // SAFETY: artifacts in this directory are written only by
+                // `store` below from our own compilation (atomic rename), and
+                // the file name binds them to the content digest and to this
+                // engine's compatibility hash. A corrupt or foreign file fails
+                // deserialization's header checks and is recompiled.
+                match unsafe { Component::deserialize_file(engine, &path) } {
+                    Ok(c) => {
+                        self.remember(digest, &c);
+                        return Ok((c, CacheOutcome::Disk));
+                    }
+                    Err(e) => {
+                        tracing::warn!("discarding unusable cache artifact {}: {e:#}", path.display());
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+            }
+        }
+        let component = Component::new(engine, bytes)?;
+        if let Some(path) = self.artifact_path(digest) {
+            if let Err(e) = Self::store(&component, &path) {
+                tracing::warn!("could not write compile cache {}: {e:#}", path.display());
+            }
+        }
+        self.remember(digest, &component);
+        Ok((component, CacheOutcome::Compiled))
+    }
+
+    fn remember(&self, digest: &str, c: &Component) {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.to_string(), c.clone());
+    }
+
+    fn store(component: &Component, path: &Path) -> anyhow::Result<()> {
+        let bytes = component.serialize()?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    /// Forgets the in-memory copy of a digest (the disk copy stays).
+    pub fn evict(&self, digest: &str) {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).remove(digest);
+    }
+}

@@ -1,0 +1,686 @@
+//! Loading a component into a plugin version and calling it under limits.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, InstancePre, Linker, ResourceAny};
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use crate::bindings::exports::wharf::plugin as ex;
+use crate::bindings::wharf::plugin::types as wt;
+use crate::cache::{CacheOutcome, CompileCache, digest};
+use crate::engine::{EngineOptions, WharfEngine};
+use crate::error::LoadError;
+use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
+use crate::state::{HostState, LimitError, PluginShared};
+
+
+/// Runs `$body` against a fresh instance of `$v` (bound to `$store` and
+/// `$inst`) with the wall-clock limit around it: epochs stop guest code, the
+/// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
+/// Evaluates to `Result<_, CallError>`.
+macro_rules! sandboxed {
+    ($v:expr, $effective:expr, $timeout_ms:expr, |$store:ident, $inst:ident| $body:block) => {{
+        let timeout_ms: u64 = $timeout_ms;
+        match $v.new_store($effective) {
+            Err(e) => Err(e),
+            Ok(mut $store) => {
+                $store.data_mut().begin_call(timeout_ms);
+                let fut = async {
+                    let $inst = $v.pre.instantiate_async(&mut $store).await?;
+                    $body
+                };
+                // Grace over the epoch deadline so the precise code wins.
+                let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
+                let res = tokio::time::timeout(wall, fut).await;
+                let out = match res {
+                    Err(_) => Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout_ms} ms"))),
+                    Ok(Ok(v)) => Ok(v),
+                    Ok(Err(e)) => Err(classify_error(&e, $store.data())),
+                };
+                $store.data_mut().flush_stdio();
+                out
+            }
+        }
+    }};
+}
+
+/// A plugin kind, detected from a component's exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Exports `tool`.
+    Tool,
+    /// Exports `llm`.
+    Llm,
+    /// Exports `policy`.
+    Policy,
+    /// Exports `hooks`.
+    Hooks,
+    /// Exports `skills`.
+    Skills,
+}
+
+impl Kind {
+    fn from_interface(name: &str) -> Option<Self> {
+        Some(match name {
+            "tool" => Self::Tool,
+            "llm" => Self::Llm,
+            "policy" => Self::Policy,
+            "hooks" => Self::Hooks,
+            "skills" => Self::Skills,
+            _ => return None,
+        })
+    }
+}
+
+/// What the runtime needs to load one plugin.
+#[derive(Debug, Clone)]
+pub struct PluginSpec {
+    /// Stable id (profile row id).
+    pub id: String,
+    /// Component file.
+    pub path: PathBuf,
+    /// The plugin's config table.
+    pub config: serde_json::Value,
+    /// What the operator grants.
+    pub grant: Grant,
+    /// Reuse instances between calls (opt-in; default is a fresh sandbox
+    /// per call so nothing leaks between calls).
+    pub warm: bool,
+}
+
+/// A self-description returned by the component.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginInfo {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// Description.
+    pub description: String,
+    /// What it asks to be granted.
+    pub requests: GrantRequest,
+}
+
+/// Options for the runtime.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeOptions {
+    /// Engine settings.
+    pub engine: EngineOptions,
+    /// Compile cache directory (`None`: memory only).
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The runtime: one engine, one linker, one compile cache.
+pub struct Runtime {
+    engine: Arc<WharfEngine>,
+    linker: Linker<HostState>,
+    cache: CompileCache,
+}
+
+/// Typed indices of each export kind, resolved once per version.
+struct Indices {
+    plugin: ex::plugin::GuestIndices,
+    tool: Option<ex::tool::GuestIndices>,
+    llm: Option<ex::llm::GuestIndices>,
+    policy: Option<ex::policy::GuestIndices>,
+    hooks: Option<ex::hooks::GuestIndices>,
+    skills: Option<ex::skills::GuestIndices>,
+}
+
+/// One loaded version of a plugin: compiled, linked and described.
+pub struct PluginVersion {
+    /// Plugin id.
+    pub id: String,
+    /// Component file.
+    pub path: PathBuf,
+    /// Content digest (hex sha-256).
+    pub digest: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// WIT package version the component was built against.
+    pub wit_version: String,
+    /// Kinds, from the exports.
+    pub kinds: Vec<Kind>,
+    /// Self-description.
+    pub info: PluginInfo,
+    /// Effective grants.
+    pub effective: Arc<Effective>,
+    /// Tools (empty unless a tool plugin).
+    pub tools: Vec<wharf_core::plugin::ToolSpec>,
+    /// Hook subscriptions (hooks plugins).
+    pub hook_subscriptions: Vec<(wharf_core::plugin::HookPoint, i32)>,
+    /// Static prompt sections: (id, order, text).
+    pub prompt_sections: Vec<(String, i32, String)>,
+    /// Model info (LLM adapters).
+    pub model_info: Option<wharf_core::plugin::ModelInfo>,
+    /// Where the compiled code came from.
+    pub cache: CacheOutcome,
+    /// Time to compile or load the code.
+    pub load_time: Duration,
+    pre: InstancePre<HostState>,
+    indices: Indices,
+    shared: Arc<PluginShared>,
+    engine: Arc<WharfEngine>,
+    warm: Option<Mutex<Vec<WarmInstance>>>,
+}
+
+struct WarmInstance {
+    store: Store<HostState>,
+    tool: ex::tool::Guest,
+}
+
+/// How a sandboxed call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct CallError {
+    /// Stable code: `TIMEOUT`, `MEMORY_LIMIT`, `STACK_OVERFLOW`, `TRAP`,
+    /// `OUTPUT_LIMIT`, `ABORTED`, `HOST_ERROR`, or the tool's own code.
+    pub code: String,
+    /// What happened.
+    pub message: String,
+}
+
+impl CallError {
+    fn new(code: &str, message: impl Into<String>) -> Self {
+        Self { code: code.to_string(), message: message.into() }
+    }
+}
+
+/// Context passed to a tool call.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// Session id.
+    pub session_id: String,
+    /// Call id.
+    pub call_id: String,
+    /// Workspace dir.
+    pub workspace: Option<String>,
+}
+
+impl Runtime {
+    /// A runtime with its own engine.
+    pub fn new(opts: RuntimeOptions) -> anyhow::Result<Arc<Self>> {
+        let engine = WharfEngine::new(&opts.engine)?;
+        let mut linker: Linker<HostState> = Linker::new(engine.engine());
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        crate::bindings::Host_::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
+            &mut linker,
+            |s| s,
+        )?;
+        let cache = CompileCache::new(engine.engine(), opts.cache_dir);
+        Ok(Arc::new(Self { engine, linker, cache }))
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<WharfEngine> {
+        &self.engine
+    }
+
+    /// The compile cache.
+    pub fn cache(&self) -> &CompileCache {
+        &self.cache
+    }
+
+    /// Compiles (or loads from cache), checks, links and describes a
+    /// component. Blocking: run it off the async loop.
+    pub fn load(&self, spec: &PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
+        let path = &spec.path;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
+        self.load_bytes(spec, &bytes)
+    }
+
+    /// Like [`Runtime::load`] with the bytes already read.
+    pub fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<Arc<PluginVersion>, LoadError> {
+        let path = spec.path.clone();
+        check_header(&path, bytes)?;
+        let digest = digest(bytes);
+        let t0 = Instant::now();
+        let (component, cache) = self
+            .cache
+            .get_or_compile(self.engine.engine(), &digest, bytes)
+            .map_err(|e| LoadError::Compile { path: path.clone(), reason: first_line(&e) })?;
+        let load_time = t0.elapsed();
+        let (wit_version, kinds) = inspect_names(&path, self.engine.engine(), &component)?;
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
+        let bad = |e: wasmtime::Error| LoadError::Invalid { path: path.clone(), reason: first_line(&e) };
+        let indices = Indices {
+            plugin: ex::plugin::GuestIndices::new(&pre).map_err(bad)?,
+            tool: kinds.contains(&Kind::Tool).then(|| ex::tool::GuestIndices::new(&pre)).transpose().map_err(bad)?,
+            llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(&pre)).transpose().map_err(bad)?,
+            policy: kinds
+                .contains(&Kind::Policy)
+                .then(|| ex::policy::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(bad)?,
+            hooks: kinds.contains(&Kind::Hooks).then(|| ex::hooks::GuestIndices::new(&pre)).transpose().map_err(bad)?,
+            skills: kinds
+                .contains(&Kind::Skills)
+                .then(|| ex::skills::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(bad)?,
+        };
+        spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
+        let shared =
+            Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
+        let mut version = PluginVersion {
+            id: spec.id.clone(),
+            path: path.clone(),
+            digest,
+            size: bytes.len() as u64,
+            wit_version,
+            kinds,
+            info: PluginInfo {
+                name: String::new(),
+                version: String::new(),
+                description: String::new(),
+                requests: GrantRequest::default(),
+            },
+            effective: Arc::new(Grant::default().intersect(&GrantRequest::default())),
+            tools: Vec::new(),
+            hook_subscriptions: Vec::new(),
+            prompt_sections: Vec::new(),
+            model_info: None,
+            cache,
+            load_time,
+            pre,
+            indices,
+            shared,
+            engine: self.engine.clone(),
+            warm: spec.warm.then(|| Mutex::new(Vec::new())),
+        };
+        version.describe(&spec.grant).map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
+        Ok(Arc::new(version))
+    }
+}
+
+fn check_header(path: &Path, bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm { path: path.to_path_buf() });
+    }
+    // Core modules have layer 0 (`01 00 00 00`); components layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule { path: path.to_path_buf() });
+    }
+    Ok(())
+}
+
+fn first_line(e: &wasmtime::Error) -> String {
+    let s = format!("{e:#}");
+    s.lines().next().unwrap_or("").to_string()
+}
+
+fn link_error(path: &Path, e: &wasmtime::Error) -> LoadError {
+    let msg = format!("{e:#}");
+    // wasmtime: "component imports instance `x`, but a matching
+    // implementation was not found in the linker".
+    if let Some(rest) = msg.split("component imports ").nth(1) {
+        if let Some(name) = rest.split('`').nth(1) {
+            return LoadError::MissingImport { path: path.to_path_buf(), import: name.to_string() };
+        }
+    }
+    LoadError::Invalid { path: path.to_path_buf(), reason: msg.lines().next().unwrap_or("").to_string() }
+}
+
+/// Splits `ns:pkg/iface@ver` into (`ns:pkg`, `iface`, `ver`).
+fn parse_name(name: &str) -> Option<(&str, &str, Option<&str>)> {
+    let (pkg, rest) = name.split_once('/')?;
+    let (iface, ver) = match rest.split_once('@') {
+        Some((i, v)) => (i, Some(v)),
+        None => (rest, None),
+    };
+    Some((pkg, iface, ver))
+}
+
+fn compatible(ver: &str) -> bool {
+    let mut parts = ver.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
+    let (maj, min) = (parts.next().flatten(), parts.next().flatten());
+    let (hm, hn, _) = crate::bindings::WIT_VERSION;
+    // Semver for 0.x: the minor version is the compatibility boundary.
+    maj == Some(hm) && min == Some(hn)
+}
+
+fn inspect_names(
+    path: &Path,
+    engine: &wasmtime::Engine,
+    component: &Component,
+) -> Result<(String, Vec<Kind>), LoadError> {
+    let ty = component.component_type();
+    let mut kinds = Vec::new();
+    let mut version = None;
+    let mut exports = Vec::new();
+    let mut names: Vec<(String, bool)> = ty.imports(engine).map(|(n, _)| (n.to_string(), false)).collect();
+    for (n, item) in ty.exports(engine) {
+        if matches!(item.ty, ComponentItem::ComponentInstance(_)) {
+            names.push((n.to_string(), true));
+        }
+        exports.push(n.to_string());
+    }
+    for (name, is_export) in &names {
+        let Some((pkg, iface, ver)) = parse_name(name) else { continue };
+        if pkg != crate::bindings::WIT_PACKAGE {
+            continue;
+        }
+        let ver = ver.unwrap_or("");
+        if !compatible(ver) {
+            return Err(LoadError::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found: format!("wharf:plugin@{ver}"),
+                supported: "0.1.0".into(),
+            });
+        }
+        if *is_export {
+            version.get_or_insert_with(|| ver.to_string());
+            if let Some(k) = Kind::from_interface(iface) {
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+        }
+    }
+    kinds.sort();
+    let has_plugin = names.iter().any(|(n, e)| *e && parse_name(n).is_some_and(|(p, i, _)| p == "wharf:plugin" && i == "plugin"));
+    if kinds.is_empty() || !has_plugin {
+        let exports = if exports.is_empty() { "none".to_string() } else { exports.join(", ") };
+        if kinds.is_empty() {
+            return Err(LoadError::WrongWorld { path: path.to_path_buf(), exports });
+        }
+        return Err(LoadError::Invalid {
+            path: path.to_path_buf(),
+            reason: "exports a plugin kind but not wharf:plugin/plugin (the self-description)".into(),
+        });
+    }
+    Ok((version.unwrap_or_default(), kinds))
+}
+
+fn convert_request(r: wt::GrantRequest) -> GrantRequest {
+    GrantRequest {
+        filesystem: match r.filesystem {
+            wt::FsAccess::None => FsRequest::None,
+            wt::FsAccess::ReadOnly => FsRequest::ReadOnly,
+            wt::FsAccess::ReadWrite => FsRequest::ReadWrite,
+        },
+        hosts: r.hosts,
+        env: r.env,
+        process: r.process,
+        memory_mb: r.memory_mb,
+    }
+}
+
+/// Maps an error out of a wasm call to a stable code.
+pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallError {
+    if let Some(l) = err.downcast_ref::<LimitError>().or(state.limits.hit.as_ref()) {
+        return match l {
+            LimitError::Timeout(_) => CallError::new("TIMEOUT", l.to_string()),
+            LimitError::Memory(_) | LimitError::Table(_) => CallError::new("MEMORY_LIMIT", l.to_string()),
+        };
+    }
+    if let Some(trap) = err.downcast_ref::<Trap>() {
+        return match trap {
+            Trap::StackOverflow => CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack"),
+            Trap::Interrupt => CallError::new("TIMEOUT", format!("call exceeded its time limit of {} ms", state.timeout_ms)),
+            other => CallError::new("TRAP", format!("the plugin trapped: {other}")),
+        };
+    }
+    CallError::new("TRAP", format!("the plugin failed: {}", first_line(err)))
+}
+
+impl PluginVersion {
+    /// A `PluginRef` for the core.
+    pub fn plugin_ref(&self) -> wharf_core::plugin::PluginRef {
+        wharf_core::plugin::PluginRef { id: self.id.clone(), digest: self.digest.clone() }
+    }
+
+    fn new_store(&self, effective: Arc<Effective>) -> Result<Store<HostState>, CallError> {
+        let state = HostState::new(self.shared.clone(), effective)
+            .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
+        let mut store = Store::new(self.engine.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(1);
+        // Yield to the executor every tick (fairness for other tasks) until
+        // the call's deadline, then stop the guest wherever it is.
+        store.epoch_deadline_callback(|ctx| {
+            let s = ctx.data();
+            if Instant::now() >= s.deadline {
+                Err(LimitError::Timeout(s.timeout_ms).into())
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        Ok(store)
+    }
+
+    /// Calls `plugin.info()` with no grants, then computes the effective
+    /// grant and asks the kinds for their registrations.
+    fn describe(&mut self, grant: &Grant) -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
+            let info = sandboxed!(self, none, 10_000, |store, inst| {
+{
+                let guest = self.indices.plugin.load(&mut store, &inst)?;
+                guest.call_info(&mut store).await
+            }})
+                .map_err(|e| format!("plugin.info() failed: {e}"))?;
+            self.info = PluginInfo {
+                name: info.name,
+                version: info.version,
+                description: info.description,
+                requests: convert_request(info.requests),
+            };
+            self.effective = Arc::new(grant.intersect(&self.info.requests));
+            if let Some(tool_idx) = &self.indices.tool {
+                let specs = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+{
+                    let guest = tool_idx.load(&mut store, &inst)?;
+                    guest.call_list_tools(&mut store).await
+                }})
+                    .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
+                let mut tools = Vec::new();
+                for s in specs {
+                    tools.push(convert_spec(s)?);
+                }
+                self.tools = tools;
+            }
+            if let Some(hooks_idx) = &self.indices.hooks {
+                let (subs, sections) = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                    let guest = hooks_idx.load(&mut store, &inst)?;
+                    let subs = guest.call_subscriptions(&mut store).await?;
+                    let sections = guest.call_prompt_sections(&mut store).await?;
+                    Ok::<_, wasmtime::Error>((subs, sections))
+                })
+                .map_err(|e| format!("hooks.subscriptions() failed: {e}"))?;
+                self.hook_subscriptions =
+                    subs.into_iter().map(|s| (crate::adapters::from_wit_point(s.point), s.priority)).collect();
+                self.prompt_sections = sections.into_iter().map(|s| (s.id, s.order, s.text)).collect();
+            }
+            if let Some(llm_idx) = &self.indices.llm {
+                let m = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                    let guest = llm_idx.load(&mut store, &inst)?;
+                    guest.call_model(&mut store).await
+                })
+                .map_err(|e| format!("llm.model() failed: {e}"))?;
+                self.model_info = Some(wharf_core::plugin::ModelInfo { model: m.model, context_window: m.context_window });
+            }
+            Ok(())
+        })
+    }
+
+    /// One tool call in a fresh sandbox (or a warm instance if opted in).
+    pub async fn call_tool(&self, name: &str, arguments: &str, ctx: &CallContext) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+        let Some(tool_idx) = &self.indices.tool else {
+            return Err(CallError::new("NOT_A_TOOL", format!("plugin `{}` exports no tools", self.id)));
+        };
+        let wctx = wt::CallContext {
+            session_id: ctx.session_id.clone(),
+            call_id: ctx.call_id.clone(),
+            workspace: ctx.workspace.clone(),
+        };
+        let timeout = self.effective.timeout_ms;
+        let res = if self.warm.is_some() {
+            self.call_warm(name, arguments, &wctx).await
+        } else {
+            sandboxed!(self, self.effective.clone(), timeout, |store, inst| {
+{
+                let guest = tool_idx.load(&mut store, &inst)?;
+                guest.call_call(&mut store, name, arguments, &wctx).await
+            }})
+        }?;
+        self.finish_tool(res)
+    }
+
+    fn finish_tool(
+        &self,
+        res: Result<wt::ToolOutput, wt::ToolError>,
+    ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+        match res {
+            Ok(out) => {
+                let size = out.content.len() + out.details.as_ref().map_or(0, |d| d.len());
+                if size > self.effective.output_limit_bytes {
+                    return Err(CallError::new(
+                        "OUTPUT_LIMIT",
+                        format!("output of {size} bytes exceeds the limit of {} bytes", self.effective.output_limit_bytes),
+                    ));
+                }
+                let details = out.details.and_then(|d| serde_json::from_str(&d).ok());
+                Ok(wharf_core::plugin::ToolOutcome { content: out.content, is_error: false, error_code: None, details })
+            }
+            Err(e) => {
+                let mut message = e.message;
+                if message.len() > self.effective.output_limit_bytes {
+                    message.truncate(self.effective.output_limit_bytes.min(4096));
+                }
+                let code = if e.code.is_empty() { "TOOL_ERROR".to_string() } else { e.code };
+                Ok(wharf_core::plugin::ToolOutcome { content: message, is_error: true, error_code: Some(code), details: None })
+            }
+        }
+    }
+
+    /// Evaluates a policy in a fresh sandbox.
+    pub async fn call_policy(&self, req: ex::policy::Request) -> Result<ex::policy::Decision, CallError> {
+        let Some(idx) = &self.indices.policy else {
+            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a policy", self.id)));
+        };
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+            let guest = idx.load(&mut store, &inst)?;
+            guest.call_evaluate(&mut store, &req).await
+        })
+    }
+
+    /// Runs a hook listener in a fresh sandbox.
+    pub async fn call_hook(&self, point: ex::hooks::HookPoint, payload: String) -> Result<ex::hooks::Outcome, CallError> {
+        let Some(idx) = &self.indices.hooks else {
+            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no hooks", self.id)));
+        };
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+            let guest = idx.load(&mut store, &inst)?;
+            guest.call_handle(&mut store, point, &payload).await
+        })
+    }
+
+    /// The skills catalog of a skills plugin.
+    pub async fn call_skills_catalog(&self) -> Result<Result<Vec<ex::skills::SkillSummary>, String>, CallError> {
+        let Some(idx) = &self.indices.skills else {
+            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no skills", self.id)));
+        };
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+            let guest = idx.load(&mut store, &inst)?;
+            guest.call_catalog(&mut store).await
+        })
+    }
+
+    /// Starts a model completion; the store lives as long as the stream.
+    pub async fn start_completion(
+        &self,
+        req: ex::llm::Request,
+    ) -> Result<(Store<HostState>, ex::llm::Guest, ResourceAny), crate::adapters::StartError> {
+        use crate::adapters::StartError;
+        let Some(idx) = &self.indices.llm else {
+            return Err(StartError::Sandbox(CallError::new("HOST_ERROR", format!("plugin `{}` is not an LLM adapter", self.id))));
+        };
+        let timeout_ms = self.effective.timeout_ms;
+        let mut store = self.new_store(self.effective.clone()).map_err(StartError::Sandbox)?;
+        store.data_mut().begin_call(timeout_ms);
+        let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
+        let fut = async {
+            let inst = self.pre.instantiate_async(&mut store).await?;
+            let guest = idx.load(&mut store, &inst)?;
+            let handle = guest.call_start(&mut store, &req).await?;
+            Ok::<_, wasmtime::Error>((guest, handle))
+        };
+        let res = tokio::time::timeout(wall, fut).await;
+        let out = match res {
+            Err(_) => Err(StartError::Sandbox(CallError::new("TIMEOUT", format!("adapter start exceeded {timeout_ms} ms")))),
+            Ok(Err(e)) => Err(StartError::Sandbox(classify_error(&e, store.data()))),
+            Ok(Ok((_, Err(e)))) => Err(StartError::Adapter(e)),
+            Ok(Ok((guest, Ok(handle)))) => Ok((guest, handle)),
+        };
+        store.data_mut().flush_stdio();
+        let (guest, handle) = out?;
+        Ok((store, guest, handle))
+    }
+
+    async fn call_warm(
+        &self,
+        name: &str,
+        arguments: &str,
+        wctx: &wt::CallContext,
+    ) -> Result<Result<wt::ToolOutput, wt::ToolError>, CallError> {
+        let (Some(pool), Some(tool_idx)) = (&self.warm, &self.indices.tool) else {
+            return Err(CallError::new("HOST_ERROR", "not a warm tool plugin"));
+        };
+        let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut w = match taken {
+            Some(w) => w,
+            None => {
+                let mut store = self.new_store(self.effective.clone())?;
+                store.data_mut().begin_call(self.effective.timeout_ms);
+                let inst = self.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
+                let tool = tool_idx.load(&mut store, &inst).map_err(|e| classify_error(&e, store.data()))?;
+                WarmInstance { store, tool }
+            }
+        };
+        let timeout = self.effective.timeout_ms;
+        w.store.data_mut().begin_call(timeout);
+        let wall = Duration::from_millis(timeout) + Duration::from_millis(250);
+        let res = tokio::time::timeout(wall, w.tool.call_call(&mut w.store, name, arguments, wctx)).await;
+        match res {
+            Ok(Ok(v)) => {
+                pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+                Ok(v)
+            }
+            // A trap poisons the store: drop the instance.
+            Ok(Err(e)) => Err(classify_error(&e, w.store.data())),
+            Err(_) => Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout} ms"))),
+        }
+    }
+}
+
+fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String> {
+    let valid_name = !s.name.is_empty()
+        && s.name.len() <= 64
+        && s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid_name {
+        return Err(format!("tool name `{}` is invalid (want [a-zA-Z0-9_-]{{1,64}})", s.name));
+    }
+    let schema: serde_json::Value = serde_json::from_str(&s.input_schema)
+        .map_err(|e| format!("tool `{}`: input schema is not JSON: {e}", s.name))?;
+    if !schema.is_object() {
+        return Err(format!("tool `{}`: input schema must be a JSON object", s.name));
+    }
+    Ok(wharf_core::plugin::ToolSpec {
+        name: s.name,
+        description: s.description,
+        input_schema: schema,
+        mode: match s.mode {
+            wt::ToolMode::Parallel => wharf_core::plugin::ToolMode::Parallel,
+            wt::ToolMode::Exclusive => wharf_core::plugin::ToolMode::Exclusive,
+        },
+    })
+}
+

@@ -1,0 +1,147 @@
+//! The one shared wasmtime [`Engine`]: component model, epoch interruption,
+//! and the pooling allocator where the machine allows it.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the epoch advances. Deadlines are rounded up to this.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Which instance allocator the engine ended up with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allocator {
+    /// The pooling allocator (copy-on-write memory images, warm slots).
+    Pooling,
+    /// On-demand allocation, with the reason pooling was not used.
+    OnDemand(String),
+}
+
+impl std::fmt::Display for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Pooling => f.write_str("pooling"),
+            Self::OnDemand(why) => write!(f, "on-demand ({why})"),
+        }
+    }
+}
+
+/// Engine settings the operator may tune.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Try the pooling allocator first.
+    pub pooling: bool,
+    /// Maximum concurrently live component instances (pooling only).
+    pub max_instances: u32,
+    /// Largest linear memory any plugin may be granted, in MiB (pooling
+    /// reserves this per slot; per-plugin limits are enforced per store).
+    pub max_memory_mb: u32,
+    /// Wasm stack limit in bytes (recursion past it traps).
+    pub max_wasm_stack: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        let pooling = std::env::var("WHARF_POOLING").map(|v| v != "0").unwrap_or(true);
+        let max_instances = std::env::var("WHARF_POOLING_INSTANCES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        Self { pooling, max_instances, max_memory_mb: 4096, max_wasm_stack: 1 << 20 }
+    }
+}
+
+/// The shared engine plus what we learned building it.
+pub struct WharfEngine {
+    engine: Engine,
+    allocator: Allocator,
+}
+
+impl WharfEngine {
+    /// Builds the engine, probing the pooling allocator and falling back to
+    /// on-demand allocation (with the reason) when the machine refuses the
+    /// address-space reservation.
+    pub fn new(opts: &EngineOptions) -> anyhow::Result<Arc<Self>> {
+        let (engine, allocator) = if opts.pooling {
+            match Engine::new(&Self::config(opts, true)) {
+                Ok(e) => (e, Allocator::Pooling),
+                Err(err) => {
+                    let why = format!("pooling allocator unavailable: {err:#}");
+                    tracing::warn!("{why}; falling back to on-demand allocation");
+                    (Engine::new(&Self::config(opts, false))?, Allocator::OnDemand(why))
+                }
+            }
+        } else {
+            (Engine::new(&Self::config(opts, false))?, Allocator::OnDemand("disabled by configuration".into()))
+        };
+        let this = Arc::new(Self { engine, allocator });
+        spawn_epoch_ticker(Arc::downgrade(&this));
+        Ok(this)
+    }
+
+    fn config(opts: &EngineOptions, pooling: bool) -> Config {
+        let mut c = Config::new();
+        c.wasm_component_model(true);
+        c.epoch_interruption(true);
+        c.max_wasm_stack(opts.max_wasm_stack);
+        // Async stacks must hold the wasm stack plus host frames.
+        c.async_stack_size(opts.max_wasm_stack + (2 << 20));
+        c.memory_init_cow(true);
+        c.parallel_compilation(true);
+        if pooling {
+            let mut p = PoolingAllocationConfig::new();
+            let n = opts.max_instances.max(1);
+            p.total_component_instances(n);
+            p.total_core_instances(n.saturating_mul(4));
+            p.total_memories(n.saturating_mul(2));
+            p.total_tables(n.saturating_mul(4));
+            p.total_stacks(n);
+            p.max_core_instances_per_component(64);
+            p.max_memories_per_component(8);
+            p.max_tables_per_component(16);
+            p.max_memories_per_module(2);
+            p.max_tables_per_module(4);
+            p.table_elements(200_000);
+            p.max_component_instance_size(4 << 20);
+            p.max_core_instance_size(8 << 20);
+            p.max_memory_size((opts.max_memory_mb as usize) << 20);
+            // Keep the first pages resident so a fresh instance does not pay
+            // page faults for its stack and data on every call.
+            p.linear_memory_keep_resident(1 << 20);
+            p.table_keep_resident(64 << 10);
+            p.async_stack_keep_resident(128 << 10);
+            p.max_unused_warm_slots(n.min(100));
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(p));
+        }
+        c
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The allocator in use.
+    pub fn allocator(&self) -> &Allocator {
+        &self.allocator
+    }
+}
+
+/// Advances the epoch every [`EPOCH_TICK`] until the engine is dropped.
+fn spawn_epoch_ticker(engine: Weak<WharfEngine>) {
+    let spawned = std::thread::Builder::new().name("wharf-epoch".into()).spawn(move || {
+        loop {
+            std::thread::sleep(EPOCH_TICK);
+            match engine.upgrade() {
+                Some(e) => e.engine.increment_epoch(),
+                None => return,
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        // Without a ticker deadlines cannot fire; the wall-clock timeout
+        // around every call still bounds host-side waits.
+        tracing::error!("could not start the epoch ticker thread: {e}");
+    }
+}

@@ -1,0 +1,370 @@
+//! Per-call store state: the WASI context built from the plugin's effective
+//! grants, resource limits, and the host imports (`log`, `config`, `kv`,
+//! `process`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+
+use crate::bindings::wharf::plugin as wit;
+use crate::grants::{Access, Effective};
+
+/// Bytes of guest stdout/stderr kept per call (the rest is dropped).
+const STDIO_CAP: usize = 64 << 10;
+/// Log lines a plugin may write per call.
+const LOG_LINES_PER_CALL: usize = 1000;
+/// Longest log line kept, bytes.
+const LOG_LINE_CAP: usize = 16 << 10;
+/// Per-plugin key-value quota, bytes.
+const KV_QUOTA: usize = 16 << 20;
+
+/// Why a call hit a limit (carried as the error out of the call).
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum LimitError {
+    /// The call ran past its deadline.
+    #[error("call exceeded its time limit of {0} ms")]
+    Timeout(u64),
+    /// The guest tried to grow memory past the limit.
+    #[error("memory limit of {0} MiB exceeded")]
+    Memory(u32),
+    /// The guest tried to grow a table past the limit.
+    #[error("table limit of {0} elements exceeded")]
+    Table(usize),
+}
+
+/// State shared by every call of one plugin id (across versions).
+pub struct PluginShared {
+    /// Plugin id.
+    pub id: String,
+    /// The plugin's config table as JSON.
+    pub config: serde_json::Value,
+    /// Key-value store.
+    pub kv: KvStore,
+}
+
+/// A small in-memory key-value store with a byte quota.
+#[derive(Default)]
+pub struct KvStore {
+    map: Mutex<BTreeMap<String, Vec<u8>>>,
+    bytes: AtomicUsize,
+}
+
+impl KvStore {
+    fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned()
+    }
+
+    fn set(&self, key: String, value: Vec<u8>) -> Result<(), String> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let old = map.get(&key).map(|v| v.len() + key.len()).unwrap_or(0);
+        let new = value.len() + key.len();
+        let total = self.bytes.load(Ordering::Relaxed) - old + new;
+        if total > KV_QUOTA {
+            return Err(format!("key-value quota of {KV_QUOTA} bytes exceeded"));
+        }
+        self.bytes.store(total, Ordering::Relaxed);
+        map.insert(key, value);
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = map.remove(key) {
+            self.bytes.fetch_sub(v.len() + key.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn keys(&self, prefix: &str) -> Vec<String> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, _)| k.clone()).collect()
+    }
+}
+
+/// Outbound HTTP hooks enforcing the host allowlist.
+pub struct HttpPolicy {
+    hosts: Arc<Vec<String>>,
+    plugin: Arc<str>,
+}
+
+impl WasiHttpHooks for HttpPolicy {
+    fn send_request(
+        &mut self,
+        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = wasmtime_wasi_http::Result<(
+                    http::Response<wasmtime_wasi_http::WasiBody>,
+                    Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                )>,
+            > + Send,
+    > {
+        let uri = request.uri();
+        let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = uri.port_u16().or(match uri.scheme_str() {
+            Some("http") => Some(80),
+            Some("https") => Some(443),
+            _ => None,
+        });
+        if !crate::grants::host_allowed(&self.hosts, &host, port) {
+            tracing::warn!(plugin = %self.plugin, "denied outbound HTTP request to {host}:{}", port.unwrap_or(0));
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        let _ = fut;
+        Box::new(async move {
+            use http_body_util::BodyExt;
+            let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((res.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
+        })
+    }
+}
+
+/// Resource limits of one store.
+pub struct Limits {
+    memory_bytes: usize,
+    memory_mb: u32,
+    table_elements: usize,
+    /// Set when a limit was hit, so a later trap can be attributed to it.
+    pub hit: Option<LimitError>,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            let e = LimitError::Memory(self.memory_mb);
+            self.hit = Some(e.clone());
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            let e = LimitError::Table(self.table_elements);
+            self.hit = Some(e.clone());
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        16
+    }
+}
+
+/// The data of one `Store`.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http: WasiHttpCtx,
+    http_policy: HttpPolicy,
+    /// Limits (the store's limiter).
+    pub limits: Limits,
+    shared: Arc<PluginShared>,
+    effective: Arc<Effective>,
+    log_lines: usize,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    /// When the current call must end.
+    pub deadline: Instant,
+    /// The current call's time limit, ms (for the error message).
+    pub timeout_ms: u64,
+}
+
+impl HostState {
+    /// Builds the state for one call (or one warm instance) from the
+    /// plugin's effective grants. Nothing is inherited from the host.
+    pub fn new(shared: Arc<PluginShared>, effective: Arc<Effective>) -> anyhow::Result<Self> {
+        let mut b = WasiCtxBuilder::new();
+        let stdout = MemoryOutputPipe::new(STDIO_CAP);
+        let stderr = MemoryOutputPipe::new(STDIO_CAP);
+        b.stdout(stdout.clone()).stderr(stderr.clone());
+        b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        for name in &effective.env {
+            if let Ok(v) = std::env::var(name) {
+                b.env(name, v);
+            }
+        }
+        for d in &effective.dirs {
+            let perms = match d.access {
+                Access::Ro => FsPerms::ReadOnly,
+                Access::Rw => FsPerms::ReadWrite,
+            };
+            let guest = d.path.to_string_lossy();
+            b.preopened_dir(&d.path, &guest, perms)
+                .map_err(|e| anyhow::anyhow!("cannot preopen {}: {e:#}", d.path.display()))?;
+        }
+        let timeout_ms = effective.timeout_ms;
+        Ok(Self {
+            wasi: b.build(),
+            table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            http_policy: HttpPolicy { hosts: Arc::new(effective.hosts.clone()), plugin: shared.id.as_str().into() },
+            limits: Limits {
+                memory_bytes: (effective.memory_mb as usize) << 20,
+                memory_mb: effective.memory_mb,
+                table_elements: 1_000_000,
+                hit: None,
+            },
+            shared,
+            effective,
+            log_lines: 0,
+            stdout,
+            stderr,
+            deadline: Instant::now(),
+            timeout_ms,
+        })
+    }
+
+    /// Starts a new call: resets per-call budgets.
+    pub fn begin_call(&mut self, timeout_ms: u64) {
+        self.log_lines = 0;
+        self.limits.hit = None;
+        self.timeout_ms = timeout_ms;
+        self.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
+    }
+
+    /// Forwards what the guest printed to the host log (never to stdout,
+    /// which may carry a protocol).
+    pub fn flush_stdio(&mut self) {
+        for (name, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            if !bytes.is_empty() {
+                tracing::debug!(plugin = %self.shared.id, "{name}: {}", String::from_utf8_lossy(&bytes).trim_end());
+            }
+        }
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView { ctx: &mut self.http, table: &mut self.table, hooks: &mut self.http_policy }
+    }
+}
+
+impl wit::types::Host for HostState {}
+
+impl wit::log::Host for HostState {
+    fn write(&mut self, level: wit::log::Level, message: String) -> wasmtime::Result<()> {
+        self.log_lines += 1;
+        if self.log_lines > LOG_LINES_PER_CALL {
+            return Ok(());
+        }
+        let mut msg = message;
+        if msg.len() > LOG_LINE_CAP {
+            let mut cut = LOG_LINE_CAP;
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            msg.truncate(cut);
+            msg.push_str(" …[truncated]");
+        }
+        let id = &self.shared.id;
+        match level {
+            wit::log::Level::Trace => tracing::trace!(plugin = %id, "{msg}"),
+            wit::log::Level::Debug => tracing::debug!(plugin = %id, "{msg}"),
+            wit::log::Level::Info => tracing::info!(plugin = %id, "{msg}"),
+            wit::log::Level::Warn => tracing::warn!(plugin = %id, "{msg}"),
+            wit::log::Level::Error => tracing::error!(plugin = %id, "{msg}"),
+        }
+        Ok(())
+    }
+}
+
+impl wit::config::Host for HostState {
+    fn get_json(&mut self) -> wasmtime::Result<String> {
+        Ok(self.shared.config.to_string())
+    }
+
+    fn get(&mut self, key: String) -> wasmtime::Result<Option<String>> {
+        Ok(self.shared.config.get(&key).map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }))
+    }
+}
+
+impl wit::kv::Host for HostState {
+    fn get(&mut self, key: String) -> wasmtime::Result<Option<Vec<u8>>> {
+        Ok(self.shared.kv.get(&key))
+    }
+
+    fn set(&mut self, key: String, value: Vec<u8>) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.shared.kv.set(key, value))
+    }
+
+    fn delete(&mut self, key: String) -> wasmtime::Result<()> {
+        self.shared.kv.delete(&key);
+        Ok(())
+    }
+
+    fn list_keys(&mut self, prefix: String) -> wasmtime::Result<Vec<String>> {
+        Ok(self.shared.kv.keys(&prefix))
+    }
+}
+
+impl wit::process::Host for HostState {
+    async fn run(
+        &mut self,
+        _cmd: wit::process::Command,
+    ) -> wasmtime::Result<Result<wit::process::CommandOutput, wit::process::ProcessError>> {
+        Ok(Err(self.process_denied()))
+    }
+
+    async fn spawn(&mut self, _cmd: wit::process::Command) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
+        Ok(Err(self.process_denied()))
+    }
+
+    async fn job_output(
+        &mut self,
+        _id: u64,
+    ) -> wasmtime::Result<Result<wit::process::CommandOutput, wit::process::ProcessError>> {
+        Ok(Err(self.process_denied()))
+    }
+
+    async fn job_kill(&mut self, _id: u64) -> wasmtime::Result<Result<(), wit::process::ProcessError>> {
+        Ok(Err(self.process_denied()))
+    }
+
+    async fn job_list(&mut self) -> wasmtime::Result<Vec<wit::process::JobInfo>> {
+        Ok(Vec::new())
+    }
+
+    async fn sandbox(&mut self) -> wasmtime::Result<wit::process::SandboxLevel> {
+        Ok(wit::process::SandboxLevel::None)
+    }
+}
+
+impl HostState {
+    fn process_denied(&self) -> wit::process::ProcessError {
+        if self.effective.process {
+            // The OS sandbox for processes is not part of this build yet:
+            // refuse rather than run unconfined.
+            wit::process::ProcessError::SandboxUnavailable("the process sandbox is not available in this build".into())
+        } else {
+            wit::process::ProcessError::NotGranted
+        }
+    }
+}

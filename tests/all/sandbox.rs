@@ -1,0 +1,236 @@
+//! Adversarial components against the runtime: every escape attempt and
+//! resource abuse is contained with its error code, and the next normal call
+//! on the same host succeeds.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use wharf_runtime::grants::{Access, DirGrant, Grant};
+use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+
+fn runtime() -> Arc<Runtime> {
+    let cache = wharf_tests::target_dir().join("test-cache");
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).unwrap_or_else(|e| panic!("runtime: {e:#}"))
+}
+
+fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
+    let spec = PluginSpec {
+        id: "evil".into(),
+        path: wharf_tests::plugin("evil"),
+        config: json!({}),
+        grant,
+        warm: false,
+    };
+    rt.load(&spec).unwrap_or_else(|e| panic!("load evil: {e}"))
+}
+
+/// Calls a tool; returns (is_error, error_code, content).
+async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
+    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), workspace: None };
+    match v.call_tool(tool, &args.to_string(), &ctx).await {
+        Ok(o) => (o.is_error, o.error_code, o.content),
+        Err(e) => (true, Some(e.code), e.message),
+    }
+}
+
+async fn assert_still_serving(v: &PluginVersion) {
+    let (err, code, content) = call(v, "ok", json!({})).await;
+    assert!(!err, "normal call after containment failed: {code:?} {content}");
+    assert_eq!(content, "ok");
+}
+
+fn grant_dir(path: &Path, access: Access) -> DirGrant {
+    DirGrant::new(path, access).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn cannot_read_etc_passwd() {
+    let rt = runtime();
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let v = load(&rt, Grant { dirs: vec![grant_dir(ws.path(), Access::Rw)], ..Grant::default() });
+    let (err, code, content) = call(&v, "read_file", json!({"path": "/etc/passwd"})).await;
+    assert!(err, "read /etc/passwd succeeded: {content}");
+    assert!(!content.contains("root:"), "leaked: {content}");
+    assert!(code.is_some());
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn writes_stay_inside_granted_dirs() {
+    let rt = runtime();
+    let outer = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = outer.path().join("ws");
+    let ro = outer.path().join("ro");
+    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ro).unwrap_or_else(|e| panic!("{e}"));
+    let ws = std::fs::canonicalize(&ws).unwrap_or_else(|e| panic!("{e}"));
+    let ro = std::fs::canonicalize(&ro).unwrap_or_else(|e| panic!("{e}"));
+    let outer_c = ws.parent().map(Path::to_path_buf).unwrap_or_default();
+    // A symlink planted inside the granted dir, pointing outside it.
+    std::os::unix::fs::symlink(&outer_c, ws.join("escape")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap_or_else(|e| panic!("{e}"));
+    let v = load(
+        &rt,
+        Grant { dirs: vec![grant_dir(&ws, Access::Rw), grant_dir(&ro, Access::Ro)], ..Grant::default() },
+    );
+
+    // Positive control: writing inside the rw dir works.
+    let inside = ws.join("inside.txt");
+    let (err, _, content) = call(&v, "write_file", json!({"path": inside, "content": "hi"})).await;
+    assert!(!err, "write inside the grant failed: {content}");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap_or_default(), "hi");
+
+    let attempts = [
+        outer_c.join("outside.txt"),
+        ws.join("../outside-dotdot.txt"),
+        ws.join("escape/outside-symlink.txt"),
+        ro.join("readonly.txt"),
+    ];
+    for target in &attempts {
+        let (err, code, content) = call(&v, "write_file", json!({"path": target, "content": "pwned"})).await;
+        assert!(err, "write to {} succeeded: {content}", target.display());
+        assert!(code.is_some());
+    }
+    assert!(!outer_c.join("outside.txt").exists());
+    assert!(!outer_c.join("outside-dotdot.txt").exists());
+    assert!(!outer_c.join("outside-symlink.txt").exists());
+    assert!(!ro.join("readonly.txt").exists());
+
+    // Reading through a planted symlink to /etc/passwd fails too.
+    let (err, _, content) = call(&v, "read_file", json!({"path": ws.join("passwd")})).await;
+    assert!(err && !content.contains("root:"), "read through symlink: {content}");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn env_is_not_inherited() {
+    let rt = runtime();
+    // PATH and HOME are set in the test process; nothing is granted.
+    let v = load(&rt, Grant { env: vec!["PATH".into()], ..Grant::default() });
+    for name in ["PATH", "HOME", "SECRET_TOKEN"] {
+        let (err, _, content) = call(&v, "read_env", json!({"name": name})).await;
+        assert!(err, "env {name} visible: {content}");
+    }
+    assert_still_serving(&v).await;
+}
+
+/// A listener that records whether anything connected.
+fn listener() -> (String, Arc<AtomicBool>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let hit = Arc::new(AtomicBool::new(false));
+    let h = hit.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            h.store(true, Ordering::SeqCst);
+            if let Ok(mut s) = s {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
+            }
+        }
+    });
+    (addr, hit)
+}
+
+#[tokio::test]
+async fn network_needs_a_grant() {
+    let rt = runtime();
+    let (addr, hit) = listener();
+    let v = load(&rt, Grant::default());
+    let (err, _, content) = call(&v, "tcp_connect", json!({"addr": addr})).await;
+    assert!(err, "raw TCP connect succeeded: {content}");
+    let (err, _, content) = call(&v, "http_get", json!({"url": format!("http://{addr}/")})).await;
+    assert!(err, "HTTP to a non-granted host succeeded: {content}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!hit.load(Ordering::SeqCst), "the listener saw a connection");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn granted_host_is_reachable_over_http_only() {
+    let rt = runtime();
+    let (addr, hit) = listener();
+    // The evil plugin requests no hosts, so even an operator grant does not
+    // open the network: the effective grant is the intersection.
+    let v = load(&rt, Grant { hosts: vec![addr.clone()], ..Grant::default() });
+    assert!(v.effective.hosts.is_empty());
+    let (err, _, _) = call(&v, "http_get", json!({"url": format!("http://{addr}/")})).await;
+    assert!(err);
+    assert!(!hit.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn infinite_loop_times_out() {
+    let rt = runtime();
+    let v = load(&rt, Grant { timeout_ms: Some(300), ..Grant::default() });
+    let t0 = std::time::Instant::now();
+    let (err, code, content) = call(&v, "spin", json!({})).await;
+    assert!(err, "spin returned: {content}");
+    assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "deadline not enforced promptly");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn memory_bomb_hits_the_limit() {
+    let rt = runtime();
+    let v = load(&rt, Grant { memory_mb: Some(64), ..Grant::default() });
+    let (err, code, content) = call(&v, "alloc", json!({"mb": 1024})).await;
+    assert!(err, "alloc returned: {content}");
+    assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"), "{content}");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn stack_overflow_is_contained() {
+    let rt = runtime();
+    let v = load(&rt, Grant::default());
+    let (err, code, content) = call(&v, "recurse", json!({"depth": 100_000_000u64})).await;
+    assert!(err, "recurse returned: {content}");
+    assert_eq!(code.as_deref(), Some("STACK_OVERFLOW"), "{content}");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn huge_output_is_refused() {
+    let rt = runtime();
+    let v = load(&rt, Grant::default());
+    let (err, code, content) = call(&v, "huge_output", json!({"mb": 100})).await;
+    assert!(err);
+    assert_eq!(code.as_deref(), Some("OUTPUT_LIMIT"), "{}", &content[..content.len().min(200)]);
+    assert!(content.len() < 1024);
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn trap_is_contained() {
+    let rt = runtime();
+    let v = load(&rt, Grant::default());
+    let (err, code, content) = call(&v, "trap", json!({})).await;
+    assert!(err);
+    assert_eq!(code.as_deref(), Some("TRAP"), "{content}");
+    assert_still_serving(&v).await;
+}
+
+#[tokio::test]
+async fn warm_instance_survives_and_recovers_from_a_trap() {
+    let rt = runtime();
+    let spec = PluginSpec {
+        id: "evil-warm".into(),
+        path: wharf_tests::plugin("evil"),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: true,
+    };
+    let v = rt.load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    assert_still_serving(&v).await;
+    let (_, code, _) = call(&v, "trap", json!({})).await;
+    assert_eq!(code.as_deref(), Some("TRAP"));
+    assert_still_serving(&v).await;
+}
