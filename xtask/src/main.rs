@@ -69,6 +69,10 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
         for path in entries {
             let manifest = path.join("Cargo.toml");
             let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+            // Only components: cdylib plugins and command fixtures (bins).
+            if !text.contains("cdylib") && !path.join("src/main.rs").exists() {
+                continue;
+            }
             let package = text
                 .lines()
                 .skip_while(|l| l.trim() != "[package]")

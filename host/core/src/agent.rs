@@ -738,3 +738,7 @@ impl Agent {
 #[cfg(test)]
 #[path = "agent_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "agent_props.rs"]
+mod props;

@@ -51,6 +51,8 @@ pub struct OpenStep {
     pub logged_calls: Vec<ToolCall>,
     /// Ids that have a `tool/result`.
     pub answered: HashSet<String>,
+    /// Calls with `approval/asked` but no `approval/decided` yet, in order.
+    pub pending_approvals: Vec<String>,
 }
 
 /// Incremental projection of a session log.
@@ -141,6 +143,16 @@ impl Projection {
                         name: c.name.clone(),
                         arguments: c.arguments.clone(),
                     });
+                }
+            }
+            EventKind::ApprovalAsked(a) => {
+                if let Some(s) = &mut self.open_step {
+                    s.pending_approvals.push(a.call_id.clone());
+                }
+            }
+            EventKind::ApprovalDecided(a) => {
+                if let Some(s) = &mut self.open_step {
+                    s.pending_approvals.retain(|c| *c != a.call_id);
                 }
             }
             EventKind::ToolResult(r) => {

@@ -296,14 +296,14 @@ impl<'a> Validator<'a> {
         if let Some(Value::Array(any)) = s.get("anyOf") {
             let results: Vec<Vec<SchemaError>> = any.iter().map(|sch| self.probe(sch, inst, path, depth + 1)).collect();
             if !results.iter().any(Vec::is_empty) {
-                self.err(path, format!("does not match any schema in anyOf{}", closest(&results)));
+                self.err(path, format!("does not match any schema in anyOf{}", closest(&results, path)));
             }
         }
         if let Some(Value::Array(one)) = s.get("oneOf") {
             let results: Vec<Vec<SchemaError>> = one.iter().map(|sch| self.probe(sch, inst, path, depth + 1)).collect();
             match results.iter().filter(|r| r.is_empty()).count() {
                 1 => {}
-                0 => self.err(path, format!("does not match any schema in oneOf{}", closest(&results))),
+                0 => self.err(path, format!("does not match any schema in oneOf{}", closest(&results, path))),
                 k => self.err(path, format!("matches {k} schemas in oneOf, expected exactly one")),
             }
         }
@@ -321,9 +321,11 @@ impl<'a> Validator<'a> {
     }
 }
 
-/// " (closest: …)" from the branch with the fewest errors.
-fn closest(results: &[Vec<SchemaError>]) -> String {
-    match results.iter().min_by_key(|r| r.len()) {
+/// " (closest: …)" from the most plausible branch: one whose `type` matched,
+/// then the one with the fewest errors.
+fn closest(results: &[Vec<SchemaError>], path: &str) -> String {
+    let wrong_type = |r: &Vec<SchemaError>| r.iter().any(|e| e.path == path && e.message.starts_with("expected "));
+    match results.iter().min_by_key(|r| (wrong_type(r), r.len())) {
         Some(best) if !best.is_empty() => format!(" (closest: {})", join(best)),
         _ => String::new(),
     }

@@ -42,7 +42,8 @@
 //!   other unparseable line is corruption and refuses to load.
 //! - **Open turn**: if the log ends inside a turn, reopening appends what is
 //!   needed to close it: an `assistant/message{interrupted}` with the streamed
-//!   prefix (if chunks arrived without a message), a `tool/call` (if missing)
+//!   prefix (if chunks arrived without a message), `approval/decided{cancelled}`
+//!   for a question left open, a `tool/call` (if missing)
 //!   and `tool/result{is_error, error_code: INTERRUPTED}` for every call of the
 //!   open step without a result, `step/end`, then `turn/end{interrupted}`. The
 //!   model-visible history stays valid (every tool call has an answer).
@@ -67,7 +68,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::events::{
-    AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired, SessionStart, StepEnd, StopReason,
+    ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired, SessionStart, StepEnd, StopReason,
     ToolCallEvent, ToolResultEvent, TurnEnd,
 };
 use crate::plugin::{Message, Usage};
@@ -943,6 +944,14 @@ impl SessionLog {
                     usage: None,
                     finish: None,
                     interrupted: true,
+                }))?);
+            }
+            for call_id in &s.pending_approvals {
+                out.push(self.append(EventKind::ApprovalDecided(ApprovalDecided {
+                    call_id: call_id.clone(),
+                    outcome: ApprovalOutcome::Cancelled,
+                    by: "host".into(),
+                    note: Some("the turn was closed before an answer arrived".into()),
                 }))?);
             }
             let mut calls = s.message_calls.clone();

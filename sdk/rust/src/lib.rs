@@ -100,14 +100,128 @@ mod info;
 #[allow(missing_docs, clippy::all)]
 pub mod raw {
     wit_bindgen::generate!({
-        // Every interface whose types the SDK shares, imported, so that
-        // unused ones are dropped from the component by wit-component.
+        // Every interface whose types the SDK shares, imported: wit-component
+        // drops imports a component does not use, so these cost nothing.
+        //
+        // The `llm` types are declared again in `llm-types` (same names and
+        // shapes) rather than by importing `wharf:plugin/llm`: an import of an
+        // interface that the component also exports keeps its resource type
+        // (`completion`) as an import the host does not provide. Any drift from
+        // `wit/llm.wit` fails to compile in `export_llm!`, whose glue lifts and
+        // lowers these types field by field, by name.
         inline: "
             package wharf:sdk;
+
+            interface llm-types {
+                use wharf:plugin/types@0.1.0.{message, tool-spec, tool-call};
+
+                /// A request for one model turn.
+                record request {
+                    /// System prompt assembled by the host.
+                    system: string,
+                    /// The conversation, derived from the session log.
+                    messages: list<message>,
+                    /// Tools the model may call.
+                    tools: list<tool-spec>,
+                    /// Override of the configured output cap.
+                    max-tokens: option<u32>,
+                }
+
+                /// Token accounting of one request.
+                record usage {
+                    /// Prompt tokens.
+                    prompt-tokens: u64,
+                    /// Completion tokens.
+                    completion-tokens: u64,
+                    /// Prompt tokens served from the provider's cache.
+                    cache-hit-tokens: u64,
+                    /// Prompt tokens not served from the cache.
+                    cache-miss-tokens: u64,
+                    /// Completion tokens spent on reasoning.
+                    reasoning-tokens: u64,
+                }
+
+                /// Why the model stopped.
+                enum finish-reason {
+                    /// Natural end.
+                    stop,
+                    /// The model wants tool results.
+                    tool-calls,
+                    /// Output cap reached.
+                    max-tokens,
+                    /// The provider filtered the output.
+                    content-filter,
+                    /// The provider ran out of capacity; the host may retry.
+                    retryable,
+                }
+
+                /// One streamed event.
+                variant event {
+                    /// Visible text.
+                    text(string),
+                    /// Reasoning text.
+                    reasoning(string),
+                    /// A tool call, complete (fragments already joined).
+                    tool-call(tool-call),
+                    /// Token usage, usually last.
+                    usage(usage),
+                    /// The end of the turn.
+                    finish(finish-reason),
+                }
+
+                /// Stable error codes; the host's retry policy keys on them.
+                enum error-code {
+                    /// 401/403.
+                    auth,
+                    /// 402.
+                    quota,
+                    /// 429.
+                    rate-limit,
+                    /// The prompt is too long for the model.
+                    context-window-exceeded,
+                    /// 400/422.
+                    invalid-request,
+                    /// 5xx.
+                    server,
+                    /// Connection failure.
+                    transport,
+                    /// Idle or total timeout.
+                    timeout,
+                    /// Cancelled.
+                    aborted,
+                    /// The stream ended early.
+                    stream-closed,
+                    /// Unparseable response.
+                    malformed-response,
+                    /// Nothing returned.
+                    empty-response,
+                }
+
+                /// A failed request.
+                record error {
+                    /// Stable code.
+                    code: error-code,
+                    /// Human-readable message (never secrets).
+                    message: string,
+                    /// HTTP status, when there was one.
+                    http-status: option<u16>,
+                    /// Server-requested delay (from `Retry-After`).
+                    retry-after-ms: option<u64>,
+                }
+
+                /// Model name and context window.
+                record model-info {
+                    /// Model id.
+                    model: string,
+                    /// Context window in tokens.
+                    context-window: u32,
+                }
+            }
+
             world raw {
                 include wharf:plugin/imports@0.1.0;
                 import wharf:plugin/types@0.1.0;
-                import wharf:plugin/llm@0.1.0;
+                import llm-types;
                 import wharf:plugin/policy@0.1.0;
                 import wharf:plugin/hooks@0.1.0;
                 import wharf:plugin/skills@0.1.0;
@@ -115,6 +229,7 @@ pub mod raw {
         ",
         path: "../../wit",
         generate_all,
+        generate_unused_types: true,
         additional_type_attributes: {
             "wharf:plugin/types@0.1.0/tool-mode": [
                 #[derive(serde::Serialize, serde::Deserialize, Hash)]
@@ -140,19 +255,19 @@ pub mod raw {
             "wharf:plugin/types@0.1.0/tool-error": [
                 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq)]
             ],
-            "wharf:plugin/llm@0.1.0/usage": [
+            "wharf:sdk/llm-types/usage": [
                 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq, Default)]
                 #[serde(default)]
             ],
-            "wharf:plugin/llm@0.1.0/finish-reason": [
+            "wharf:sdk/llm-types/finish-reason": [
                 #[derive(serde::Serialize, serde::Deserialize, Hash)]
                 #[serde(rename_all = "snake_case")]
             ],
-            "wharf:plugin/llm@0.1.0/error-code": [
+            "wharf:sdk/llm-types/error-code": [
                 #[derive(serde::Serialize, serde::Deserialize, Hash)]
                 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
             ],
-            "wharf:plugin/llm@0.1.0/model-info": [
+            "wharf:sdk/llm-types/model-info": [
                 #[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq)]
             ],
         },

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-pub use crate::raw::wharf::plugin::llm::{
+pub use crate::raw::wharf::sdk::llm_types::{
     Error as LlmError, ErrorCode as LlmErrorCode, Event, FinishReason, ModelInfo,
     Request as LlmRequest, Usage,
 };

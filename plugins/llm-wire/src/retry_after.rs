@@ -1,0 +1,117 @@
+//! `Retry-After` parsing: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+
+/// Parses a `Retry-After` value into milliseconds from now.
+///
+/// Accepts delay-seconds (`"7"`; a fractional `"1.5"` is tolerated) and the
+/// three HTTP-date forms (IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850
+/// `Sunday, 06-Nov-94 08:49:37 GMT`, asctime `Sun Nov  6 08:49:37 1994`).
+/// A date in the past gives `Some(0)`. `now_unix_secs` is the current time
+/// (this crate does no I/O, so the caller supplies it). Returns `None` for
+/// anything else.
+pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse::<u64>().ok().map(|s| s.saturating_mul(1000)).or(Some(u64::MAX));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let secs: f64 = value.parse().ok()?;
+        if secs.is_finite() && secs >= 0.0 {
+            // Bounded above by the check; `as` saturates for huge values.
+            return Some((secs * 1000.0).round() as u64);
+        }
+        return None;
+    }
+    let at = parse_http_date(value)?;
+    Some(at.saturating_sub(now_unix_secs).saturating_mul(1000))
+}
+
+/// Parses an HTTP-date into seconds since the Unix epoch.
+pub fn parse_http_date(value: &str) -> Option<u64> {
+    let parts: Vec<&str> = value.split_whitespace().collect();
+    let (day, month, year, time) = match parts.as_slice() {
+        // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+        [wd, d, m, y, t, "GMT"] if wd.ends_with(',') => (*d, *m, y.parse::<i64>().ok()?, *t),
+        // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
+        [wd, dmy, t, "GMT"] if wd.ends_with(',') => {
+            let mut it = dmy.split('-');
+            let (d, m, y) = (it.next()?, it.next()?, it.next()?);
+            let y: i64 = y.parse().ok()?;
+            // Two-digit years: RFC 9110 says to read them as within 50 years.
+            let y = if y < 70 { 2000 + y } else if y < 100 { 1900 + y } else { y };
+            (d, m, y, *t)
+        }
+        // asctime: Sun Nov  6 08:49:37 1994
+        [_wd, m, d, t, y] => (*d, *m, y.parse::<i64>().ok()?, *t),
+        _ => return None,
+    };
+    let day: i64 = day.parse().ok()?;
+    let month = month_number(month)?;
+    let mut hms = time.split(':');
+    let h: i64 = hms.next()?.parse().ok()?;
+    let mi: i64 = hms.next()?.parse().ok()?;
+    let s: i64 = hms.next()?.parse().ok()?;
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
+    u64::try_from(secs).ok()
+}
+
+fn month_number(m: &str) -> Option<i64> {
+    const MONTHS: [&str; 12] =
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let lower = m.to_ascii_lowercase();
+    MONTHS.iter().position(|x| *x == lower).map(|i| i as i64 + 1)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: u64 = 784_111_777; // 1994-11-06T08:49:37Z
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_retry_after("0", 0), Some(0));
+        assert_eq!(parse_retry_after(" 30 ", 0), Some(30_000));
+        assert_eq!(parse_retry_after("1.5", 0), Some(1500));
+        assert_eq!(parse_retry_after("99999999999999999999999", 0), Some(u64::MAX));
+        assert_eq!(parse_retry_after("-1", 0), None);
+        assert_eq!(parse_retry_after("", 0), None);
+        assert_eq!(parse_retry_after("later", 0), None);
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(T));
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(T));
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(T));
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"), Some(1_835_438_400));
+        assert_eq!(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT"), None);
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
+    }
+
+    #[test]
+    fn date_relative_to_now() {
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T - 3), Some(3000));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T + 100), Some(0));
+    }
+}
