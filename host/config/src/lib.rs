@@ -1,31 +1,722 @@
-//! x
+//! Wharf configuration: layered TOML profiles, composed with provenance.
+//!
+//! A **profile** is TOML with optional `[agent]`, `[session]` and `[engine]`
+//! tables (every key has a default) and `[[plugin]]` rows:
+//!
+//! ```toml
+//! [agent]
+//! adapter = "deepseek"       # plugin id of the model adapter (default: unset, the host picks)
+//! max_steps = 50
+//!
+//! [[plugin]]
+//! id = "fs"                        # stable id, [a-z0-9_-]+
+//! path = "${plugin_dir}/fs.wasm"   # component file
+//! [plugin.grant]
+//! dirs = ["${workspace}:rw"]       # PATH[:ro|:rw], read-only without a suffix
+//! ```
+//!
+//! Unknown keys anywhere (outside a plugin's free-form `config`) are errors.
+//!
+//! # Layers
+//!
+//! Later layers win:
+//!
+//! 1. built-in defaults (shown as `default` in [`Config::dump`]);
+//! 2. the shipped profile, by name ([`shipped_profiles`], embedded from
+//!    `profiles/NAME.toml`), or a path to a `.toml` file;
+//! 3. the user file `~/.wharf/config.toml` (skipped if missing, or if no home
+//!    directory is known);
+//! 4. the project file `.wharf/config.toml` in the workspace (skipped if
+//!    missing);
+//! 5. each `--patch FILE`, in order (required: a missing patch is an error);
+//! 6. each `-c key=value`, in order.
+//!
+//! A layer file that exists but cannot be read, parsed or validated is an
+//! error. [`load`] returns either the whole composed, validated [`Config`] or
+//! an error: never a partial config.
+//!
+//! # Merge rules
+//!
+//! - **Tables deep-merge** key by key (`[agent]` in a patch changes only
+//!   the keys it sets).
+//! - **Scalars and arrays are replaced** whole (a patch's `dirs = [...]`
+//!   replaces the list; it does not append).
+//! - **`[[plugin]]` rows merge by `id`.** A row whose id already exists
+//!   replaces, *wholesale*, each top-level key it sets (`path`, `config`,
+//!   `grant`, `enabled`, `warm`) and keeps the keys it does not set. So a
+//!   patch row's `config` replaces that row's whole `config` table, and its
+//!   `grant` replaces the whole `grant` table. A row with a new id is appended.
+//!   Within one layer an id may appear only once.
+//! - **`enabled = false`** drops the row from the composed result. The row
+//!   is kept while layers merge, so a later layer (or `-c
+//!   plugin.ID.enabled=true`) can enable it again with its earlier keys.
+//! - **`-c KEY=VALUE`** sets one key: `KEY` is a dotted TOML key
+//!   (`agent.max_steps`, `plugin.fs.grant.memory_mb`, quoted segments
+//!   allowed), plugin rows are addressed by id (`plugin.ID.…`), and `VALUE`
+//!   is parsed as a TOML value (`5`, `true`, `"x"`, `["a","b"]`, `{a = 1}`)
+//!   or, if it is not one, taken as a plain string. Setting a row's
+//!   top-level key (`plugin.fs.config={...}`) replaces it as a row would;
+//!   deeper keys (`plugin.fs.config.model="x"`) set just that key, creating
+//!   tables inside `config` as needed; a table value for any other key
+//!   deep-merges. A `-c` that names an unknown key or a plugin id that no
+//!   layer defined is an error; rows cannot be added with `-c`.
+//!
+//! After merging, every enabled row must have a `path`, and `agent.adapter`
+//! (if set) must name an enabled row.
+//!
+//! # Strings
+//!
+//! Every string may use `${workspace}`, `${plugin_dir}`, `${home}` and
+//! `${profile_dir}` (the directory of the file that holds the string; it has
+//! no value in embedded profiles and `-c`); `$${` is a literal `${`; any
+//! other `${name}` is an error. Path keys (`plugin.path`, `grant.dirs`,
+//! `session.dir`, `engine.cache_dir`) also expand a leading `~/` to the home
+//! directory and resolve a relative path against the directory of the file
+//! that set it (the workspace for embedded profiles, defaults and `-c`).
+//! `grant.dirs` entries are normalized to `ABSOLUTE_PATH:ro` or `:rw`.
+//!
+//! # Provenance
+//!
+//! Each leaf of the composed config (a scalar or an array) remembers the
+//! layer that set it: [`Config::provenance`], [`Config::dump`],
+//! [`Config::dump_json`].
+//!
+//! ```text
+//! [agent]
+//! max_steps = 80  # from ~/.wharf/config.toml:2
+//! ...
+//! [[plugin]]
+//! id = "fs"  # from shipped:profiles/default.toml:9
+//! [plugin.grant]
+//! memory_mb = 512  # from -c plugin.fs.grant.memory_mb=512
+//! ```
+
+// `ConfigError` carries a located, self-explaining message (file, line,
+// column, key, table, allowed keys). It is only built on the cold path of a
+// failed load, so its size does not matter; boxing it would only make the
+// public API clumsier to match on.
+#![allow(clippy::result_large_err)]
+
+mod dump;
+mod error;
+mod merge;
+mod overrides;
+mod profiles;
+mod schema;
+mod tree;
+mod vars;
+
 #[cfg(test)]
-mod probe {
-    #[test]
-    fn probe() {
-        let src = "[agent]\nmax_steps = 5\n\n[[plugin]]\nid = \"fs\"\n[plugin.grant]\ndirs = [\"a\"]\n[[plugin]]\nid = \"t\"\nconfig = { a.b = 1 }\n";
-        let t = toml::de::DeTable::parse(src).unwrap();
-        fn dump(t: &toml::de::DeTable, src: &str, ind: usize) {
-            for (k, v) in t.iter() {
-                println!("{:ind$}{} key={:?} val={:?} {:?}", "", k.get_ref(), k.span(), v.span(), &src[v.span()].chars().take(20).collect::<String>(), ind = ind);
-                match v.get_ref() {
-                    toml::de::DeValue::Table(t) => dump(t, src, ind + 2),
-                    toml::de::DeValue::Array(a) => for e in a.iter() {
-                        println!("{:ind$} elem {:?}", "", e.span(), ind = ind);
-                        if let toml::de::DeValue::Table(t) = e.get_ref() { dump(t, src, ind + 4) }
-                    },
-                    _ => {}
-                }
-            }
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::error::{ConfigError, Location};
+pub use crate::schema::{
+    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
+};
+pub use crate::vars::{VARIABLES, VarError, Vars};
+
+use crate::schema::{AGENT, Ctx, ENGINE, Field, GRANT, ROOT, ROW, SESSION, TOP, check_table};
+use crate::tree::{Entry, Node, SourceText, Table, Val};
+
+/// Default `agent.max_steps`.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+/// Default `agent.tool_pool`.
+pub const DEFAULT_TOOL_POOL: u32 = 10;
+/// Default `agent.tool_output_limit`, bytes.
+pub const DEFAULT_TOOL_OUTPUT_LIMIT: usize = 32 * 1024;
+/// Default `agent.system_prompt`.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are Wharf, a careful software agent working in the user's \
+workspace. Use the tools you are given to inspect and change files; read before you edit, keep \
+changes small and focused, and finish with a short summary of what you did.";
+
+/// The shipped profiles: `(name, TOML text)`.
+pub fn shipped_profiles() -> &'static [(&'static str, &'static str)] {
+    profiles::SHIPPED
+}
+
+/// What to load.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// A shipped profile name (see [`shipped_profiles`]) or a path to a
+    /// `.toml` file (anything ending in `.toml` or containing a `/`).
+    pub profile: String,
+    /// The session workspace: `${workspace}`, and where `.wharf/config.toml`
+    /// is looked for.
+    pub workspace: PathBuf,
+    /// The home directory: `${home}`, `~/`, and where `.wharf/config.toml`
+    /// (the user layer) is looked for. `None` skips the user layer.
+    pub home: Option<PathBuf>,
+    /// Where the built components are: `${plugin_dir}`.
+    pub plugin_dir: PathBuf,
+    /// `--patch FILE` layers, in order.
+    pub patches: Vec<PathBuf>,
+    /// `-c key=value` overrides, in order.
+    pub overrides: Vec<String>,
+}
+
+/// How a headless run resolves an `ask` decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AskRule {
+    /// Deny (the default).
+    #[default]
+    Deny,
+    /// Allow.
+    Allow,
+}
+
+/// Whether a plugin's `process` capability must run under the OS sandbox.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sandbox {
+    /// The process sandbox must be available (the default).
+    #[default]
+    Required,
+    /// Run processes without the sandbox.
+    Off,
+}
+
+/// `[agent]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Plugin id of the model adapter; `None` lets the host pick the first
+    /// LLM plugin.
+    #[serde(default)]
+    pub adapter: Option<String>,
+    /// Step budget per turn.
+    pub max_steps: u32,
+    /// Parallel tool calls per step.
+    pub tool_pool: u32,
+    /// The base system-prompt section.
+    pub system_prompt: String,
+    /// How headless runs resolve `ask` decisions.
+    pub ask: AskRule,
+    /// Bytes of tool output shown to the model before truncation.
+    pub tool_output_limit: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            adapter: None,
+            max_steps: DEFAULT_MAX_STEPS,
+            tool_pool: DEFAULT_TOOL_POOL,
+            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            ask: AskRule::Deny,
+            tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
         }
-        dump(t.get_ref(), src, 0);
-        for bad in ["agent\nx=1", "[agent]\nx = 1\nx = 2\n", "a = \"unterminated\n", "a = [1,\n", "[a]\n[a]\n", "a = 1 2"] {
-            let e = toml::de::DeTable::parse(bad).unwrap_err();
-            println!("{:?} -> {:?} {:?}", bad, e.message(), e.span());
-        }
-        for v in ["5", "abc", "\"x\"", "[\"a\",\"b\"]", "{a=1}", "", " 5 ", "1979-05-27"] {
-            println!("{:?} -> {:?}", v, toml::de::DeValue::parse(v).map(|v| v.into_inner()));
-        }
-        panic!();
     }
+}
+
+/// `[session]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    /// Where session logs live (default `~/.wharf/sessions`, or
+    /// `WORKSPACE/.wharf/sessions` without a home directory).
+    pub dir: PathBuf,
+}
+
+/// `[engine]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Use the pooling allocator where the machine allows it.
+    pub pooling: bool,
+    /// The compiled-component cache (default `~/.cache/wharf/components`, or
+    /// `WORKSPACE/.wharf/cache/components` without a home directory).
+    pub cache_dir: PathBuf,
+}
+
+/// What the operator grants one plugin: the runtime's `Grant` as plain data
+/// (the CLI turns `dirs` into `DirGrant`s).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantConfig {
+    /// Directories as `ABSOLUTE_PATH:ro` or `ABSOLUTE_PATH:rw` (expanded).
+    #[serde(default)]
+    pub dirs: Vec<String>,
+    /// Outbound HTTP host patterns.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Environment variables passed by name.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The `process` capability.
+    #[serde(default)]
+    pub process: bool,
+    /// Memory limit per instance, MiB (`None`: the runtime default).
+    #[serde(default)]
+    pub memory_mb: Option<u32>,
+    /// Wall-clock limit per call, ms (`None`: the runtime default).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Cap on a call's output, bytes (`None`: the runtime default).
+    #[serde(default)]
+    pub output_limit_bytes: Option<usize>,
+    /// Whether processes must run under the OS sandbox.
+    #[serde(default)]
+    pub sandbox: Sandbox,
+}
+
+/// One enabled `[[plugin]]` row of the composed config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRow {
+    /// Stable id, `[a-z0-9_-]+`.
+    pub id: String,
+    /// The component file (expanded, absolute).
+    pub path: PathBuf,
+    /// The plugin's own configuration, given to the component as JSON
+    /// (an object; empty if none).
+    #[serde(default)]
+    pub config: serde_json::Value,
+    /// What the operator grants it.
+    #[serde(default)]
+    pub grant: GrantConfig,
+    /// Reuse instances between calls.
+    #[serde(default)]
+    pub warm: bool,
+}
+
+/// The composed, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[session]`.
+    pub session: SessionConfig,
+    /// `[engine]`.
+    pub engine: EngineConfig,
+    /// Enabled plugin rows, in order of first definition.
+    pub plugins: Vec<PluginRow>,
+    /// The layer files that were read, in layer order (for hot reload).
+    pub sources: Vec<PathBuf>,
+    /// Every layer file that was consulted, read or missing (a missing
+    /// optional file that appears later should trigger a reload too).
+    pub watch: Vec<PathBuf>,
+    composed: Table,
+    provenance: Vec<(String, Location)>,
+}
+
+impl Config {
+    /// The enabled plugin row with this id.
+    pub fn plugin(&self, id: &str) -> Option<&PluginRow> {
+        self.plugins.iter().find(|p| p.id == id)
+    }
+
+    /// Where each leaf came from, keyed like `-c` keys (`agent.max_steps`,
+    /// `plugin.fs.grant.dirs`), in dump order.
+    pub fn provenance(&self) -> &[(String, Location)] {
+        &self.provenance
+    }
+
+    /// Where the leaf at `key` (a `-c`-style dotted key) came from.
+    pub fn origin(&self, key: &str) -> Option<&Location> {
+        self.provenance
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, l)| l)
+    }
+
+    /// The composed config as TOML, each leaf followed by
+    /// `# from LAYER:LINE` (`# from -c KEY=VALUE`, `# from default`). The
+    /// text parses as TOML. Disabled rows are not shown.
+    pub fn dump(&self) -> String {
+        dump::render(&self.composed)
+    }
+
+    /// The same as [`Config::dump`] as JSON: `{"config": {...composed values,
+    /// "plugin": [rows]...}, "provenance": {"agent.max_steps": {"source":
+    /// "...", "line": 3, "column": 13}, ...}, "sources": [...]}`.
+    pub fn dump_json(&self) -> serde_json::Value {
+        let provenance: serde_json::Map<String, serde_json::Value> = self
+            .provenance
+            .iter()
+            .map(|(k, l)| {
+                (
+                    k.clone(),
+                    serde_json::to_value(l).unwrap_or(serde_json::Value::Null),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "config": self.composed.to_json(),
+            "provenance": provenance,
+            "sources": self.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Loads and composes every layer named by `opts`; see the crate docs.
+pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+    let vars = Vars {
+        workspace: absolute(&opts.workspace)?,
+        plugin_dir: absolute(&opts.plugin_dir)?,
+        home: opts.home.as_deref().map(absolute).transpose()?,
+        profile_dir: None,
+    };
+    let mut loader = Loader {
+        vars,
+        sources: Vec::new(),
+        watch: Vec::new(),
+    };
+
+    let mut root = loader.defaults()?;
+
+    // The profile.
+    if let Some((name, text)) = profiles::SHIPPED.iter().find(|(n, _)| *n == opts.profile) {
+        let shown = format!("shipped:profiles/{name}.toml");
+        let base = loader.vars.workspace.clone();
+        merge::merge_layer(&mut root, loader.layer(text, &shown, None, &base)?);
+    } else if opts.profile.ends_with(".toml")
+        || opts.profile.contains('/')
+        || opts.profile.contains('\\')
+    {
+        let layer = loader.file(Path::new(&opts.profile), true)?;
+        merge::merge_layer(&mut root, layer.unwrap_or_default());
+    } else {
+        let known: Vec<&str> = profiles::SHIPPED.iter().map(|(n, _)| *n).collect();
+        return Err(ConfigError::UnknownProfile {
+            name: opts.profile.clone(),
+            known: known.join(", "),
+        });
+    }
+
+    // User, project, patches.
+    if let Some(home) = loader.vars.home.clone()
+        && let Some(layer) = loader.file(&home.join(".wharf").join("config.toml"), false)?
+    {
+        merge::merge_layer(&mut root, layer);
+    }
+    let project = loader.vars.workspace.join(".wharf").join("config.toml");
+    if let Some(layer) = loader.file(&project, false)? {
+        merge::merge_layer(&mut root, layer);
+    }
+    for patch in &opts.patches {
+        if let Some(layer) = loader.file(patch, true)? {
+            merge::merge_layer(&mut root, layer);
+        }
+    }
+
+    // Overrides.
+    let ctx = Ctx {
+        vars: &loader.vars,
+        base_dir: &loader.vars.workspace,
+    };
+    for arg in &opts.overrides {
+        overrides::apply(&mut root, arg, &ctx)?;
+    }
+
+    let composed = finalize(root)?;
+    let typed: Composed = serde_json::from_value(composed.to_json())
+        .map_err(|e| ConfigError::invalid(&Location::whole("composed config"), e.to_string()))?;
+    let provenance = dump::leaves(&composed);
+    Ok(Config {
+        agent: typed.agent,
+        session: typed.session,
+        engine: typed.engine,
+        plugins: typed.plugin,
+        sources: loader.sources,
+        watch: loader.watch,
+        composed,
+        provenance,
+    })
+}
+
+/// The typed view of the composed tree.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Composed {
+    agent: AgentConfig,
+    session: SessionConfig,
+    engine: EngineConfig,
+    #[serde(default)]
+    plugin: Vec<PluginRow>,
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(p).map_err(|source| ConfigError::Read {
+        path: p.to_path_buf(),
+        shown: p.display().to_string(),
+        source,
+    })
+}
+
+struct Loader {
+    vars: Vars,
+    sources: Vec<PathBuf>,
+    watch: Vec<PathBuf>,
+}
+
+impl Loader {
+    /// The built-in defaults, as a layer.
+    fn defaults(&self) -> Result<Table, ConfigError> {
+        let at = Location::default_value();
+        let node = |val| Node::new(val, at.clone());
+        let table = |pairs: Vec<(&str, Val)>| {
+            Val::Table(Table {
+                entries: pairs
+                    .into_iter()
+                    .map(|(k, v)| Entry {
+                        key: k.to_string(),
+                        key_at: at.clone(),
+                        node: node(v),
+                    })
+                    .collect(),
+            })
+        };
+        let home = self.vars.home.is_some();
+        let mut root = Table {
+            entries: vec![
+                Entry {
+                    key: "agent".into(),
+                    key_at: at.clone(),
+                    node: node(table(vec![
+                        ("max_steps", Val::Int(DEFAULT_MAX_STEPS.into())),
+                        ("tool_pool", Val::Int(DEFAULT_TOOL_POOL.into())),
+                        ("system_prompt", Val::Str(DEFAULT_SYSTEM_PROMPT.into())),
+                        ("ask", Val::Str("deny".into())),
+                        (
+                            "tool_output_limit",
+                            Val::Int(i64::try_from(DEFAULT_TOOL_OUTPUT_LIMIT).unwrap_or(i64::MAX)),
+                        ),
+                    ])),
+                },
+                Entry {
+                    key: "session".into(),
+                    key_at: at.clone(),
+                    node: node(table(vec![(
+                        "dir",
+                        Val::Str(
+                            if home {
+                                "~/.wharf/sessions"
+                            } else {
+                                "${workspace}/.wharf/sessions"
+                            }
+                            .into(),
+                        ),
+                    )])),
+                },
+                Entry {
+                    key: "engine".into(),
+                    key_at: at.clone(),
+                    node: node(table(vec![
+                        ("pooling", Val::Bool(true)),
+                        (
+                            "cache_dir",
+                            Val::Str(
+                                if home {
+                                    "~/.cache/wharf/components"
+                                } else {
+                                    "${workspace}/.wharf/cache/components"
+                                }
+                                .into(),
+                            ),
+                        ),
+                    ])),
+                },
+            ],
+        };
+        let ctx = Ctx {
+            vars: &self.vars,
+            base_dir: &self.vars.workspace,
+        };
+        check_table(ROOT, &mut root, TOP, &ctx)?;
+        Ok(root)
+    }
+
+    /// Parses and checks one layer's text.
+    fn layer(
+        &self,
+        text: &str,
+        shown: &str,
+        profile_dir: Option<PathBuf>,
+        base: &Path,
+    ) -> Result<Table, ConfigError> {
+        let src = SourceText::new(shown, text);
+        let mut table = src.parse()?;
+        let vars = self.vars.with_profile_dir(profile_dir);
+        check_table(
+            ROOT,
+            &mut table,
+            TOP,
+            &Ctx {
+                vars: &vars,
+                base_dir: base,
+            },
+        )?;
+        Ok(table)
+    }
+
+    /// Reads one layer file; a missing optional file is `None`.
+    fn file(&mut self, path: &Path, required: bool) -> Result<Option<Table>, ConfigError> {
+        let abs = absolute(path)?;
+        let shown = self.shown(path, &abs);
+        self.watch.push(abs.clone());
+        let text = match std::fs::read_to_string(&abs) {
+            Ok(t) => t,
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: abs,
+                    shown,
+                    source,
+                });
+            }
+        };
+        self.sources.push(abs.clone());
+        let dir = abs
+            .parent()
+            .map_or_else(|| self.vars.workspace.clone(), Path::to_path_buf);
+        self.layer(&text, &shown, Some(dir.clone()), &dir).map(Some)
+    }
+
+    /// A path as shown to people: `~/…` under the home directory, else as
+    /// given.
+    fn shown(&self, given: &Path, abs: &Path) -> String {
+        if let Some(rest) = self
+            .vars
+            .home
+            .as_deref()
+            .and_then(|h| abs.strip_prefix(h).ok())
+        {
+            return format!("~/{}", rest.display());
+        }
+        given.display().to_string()
+    }
+}
+
+/// Drops disabled rows, checks what only the composed config can show,
+/// fills row defaults and puts keys in schema order.
+fn finalize(mut root: Table) -> Result<Table, ConfigError> {
+    let (rows, rows_at, key_at) = match root.entry("plugin") {
+        Some(e) => (e.node.clone(), e.node.at.clone(), e.key_at.clone()),
+        None => (
+            Node::new(Val::Array(Vec::new()), Location::default_value()),
+            Location::default_value(),
+            Location::default_value(),
+        ),
+    };
+    let Val::Array(rows) = rows.val else {
+        return Err(ConfigError::invalid(
+            &rows_at,
+            "`plugin` must be [[plugin]] rows",
+        ));
+    };
+    let mut kept = Vec::new();
+    let mut disabled = Vec::new();
+    for row in rows {
+        let Node {
+            val: Val::Table(mut t),
+            at,
+        } = row
+        else {
+            continue;
+        };
+        let id = match t.get("id").map(|n| &n.val) {
+            Some(Val::Str(id)) => id.clone(),
+            _ => return Err(ConfigError::invalid(&at, "[[plugin]] row has no `id`")),
+        };
+        let id_at = t.get("id").map_or_else(|| at.clone(), |n| n.at.clone());
+        if let Some(Node {
+            val: Val::Bool(false),
+            ..
+        }) = t.remove("enabled")
+        {
+            disabled.push(id);
+            continue;
+        }
+        if t.get("path").is_none() {
+            return Err(ConfigError::invalid(
+                &id_at,
+                format!("plugin `{id}` has no `path` (a row that adds a new id must set one)"),
+            ));
+        }
+        let dflt = Location::default_value();
+        let fill = |t: &mut Table, key: &str, val: Val| {
+            if t.get(key).is_none() {
+                t.set(key, dflt.clone(), Node::new(val, dflt.clone()));
+            }
+        };
+        fill(&mut t, "warm", Val::Bool(false));
+        fill(&mut t, "config", Val::Table(Table::default()));
+        fill(&mut t, "grant", Val::Table(Table::default()));
+        if let Some(Node {
+            val: Val::Table(g), ..
+        }) = t.get_mut("grant")
+        {
+            fill(g, "dirs", Val::Array(Vec::new()));
+            fill(g, "hosts", Val::Array(Vec::new()));
+            fill(g, "env", Val::Array(Vec::new()));
+            fill(g, "process", Val::Bool(false));
+            fill(g, "sandbox", Val::Str("required".into()));
+            order(g, GRANT);
+        }
+        order(&mut t, ROW);
+        kept.push(Node {
+            val: Val::Table(t),
+            at,
+        });
+    }
+    let ids: Vec<String> = kept
+        .iter()
+        .filter_map(merge::row_id)
+        .map(str::to_string)
+        .collect();
+    root.set("plugin", key_at, Node::new(Val::Array(kept), rows_at));
+
+    if let Some(Node {
+        val: Val::Table(agent),
+        ..
+    }) = root.get("agent")
+        && let Some(Node {
+            val: Val::Str(adapter),
+            at,
+        }) = agent.get("adapter")
+        && !ids.contains(adapter)
+    {
+        let why = if disabled.contains(adapter) {
+            "is disabled"
+        } else {
+            "is not a plugin id"
+        };
+        let known = if ids.is_empty() {
+            "none".to_string()
+        } else {
+            ids.join(", ")
+        };
+        return Err(ConfigError::invalid(
+            at,
+            format!(
+                "`adapter` in [agent] names \"{adapter}\", which {why} (enabled plugins: {known})"
+            ),
+        ));
+    }
+
+    for (key, fields) in [("agent", AGENT), ("session", SESSION), ("engine", ENGINE)] {
+        if let Some(Node {
+            val: Val::Table(t), ..
+        }) = root.get_mut(key)
+        {
+            order(t, fields);
+        }
+    }
+    order(&mut root, ROOT);
+    Ok(root)
+}
+
+/// Sorts a table's entries into schema order.
+fn order(t: &mut Table, fields: &[Field]) {
+    t.entries.sort_by_key(|e| {
+        fields
+            .iter()
+            .position(|f| f.name == e.key)
+            .unwrap_or(usize::MAX)
+    });
 }

@@ -61,8 +61,8 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::Approver;
 use crate::bus::Bus;
 use crate::events::{
-    AssistantChunk, AssistantMessage, Event, EventKind, InboxKind, InboxOp, InboxSpliced, LlmRetry, StepEnd,
-    StepStart, StopReason, TurnEnd, TurnStart, UserMessage,
+    AssistantChunk, AssistantMessage, Event, EventKind, InboxKind, InboxOp, InboxSpliced, LlmRetry, StepEnd, StepStart,
+    StopReason, TurnEnd, TurnStart, UserMessage,
 };
 use crate::pipeline::{PipelineConfig, StepRef, ToolPipeline};
 use crate::plugin::{
@@ -208,11 +208,8 @@ impl Agent {
         if config.pipeline.workspace.is_none() {
             config.pipeline.workspace = log.header().and_then(|h| h.workspace);
         }
-        let inbox = log
-            .pending_inbox()
-            .into_iter()
-            .map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text })
-            .collect();
+        let inbox =
+            log.pending_inbox().into_iter().map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text }).collect();
         let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone());
         Self {
             inner: Arc::new(Inner {
@@ -403,7 +400,8 @@ impl Agent {
         let inner = &self.inner;
         let turn = inner.log.last_turn() + 1;
         inner.log.append(EventKind::TurnStart(TurnStart { turn }))?;
-        let mut summary = TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
+        let mut summary =
+            TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
         let mut step: u32 = 0;
         let reason = loop {
             if token.is_cancelled() {
@@ -480,9 +478,10 @@ impl Agent {
                 kind: item.kind,
                 text: String::new(),
             }))?;
-            self.inner
-                .log
-                .append(EventKind::UserMessage(UserMessage { content: item.text.clone(), inbox_id: Some(item.id.clone()) }))?;
+            self.inner.log.append(EventKind::UserMessage(UserMessage {
+                content: item.text.clone(),
+                inbox_id: Some(item.id.clone()),
+            }))?;
             inbox.remove(i);
         }
         Ok(())
@@ -501,7 +500,7 @@ impl Agent {
             return None;
         }
         let mut p = self.payload(turn, step);
-        p.insert("message_count".into(), json!(self.inner.log.messages().len()));
+        p.insert("message_count".into(), json!(self.inner.log.message_count()));
         let w = self.inner.bus.waterfall(snap, HookPoint::AgentPreStep, Value::Object(p)).await;
         w.rejected.map(|r| format!("{}: {}", r.by.id, r.reason))
     }

@@ -221,7 +221,8 @@ async fn rolling_pool_is_bounded() {
     let j = journal();
     let mut cfg = config();
     cfg.pipeline.tool_pool = 2;
-    let calls: Vec<(String, String)> = (0..5).map(|i| (format!("c{i}"), format!(r#"{{"yields":{}}}"#, 5 - i))).collect();
+    let calls: Vec<(String, String)> =
+        (0..5).map(|i| (format!("c{i}"), format!(r#"{{"yields":{}}}"#, 5 - i))).collect();
     let refs: Vec<(&str, &str, &str)> = calls.iter().map(|(id, a)| (id.as_str(), "p", a.as_str())).collect();
     let h = harness_with(
         ScriptedLlm::new(vec![Reply::tools(&refs), Reply::text("ok")]),
@@ -540,7 +541,10 @@ async fn ask_goes_to_headless_approver_which_denies() {
     h.agent.prompt("go").await.unwrap();
     let t = h.types();
     let p = pos(&t, "tool/call");
-    assert_eq!(t[p..p + 5], strs(&["tool/call", "policy/decision", "approval/asked", "approval/decided", "tool/result"])[..]);
+    assert_eq!(
+        t[p..p + 5],
+        strs(&["tool/call", "policy/decision", "approval/asked", "approval/decided", "tool/result"])[..]
+    );
     let decided = h.find(|k| match k {
         EventKind::ApprovalDecided(d) => Some(d.clone()),
         _ => None,
@@ -558,9 +562,7 @@ struct CountingApprover {
 impl Approver for CountingApprover {
     fn decide(&self, _r: ApprovalRequest, _c: CancellationToken) -> BoxFuture<'_, Approval> {
         self.n.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async {
-            Approval { outcome: ApprovalOutcome::AllowedForSession, by: "test".into(), note: None }
-        })
+        Box::pin(async { Approval { outcome: ApprovalOutcome::AllowedForSession, by: "test".into(), note: None } })
     }
 }
 
@@ -722,7 +724,9 @@ async fn no_adapter_is_an_error_stop() {
     cfg.llm = Some("missing".into());
     let h = harness_with(ScriptedLlm::new(vec![]), vec![], Arc::new(HeadlessApprover::default()), cfg);
     let s = h.agent.prompt("go").await.unwrap();
-    assert!(matches!(s.reason, StopReason::Error { ref code, ref message } if code == "NO_ADAPTER" && message.contains("`missing`")));
+    assert!(
+        matches!(s.reason, StopReason::Error { ref code, ref message } if code == "NO_ADAPTER" && message.contains("`missing`"))
+    );
     invariants::check(&h.events()).unwrap();
 }
 
@@ -824,10 +828,13 @@ async fn system_prompt_from_sections_through_waterfall_and_tools_per_step() {
         plugin: crate::plugin::PluginRef::native("prompts"),
     };
     h.registry
-        .install(crate::plugin::PluginRef::native("prompts"), Registrations {
-            prompt_sections: vec![section("b", 2, "Second."), section("a", 1, "First.")],
-            ..Registrations::default()
-        })
+        .install(
+            crate::plugin::PluginRef::native("prompts"),
+            Registrations {
+                prompt_sections: vec![section("b", 2, "Second."), section("a", 1, "First.")],
+                ..Registrations::default()
+            },
+        )
         .unwrap();
     let _l = h.agent.bus().on(HookPoint::SystemPrompt, 0, |v| async move {
         let p = v["prompt"].as_str().unwrap_or_default().to_string();
@@ -876,4 +883,44 @@ async fn post_execute_hook_can_replace_or_block() {
     let r = h.results();
     assert_eq!(r[0].content, "replaced");
     assert_eq!(r[1].error_code.as_deref(), Some(codes::BLOCKED));
+}
+
+#[tokio::test]
+async fn max_tokens_without_tool_calls_ends_the_turn() {
+    let h = harness(
+        vec![Reply::items(vec![ScriptItem::Batch(vec![
+            LlmEvent::Text("cut".into()),
+            LlmEvent::Finish(FinishReason::MaxTokens),
+        ])])],
+        vec![],
+    );
+    let s = h.agent.prompt("go").await.unwrap();
+    assert_eq!((s.reason, s.text.as_str()), (StopReason::MaxTokens, "cut"));
+    invariants::check(&h.events()).unwrap();
+}
+
+#[tokio::test]
+async fn cancel_while_waiting_for_approval() {
+    let (approver, mut questions) = crate::approval::ChannelApprover::new();
+    let h = policy_harness(
+        vec![FakePolicy::new("pol-ask", Ok(Decision::Ask { reason: "r".into() }))],
+        vec![Reply::tools(&[("c1", "echo", "{}"), ("c2", "echo", "{}")])],
+        Arc::new(approver),
+        config(),
+    );
+    let agent = h.agent.clone();
+    let task = tokio::spawn(async move { agent.prompt("go").await });
+    let q = questions.recv().await.unwrap();
+    assert_eq!(q.request.call_id, "c1");
+    assert!(h.agent.cancel());
+    assert_eq!(task.await.unwrap().unwrap().reason, StopReason::Cancelled);
+    let decided = h.find(|k| match k {
+        EventKind::ApprovalDecided(d) => Some(d.outcome),
+        _ => None,
+    });
+    assert_eq!(decided, vec![ApprovalOutcome::Cancelled]);
+    let r = h.results();
+    assert_eq!(r.len(), 2);
+    assert!(r.iter().all(|r| r.error_code.as_deref() == Some(codes::ABORTED_BEFORE_DISPATCH)));
+    invariants::check(&h.events()).unwrap();
 }

@@ -168,9 +168,7 @@ mod tests {
         });
         let p = rx.recv().await.unwrap();
         assert_eq!(p.request.tool, "shell");
-        p.reply
-            .send(Approval { outcome: ApprovalOutcome::AllowedForSession, by: "user".into(), note: None })
-            .unwrap();
+        p.reply.send(Approval { outcome: ApprovalOutcome::AllowedForSession, by: "user".into(), note: None }).unwrap();
         assert_eq!(task.await.unwrap().outcome, ApprovalOutcome::AllowedForSession);
 
         let token = CancellationToken::new();

@@ -121,14 +121,9 @@ struct UnknownOut<'a> {
 impl Serialize for Event {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match &self.kind {
-            EventKind::Unknown { type_name, data } => UnknownOut {
-                seq: self.seq,
-                time: &self.time,
-                type_name,
-                data,
-                ignorable: self.ignorable,
+            EventKind::Unknown { type_name, data } => {
+                UnknownOut { seq: self.seq, time: &self.time, type_name, data, ignorable: self.ignorable }.serialize(s)
             }
-            .serialize(s),
             kind => KnownOut { seq: self.seq, time: &self.time, kind, ignorable: self.ignorable }.serialize(s),
         }
     }

@@ -239,10 +239,8 @@ mod tests {
     }
 
     fn turn_with(body: Vec<EventKind>) -> Vec<EventKind> {
-        let mut v = vec![
-            EventKind::TurnStart(TurnStart { turn: 1 }),
-            EventKind::StepStart(StepStart { turn: 1, step: 1 }),
-        ];
+        let mut v =
+            vec![EventKind::TurnStart(TurnStart { turn: 1 }), EventKind::StepStart(StepStart { turn: 1, step: 1 })];
         v.extend(body);
         v.push(EventKind::StepEnd(StepEnd { turn: 1, step: 1, usage: None }));
         v.push(EventKind::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed }));
@@ -273,7 +271,12 @@ mod tests {
         assert!(check(&log(open.clone())).is_err());
         assert!(check_prefix(&log(open)).is_ok());
         let mut gap = log(vec![]);
-        gap.push(Event { seq: 3, time: "t".into(), ignorable: false, kind: EventKind::TurnStart(TurnStart { turn: 1 }) });
+        gap.push(Event {
+            seq: 3,
+            time: "t".into(),
+            ignorable: false,
+            kind: EventKind::TurnStart(TurnStart { turn: 1 }),
+        });
         assert!(check(&gap).is_err());
     }
 }

@@ -277,9 +277,9 @@ impl ToolPipeline {
                     plugin: t.plugin.clone(),
                     result: match &t.result {
                         Ok(HookOutcome::Pass) => Ok(crate::plugin::Decision::Allow),
-                        Ok(HookOutcome::Replace(v)) => {
-                            Ok(crate::plugin::Decision::Rewrite { args: v.get("arguments").cloned().unwrap_or(Value::Null) })
-                        }
+                        Ok(HookOutcome::Replace(v)) => Ok(crate::plugin::Decision::Rewrite {
+                            args: v.get("arguments").cloned().unwrap_or(Value::Null),
+                        }),
                         Ok(HookOutcome::Reject(r)) => Ok(crate::plugin::Decision::Deny { reason: r.clone() }),
                         Err(e) => Err(e.clone()),
                     },
@@ -460,7 +460,9 @@ impl ToolPipeline {
             } else if w.trace.iter().any(|t| matches!(t.result, Ok(HookOutcome::Replace(_)))) {
                 match w.payload.get("outcome").cloned().map(serde_json::from_value::<ToolOutcome>) {
                     Some(Ok(o)) => outcome = o,
-                    _ => tracing::warn!(tool = %call.name, "tools/post-execute replacement has no valid `outcome`; ignored"),
+                    _ => {
+                        tracing::warn!(tool = %call.name, "tools/post-execute replacement has no valid `outcome`; ignored")
+                    }
                 }
             }
         }

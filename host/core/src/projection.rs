@@ -104,13 +104,16 @@ impl Projection {
                 self.open_step = Some(OpenStep { turn: s.turn, step: s.step, ..OpenStep::default() });
             }
             EventKind::StepEnd(_) => self.open_step = None,
-            EventKind::UserMessage(m) => self.push(ev.seq, Message {
-                role: Role::User,
-                content: m.content.clone(),
-                reasoning: None,
-                tool_calls: vec![],
-                tool_call_id: None,
-            }),
+            EventKind::UserMessage(m) => self.push(
+                ev.seq,
+                Message {
+                    role: Role::User,
+                    content: m.content.clone(),
+                    reasoning: None,
+                    tool_calls: vec![],
+                    tool_call_id: None,
+                },
+            ),
             EventKind::AssistantChunk(c) => {
                 if let Some(s) = &mut self.open_step {
                     s.streamed_text.push_str(&c.text);
@@ -127,13 +130,16 @@ impl Projection {
                 }
                 let reasoning = m.reasoning.clone().filter(|r| !r.is_empty());
                 if !m.content.is_empty() || reasoning.is_some() || !m.tool_calls.is_empty() {
-                    self.push(ev.seq, Message {
-                        role: Role::Assistant,
-                        content: m.content.clone(),
-                        reasoning,
-                        tool_calls: m.tool_calls.clone(),
-                        tool_call_id: None,
-                    });
+                    self.push(
+                        ev.seq,
+                        Message {
+                            role: Role::Assistant,
+                            content: m.content.clone(),
+                            reasoning,
+                            tool_calls: m.tool_calls.clone(),
+                            tool_call_id: None,
+                        },
+                    );
                 }
             }
             EventKind::ToolCall(c) => {
@@ -159,13 +165,16 @@ impl Projection {
                 if let Some(s) = &mut self.open_step {
                     s.answered.insert(r.call_id.clone());
                 }
-                self.push(ev.seq, Message {
-                    role: Role::Tool,
-                    content: r.content.clone(),
-                    reasoning: None,
-                    tool_calls: vec![],
-                    tool_call_id: Some(r.call_id.clone()),
-                });
+                self.push(
+                    ev.seq,
+                    Message {
+                        role: Role::Tool,
+                        content: r.content.clone(),
+                        reasoning: None,
+                        tool_calls: vec![],
+                        tool_call_id: Some(r.call_id.clone()),
+                    },
+                );
             }
             EventKind::LlmRetry(_) => {
                 // The failed attempt's chunks never become a message.
@@ -178,11 +187,10 @@ impl Projection {
             EventKind::InboxSpliced(s) => match s.op {
                 InboxOp::Added => {
                     self.inbox_order += 1;
-                    self.inbox.insert(self.inbox_order, PendingInboxItem {
-                        id: s.id.clone(),
-                        kind: s.kind,
-                        text: s.text.clone(),
-                    });
+                    self.inbox.insert(
+                        self.inbox_order,
+                        PendingInboxItem { id: s.id.clone(), kind: s.kind, text: s.text.clone() },
+                    );
                 }
                 InboxOp::Claimed | InboxOp::Discarded => self.inbox.retain(|_, item| item.id != s.id),
             },

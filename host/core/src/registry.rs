@@ -128,9 +128,11 @@ impl Registry {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         for tool in &regs.tools {
             let name = &tool.spec().name;
-            if let Some(owner) = inner.entries.values().find(|e| {
-                e.plugin.id != plugin.id && e.regs.tools.iter().any(|t| &t.spec().name == name)
-            }) {
+            if let Some(owner) = inner
+                .entries
+                .values()
+                .find(|e| e.plugin.id != plugin.id && e.regs.tools.iter().any(|t| &t.spec().name == name))
+            {
                 return Err(RegistryError::DuplicateTool {
                     tool: name.clone(),
                     existing: owner.plugin.id.clone(),

@@ -68,8 +68,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::events::{
-    ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired, SessionStart, StepEnd, StopReason,
-    ToolCallEvent, ToolResultEvent, TurnEnd,
+    ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired,
+    SessionStart, StepEnd, StopReason, ToolCallEvent, ToolResultEvent, TurnEnd,
 };
 use crate::plugin::{Message, Usage};
 use crate::projection::{PendingInboxItem, Projection};
@@ -398,7 +398,12 @@ impl Store {
         let (id, file, lock) = loop {
             attempt += 1;
             let id = fixed_id.map(str::to_string).unwrap_or_else(util::new_session_id);
-            let lock = acquire_lock(&self.lock_path(&id), &id)?;
+            let lock = match acquire_lock(&self.lock_path(&id), &id) {
+                Ok(l) => l,
+                // A generated id collided with a live session: draw another.
+                Err(StoreError::Locked { .. }) if fixed_id.is_none() && attempt < 8 => continue,
+                Err(e) => return Err(e),
+            };
             let path = self.path_of(&id);
             match OpenOptions::new().append(true).create_new(true).open(&path) {
                 Ok(f) => break (id, f, lock),
@@ -518,12 +523,8 @@ impl Store {
         let prefix = &src.events[..at_seq as usize];
         let p = Projection::from_events(prefix);
         if let Some(turn) = p.open_turn() {
-            let boundaries: Vec<u64> = src
-                .events
-                .iter()
-                .filter(|e| matches!(e.kind, EventKind::TurnEnd(_)))
-                .map(|e| e.seq)
-                .collect();
+            let boundaries: Vec<u64> =
+                src.events.iter().filter(|e| matches!(e.kind, EventKind::TurnEnd(_))).map(|e| e.seq).collect();
             let before = boundaries.iter().rev().find(|s| **s < at_seq).copied().unwrap_or(1);
             let after = boundaries.iter().find(|s| **s > at_seq);
             let hint = match after {
@@ -651,7 +652,12 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLoad, StoreError> {
                 }
                 let expected = events.len() as u64 + 1;
                 if ev.seq != expected {
-                    return Err(StoreError::SeqGap { path: path.to_path_buf(), line: line_no, expected, found: ev.seq });
+                    return Err(StoreError::SeqGap {
+                        path: path.to_path_buf(),
+                        line: line_no,
+                        expected,
+                        found: ev.seq,
+                    });
                 }
                 if expected == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
                     return Err(StoreError::MissingHeader { path: path.to_path_buf() });
@@ -777,17 +783,21 @@ impl SyncCtl {
     }
 
     fn run(&self, interval: Duration) {
+        let mut guard = self.flags();
         loop {
-            let guard = self.flags();
-            let (guard, _) = self.cv.wait_timeout(guard, interval).unwrap_or_else(|e| e.into_inner());
-            let (dirty, shutdown) = (guard.written > guard.synced, guard.shutdown);
-            drop(guard);
+            // `wait_timeout_while` checks the flag first, so a shutdown
+            // requested before we wait is never missed.
+            let (g, _) =
+                self.cv.wait_timeout_while(guard, interval, |f| !f.shutdown).unwrap_or_else(|e| e.into_inner());
+            let (dirty, shutdown) = (g.written > g.synced, g.shutdown);
+            drop(g);
             if dirty && let Err(e) = self.sync_now() {
                 tracing::warn!(error = %e, "background sync of session log failed");
             }
             if shutdown {
                 return;
             }
+            guard = self.flags();
         }
     }
 }
@@ -1060,6 +1070,11 @@ impl SessionLog {
         self.state().projection.messages()
     }
 
+    /// Number of model-visible messages.
+    pub fn message_count(&self) -> usize {
+        self.state().projection.message_count()
+    }
+
     /// Token usage over the whole session.
     pub fn usage(&self) -> Usage {
         self.state().projection.usage()
@@ -1177,7 +1192,9 @@ mod tests {
 
         let loaded = store.load(&id).unwrap();
         assert_eq!(loaded.events.len(), 7);
-        assert!(matches!(&loaded.warnings[..], [LoadWarning::TornTail { line: 8, bytes, .. }] if *bytes == torn.len() as u64));
+        assert!(
+            matches!(&loaded.warnings[..], [LoadWarning::TornTail { line: 8, bytes, .. }] if *bytes == torn.len() as u64)
+        );
 
         let (log, report) = store.open(&id).unwrap();
         assert_eq!(types(&report.repairs), vec!["session/repaired"]);
@@ -1240,10 +1257,7 @@ mod tests {
         drop(log); // "crash"
         let before = fs::read(&path).unwrap();
         let (log, report) = store.open(&id).unwrap();
-        assert_eq!(
-            types(&report.repairs),
-            vec!["tool/result", "tool/call", "tool/result", "step/end", "turn/end"]
-        );
+        assert_eq!(types(&report.repairs), vec!["tool/result", "tool/call", "tool/result", "step/end", "turn/end"]);
         assert!(matches!(
             &report.repairs[4].kind,
             EventKind::TurnEnd(TurnEnd { reason: StopReason::Interrupted, turn: 1 })

@@ -11,9 +11,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::plugin::{
-    BoxFuture, Decision, FinishReason, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, LlmStream,
-    ModelInfo, PluginRef, Policy, PolicyRequest, Tool, ToolCall, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
-    Usage,
+    BoxFuture, Decision, FinishReason, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, LlmStream, ModelInfo,
+    PluginRef, Policy, PolicyRequest, Tool, ToolCall, ToolInvocation, ToolMode, ToolOutcome, ToolSpec, Usage,
 };
 use crate::registry::{Registrations, Registry, RegistryError};
 
@@ -299,11 +298,7 @@ impl Tool for FakeTool {
                 }
             };
             let cancelled = async {
-                if self.honours_cancel {
-                    cancel.cancelled().await
-                } else {
-                    std::future::pending::<()>().await
-                }
+                if self.honours_cancel { cancel.cancelled().await } else { std::future::pending::<()>().await }
             };
             let out = tokio::select! {
                 _ = wait => (self.behaviour)(&call.arguments),

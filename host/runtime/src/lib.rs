@@ -14,6 +14,7 @@ pub mod component;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod host;
 pub mod state;
 
 pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};

@@ -1,1 +1,1 @@
-//! Mock LLM server (placeholder).
+//! Placeholder while the crate is written.

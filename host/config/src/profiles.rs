@@ -1,0 +1,11 @@
+//! The shipped profiles, embedded from `profiles/NAME.toml`.
+
+/// `(name, TOML text)` of each shipped profile.
+pub(crate) const SHIPPED: &[(&str, &str)] = &[
+    ("default", include_str!("../../../profiles/default.toml")),
+    ("demo", include_str!("../../../profiles/demo.toml")),
+    (
+        "demo-deepseek",
+        include_str!("../../../profiles/demo-deepseek.toml"),
+    ),
+];

@@ -1,0 +1,544 @@
+//! What keys exist, what types they have, and which values are allowed.
+//! Each layer is checked on its own, so an error points into the layer that
+//! has it; strings are expanded (variables, `~/`, relative paths) here too,
+//! because `${profile_dir}` and relative paths depend on the layer's file.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{ConfigError, Location};
+use crate::tree::{Node, Table, Val};
+use crate::vars::Vars;
+
+/// Largest `agent.max_steps`.
+pub const MAX_STEPS_LIMIT: i64 = 100_000;
+/// Largest `agent.tool_pool`.
+pub const TOOL_POOL_LIMIT: i64 = 1_024;
+/// Largest byte count (`agent.tool_output_limit`, `grant.output_limit_bytes`): 1 GiB.
+pub const BYTES_LIMIT: i64 = 1 << 30;
+/// Largest `grant.memory_mb`: 64 GiB.
+pub const MEMORY_MB_LIMIT: i64 = 65_536;
+/// Largest `grant.timeout_ms`: one day.
+pub const TIMEOUT_MS_LIMIT: i64 = 86_400_000;
+/// Longest plugin id.
+pub const ID_MAX_LEN: usize = 64;
+
+/// The type of a value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Shape {
+    /// Any string; variables expanded.
+    Str,
+    /// A plugin id: `[a-z0-9_-]+`.
+    Id,
+    /// A non-empty path: variables, `~/`, relative to the layer's directory.
+    Path,
+    /// One of these strings (not expanded).
+    Enum(&'static [&'static str]),
+    /// An integer in `min..=max`.
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Bool,
+    /// An array of strings of one kind.
+    List(Item),
+    /// A table with these keys only.
+    Table(&'static [Field]),
+    /// A table with any keys (a plugin's `config`); strings expanded.
+    Free,
+    /// Anything (inside a `Free` table); strings expanded.
+    Any,
+    /// The `[[plugin]]` rows.
+    Plugins,
+}
+
+/// The kind of string in a [`Shape::List`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Item {
+    /// `PATH[:ro|:rw]`: normalized to `ABSOLUTE_PATH:ro` or `:rw`.
+    Dir,
+    /// An outbound HTTP host pattern: `HOST`, `HOST:PORT`, `*.DOMAIN`, `*`.
+    Host,
+    /// An environment variable name.
+    Env,
+}
+
+/// One allowed key of a table.
+#[derive(Debug)]
+pub(crate) struct Field {
+    pub(crate) name: &'static str,
+    pub(crate) shape: Shape,
+}
+
+const fn f(name: &'static str, shape: Shape) -> Field {
+    Field { name, shape }
+}
+
+/// `agent.ask` values.
+pub(crate) const ASK: &[&str] = &["deny", "allow"];
+/// `grant.sandbox` values.
+pub(crate) const SANDBOX: &[&str] = &["required", "off"];
+
+pub(crate) const AGENT: &[Field] = &[
+    f("adapter", Shape::Id),
+    f(
+        "max_steps",
+        Shape::Int {
+            min: 1,
+            max: MAX_STEPS_LIMIT,
+        },
+    ),
+    f(
+        "tool_pool",
+        Shape::Int {
+            min: 1,
+            max: TOOL_POOL_LIMIT,
+        },
+    ),
+    f("system_prompt", Shape::Str),
+    f("ask", Shape::Enum(ASK)),
+    f(
+        "tool_output_limit",
+        Shape::Int {
+            min: 1,
+            max: BYTES_LIMIT,
+        },
+    ),
+];
+
+pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path)];
+
+pub(crate) const ENGINE: &[Field] = &[f("pooling", Shape::Bool), f("cache_dir", Shape::Path)];
+
+pub(crate) const GRANT: &[Field] = &[
+    f("dirs", Shape::List(Item::Dir)),
+    f("hosts", Shape::List(Item::Host)),
+    f("env", Shape::List(Item::Env)),
+    f("process", Shape::Bool),
+    f(
+        "memory_mb",
+        Shape::Int {
+            min: 1,
+            max: MEMORY_MB_LIMIT,
+        },
+    ),
+    f(
+        "timeout_ms",
+        Shape::Int {
+            min: 1,
+            max: TIMEOUT_MS_LIMIT,
+        },
+    ),
+    f(
+        "output_limit_bytes",
+        Shape::Int {
+            min: 1,
+            max: BYTES_LIMIT,
+        },
+    ),
+    f("sandbox", Shape::Enum(SANDBOX)),
+];
+
+pub(crate) const ROW: &[Field] = &[
+    f("id", Shape::Id),
+    f("path", Shape::Path),
+    f("enabled", Shape::Bool),
+    f("warm", Shape::Bool),
+    f("config", Shape::Free),
+    f("grant", Shape::Table(GRANT)),
+];
+
+pub(crate) const ROOT: &[Field] = &[
+    f("agent", Shape::Table(AGENT)),
+    f("session", Shape::Table(SESSION)),
+    f("engine", Shape::Table(ENGINE)),
+    f("plugin", Shape::Plugins),
+];
+
+/// The display name of the top-level table.
+pub(crate) const TOP: &str = "the top level";
+
+/// Looks up `key` in `fields`, or says which keys are allowed.
+pub(crate) fn field<'f>(
+    fields: &'f [Field],
+    key: &str,
+    table: &str,
+    at: &Location,
+) -> Result<&'f Field, ConfigError> {
+    fields.iter().find(|f| f.name == key).ok_or_else(|| {
+        let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
+        ConfigError::UnknownKey {
+            at: at.clone(),
+            key: key.to_string(),
+            table: table.to_string(),
+            expected: names.join(", "),
+            suggestion: suggest(key, &names),
+        }
+    })
+}
+
+/// The closest name within edit distance 2, if any.
+fn suggest(key: &str, names: &[&str]) -> Option<String> {
+    names
+        .iter()
+        .map(|n| (distance(key, n), n))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| (*n).to_string())
+}
+
+/// Levenshtein distance with adjacent transpositions.
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// The name of the table at `key` inside `table`: `[agent]`,
+/// `[plugin.grant]`, `[plugin.config.x]` (plugin rows are shown without
+/// their id, as in the file).
+pub(crate) fn child_table_name(table: &str, key: &str) -> String {
+    let key = crate::tree::toml_key(key);
+    if table == TOP {
+        format!("[{key}]")
+    } else if table == "[[plugin]]" {
+        format!("[plugin.{key}]")
+    } else {
+        let inner = table.trim_start_matches('[').trim_end_matches(']');
+        format!("[{inner}.{key}]")
+    }
+}
+
+/// What a layer's strings are expanded with.
+pub(crate) struct Ctx<'a> {
+    pub(crate) vars: &'a Vars,
+    /// Relative paths are resolved against this directory.
+    pub(crate) base_dir: &'a Path,
+}
+
+impl Ctx<'_> {
+    fn expand(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
+        self.vars.expand(s).map_err(|error| ConfigError::Variable {
+            at: at.clone(),
+            error,
+        })
+    }
+
+    fn expand_path(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
+        let p = self
+            .vars
+            .expand_path(s, self.base_dir)
+            .map_err(|error| ConfigError::Variable {
+                at: at.clone(),
+                error,
+            })?;
+        p.to_str().map(str::to_string).ok_or_else(|| {
+            ConfigError::invalid(at, format!("path {} is not valid UTF-8", p.display()))
+        })
+    }
+}
+
+/// Checks (and expands) every entry of `t` against `fields`.
+pub(crate) fn check_table(
+    fields: &[Field],
+    t: &mut Table,
+    table: &str,
+    ctx: &Ctx<'_>,
+) -> Result<(), ConfigError> {
+    for e in &mut t.entries {
+        let fd = field(fields, &e.key, table, &e.key_at)?;
+        check_node(fd.shape, &mut e.node, &e.key, table, ctx)?;
+    }
+    Ok(())
+}
+
+/// Checks (and expands) the value of `key` in `table`.
+pub(crate) fn check_node(
+    shape: Shape,
+    node: &mut Node,
+    key: &str,
+    table: &str,
+    ctx: &Ctx<'_>,
+) -> Result<(), ConfigError> {
+    if let Shape::Any = shape {
+        return expand_any(node, ctx);
+    }
+    let Node { val, at } = node;
+    let mismatch = |expected: &'static str, found: &Val| ConfigError::Type {
+        at: at.clone(),
+        key: key.to_string(),
+        table: table.to_string(),
+        expected,
+        found: found.type_name(),
+    };
+    match (shape, &mut *val) {
+        (Shape::Str, Val::Str(s)) => *s = ctx.expand(s, at)?,
+        (Shape::Id, Val::Str(s)) => check_id(s, at)?,
+        (Shape::Path, Val::Str(s)) => {
+            if s.is_empty() {
+                return Err(ConfigError::invalid(
+                    at,
+                    format!("`{key}` in {table} must not be empty"),
+                ));
+            }
+            *s = ctx.expand_path(s, at)?;
+        }
+        (Shape::Enum(options), Val::Str(s)) => {
+            if !options.contains(&s.as_str()) {
+                let quoted: Vec<String> = options.iter().map(|o| format!("\"{o}\"")).collect();
+                return Err(ConfigError::invalid(
+                    at,
+                    format!(
+                        "`{key}` in {table} must be one of {}, found \"{s}\"",
+                        quoted.join(", ")
+                    ),
+                ));
+            }
+        }
+        (Shape::Int { min, max }, Val::Int(i)) => {
+            if *i < min || *i > max {
+                return Err(ConfigError::invalid(
+                    at,
+                    format!("`{key}` in {table} must be between {min} and {max}, found {i}"),
+                ));
+            }
+        }
+        (Shape::Bool, Val::Bool(_)) => {}
+        (Shape::List(item), Val::Array(items)) => {
+            for n in items {
+                let Val::Str(s) = &mut n.val else {
+                    return Err(ConfigError::Type {
+                        at: n.at.clone(),
+                        key: key.to_string(),
+                        table: table.to_string(),
+                        expected: "an array of strings",
+                        found: "an array holding another type",
+                    });
+                };
+                *s = check_item(item, s, key, &n.at, ctx)?;
+            }
+        }
+        (Shape::Table(fields), Val::Table(t)) => {
+            check_table(fields, t, &child_table_name(table, key), ctx)?;
+        }
+        (Shape::Free, Val::Table(t)) => {
+            for e in &mut t.entries {
+                expand_any(&mut e.node, ctx)?;
+            }
+        }
+        (Shape::Plugins, Val::Array(rows)) => check_rows(rows, ctx)?,
+        (shape, found) => return Err(mismatch(expected_name(shape), found)),
+    }
+    Ok(())
+}
+
+fn expected_name(shape: Shape) -> &'static str {
+    match shape {
+        Shape::Str | Shape::Id | Shape::Path | Shape::Enum(_) => "a string",
+        Shape::Int { .. } => "an integer",
+        Shape::Bool => "a boolean",
+        Shape::List(_) => "an array of strings",
+        Shape::Table(_) | Shape::Free => "a table",
+        Shape::Plugins => "an array of tables ([[plugin]] rows)",
+        Shape::Any => "a value",
+    }
+}
+
+/// Expands variables in every string inside `node`.
+fn expand_any(node: &mut Node, ctx: &Ctx<'_>) -> Result<(), ConfigError> {
+    match &mut node.val {
+        Val::Str(s) => *s = ctx.expand(s, &node.at)?,
+        Val::Array(items) => {
+            for n in items {
+                expand_any(n, ctx)?;
+            }
+        }
+        Val::Table(t) => {
+            for e in &mut t.entries {
+                expand_any(&mut e.node, ctx)?;
+            }
+        }
+        Val::Int(_) | Val::Float(_) | Val::Bool(_) | Val::Datetime(_) => {}
+    }
+    Ok(())
+}
+
+/// Checks the `[[plugin]]` rows of one layer: each is a table with an `id`,
+/// and no id appears twice.
+fn check_rows(rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), ConfigError> {
+    let mut seen: HashMap<String, Location> = HashMap::new();
+    for row in rows {
+        let Val::Table(t) = &mut row.val else {
+            return Err(ConfigError::Type {
+                at: row.at.clone(),
+                key: "plugin".into(),
+                table: TOP.into(),
+                expected: "an array of tables ([[plugin]] rows)",
+                found: "an array holding another type",
+            });
+        };
+        check_table(ROW, t, "[[plugin]]", ctx)?;
+        let Some(Val::Str(id)) = t.get("id").map(|n| &n.val) else {
+            return Err(ConfigError::invalid(&row.at, "[[plugin]] row has no `id`"));
+        };
+        let id_at = t.get("id").map_or_else(|| row.at.clone(), |n| n.at.clone());
+        if let Some(first) = seen.get(id) {
+            return Err(ConfigError::invalid(
+                &id_at,
+                format!(
+                    "duplicate plugin id `{id}` (first at {first}); a layer may list an id once"
+                ),
+            ));
+        }
+        seen.insert(id.clone(), id_at);
+    }
+    Ok(())
+}
+
+/// Checks a plugin id (and `agent.adapter`): `[a-z0-9_-]+`.
+pub(crate) fn check_id(s: &str, at: &Location) -> Result<(), ConfigError> {
+    let ok = !s.is_empty()
+        && s.len() <= ID_MAX_LEN
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            at,
+            format!("bad plugin id \"{s}\": use 1 to {ID_MAX_LEN} of a-z, 0-9, `_` and `-`"),
+        ))
+    }
+}
+
+fn check_item(
+    item: Item,
+    s: &str,
+    key: &str,
+    at: &Location,
+    ctx: &Ctx<'_>,
+) -> Result<String, ConfigError> {
+    match item {
+        Item::Dir => {
+            let (path, access) = match s.rsplit_once(':') {
+                Some((p, "ro")) => (p, "ro"),
+                Some((p, "rw")) => (p, "rw"),
+                _ => (s, "ro"),
+            };
+            if path.is_empty() {
+                return Err(ConfigError::invalid(
+                    at,
+                    format!("empty directory in `{key}`: \"{s}\""),
+                ));
+            }
+            Ok(format!("{}:{access}", ctx.expand_path(path, at)?))
+        }
+        Item::Host => {
+            let h = ctx.expand(s, at)?;
+            if valid_host_pattern(&h) {
+                Ok(h)
+            } else {
+                Err(ConfigError::invalid(
+                    at,
+                    format!("bad host pattern \"{h}\": expected HOST, HOST:PORT, *.DOMAIN or *"),
+                ))
+            }
+        }
+        Item::Env => {
+            if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                Ok(s.to_string())
+            } else {
+                Err(ConfigError::invalid(
+                    at,
+                    format!("bad environment variable name \"{s}\": use A-Z, a-z, 0-9 and `_`"),
+                ))
+            }
+        }
+    }
+}
+
+/// `*`, or `[*.]NAME[:PORT]` where NAME is letters, digits, `.`, `-`, or a
+/// bracketed IPv6 address.
+fn valid_host_pattern(p: &str) -> bool {
+    if p == "*" {
+        return true;
+    }
+    let host = p.strip_prefix("*.").unwrap_or(p);
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, tail))
+                if !v6.is_empty() && v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':') =>
+            {
+                match tail {
+                    "" => return true,
+                    t => {
+                        return t
+                            .strip_prefix(':')
+                            .is_some_and(|port| port.parse::<u16>().is_ok());
+                    }
+                }
+            }
+            _ => return false,
+        }
+    } else {
+        match host.split_once(':') {
+            Some((n, port)) => (n, Some(port)),
+            None => (host, None),
+        }
+    };
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        && port.is_none_or(|p| p.parse::<u16>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns() {
+        for ok in [
+            "*",
+            "api.deepseek.com",
+            "*.svc.local",
+            "127.0.0.1:8080",
+            "[::1]:80",
+            "[::1]",
+        ] {
+            assert!(valid_host_pattern(ok), "{ok}");
+        }
+        for bad in ["", "a b", "host:99999", "*.", "http://x", "[zz]"] {
+            assert!(!valid_host_pattern(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            suggest("memroy_mb", &["dirs", "memory_mb"]),
+            Some("memory_mb".into())
+        );
+        assert_eq!(suggest("zzz", &["dirs", "memory_mb"]), None);
+    }
+}

@@ -1,0 +1,401 @@
+//! The plugin host: loads a set of plugins into the registry, swaps versions
+//! atomically when a component or the configuration changes, and revokes
+//! everything an unloaded version registered.
+//!
+//! Every change is published as a [`PluginChange`] event (`plugin/loaded`,
+//! `plugin/unloaded`, `plugin/reload-failed`) that sessions append to their
+//! logs. A version that fails to compile, link or describe never replaces a
+//! working one; reloads of a broken file are retried with backoff.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{broadcast, mpsc};
+use wharf_core::events::{EventKind, PluginChange};
+use wharf_core::registry::Registry;
+
+use crate::adapters::registrations;
+use crate::component::{PluginSpec, PluginVersion, Runtime};
+use crate::error::LoadError;
+
+/// Debounce between a file event and the reload (editors write in bursts).
+pub const DEBOUNCE: Duration = Duration::from_millis(50);
+/// First retry delay after a failed reload; doubles up to [`RETRY_MAX`].
+pub const RETRY_BASE: Duration = Duration::from_millis(250);
+/// Longest retry delay.
+pub const RETRY_MAX: Duration = Duration::from_secs(8);
+/// Retries of one broken file before waiting for the next change.
+pub const RETRY_LIMIT: u32 = 5;
+
+/// A plugin change as a session event.
+pub type PluginEvent = EventKind;
+
+fn kinds_of(v: &PluginVersion) -> Vec<String> {
+    v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect()
+}
+
+fn loaded(v: &PluginVersion) -> EventKind {
+    EventKind::PluginLoaded(PluginChange { id: v.id.clone(), digest: v.digest.clone(), kinds: kinds_of(v), error: None })
+}
+
+fn unloaded(v: &PluginVersion) -> EventKind {
+    EventKind::PluginUnloaded(PluginChange {
+        id: v.id.clone(),
+        digest: v.digest.clone(),
+        kinds: kinds_of(v),
+        error: None,
+    })
+}
+
+fn failed(id: &str, digest: &str, err: &str) -> EventKind {
+    EventKind::PluginReloadFailed(PluginChange {
+        id: id.to_string(),
+        digest: digest.to_string(),
+        kinds: Vec::new(),
+        error: Some(err.to_string()),
+    })
+}
+
+/// Produces the current plugin specs (re-reading configuration files).
+pub type SpecSource = Arc<dyn Fn() -> Result<Vec<PluginSpec>, String> + Send + Sync>;
+
+/// Loaded plugins and their registrations.
+pub struct PluginHost {
+    runtime: Arc<Runtime>,
+    registry: Arc<Registry>,
+    state: Mutex<HostInner>,
+    events: broadcast::Sender<EventKind>,
+    /// Serializes load/unload/swap so two reloads never interleave.
+    swap_lock: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct HostInner {
+    versions: BTreeMap<String, Arc<PluginVersion>>,
+    specs: BTreeMap<String, PluginSpec>,
+    history: Vec<EventKind>,
+}
+
+impl PluginHost {
+    /// A host with an empty registry.
+    pub fn new(runtime: Arc<Runtime>, registry: Arc<Registry>) -> Arc<Self> {
+        let (events, _) = broadcast::channel(1024);
+        Arc::new(Self {
+            runtime,
+            registry,
+            state: Mutex::new(HostInner::default()),
+            events,
+            swap_lock: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The registry this host installs into.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// Live plugin changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventKind> {
+        self.events.subscribe()
+    }
+
+    /// Every change so far (a session opened later logs these first).
+    pub fn history(&self) -> Vec<EventKind> {
+        self.lock().history.clone()
+    }
+
+    /// The loaded versions by id.
+    pub fn versions(&self) -> BTreeMap<String, Arc<PluginVersion>> {
+        self.lock().versions.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HostInner> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn publish(&self, ev: EventKind) {
+        self.lock().history.push(ev.clone());
+        let _ = self.events.send(ev);
+    }
+
+    async fn compile(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
+        let rt = self.runtime.clone();
+        let path = spec.path.clone();
+        match tokio::task::spawn_blocking(move || rt.load(&spec)).await {
+            Ok(r) => r,
+            Err(e) => Err(LoadError::Invalid { path, reason: format!("loader task failed: {e}") }),
+        }
+    }
+
+    /// Loads every spec (compiling in parallel) and installs them. Fails
+    /// with every error if any plugin fails: nothing starts half-loaded.
+    pub async fn load_all(&self, specs: Vec<PluginSpec>) -> Result<(), Vec<String>> {
+        let _guard = self.swap_lock.lock().await;
+        // Start every compile before awaiting any: they run on the blocking
+        // pool in parallel.
+        let handles: Vec<_> = specs
+            .iter()
+            .cloned()
+            .map(|spec| {
+                let rt = self.runtime.clone();
+                tokio::task::spawn_blocking(move || rt.load(&spec))
+            })
+            .collect();
+        let mut results = Vec::new();
+        for (h, spec) in handles.into_iter().zip(&specs) {
+            results.push(match h.await {
+                Ok(r) => r,
+                Err(e) => Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") }),
+            });
+        }
+        let mut errors = Vec::new();
+        let mut ok = Vec::new();
+        for (spec, r) in specs.into_iter().zip(results) {
+            match r {
+                Ok(v) => ok.push((spec, v)),
+                Err(e) => errors.push(format!("plugin `{}`: {e}", spec.id)),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        for (spec, v) in ok {
+            if let Err(e) = self.install(spec, v) {
+                errors.push(e);
+            }
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    fn install(&self, spec: PluginSpec, v: Arc<PluginVersion>) -> Result<(), String> {
+        self.registry.install(v.plugin_ref(), registrations(&v)).map_err(|e| e.to_string())?;
+        let old = {
+            let mut st = self.lock();
+            st.specs.insert(spec.id.clone(), spec);
+            st.versions.insert(v.id.clone(), v.clone())
+        };
+        self.publish(loaded(&v));
+        if let Some(old) = old {
+            if old.digest != v.digest || !Arc::ptr_eq(&old, &v) {
+                self.publish(unloaded(&old));
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads (or reloads) one plugin. On failure the old version, if any,
+    /// keeps serving and `plugin/reload-failed` is published.
+    pub async fn reload(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
+        let _guard = self.swap_lock.lock().await;
+        self.reload_locked(spec).await
+    }
+
+    async fn reload_locked(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
+        let id = spec.id.clone();
+        match self.compile(spec.clone()).await {
+            Ok(v) => {
+                self.install(spec, v.clone()).map_err(|e| {
+                    self.publish(failed(&id, &v.digest, &e));
+                    e
+                })?;
+                Ok(v)
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let digest = std::fs::read(&spec.path).map(|b| crate::cache::digest(&b)).unwrap_or_default();
+                self.publish(failed(&id, &digest, &msg));
+                Err(msg)
+            }
+        }
+    }
+
+    /// Unloads a plugin: revokes all its registrations.
+    pub async fn unload(&self, id: &str) -> bool {
+        let _guard = self.swap_lock.lock().await;
+        self.unload_locked(id)
+    }
+
+    fn unload_locked(&self, id: &str) -> bool {
+        self.registry.revoke(id);
+        let old = {
+            let mut st = self.lock();
+            st.specs.remove(id);
+            st.versions.remove(id)
+        };
+        match old {
+            Some(v) => {
+                self.publish(unloaded(&v));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Applies a new set of specs: loads added ids, unloads removed ones and
+    /// reloads those whose path, config, grant or mode changed.
+    pub async fn apply(&self, specs: Vec<PluginSpec>) -> Vec<String> {
+        let _guard = self.swap_lock.lock().await;
+        let current = self.lock().specs.clone();
+        let mut errors = Vec::new();
+        let new_ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
+        for id in current.keys() {
+            if !new_ids.contains(id) {
+                self.unload_locked(id);
+            }
+        }
+        for spec in specs {
+            let changed = match current.get(&spec.id) {
+                None => true,
+                Some(old) => !same_spec(old, &spec),
+            };
+            if changed {
+                if let Err(e) = self.reload_locked(spec).await {
+                    errors.push(e);
+                }
+            }
+        }
+        errors
+    }
+
+    /// Watches every loaded component file and the given config files,
+    /// reloading on change until the returned handle is dropped.
+    pub fn watch(self: &Arc<Self>, config_files: Vec<PathBuf>, source: Option<SpecSource>) -> anyhow::Result<WatchHandle> {
+        let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Ok(ev) = res {
+                if matches!(ev.kind, notify::EventKind::Access(_)) {
+                    return;
+                }
+                for p in ev.paths {
+                    let _ = tx.send(p);
+                }
+            }
+        })?;
+        // Watch directories (editors and build tools replace files by
+        // rename, which a file watch would lose).
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let files: Vec<PathBuf> =
+            self.lock().specs.values().map(|s| s.path.clone()).chain(config_files.iter().cloned()).collect();
+        for f in &files {
+            if let Some(d) = f.parent() {
+                let d = if d.as_os_str().is_empty() { Path::new(".") } else { d };
+                if d.exists() && !dirs.iter().any(|x| x == d) {
+                    watcher.watch(d, RecursiveMode::NonRecursive)?;
+                    dirs.push(d.to_path_buf());
+                }
+            }
+        }
+        let host = self.clone();
+        let task = tokio::spawn(async move { host.watch_loop(rx, config_files, source).await });
+        Ok(WatchHandle { _watcher: watcher, task })
+    }
+
+    async fn watch_loop(
+        self: Arc<Self>,
+        mut rx: mpsc::UnboundedReceiver<PathBuf>,
+        config_files: Vec<PathBuf>,
+        source: Option<SpecSource>,
+    ) {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let config_set: Vec<PathBuf> = config_files.iter().map(|p| canon(p)).collect();
+        let mut retries: HashMap<String, (u32, Instant)> = HashMap::new();
+        loop {
+            // Wait for the first event, or for the next retry to fall due.
+            let next_retry = retries.values().map(|(_, at)| *at).min();
+            let first = match next_retry {
+                Some(at) => tokio::select! {
+                    p = rx.recv() => p,
+                    _ = tokio::time::sleep_until(at.into()) => None,
+                },
+                None => match rx.recv().await {
+                    Some(p) => Some(p),
+                    None => return,
+                },
+            };
+            let mut changed: Vec<PathBuf> = first.into_iter().collect();
+            tokio::time::sleep(DEBOUNCE).await;
+            while let Ok(p) = rx.try_recv() {
+                changed.push(p);
+            }
+            let changed: Vec<PathBuf> = changed.iter().map(|p| canon(p)).collect();
+            if changed.iter().any(|p| config_set.contains(p)) {
+                if let Some(src) = &source {
+                    match src() {
+                        Ok(specs) => {
+                            for e in self.apply(specs).await {
+                                tracing::warn!("config reload: {e}");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!("config reload refused: {e}");
+                            self.publish(failed("config", "", &e));
+                        }
+                    }
+                }
+            }
+            let specs = self.lock().specs.clone();
+            let now = Instant::now();
+            for (id, spec) in specs {
+                let touched = changed.iter().any(|p| *p == canon(&spec.path));
+                let due = retries.get(&id).is_some_and(|(_, at)| *at <= now);
+                if !touched && !due {
+                    continue;
+                }
+                if touched {
+                    retries.remove(&id);
+                }
+                // Skip reloads of identical bytes (touch, rebuild with no change).
+                let same = self
+                    .lock()
+                    .versions
+                    .get(&id)
+                    .map(|v| std::fs::read(&spec.path).map(|b| crate::cache::digest(&b) == v.digest).unwrap_or(false))
+                    .unwrap_or(false);
+                if same {
+                    retries.remove(&id);
+                    continue;
+                }
+                match self.reload(spec).await {
+                    Ok(_) => {
+                        retries.remove(&id);
+                    }
+                    Err(e) => {
+                        let n = retries.get(&id).map(|(n, _)| n + 1).unwrap_or(1);
+                        if n <= RETRY_LIMIT {
+                            let delay = (RETRY_BASE * 2u32.pow(n - 1)).min(RETRY_MAX);
+                            retries.insert(id.clone(), (n, Instant::now() + delay));
+                            tracing::warn!("reload of `{id}` failed (attempt {n}, retry in {delay:?}): {e}");
+                        } else {
+                            retries.remove(&id);
+                            tracing::warn!("reload of `{id}` failed {n} times; waiting for the next change: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn same_spec(a: &PluginSpec, b: &PluginSpec) -> bool {
+    a.path == b.path && a.config == b.config && a.grant == b.grant && a.warm == b.warm
+}
+
+/// Keeps a watch alive; dropping it stops watching.
+pub struct WatchHandle {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

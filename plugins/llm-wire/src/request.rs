@@ -1,0 +1,817 @@
+//! Building the Chat Completions request body.
+//!
+//! The input types mirror the WIT records (`llm.request`, `types.message`,
+//! `types.tool-spec`); a component converts its bindings into them and calls
+//! [`build_request`] / [`build_request_json`].
+//!
+//! Rules applied (see also the crate docs):
+//!
+//! - a non-empty `system` becomes the first message (`role: system`);
+//! - assistant messages with tool calls send `content: null` when their text
+//!   is empty; assistant messages with neither text nor tool calls are
+//!   dropped (providers reject them, and they carry nothing);
+//! - **DeepSeek reasoning pass-back**: in the [`Dialect::DeepSeek`] dialect,
+//!   every assistant message that made tool calls carries
+//!   `reasoning_content` — its recorded reasoning, or `""` when none was
+//!   recorded (DeepSeek answers 400 when the field is missing, including the
+//!   empty-reasoning case). Assistant turns without tool calls never send it:
+//!   DeepSeek ignores reasoning of plain turns, so sending it only costs
+//!   bandwidth. [`Dialect::OpenAi`] never sends reasoning;
+//! - tool-call arguments are sent as recorded; an empty string becomes `{}`;
+//! - tool specs become `{"type":"function","function":{name, description,
+//!   parameters}}`; the schema must be a JSON object and gets
+//!   `"type":"object"` when it has no `type`;
+//! - `stream: true` and `stream_options: {include_usage: true}` always.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+/// Role of a message (WIT `types.role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A system message.
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// A tool call made by the model (WIT `types.tool-call`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolCall {
+    /// Provider-assigned id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON text (possibly invalid if the model erred).
+    pub arguments: String,
+}
+
+/// One conversation message (WIT `types.message`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Who speaks.
+    pub role: Role,
+    /// Text content.
+    pub content: String,
+    /// Reasoning of an assistant turn.
+    pub reasoning: Option<String>,
+    /// Tool calls of an assistant turn.
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the id of the call answered.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content.into())
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content.into())
+    }
+
+    /// An assistant message.
+    pub fn assistant(
+        content: impl Into<String>,
+        reasoning: Option<String>,
+        tool_calls: Vec<ToolCall>,
+    ) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            reasoning,
+            tool_calls,
+            tool_call_id: None,
+        }
+    }
+
+    /// A tool result answering `call_id`.
+    pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: content.into(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+
+    fn plain(role: Role, content: String) -> Self {
+        Self {
+            role,
+            content,
+            reasoning: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool offered to the model (WIT `types.tool-spec`, without the
+/// scheduling mode, which the provider never sees).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSpec {
+    /// Name, `[a-zA-Z0-9_-]{1,64}`.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object, as JSON text.
+    pub input_schema: String,
+}
+
+/// A request for one model turn (WIT `llm.request`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Request {
+    /// System prompt (may be empty).
+    pub system: String,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Override of the configured output cap.
+    pub max_tokens: Option<u32>,
+}
+
+/// Which provider flavour of Chat Completions to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Dialect {
+    /// DeepSeek: `thinking`, `reasoning_content` pass-back, `max_tokens`.
+    #[default]
+    DeepSeek,
+    /// OpenAI and compatible servers: no reasoning pass-back, no `thinking`.
+    OpenAi,
+}
+
+/// Requested reasoning effort. Each dialect sends the nearest value it
+/// knows (see [`ReasoningEffort::wire_value`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasoningEffort {
+    /// `minimal`.
+    Minimal,
+    /// `low`.
+    Low,
+    /// `medium`.
+    Medium,
+    /// `high`.
+    High,
+    /// `xhigh`.
+    XHigh,
+    /// `max` (DeepSeek's highest; also accepts `ultra`).
+    Max,
+}
+
+impl ReasoningEffort {
+    /// Parses a configuration value (`minimal`, `low`, `medium`, `high`,
+    /// `xhigh`, `max`/`ultra`; case-insensitive).
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "minimal" => Some(Self::Minimal),
+            "low" => Some(Self::Low),
+            "medium" => Some(Self::Medium),
+            "high" => Some(Self::High),
+            "xhigh" => Some(Self::XHigh),
+            "max" | "ultra" => Some(Self::Max),
+            _ => None,
+        }
+    }
+
+    /// The value sent in `reasoning_effort`. DeepSeek knows `low`, `high`
+    /// and `max` (minimal → low, medium/xhigh → high); OpenAI knows
+    /// `minimal`…`xhigh` (max → xhigh).
+    pub fn wire_value(self, dialect: Dialect) -> &'static str {
+        match (dialect, self) {
+            (Dialect::DeepSeek, Self::Minimal | Self::Low) => "low",
+            (Dialect::DeepSeek, Self::Medium | Self::High | Self::XHigh) => "high",
+            (Dialect::DeepSeek, Self::Max) => "max",
+            (Dialect::OpenAi, Self::Minimal) => "minimal",
+            (Dialect::OpenAi, Self::Low) => "low",
+            (Dialect::OpenAi, Self::Medium) => "medium",
+            (Dialect::OpenAi, Self::High) => "high",
+            (Dialect::OpenAi, Self::XHigh | Self::Max) => "xhigh",
+        }
+    }
+}
+
+/// Which body field carries the output cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MaxTokensField {
+    /// `max_tokens` (DeepSeek, most compatible servers).
+    MaxTokens,
+    /// `max_completion_tokens` (OpenAI; required by its reasoning models).
+    MaxCompletionTokens,
+}
+
+/// Adapter configuration that shapes the body.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// Model id, sent as `model`.
+    pub model: String,
+    /// Flavour of the API.
+    pub dialect: Dialect,
+    /// `Some(true)`/`Some(false)` sends DeepSeek's
+    /// `thinking: {type: enabled|disabled}`; `None` leaves the provider's
+    /// default. Ignored by the OpenAI dialect, except that `Some(false)`
+    /// suppresses `reasoning_effort` there too.
+    pub thinking: Option<bool>,
+    /// `reasoning_effort`, not sent when thinking is disabled.
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Default output cap (the request's `max_tokens` wins).
+    pub max_tokens: Option<u32>,
+    /// Field for the output cap; `None` = the dialect's default
+    /// (`max_tokens` for DeepSeek, `max_completion_tokens` for OpenAI).
+    pub max_tokens_field: Option<MaxTokensField>,
+}
+
+impl Config {
+    /// A configuration for `model` in `dialect`, everything else default.
+    pub fn new(model: impl Into<String>, dialect: Dialect) -> Self {
+        Self {
+            model: model.into(),
+            dialect,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why a request body could not be built (the adapter reports these as
+/// `INVALID_REQUEST`).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BuildError {
+    /// No model configured.
+    #[error("no model configured")]
+    MissingModel,
+    /// A tool name outside `[a-zA-Z0-9_-]{1,64}`.
+    #[error("invalid tool name {0:?} (must match [a-zA-Z0-9_-]{{1,64}})")]
+    InvalidToolName(String),
+    /// Two tools with one name.
+    #[error("duplicate tool name {0:?}")]
+    DuplicateTool(String),
+    /// A tool schema that is not a JSON object.
+    #[error("input schema of tool {tool:?} is not a JSON object: {reason}")]
+    InvalidSchema {
+        /// The tool.
+        tool: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A `tool` message without `tool_call_id`.
+    #[error("tool message #{0} has no tool_call_id")]
+    MissingToolCallId(usize),
+    /// Serialization failed (not expected to happen).
+    #[error("serializing the request failed: {0}")]
+    Serialize(String),
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamOptions {
+    /// Always `true`: usage arrives in a final chunk.
+    pub include_usage: bool,
+}
+
+/// DeepSeek's `thinking` switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Thinking {
+    /// `enabled` or `disabled`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// `function` of a wire tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WireFunctionCall {
+    /// Tool name.
+    pub name: String,
+    /// Arguments JSON text.
+    pub arguments: String,
+}
+
+/// A tool call on an assistant message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WireToolCall {
+    /// Call id.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function called.
+    pub function: WireFunctionCall,
+}
+
+/// One message of the body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WireMessage {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: &'static str,
+    /// Text; `None` serializes as `null` (assistant tool-call turns).
+    pub content: Option<String>,
+    /// DeepSeek reasoning pass-back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Tool calls of an assistant message.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<WireToolCall>,
+    /// The call a tool message answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// `function` of a tool definition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireFunction {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// JSON Schema object.
+    pub parameters: Value,
+}
+
+/// A tool definition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WireTool {
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function.
+    pub function: WireFunction,
+}
+
+/// The request body. Fields serialize in declaration order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    /// Model id.
+    pub model: String,
+    /// Conversation.
+    pub messages: Vec<WireMessage>,
+    /// Tool definitions (omitted when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<WireTool>,
+    /// Always `true`.
+    pub stream: bool,
+    /// Always `{include_usage: true}`.
+    pub stream_options: StreamOptions,
+    /// Output cap, in the `max_tokens` field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Output cap, in the `max_completion_tokens` field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    /// DeepSeek thinking switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    /// Reasoning effort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<&'static str>,
+}
+
+impl ChatRequest {
+    /// The body as JSON text.
+    pub fn to_json(&self) -> Result<String, BuildError> {
+        serde_json::to_string(self).map_err(|e| BuildError::Serialize(e.to_string()))
+    }
+}
+
+/// Whether `name` matches `[a-zA-Z0-9_-]{1,64}`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Builds the body for `req` under `cfg`. See the module docs for the rules.
+pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildError> {
+    if cfg.model.trim().is_empty() {
+        return Err(BuildError::MissingModel);
+    }
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if !req.system.is_empty() {
+        messages.push(text_message("system", &req.system));
+    }
+    for (i, m) in req.messages.iter().enumerate() {
+        match m.role {
+            Role::System => messages.push(text_message("system", &m.content)),
+            Role::User => messages.push(text_message("user", &m.content)),
+            Role::Tool => {
+                let id = m
+                    .tool_call_id
+                    .clone()
+                    .ok_or(BuildError::MissingToolCallId(i))?;
+                messages.push(WireMessage {
+                    role: "tool",
+                    content: Some(m.content.clone()),
+                    reasoning_content: None,
+                    tool_calls: Vec::new(),
+                    tool_call_id: Some(id),
+                });
+            }
+            Role::Assistant => {
+                if m.content.is_empty() && m.tool_calls.is_empty() {
+                    continue;
+                }
+                let has_calls = !m.tool_calls.is_empty();
+                let reasoning_content = match cfg.dialect {
+                    Dialect::DeepSeek if has_calls => Some(m.reasoning.clone().unwrap_or_default()),
+                    _ => None,
+                };
+                messages.push(WireMessage {
+                    role: "assistant",
+                    content: if m.content.is_empty() {
+                        None
+                    } else {
+                        Some(m.content.clone())
+                    },
+                    reasoning_content,
+                    tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
+                    tool_call_id: None,
+                });
+            }
+        }
+    }
+
+    let mut tools = Vec::with_capacity(req.tools.len());
+    let mut seen = std::collections::HashSet::new();
+    for t in &req.tools {
+        if !is_valid_tool_name(&t.name) {
+            return Err(BuildError::InvalidToolName(t.name.clone()));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(BuildError::DuplicateTool(t.name.clone()));
+        }
+        tools.push(WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: parameters(t)?,
+            },
+        });
+    }
+
+    let thinking_off = cfg.thinking == Some(false);
+    let thinking = match (cfg.dialect, cfg.thinking) {
+        (Dialect::DeepSeek, Some(on)) => Some(Thinking {
+            kind: if on { "enabled" } else { "disabled" },
+        }),
+        _ => None,
+    };
+    let reasoning_effort = cfg
+        .reasoning_effort
+        .filter(|_| !thinking_off)
+        .map(|e| e.wire_value(cfg.dialect));
+    let cap = req.max_tokens.or(cfg.max_tokens);
+    let field = cfg.max_tokens_field.unwrap_or(match cfg.dialect {
+        Dialect::DeepSeek => MaxTokensField::MaxTokens,
+        Dialect::OpenAi => MaxTokensField::MaxCompletionTokens,
+    });
+    let (max_tokens, max_completion_tokens) = match field {
+        MaxTokensField::MaxTokens => (cap, None),
+        MaxTokensField::MaxCompletionTokens => (None, cap),
+    };
+
+    Ok(ChatRequest {
+        model: cfg.model.clone(),
+        messages,
+        tools,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        max_tokens,
+        max_completion_tokens,
+        thinking,
+        reasoning_effort,
+    })
+}
+
+/// [`build_request`] serialized to JSON text.
+pub fn build_request_json(req: &Request, cfg: &Config) -> Result<String, BuildError> {
+    build_request(req, cfg)?.to_json()
+}
+
+fn text_message(role: &'static str, content: &str) -> WireMessage {
+    WireMessage {
+        role,
+        content: Some(content.to_string()),
+        reasoning_content: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
+fn wire_tool_call(c: &ToolCall) -> WireToolCall {
+    let arguments = if c.arguments.trim().is_empty() {
+        "{}".to_string()
+    } else {
+        c.arguments.clone()
+    };
+    WireToolCall {
+        id: c.id.clone(),
+        kind: "function",
+        function: WireFunctionCall {
+            name: c.name.clone(),
+            arguments,
+        },
+    }
+}
+
+fn parameters(t: &ToolSpec) -> Result<Value, BuildError> {
+    let invalid = |reason: String| BuildError::InvalidSchema {
+        tool: t.name.clone(),
+        reason,
+    };
+    let schema = if t.input_schema.trim().is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str::<Value>(&t.input_schema).map_err(|e| invalid(e.to_string()))?
+    };
+    let Value::Object(mut obj) = schema else {
+        return Err(invalid("expected an object".to_string()));
+    };
+    match obj.get("type") {
+        None => {
+            obj.insert("type".to_string(), Value::String("object".to_string()));
+        }
+        Some(Value::String(s)) if s == "object" => {}
+        Some(other) => return Err(invalid(format!("type is {other}, expected \"object\""))),
+    }
+    if !obj.contains_key("properties") {
+        obj.insert("properties".to_string(), Value::Object(Map::new()));
+    }
+    Ok(Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn conversation() -> Request {
+        Request {
+            system: "You are terse.".into(),
+            messages: vec![
+                Message::user("read a and b"),
+                Message::assistant(
+                    "",
+                    Some("I should read both.".into()),
+                    vec![call("c1", "read", r#"{"path":"a"}"#), call("c2", "read", "")],
+                ),
+                Message::tool("c1", "A"),
+                Message::tool("c2", "B"),
+                Message::assistant("Done: A B", Some("Summarize.".into()), vec![]),
+                Message::user("again"),
+                Message::assistant("", None, vec![call("c3", "read", r#"{"path":"c"}"#)]),
+                Message::tool("c3", "C"),
+                Message::assistant("", Some("dropped".into()), vec![]),
+            ],
+            tools: vec![ToolSpec {
+                name: "read".into(),
+                description: "Read a file".into(),
+                input_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#
+                    .into(),
+            }],
+            max_tokens: None,
+        }
+    }
+
+    #[test]
+    fn deepseek_body_snapshot() {
+        let mut cfg = Config::new("deepseek-v4-pro", Dialect::DeepSeek);
+        cfg.thinking = Some(true);
+        cfg.reasoning_effort = Some(ReasoningEffort::Medium);
+        cfg.max_tokens = Some(4096);
+        let body: Value =
+            serde_json::from_str(&build_request_json(&conversation(), &cfg).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "deepseek-v4-pro",
+                "messages": [
+                    {"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "read a and b"},
+                    {"role": "assistant", "content": null, "reasoning_content": "I should read both.",
+                     "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}},
+                        {"id": "c2", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+                     ]},
+                    {"role": "tool", "content": "A", "tool_call_id": "c1"},
+                    {"role": "tool", "content": "B", "tool_call_id": "c2"},
+                    {"role": "assistant", "content": "Done: A B"},
+                    {"role": "user", "content": "again"},
+                    {"role": "assistant", "content": null, "reasoning_content": "",
+                     "tool_calls": [
+                        {"id": "c3", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"c\"}"}}
+                     ]},
+                    {"role": "tool", "content": "C", "tool_call_id": "c3"}
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "read", "description": "Read a file",
+                    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+                }}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 4096,
+                "thinking": {"type": "enabled"},
+                "reasoning_effort": "high"
+            })
+        );
+    }
+
+    #[test]
+    fn field_order_is_stable() {
+        let cfg = Config::new("m", Dialect::DeepSeek);
+        let text = build_request_json(
+            &Request {
+                messages: vec![Message::user("hi")],
+                ..Request::default()
+            },
+            &cfg,
+        )
+        .unwrap();
+        assert_eq!(
+            text,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+    }
+
+    #[test]
+    fn openai_never_sends_reasoning() {
+        let mut cfg = Config::new("gpt-x", Dialect::OpenAi);
+        cfg.thinking = Some(true);
+        cfg.reasoning_effort = Some(ReasoningEffort::Max);
+        let mut req = conversation();
+        req.max_tokens = Some(100);
+        let body = build_request(&req, &cfg).unwrap();
+        assert!(body.messages.iter().all(|m| m.reasoning_content.is_none()));
+        assert_eq!(body.thinking, None);
+        assert_eq!(body.reasoning_effort, Some("xhigh"));
+        assert_eq!(
+            (body.max_tokens, body.max_completion_tokens),
+            (None, Some(100))
+        );
+        let text = body.to_json().unwrap();
+        assert!(!text.contains("reasoning_content"));
+        assert!(!text.contains("thinking"));
+    }
+
+    #[test]
+    fn thinking_disabled_suppresses_effort() {
+        let mut cfg = Config::new("m", Dialect::DeepSeek);
+        cfg.thinking = Some(false);
+        cfg.reasoning_effort = Some(ReasoningEffort::High);
+        let body = build_request(&conversation(), &cfg).unwrap();
+        assert_eq!(body.thinking, Some(Thinking { kind: "disabled" }));
+        assert_eq!(body.reasoning_effort, None);
+        // Pass-back still happens: it is harmless without thinking and
+        // required if an earlier turn was made with thinking on.
+        assert_eq!(
+            body.messages[2].reasoning_content.as_deref(),
+            Some("I should read both.")
+        );
+    }
+
+    #[test]
+    fn max_tokens_override_and_field() {
+        let mut cfg = Config::new("m", Dialect::OpenAi);
+        cfg.max_tokens = Some(10);
+        cfg.max_tokens_field = Some(MaxTokensField::MaxTokens);
+        let mut req = Request {
+            messages: vec![Message::user("x")],
+            ..Request::default()
+        };
+        let b = build_request(&req, &cfg).unwrap();
+        assert_eq!((b.max_tokens, b.max_completion_tokens), (Some(10), None));
+        req.max_tokens = Some(20);
+        assert_eq!(build_request(&req, &cfg).unwrap().max_tokens, Some(20));
+    }
+
+    #[test]
+    fn effort_mapping() {
+        use ReasoningEffort::*;
+        let ds: Vec<_> = [Minimal, Low, Medium, High, XHigh, Max]
+            .iter()
+            .map(|e| e.wire_value(Dialect::DeepSeek))
+            .collect();
+        assert_eq!(ds, ["low", "low", "high", "high", "high", "max"]);
+        assert_eq!(ReasoningEffort::parse(" ULTRA "), Some(Max));
+        assert_eq!(ReasoningEffort::parse("xhigh"), Some(XHigh));
+        assert_eq!(ReasoningEffort::parse("off"), None);
+    }
+
+    #[test]
+    fn schema_rules() {
+        let spec = |schema: &str| ToolSpec {
+            name: "t".into(),
+            description: String::new(),
+            input_schema: schema.into(),
+        };
+        let build = |s: ToolSpec| {
+            build_request(
+                &Request {
+                    tools: vec![s],
+                    ..Request::default()
+                },
+                &Config::new("m", Dialect::DeepSeek),
+            )
+        };
+        let params = |s: &str| build(spec(s)).unwrap().tools[0].function.parameters.clone();
+        assert_eq!(params(""), json!({"type": "object", "properties": {}}));
+        assert_eq!(params("{}"), json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            params(r#"{"properties":{"a":{"type":"integer"}}}"#),
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}})
+        );
+        assert!(matches!(
+            build(spec("[1]")),
+            Err(BuildError::InvalidSchema { .. })
+        ));
+        assert!(matches!(
+            build(spec("{nope")),
+            Err(BuildError::InvalidSchema { .. })
+        ));
+        assert!(matches!(
+            build(spec(r#"{"type":"string"}"#)),
+            Err(BuildError::InvalidSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn tool_names_checked() {
+        let cfg = Config::new("m", Dialect::DeepSeek);
+        let tool = |n: &str| ToolSpec {
+            name: n.into(),
+            description: String::new(),
+            input_schema: "{}".into(),
+        };
+        for bad in ["", "has space", "dot.name", &"x".repeat(65)] {
+            let r = build_request(
+                &Request {
+                    tools: vec![tool(bad)],
+                    ..Request::default()
+                },
+                &cfg,
+            );
+            assert_eq!(r, Err(BuildError::InvalidToolName(bad.to_string())));
+        }
+        let r = build_request(
+            &Request {
+                tools: vec![tool("a-b_C9"), tool("a-b_C9")],
+                ..Request::default()
+            },
+            &cfg,
+        );
+        assert_eq!(r, Err(BuildError::DuplicateTool("a-b_C9".into())));
+        assert!(is_valid_tool_name(&"x".repeat(64)));
+    }
+
+    #[test]
+    fn errors() {
+        let req = Request {
+            messages: vec![Message::user("x")],
+            ..Request::default()
+        };
+        assert_eq!(
+            build_request(&req, &Config::default()),
+            Err(BuildError::MissingModel)
+        );
+        let mut bad = Message::tool("x", "y");
+        bad.tool_call_id = None;
+        let req = Request {
+            messages: vec![Message::user("x"), bad],
+            ..Request::default()
+        };
+        assert_eq!(
+            build_request(&req, &Config::new("m", Dialect::DeepSeek)),
+            Err(BuildError::MissingToolCallId(1))
+        );
+    }
+
+    #[test]
+    fn system_messages_in_list_pass_through() {
+        let req = Request {
+            messages: vec![Message::system("s2"), Message::user("u")],
+            ..Request::default()
+        };
+        let b = build_request(&req, &Config::new("m", Dialect::DeepSeek)).unwrap();
+        assert_eq!(b.messages.len(), 2);
+        assert_eq!(b.messages[0].role, "system");
+    }
+}

@@ -1,0 +1,2 @@
+//! Placeholder while the crate is written.
+fn main() {}
