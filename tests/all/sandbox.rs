@@ -15,17 +15,13 @@ use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOpti
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
-    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).unwrap_or_else(|e| panic!("runtime: {e:#}"))
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })
+        .unwrap_or_else(|e| panic!("runtime: {e:#}"))
 }
 
 fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
-    let spec = PluginSpec {
-        id: "evil".into(),
-        path: wharf_tests::plugin("evil"),
-        config: json!({}),
-        grant,
-        warm: false,
-    };
+    let spec =
+        PluginSpec { id: "evil".into(), path: wharf_tests::plugin("evil"), config: json!({}), grant, warm: false };
     rt.load(&spec).unwrap_or_else(|e| panic!("load evil: {e}"))
 }
 
@@ -74,10 +70,7 @@ async fn writes_stay_inside_granted_dirs() {
     // A symlink planted inside the granted dir, pointing outside it.
     std::os::unix::fs::symlink(&outer_c, ws.join("escape")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap_or_else(|e| panic!("{e}"));
-    let v = load(
-        &rt,
-        Grant { dirs: vec![grant_dir(&ws, Access::Rw), grant_dir(&ro, Access::Ro)], ..Grant::default() },
-    );
+    let v = load(&rt, Grant { dirs: vec![grant_dir(&ws, Access::Rw), grant_dir(&ro, Access::Ro)], ..Grant::default() });
 
     // Positive control: writing inside the rw dir works.
     let inside = ws.join("inside.txt");
@@ -131,7 +124,10 @@ fn listener() -> (String, Arc<AtomicBool>) {
             if let Ok(mut s) = s {
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
-                let _ = std::io::Write::write_all(&mut s, b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
+                let _ = std::io::Write::write_all(
+                    &mut s,
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                );
             }
         }
     });

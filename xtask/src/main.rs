@@ -70,7 +70,8 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
             let manifest = path.join("Cargo.toml");
             let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
             // Only components: cdylib plugins and command fixtures (bins).
-            if !text.contains("cdylib") && !path.join("src/main.rs").exists() {
+            let cdylib = text.lines().any(|l| l.trim_start().starts_with("crate-type") && l.contains("cdylib"));
+            if !cdylib && !path.join("src/main.rs").exists() {
                 continue;
             }
             let package = text

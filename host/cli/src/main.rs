@@ -1,7 +1,12 @@
 //! `wharf`: the command-line host of the Wharf agent harness.
 
+mod host_ctx;
 mod plugin_cmd;
+mod render;
+mod run_cmd;
+mod sessions_cmd;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -20,13 +25,38 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run one task headless; exit 0 only when the turn completes.
+    Run(run_cmd::RunArgs),
+    /// List, show, export and fork stored sessions.
+    Sessions {
+        /// Session directory (default `~/.wharf/sessions`).
+        #[arg(long = "session-dir", global = true, value_name = "DIR")]
+        session_dir: Option<PathBuf>,
+        #[command(subcommand)]
+        cmd: sessions_cmd::SessionsCommand,
+    },
+    /// Show the composed configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Inspect, check and call plugin components.
     #[command(subcommand)]
     Plugin(plugin_cmd::PluginCommand),
 }
 
-/// Exit codes: 0 success, 1 the tool or sandbox reported an error, 2 usage
-/// or host error.
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the composed config with the layer each value came from.
+    Dump {
+        #[command(flatten)]
+        host: host_ctx::HostArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Exit codes: 0 success, 1 the task/tool did not succeed, 2 usage or host
+/// error.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -42,9 +72,22 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
+            Command::Run(args) => run_cmd::run(args).await,
+            Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
+            Command::Config(ConfigCommand::Dump { host, json }) => {
+                let config = host.load_config()?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&config.dump_json())?);
+                } else {
+                    print!("{}", config.dump());
+                }
+                Ok(ExitCode::SUCCESS)
+            }
             Command::Plugin(cmd) => plugin_cmd::run(cmd).await,
         }
     });
+    // Drop the runtime without waiting for blocking tasks (file watchers).
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -41,8 +41,7 @@ fn collect(t: &Table, prefix: &str, out: &mut Vec<(String, Location)>) {
 /// The composed tree as TOML, with a `# from LAYER:LINE` comment on each
 /// leaf.
 pub(crate) fn render(root: &Table) -> String {
-    let mut out =
-        String::from("# Composed Wharf configuration; each value notes the layer that set it.\n");
+    let mut out = String::from("# Composed Wharf configuration; each value notes the layer that set it.\n");
     for e in &root.entries {
         match (&e.key[..], &e.node.val) {
             ("plugin", Val::Array(rows)) => {
@@ -85,8 +84,7 @@ fn leaf(key: &str, node: &Node, out: &mut String) {
     match &node.val {
         Val::Array(items)
             if !items.is_empty()
-                && (one_line.len() > INLINE_MAX
-                    || items.iter().any(|n| matches!(n.val, Val::Table(_)))) =>
+                && (one_line.len() > INLINE_MAX || items.iter().any(|n| matches!(n.val, Val::Table(_)))) =>
         {
             out.push_str(&format!("{} = [  {from}\n", toml_key(key)));
             for n in items {
@@ -100,9 +98,6 @@ fn leaf(key: &str, node: &Node, out: &mut String) {
 
 fn comment(at: &Location) -> String {
     let text = at.short();
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     format!("# from {clean}")
 }

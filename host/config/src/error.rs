@@ -27,11 +27,7 @@ pub struct Location {
 impl Location {
     /// A location without a position (a `-c` argument, or `default`).
     pub fn whole(source: impl Into<String>) -> Self {
-        Self {
-            source: source.into(),
-            line: None,
-            column: None,
-        }
+        Self { source: source.into(), line: None, column: None }
     }
 
     /// The location of built-in defaults.
@@ -178,9 +174,6 @@ impl ConfigError {
     }
 
     pub(crate) fn invalid(at: &Location, message: impl Into<String>) -> Self {
-        Self::Invalid {
-            at: at.clone(),
-            message: message.into(),
-        }
+        Self::Invalid { at: at.clone(), message: message.into() }
     }
 }

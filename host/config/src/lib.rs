@@ -114,9 +114,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
-pub use crate::schema::{
-    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
-};
+pub use crate::schema::{BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT};
 pub use crate::vars::{VARIABLES, VarError, Vars};
 
 use crate::schema::{AGENT, Ctx, ENGINE, Field, GRANT, ROOT, ROW, SESSION, TOP, check_table};
@@ -318,10 +316,7 @@ impl Config {
 
     /// Where the leaf at `key` (a `-c`-style dotted key) came from.
     pub fn origin(&self, key: &str) -> Option<&Location> {
-        self.provenance
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, l)| l)
+        self.provenance.iter().find(|(k, _)| k == key).map(|(_, l)| l)
     }
 
     /// The composed config as TOML, each leaf followed by
@@ -338,12 +333,7 @@ impl Config {
         let provenance: serde_json::Map<String, serde_json::Value> = self
             .provenance
             .iter()
-            .map(|(k, l)| {
-                (
-                    k.clone(),
-                    serde_json::to_value(l).unwrap_or(serde_json::Value::Null),
-                )
-            })
+            .map(|(k, l)| (k.clone(), serde_json::to_value(l).unwrap_or(serde_json::Value::Null)))
             .collect();
         serde_json::json!({
             "config": self.composed.to_json(),
@@ -361,11 +351,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         home: opts.home.as_deref().map(absolute).transpose()?,
         profile_dir: None,
     };
-    let mut loader = Loader {
-        vars,
-        sources: Vec::new(),
-        watch: Vec::new(),
-    };
+    let mut loader = Loader { vars, sources: Vec::new(), watch: Vec::new() };
 
     let mut root = loader.defaults()?;
 
@@ -374,18 +360,12 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         let shown = format!("shipped:profiles/{name}.toml");
         let base = loader.vars.workspace.clone();
         merge::merge_layer(&mut root, loader.layer(text, &shown, None, &base)?);
-    } else if opts.profile.ends_with(".toml")
-        || opts.profile.contains('/')
-        || opts.profile.contains('\\')
-    {
+    } else if opts.profile.ends_with(".toml") || opts.profile.contains('/') || opts.profile.contains('\\') {
         let layer = loader.file(Path::new(&opts.profile), true)?;
         merge::merge_layer(&mut root, layer.unwrap_or_default());
     } else {
         let known: Vec<&str> = profiles::SHIPPED.iter().map(|(n, _)| *n).collect();
-        return Err(ConfigError::UnknownProfile {
-            name: opts.profile.clone(),
-            known: known.join(", "),
-        });
+        return Err(ConfigError::UnknownProfile { name: opts.profile.clone(), known: known.join(", ") });
     }
 
     // User, project, patches.
@@ -405,10 +385,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     }
 
     // Overrides.
-    let ctx = Ctx {
-        vars: &loader.vars,
-        base_dir: &loader.vars.workspace,
-    };
+    let ctx = Ctx { vars: &loader.vars, base_dir: &loader.vars.workspace };
     for arg in &opts.overrides {
         overrides::apply(&mut root, arg, &ctx)?;
     }
@@ -463,11 +440,7 @@ impl Loader {
             Val::Table(Table {
                 entries: pairs
                     .into_iter()
-                    .map(|(k, v)| Entry {
-                        key: k.to_string(),
-                        key_at: at.clone(),
-                        node: node(v),
-                    })
+                    .map(|(k, v)| Entry { key: k.to_string(), key_at: at.clone(), node: node(v) })
                     .collect(),
             })
         };
@@ -482,10 +455,7 @@ impl Loader {
                         ("tool_pool", Val::Int(DEFAULT_TOOL_POOL.into())),
                         ("system_prompt", Val::Str(DEFAULT_SYSTEM_PROMPT.into())),
                         ("ask", Val::Str("deny".into())),
-                        (
-                            "tool_output_limit",
-                            Val::Int(i64::try_from(DEFAULT_TOOL_OUTPUT_LIMIT).unwrap_or(i64::MAX)),
-                        ),
+                        ("tool_output_limit", Val::Int(i64::try_from(DEFAULT_TOOL_OUTPUT_LIMIT).unwrap_or(i64::MAX))),
                     ])),
                 },
                 Entry {
@@ -493,14 +463,7 @@ impl Loader {
                     key_at: at.clone(),
                     node: node(table(vec![(
                         "dir",
-                        Val::Str(
-                            if home {
-                                "~/.wharf/sessions"
-                            } else {
-                                "${workspace}/.wharf/sessions"
-                            }
-                            .into(),
-                        ),
+                        Val::Str(if home { "~/.wharf/sessions" } else { "${workspace}/.wharf/sessions" }.into()),
                     )])),
                 },
                 Entry {
@@ -511,46 +474,25 @@ impl Loader {
                         (
                             "cache_dir",
                             Val::Str(
-                                if home {
-                                    "~/.cache/wharf/components"
-                                } else {
-                                    "${workspace}/.wharf/cache/components"
-                                }
-                                .into(),
+                                if home { "~/.cache/wharf/components" } else { "${workspace}/.wharf/cache/components" }
+                                    .into(),
                             ),
                         ),
                     ])),
                 },
             ],
         };
-        let ctx = Ctx {
-            vars: &self.vars,
-            base_dir: &self.vars.workspace,
-        };
+        let ctx = Ctx { vars: &self.vars, base_dir: &self.vars.workspace };
         check_table(ROOT, &mut root, TOP, &ctx)?;
         Ok(root)
     }
 
     /// Parses and checks one layer's text.
-    fn layer(
-        &self,
-        text: &str,
-        shown: &str,
-        profile_dir: Option<PathBuf>,
-        base: &Path,
-    ) -> Result<Table, ConfigError> {
+    fn layer(&self, text: &str, shown: &str, profile_dir: Option<PathBuf>, base: &Path) -> Result<Table, ConfigError> {
         let src = SourceText::new(shown, text);
         let mut table = src.parse()?;
         let vars = self.vars.with_profile_dir(profile_dir);
-        check_table(
-            ROOT,
-            &mut table,
-            TOP,
-            &Ctx {
-                vars: &vars,
-                base_dir: base,
-            },
-        )?;
+        check_table(ROOT, &mut table, TOP, &Ctx { vars: &vars, base_dir: base })?;
         Ok(table)
     }
 
@@ -563,29 +505,18 @@ impl Loader {
             Ok(t) => t,
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
-                return Err(ConfigError::Read {
-                    path: abs,
-                    shown,
-                    source,
-                });
+                return Err(ConfigError::Read { path: abs, shown, source });
             }
         };
         self.sources.push(abs.clone());
-        let dir = abs
-            .parent()
-            .map_or_else(|| self.vars.workspace.clone(), Path::to_path_buf);
+        let dir = abs.parent().map_or_else(|| self.vars.workspace.clone(), Path::to_path_buf);
         self.layer(&text, &shown, Some(dir.clone()), &dir).map(Some)
     }
 
     /// A path as shown to people: `~/…` under the home directory, else as
     /// given.
     fn shown(&self, given: &Path, abs: &Path) -> String {
-        if let Some(rest) = self
-            .vars
-            .home
-            .as_deref()
-            .and_then(|h| abs.strip_prefix(h).ok())
-        {
+        if let Some(rest) = self.vars.home.as_deref().and_then(|h| abs.strip_prefix(h).ok()) {
             return format!("~/{}", rest.display());
         }
         given.display().to_string()
@@ -604,19 +535,12 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
         ),
     };
     let Val::Array(rows) = rows.val else {
-        return Err(ConfigError::invalid(
-            &rows_at,
-            "`plugin` must be [[plugin]] rows",
-        ));
+        return Err(ConfigError::invalid(&rows_at, "`plugin` must be [[plugin]] rows"));
     };
     let mut kept = Vec::new();
     let mut disabled = Vec::new();
     for row in rows {
-        let Node {
-            val: Val::Table(mut t),
-            at,
-        } = row
-        else {
+        let Node { val: Val::Table(mut t), at } = row else {
             continue;
         };
         let id = match t.get("id").map(|n| &n.val) {
@@ -624,11 +548,7 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
             _ => return Err(ConfigError::invalid(&at, "[[plugin]] row has no `id`")),
         };
         let id_at = t.get("id").map_or_else(|| at.clone(), |n| n.at.clone());
-        if let Some(Node {
-            val: Val::Bool(false),
-            ..
-        }) = t.remove("enabled")
-        {
+        if let Some(Node { val: Val::Bool(false), .. }) = t.remove("enabled") {
             disabled.push(id);
             continue;
         }
@@ -647,10 +567,7 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
         fill(&mut t, "warm", Val::Bool(false));
         fill(&mut t, "config", Val::Table(Table::default()));
         fill(&mut t, "grant", Val::Table(Table::default()));
-        if let Some(Node {
-            val: Val::Table(g), ..
-        }) = t.get_mut("grant")
-        {
+        if let Some(Node { val: Val::Table(g), .. }) = t.get_mut("grant") {
             fill(g, "dirs", Val::Array(Vec::new()));
             fill(g, "hosts", Val::Array(Vec::new()));
             fill(g, "env", Val::Array(Vec::new()));
@@ -659,51 +576,25 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
             order(g, GRANT);
         }
         order(&mut t, ROW);
-        kept.push(Node {
-            val: Val::Table(t),
-            at,
-        });
+        kept.push(Node { val: Val::Table(t), at });
     }
-    let ids: Vec<String> = kept
-        .iter()
-        .filter_map(merge::row_id)
-        .map(str::to_string)
-        .collect();
+    let ids: Vec<String> = kept.iter().filter_map(merge::row_id).map(str::to_string).collect();
     root.set("plugin", key_at, Node::new(Val::Array(kept), rows_at));
 
-    if let Some(Node {
-        val: Val::Table(agent),
-        ..
-    }) = root.get("agent")
-        && let Some(Node {
-            val: Val::Str(adapter),
-            at,
-        }) = agent.get("adapter")
+    if let Some(Node { val: Val::Table(agent), .. }) = root.get("agent")
+        && let Some(Node { val: Val::Str(adapter), at }) = agent.get("adapter")
         && !ids.contains(adapter)
     {
-        let why = if disabled.contains(adapter) {
-            "is disabled"
-        } else {
-            "is not a plugin id"
-        };
-        let known = if ids.is_empty() {
-            "none".to_string()
-        } else {
-            ids.join(", ")
-        };
+        let why = if disabled.contains(adapter) { "is disabled" } else { "is not a plugin id" };
+        let known = if ids.is_empty() { "none".to_string() } else { ids.join(", ") };
         return Err(ConfigError::invalid(
             at,
-            format!(
-                "`adapter` in [agent] names \"{adapter}\", which {why} (enabled plugins: {known})"
-            ),
+            format!("`adapter` in [agent] names \"{adapter}\", which {why} (enabled plugins: {known})"),
         ));
     }
 
     for (key, fields) in [("agent", AGENT), ("session", SESSION), ("engine", ENGINE)] {
-        if let Some(Node {
-            val: Val::Table(t), ..
-        }) = root.get_mut(key)
-        {
+        if let Some(Node { val: Val::Table(t), .. }) = root.get_mut(key) {
             order(t, fields);
         }
     }
@@ -713,10 +604,5 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
 
 /// Sorts a table's entries into schema order.
 fn order(t: &mut Table, fields: &[Field]) {
-    t.entries.sort_by_key(|e| {
-        fields
-            .iter()
-            .position(|f| f.name == e.key)
-            .unwrap_or(usize::MAX)
-    });
+    t.entries.sort_by_key(|e| fields.iter().position(|f| f.name == e.key).unwrap_or(usize::MAX));
 }

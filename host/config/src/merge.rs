@@ -20,23 +20,12 @@ pub(crate) fn merge_entry(base: &mut Table, e: Entry) {
     let Entry { key, key_at, node } = e;
     match node.val {
         Val::Table(t) => {
-            if let Some(Node {
-                val: Val::Table(bt),
-                ..
-            }) = base.get_mut(&key)
-            {
+            if let Some(Node { val: Val::Table(bt), .. }) = base.get_mut(&key) {
                 for c in t.entries {
                     merge_entry(bt, c);
                 }
             } else {
-                base.set(
-                    &key,
-                    key_at,
-                    Node {
-                        val: Val::Table(t),
-                        at: node.at,
-                    },
-                );
+                base.set(&key, key_at, Node { val: Val::Table(t), at: node.at });
             }
         }
         val => base.set(&key, key_at, Node { val, at: node.at }),
@@ -59,41 +48,20 @@ pub(crate) fn row_id(row: &Node) -> Option<&str> {
 fn merge_rows(base: &mut Table, e: Entry) {
     let Val::Array(rows) = e.node.val else { return };
     let target = match base.get_mut("plugin") {
-        Some(Node {
-            val: Val::Array(existing),
-            ..
-        }) => existing,
+        Some(Node { val: Val::Array(existing), .. }) => existing,
         _ => {
-            base.set(
-                "plugin",
-                e.key_at,
-                Node {
-                    val: Val::Array(Vec::new()),
-                    at: e.node.at,
-                },
-            );
+            base.set("plugin", e.key_at, Node { val: Val::Array(Vec::new()), at: e.node.at });
             match base.get_mut("plugin") {
-                Some(Node {
-                    val: Val::Array(existing),
-                    ..
-                }) => existing,
+                Some(Node { val: Val::Array(existing), .. }) => existing,
                 _ => return,
             }
         }
     };
     for row in rows {
         let id = row_id(&row).map(str::to_string);
-        let found = target
-            .iter_mut()
-            .find(|r| id.is_some() && row_id(r) == id.as_deref());
+        let found = target.iter_mut().find(|r| id.is_some() && row_id(r) == id.as_deref());
         match (found, row.val) {
-            (
-                Some(Node {
-                    val: Val::Table(existing),
-                    ..
-                }),
-                Val::Table(t),
-            ) => {
+            (Some(Node { val: Val::Table(existing), .. }), Val::Table(t)) => {
                 for c in t.entries {
                     if c.key != "id" {
                         existing.set(&c.key, c.key_at, c.node);

@@ -10,10 +10,7 @@ use crate::tree::{Entry, Node, Table, Val, from_value};
 /// Applies one `-c` argument to the composed tree.
 pub(crate) fn apply(root: &mut Table, arg: &str, ctx: &Ctx<'_>) -> Result<(), ConfigError> {
     let at = Location::whole(format!("-c {arg}"));
-    let (path, raw) = split_assignment(arg).map_err(|message| ConfigError::Syntax {
-        at: at.clone(),
-        message,
-    })?;
+    let (path, raw) = split_assignment(arg).map_err(|message| ConfigError::Syntax { at: at.clone(), message })?;
     let mut value = parse_value(raw, &at)?;
 
     if path[0] == "plugin" {
@@ -24,34 +21,20 @@ pub(crate) fn apply(root: &mut Table, arg: &str, ctx: &Ctx<'_>) -> Result<(), Co
             ));
         };
         if rest[0] == "id" {
-            return Err(ConfigError::invalid(
-                &at,
-                "a plugin row's `id` cannot be changed with -c",
-            ));
+            return Err(ConfigError::invalid(&at, "a plugin row's `id` cannot be changed with -c"));
         }
         let (shape, key, table) = resolve(ROW, rest, "[[plugin]]", &at)?;
         check_node(shape, &mut value, &key, &table, ctx)?;
         let rows = match root.get_mut("plugin") {
-            Some(Node {
-                val: Val::Array(rows),
-                ..
-            }) => rows.as_mut_slice(),
+            Some(Node { val: Val::Array(rows), .. }) => rows.as_mut_slice(),
             _ => &mut [],
         };
         let known: Vec<String> = rows.iter().filter_map(row_id).map(str::to_string).collect();
-        let Some(Node {
-            val: Val::Table(row),
-            ..
-        }) = rows.iter_mut().find(|r| row_id(r) == Some(id))
-        else {
+        let Some(Node { val: Val::Table(row), .. }) = rows.iter_mut().find(|r| row_id(r) == Some(id)) else {
             return Err(ConfigError::UnknownPlugin {
                 at,
                 id: id.clone(),
-                known: if known.is_empty() {
-                    "none".into()
-                } else {
-                    known.join(", ")
-                },
+                known: if known.is_empty() { "none".into() } else { known.join(", ") },
             });
         };
         // A row's top-level key is replaced wholesale, as a layer row would.
@@ -98,10 +81,7 @@ fn resolve(
                 return Ok((Shape::Any, path[path.len() - 1].clone(), t));
             }
             _ => {
-                return Err(ConfigError::invalid(
-                    at,
-                    format!("`{key}` in {table} is not a table"),
-                ));
+                return Err(ConfigError::invalid(at, format!("`{key}` in {table} is not a table")));
             }
         }
     }
@@ -111,13 +91,7 @@ fn resolve(
 /// Sets `path` in `t`, creating tables on the way. At the end, a table value
 /// deep-merges into an existing table unless `replace`, and anything else
 /// replaces.
-fn set(
-    t: &mut Table,
-    path: &[String],
-    value: Node,
-    at: &Location,
-    replace: bool,
-) -> Result<(), ConfigError> {
+fn set(t: &mut Table, path: &[String], value: Node, at: &Location, replace: bool) -> Result<(), ConfigError> {
     let Some((key, rest)) = path.split_first() else {
         return Ok(());
     };
@@ -125,36 +99,18 @@ fn set(
         if replace {
             t.set(key, at.clone(), value);
         } else {
-            merge_entry(
-                t,
-                Entry {
-                    key: key.clone(),
-                    key_at: at.clone(),
-                    node: value,
-                },
-            );
+            merge_entry(t, Entry { key: key.clone(), key_at: at.clone(), node: value });
         }
         return Ok(());
     }
     if t.get(key).is_none() {
-        t.set(
-            key,
-            at.clone(),
-            Node::new(Val::Table(Table::default()), at.clone()),
-        );
+        t.set(key, at.clone(), Node::new(Val::Table(Table::default()), at.clone()));
     }
     match t.get_mut(key) {
-        Some(Node {
-            val: Val::Table(sub),
-            ..
-        }) => set(sub, rest, value, at, false),
+        Some(Node { val: Val::Table(sub), .. }) => set(sub, rest, value, at, false),
         Some(other) => Err(ConfigError::invalid(
             at,
-            format!(
-                "`{key}` is {} (set at {}), not a table",
-                other.val.type_name(),
-                other.at
-            ),
+            format!("`{key}` is {} (set at {}), not a table", other.val.type_name(), other.at),
         )),
         None => Ok(()),
     }
@@ -216,17 +172,12 @@ fn key_segment(s: &str) -> Result<(String, &str), String> {
         }
         return Err("unterminated \"…\" in the key".into());
     }
-    let end = s
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-        .unwrap_or(s.len());
+    let end = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')).unwrap_or(s.len());
     if end == 0 {
         return Err(if s.is_empty() || s.starts_with('=') {
             "expected KEY=VALUE (empty key)".into()
         } else {
-            format!(
-                "unexpected `{}` in the key",
-                s.chars().next().unwrap_or(' ')
-            )
+            format!("unexpected `{}` in the key", s.chars().next().unwrap_or(' '))
         });
     }
     Ok((s[..end].to_string(), &s[end..]))
@@ -238,8 +189,7 @@ mod tests {
 
     #[test]
     fn splits_keys() {
-        let (k, v) =
-            split_assignment("plugin.fs.config.\"a.b\" = 5").unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = split_assignment("plugin.fs.config.\"a.b\" = 5").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(k, ["plugin", "fs", "config", "a.b"]);
         assert_eq!(v, " 5");
         let (k, v) = split_assignment("agent.system_prompt=a=b").unwrap_or_else(|e| panic!("{e}"));
@@ -255,18 +205,9 @@ mod tests {
     fn values_fall_back_to_strings() {
         let at = Location::whole("-c");
         assert_eq!(parse_value("5", &at).map(|n| n.val).ok(), Some(Val::Int(5)));
-        assert_eq!(
-            parse_value("abc", &at).map(|n| n.val).ok(),
-            Some(Val::Str("abc".into()))
-        );
-        assert_eq!(
-            parse_value("\"x\"", &at).map(|n| n.val).ok(),
-            Some(Val::Str("x".into()))
-        );
-        assert_eq!(
-            parse_value("", &at).map(|n| n.val).ok(),
-            Some(Val::Str(String::new()))
-        );
+        assert_eq!(parse_value("abc", &at).map(|n| n.val).ok(), Some(Val::Str("abc".into())));
+        assert_eq!(parse_value("\"x\"", &at).map(|n| n.val).ok(), Some(Val::Str("x".into())));
+        assert_eq!(parse_value("", &at).map(|n| n.val).ok(), Some(Val::Str(String::new())));
         let arr = parse_value("[\"a\",\"b\"]", &at).map(|n| n.to_json()).ok();
         assert_eq!(arr, Some(serde_json::json!(["a", "b"])));
     }

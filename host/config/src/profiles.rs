@@ -4,8 +4,5 @@
 pub(crate) const SHIPPED: &[(&str, &str)] = &[
     ("default", include_str!("../../../profiles/default.toml")),
     ("demo", include_str!("../../../profiles/demo.toml")),
-    (
-        "demo-deepseek",
-        include_str!("../../../profiles/demo-deepseek.toml"),
-    ),
+    ("demo-deepseek", include_str!("../../../profiles/demo-deepseek.toml")),
 ];

@@ -81,29 +81,11 @@ pub(crate) const SANDBOX: &[&str] = &["required", "off"];
 
 pub(crate) const AGENT: &[Field] = &[
     f("adapter", Shape::Id),
-    f(
-        "max_steps",
-        Shape::Int {
-            min: 1,
-            max: MAX_STEPS_LIMIT,
-        },
-    ),
-    f(
-        "tool_pool",
-        Shape::Int {
-            min: 1,
-            max: TOOL_POOL_LIMIT,
-        },
-    ),
+    f("max_steps", Shape::Int { min: 1, max: MAX_STEPS_LIMIT }),
+    f("tool_pool", Shape::Int { min: 1, max: TOOL_POOL_LIMIT }),
     f("system_prompt", Shape::Str),
     f("ask", Shape::Enum(ASK)),
-    f(
-        "tool_output_limit",
-        Shape::Int {
-            min: 1,
-            max: BYTES_LIMIT,
-        },
-    ),
+    f("tool_output_limit", Shape::Int { min: 1, max: BYTES_LIMIT }),
 ];
 
 pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path)];
@@ -115,27 +97,9 @@ pub(crate) const GRANT: &[Field] = &[
     f("hosts", Shape::List(Item::Host)),
     f("env", Shape::List(Item::Env)),
     f("process", Shape::Bool),
-    f(
-        "memory_mb",
-        Shape::Int {
-            min: 1,
-            max: MEMORY_MB_LIMIT,
-        },
-    ),
-    f(
-        "timeout_ms",
-        Shape::Int {
-            min: 1,
-            max: TIMEOUT_MS_LIMIT,
-        },
-    ),
-    f(
-        "output_limit_bytes",
-        Shape::Int {
-            min: 1,
-            max: BYTES_LIMIT,
-        },
-    ),
+    f("memory_mb", Shape::Int { min: 1, max: MEMORY_MB_LIMIT }),
+    f("timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
+    f("output_limit_bytes", Shape::Int { min: 1, max: BYTES_LIMIT }),
     f("sandbox", Shape::Enum(SANDBOX)),
 ];
 
@@ -159,12 +123,7 @@ pub(crate) const ROOT: &[Field] = &[
 pub(crate) const TOP: &str = "the top level";
 
 /// Looks up `key` in `fields`, or says which keys are allowed.
-pub(crate) fn field<'f>(
-    fields: &'f [Field],
-    key: &str,
-    table: &str,
-    at: &Location,
-) -> Result<&'f Field, ConfigError> {
+pub(crate) fn field<'f>(fields: &'f [Field], key: &str, table: &str, at: &Location) -> Result<&'f Field, ConfigError> {
     fields.iter().find(|f| f.name == key).ok_or_else(|| {
         let names: Vec<&str> = fields.iter().map(|f| f.name).collect();
         ConfigError::UnknownKey {
@@ -201,9 +160,7 @@ fn distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 v = v.min(d[i - 2][j - 2] + 1);
             }
@@ -237,33 +194,20 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn expand(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
-        self.vars.expand(s).map_err(|error| ConfigError::Variable {
-            at: at.clone(),
-            error,
-        })
+        self.vars.expand(s).map_err(|error| ConfigError::Variable { at: at.clone(), error })
     }
 
     fn expand_path(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
-        let p = self
-            .vars
-            .expand_path(s, self.base_dir)
-            .map_err(|error| ConfigError::Variable {
-                at: at.clone(),
-                error,
-            })?;
-        p.to_str().map(str::to_string).ok_or_else(|| {
-            ConfigError::invalid(at, format!("path {} is not valid UTF-8", p.display()))
-        })
+        let p =
+            self.vars.expand_path(s, self.base_dir).map_err(|error| ConfigError::Variable { at: at.clone(), error })?;
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| ConfigError::invalid(at, format!("path {} is not valid UTF-8", p.display())))
     }
 }
 
 /// Checks (and expands) every entry of `t` against `fields`.
-pub(crate) fn check_table(
-    fields: &[Field],
-    t: &mut Table,
-    table: &str,
-    ctx: &Ctx<'_>,
-) -> Result<(), ConfigError> {
+pub(crate) fn check_table(fields: &[Field], t: &mut Table, table: &str, ctx: &Ctx<'_>) -> Result<(), ConfigError> {
     for e in &mut t.entries {
         let fd = field(fields, &e.key, table, &e.key_at)?;
         check_node(fd.shape, &mut e.node, &e.key, table, ctx)?;
@@ -295,10 +239,7 @@ pub(crate) fn check_node(
         (Shape::Id, Val::Str(s)) => check_id(s, at)?,
         (Shape::Path, Val::Str(s)) => {
             if s.is_empty() {
-                return Err(ConfigError::invalid(
-                    at,
-                    format!("`{key}` in {table} must not be empty"),
-                ));
+                return Err(ConfigError::invalid(at, format!("`{key}` in {table} must not be empty")));
             }
             *s = ctx.expand_path(s, at)?;
         }
@@ -307,10 +248,7 @@ pub(crate) fn check_node(
                 let quoted: Vec<String> = options.iter().map(|o| format!("\"{o}\"")).collect();
                 return Err(ConfigError::invalid(
                     at,
-                    format!(
-                        "`{key}` in {table} must be one of {}, found \"{s}\"",
-                        quoted.join(", ")
-                    ),
+                    format!("`{key}` in {table} must be one of {}, found \"{s}\"", quoted.join(", ")),
                 ));
             }
         }
@@ -404,9 +342,7 @@ fn check_rows(rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), ConfigError> {
         if let Some(first) = seen.get(id) {
             return Err(ConfigError::invalid(
                 &id_at,
-                format!(
-                    "duplicate plugin id `{id}` (first at {first}); a layer may list an id once"
-                ),
+                format!("duplicate plugin id `{id}` (first at {first}); a layer may list an id once"),
             ));
         }
         seen.insert(id.clone(), id_at);
@@ -418,25 +354,15 @@ fn check_rows(rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), ConfigError> {
 pub(crate) fn check_id(s: &str, at: &Location) -> Result<(), ConfigError> {
     let ok = !s.is_empty()
         && s.len() <= ID_MAX_LEN
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
     if ok {
         Ok(())
     } else {
-        Err(ConfigError::invalid(
-            at,
-            format!("bad plugin id \"{s}\": use 1 to {ID_MAX_LEN} of a-z, 0-9, `_` and `-`"),
-        ))
+        Err(ConfigError::invalid(at, format!("bad plugin id \"{s}\": use 1 to {ID_MAX_LEN} of a-z, 0-9, `_` and `-`")))
     }
 }
 
-fn check_item(
-    item: Item,
-    s: &str,
-    key: &str,
-    at: &Location,
-    ctx: &Ctx<'_>,
-) -> Result<String, ConfigError> {
+fn check_item(item: Item, s: &str, key: &str, at: &Location, ctx: &Ctx<'_>) -> Result<String, ConfigError> {
     match item {
         Item::Dir => {
             let (path, access) = match s.rsplit_once(':') {
@@ -445,10 +371,7 @@ fn check_item(
                 _ => (s, "ro"),
             };
             if path.is_empty() {
-                return Err(ConfigError::invalid(
-                    at,
-                    format!("empty directory in `{key}`: \"{s}\""),
-                ));
+                return Err(ConfigError::invalid(at, format!("empty directory in `{key}`: \"{s}\"")));
             }
             Ok(format!("{}:{access}", ctx.expand_path(path, at)?))
         }
@@ -485,18 +408,12 @@ fn valid_host_pattern(p: &str) -> bool {
     let host = p.strip_prefix("*.").unwrap_or(p);
     let (name, port) = if let Some(rest) = host.strip_prefix('[') {
         match rest.split_once(']') {
-            Some((v6, tail))
-                if !v6.is_empty() && v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':') =>
-            {
-                match tail {
-                    "" => return true,
-                    t => {
-                        return t
-                            .strip_prefix(':')
-                            .is_some_and(|port| port.parse::<u16>().is_ok());
-                    }
+            Some((v6, tail)) if !v6.is_empty() && v6.chars().all(|c| c.is_ascii_hexdigit() || c == ':') => match tail {
+                "" => return true,
+                t => {
+                    return t.strip_prefix(':').is_some_and(|port| port.parse::<u16>().is_ok());
                 }
-            }
+            },
             _ => return false,
         }
     } else {
@@ -506,9 +423,7 @@ fn valid_host_pattern(p: &str) -> bool {
         }
     };
     !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
         && port.is_none_or(|p| p.parse::<u16>().is_ok())
 }
 
@@ -518,14 +433,7 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        for ok in [
-            "*",
-            "api.deepseek.com",
-            "*.svc.local",
-            "127.0.0.1:8080",
-            "[::1]:80",
-            "[::1]",
-        ] {
+        for ok in ["*", "api.deepseek.com", "*.svc.local", "127.0.0.1:8080", "[::1]:80", "[::1]"] {
             assert!(valid_host_pattern(ok), "{ok}");
         }
         for bad in ["", "a b", "host:99999", "*.", "http://x", "[zz]"] {
@@ -535,10 +443,7 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(
-            suggest("memroy_mb", &["dirs", "memory_mb"]),
-            Some("memory_mb".into())
-        );
+        assert_eq!(suggest("memroy_mb", &["dirs", "memory_mb"]), Some("memory_mb".into()));
         assert_eq!(suggest("zzz", &["dirs", "memory_mb"]), None);
     }
 }

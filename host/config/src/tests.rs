@@ -91,31 +91,18 @@ fn every_shipped_profile_loads_and_validates() {
     for (name, _) in shipped_profiles() {
         let c = env.load(&env.opts(name));
         assert!(!c.plugins.is_empty(), "{name}");
-        let adapter = c
-            .agent
-            .adapter
-            .clone()
-            .unwrap_or_else(|| panic!("{name}: no adapter"));
+        let adapter = c.agent.adapter.clone().unwrap_or_else(|| panic!("{name}: no adapter"));
         assert!(c.plugin(&adapter).is_some(), "{name}");
         let fs = c.plugin("fs").unwrap_or_else(|| panic!("{name}: no fs"));
         assert_eq!(fs.path, env.path("plugins/fs.wasm"));
         assert_eq!(fs.grant.dirs, [format!("{}:rw", env.path("ws").display())]);
-        let text = c
-            .plugin("text")
-            .unwrap_or_else(|| panic!("{name}: no text"));
-        assert_eq!(
-            text.grant.dirs,
-            [format!("{}:ro", env.path("ws").display())]
-        );
+        let text = c.plugin("text").unwrap_or_else(|| panic!("{name}: no text"));
+        assert_eq!(text.grant.dirs, [format!("{}:ro", env.path("ws").display())]);
         // Also without a home directory (no user layer, defaults under the workspace).
-        let c = env.load(&LoadOptions {
-            home: None,
-            ..env.opts(name)
-        });
+        let c = env.load(&LoadOptions { home: None, ..env.opts(name) });
         assert_eq!(c.session.dir, env.path("ws/.wharf/sessions"));
         // The dump is TOML.
-        toml::from_str::<toml::Table>(&c.dump())
-            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", c.dump()));
+        toml::from_str::<toml::Table>(&c.dump()).unwrap_or_else(|e| panic!("{name}: {e}\n{}", c.dump()));
     }
 }
 
@@ -124,9 +111,7 @@ fn default_profile_uses_deepseek() {
     let env = Env::new();
     let c = env.load(&env.opts("default"));
     assert_eq!(c.agent.adapter.as_deref(), Some("deepseek"));
-    let ds = c
-        .plugin("deepseek")
-        .unwrap_or_else(|| panic!("no deepseek"));
+    let ds = c.plugin("deepseek").unwrap_or_else(|| panic!("no deepseek"));
     assert_eq!(ds.path, env.path("plugins/llm-deepseek.wasm"));
     assert_eq!(
         ds.config,
@@ -142,10 +127,7 @@ fn default_profile_uses_deepseek() {
     assert_eq!(c.agent.max_steps, DEFAULT_MAX_STEPS);
     assert_eq!(c.agent.ask, AskRule::Deny);
     let demo_ds = env.load(&env.opts("demo-deepseek"));
-    assert_eq!(
-        demo_ds.plugin("deepseek").map(|p| &p.grant),
-        Some(&ds.grant)
-    );
+    assert_eq!(demo_ds.plugin("deepseek").map(|p| &p.grant), Some(&ds.grant));
 }
 
 #[test]
@@ -153,28 +135,16 @@ fn demo_profile_scripts_list_read_write_then_stop() {
     let env = Env::new();
     let c = env.load(&env.opts("demo"));
     assert_eq!(c.agent.adapter.as_deref(), Some("scripted"));
-    let s = c
-        .plugin("scripted")
-        .unwrap_or_else(|| panic!("no scripted"));
+    let s = c.plugin("scripted").unwrap_or_else(|| panic!("no scripted"));
     assert_eq!(s.path, env.path("plugins/llm-scripted.wasm"));
     let turns = s.config["turns"].as_array().cloned().unwrap_or_default();
     assert_eq!(turns.len(), 4);
     let calls: Vec<_> = turns.iter().map(|t| t["tool_calls"][0].clone()).collect();
-    assert_eq!(
-        calls[0],
-        json!({"name": "list", "arguments": {"path": "."}})
-    );
-    assert_eq!(
-        calls[1],
-        json!({"name": "read", "arguments": {"path": "README.md"}})
-    );
+    assert_eq!(calls[0], json!({"name": "list", "arguments": {"path": "."}}));
+    assert_eq!(calls[1], json!({"name": "read", "arguments": {"path": "README.md"}}));
     assert_eq!(calls[2]["name"], "write");
     assert_eq!(calls[2]["arguments"]["path"], "SUMMARY.md");
-    assert!(
-        calls[2]["arguments"]["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("Summary"))
-    );
+    assert!(calls[2]["arguments"]["content"].as_str().is_some_and(|c| c.contains("Summary")));
     for t in &turns[..3] {
         assert_eq!(t["finish"], "tool_calls");
     }
@@ -186,19 +156,10 @@ fn demo_profile_scripts_list_read_write_then_stop() {
 fn layers_apply_in_order_and_remember_where_values_came_from() {
     let env = Env::new();
     let profile = env.write("profiles/base.toml", BASE);
-    env.write(
-        "home/.wharf/config.toml",
-        "[agent]\nmax_steps = 20\ntool_pool = 3\n",
-    );
-    env.write(
-        "ws/.wharf/config.toml",
-        "# project\n[agent]\nmax_steps = 30\nask = \"allow\"\n",
-    );
+    env.write("home/.wharf/config.toml", "[agent]\nmax_steps = 20\ntool_pool = 3\n");
+    env.write("ws/.wharf/config.toml", "# project\n[agent]\nmax_steps = 30\nask = \"allow\"\n");
     let p1 = env.write("p1.toml", "[agent]\nmax_steps = 40\n");
-    let p2 = env.write(
-        "p2.toml",
-        "\n\n[agent]\nmax_steps = 50\nsystem_prompt = \"p2\"\n",
-    );
+    let p2 = env.write("p2.toml", "\n\n[agent]\nmax_steps = 50\nsystem_prompt = \"p2\"\n");
     let mut opts = env.opts(profile.to_str().unwrap_or_default());
     opts.patches = vec![p1.clone(), p2.clone()];
 
@@ -208,23 +169,13 @@ fn layers_apply_in_order_and_remember_where_values_came_from() {
     assert_eq!(c.agent.ask, AskRule::Allow);
     assert_eq!(c.agent.system_prompt, "p2");
     assert_eq!(c.agent.tool_output_limit, DEFAULT_TOOL_OUTPUT_LIMIT);
-    let origin = |k: &str| {
-        c.origin(k)
-            .map(Location::short)
-            .unwrap_or_else(|| panic!("no origin for {k}"))
-    };
+    let origin = |k: &str| c.origin(k).map(Location::short).unwrap_or_else(|| panic!("no origin for {k}"));
     assert_eq!(origin("agent.max_steps"), format!("{}:4", p2.display()));
     assert_eq!(origin("agent.tool_pool"), "~/.wharf/config.toml:3");
-    assert_eq!(
-        origin("agent.ask"),
-        format!("{}:4", env.path("ws/.wharf/config.toml").display())
-    );
+    assert_eq!(origin("agent.ask"), format!("{}:4", env.path("ws/.wharf/config.toml").display()));
     assert_eq!(origin("agent.adapter"), format!("{}:3", profile.display()));
     assert_eq!(origin("agent.tool_output_limit"), "default");
-    assert_eq!(
-        origin("plugin.fs.grant.memory_mb"),
-        format!("{}:13", profile.display())
-    );
+    assert_eq!(origin("plugin.fs.grant.memory_mb"), format!("{}:13", profile.display()));
     assert_eq!(
         c.sources,
         [
@@ -240,33 +191,15 @@ fn layers_apply_in_order_and_remember_where_values_came_from() {
     opts.overrides = vec!["agent.max_steps=60".into()];
     let c = env.load(&opts);
     assert_eq!(c.agent.max_steps, 60);
-    assert_eq!(
-        c.origin("agent.max_steps").map(Location::short).as_deref(),
-        Some("-c agent.max_steps=60")
-    );
+    assert_eq!(c.origin("agent.max_steps").map(Location::short).as_deref(), Some("-c agent.max_steps=60"));
     let dump = c.dump();
-    assert!(
-        dump.contains("max_steps = 60  # from -c agent.max_steps=60\n"),
-        "{dump}"
-    );
-    assert!(
-        dump.contains("tool_pool = 3  # from ~/.wharf/config.toml:3\n"),
-        "{dump}"
-    );
-    assert!(
-        dump.contains("tool_output_limit = 32768  # from default\n"),
-        "{dump}"
-    );
+    assert!(dump.contains("max_steps = 60  # from -c agent.max_steps=60\n"), "{dump}");
+    assert!(dump.contains("tool_pool = 3  # from ~/.wharf/config.toml:3\n"), "{dump}");
+    assert!(dump.contains("tool_output_limit = 32768  # from default\n"), "{dump}");
     let j = c.dump_json();
     assert_eq!(j["config"]["agent"]["max_steps"], 60);
-    assert_eq!(
-        j["provenance"]["agent.tool_pool"],
-        json!({"source": "~/.wharf/config.toml", "line": 3, "column": 13})
-    );
-    assert_eq!(
-        j["provenance"]["agent.max_steps"],
-        json!({"source": "-c agent.max_steps=60"})
-    );
+    assert_eq!(j["provenance"]["agent.tool_pool"], json!({"source": "~/.wharf/config.toml", "line": 3, "column": 13}));
+    assert_eq!(j["provenance"]["agent.max_steps"], json!({"source": "-c agent.max_steps=60"}));
 }
 
 #[test]
@@ -300,27 +233,13 @@ adapter = "extra"
     let ids: Vec<&str> = c.plugins.iter().map(|p| p.id.as_str()).collect();
     assert_eq!(ids, ["fs", "extra"], "llm is dropped, extra appended");
     let fs = c.plugin("fs").unwrap_or_else(|| panic!("no fs"));
-    assert_eq!(
-        fs.config,
-        json!({"only": "this"}),
-        "config is replaced wholesale"
-    );
+    assert_eq!(fs.config, json!({"only": "this"}), "config is replaced wholesale");
     assert_eq!(fs.path, env.path("plugins/fs.wasm"), "path is kept");
     assert_eq!(fs.grant.memory_mb, Some(128), "grant is kept");
     assert_eq!(fs.grant.dirs, [format!("{}:rw", env.path("ws").display())]);
-    assert_eq!(
-        c.origin("plugin.fs.config.only").map(Location::short),
-        Some(format!("{}:5", patch.display()))
-    );
-    assert_eq!(
-        c.origin("plugin.fs.path").map(Location::short),
-        Some(format!("{}:7", profile.display()))
-    );
-    assert_eq!(
-        c.plugin("extra").map(|p| p.path.clone()),
-        Some(env.path("extra.wasm")),
-        "relative to the patch's dir"
-    );
+    assert_eq!(c.origin("plugin.fs.config.only").map(Location::short), Some(format!("{}:5", patch.display())));
+    assert_eq!(c.origin("plugin.fs.path").map(Location::short), Some(format!("{}:7", profile.display())));
+    assert_eq!(c.plugin("extra").map(|p| p.path.clone()), Some(env.path("extra.wasm")), "relative to the patch's dir");
     assert!(!c.dump().contains("llm.wasm"));
 
     // A later layer can enable the dropped row again, with its earlier keys.
@@ -331,17 +250,10 @@ adapter = "extra"
     assert_eq!(llm.path, env.path("plugins/llm.wasm"));
 
     // A grant in a patch row replaces the whole grant.
-    let g = env.write(
-        "g.toml",
-        "[[plugin]]\nid = \"fs\"\n[plugin.grant]\nprocess = true\n",
-    );
+    let g = env.write("g.toml", "[[plugin]]\nid = \"fs\"\n[plugin.grant]\nprocess = true\n");
     opts.patches = vec![g];
     opts.overrides.clear();
-    let fs = env
-        .load(&opts)
-        .plugin("fs")
-        .cloned()
-        .unwrap_or_else(|| panic!("no fs"));
+    let fs = env.load(&opts).plugin("fs").cloned().unwrap_or_else(|| panic!("no fs"));
     assert!(fs.grant.process);
     assert_eq!(fs.grant.memory_mb, None);
     assert!(fs.grant.dirs.is_empty());
@@ -382,31 +294,19 @@ fn overrides_set_agent_keys_and_plugin_rows() {
     assert_eq!(fs.grant.memory_mb, Some(512));
     assert_eq!(fs.grant.hosts, ["a.example", "*.b.example"]);
     assert_eq!(fs.grant.dirs.len(), 1, "the rest of the grant is kept");
-    assert_eq!(
-        fs.config,
-        json!({"root_hint": ".", "depth": 2, "model": "x", "deep": {"er": true}})
-    );
+    assert_eq!(fs.config, json!({"root_hint": ".", "depth": 2, "model": "x", "deep": {"er": true}}));
     assert_eq!(
         c.plugin("llm").map(|p| p.grant.dirs.clone()),
         Some(vec![format!("{}:ro", env.path("home/data").display())])
     );
     let dump = c.dump();
-    assert!(
-        dump.contains("memory_mb = 512  # from -c plugin.fs.grant.memory_mb=512\n"),
-        "{dump}"
-    );
-    assert!(
-        dump.contains("[plugin.config.deep]\ner = true  # from -c plugin.fs.config.deep.er=true\n"),
-        "{dump}"
-    );
+    assert!(dump.contains("memory_mb = 512  # from -c plugin.fs.grant.memory_mb=512\n"), "{dump}");
+    assert!(dump.contains("[plugin.config.deep]\ner = true  # from -c plugin.fs.config.deep.er=true\n"), "{dump}");
     toml::from_str::<toml::Table>(&dump).unwrap_or_else(|e| panic!("{e}\n{dump}"));
 
     // Setting a row's top-level key replaces it, as a row would.
     opts.overrides = vec!["plugin.fs.config={ a = 1 }".into()];
-    assert_eq!(
-        env.load(&opts).plugin("fs").map(|p| p.config.clone()),
-        Some(json!({"a": 1}))
-    );
+    assert_eq!(env.load(&opts).plugin("fs").map(|p| p.config.clone()), Some(json!({"a": 1})));
 }
 
 #[test]
@@ -414,24 +314,12 @@ fn bad_overrides_are_errors_naming_the_argument() {
     let env = Env::new();
     let profile = env.write("base.toml", BASE);
     let opts = env.opts(profile.to_str().unwrap_or_default());
-    let fail = |arg: &str| {
-        env.fail(&LoadOptions {
-            overrides: vec![arg.to_string()],
-            ..opts.clone()
-        })
-    };
+    let fail = |arg: &str| env.fail(&LoadOptions { overrides: vec![arg.to_string()], ..opts.clone() });
 
     let e = fail("agent.max_steps=abc");
-    assert_eq!(
-        e.to_string(),
-        "-c agent.max_steps=abc: `max_steps` in [agent] must be an integer, found a string"
-    );
+    assert_eq!(e.to_string(), "-c agent.max_steps=abc: `max_steps` in [agent] must be an integer, found a string");
     let e = fail("agent.max_steps=0");
-    assert!(
-        e.to_string()
-            .starts_with("-c agent.max_steps=0: `max_steps` in [agent] must be between 1 and"),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with("-c agent.max_steps=0: `max_steps` in [agent] must be between 1 and"), "{e}");
     let e = fail("agent.max_stesp=5");
     assert!(
         matches!(&e, ConfigError::UnknownKey { key, table, suggestion: Some(s), .. }
@@ -439,42 +327,17 @@ fn bad_overrides_are_errors_naming_the_argument() {
         "{e}"
     );
     let e = fail("plugin.nope.warm=true");
-    assert!(
-        matches!(&e, ConfigError::UnknownPlugin { id, known, .. } if id == "nope" && known == "fs, llm"),
-        "{e}"
-    );
-    assert_eq!(
-        e.to_string(),
-        "-c plugin.nope.warm=true: no plugin with id `nope` (known: fs, llm)"
-    );
+    assert!(matches!(&e, ConfigError::UnknownPlugin { id, known, .. } if id == "nope" && known == "fs, llm"), "{e}");
+    assert_eq!(e.to_string(), "-c plugin.nope.warm=true: no plugin with id `nope` (known: fs, llm)");
     let e = fail("plugin.fs.grant.memroy_mb=1");
-    assert!(
-        e.to_string()
-            .contains("unknown key `memroy_mb` in [plugin.grant]"),
-        "{e}"
-    );
-    assert!(matches!(
-        fail("plugin.fs.id=x"),
-        ConfigError::Invalid { .. }
-    ));
+    assert!(e.to_string().contains("unknown key `memroy_mb` in [plugin.grant]"), "{e}");
+    assert!(matches!(fail("plugin.fs.id=x"), ConfigError::Invalid { .. }));
     assert!(matches!(fail("plugin.fs=1"), ConfigError::Invalid { .. }));
-    assert!(matches!(
-        fail("agent.max_steps"),
-        ConfigError::Syntax { .. }
-    ));
-    assert!(matches!(
-        fail("agent.max_steps.x=1"),
-        ConfigError::Invalid { .. }
-    ));
-    assert!(matches!(
-        fail("plugin.fs.config.root_hint.x=1"),
-        ConfigError::Invalid { .. }
-    ));
+    assert!(matches!(fail("agent.max_steps"), ConfigError::Syntax { .. }));
+    assert!(matches!(fail("agent.max_steps.x=1"), ConfigError::Invalid { .. }));
+    assert!(matches!(fail("plugin.fs.config.root_hint.x=1"), ConfigError::Invalid { .. }));
     let e = fail("agent={ max_steps = 1, bogus = 2 }");
-    assert!(
-        matches!(&e, ConfigError::UnknownKey { key, .. } if key == "bogus"),
-        "{e}"
-    );
+    assert!(matches!(&e, ConfigError::UnknownKey { key, .. } if key == "bogus"), "{e}");
 }
 
 #[test]
@@ -483,24 +346,16 @@ fn malformed_toml_names_file_line_and_column() {
     env.write("home/.wharf/config.toml", "[agent]\nmax_steps = 5\nfoo\n");
     let e = env.fail(&env.opts("default"));
     assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
-    assert_eq!(
-        at(&e),
-        ("~/.wharf/config.toml".to_string(), Some(3), Some(4))
-    );
-    assert!(
-        e.to_string().starts_with("~/.wharf/config.toml:3:4: "),
-        "{e}"
-    );
+    assert_eq!(at(&e), ("~/.wharf/config.toml".to_string(), Some(3), Some(4)));
+    assert!(e.to_string().starts_with("~/.wharf/config.toml:3:4: "), "{e}");
     assert!(e.to_string().contains("expected `=`"), "{e}");
 }
 
 #[test]
 fn unknown_keys_name_the_key_the_table_and_the_place() {
     let env = Env::new();
-    let p = env.write(
-        "x.toml",
-        "[[plugin]]\nid = \"fs\"\npath = \"fs.wasm\"\n[plugin.grant]\ndirs = []\n    memroy_mb = 5\n",
-    );
+    let p = env
+        .write("x.toml", "[[plugin]]\nid = \"fs\"\npath = \"fs.wasm\"\n[plugin.grant]\ndirs = []\n    memroy_mb = 5\n");
     let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
     assert_eq!(at(&e), (p.display().to_string(), Some(6), Some(5)));
     let msg = e.to_string();
@@ -515,23 +370,12 @@ fn unknown_keys_name_the_key_the_table_and_the_place() {
     for (text, key, table) in [
         ("[agnet]\n", "agnet", "the top level"),
         ("[agent]\nmodel = \"x\"\n", "model", "[agent]"),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"p\"\nconfg = {}\n",
-            "confg",
-            "[[plugin]]",
-        ),
-        (
-            "[engine]\npooling = true\ncache = \"x\"\n",
-            "cache",
-            "[engine]",
-        ),
+        ("[[plugin]]\nid = \"a\"\npath = \"p\"\nconfg = {}\n", "confg", "[[plugin]]"),
+        ("[engine]\npooling = true\ncache = \"x\"\n", "cache", "[engine]"),
     ] {
         env.write("ws/.wharf/config.toml", text);
         let e = env.fail(&env.opts("default"));
-        assert!(
-            matches!(&e, ConfigError::UnknownKey { key: k, table: t, .. } if k == key && t == table),
-            "{e}"
-        );
+        assert!(matches!(&e, ConfigError::UnknownKey { key: k, table: t, .. } if k == key && t == table), "{e}");
         assert_eq!(
             e.location().map(|l| l.source.clone()),
             Some(env.path("ws/.wharf/config.toml").display().to_string())
@@ -543,69 +387,25 @@ fn unknown_keys_name_the_key_the_table_and_the_place() {
 fn wrong_types_and_values_are_located() {
     let env = Env::new();
     let cases = [
-        (
-            "[agent]\nmax_steps = \"5\"\n",
-            2,
-            "must be an integer, found a string",
-        ),
-        (
-            "[agent]\nask = \"maybe\"\n",
-            2,
-            "must be one of \"deny\", \"allow\"",
-        ),
+        ("[agent]\nmax_steps = \"5\"\n", 2, "must be an integer, found a string"),
+        ("[agent]\nask = \"maybe\"\n", 2, "must be one of \"deny\", \"allow\""),
         ("[agent]\ntool_pool = 0\n", 2, "between 1 and 1024"),
-        (
-            "[[plugin]]\nid = \"Bad Id\"\npath = \"x\"\n",
-            2,
-            "bad plugin id",
-        ),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"\"\n",
-            3,
-            "must not be empty",
-        ),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nenv = [\"A-B\"]\n",
-            5,
-            "bad environment variable name",
-        ),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nhosts = [\"http://x\"]\n",
-            5,
-            "bad host pattern",
-        ),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nsandbox = \"maybe\"\n",
-            5,
-            "\"required\", \"off\"",
-        ),
-        (
-            "[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nmemory_mb = 0\n",
-            5,
-            "between 1 and",
-        ),
+        ("[[plugin]]\nid = \"Bad Id\"\npath = \"x\"\n", 2, "bad plugin id"),
+        ("[[plugin]]\nid = \"a\"\npath = \"\"\n", 3, "must not be empty"),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nenv = [\"A-B\"]\n", 5, "bad environment variable name"),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nhosts = [\"http://x\"]\n", 5, "bad host pattern"),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nsandbox = \"maybe\"\n", 5, "\"required\", \"off\""),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nmemory_mb = 0\n", 5, "between 1 and"),
         (
             "[[plugin]]\nid = \"a\"\npath = \"x\"\n\n[[plugin]]\nid = \"a\"\npath = \"y\"\n",
             6,
             "duplicate plugin id `a`",
         ),
         ("[[plugin]]\npath = \"x\"\n", 1, "row has no `id`"),
-        (
-            "[[plugin]]\nid = \"new\"\n",
-            2,
-            "plugin `new` has no `path`",
-        ),
-        (
-            "[agent]\nadapter = \"ghost\"\n",
-            2,
-            "\"ghost\", which is not a plugin id",
-        ),
+        ("[[plugin]]\nid = \"new\"\n", 2, "plugin `new` has no `path`"),
+        ("[agent]\nadapter = \"ghost\"\n", 2, "\"ghost\", which is not a plugin id"),
         ("plugin = 5\n", 1, "must be an array of tables"),
-        (
-            "[session]\ndir = 5\n",
-            2,
-            "`dir` in [session] must be a string, found an integer",
-        ),
+        ("[session]\ndir = 5\n", 2, "`dir` in [session] must be a string, found an integer"),
     ];
     for (text, line, needle) in cases {
         env.write("ws/.wharf/config.toml", text);
@@ -639,40 +439,18 @@ dirs = ["~/d:rw", "rel", "${workspace}/sub/./x:ro"]
     assert_eq!(c.session.dir, env.path("conf/sessions"));
     let ws = env.path("ws").display().to_string();
     let home = env.path("home").display().to_string();
-    assert_eq!(
-        a.config,
-        json!({"ws": format!("{ws}/x"), "lit": "${workspace} and $HOME", "list": [home, 1]})
-    );
+    assert_eq!(a.config, json!({"ws": format!("{ws}/x"), "lit": "${workspace} and $HOME", "list": [home, 1]}));
     assert_eq!(
         a.grant.dirs,
-        [
-            format!("{home}/d:rw"),
-            format!("{}:ro", env.path("conf/rel").display()),
-            format!("{ws}/sub/x:ro")
-        ]
+        [format!("{home}/d:rw"), format!("{}:ro", env.path("conf/rel").display()), format!("{ws}/sub/x:ro")]
     );
 
-    env.write(
-        "ws/.wharf/config.toml",
-        "[agent]\nsystem_prompt = \"hi ${user}\"\n",
-    );
+    env.write("ws/.wharf/config.toml", "[agent]\nsystem_prompt = \"hi ${user}\"\n");
     let e = env.fail(&env.opts("default"));
+    assert!(matches!(&e, ConfigError::Variable { error: VarError::Unknown(n), .. } if n == "user"), "{e}");
+    assert_eq!(at(&e), (env.path("ws/.wharf/config.toml").display().to_string(), Some(2), Some(17)));
     assert!(
-        matches!(&e, ConfigError::Variable { error: VarError::Unknown(n), .. } if n == "user"),
-        "{e}"
-    );
-    assert_eq!(
-        at(&e),
-        (
-            env.path("ws/.wharf/config.toml").display().to_string(),
-            Some(2),
-            Some(17)
-        )
-    );
-    assert!(
-        e.to_string().ends_with(
-            "unknown variable `${user}` (known: workspace, plugin_dir, home, profile_dir)"
-        ),
+        e.to_string().ends_with("unknown variable `${user}` (known: workspace, plugin_dir, home, profile_dir)"),
         "{e}"
     );
 
@@ -680,22 +458,10 @@ dirs = ["~/d:rw", "rel", "${workspace}/sub/./x:ro"]
     std::fs::remove_file(env.path("ws/.wharf/config.toml")).unwrap_or_else(|e| panic!("{e}"));
     let mut opts = env.opts("default");
     opts.overrides = vec!["plugin.fs.path=${profile_dir}/x.wasm".into()];
-    assert!(matches!(
-        env.fail(&opts),
-        ConfigError::Variable {
-            error: VarError::Unset(_),
-            ..
-        }
-    ));
+    assert!(matches!(env.fail(&opts), ConfigError::Variable { error: VarError::Unset(_), .. }));
     opts.overrides = vec!["plugin.fs.path=~/x.wasm".into()];
     opts.home = None;
-    assert!(matches!(
-        env.fail(&opts),
-        ConfigError::Variable {
-            error: VarError::Unset(_),
-            ..
-        }
-    ));
+    assert!(matches!(env.fail(&opts), ConfigError::Variable { error: VarError::Unset(_), .. }));
 }
 
 #[test]
@@ -703,13 +469,7 @@ fn missing_optional_layers_are_skipped_and_required_ones_are_not() {
     let env = Env::new();
     let c = env.load(&env.opts("default"));
     assert!(c.sources.is_empty());
-    assert_eq!(
-        c.watch,
-        [
-            env.path("home/.wharf/config.toml"),
-            env.path("ws/.wharf/config.toml")
-        ]
-    );
+    assert_eq!(c.watch, [env.path("home/.wharf/config.toml"), env.path("ws/.wharf/config.toml")]);
 
     let mut opts = env.opts("default");
     opts.patches = vec![env.path("missing.toml")];
@@ -725,10 +485,7 @@ fn missing_optional_layers_are_skipped_and_required_ones_are_not() {
 
     // A present but unreadable optional layer (here: a directory) is an error.
     std::fs::create_dir_all(env.path("home/.wharf/config.toml")).unwrap_or_else(|e| panic!("{e}"));
-    assert!(matches!(
-        env.fail(&env.opts("default")),
-        ConfigError::Read { .. }
-    ));
+    assert!(matches!(env.fail(&env.opts("default")), ConfigError::Read { .. }));
 }
 
 #[test]
@@ -744,17 +501,10 @@ fn an_error_in_any_layer_yields_no_config() {
         (vec![bad.clone(), good.clone()], vec![]),
         (vec![good.clone()], vec!["agent.tool_pool=x".to_string()]),
     ] {
-        let r = load(&LoadOptions {
-            patches,
-            overrides,
-            ..opts.clone()
-        });
+        let r = load(&LoadOptions { patches, overrides, ..opts.clone() });
         assert!(r.is_err());
     }
-    let e = env.fail(&LoadOptions {
-        patches: vec![bad.clone()],
-        ..opts
-    });
+    let e = env.fail(&LoadOptions { patches: vec![bad.clone()], ..opts });
     assert_eq!(at(&e), (bad.display().to_string(), Some(3), Some(2)));
 }
 
@@ -769,18 +519,9 @@ fn dump_marks_every_leaf_and_parses_as_toml() {
     // The dump holds the same values as the composed config.
     let as_json = serde_json::to_value(&parsed).unwrap_or_default();
     assert_eq!(as_json, c.dump_json()["config"]);
-    assert!(
-        dump.contains("model = \"other\"  # from -c plugin.scripted.config.model=\"other\"\n"),
-        "{dump}"
-    );
-    assert!(
-        dump.contains("id = \"fs\"  # from shipped:profiles/demo.toml:"),
-        "{dump}"
-    );
-    assert!(
-        dump.contains("turns = [  # from shipped:profiles/demo.toml:"),
-        "{dump}"
-    );
+    assert!(dump.contains("model = \"other\"  # from -c plugin.scripted.config.model=\"other\"\n"), "{dump}");
+    assert!(dump.contains("id = \"fs\"  # from shipped:profiles/demo.toml:"), "{dump}");
+    assert!(dump.contains("turns = [  # from shipped:profiles/demo.toml:"), "{dump}");
     for line in dump.lines() {
         let leaf = line.contains(" = ") && !line.starts_with("    ");
         assert!(!leaf || line.contains("  # from "), "unmarked leaf: {line}");
@@ -795,32 +536,9 @@ fn dump_marks_every_leaf_and_parses_as_toml() {
 #[test]
 fn profile_dir_and_relative_paths_follow_the_file() {
     let env = Env::new();
-    env.write(
-        "ws/.wharf/config.toml",
-        "[[plugin]]\nid = \"fs\"\npath = \"${profile_dir}/../my-fs.wasm\"\n",
-    );
+    env.write("ws/.wharf/config.toml", "[[plugin]]\nid = \"fs\"\npath = \"${profile_dir}/../my-fs.wasm\"\n");
     let c = env.load(&env.opts("default"));
-    assert_eq!(
-        c.plugin("fs").map(|p| p.path.clone()),
-        Some(env.path("ws/.wharf/../my-fs.wasm"))
-    );
+    assert_eq!(c.plugin("fs").map(|p| p.path.clone()), Some(env.path("ws/.wharf/../my-fs.wasm")));
     let shown: &Path = &env.path("ws/.wharf/config.toml");
-    assert_eq!(
-        c.origin("plugin.fs.path").map(|l| l.source.clone()),
-        Some(shown.display().to_string())
-    );
-}
-#[test]
-fn zz_print() {
-    let env = Env::new();
-    env.write("home/.wharf/config.toml", "[agent]\nmax_steps = 80\n");
-    let mut o = env.opts("demo");
-    o.overrides = vec!["plugin.fs.grant.memory_mb=512".into()];
-    let c = env.load(&o);
-    println!("{}", c.dump());
-    println!("{}", serde_json::to_string_pretty(&c.dump_json()["provenance"]).unwrap_or_default());
-    let p = env.write("x.toml", "[[plugin]]\nid = \"fs\"\npath = \"x\"\n[plugin.grant]\n    memroy_mb = 5\n");
-    println!("{}", load(&env.opts(p.to_str().unwrap_or_default())).err().map(|e| e.to_string()).unwrap_or_default());
-    env.write("home/.wharf/config.toml", "[agent]\nmax_steps = 80\nfoo\n");
-    println!("{}", load(&o).err().map(|e| e.to_string()).unwrap_or_default());
+    assert_eq!(c.origin("plugin.fs.path").map(|l| l.source.clone()), Some(shown.display().to_string()));
 }

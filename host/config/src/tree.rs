@@ -78,10 +78,7 @@ impl Table {
     }
 
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        self.entries
-            .iter_mut()
-            .find(|e| e.key == key)
-            .map(|e| &mut e.node)
+        self.entries.iter_mut().find(|e| e.key == key).map(|e| &mut e.node)
     }
 
     pub(crate) fn entry(&self, key: &str) -> Option<&Entry> {
@@ -100,21 +97,12 @@ impl Table {
                 e.key_at = key_at;
                 e.node = node;
             }
-            None => self.entries.push(Entry {
-                key: key.to_string(),
-                key_at,
-                node,
-            }),
+            None => self.entries.push(Entry { key: key.to_string(), key_at, node }),
         }
     }
 
     pub(crate) fn to_json(&self) -> Json {
-        Json::Object(
-            self.entries
-                .iter()
-                .map(|e| (e.key.clone(), e.node.to_json()))
-                .collect(),
-        )
+        Json::Object(self.entries.iter().map(|e| (e.key.clone(), e.node.to_json())).collect())
     }
 }
 
@@ -128,14 +116,8 @@ pub(crate) struct SourceText<'a> {
 
 impl<'a> SourceText<'a> {
     pub(crate) fn new(name: &'a str, text: &'a str) -> Self {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        Self {
-            name,
-            text,
-            line_starts,
-        }
+        let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+        Self { name, text, line_starts }
     }
 
     /// The location of byte `offset`.
@@ -143,11 +125,7 @@ impl<'a> SourceText<'a> {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
         let start = self.line_starts.get(line - 1).copied().unwrap_or(0);
-        let column = self
-            .text
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count())
-            + 1;
+        let column = self.text.get(start..offset).map_or(offset - start, |s| s.chars().count()) + 1;
         Location {
             source: self.name.to_string(),
             line: Some(u32::try_from(line).unwrap_or(u32::MAX)),
@@ -199,18 +177,12 @@ fn convert(
             i64::from_str_radix(i.as_str(), i.radix())
                 .map_err(|_| ConfigError::invalid(at, format!("integer {i} is out of range")))?,
         ),
-        DeValue::Float(f) => Val::Float(
-            f.as_str()
-                .parse()
-                .map_err(|_| ConfigError::invalid(at, format!("float {f} is out of range")))?,
-        ),
+        DeValue::Float(f) => {
+            Val::Float(f.as_str().parse().map_err(|_| ConfigError::invalid(at, format!("float {f} is out of range")))?)
+        }
         DeValue::Boolean(b) => Val::Bool(*b),
         DeValue::Datetime(d) => Val::Datetime(d.to_string()),
-        DeValue::Array(a) => Val::Array(
-            a.iter()
-                .map(|e| node(e.get_ref(), e.span().start))
-                .collect::<Result<_, _>>()?,
-        ),
+        DeValue::Array(a) => Val::Array(a.iter().map(|e| node(e.get_ref(), e.span().start)).collect::<Result<_, _>>()?),
         DeValue::Table(t) => Val::Table(table(t)?),
     })
 }
@@ -232,27 +204,17 @@ pub(crate) fn from_value(v: &DeValue<'_>, at: &Location) -> Result<Node, ConfigE
         Ok(Table { entries })
     };
     let val = convert(v, at, table, |v, _| from_value(v, at))?;
-    Ok(Node {
-        val,
-        at: at.clone(),
-    })
+    Ok(Node { val, at: at.clone() })
 }
 
 /// Whether `key` can be written bare in TOML.
 pub(crate) fn is_bare_key(key: &str) -> bool {
-    !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// `key` as written in TOML: bare, or quoted.
 pub(crate) fn toml_key(key: &str) -> String {
-    if is_bare_key(key) {
-        key.to_string()
-    } else {
-        toml_string(key)
-    }
+    if is_bare_key(key) { key.to_string() } else { toml_string(key) }
 }
 
 /// A TOML basic string.
@@ -283,11 +245,7 @@ pub(crate) fn inline(v: &Val) -> String {
             if f.is_nan() {
                 "nan".to_string()
             } else if f.is_infinite() {
-                if *f > 0.0 {
-                    "inf".to_string()
-                } else {
-                    "-inf".to_string()
-                }
+                if *f > 0.0 { "inf".to_string() } else { "-inf".to_string() }
             } else {
                 // `{:?}` keeps a `.0` on whole numbers, so it stays a float.
                 format!("{f:?}")
@@ -301,11 +259,8 @@ pub(crate) fn inline(v: &Val) -> String {
         }
         Val::Table(t) if t.entries.is_empty() => "{}".to_string(),
         Val::Table(t) => {
-            let parts: Vec<String> = t
-                .entries
-                .iter()
-                .map(|e| format!("{} = {}", toml_key(&e.key), inline(&e.node.val)))
-                .collect();
+            let parts: Vec<String> =
+                t.entries.iter().map(|e| format!("{} = {}", toml_key(&e.key), inline(&e.node.val))).collect();
             format!("{{ {} }}", parts.join(", "))
         }
     }
@@ -322,9 +277,7 @@ mod tests {
         assert_eq!((l.line, l.column), (Some(3), Some(3)));
         let t = s.parse().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(t.entries[0].key, "a");
-        let Some(Val::Table(inner)) = t.get("t").map(|n| &n.val) else {
-            panic!("no table")
-        };
+        let Some(Val::Table(inner)) = t.get("t").map(|n| &n.val) else { panic!("no table") };
         let e = &inner.entries[0];
         assert_eq!((e.key_at.line, e.key_at.column), (Some(3), Some(3)));
         assert_eq!(e.key, "é");
@@ -333,16 +286,10 @@ mod tests {
 
     #[test]
     fn inline_rendering_is_toml() {
-        let s = SourceText::new(
-            "f",
-            "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n",
-        );
+        let s = SourceText::new("f", "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n");
         let t = s.parse().unwrap_or_else(|e| panic!("{e}"));
         let Some(x) = t.get("x") else { panic!("no x") };
         let text = format!("x = {}\n", inline(&x.val));
-        assert_eq!(
-            text,
-            "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n"
-        );
+        assert_eq!(text, "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n");
     }
 }

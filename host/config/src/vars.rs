@@ -50,10 +50,7 @@ fn unset_hint(name: &str) -> &'static str {
 impl Vars {
     /// The same values with `profile_dir` set.
     pub fn with_profile_dir(&self, dir: Option<PathBuf>) -> Self {
-        Self {
-            profile_dir: dir,
-            ..self.clone()
-        }
+        Self { profile_dir: dir, ..self.clone() }
     }
 
     fn value(&self, name: &str) -> Result<&Path, VarError> {
@@ -81,11 +78,7 @@ impl Vars {
                 let end = after.find('}').ok_or(VarError::Unterminated)?;
                 let name = &after[..end];
                 let value = self.value(name)?;
-                out.push_str(
-                    value
-                        .to_str()
-                        .ok_or_else(|| VarError::NotUtf8(name.to_string()))?,
-                );
+                out.push_str(value.to_str().ok_or_else(|| VarError::NotUtf8(name.to_string()))?);
                 rest = &after[end + 1..];
             } else {
                 out.push('$');
@@ -109,15 +102,8 @@ impl Vars {
         } else {
             PathBuf::from(expanded)
         };
-        let abs = if path.is_absolute() {
-            path
-        } else {
-            base.join(path)
-        };
-        Ok(abs
-            .components()
-            .filter(|c| !matches!(c, Component::CurDir))
-            .collect())
+        let abs = if path.is_absolute() { path } else { base.join(path) };
+        Ok(abs.components().filter(|c| !matches!(c, Component::CurDir)).collect())
     }
 }
 
@@ -126,30 +112,16 @@ mod tests {
     use super::*;
 
     fn vars() -> Vars {
-        Vars {
-            workspace: "/ws".into(),
-            plugin_dir: "/plugins".into(),
-            home: Some("/home/u".into()),
-            profile_dir: None,
-        }
+        Vars { workspace: "/ws".into(), plugin_dir: "/plugins".into(), home: Some("/home/u".into()), profile_dir: None }
     }
 
     #[test]
     fn expands_known_variables() {
         let v = vars();
-        assert_eq!(
-            v.expand("${plugin_dir}/fs.wasm").ok(),
-            Some("/plugins/fs.wasm".to_string())
-        );
-        assert_eq!(
-            v.expand("a $b $${x} ${home}").ok(),
-            Some("a $b ${x} /home/u".to_string())
-        );
+        assert_eq!(v.expand("${plugin_dir}/fs.wasm").ok(), Some("/plugins/fs.wasm".to_string()));
+        assert_eq!(v.expand("a $b $${x} ${home}").ok(), Some("a $b ${x} /home/u".to_string()));
         assert_eq!(v.expand("${nope}"), Err(VarError::Unknown("nope".into())));
-        assert_eq!(
-            v.expand("${profile_dir}"),
-            Err(VarError::Unset("profile_dir".into()))
-        );
+        assert_eq!(v.expand("${profile_dir}"), Err(VarError::Unset("profile_dir".into())));
         assert_eq!(v.expand("${home"), Err(VarError::Unterminated));
     }
 
@@ -157,25 +129,10 @@ mod tests {
     fn expands_paths() {
         let v = vars();
         let base = Path::new("/base");
-        assert_eq!(
-            v.expand_path("~/.wharf/x", base).ok(),
-            Some(PathBuf::from("/home/u/.wharf/x"))
-        );
-        assert_eq!(
-            v.expand_path("./p/./q", base).ok(),
-            Some(PathBuf::from("/base/p/q"))
-        );
-        assert_eq!(
-            v.expand_path("${workspace}", base).ok(),
-            Some(PathBuf::from("/ws"))
-        );
-        let nohome = Vars {
-            home: None,
-            ..vars()
-        };
-        assert_eq!(
-            nohome.expand_path("~/x", base),
-            Err(VarError::Unset("home".into()))
-        );
+        assert_eq!(v.expand_path("~/.wharf/x", base).ok(), Some(PathBuf::from("/home/u/.wharf/x")));
+        assert_eq!(v.expand_path("./p/./q", base).ok(), Some(PathBuf::from("/base/p/q")));
+        assert_eq!(v.expand_path("${workspace}", base).ok(), Some(PathBuf::from("/ws")));
+        let nohome = Vars { home: None, ..vars() };
+        assert_eq!(nohome.expand_path("~/x", base), Err(VarError::Unset("home".into())));
     }
 }

@@ -68,13 +68,13 @@ fn reply_spec() -> impl Strategy<Value = ReplySpec> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![Just(Op::Followup), Just(Op::Steer), Just(Op::Inject), Just(Op::Cancel)]
+    prop_oneof![2 => Just(Op::Followup), 1 => Just(Op::Steer), 1 => Just(Op::Inject), 3 => Just(Op::Cancel)]
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop::collection::vec(reply_spec(), 1..10),
-        prop::collection::vec((0u32..30, op()), 0..8),
+        prop::collection::vec((0u32..16, op()), 0..10),
         1u32..5,
         1usize..4,
         0.0f64..1.0,

@@ -31,7 +31,10 @@ fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::var("WHARF_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let per_round = 200;
 
-    let rt = Runtime::new(RuntimeOptions { cache_dir: wharf_runtime::cache::CompileCache::default_dir(), ..Default::default() })?;
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
+        ..Default::default()
+    })?;
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let spec = |warm| PluginSpec {
         id: "text".into(),

@@ -9,8 +9,8 @@ use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
     BoxFuture, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent,
-    LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role, Tool,
-    ToolCall, ToolInvocation, ToolOutcome, ToolSpec, Usage,
+    LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role, Tool, ToolCall,
+    ToolInvocation, ToolOutcome, ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 
@@ -56,7 +56,11 @@ pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
     let plugin = version.plugin_ref();
     let mut regs = Registrations::default();
     for spec in &version.tools {
-        regs.tools.push(Arc::new(ComponentTool { version: version.clone(), plugin: plugin.clone(), spec: spec.clone() }));
+        regs.tools.push(Arc::new(ComponentTool {
+            version: version.clone(),
+            plugin: plugin.clone(),
+            spec: spec.clone(),
+        }));
     }
     if version.kinds.contains(&Kind::Llm) {
         regs.llm = Some(Arc::new(ComponentLlm { version: version.clone(), plugin: plugin.clone() }));
@@ -336,7 +340,8 @@ impl Hook for ComponentHooks {
                 ex::hooks::Outcome::Pass => HookOutcome::Pass,
                 ex::hooks::Outcome::Reject(r) => HookOutcome::Reject(r),
                 ex::hooks::Outcome::Replace(v) => HookOutcome::Replace(
-                    serde_json::from_str(&v).map_err(|e| format!("hook {}: replacement is not JSON: {e}", self.plugin.id))?,
+                    serde_json::from_str(&v)
+                        .map_err(|e| format!("hook {}: replacement is not JSON: {e}", self.plugin.id))?,
                 ),
             })
         })

@@ -17,7 +17,6 @@ use crate::error::LoadError;
 use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
 use crate::state::{HostState, LimitError, PluginShared};
 
-
 /// Runs `$body` against a fresh instance of `$v` (bound to `$store` and
 /// `$inst`) with the wall-clock limit around it: epochs stop guest code, the
 /// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
@@ -37,7 +36,9 @@ macro_rules! sandboxed {
                 let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
                 let res = tokio::time::timeout(wall, fut).await;
                 let out = match res {
-                    Err(_) => Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout_ms} ms"))),
+                    Err(_) => {
+                        Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout_ms} ms")))
+                    }
                     Ok(Ok(v)) => Ok(v),
                     Ok(Err(e)) => Err(classify_error(&e, $store.data())),
                 };
@@ -384,7 +385,8 @@ fn inspect_names(
         }
     }
     kinds.sort();
-    let has_plugin = names.iter().any(|(n, e)| *e && parse_name(n).is_some_and(|(p, i, _)| p == "wharf:plugin" && i == "plugin"));
+    let has_plugin =
+        names.iter().any(|(n, e)| *e && parse_name(n).is_some_and(|(p, i, _)| p == "wharf:plugin" && i == "plugin"));
     if kinds.is_empty() || !has_plugin {
         let exports = if exports.is_empty() { "none".to_string() } else { exports.join(", ") };
         if kinds.is_empty() {
@@ -423,7 +425,9 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
     if let Some(trap) = err.downcast_ref::<Trap>() {
         return match trap {
             Trap::StackOverflow => CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack"),
-            Trap::Interrupt => CallError::new("TIMEOUT", format!("call exceeded its time limit of {} ms", state.timeout_ms)),
+            Trap::Interrupt => {
+                CallError::new("TIMEOUT", format!("call exceeded its time limit of {} ms", state.timeout_ms))
+            }
             other => CallError::new("TRAP", format!("the plugin trapped: {other}")),
         };
     }
@@ -462,11 +466,12 @@ impl PluginVersion {
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
             let info = sandboxed!(self, none, 10_000, |store, inst| {
-{
-                let guest = self.indices.plugin.load(&mut store, &inst)?;
-                guest.call_info(&mut store).await
-            }})
-                .map_err(|e| format!("plugin.info() failed: {e}"))?;
+                {
+                    let guest = self.indices.plugin.load(&mut store, &inst)?;
+                    guest.call_info(&mut store).await
+                }
+            })
+            .map_err(|e| format!("plugin.info() failed: {e}"))?;
             self.info = PluginInfo {
                 name: info.name,
                 version: info.version,
@@ -476,11 +481,12 @@ impl PluginVersion {
             self.effective = Arc::new(grant.intersect(&self.info.requests));
             if let Some(tool_idx) = &self.indices.tool {
                 let specs = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
-{
-                    let guest = tool_idx.load(&mut store, &inst)?;
-                    guest.call_list_tools(&mut store).await
-                }})
-                    .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
+                    {
+                        let guest = tool_idx.load(&mut store, &inst)?;
+                        guest.call_list_tools(&mut store).await
+                    }
+                })
+                .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
                 let mut tools = Vec::new();
                 for s in specs {
                     tools.push(convert_spec(s)?);
@@ -505,14 +511,20 @@ impl PluginVersion {
                     guest.call_model(&mut store).await
                 })
                 .map_err(|e| format!("llm.model() failed: {e}"))?;
-                self.model_info = Some(wharf_core::plugin::ModelInfo { model: m.model, context_window: m.context_window });
+                self.model_info =
+                    Some(wharf_core::plugin::ModelInfo { model: m.model, context_window: m.context_window });
             }
             Ok(())
         })
     }
 
     /// One tool call in a fresh sandbox (or a warm instance if opted in).
-    pub async fn call_tool(&self, name: &str, arguments: &str, ctx: &CallContext) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: &str,
+        ctx: &CallContext,
+    ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
         let Some(tool_idx) = &self.indices.tool else {
             return Err(CallError::new("NOT_A_TOOL", format!("plugin `{}` exports no tools", self.id)));
         };
@@ -526,10 +538,11 @@ impl PluginVersion {
             self.call_warm(name, arguments, &wctx).await
         } else {
             sandboxed!(self, self.effective.clone(), timeout, |store, inst| {
-{
-                let guest = tool_idx.load(&mut store, &inst)?;
-                guest.call_call(&mut store, name, arguments, &wctx).await
-            }})
+                {
+                    let guest = tool_idx.load(&mut store, &inst)?;
+                    guest.call_call(&mut store, name, arguments, &wctx).await
+                }
+            })
         }?;
         self.finish_tool(res)
     }
@@ -544,7 +557,10 @@ impl PluginVersion {
                 if size > self.effective.output_limit_bytes {
                     return Err(CallError::new(
                         "OUTPUT_LIMIT",
-                        format!("output of {size} bytes exceeds the limit of {} bytes", self.effective.output_limit_bytes),
+                        format!(
+                            "output of {size} bytes exceeds the limit of {} bytes",
+                            self.effective.output_limit_bytes
+                        ),
                     ));
                 }
                 let details = out.details.and_then(|d| serde_json::from_str(&d).ok());
@@ -556,7 +572,12 @@ impl PluginVersion {
                     message.truncate(self.effective.output_limit_bytes.min(4096));
                 }
                 let code = if e.code.is_empty() { "TOOL_ERROR".to_string() } else { e.code };
-                Ok(wharf_core::plugin::ToolOutcome { content: message, is_error: true, error_code: Some(code), details: None })
+                Ok(wharf_core::plugin::ToolOutcome {
+                    content: message,
+                    is_error: true,
+                    error_code: Some(code),
+                    details: None,
+                })
             }
         }
     }
@@ -573,7 +594,11 @@ impl PluginVersion {
     }
 
     /// Runs a hook listener in a fresh sandbox.
-    pub async fn call_hook(&self, point: ex::hooks::HookPoint, payload: String) -> Result<ex::hooks::Outcome, CallError> {
+    pub async fn call_hook(
+        &self,
+        point: ex::hooks::HookPoint,
+        payload: String,
+    ) -> Result<ex::hooks::Outcome, CallError> {
         let Some(idx) = &self.indices.hooks else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no hooks", self.id)));
         };
@@ -601,7 +626,10 @@ impl PluginVersion {
     ) -> Result<(Store<HostState>, ex::llm::Guest, ResourceAny), crate::adapters::StartError> {
         use crate::adapters::StartError;
         let Some(idx) = &self.indices.llm else {
-            return Err(StartError::Sandbox(CallError::new("HOST_ERROR", format!("plugin `{}` is not an LLM adapter", self.id))));
+            return Err(StartError::Sandbox(CallError::new(
+                "HOST_ERROR",
+                format!("plugin `{}` is not an LLM adapter", self.id),
+            )));
         };
         let timeout_ms = self.effective.timeout_ms;
         let mut store = self.new_store(self.effective.clone()).map_err(StartError::Sandbox)?;
@@ -615,7 +643,9 @@ impl PluginVersion {
         };
         let res = tokio::time::timeout(wall, fut).await;
         let out = match res {
-            Err(_) => Err(StartError::Sandbox(CallError::new("TIMEOUT", format!("adapter start exceeded {timeout_ms} ms")))),
+            Err(_) => {
+                Err(StartError::Sandbox(CallError::new("TIMEOUT", format!("adapter start exceeded {timeout_ms} ms"))))
+            }
             Ok(Err(e)) => Err(StartError::Sandbox(classify_error(&e, store.data()))),
             Ok(Ok((_, Err(e)))) => Err(StartError::Adapter(e)),
             Ok(Ok((guest, Ok(handle)))) => Ok((guest, handle)),
@@ -640,7 +670,8 @@ impl PluginVersion {
             None => {
                 let mut store = self.new_store(self.effective.clone())?;
                 store.data_mut().begin_call(self.effective.timeout_ms);
-                let inst = self.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
+                let inst =
+                    self.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
                 let tool = tool_idx.load(&mut store, &inst).map_err(|e| classify_error(&e, store.data()))?;
                 WarmInstance { store, tool }
             }
@@ -683,4 +714,3 @@ fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String>
         },
     })
 }
-

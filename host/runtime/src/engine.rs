@@ -47,10 +47,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         let pooling = std::env::var("WHARF_POOLING").map(|v| v != "0").unwrap_or(true);
-        let max_instances = std::env::var("WHARF_POOLING_INSTANCES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000);
+        let max_instances = std::env::var("WHARF_POOLING_INSTANCES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
         let keep_resident = std::env::var("WHARF_KEEP_RESIDENT_KB")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())

@@ -239,8 +239,8 @@ fn validate_host_pattern(p: &str) -> Result<(), GrantError> {
         Some((n, port)) if !n.contains(':') || n.starts_with('[') => (n, Some(port)),
         _ => (host, None),
     };
-    let ok_name = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+    let ok_name =
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
     let ok_port = port.is_none_or(|p| p.parse::<u16>().is_ok());
     if ok_name && ok_port { Ok(()) } else { Err(GrantError::BadHost(p.to_string())) }
 }

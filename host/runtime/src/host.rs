@@ -38,7 +38,12 @@ fn kinds_of(v: &PluginVersion) -> Vec<String> {
 }
 
 fn loaded(v: &PluginVersion) -> EventKind {
-    EventKind::PluginLoaded(PluginChange { id: v.id.clone(), digest: v.digest.clone(), kinds: kinds_of(v), error: None })
+    EventKind::PluginLoaded(PluginChange {
+        id: v.id.clone(),
+        digest: v.digest.clone(),
+        kinds: kinds_of(v),
+        error: None,
+    })
 }
 
 fn unloaded(v: &PluginVersion) -> EventKind {
@@ -153,7 +158,9 @@ impl PluginHost {
         for (h, spec) in handles.into_iter().zip(&specs) {
             results.push(match h.await {
                 Ok(r) => r,
-                Err(e) => Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") }),
+                Err(e) => {
+                    Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") })
+                }
             });
         }
         let mut errors = Vec::new();
@@ -267,7 +274,11 @@ impl PluginHost {
 
     /// Watches every loaded component file and the given config files,
     /// reloading on change until the returned handle is dropped.
-    pub fn watch(self: &Arc<Self>, config_files: Vec<PathBuf>, source: Option<SpecSource>) -> anyhow::Result<WatchHandle> {
+    pub fn watch(
+        self: &Arc<Self>,
+        config_files: Vec<PathBuf>,
+        source: Option<SpecSource>,
+    ) -> anyhow::Result<WatchHandle> {
         let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(ev) = res {

@@ -333,7 +333,10 @@ impl wit::process::Host for HostState {
         Ok(Err(self.process_denied()))
     }
 
-    async fn spawn(&mut self, _cmd: wit::process::Command) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
+    async fn spawn(
+        &mut self,
+        _cmd: wit::process::Command,
+    ) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
         Ok(Err(self.process_denied()))
     }
 

@@ -61,16 +61,13 @@ impl Cx<'_> {
             None => Err(ToolError::new(
                 "NOT_READ",
                 format!(
-                    "{} has not been read in this session; read it first with `read`, then edit",
+                    "{} has not been read in this session; read it with `read` before changing it",
                     self.show(path)
                 ),
             )),
             Some(seen) if seen != Seen::of(current) => Err(ToolError::new(
                 "STALE",
-                format!(
-                    "{} changed since it was last read; read it again before editing",
-                    self.show(path)
-                ),
+                format!("{} changed since it was last read; read it again before editing", self.show(path)),
             )),
             Some(_) => Ok(()),
         }
@@ -109,10 +106,7 @@ fn looks_binary(head: &[u8]) -> bool {
 
 fn not_a_file(cx: &Cx<'_>, path: &Path, meta: &fs::Metadata) -> Option<ToolError> {
     if meta.is_dir() {
-        Some(ToolError::new(
-            "IS_A_DIRECTORY",
-            format!("{} is a directory; use `list` or `glob`", cx.show(path)),
-        ))
+        Some(ToolError::new("IS_A_DIRECTORY", format!("{} is a directory; use `list` or `glob`", cx.show(path))))
     } else {
         None
     }
@@ -170,10 +164,7 @@ pub fn read(cx: &Cx<'_>, a: ReadArgs) -> ToolResult {
     } else if first == 0 {
         out = format!("[offset {offset} is past the end: {shown} has {total} lines]\n");
     } else if last < total {
-        out.push_str(&format!(
-            "[showing lines {first}-{last} of {total}; continue with offset={}]\n",
-            last + 1
-        ));
+        out.push_str(&format!("[showing lines {first}-{last} of {total}; continue with offset={}]\n", last + 1));
     }
     let details = json!({"path": shown, "lines": total, "bytes": len, "from": first, "to": last, "binary": binary});
     Ok(ToolOutput::text(out).with_details(&details))
@@ -194,7 +185,7 @@ pub fn write(cx: &Cx<'_>, a: WriteArgs) -> ToolResult {
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         Err(e) => return Err(cx.io(&path, &e)),
     };
-    if let Some(parent) = path.parent() {
+    if let Some(parent) = path.parent().filter(|p| !p.exists()) {
         fs::create_dir_all(parent).map_err(|e| cx.io(parent, &e))?;
     }
     fs::write(&path, a.content.as_bytes()).map_err(|e| cx.io(&path, &e))?;
@@ -202,16 +193,15 @@ pub fn write(cx: &Cx<'_>, a: WriteArgs) -> ToolResult {
     let shown = cx.show(&path);
     let lines = a.content.lines().count();
     let verb = if existed { "Overwrote" } else { "Created" };
-    Ok(ToolOutput::text(format!("{verb} {shown} ({} bytes, {lines} lines)", a.content.len()))
+    let plural = if lines == 1 { "" } else { "s" };
+    Ok(ToolOutput::text(format!("{verb} {shown} ({} bytes, {lines} line{plural})", a.content.len()))
         .with_details(&json!({"path": shown, "bytes": a.content.len(), "created": !existed})))
 }
 
 /// `edit`: exact string replacement in a file read in this session.
 pub fn edit(cx: &Cx<'_>, a: EditArgs) -> ToolResult {
     if a.old_string.is_empty() {
-        return Err(ToolError::invalid_argument(
-            "old_string is empty; to create a file use `write`",
-        ));
+        return Err(ToolError::invalid_argument("old_string is empty; to create a file use `write`"));
     }
     if a.old_string == a.new_string {
         return Err(ToolError::invalid_argument("old_string and new_string are identical"));
@@ -224,9 +214,8 @@ pub fn edit(cx: &Cx<'_>, a: EditArgs) -> ToolResult {
     let bytes = fs::read(&path).map_err(|e| cx.io(&path, &e))?;
     cx.check_fresh(&path, &bytes)?;
     let shown = cx.show(&path);
-    let text = String::from_utf8(bytes).map_err(|_| {
-        ToolError::invalid_argument(format!("{shown} is not UTF-8 text; rewrite it with `write`"))
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ToolError::invalid_argument(format!("{shown} is not UTF-8 text; rewrite it with `write`")))?;
     let count = text.matches(a.old_string.as_str()).count();
     let first = match text.find(a.old_string.as_str()) {
         None => {
@@ -269,10 +258,8 @@ pub fn edit(cx: &Cx<'_>, a: EditArgs) -> ToolResult {
     }
     let replaced = if replace_all { count } else { 1 };
     let plural = if replaced == 1 { "" } else { "s" };
-    Ok(ToolOutput::text(format!(
-        "Edited {shown}: replaced {replaced} occurrence{plural}.\n{snippet}"
-    ))
-    .with_details(&json!({"path": shown, "replacements": replaced, "line": start_line})))
+    Ok(ToolOutput::text(format!("Edited {shown}: replaced {replaced} occurrence{plural}.\n{snippet}"))
+        .with_details(&json!({"path": shown, "replacements": replaced, "line": start_line})))
 }
 
 /// `list`: directory entries, `/` after directories, down to `depth`.
@@ -280,10 +267,7 @@ pub fn list(cx: &Cx<'_>, a: ListArgs) -> ToolResult {
     let path = cx.resolve(a.path.as_deref().unwrap_or("."))?;
     let meta = fs::metadata(&path).map_err(|e| cx.io(&path, &e))?;
     if !meta.is_dir() {
-        return Err(ToolError::new(
-            "NOT_A_DIRECTORY",
-            format!("{} is a file; use `read`", cx.show(&path)),
-        ));
+        return Err(ToolError::new("NOT_A_DIRECTORY", format!("{} is a file; use `read`", cx.show(&path))));
     }
     let depth = a.depth.unwrap_or(1).clamp(1, MAX_LIST_DEPTH);
     let mut lines = Vec::new();
@@ -303,13 +287,7 @@ pub fn list(cx: &Cx<'_>, a: ListArgs) -> ToolResult {
     Ok(ToolOutput::text(out).with_details(&json!({"path": shown, "entries": lines.len(), "truncated": truncated})))
 }
 
-fn list_into(
-    dir: &Path,
-    prefix: &str,
-    depth: u32,
-    lines: &mut Vec<String>,
-    truncated: &mut bool,
-) -> io::Result<()> {
+fn list_into(dir: &Path, prefix: &str, depth: u32, lines: &mut Vec<String>, truncated: &mut bool) -> io::Result<()> {
     let mut entries: Vec<_> = fs::read_dir(dir)?.filter_map(Result::ok).collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
@@ -381,11 +359,15 @@ pub fn grep(cx: &Cx<'_>, a: GrepArgs) -> ToolResult {
         if filter.as_ref().is_some_and(|g| !g.matches(&f.rel)) {
             continue;
         }
-        let Ok(meta) = fs::metadata(&f.path) else { continue };
+        let Ok(meta) = fs::metadata(&f.path) else {
+            continue;
+        };
         if meta.len() > GREP_MAX_FILE {
             continue;
         }
-        let Ok(bytes) = fs::read(&f.path) else { continue };
+        let Ok(bytes) = fs::read(&f.path) else {
+            continue;
+        };
         if looks_binary(&bytes) {
             continue;
         }

@@ -19,11 +19,7 @@ impl Env {
     }
 
     fn call(&self, session: &str, name: &str, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
-        let cx = Cx {
-            root: wharf_sdk::path::normalize(self.dir.path()),
-            session,
-            records: &self.records,
-        };
+        let cx = Cx { root: wharf_sdk::path::normalize(self.dir.path()), session, records: &self.records };
         dispatch(&cx, name, &Args::new(args.to_string()))
     }
 
@@ -154,7 +150,10 @@ fn list_glob_grep() {
     assert_eq!(env.ok("list", json!({"path": "src", "depth": 2})), "deep/\ndeep/mod.rs\nlib.rs\n");
     assert_eq!(env.ok("glob", json!({"pattern": "*.rs"})), "src/deep/mod.rs\nsrc/lib.rs\n");
     assert_eq!(env.ok("glob", json!({"pattern": "src/*.rs"})), "src/lib.rs\n");
-    assert_eq!(env.ok("glob", json!({"pattern": "*.md", "path": "src"})).lines().next().unwrap(), "no files match `*.md` under src");
+    assert_eq!(
+        env.ok("glob", json!({"pattern": "*.md", "path": "src"})).lines().next().unwrap(),
+        "no files match `*.md` under src"
+    );
     assert_eq!(env.ok("grep", json!({"pattern": "TODO"})), "README.md:2: TODO docs\nsrc/lib.rs:2: // TODO: more\n");
     assert_eq!(
         env.ok("grep", json!({"pattern": "todo", "case_insensitive": true, "glob": "*.rs", "files_only": true})),

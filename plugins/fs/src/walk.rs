@@ -91,11 +91,8 @@ pub struct Glob {
     name_only: bool,
 }
 
-const OPTIONS: MatchOptions = MatchOptions {
-    case_sensitive: true,
-    require_literal_separator: true,
-    require_literal_leading_dot: false,
-};
+const OPTIONS: MatchOptions =
+    MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: false };
 
 impl Glob {
     /// Compiles `pattern`; `..` and absolute patterns are rejected.
@@ -109,8 +106,8 @@ impl Glob {
                 "glob patterns are relative to `path` and may not contain `..` or start with `/`",
             ));
         }
-        let pattern = Pattern::new(p)
-            .map_err(|e| ToolError::invalid_argument(format!("invalid glob pattern `{p}`: {e}")))?;
+        let pattern =
+            Pattern::new(p).map_err(|e| ToolError::invalid_argument(format!("invalid glob pattern `{p}`: {e}")))?;
         Ok(Self { pattern, name_only: !p.contains('/') })
     }
 

@@ -76,9 +76,8 @@ impl Counter for KvCounter {
 struct Scripted;
 
 fn config() -> Result<Config, LlmError> {
-    wharf_sdk::config::get::<Config>().map_err(|e| {
-        LlmError::new(LlmErrorCode::InvalidRequest, format!("llm-scripted: {e}"))
-    })
+    wharf_sdk::config::get::<Config>()
+        .map_err(|e| LlmError::new(LlmErrorCode::InvalidRequest, format!("llm-scripted: {e}")))
 }
 
 impl LlmPlugin for Scripted {

@@ -109,10 +109,8 @@ impl Fail {
     fn error(&self) -> Result<LlmError, LlmError> {
         let code = LlmErrorCode::parse(&self.code)
             .ok_or_else(|| invalid(format!("llm-scripted: unknown error code `{}`", self.code)))?;
-        let mut e = LlmError::new(
-            code,
-            self.message.clone().unwrap_or_else(|| format!("scripted {} error", code.as_str())),
-        );
+        let mut e =
+            LlmError::new(code, self.message.clone().unwrap_or_else(|| format!("scripted {} error", code.as_str())));
         e.http_status = self.http_status;
         e.retry_after_ms = self.retry_after_ms;
         Ok(e)
@@ -122,9 +120,7 @@ impl Fail {
         match self.during.as_deref() {
             None | Some("start") => Ok(false),
             Some("stream") => Ok(true),
-            Some(other) => Err(invalid(format!(
-                "llm-scripted: `during` must be `start` or `stream`, not `{other}`"
-            ))),
+            Some(other) => Err(invalid(format!("llm-scripted: `during` must be `start` or `stream`, not `{other}`"))),
         }
     }
 }
@@ -140,16 +136,16 @@ pub struct ScriptStream {
 
 impl CompletionStream for ScriptStream {
     fn next(&mut self) -> Result<Option<Vec<Event>>, LlmError> {
-        if let Some((after, err)) = &self.fail_after {
-            if self.played >= *after {
-                return Err(err.clone());
-            }
+        if let Some((after, err)) = &self.fail_after
+            && self.played >= *after
+        {
+            return Err(err.clone());
         }
-        if let Some(d) = self.delay {
-            if !self.batches.is_empty() {
-                // A host call (wasi:clocks subscribe + poll), not a busy loop.
-                std::thread::sleep(d);
-            }
+        if let Some(d) = self.delay
+            && !self.batches.is_empty()
+        {
+            // A host call (wasi:clocks subscribe + poll), not a busy loop.
+            std::thread::sleep(d);
         }
         self.played += 1;
         Ok(self.batches.pop_front())
@@ -250,17 +246,16 @@ pub fn start(cfg: &Config, req: &LlmRequest, counter: &dyn Counter) -> Result<Sc
     let per_batch = cfg.chunks_per_batch.filter(|&n| n > 0).unwrap_or(1);
     let reasoning = turn.reasoning.clone().unwrap_or_default();
     let mut text = turn.text.clone().unwrap_or_default();
-    if turn.echo_last_tool_result {
-        if let Some(m) = req.messages.iter().rev().find(|m| m.role == Role::Tool) {
-            text.push_str(&m.content);
-        }
+    if turn.echo_last_tool_result
+        && let Some(m) = req.messages.iter().rev().find(|m| m.role == Role::Tool)
+    {
+        text.push_str(&m.content);
     }
 
     let mut events: Vec<Event> = Vec::new();
     events.extend(chunks(&reasoning, size).into_iter().map(Event::Reasoning));
     events.extend(chunks(&text, size).into_iter().map(Event::Text));
-    let mut batches: VecDeque<Vec<Event>> =
-        events.chunks(per_batch).map(<[Event]>::to_vec).collect();
+    let mut batches: VecDeque<Vec<Event>> = events.chunks(per_batch).map(<[Event]>::to_vec).collect();
 
     let mut tail = Vec::new();
     let mut call_tokens = 0;
@@ -287,8 +282,9 @@ pub fn start(cfg: &Config, req: &LlmRequest, counter: &dyn Counter) -> Result<Sc
     });
     tail.push(Event::Usage(usage));
     let finish = match turn.finish.as_deref() {
-        Some(name) => FinishReason::parse(name)
-            .ok_or_else(|| invalid(format!("llm-scripted: unknown finish reason `{name}`")))?,
+        Some(name) => {
+            FinishReason::parse(name).ok_or_else(|| invalid(format!("llm-scripted: unknown finish reason `{name}`")))?
+        }
         None if !turn.tool_calls.is_empty() => FinishReason::ToolCalls,
         None => FinishReason::Stop,
     };
@@ -419,8 +415,10 @@ mod tests {
 
     #[test]
     fn global_fail_during_stream() {
-        let c = cfg(json!({"chunk_size": 2, "fail": {"code": "stream-closed", "during": "stream", "after_batches": 2, "times": 1},
-                           "turns": [{"text": "abcdef"}]}));
+        let c = cfg(
+            json!({"chunk_size": 2, "fail": {"code": "stream-closed", "during": "stream", "after_batches": 2, "times": 1},
+                           "turns": [{"text": "abcdef"}]}),
+        );
         let mem = Mem::default();
         let (b, e) = drain(start(&c, &req(vec![]), &mem).unwrap());
         assert_eq!(b.len(), 2);
@@ -434,11 +432,25 @@ mod tests {
     fn usage_is_given_or_estimated_and_config_is_strict() {
         let c = cfg(json!({"turns": [{"text": "x", "usage": {"prompt_tokens": 7, "completion_tokens": 3}}]}));
         let (b, _) = drain(start(&c, &req(vec![]), &Mem::default()).unwrap());
-        let usage = b.iter().flatten().find_map(|e| match e { Event::Usage(u) => Some(*u), _ => None }).unwrap();
+        let usage = b
+            .iter()
+            .flatten()
+            .find_map(|e| match e {
+                Event::Usage(u) => Some(*u),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!((usage.prompt_tokens, usage.completion_tokens), (7, 3));
         let c = cfg(json!({"turns": [{"text": "12345678"}]}));
         let (b, _) = drain(start(&c, &req(vec![]), &Mem::default()).unwrap());
-        let usage = b.iter().flatten().find_map(|e| match e { Event::Usage(u) => Some(*u), _ => None }).unwrap();
+        let usage = b
+            .iter()
+            .flatten()
+            .find_map(|e| match e {
+                Event::Usage(u) => Some(*u),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!(usage.completion_tokens, 2);
         assert!(serde_json::from_value::<Config>(json!({"turns": [{"txt": "typo"}]})).is_err());
         let bad = cfg(json!({"turns": [{"finish": "nope"}]}));

@@ -70,12 +70,7 @@ impl ErrorCode {
     pub fn is_retryable(self) -> bool {
         matches!(
             self,
-            Self::RateLimit
-                | Self::Server
-                | Self::Transport
-                | Self::Timeout
-                | Self::StreamClosed
-                | Self::EmptyResponse
+            Self::RateLimit | Self::Server | Self::Transport | Self::Timeout | Self::StreamClosed | Self::EmptyResponse
         )
     }
 }
@@ -103,12 +98,7 @@ pub struct WireError {
 impl WireError {
     /// An error without HTTP details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            http_status: None,
-            retry_after_ms: None,
-        }
+        Self { code, message: message.into(), http_status: None, retry_after_ms: None }
     }
 
     /// The same error with every occurrence of `secret` in the message
@@ -124,11 +114,7 @@ impl WireError {
 /// the value of any `Bearer <token>` it contains. An empty secret redacts
 /// only bearer tokens.
 pub fn redact(text: &str, secret: &str) -> String {
-    let out = if secret.is_empty() {
-        text.to_string()
-    } else {
-        text.replace(secret, REDACTED)
-    };
+    let out = if secret.is_empty() { text.to_string() } else { text.replace(secret, REDACTED) };
     redact_bearer(&out)
 }
 
@@ -188,10 +174,7 @@ impl ErrorBody {
         let inner = match obj.get("error") {
             Some(Value::Object(inner)) => inner,
             Some(Value::String(s)) => {
-                return Some(Self {
-                    message: Some(s.clone()),
-                    ..Self::default()
-                });
+                return Some(Self { message: Some(s.clone()), ..Self::default() });
             }
             Some(_) => return None,
             None if obj.contains_key("message") => obj,
@@ -202,11 +185,7 @@ impl ErrorBody {
             Some(Value::Number(n)) => Some(n.to_string()),
             _ => None,
         };
-        Some(Self {
-            message: text("message"),
-            kind: text("type"),
-            code: text("code"),
-        })
+        Some(Self { message: text("message"), kind: text("type"), code: text("code") })
     }
 
     /// Parses a response body; `None` if it is not an error object.
@@ -217,10 +196,7 @@ impl ErrorBody {
 
     fn haystack(&self) -> String {
         let mut s = String::new();
-        for part in [&self.message, &self.kind, &self.code]
-            .into_iter()
-            .flatten()
-        {
+        for part in [&self.message, &self.kind, &self.code].into_iter().flatten() {
             s.push_str(&part.to_ascii_lowercase());
             s.push(' ');
         }
@@ -288,10 +264,7 @@ pub fn map_http_error(
     let message = if detail.is_empty() {
         format!("HTTP {status}")
     } else {
-        format!(
-            "HTTP {status}: {}",
-            truncate_chars(&detail, MAX_MESSAGE_CHARS)
-        )
+        format!("HTTP {status}: {}", truncate_chars(&detail, MAX_MESSAGE_CHARS))
     };
     WireError {
         code,
@@ -322,17 +295,8 @@ pub fn map_stream_error(body: &ErrorBody) -> WireError {
     } else {
         ErrorCode::Server
     };
-    let detail = body
-        .message
-        .clone()
-        .unwrap_or_else(|| "error in stream".to_string());
-    WireError::new(
-        code,
-        format!(
-            "stream error: {}",
-            truncate_chars(&detail, MAX_MESSAGE_CHARS)
-        ),
-    )
+    let detail = body.message.clone().unwrap_or_else(|| "error in stream".to_string());
+    WireError::new(code, format!("stream error: {}", truncate_chars(&detail, MAX_MESSAGE_CHARS)))
 }
 
 fn collapse_whitespace(text: &str) -> String {
@@ -389,10 +353,7 @@ mod tests {
             "",
         );
         assert_eq!(e.code, ErrorCode::InvalidRequest);
-        assert_eq!(
-            e.message,
-            "HTTP 400: The reasoning_content in the thinking mode must be passed back to the API."
-        );
+        assert_eq!(e.message, "HTTP 400: The reasoning_content in the thinking mode must be passed back to the API.");
     }
 
     #[test]
@@ -402,63 +363,27 @@ mod tests {
             "invalid_request_error",
             "invalid_request_error",
         );
-        assert_eq!(
-            map_http_error(400, &ds, None, 0, "").code,
-            ErrorCode::ContextWindowExceeded
-        );
-        let oa = body(
-            "too long",
-            "invalid_request_error",
-            "context_length_exceeded",
-        );
-        assert_eq!(
-            map_http_error(400, &oa, None, 0, "").code,
-            ErrorCode::ContextWindowExceeded
-        );
-        assert_eq!(
-            map_http_error(422, b"prompt is too long", None, 0, "").code,
-            ErrorCode::ContextWindowExceeded
-        );
+        assert_eq!(map_http_error(400, &ds, None, 0, "").code, ErrorCode::ContextWindowExceeded);
+        let oa = body("too long", "invalid_request_error", "context_length_exceeded");
+        assert_eq!(map_http_error(400, &oa, None, 0, "").code, ErrorCode::ContextWindowExceeded);
+        assert_eq!(map_http_error(422, b"prompt is too long", None, 0, "").code, ErrorCode::ContextWindowExceeded);
         // A 429 mentioning tokens is still a rate limit.
-        let rl = body(
-            "Rate limit reached: too many tokens per min",
-            "rate_limit_error",
-            "x",
-        );
-        assert_eq!(
-            map_http_error(429, &rl, None, 0, "").code,
-            ErrorCode::RateLimit
-        );
+        let rl = body("Rate limit reached: too many tokens per min", "rate_limit_error", "x");
+        assert_eq!(map_http_error(429, &rl, None, 0, "").code, ErrorCode::RateLimit);
     }
 
     #[test]
     fn quota_429() {
-        let b = body(
-            "You exceeded your current quota",
-            "insufficient_quota",
-            "insufficient_quota",
-        );
+        let b = body("You exceeded your current quota", "insufficient_quota", "insufficient_quota");
         assert_eq!(map_http_error(429, &b, None, 0, "").code, ErrorCode::Quota);
     }
 
     #[test]
     fn retry_after_seconds_and_date() {
-        let e = map_http_error(
-            429,
-            &body("slow down", "rate_limit_error", "x"),
-            Some("7"),
-            0,
-            "",
-        );
+        let e = map_http_error(429, &body("slow down", "rate_limit_error", "x"), Some("7"), 0, "");
         assert_eq!(e.retry_after_ms, Some(7000));
         // 1994-11-06T08:49:37Z = 784111777.
-        let e = map_http_error(
-            503,
-            b"",
-            Some("Sun, 06 Nov 1994 08:49:37 GMT"),
-            784_111_770,
-            "",
-        );
+        let e = map_http_error(503, b"", Some("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_770, "");
         assert_eq!(e.retry_after_ms, Some(7000));
         assert_eq!(e.message, "HTTP 503");
         let e = map_http_error(429, b"", Some("soon"), 0, "");
@@ -469,10 +394,7 @@ mod tests {
     fn non_json_body_is_quoted_truncated() {
         let long = "<html> bad gateway </html> ".repeat(100);
         let e = map_http_error(502, long.as_bytes(), None, 0, "");
-        assert!(
-            e.message
-                .starts_with("HTTP 502: <html> bad gateway </html> <html>")
-        );
+        assert!(e.message.starts_with("HTTP 502: <html> bad gateway </html> <html>"));
         assert!(e.message.ends_with('…'));
         assert!(e.message.chars().count() <= MAX_MESSAGE_CHARS + "HTTP 502: ".len() + 1);
     }
@@ -480,11 +402,7 @@ mod tests {
     #[test]
     fn key_never_leaks() {
         let key = "sk-secret-1234567890";
-        let b = body(
-            &format!("Incorrect API key provided: {key}"),
-            "authentication_error",
-            "x",
-        );
+        let b = body(&format!("Incorrect API key provided: {key}"), "authentication_error", "x");
         let e = map_http_error(401, &b, None, 0, key);
         assert_eq!(e.code, ErrorCode::Auth);
         assert!(!e.message.contains(key), "{}", e.message);
@@ -492,11 +410,7 @@ mod tests {
         let b = b"echo: Authorization: Bearer abc.def-ghi, rest";
         let e = map_http_error(400, b, None, 0, "");
         assert!(!e.message.contains("abc.def-ghi"), "{}", e.message);
-        assert!(
-            e.message.ends_with("Bearer [REDACTED], rest"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.ends_with("Bearer [REDACTED], rest"), "{}", e.message);
     }
 
     #[test]
@@ -520,28 +434,13 @@ mod tests {
     #[test]
     fn stream_error_mapping() {
         let cases = [
-            (
-                r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#,
-                ErrorCode::RateLimit,
-            ),
-            (
-                r#"{"error":{"message":"boom","type":"server_error"}}"#,
-                ErrorCode::Server,
-            ),
+            (r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#, ErrorCode::RateLimit),
+            (r#"{"error":{"message":"boom","type":"server_error"}}"#, ErrorCode::Server),
             (r#"{"error":{"message":"x","code":503}}"#, ErrorCode::Server),
             (r#"{"error":{"message":"x","code":401}}"#, ErrorCode::Auth),
-            (
-                r#"{"error":{"message":"x","code":"context_length_exceeded"}}"#,
-                ErrorCode::ContextWindowExceeded,
-            ),
-            (
-                r#"{"error":{"message":"x","type":"insufficient_quota"}}"#,
-                ErrorCode::Quota,
-            ),
-            (
-                r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#,
-                ErrorCode::InvalidRequest,
-            ),
+            (r#"{"error":{"message":"x","code":"context_length_exceeded"}}"#, ErrorCode::ContextWindowExceeded),
+            (r#"{"error":{"message":"x","type":"insufficient_quota"}}"#, ErrorCode::Quota),
+            (r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#, ErrorCode::InvalidRequest),
             (r#"{"error":"overloaded"}"#, ErrorCode::Server),
             (r#"{"message":"Authentication failed"}"#, ErrorCode::Auth),
         ];
@@ -559,9 +458,6 @@ mod tests {
         assert!(ErrorCode::StreamClosed.is_retryable());
         assert!(!ErrorCode::Auth.is_retryable());
         assert!(!ErrorCode::ContextWindowExceeded.is_retryable());
-        assert_eq!(
-            ErrorCode::ContextWindowExceeded.to_string(),
-            "CONTEXT_WINDOW_EXCEEDED"
-        );
+        assert_eq!(ErrorCode::ContextWindowExceeded.to_string(), "CONTEXT_WINDOW_EXCEEDED");
     }
 }

@@ -78,18 +78,8 @@ impl Message {
     }
 
     /// An assistant message.
-    pub fn assistant(
-        content: impl Into<String>,
-        reasoning: Option<String>,
-        tool_calls: Vec<ToolCall>,
-    ) -> Self {
-        Self {
-            role: Role::Assistant,
-            content: content.into(),
-            reasoning,
-            tool_calls,
-            tool_call_id: None,
-        }
+    pub fn assistant(content: impl Into<String>, reasoning: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Self { role: Role::Assistant, content: content.into(), reasoning, tool_calls, tool_call_id: None }
     }
 
     /// A tool result answering `call_id`.
@@ -104,13 +94,7 @@ impl Message {
     }
 
     fn plain(role: Role, content: String) -> Self {
-        Self {
-            role,
-            content,
-            reasoning: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
+        Self { role, content, reasoning: None, tool_calls: Vec::new(), tool_call_id: None }
     }
 }
 
@@ -232,11 +216,7 @@ pub struct Config {
 impl Config {
     /// A configuration for `model` in `dialect`, everything else default.
     pub fn new(model: impl Into<String>, dialect: Dialect) -> Self {
-        Self {
-            model: model.into(),
-            dialect,
-            ..Self::default()
-        }
+        Self { model: model.into(), dialect, ..Self::default() }
     }
 }
 
@@ -381,10 +361,7 @@ impl ChatRequest {
 
 /// Whether `name` matches `[a-zA-Z0-9_-]{1,64}`.
 pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Builds the body for `req` under `cfg`. See the module docs for the rules.
@@ -401,10 +378,7 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
             Role::System => messages.push(text_message("system", &m.content)),
             Role::User => messages.push(text_message("user", &m.content)),
             Role::Tool => {
-                let id = m
-                    .tool_call_id
-                    .clone()
-                    .ok_or(BuildError::MissingToolCallId(i))?;
+                let id = m.tool_call_id.clone().ok_or(BuildError::MissingToolCallId(i))?;
                 messages.push(WireMessage {
                     role: "tool",
                     content: Some(m.content.clone()),
@@ -424,11 +398,7 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
                 };
                 messages.push(WireMessage {
                     role: "assistant",
-                    content: if m.content.is_empty() {
-                        None
-                    } else {
-                        Some(m.content.clone())
-                    },
+                    content: if m.content.is_empty() { None } else { Some(m.content.clone()) },
                     reasoning_content,
                     tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
                     tool_call_id: None,
@@ -458,15 +428,10 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
 
     let thinking_off = cfg.thinking == Some(false);
     let thinking = match (cfg.dialect, cfg.thinking) {
-        (Dialect::DeepSeek, Some(on)) => Some(Thinking {
-            kind: if on { "enabled" } else { "disabled" },
-        }),
+        (Dialect::DeepSeek, Some(on)) => Some(Thinking { kind: if on { "enabled" } else { "disabled" } }),
         _ => None,
     };
-    let reasoning_effort = cfg
-        .reasoning_effort
-        .filter(|_| !thinking_off)
-        .map(|e| e.wire_value(cfg.dialect));
+    let reasoning_effort = cfg.reasoning_effort.filter(|_| !thinking_off).map(|e| e.wire_value(cfg.dialect));
     let cap = req.max_tokens.or(cfg.max_tokens);
     let field = cfg.max_tokens_field.unwrap_or(match cfg.dialect {
         Dialect::DeepSeek => MaxTokensField::MaxTokens,
@@ -482,9 +447,7 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
         messages,
         tools,
         stream: true,
-        stream_options: StreamOptions {
-            include_usage: true,
-        },
+        stream_options: StreamOptions { include_usage: true },
         max_tokens,
         max_completion_tokens,
         thinking,
@@ -508,26 +471,12 @@ fn text_message(role: &'static str, content: &str) -> WireMessage {
 }
 
 fn wire_tool_call(c: &ToolCall) -> WireToolCall {
-    let arguments = if c.arguments.trim().is_empty() {
-        "{}".to_string()
-    } else {
-        c.arguments.clone()
-    };
-    WireToolCall {
-        id: c.id.clone(),
-        kind: "function",
-        function: WireFunctionCall {
-            name: c.name.clone(),
-            arguments,
-        },
-    }
+    let arguments = if c.arguments.trim().is_empty() { "{}".to_string() } else { c.arguments.clone() };
+    WireToolCall { id: c.id.clone(), kind: "function", function: WireFunctionCall { name: c.name.clone(), arguments } }
 }
 
 fn parameters(t: &ToolSpec) -> Result<Value, BuildError> {
-    let invalid = |reason: String| BuildError::InvalidSchema {
-        tool: t.name.clone(),
-        reason,
-    };
+    let invalid = |reason: String| BuildError::InvalidSchema { tool: t.name.clone(), reason };
     let schema = if t.input_schema.trim().is_empty() {
         Value::Object(Map::new())
     } else {
@@ -557,11 +506,7 @@ mod tests {
     use serde_json::json;
 
     fn call(id: &str, name: &str, args: &str) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments: args.into(),
-        }
+        ToolCall { id: id.into(), name: name.into(), arguments: args.into() }
     }
 
     fn conversation() -> Request {
@@ -585,8 +530,7 @@ mod tests {
             tools: vec![ToolSpec {
                 name: "read".into(),
                 description: "Read a file".into(),
-                input_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#
-                    .into(),
+                input_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#.into(),
             }],
             max_tokens: None,
         }
@@ -598,8 +542,7 @@ mod tests {
         cfg.thinking = Some(true);
         cfg.reasoning_effort = Some(ReasoningEffort::Medium);
         cfg.max_tokens = Some(4096);
-        let body: Value =
-            serde_json::from_str(&build_request_json(&conversation(), &cfg).unwrap()).unwrap();
+        let body: Value = serde_json::from_str(&build_request_json(&conversation(), &cfg).unwrap()).unwrap();
         assert_eq!(
             body,
             json!({
@@ -638,14 +581,8 @@ mod tests {
     #[test]
     fn field_order_is_stable() {
         let cfg = Config::new("m", Dialect::DeepSeek);
-        let text = build_request_json(
-            &Request {
-                messages: vec![Message::user("hi")],
-                ..Request::default()
-            },
-            &cfg,
-        )
-        .unwrap();
+        let text =
+            build_request_json(&Request { messages: vec![Message::user("hi")], ..Request::default() }, &cfg).unwrap();
         assert_eq!(
             text,
             r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#
@@ -663,10 +600,7 @@ mod tests {
         assert!(body.messages.iter().all(|m| m.reasoning_content.is_none()));
         assert_eq!(body.thinking, None);
         assert_eq!(body.reasoning_effort, Some("xhigh"));
-        assert_eq!(
-            (body.max_tokens, body.max_completion_tokens),
-            (None, Some(100))
-        );
+        assert_eq!((body.max_tokens, body.max_completion_tokens), (None, Some(100)));
         let text = body.to_json().unwrap();
         assert!(!text.contains("reasoning_content"));
         assert!(!text.contains("thinking"));
@@ -682,10 +616,7 @@ mod tests {
         assert_eq!(body.reasoning_effort, None);
         // Pass-back still happens: it is harmless without thinking and
         // required if an earlier turn was made with thinking on.
-        assert_eq!(
-            body.messages[2].reasoning_content.as_deref(),
-            Some("I should read both.")
-        );
+        assert_eq!(body.messages[2].reasoning_content.as_deref(), Some("I should read both."));
     }
 
     #[test]
@@ -693,10 +624,7 @@ mod tests {
         let mut cfg = Config::new("m", Dialect::OpenAi);
         cfg.max_tokens = Some(10);
         cfg.max_tokens_field = Some(MaxTokensField::MaxTokens);
-        let mut req = Request {
-            messages: vec![Message::user("x")],
-            ..Request::default()
-        };
+        let mut req = Request { messages: vec![Message::user("x")], ..Request::default() };
         let b = build_request(&req, &cfg).unwrap();
         assert_eq!((b.max_tokens, b.max_completion_tokens), (Some(10), None));
         req.max_tokens = Some(20);
@@ -706,10 +634,8 @@ mod tests {
     #[test]
     fn effort_mapping() {
         use ReasoningEffort::*;
-        let ds: Vec<_> = [Minimal, Low, Medium, High, XHigh, Max]
-            .iter()
-            .map(|e| e.wire_value(Dialect::DeepSeek))
-            .collect();
+        let ds: Vec<_> =
+            [Minimal, Low, Medium, High, XHigh, Max].iter().map(|e| e.wire_value(Dialect::DeepSeek)).collect();
         assert_eq!(ds, ["low", "low", "high", "high", "high", "max"]);
         assert_eq!(ReasoningEffort::parse(" ULTRA "), Some(Max));
         assert_eq!(ReasoningEffort::parse("xhigh"), Some(XHigh));
@@ -718,19 +644,10 @@ mod tests {
 
     #[test]
     fn schema_rules() {
-        let spec = |schema: &str| ToolSpec {
-            name: "t".into(),
-            description: String::new(),
-            input_schema: schema.into(),
-        };
+        let spec =
+            |schema: &str| ToolSpec { name: "t".into(), description: String::new(), input_schema: schema.into() };
         let build = |s: ToolSpec| {
-            build_request(
-                &Request {
-                    tools: vec![s],
-                    ..Request::default()
-                },
-                &Config::new("m", Dialect::DeepSeek),
-            )
+            build_request(&Request { tools: vec![s], ..Request::default() }, &Config::new("m", Dialect::DeepSeek))
         };
         let params = |s: &str| build(spec(s)).unwrap().tools[0].function.parameters.clone();
         assert_eq!(params(""), json!({"type": "object", "properties": {}}));
@@ -739,77 +656,37 @@ mod tests {
             params(r#"{"properties":{"a":{"type":"integer"}}}"#),
             json!({"type": "object", "properties": {"a": {"type": "integer"}}})
         );
-        assert!(matches!(
-            build(spec("[1]")),
-            Err(BuildError::InvalidSchema { .. })
-        ));
-        assert!(matches!(
-            build(spec("{nope")),
-            Err(BuildError::InvalidSchema { .. })
-        ));
-        assert!(matches!(
-            build(spec(r#"{"type":"string"}"#)),
-            Err(BuildError::InvalidSchema { .. })
-        ));
+        assert!(matches!(build(spec("[1]")), Err(BuildError::InvalidSchema { .. })));
+        assert!(matches!(build(spec("{nope")), Err(BuildError::InvalidSchema { .. })));
+        assert!(matches!(build(spec(r#"{"type":"string"}"#)), Err(BuildError::InvalidSchema { .. })));
     }
 
     #[test]
     fn tool_names_checked() {
         let cfg = Config::new("m", Dialect::DeepSeek);
-        let tool = |n: &str| ToolSpec {
-            name: n.into(),
-            description: String::new(),
-            input_schema: "{}".into(),
-        };
+        let tool = |n: &str| ToolSpec { name: n.into(), description: String::new(), input_schema: "{}".into() };
         for bad in ["", "has space", "dot.name", &"x".repeat(65)] {
-            let r = build_request(
-                &Request {
-                    tools: vec![tool(bad)],
-                    ..Request::default()
-                },
-                &cfg,
-            );
+            let r = build_request(&Request { tools: vec![tool(bad)], ..Request::default() }, &cfg);
             assert_eq!(r, Err(BuildError::InvalidToolName(bad.to_string())));
         }
-        let r = build_request(
-            &Request {
-                tools: vec![tool("a-b_C9"), tool("a-b_C9")],
-                ..Request::default()
-            },
-            &cfg,
-        );
+        let r = build_request(&Request { tools: vec![tool("a-b_C9"), tool("a-b_C9")], ..Request::default() }, &cfg);
         assert_eq!(r, Err(BuildError::DuplicateTool("a-b_C9".into())));
         assert!(is_valid_tool_name(&"x".repeat(64)));
     }
 
     #[test]
     fn errors() {
-        let req = Request {
-            messages: vec![Message::user("x")],
-            ..Request::default()
-        };
-        assert_eq!(
-            build_request(&req, &Config::default()),
-            Err(BuildError::MissingModel)
-        );
+        let req = Request { messages: vec![Message::user("x")], ..Request::default() };
+        assert_eq!(build_request(&req, &Config::default()), Err(BuildError::MissingModel));
         let mut bad = Message::tool("x", "y");
         bad.tool_call_id = None;
-        let req = Request {
-            messages: vec![Message::user("x"), bad],
-            ..Request::default()
-        };
-        assert_eq!(
-            build_request(&req, &Config::new("m", Dialect::DeepSeek)),
-            Err(BuildError::MissingToolCallId(1))
-        );
+        let req = Request { messages: vec![Message::user("x"), bad], ..Request::default() };
+        assert_eq!(build_request(&req, &Config::new("m", Dialect::DeepSeek)), Err(BuildError::MissingToolCallId(1)));
     }
 
     #[test]
     fn system_messages_in_list_pass_through() {
-        let req = Request {
-            messages: vec![Message::system("s2"), Message::user("u")],
-            ..Request::default()
-        };
+        let req = Request { messages: vec![Message::system("s2"), Message::user("u")], ..Request::default() };
         let b = build_request(&req, &Config::new("m", Dialect::DeepSeek)).unwrap();
         assert_eq!(b.messages.len(), 2);
         assert_eq!(b.messages[0].role, "system");

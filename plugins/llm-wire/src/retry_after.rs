@@ -14,11 +14,7 @@ pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<u64> {
         return None;
     }
     if value.bytes().all(|b| b.is_ascii_digit()) {
-        return value
-            .parse::<u64>()
-            .ok()
-            .map(|s| s.saturating_mul(1000))
-            .or(Some(u64::MAX));
+        return value.parse::<u64>().ok().map(|s| s.saturating_mul(1000)).or(Some(u64::MAX));
     }
     if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let secs: f64 = value.parse().ok()?;
@@ -72,14 +68,9 @@ pub fn parse_http_date(value: &str) -> Option<u64> {
 }
 
 fn month_number(m: &str) -> Option<i64> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
+    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
     let lower = m.to_ascii_lowercase();
-    MONTHS
-        .iter()
-        .position(|x| *x == lower)
-        .map(|i| i as i64 + 1)
+    MONTHS.iter().position(|x| *x == lower).map(|i| i as i64 + 1)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
@@ -107,10 +98,7 @@ mod tests {
         assert_eq!(parse_retry_after("0", 0), Some(0));
         assert_eq!(parse_retry_after(" 30 ", 0), Some(30_000));
         assert_eq!(parse_retry_after("1.5", 0), Some(1500));
-        assert_eq!(
-            parse_retry_after("99999999999999999999999", 0),
-            Some(u64::MAX)
-        );
+        assert_eq!(parse_retry_after("99999999999999999999999", 0), Some(u64::MAX));
         assert_eq!(parse_retry_after("-1", 0), None);
         assert_eq!(parse_retry_after("", 0), None);
         assert_eq!(parse_retry_after("later", 0), None);
@@ -122,10 +110,7 @@ mod tests {
         assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(T));
         assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(T));
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(
-            parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
-            Some(1_835_438_400)
-        );
+        assert_eq!(parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"), Some(1_835_438_400));
         assert_eq!(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
@@ -133,13 +118,7 @@ mod tests {
 
     #[test]
     fn date_relative_to_now() {
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T - 3),
-            Some(3000)
-        );
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T + 100),
-            Some(0)
-        );
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T - 3), Some(3000));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", T + 100), Some(0));
     }
 }

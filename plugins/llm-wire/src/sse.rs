@@ -130,9 +130,7 @@ impl SseParser {
                 }
                 _ => {
                     if self.line.len() >= self.max_event_bytes {
-                        return Err(SseError::TooLarge {
-                            limit: self.max_event_bytes,
-                        });
+                        return Err(SseError::TooLarge { limit: self.max_event_bytes });
                     }
                     self.line.push(b);
                 }
@@ -161,9 +159,7 @@ impl SseParser {
         let (field, value) = match line.find(':') {
             Some(0) => {
                 let text = &line[1..];
-                out.push(SseEvent::Comment(
-                    text.strip_prefix(' ').unwrap_or(text).to_string(),
-                ));
+                out.push(SseEvent::Comment(text.strip_prefix(' ').unwrap_or(text).to_string()));
                 return Ok(());
             }
             Some(i) => {
@@ -175,9 +171,7 @@ impl SseParser {
         match field {
             "data" => {
                 if self.data.len() + value.len() + 1 > self.max_event_bytes {
-                    return Err(SseError::TooLarge {
-                        limit: self.max_event_bytes,
-                    });
+                    return Err(SseError::TooLarge { limit: self.max_event_bytes });
                 }
                 self.data.push_str(value);
                 self.data.push('\n');
@@ -205,10 +199,7 @@ impl SseParser {
         if data.trim() == "[DONE]" {
             out.push(SseEvent::Done);
         } else {
-            out.push(SseEvent::Message {
-                event: event.filter(|e| !e.is_empty()),
-                data,
-            });
+            out.push(SseEvent::Message { event: event.filter(|e| !e.is_empty()), data });
         }
     }
 }
@@ -220,10 +211,7 @@ mod tests {
     use super::*;
 
     fn msg(data: &str) -> SseEvent {
-        SseEvent::Message {
-            event: None,
-            data: data.to_string(),
-        }
+        SseEvent::Message { event: None, data: data.to_string() }
     }
 
     fn parse_all(input: &[u8]) -> Vec<SseEvent> {
@@ -255,14 +243,10 @@ mod tests {
 
     #[test]
     fn multiline_data_and_fields() {
-        let input =
-            b"event: update\nid: 7\nretry: 100\ndata: line1\ndata:line2\ndata\nfoo: bar\n\n";
+        let input = b"event: update\nid: 7\nretry: 100\ndata: line1\ndata:line2\ndata\nfoo: bar\n\n";
         assert_eq!(
             parse_all(input),
-            vec![SseEvent::Message {
-                event: Some("update".into()),
-                data: "line1\nline2\n".into()
-            }]
+            vec![SseEvent::Message { event: Some("update".into()), data: "line1\nline2\n".into() }]
         );
     }
 
@@ -271,11 +255,7 @@ mod tests {
         let input = b": keep-alive\n\n:\n\nid: 1\n\ndata: x\n\n";
         assert_eq!(
             parse_all(input),
-            vec![
-                SseEvent::Comment("keep-alive".into()),
-                SseEvent::Comment(String::new()),
-                msg("x")
-            ]
+            vec![SseEvent::Comment("keep-alive".into()), SseEvent::Comment(String::new()), msg("x")]
         );
     }
 
@@ -284,13 +264,7 @@ mod tests {
         let input = b"event: error\ndata: e\n\ndata: d\n\n";
         assert_eq!(
             parse_all(input),
-            vec![
-                SseEvent::Message {
-                    event: Some("error".into()),
-                    data: "e".into()
-                },
-                msg("d")
-            ]
+            vec![SseEvent::Message { event: Some("error".into()), data: "e".into() }, msg("d")]
         );
     }
 
@@ -316,10 +290,7 @@ mod tests {
         assert_eq!(parse_all(input), vec![msg("x")]);
         assert_eq!(parse_bytewise(input), vec![msg("x")]);
         // A BOM later in the stream is data.
-        assert_eq!(
-            parse_all(b"data: \xEF\xBB\xBFx\n\n"),
-            vec![msg("\u{FEFF}x")]
-        );
+        assert_eq!(parse_all(b"data: \xEF\xBB\xBFx\n\n"), vec![msg("\u{FEFF}x")]);
         // Bytes that only start like a BOM are kept.
         assert_eq!(parse_bytewise(b"\xEFdata\n"), vec![]);
     }
@@ -344,10 +315,7 @@ mod tests {
     #[test]
     fn size_cap() {
         let mut p = SseParser::with_max_event_bytes(8);
-        assert_eq!(
-            p.feed(b"data: 123456789"),
-            Err(SseError::TooLarge { limit: 8 })
-        );
+        assert_eq!(p.feed(b"data: 123456789"), Err(SseError::TooLarge { limit: 8 }));
         let mut p = SseParser::with_max_event_bytes(9);
         assert!(p.feed(b"data:1234\n").is_ok());
         assert_eq!(p.feed(b"data:5678\n"), Err(SseError::TooLarge { limit: 9 }));

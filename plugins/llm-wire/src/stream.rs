@@ -60,23 +60,16 @@ impl Usage {
         let num = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
         let prompt = num(obj.get("prompt_tokens"));
         let ds_hit = obj.get("prompt_cache_hit_tokens").and_then(Value::as_u64);
-        let oa_hit = obj
-            .get("prompt_tokens_details")
-            .and_then(|d| d.get("cached_tokens"))
-            .and_then(Value::as_u64);
+        let oa_hit = obj.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens")).and_then(Value::as_u64);
         let hit = ds_hit.or(oa_hit).unwrap_or(0);
-        let miss = obj
-            .get("prompt_cache_miss_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| prompt.saturating_sub(hit));
+        let miss =
+            obj.get("prompt_cache_miss_tokens").and_then(Value::as_u64).unwrap_or_else(|| prompt.saturating_sub(hit));
         Some(Self {
             prompt_tokens: prompt,
             completion_tokens: num(obj.get("completion_tokens")),
             cache_hit_tokens: hit,
             cache_miss_tokens: miss,
-            reasoning_tokens: num(obj
-                .get("completion_tokens_details")
-                .and_then(|d| d.get("reasoning_tokens"))),
+            reasoning_tokens: num(obj.get("completion_tokens_details").and_then(|d| d.get("reasoning_tokens"))),
         })
     }
 }
@@ -163,28 +156,18 @@ impl StreamAssembler {
     }
 
     /// Like [`push_sse`](Self::push_sse), appending to `out`.
-    pub fn push_sse_into(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<Event>,
-    ) -> Result<(), WireError> {
+    pub fn push_sse_into(&mut self, event: &SseEvent, out: &mut Vec<Event>) -> Result<(), WireError> {
         if self.is_finished() {
             return Ok(());
         }
         match event {
             SseEvent::Comment(_) => Ok(()),
             SseEvent::Done => self.guard(|s| s.done_into(out)),
-            SseEvent::Message {
-                event: Some(name),
-                data,
-            } if name == "error" => {
+            SseEvent::Message { event: Some(name), data } if name == "error" => {
                 let body = serde_json::from_str::<Value>(data)
                     .ok()
                     .and_then(|v| ErrorBody::from_value(&v))
-                    .unwrap_or(ErrorBody {
-                        message: Some(data.clone()),
-                        ..ErrorBody::default()
-                    });
+                    .unwrap_or(ErrorBody { message: Some(data.clone()), ..ErrorBody::default() });
                 self.failed = true;
                 Err(map_stream_error(&body))
             }
@@ -209,11 +192,7 @@ impl StreamAssembler {
     }
 
     /// Handles one parsed chunk.
-    pub fn push_value_into(
-        &mut self,
-        chunk: &Value,
-        out: &mut Vec<Event>,
-    ) -> Result<(), WireError> {
+    pub fn push_value_into(&mut self, chunk: &Value, out: &mut Vec<Event>) -> Result<(), WireError> {
         if self.is_finished() {
             return Ok(());
         }
@@ -227,16 +206,10 @@ impl StreamAssembler {
             return Ok(Vec::new());
         }
         self.failed = true;
-        Err(WireError::new(
-            ErrorCode::StreamClosed,
-            "stream ended without [DONE]",
-        ))
+        Err(WireError::new(ErrorCode::StreamClosed, "stream ended without [DONE]"))
     }
 
-    fn guard<T>(
-        &mut self,
-        f: impl FnOnce(&mut Self) -> Result<T, WireError>,
-    ) -> Result<T, WireError> {
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, WireError>) -> Result<T, WireError> {
         let r = f(self);
         if r.is_err() {
             self.failed = true;
@@ -248,15 +221,11 @@ impl StreamAssembler {
         let Some(obj) = chunk.as_object() else {
             return Err(WireError::new(
                 ErrorCode::MalformedResponse,
-                format!(
-                    "chunk is not an object: {}",
-                    truncate_chars(&chunk.to_string(), 200)
-                ),
+                format!("chunk is not an object: {}", truncate_chars(&chunk.to_string(), 200)),
             ));
         };
         if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
-            let body =
-                ErrorBody::from_value(&serde_json::json!({ "error": err })).unwrap_or_default();
+            let body = ErrorBody::from_value(&serde_json::json!({ "error": err })).unwrap_or_default();
             return Err(map_stream_error(&body));
         }
         if let Some(usage) = obj.get("usage").and_then(Usage::from_value) {
@@ -309,10 +278,7 @@ impl StreamAssembler {
     }
 
     fn fragment(&mut self, frag: &Value, position: u64) -> Result<(), WireError> {
-        let index = frag
-            .get("index")
-            .and_then(Value::as_u64)
-            .unwrap_or(position);
+        let index = frag.get("index").and_then(Value::as_u64).unwrap_or(position);
         let id = str_field(frag, "id")?.filter(|s| !s.is_empty());
         let function = frag.get("function").filter(|f| !f.is_null());
         let name = match function {
@@ -349,9 +315,7 @@ impl StreamAssembler {
         let mut complete = Vec::with_capacity(calls.len());
         for (index, c) in calls {
             let Some(name) = c.name else {
-                return Err(malformed(&format!(
-                    "tool call at index {index} has no name"
-                )));
+                return Err(malformed(&format!("tool call at index {index} has no name")));
             };
             complete.push(ToolCall {
                 id: c.id.unwrap_or_else(|| format!("call_{index}")),
@@ -361,22 +325,15 @@ impl StreamAssembler {
         }
         let reason = match self.finish_reason.as_deref() {
             None => FinishReason::Stop,
-            Some(r) => FinishReason::from_wire(r).ok_or_else(|| {
-                malformed(&format!(
-                    "unknown finish_reason {:?}",
-                    truncate_chars(r, 64)
-                ))
-            })?,
+            Some(r) => FinishReason::from_wire(r)
+                .ok_or_else(|| malformed(&format!("unknown finish_reason {:?}", truncate_chars(r, 64))))?,
         };
         let reason = match reason {
             FinishReason::Stop if !complete.is_empty() => FinishReason::ToolCalls,
             r => r,
         };
         if !self.saw_text && complete.is_empty() && reason == FinishReason::Stop {
-            return Err(WireError::new(
-                ErrorCode::EmptyResponse,
-                "the model returned neither text nor tool calls",
-            ));
+            return Err(WireError::new(ErrorCode::EmptyResponse, "the model returned neither text nor tool calls"));
         }
         self.done = true;
         out.extend(complete.into_iter().map(Event::ToolCall));
@@ -427,10 +384,7 @@ impl StreamDecoder {
 
     /// A decoder whose SSE parser caps one event at `max_event_bytes`.
     pub fn with_max_event_bytes(max_event_bytes: usize) -> Self {
-        Self {
-            parser: SseParser::with_max_event_bytes(max_event_bytes),
-            assembler: StreamAssembler::new(),
-        }
+        Self { parser: SseParser::with_max_event_bytes(max_event_bytes), assembler: StreamAssembler::new() }
     }
 
     /// Whether the stream is complete or failed.
@@ -619,11 +573,7 @@ mod tests {
     #[test]
     fn new_id_at_same_index_closes_previous_call() {
         let body = sse(
-            &[
-                tc(0, Some("a"), Some("x"), "{}"),
-                tc(0, Some("b"), Some("y"), "{\"k\":1}"),
-                finish("tool_calls"),
-            ],
+            &[tc(0, Some("a"), Some("x"), "{}"), tc(0, Some("b"), Some("y"), "{\"k\":1}"), finish("tool_calls")],
             true,
         );
         let events = decode_all(body.as_bytes()).unwrap();
@@ -643,10 +593,7 @@ mod tests {
         let events = decode_all(body.as_bytes()).unwrap();
         assert!(matches!(&events[0], Event::ToolCall(c) if c.id == "call_3"));
         let body = sse(&[tc(0, Some("a"), None, "{}"), finish("tool_calls")], true);
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().code,
-            ErrorCode::MalformedResponse
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::MalformedResponse);
     }
 
     #[test]
@@ -660,79 +607,35 @@ mod tests {
         ];
         for (wire, want) in cases {
             let body = sse(&[delta(json!({"content": "x"})), finish(wire)], true);
-            assert_eq!(
-                decode_all(body.as_bytes()).unwrap().last(),
-                Some(&Event::Finish(want)),
-                "{wire}"
-            );
+            assert_eq!(decode_all(body.as_bytes()).unwrap().last(), Some(&Event::Finish(want)), "{wire}");
         }
         let body = sse(&[delta(json!({"content": "x"})), finish("weird")], true);
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().code,
-            ErrorCode::MalformedResponse
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::MalformedResponse);
         // No finish reason at all: stop.
         let body = sse(&[delta(json!({"content": "x"}))], true);
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap().last(),
-            Some(&Event::Finish(FinishReason::Stop))
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap().last(), Some(&Event::Finish(FinishReason::Stop)));
     }
 
     #[test]
     fn empty_response() {
-        let body = sse(
-            &[
-                delta(json!({"role": "assistant", "content": ""})),
-                finish("stop"),
-                usage_chunk(),
-            ],
-            true,
-        );
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().code,
-            ErrorCode::EmptyResponse
-        );
+        let body = sse(&[delta(json!({"role": "assistant", "content": ""})), finish("stop"), usage_chunk()], true);
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::EmptyResponse);
         // Reasoning only, then stop: still empty.
-        let body = sse(
-            &[delta(json!({"reasoning_content": "hmm"})), finish("stop")],
-            true,
-        );
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().code,
-            ErrorCode::EmptyResponse
-        );
+        let body = sse(&[delta(json!({"reasoning_content": "hmm"})), finish("stop")], true);
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::EmptyResponse);
         // Reasoning only, cut by the cap: reported as max tokens.
-        let body = sse(
-            &[delta(json!({"reasoning_content": "hmm"})), finish("length")],
-            true,
-        );
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap().last(),
-            Some(&Event::Finish(FinishReason::MaxTokens))
-        );
+        let body = sse(&[delta(json!({"reasoning_content": "hmm"})), finish("length")], true);
+        assert_eq!(decode_all(body.as_bytes()).unwrap().last(), Some(&Event::Finish(FinishReason::MaxTokens)));
         let body = sse(&[finish("insufficient_system_resource")], true);
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap(),
-            vec![Event::Finish(FinishReason::Retryable)]
-        );
-        assert_eq!(
-            decode_all(b"data: [DONE]\n\n").unwrap_err().code,
-            ErrorCode::EmptyResponse
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap(), vec![Event::Finish(FinishReason::Retryable)]);
+        assert_eq!(decode_all(b"data: [DONE]\n\n").unwrap_err().code, ErrorCode::EmptyResponse);
     }
 
     #[test]
     fn missing_done_is_stream_closed_after_prefix() {
-        let body = sse(
-            &[delta(json!({"content": "partial"})), finish("stop")],
-            false,
-        );
+        let body = sse(&[delta(json!({"content": "partial"})), finish("stop")], false);
         let mut d = StreamDecoder::new();
-        assert_eq!(
-            d.feed(body.as_bytes()).unwrap().events,
-            vec![Event::Text("partial".into())]
-        );
+        assert_eq!(d.feed(body.as_bytes()).unwrap().events, vec![Event::Text("partial".into())]);
         assert_eq!(d.finish().unwrap_err().code, ErrorCode::StreamClosed);
         // Totally empty body too.
         assert_eq!(decode_all(b"").unwrap_err().code, ErrorCode::StreamClosed);
@@ -747,11 +650,7 @@ mod tests {
             "{\"choices\":[{\"delta\":{\"content\":5}}]}",
         ] {
             let body = format!("data: {bad}\n\ndata: [DONE]\n\n");
-            assert_eq!(
-                decode_all(body.as_bytes()).unwrap_err().code,
-                ErrorCode::MalformedResponse,
-                "{bad}"
-            );
+            assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::MalformedResponse, "{bad}");
         }
     }
 
@@ -770,15 +669,9 @@ mod tests {
         assert_eq!(d.finish().unwrap(), Decoded::default());
 
         let body = "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"code\":503}}\n\n";
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().code,
-            ErrorCode::Server
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::Server);
         let body = "event: error\ndata: plain text\n\n";
-        assert_eq!(
-            decode_all(body.as_bytes()).unwrap_err().message,
-            "stream error: plain text"
-        );
+        assert_eq!(decode_all(body.as_bytes()).unwrap_err().message, "stream error: plain text");
     }
 
     #[test]
@@ -820,26 +713,17 @@ mod tests {
     fn usage_with_finish_chunk_also_counts() {
         let mut f = finish("stop");
         f["usage"] = json!({"prompt_tokens": 1, "completion_tokens": 2});
-        let events =
-            decode_all(sse(&[delta(json!({"content": "x"})), f], true).as_bytes()).unwrap();
+        let events = decode_all(sse(&[delta(json!({"content": "x"})), f], true).as_bytes()).unwrap();
         assert_eq!(
             events[1],
-            Event::Usage(Usage {
-                prompt_tokens: 1,
-                completion_tokens: 2,
-                cache_miss_tokens: 1,
-                ..Usage::default()
-            })
+            Event::Usage(Usage { prompt_tokens: 1, completion_tokens: 2, cache_miss_tokens: 1, ..Usage::default() })
         );
     }
 
     #[test]
     fn oversized_event_is_malformed() {
         let mut d = StreamDecoder::with_max_event_bytes(16);
-        assert_eq!(
-            d.feed(&[b'a'; 40]).unwrap_err().code,
-            ErrorCode::MalformedResponse
-        );
+        assert_eq!(d.feed(&[b'a'; 40]).unwrap_err().code, ErrorCode::MalformedResponse);
         assert!(d.is_finished());
     }
 }

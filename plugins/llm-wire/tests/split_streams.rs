@@ -5,8 +5,7 @@
 
 use proptest::prelude::*;
 use wharf_llm_wire::{
-    Decoded, ErrorCode, Event, FinishReason, SseEvent, SseParser, StreamDecoder, ToolCall, Usage,
-    decode_all,
+    Decoded, ErrorCode, Event, FinishReason, SseEvent, SseParser, StreamDecoder, ToolCall, Usage, decode_all,
 };
 
 const RECORDED: &str = include_str!("fixtures/deepseek_tool_calls.sse");
@@ -101,10 +100,7 @@ fn truncated_anywhere_is_an_error_not_a_panic() {
         let (_, _, end) = decode_split(&body[..len], &[len / 2]);
         let code = end.err();
         assert!(
-            matches!(
-                code,
-                Some(ErrorCode::StreamClosed) | Some(ErrorCode::MalformedResponse)
-            ),
+            matches!(code, Some(ErrorCode::StreamClosed) | Some(ErrorCode::MalformedResponse)),
             "len {len}: {code:?}"
         );
     }

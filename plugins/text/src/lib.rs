@@ -73,11 +73,7 @@ impl ToolPlugin for Text {
                  as `LINE_NUMBER: text` (1-based). Use it to locate code or text before reading.",
                 ToolMode::Parallel,
             ),
-            ToolSpec::new::<EchoArgs>(
-                "echo",
-                "Returns `text` unchanged.",
-                ToolMode::Parallel,
-            ),
+            ToolSpec::new::<EchoArgs>("echo", "Returns `text` unchanged.", ToolMode::Parallel),
         ]
     }
 
@@ -143,11 +139,8 @@ fn count(mut reader: impl Read) -> std::io::Result<Counts> {
 fn word_count(a: PathArgs, ctx: &CallContext) -> ToolResult {
     let (shown, file) = open(&a.path, ctx)?;
     let c = count(file).map_err(|e| ToolError::io_at(&shown, &e))?;
-    Ok(ToolOutput::text(format!(
-        "{} lines, {} words, {} bytes: {shown}",
-        c.lines, c.words, c.bytes
-    ))
-    .with_details(&json!({"path": shown, "lines": c.lines, "words": c.words, "bytes": c.bytes})))
+    Ok(ToolOutput::text(format!("{} lines, {} words, {} bytes: {shown}", c.lines, c.words, c.bytes))
+        .with_details(&json!({"path": shown, "lines": c.lines, "words": c.words, "bytes": c.bytes})))
 }
 
 fn truncate_chars(s: &str, max: usize) -> String {
@@ -158,8 +151,7 @@ fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 fn regex_search(a: SearchArgs, ctx: &CallContext) -> ToolResult {
-    let re = Regex::new(&a.pattern)
-        .map_err(|e| ToolError::invalid_argument(format!("invalid pattern: {e}")))?;
+    let re = Regex::new(&a.pattern).map_err(|e| ToolError::invalid_argument(format!("invalid pattern: {e}")))?;
     let max = a.max_matches.map_or(DEFAULT_MATCHES, |m| (m as usize).clamp(1, MAX_MATCHES));
     let (shown, file) = open(&a.path, ctx)?;
     let mut reader = BufReader::new(file);

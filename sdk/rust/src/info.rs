@@ -22,7 +22,12 @@ impl PluginInfo {
     /// `name` is a short machine name (`text`), `version` the plugin's semver
     /// (usually `env!("CARGO_PKG_VERSION")`).
     pub fn new(name: impl Into<String>, version: impl Into<String>, description: impl Into<String>) -> Self {
-        Self { name: name.into(), version: version.into(), description: description.into(), requests: GrantRequest::none() }
+        Self {
+            name: name.into(),
+            version: version.into(),
+            description: description.into(),
+            requests: GrantRequest::none(),
+        }
     }
 
     /// Asks for this access to the directories the operator grants.

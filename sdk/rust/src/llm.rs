@@ -8,11 +8,10 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
-pub use crate::raw::wharf::sdk::llm_types::{
-    Error as LlmError, ErrorCode as LlmErrorCode, Event, FinishReason, ModelInfo,
-    Request as LlmRequest, Usage,
-};
 use crate::raw::wharf::plugin::types::{PluginInfo, ToolCall};
+pub use crate::raw::wharf::sdk::llm_types::{
+    Error as LlmError, ErrorCode as LlmErrorCode, Event, FinishReason, ModelInfo, Request as LlmRequest, Usage,
+};
 
 /// A component that talks to a model (world `llm-plugin`). Export it with
 /// [`export_llm!`](crate::export_llm).

@@ -16,8 +16,8 @@ pub fn write(level: Level, message: &str) {
 
 #[doc(inline)]
 pub use crate::{
-    __wharf_log_debug as debug, __wharf_log_error as error, __wharf_log_info as info,
-    __wharf_log_trace as trace, __wharf_log_warn as warn,
+    __wharf_log_debug as debug, __wharf_log_error as error, __wharf_log_info as info, __wharf_log_trace as trace,
+    __wharf_log_warn as warn,
 };
 
 #[doc(hidden)]

@@ -61,10 +61,7 @@ pub fn confine(root: &str, path: &str) -> Result<PathBuf, ToolError> {
     if resolved.starts_with(&root_n) {
         Ok(resolved)
     } else {
-        Err(ToolError::permission_denied(format!(
-            "`{path}` is outside the workspace {}",
-            root_n.display()
-        )))
+        Err(ToolError::permission_denied(format!("`{path}` is outside the workspace {}", root_n.display())))
     }
 }
 

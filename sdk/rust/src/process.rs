@@ -7,8 +7,7 @@
 //! ```
 
 pub use crate::raw::wharf::plugin::process::{
-    Command, CommandOutput, JobInfo, ProcessError, SandboxLevel, job_kill, job_list, job_output,
-    run, sandbox, spawn,
+    Command, CommandOutput, JobInfo, ProcessError, SandboxLevel, job_kill, job_list, job_output, run, sandbox, spawn,
 };
 
 use crate::raw::wharf::plugin::types::ToolError;
@@ -41,9 +40,7 @@ impl Command {
 impl From<ProcessError> for ToolError {
     fn from(e: ProcessError) -> Self {
         match e {
-            ProcessError::NotGranted => {
-                ToolError::permission_denied("this plugin was not granted `process`")
-            }
+            ProcessError::NotGranted => ToolError::permission_denied("this plugin was not granted `process`"),
             ProcessError::SandboxUnavailable(m) => {
                 ToolError::new("SANDBOX_UNAVAILABLE", format!("process sandbox unavailable: {m}"))
             }

@@ -3,7 +3,7 @@
 //! The host adds the catalog to the system prompt and loads a skill's full
 //! text only when the model asks for it. A skills component also exports
 //! `tool` (usually offering a `skill` tool), so it implements
-//! [`ToolPlugin`](crate::ToolPlugin) too.
+//! [`ToolPlugin`] too.
 
 pub use crate::raw::wharf::plugin::skills::SkillSummary;
 use crate::tool::ToolPlugin;

@@ -52,8 +52,7 @@ impl Args {
     /// Deserializes the arguments into `T`; a mismatch becomes an
     /// `INVALID_ARGUMENT` error that tells the model what was wrong.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ToolError> {
-        serde_json::from_str(self.as_str())
-            .map_err(|e| ToolError::invalid_argument(format!("invalid arguments: {e}")))
+        serde_json::from_str(self.as_str()).map_err(|e| ToolError::invalid_argument(format!("invalid arguments: {e}")))
     }
 
     /// The arguments as a JSON value.
@@ -81,7 +80,12 @@ impl ToolSpec {
     }
 
     /// A tool with a hand-written JSON Schema.
-    pub fn with_schema(name: impl Into<String>, description: impl Into<String>, schema: &Value, mode: ToolMode) -> Self {
+    pub fn with_schema(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        schema: &Value,
+        mode: ToolMode,
+    ) -> Self {
         Self { name: name.into(), description: description.into(), input_schema: schema.to_string(), mode }
     }
 }

@@ -166,9 +166,8 @@ impl ToolPlugin for Evil {
                     ToolError::new("RESOURCE_EXHAUSTED", format!("{mb} MiB does not fit the address space"))
                 })?;
                 let mut out = String::new();
-                out.try_reserve_exact(bytes).map_err(|e| {
-                    ToolError::new("RESOURCE_EXHAUSTED", format!("could not allocate {mb} MiB: {e}"))
-                })?;
+                out.try_reserve_exact(bytes)
+                    .map_err(|e| ToolError::new("RESOURCE_EXHAUSTED", format!("could not allocate {mb} MiB: {e}")))?;
                 out.extend(std::iter::repeat_n('x', bytes));
                 Ok(ToolOutput::text(out))
             }

@@ -19,11 +19,7 @@ struct MissingImport;
 
 impl ToolPlugin for MissingImport {
     fn info() -> PluginInfo {
-        PluginInfo::new(
-            "missing-import",
-            env!("CARGO_PKG_VERSION"),
-            "Fixture that imports acme:extra/thing@1.0.0.",
-        )
+        PluginInfo::new("missing-import", env!("CARGO_PKG_VERSION"), "Fixture that imports acme:extra/thing@1.0.0.")
     }
 
     fn tools() -> Vec<ToolSpec> {

@@ -31,10 +31,10 @@ struct Config {
 struct PolicyFixed;
 
 fn decide(cfg: &Config, req: &PolicyRequest) -> Decision {
-    if let Some(tools) = &cfg.tools {
-        if !tools.iter().any(|t| t == &req.tool) {
-            return Decision::Allow;
-        }
+    if let Some(tools) = &cfg.tools
+        && !tools.iter().any(|t| t == &req.tool)
+    {
+        return Decision::Allow;
     }
     let reason = || cfg.reason.clone().unwrap_or_else(|| format!("policy-fixed decided on `{}`", req.tool));
     match cfg.decision.as_deref().unwrap_or("allow") {
@@ -104,7 +104,9 @@ mod tests {
     fn decisions() {
         let r = req("write", json!({"path": "/a", "content": "x"}));
         assert!(matches!(decide(&cfg(json!({})), &r), Decision::Allow));
-        assert!(matches!(decide(&cfg(json!({"decision": "deny", "reason": "no"})), &r), Decision::Deny(m) if m == "no"));
+        assert!(
+            matches!(decide(&cfg(json!({"decision": "deny", "reason": "no"})), &r), Decision::Deny(m) if m == "no")
+        );
         assert!(matches!(decide(&cfg(json!({"decision": "ask"})), &r), Decision::Ask(_)));
         assert!(matches!(decide(&cfg(json!({"decision": "deny", "tools": ["edit"]})), &r), Decision::Allow));
         let Decision::Rewrite(a) = decide(&cfg(json!({"decision": "rewrite", "args": {"path": "/b"}})), &r) else {

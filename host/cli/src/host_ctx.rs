@@ -1,0 +1,239 @@
+//! Assembling a host from the command line: layered config → runtime →
+//! loaded plugins → session store. Every surface (run, chat, web, acp, mcp)
+//! starts here, so they all see the same plugins, grants and sessions.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use wharf_config::{Config, LoadOptions};
+use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
+use wharf_core::pipeline::{OutputLimits, PipelineConfig};
+use wharf_core::registry::Registry;
+use wharf_core::store::{NewSession, Store};
+use wharf_core::{Agent, AgentConfig};
+use wharf_runtime::engine::EngineOptions;
+use wharf_runtime::grants::{DirGrant, Grant};
+use wharf_runtime::host::{PluginHost, SpecSource, WatchHandle};
+use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+
+/// Options shared by every command that runs an agent.
+#[derive(Args, Clone, Debug, Default)]
+pub struct HostArgs {
+    /// Profile: a shipped name (`default`, `demo`, …) or a path to a TOML file.
+    #[arg(long, short = 'p', default_value = "default")]
+    pub profile: String,
+    /// Extra config layer, applied after the user and project layers (repeatable).
+    #[arg(long = "patch", value_name = "FILE")]
+    pub patches: Vec<PathBuf>,
+    /// Override one key, e.g. `-c agent.max_steps=5` or `-c plugin.fs.grant.memory_mb=512`.
+    #[arg(short = 'c', value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// The workspace directory (default: the current directory).
+    #[arg(long, short = 'w')]
+    pub workspace: Option<PathBuf>,
+    /// Where session logs live (overrides `session.dir`).
+    #[arg(long = "session-dir", value_name = "DIR")]
+    pub session_dir: Option<PathBuf>,
+    /// Do not watch component and config files for changes.
+    #[arg(long = "no-watch")]
+    pub no_watch: bool,
+}
+
+/// Where the built components are: `$WHARF_PLUGIN_DIR`, else `plugins/`
+/// next to the binary's directory (an installed layout, and `target/plugins`
+/// for a binary in `target/debug`), else `./target/plugins`.
+pub fn plugin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WHARF_PLUGIN_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(d) = exe.parent().and_then(Path::parent) {
+            let candidate = d.join("plugins");
+            if candidate.is_dir() {
+                return candidate;
+            }
+        }
+    }
+    PathBuf::from("target/plugins")
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(PathBuf::from)
+}
+
+impl HostArgs {
+    /// The workspace, absolute.
+    pub fn workspace(&self) -> Result<PathBuf> {
+        let w = match &self.workspace {
+            Some(w) => w.clone(),
+            None => std::env::current_dir().context("cannot determine the current directory")?,
+        };
+        std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))
+    }
+
+    /// The layered config.
+    pub fn load_config(&self) -> Result<Config> {
+        let opts = self.load_options()?;
+        Ok(wharf_config::load(&opts)?)
+    }
+
+    fn load_options(&self) -> Result<LoadOptions> {
+        Ok(LoadOptions {
+            profile: self.profile.clone(),
+            workspace: self.workspace()?,
+            home: home(),
+            plugin_dir: plugin_dir(),
+            patches: self.patches.clone(),
+            overrides: self.overrides.clone(),
+        })
+    }
+}
+
+/// Turns config rows into runtime specs.
+pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
+    let mut out = Vec::new();
+    for row in &config.plugins {
+        let dirs = row
+            .grant
+            .dirs
+            .iter()
+            .map(|d| DirGrant::parse(d).map_err(|e| format!("plugin `{}`: {e}", row.id)))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push(PluginSpec {
+            id: row.id.clone(),
+            path: row.path.clone(),
+            config: row.config.clone(),
+            grant: Grant {
+                dirs,
+                hosts: row.grant.hosts.clone(),
+                env: row.grant.env.clone(),
+                process: row.grant.process,
+                memory_mb: row.grant.memory_mb,
+                timeout_ms: row.grant.timeout_ms,
+                output_limit_bytes: row.grant.output_limit_bytes,
+            },
+            warm: row.warm,
+        });
+    }
+    Ok(out)
+}
+
+/// A running host: config, plugins and the session store.
+pub struct HostCtx {
+    /// The composed config.
+    pub config: Config,
+    /// The loaded plugins.
+    pub plugins: Arc<PluginHost>,
+    /// Session logs.
+    pub store: Store,
+    /// The workspace.
+    pub workspace: PathBuf,
+    /// How the command was invoked (for reloads).
+    pub args: HostArgs,
+    _watch: Option<WatchHandle>,
+}
+
+impl HostCtx {
+    /// Loads config and plugins. Any plugin that fails to load fails the
+    /// start (nothing runs half-configured).
+    pub async fn start(args: &HostArgs) -> Result<Self> {
+        let config = args.load_config()?;
+        let workspace = args.workspace()?;
+        let runtime = Runtime::new(RuntimeOptions {
+            engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
+            cache_dir: Some(config.engine.cache_dir.clone()),
+        })?;
+        let registry = Arc::new(Registry::new());
+        let plugins = PluginHost::new(runtime, registry);
+        let initial = specs(&config).map_err(anyhow::Error::msg)?;
+        if let Err(errors) = plugins.load_all(initial).await {
+            anyhow::bail!("{}", errors.join("\n"));
+        }
+        let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
+        let store = Store::new(session_dir);
+        let watch = if args.no_watch {
+            None
+        } else {
+            let opts = args.load_options()?;
+            let source: SpecSource = Arc::new(move || {
+                let c = wharf_config::load(&opts).map_err(|e| e.to_string())?;
+                specs(&c)
+            });
+            match plugins.watch(config.watch.clone(), Some(source)) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::warn!("hot reload disabled: cannot watch files: {e:#}");
+                    None
+                }
+            }
+        };
+        Ok(Self { config, plugins, store, workspace, args: args.clone(), _watch: watch })
+    }
+
+    /// The agent settings from the config.
+    pub fn agent_config(&self, max_steps: Option<u32>) -> AgentConfig {
+        AgentConfig {
+            max_steps: max_steps.unwrap_or(self.config.agent.max_steps).max(1),
+            llm: self.config.agent.adapter.clone(),
+            pipeline: PipelineConfig {
+                tool_pool: self.config.agent.tool_pool.max(1) as usize,
+                output: OutputLimits {
+                    max_model_bytes: self.config.agent.tool_output_limit,
+                    ..OutputLimits::default()
+                },
+                workspace: Some(self.workspace.display().to_string()),
+                ..PipelineConfig::default()
+            },
+            ..AgentConfig::default()
+        }
+    }
+
+    /// The headless approver from the config's `ask` rule.
+    pub fn headless_approver(&self) -> Arc<dyn Approver> {
+        let rule = match self.config.agent.ask {
+            wharf_config::AskRule::Deny => HeadlessRule::Deny,
+            wharf_config::AskRule::Allow => HeadlessRule::Allow,
+        };
+        Arc::new(HeadlessApprover::new(rule))
+    }
+
+    /// Opens a new session, or resumes `resume`, and builds its agent. The
+    /// plugin load history is logged first and later changes are logged live.
+    pub fn open_agent(
+        &self,
+        resume: Option<&str>,
+        approver: Arc<dyn Approver>,
+        max_steps: Option<u32>,
+    ) -> Result<(Agent, u64)> {
+        let log = match resume {
+            Some(id) => {
+                let (log, report) = self.store.open(id)?;
+                for w in &report.warnings {
+                    eprintln!("wharf: warning: {w}");
+                }
+                log
+            }
+            None => self.store.create(NewSession {
+                id: None,
+                workspace: Some(self.workspace.display().to_string()),
+                profile: Some(self.args.profile.clone()),
+            })?,
+        };
+        let first_seq = log.last_seq() + 1;
+        for ev in self.plugins.history() {
+            log.append(ev)?;
+        }
+        let mut rx = self.plugins.subscribe();
+        let live = log.clone();
+        tokio::spawn(async move {
+            while let Ok(ev) = rx.recv().await {
+                if live.append(ev).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok((Agent::new(log, self.plugins.registry().clone(), approver, self.agent_config(max_steps)), first_seq))
+    }
+}

@@ -1,0 +1,113 @@
+//! `wharf run "TASK"`: one headless turn. Exit 0 only when the turn ends
+//! `completed`; `--output jsonl` streams every event as it is appended.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use wharf_core::events::{EventKind, StopReason};
+
+use crate::host_ctx::{HostArgs, HostCtx};
+use crate::render::TextRenderer;
+
+/// Output formats of `wharf run`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    /// A readable transcript on stdout, a summary on stderr.
+    Text,
+    /// Every session event as one JSON line, as it is appended.
+    Jsonl,
+}
+
+/// Arguments of `wharf run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The task for the agent.
+    pub task: String,
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+    /// Step budget for this turn (overrides `agent.max_steps`).
+    #[arg(long = "max-steps", value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// Continue an existing session instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+}
+
+/// Runs `wharf run`.
+pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    let host = HostCtx::start(&args.host).await?;
+    let approver = host.headless_approver();
+    let (agent, first_seq) = host.open_agent(args.resume.as_deref(), approver, args.max_steps)?;
+    let session_id = agent.session_id().to_string();
+    let log_path = agent.log().path().to_path_buf();
+    let mut rx = agent.log().subscribe_from(first_seq)?;
+    let output = args.output;
+    let printer = tokio::spawn(async move {
+        let mut renderer = TextRenderer::new(true);
+        let stdout = std::io::stdout();
+        while let Some(ev) = rx.recv().await {
+            let mut out = stdout.lock();
+            match output {
+                Output::Jsonl => {
+                    if let Ok(line) = ev.to_json_line() {
+                        let _ = writeln!(out, "{line}");
+                        let _ = out.flush();
+                    }
+                }
+                Output::Text => renderer.render(&ev, &mut out),
+            }
+            if matches!(ev.kind, EventKind::TurnEnd(_)) && output == Output::Text {
+                // Keep printing later events (nothing follows a turn end in
+                // a headless run), but stop waiting once the turn is over.
+            }
+        }
+    });
+
+    // Ctrl-C cancels the turn (the loop commits what streamed so far).
+    let canceller = agent.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            canceller.cancel();
+        }
+    });
+    let summary = agent.prompt(args.task.clone()).await;
+    ctrl_c.abort();
+    agent.log().flush().await?;
+    let summary = summary?;
+    // Let the printer drain what was appended, then stop it.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    drop(agent);
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), printer).await;
+
+    let usage = summary.usage;
+    eprintln!(
+        "session {session_id} · {} · {} step(s) · tokens {} in / {} out · log {}",
+        reason_text(&summary.reason),
+        summary.steps,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        log_path.display()
+    );
+    Ok(match summary.reason {
+        StopReason::Completed => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
+}
+
+/// A stop reason for humans.
+pub fn reason_text(r: &StopReason) -> String {
+    match r {
+        StopReason::Completed => "completed".into(),
+        StopReason::MaxSteps => "max_steps".into(),
+        StopReason::Cancelled => "cancelled".into(),
+        StopReason::Blocked { message } => format!("blocked: {message}"),
+        StopReason::Error { code, message } => format!("error {code}: {message}"),
+        StopReason::MaxTokens => "max_tokens".into(),
+        StopReason::Interrupted => "interrupted".into(),
+    }
+}
