@@ -1,4 +1,6 @@
 //! One integration-test binary (saves link time), one module per area.
 
 mod cli_plugin;
+mod policy;
+mod run;
 mod sandbox;

@@ -159,8 +159,47 @@ fn lint(root: &Path) -> Result<()> {
     run(&mut cmd)
 }
 
-fn demo(root: &Path, _extra: &[String]) -> Result<()> {
+fn demo(root: &Path, extra: &[String]) -> Result<()> {
     build_plugins(root)?;
-    run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
-    bail!("the demo session needs `wharf run` (issue 3), which is not wired yet")
+    run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    let target = target_dir(root);
+    let wharf = target.join("debug/wharf");
+    // A throwaway workspace: the model may only touch this directory.
+    let ws = target.join("demo/workspace");
+    let _ = std::fs::remove_dir_all(&ws);
+    std::fs::create_dir_all(ws.join("wit"))?;
+    std::fs::copy(root.join("README.md"), ws.join("README.md"))?;
+    for entry in std::fs::read_dir(root.join("wit"))? {
+        let p = entry?.path();
+        if p.extension().is_some_and(|e| e == "wit") {
+            if let Some(name) = p.file_name() {
+                std::fs::copy(&p, ws.join("wit").join(name))?;
+            }
+        }
+    }
+    let sessions = target.join("demo/sessions");
+    let session_dir = sessions.display().to_string();
+    let task = extra.first().cloned().unwrap_or_else(|| {
+        "List the workspace, read README.md and write a short summary of the project to SUMMARY.md.".to_string()
+    });
+    eprintln!("\n== offline demo: scripted model, real sandboxed components (workspace {}) ==\n", ws.display());
+    run(Command::new(&wharf).current_dir(&ws).args(["run", &task, "--profile", "demo", "--session-dir", &session_dir]))?;
+    let summary = std::fs::read_to_string(ws.join("SUMMARY.md")).context("the demo did not write SUMMARY.md")?;
+    eprintln!("\n-- SUMMARY.md written by the agent through the fs component --\n{summary}");
+    if std::env::var("DEEPSEEK_API_KEY").is_ok_and(|k| !k.is_empty()) {
+        eprintln!("\n== the same task against DeepSeek (DEEPSEEK_API_KEY is set) ==\n");
+        let _ = std::fs::remove_file(ws.join("SUMMARY.md"));
+        run(Command::new(&wharf).current_dir(&ws).args([
+            "run",
+            &task,
+            "--profile",
+            "demo-deepseek",
+            "--session-dir",
+            &session_dir,
+        ]))?;
+    } else {
+        eprintln!("\n(set DEEPSEEK_API_KEY to run the same session against a real model)");
+    }
+    eprintln!("\nsession logs: {}\nreplay one with: {} sessions show ID --session-dir {}", sessions.display(), wharf.display(), sessions.display());
+    Ok(())
 }

@@ -113,6 +113,7 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 memory_mb: row.grant.memory_mb,
                 timeout_ms: row.grant.timeout_ms,
                 output_limit_bytes: row.grant.output_limit_bytes,
+                sandbox_off: false,
             },
             warm: row.warm,
         });
@@ -221,7 +222,8 @@ impl HostCtx {
                 profile: Some(self.args.profile.clone()),
             })?,
         };
-        let first_seq = log.last_seq() + 1;
+        // A new session streams from its header; a resumed one from here on.
+        let first_seq = if resume.is_some() { log.last_seq() + 1 } else { 1 };
         for ev in self.plugins.history() {
             log.append(ev)?;
         }

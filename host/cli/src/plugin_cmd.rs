@@ -88,6 +88,7 @@ impl GrantArgs {
             memory_mb: self.memory_mb,
             timeout_ms: self.timeout_ms,
             output_limit_bytes: None,
+            sandbox_off: false,
         };
         g.validate()?;
         Ok(g)

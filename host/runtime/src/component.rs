@@ -428,10 +428,32 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
             Trap::Interrupt => {
                 CallError::new("TIMEOUT", format!("call exceeded its time limit of {} ms", state.timeout_ms))
             }
+            Trap::MemoryOutOfBounds if deep_recursion(err) => {
+                // Guests keep a shadow stack at the bottom of linear memory;
+                // overflowing it wraps the stack pointer and faults there.
+                CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack (deep recursion)")
+            }
             other => CallError::new("TRAP", format!("the plugin trapped: {other}")),
         };
     }
     CallError::new("TRAP", format!("the plugin failed: {}", first_line(err)))
+}
+
+/// Whether the trap's backtrace is a deep run of one function: the shape of
+/// a recursion that ran out of (shadow) stack.
+fn deep_recursion(err: &wasmtime::Error) -> bool {
+    let Some(bt) = err.downcast_ref::<wasmtime::WasmBacktrace>() else { return false };
+    let frames = bt.frames();
+    // With a 128 KiB shadow stack and large frames, a runaway recursion can
+    // fault after a couple of dozen frames.
+    if frames.len() < 8 {
+        return false;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for f in frames {
+        *counts.entry((f.module().name().map(str::to_string), f.func_index())).or_insert(0usize) += 1;
+    }
+    counts.values().copied().max().unwrap_or(0) * 2 >= frames.len()
 }
 
 impl PluginVersion {
@@ -462,6 +484,18 @@ impl PluginVersion {
     /// Calls `plugin.info()` with no grants, then computes the effective
     /// grant and asks the kinds for their registrations.
     fn describe(&mut self, grant: &Grant) -> Result<(), String> {
+        // Loading is blocking; when called from inside an async runtime
+        // (tests, `block_in_place` callers) run the describe calls on a
+        // scoped thread with their own small runtime.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return std::thread::scope(|s| {
+                s.spawn(|| self.describe_blocking(grant)).join().unwrap_or_else(|_| Err("describe panicked".into()))
+            });
+        }
+        self.describe_blocking(grant)
+    }
+
+    fn describe_blocking(&mut self, grant: &Grant) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));

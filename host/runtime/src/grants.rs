@@ -92,6 +92,11 @@ pub struct Grant {
     /// Cap on a call's output, bytes.
     #[serde(default)]
     pub output_limit_bytes: Option<usize>,
+    /// Run `process` commands without the OS sandbox (`grant.sandbox =
+    /// "off"`). By default a plugin's processes are refused when the sandbox
+    /// cannot be set up.
+    #[serde(default)]
+    pub sandbox_off: bool,
 }
 
 /// What the component asks for (from its `plugin.info()`).
@@ -146,6 +151,9 @@ pub struct Effective {
     pub timeout_ms: u64,
     /// Output cap, bytes.
     pub output_limit_bytes: usize,
+    /// Processes run without the OS sandbox (see [`Grant::sandbox_off`]).
+    #[serde(default)]
+    pub sandbox_off: bool,
     /// Things asked for but not granted (for `inspect`/`doctor`).
     pub denied: Vec<String>,
 }
@@ -201,6 +209,12 @@ impl Grant {
         }
         let mut env = Vec::new();
         for e in &req.env {
+            // `*`: whatever names the operator grants (the shell plugin passes
+            // them on to its processes). Names are still granted one by one.
+            if e == "*" {
+                env.extend(self.env.iter().filter(|g| !req.env.contains(g)).cloned());
+                continue;
+            }
             if self.env.contains(e) {
                 env.push(e.clone());
             } else {
@@ -225,6 +239,7 @@ impl Grant {
             memory_mb,
             timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             output_limit_bytes: self.output_limit_bytes.unwrap_or(DEFAULT_OUTPUT_LIMIT),
+            sandbox_off: self.sandbox_off,
             denied,
         }
     }

@@ -5,6 +5,7 @@
 //! - [`cache`]: the on-disk compile cache.
 //! - [`grants`]: request ∩ grant, deny by default.
 //! - [`state`]: per-store state and the host imports.
+//! - [`process`]: the `process` host capability and its OS sandbox.
 //! - [`component`]: loading, describing and calling a component under limits.
 
 pub mod adapters;
@@ -15,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod grants;
 pub mod host;
+pub mod process;
 pub mod state;
 
 pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};

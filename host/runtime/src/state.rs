@@ -328,46 +328,45 @@ impl wit::kv::Host for HostState {
 impl wit::process::Host for HostState {
     async fn run(
         &mut self,
-        _cmd: wit::process::Command,
+        cmd: wit::process::Command,
     ) -> wasmtime::Result<Result<wit::process::CommandOutput, wit::process::ProcessError>> {
-        Ok(Err(self.process_denied()))
+        if let Err(e) = self.process_denied() {
+            return Ok(Err(e));
+        }
+        Ok(crate::process::run(&self.shared.id, &self.effective, cmd, self.deadline).await)
     }
 
     async fn spawn(
         &mut self,
-        _cmd: wit::process::Command,
+        cmd: wit::process::Command,
     ) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
-        Ok(Err(self.process_denied()))
+        Ok(self.process_denied().and_then(|()| crate::process::spawn(&self.shared.id, &self.effective, cmd)))
     }
 
     async fn job_output(
         &mut self,
-        _id: u64,
+        id: u64,
     ) -> wasmtime::Result<Result<wit::process::CommandOutput, wit::process::ProcessError>> {
-        Ok(Err(self.process_denied()))
+        Ok(self.process_denied().and_then(|()| crate::process::job_output(&self.shared.id, id)))
     }
 
-    async fn job_kill(&mut self, _id: u64) -> wasmtime::Result<Result<(), wit::process::ProcessError>> {
-        Ok(Err(self.process_denied()))
+    async fn job_kill(&mut self, id: u64) -> wasmtime::Result<Result<(), wit::process::ProcessError>> {
+        Ok(self.process_denied().and_then(|()| crate::process::job_kill(&self.shared.id, id)))
     }
 
     async fn job_list(&mut self) -> wasmtime::Result<Vec<wit::process::JobInfo>> {
-        Ok(Vec::new())
+        Ok(if self.process_denied().is_ok() { crate::process::job_list(&self.shared.id) } else { Vec::new() })
     }
 
     async fn sandbox(&mut self) -> wasmtime::Result<wit::process::SandboxLevel> {
-        Ok(wit::process::SandboxLevel::None)
+        Ok(crate::process::guest_level(&self.effective))
     }
 }
 
 impl HostState {
-    fn process_denied(&self) -> wit::process::ProcessError {
-        if self.effective.process {
-            // The OS sandbox for processes is not part of this build yet:
-            // refuse rather than run unconfined.
-            wit::process::ProcessError::SandboxUnavailable("the process sandbox is not available in this build".into())
-        } else {
-            wit::process::ProcessError::NotGranted
-        }
+    /// `not-granted` unless the plugin's effective grant has `process`
+    /// (the sandbox checks come later, in [`crate::process`]).
+    fn process_denied(&self) -> Result<(), wit::process::ProcessError> {
+        if self.effective.process { Ok(()) } else { Err(wit::process::ProcessError::NotGranted) }
     }
 }

@@ -110,6 +110,20 @@ impl WireError {
     }
 }
 
+impl From<crate::request::BuildError> for WireError {
+    /// A body that cannot be built is an `INVALID_REQUEST`.
+    fn from(e: crate::request::BuildError) -> Self {
+        Self::new(ErrorCode::InvalidRequest, e.to_string())
+    }
+}
+
+impl From<crate::sse::SseError> for WireError {
+    /// An unparseable event stream is a `MALFORMED_RESPONSE`.
+    fn from(e: crate::sse::SseError) -> Self {
+        Self::new(ErrorCode::MalformedResponse, e.to_string())
+    }
+}
+
 /// Replaces every occurrence of `secret` in `text` with [`REDACTED`]; also
 /// the value of any `Bearer <token>` it contains. An empty secret redacts
 /// only bearer tokens.
@@ -450,6 +464,15 @@ mod tests {
             assert_eq!(map_stream_error(&b).code, code, "{json}");
         }
         assert!(ErrorBody::from_value(&serde_json::json!({"choices": []})).is_none());
+    }
+
+    #[test]
+    fn conversions() {
+        let e: WireError = crate::request::BuildError::MissingModel.into();
+        assert_eq!((e.code, e.message.as_str()), (ErrorCode::InvalidRequest, "no model configured"));
+        let e: WireError = crate::sse::SseError::TooLarge { limit: 4 }.into();
+        assert_eq!(e.code, ErrorCode::MalformedResponse);
+        assert_eq!(e.to_string(), "MALFORMED_RESPONSE: SSE event larger than 4 bytes");
     }
 
     #[test]

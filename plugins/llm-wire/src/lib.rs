@@ -2,10 +2,9 @@
 //! OpenAI-compatible servers — shared by Wharf's `llm-deepseek` and
 //! `llm-openai` adapter components.
 //!
-//! Pure Rust without I/O (serde, serde_json, thiserror only), so it builds
-//! for native tests and for `wasm32-wasip2` components alike. The component
-//! owns HTTP, clocks, timeouts and the WIT bindings; this crate owns the
-//! formats:
+//! The core is pure Rust without I/O (serde, serde_json, thiserror only), so
+//! it builds for native tests and for `wasm32-wasip2` components alike; the
+//! I/O comes in through traits. It owns the formats and the driver:
 //!
 //! - [`request`]: adapter request + [`Config`] → request body
 //!   ([`build_request`], [`build_request_json`]), including DeepSeek's
@@ -15,7 +14,14 @@
 //!   [`StreamDecoder`] combining both (bytes in, events out);
 //! - [`error`]: stable [`ErrorCode`]s, HTTP status/body → [`WireError`]
 //!   ([`map_http_error`]), [`redact`];
-//! - [`retry_after`]: `Retry-After` (seconds or HTTP-date) → milliseconds.
+//! - [`retry_after`]: `Retry-After` (seconds or HTTP-date) → milliseconds;
+//! - [`adapter`]: the adapter itself — configuration ([`AdapterConfig`],
+//!   [`Settings`]), the request/response exchange over a [`Transport`] and
+//!   the pull-based [`Completion`] with its idle timeout — so the two
+//!   components share it instead of copying it;
+//! - `component` (feature `component`): the conversion to and from the
+//!   SDK's WIT types and the `wasi:http/outgoing-handler` transport; a
+//!   component is then `info()` plus three one-line calls.
 //!
 //! A component's `next()` typically looks like:
 //!
@@ -33,12 +39,16 @@
 //! # Ok::<(), wharf_llm_wire::WireError>(())
 //! ```
 
+pub mod adapter;
+#[cfg(feature = "component")]
+pub mod component;
 pub mod error;
 pub mod request;
 pub mod retry_after;
 pub mod sse;
 pub mod stream;
 
+pub use adapter::{AdapterConfig, Completion, Flavor, ResponseBody, Settings, Transport};
 pub use error::{ErrorBody, ErrorCode, WireError, is_context_overflow, map_http_error, map_stream_error, redact};
 pub use request::{
     BuildError, ChatRequest, Config, Dialect, MaxTokensField, Message, ReasoningEffort, Request, Role, ToolCall,

@@ -246,6 +246,8 @@ impl StreamAssembler {
             }
             match choice.get("finish_reason") {
                 None | Some(Value::Null) => {}
+                // Some servers send "" on intermediate chunks: same as null.
+                Some(Value::String(r)) if r.is_empty() => {}
                 Some(Value::String(r)) => self.finish_reason = Some(r.clone()),
                 Some(_) => return Err(malformed("finish_reason is not a string")),
             }
@@ -401,7 +403,7 @@ impl StreamDecoder {
         }
         let items = self.parser.feed(bytes).map_err(|e| {
             self.assembler.failed = true;
-            WireError::new(ErrorCode::MalformedResponse, e.to_string())
+            WireError::from(e)
         })?;
         self.process(&items, &mut decoded)?;
         Ok(decoded)
@@ -609,6 +611,8 @@ mod tests {
             let body = sse(&[delta(json!({"content": "x"})), finish(wire)], true);
             assert_eq!(decode_all(body.as_bytes()).unwrap().last(), Some(&Event::Finish(want)), "{wire}");
         }
+        let body = sse(&[delta(json!({"content": "x"})), finish(""), finish("length"), finish("")], true);
+        assert_eq!(decode_all(body.as_bytes()).unwrap().last(), Some(&Event::Finish(FinishReason::MaxTokens)));
         let body = sse(&[delta(json!({"content": "x"})), finish("weird")], true);
         assert_eq!(decode_all(body.as_bytes()).unwrap_err().code, ErrorCode::MalformedResponse);
         // No finish reason at all: stop.

@@ -403,12 +403,13 @@ async fn drive(
                 let mut left = ms;
                 while left > 0 {
                     let nap = if keepalive_every_ms == 0 { left } else { keepalive_every_ms.min(left) };
-                    tokio::time::sleep(Duration::from_millis(nap)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(nap)) => {}
+                        // The client went away: stop at once.
+                        _ = tx.closed() => return,
+                    }
                     left -= nap;
                     if keepalive_every_ms > 0 && left > 0 && tx.send(Ok(Bytes::from_static(KEEPALIVE))).await.is_err() {
-                        return;
-                    }
-                    if tx.is_closed() {
                         return;
                     }
                 }

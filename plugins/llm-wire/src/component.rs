@@ -1,0 +1,201 @@
+//! What the `llm-deepseek` and `llm-openai` components have in common, on
+//! top of [`crate::adapter`]: the conversion between the SDK's WIT types and
+//! this crate's, and the `wasi:http/outgoing-handler` transport (only on
+//! `wasm32`; elsewhere [`start`] fails with `TRANSPORT`).
+//!
+//! A component is then a few lines:
+//!
+//! ```ignore
+//! use wharf_llm_wire::component::{self, Stream};
+//! use wharf_sdk::prelude::*;
+//!
+//! struct DeepSeek;
+//!
+//! impl LlmPlugin for DeepSeek {
+//!     type Stream = Stream;
+//!     fn info() -> PluginInfo { component::plugin_info("llm-deepseek", env!("CARGO_PKG_VERSION"), "…") }
+//!     fn model() -> ModelInfo { component::model() }
+//!     fn start(req: LlmRequest) -> Result<Stream, LlmError> { component::start(&wharf_llm_wire::adapter::DEEPSEEK, req) }
+//! }
+//!
+//! wharf_sdk::export_llm!(DeepSeek);
+//! ```
+//!
+//! **Grants.** `info()` must not depend on configuration, so the components
+//! cannot name the host of their `base_url` or the variable of their
+//! `api_key_env` there. They request `hosts = ["*"]` and `env = ["*"]`; the
+//! effective grant is that request intersected with the operator's grant,
+//! i.e. exactly the hosts and variable names the profile row grants (deny by
+//! default: a row without `grant.hosts` reaches nothing).
+
+use wharf_sdk::llm::{CompletionStream, Event as SdkEvent, FinishReason as SdkFinish, Usage as SdkUsage};
+use wharf_sdk::prelude::{LlmError, LlmErrorCode, LlmRequest, ModelInfo, PluginInfo};
+use wharf_sdk::{Role as SdkRole, ToolCall as SdkToolCall};
+
+use crate::adapter::{AdapterConfig, Completion, Flavor, Settings};
+use crate::error::{ErrorCode, WireError};
+use crate::request::{Message, Request, Role, ToolCall, ToolSpec};
+use crate::stream::{Event, FinishReason};
+
+#[cfg(target_arch = "wasm32")]
+mod wasi_http;
+
+#[cfg(target_arch = "wasm32")]
+type Body = wasi_http::WasiBody;
+
+/// Stand-in body off `wasm32` (never constructed).
+#[cfg(not(target_arch = "wasm32"))]
+pub struct Body(std::convert::Infallible);
+
+#[cfg(not(target_arch = "wasm32"))]
+impl crate::adapter::ResponseBody for Body {
+    fn read(&mut self, _max: usize, _wait_ms: u64) -> Result<crate::adapter::ReadOutcome, WireError> {
+        match self.0 {}
+    }
+
+    fn now_ms(&self) -> u64 {
+        match self.0 {}
+    }
+}
+
+/// The plugin's self-description with the grant request both adapters make:
+/// any host and any variable, narrowed by the operator's grant.
+pub fn plugin_info(name: &str, version: &str, description: &str) -> PluginInfo {
+    PluginInfo::new(name, version, description).hosts(["*"]).env(["*"])
+}
+
+/// The configuration from the host (`INVALID_REQUEST` when it does not
+/// parse).
+pub fn config() -> Result<AdapterConfig, WireError> {
+    AdapterConfig::from_json(&wharf_sdk::config::json())
+}
+
+/// `model()`: the configured model id and context window.
+pub fn model() -> ModelInfo {
+    let (model, window) = config().unwrap_or_default().model_info();
+    ModelInfo::new(model, window)
+}
+
+/// An in-flight completion.
+pub struct Stream {
+    inner: Completion<Body>,
+    name: &'static str,
+}
+
+impl CompletionStream for Stream {
+    fn next(&mut self) -> Result<Option<Vec<SdkEvent>>, LlmError> {
+        match self.inner.next() {
+            Ok(batch) => Ok(batch.map(|events| events.into_iter().map(to_sdk_event).collect())),
+            Err(e) => {
+                wharf_sdk::log::debug!("{}: stream failed: {e}", self.name);
+                Err(to_sdk_error(e))
+            }
+        }
+    }
+}
+
+/// `start()`: reads the configuration and the key, sends the request and
+/// returns the stream.
+pub fn start(flavor: &Flavor, req: LlmRequest) -> Result<Stream, LlmError> {
+    let settings = config().and_then(|c| Settings::resolve(&c, flavor)).map_err(to_sdk_error)?;
+    let key = settings.api_key(|name| std::env::var(name).ok()).map_err(to_sdk_error)?;
+    let request = from_sdk_request(req);
+    wharf_sdk::log::debug!(
+        "{}: POST {} model={} messages={} tools={}",
+        flavor.name,
+        settings.endpoint.url(),
+        settings.wire.model,
+        request.messages.len(),
+        request.tools.len()
+    );
+    let inner = open(&settings, key.as_deref(), &request).map_err(|e| {
+        wharf_sdk::log::debug!("{}: request failed: {e}", flavor.name);
+        to_sdk_error(e)
+    })?;
+    Ok(Stream { inner, name: flavor.name })
+}
+
+#[cfg(target_arch = "wasm32")]
+fn open(settings: &Settings, key: Option<&str>, request: &Request) -> Result<Completion<Body>, WireError> {
+    crate::adapter::start(&mut wasi_http::WasiTransport, settings, key, request)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn open(_settings: &Settings, _key: Option<&str>, _request: &Request) -> Result<Completion<Body>, WireError> {
+    Err(WireError::new(ErrorCode::Transport, "HTTP is only available in the wasm32 component build"))
+}
+
+/// SDK request → wire request.
+pub fn from_sdk_request(req: LlmRequest) -> Request {
+    Request {
+        system: req.system,
+        messages: req
+            .messages
+            .into_iter()
+            .map(|m| Message {
+                role: match m.role {
+                    SdkRole::System => Role::System,
+                    SdkRole::User => Role::User,
+                    SdkRole::Assistant => Role::Assistant,
+                    SdkRole::Tool => Role::Tool,
+                },
+                content: m.content,
+                reasoning: m.reasoning,
+                tool_calls: m
+                    .tool_calls
+                    .into_iter()
+                    .map(|c| ToolCall { id: c.id, name: c.name, arguments: c.arguments })
+                    .collect(),
+                tool_call_id: m.tool_call_id,
+            })
+            .collect(),
+        tools: req
+            .tools
+            .into_iter()
+            .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
+            .collect(),
+        max_tokens: req.max_tokens,
+    }
+}
+
+/// Wire event → SDK event.
+pub fn to_sdk_event(e: Event) -> SdkEvent {
+    match e {
+        Event::Text(t) => SdkEvent::Text(t),
+        Event::Reasoning(r) => SdkEvent::Reasoning(r),
+        Event::ToolCall(c) => SdkEvent::ToolCall(SdkToolCall { id: c.id, name: c.name, arguments: c.arguments }),
+        Event::Usage(u) => SdkEvent::Usage(SdkUsage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cache_hit_tokens: u.cache_hit_tokens,
+            cache_miss_tokens: u.cache_miss_tokens,
+            reasoning_tokens: u.reasoning_tokens,
+        }),
+        Event::Finish(f) => SdkEvent::Finish(match f {
+            FinishReason::Stop => SdkFinish::Stop,
+            FinishReason::ToolCalls => SdkFinish::ToolCalls,
+            FinishReason::MaxTokens => SdkFinish::MaxTokens,
+            FinishReason::ContentFilter => SdkFinish::ContentFilter,
+            FinishReason::Retryable => SdkFinish::Retryable,
+        }),
+    }
+}
+
+/// Wire error → SDK error.
+pub fn to_sdk_error(e: WireError) -> LlmError {
+    let code = match e.code {
+        ErrorCode::Auth => LlmErrorCode::Auth,
+        ErrorCode::Quota => LlmErrorCode::Quota,
+        ErrorCode::RateLimit => LlmErrorCode::RateLimit,
+        ErrorCode::ContextWindowExceeded => LlmErrorCode::ContextWindowExceeded,
+        ErrorCode::InvalidRequest => LlmErrorCode::InvalidRequest,
+        ErrorCode::Server => LlmErrorCode::Server,
+        ErrorCode::Transport => LlmErrorCode::Transport,
+        ErrorCode::Timeout => LlmErrorCode::Timeout,
+        ErrorCode::Aborted => LlmErrorCode::Aborted,
+        ErrorCode::StreamClosed => LlmErrorCode::StreamClosed,
+        ErrorCode::MalformedResponse => LlmErrorCode::MalformedResponse,
+        ErrorCode::EmptyResponse => LlmErrorCode::EmptyResponse,
+    };
+    LlmError { code, message: e.message, http_status: e.http_status, retry_after_ms: e.retry_after_ms }
+}

@@ -1,0 +1,523 @@
+//! Permission policies end to end: `wharf run --output jsonl` with the real
+//! `policy-rules` and `policy-fixed` components, the scripted model and the
+//! `fs`/`text` tools. Each test writes its own profile into a temporary home;
+//! every session log is checked with `wharf_core::invariants::check`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use wharf_core::events::Event;
+
+struct Env {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+}
+
+fn env() -> Env {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let sessions = home.path().join("sessions");
+    Env { home, ws, sessions }
+}
+
+/// One finished `wharf run`.
+struct Run {
+    code: i32,
+    /// The `--output jsonl` lines.
+    events: Vec<Value>,
+    stderr: String,
+}
+
+impl Run {
+    /// Events of type `ty` about call `call_id` (`data.call_id` or, for
+    /// `tool/call`, `data.id`).
+    fn about(&self, ty: &str, call_id: &str) -> Vec<&Value> {
+        self.events
+            .iter()
+            .filter(|e| e["type"] == ty && (e["data"]["call_id"] == call_id || e["data"]["id"] == call_id))
+            .collect()
+    }
+
+    /// The one event of type `ty` about `call_id`.
+    fn one(&self, ty: &str, call_id: &str) -> &Value {
+        match self.about(ty, call_id).as_slice() {
+            [e] => e,
+            other => panic!("expected one `{ty}` for {call_id}, got {}:\n{}", other.len(), self.dump()),
+        }
+    }
+
+    /// The content of the last assistant message: what the scripted model
+    /// echoed back of the last tool result it was sent.
+    fn last_text(&self) -> String {
+        let msg = self.events.iter().rev().find(|e| e["type"] == "assistant/message");
+        msg.and_then(|m| m["data"]["content"].as_str()).unwrap_or_default().to_string()
+    }
+
+    fn dump(&self) -> String {
+        let lines: Vec<String> = self.events.iter().map(Value::to_string).collect();
+        format!("{}\nstderr: {}", lines.join("\n"), self.stderr)
+    }
+}
+
+fn seq(e: &Value) -> u64 {
+    e["seq"].as_u64().unwrap_or_default()
+}
+
+impl Env {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.ws.path().join(rel)
+    }
+
+    /// Writes a profile: `[agent]` with the scripted adapter, the `fs` and
+    /// `text` tools, then `body` (policy rows, the scripted model).
+    fn profile(&self, name: &str, body: &str) -> PathBuf {
+        let text = format!(
+            r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "text"
+path = "${{plugin_dir}}/text.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:ro"]
+{body}
+"#
+        );
+        let path = self.home.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn wharf(&self) -> Command {
+        // Built components must exist before the binary resolves ${plugin_dir}.
+        for p in ["fs", "text", "llm-scripted", "policy-rules", "policy-fixed"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let mut c = wharf_tests::wharf(self.home.path());
+        c.current_dir(self.ws.path());
+        c
+    }
+
+    /// `wharf run --output jsonl`; checks the stored log's invariants and
+    /// that every streamed line is a valid event.
+    fn run(&self, profile: &Path, extra: &[&str]) -> Run {
+        let sessions = self.sessions.display().to_string();
+        let profile = profile.display().to_string();
+        let ws = self.ws.path().display().to_string();
+        let mut args = vec![
+            "run",
+            "do the task",
+            "--profile",
+            &profile,
+            "--workspace",
+            &ws,
+            "--session-dir",
+            &sessions,
+            "--output",
+            "jsonl",
+            "--no-watch",
+        ];
+        args.extend_from_slice(extra);
+        let out = self.wharf().args(&args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let events: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
+            .collect();
+        for e in &events {
+            if let Err(err) = serde_json::from_value::<Event>(e.clone()) {
+                panic!("streamed line is not an event ({err}): {e}");
+            }
+        }
+        let run = Run { code: out.status.code().unwrap_or(-1), events, stderr };
+        if let Some(id) = session_id(&run.stderr) {
+            let store = wharf_core::Store::new(&self.sessions);
+            let log = store.load(&id).unwrap_or_else(|e| panic!("load session {id}: {e}"));
+            if let Err(e) = wharf_core::invariants::check(&log.events) {
+                panic!("session log breaks an invariant: {e}\n{}", run.dump());
+            }
+            // The stream is the stored log from the first event after
+            // `session/start`.
+            let stored: Vec<Value> =
+                log.events.iter().skip(1).map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
+            assert_eq!(stored.len(), run.events.len(), "stream and log differ\n{}", run.dump());
+        }
+        run
+    }
+}
+
+/// The session id from `wharf run`'s summary line (`session ID · …`).
+fn session_id(stderr: &str) -> Option<String> {
+    stderr.lines().rev().find_map(|l| l.strip_prefix("session ")?.split_whitespace().next().map(str::to_string))
+}
+
+/// A TOML basic string holding `s` (JSON string escapes are valid TOML).
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// The scripted model's rows: step `k` makes the calls `steps[k]` (ids
+/// `call_<k>_<i>`); the last turn echoes the last tool result it was sent,
+/// which shows what the model saw.
+fn scripted(steps: &[&[(&str, Value)]]) -> String {
+    let mut s = String::from(
+        "\n[[plugin]]\nid = \"scripted\"\npath = \"${plugin_dir}/llm-scripted.wasm\"\n[plugin.config]\nmodel = \"scripted-policy\"\n",
+    );
+    for calls in steps {
+        let list: Vec<String> = calls
+            .iter()
+            .map(|(name, args)| format!("{{ name = \"{name}\", arguments = {} }}", toml_str(&args.to_string())))
+            .collect();
+        let _ = write!(s, "\n[[plugin.config.turns]]\ntool_calls = [{}]\n", list.join(", "));
+    }
+    s.push_str(
+        "\n[[plugin.config.turns]]\ntext = \"The tool said: \"\necho_last_tool_result = true\nfinish = \"stop\"\n",
+    );
+    s
+}
+
+/// A policy row: `config` and `grant` are TOML table bodies.
+fn policy(id: &str, component: &str, config: &str, grant: &str) -> String {
+    let mut s = format!("\n[[plugin]]\nid = \"{id}\"\npath = \"${{plugin_dir}}/{component}.wasm\"\n");
+    if !config.is_empty() {
+        let _ = write!(s, "[plugin.config]\n{config}\n");
+    }
+    if !grant.is_empty() {
+        let _ = write!(s, "[plugin.grant]\n{grant}\n");
+    }
+    s
+}
+
+#[test]
+fn denied_call_is_logged_and_the_model_sees_the_reason() {
+    let env = env();
+    let rules = policy(
+        "rules",
+        "policy-rules",
+        r#"
+mode = "workspace-write"
+[[plugin.config.rules]]
+tool = ["write", "edit"]
+path = "secrets/**"
+action = "deny"
+reason = "secrets are off limits"
+"#,
+        "",
+    );
+    let steps: &[&[(&str, Value)]] = &[&[
+        ("read", json!({"path": "README.md"})),
+        ("write", json!({"path": "secrets/key.txt", "content": "hunter2"})),
+    ]];
+    let profile = env.profile("deny", &format!("{rules}{}", scripted(steps)));
+    let run = env.run(&profile, &[]);
+    assert_eq!(run.code, 0, "a denied call does not fail the turn\n{}", run.dump());
+
+    let loaded = run.events.iter().find(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "rules");
+    assert_eq!(loaded.map(|e| e["data"]["kinds"].clone()), Some(json!(["policy"])), "{}", run.dump());
+
+    // The allowed call in the same step is unaffected.
+    let read = run.one("tool/result", "call_0_0");
+    assert_eq!(read["data"]["is_error"], false, "{}", run.dump());
+    assert_eq!(run.one("policy/decision", "call_0_0")["data"]["verdict"], "allow");
+
+    // The denied call: tool/call, then policy/decision, then tool/result.
+    let call = run.one("tool/call", "call_0_1");
+    assert_eq!(call["data"]["name"], "write");
+    let decision = run.one("policy/decision", "call_0_1");
+    let result = run.one("tool/result", "call_0_1");
+    assert!(seq(call) < seq(decision) && seq(decision) < seq(result), "{}", run.dump());
+    let reason = "rules: secrets are off limits (rule 1)";
+    assert_eq!(decision["data"]["verdict"], "deny");
+    assert_eq!(decision["data"]["reason"], reason);
+    let votes = decision["data"]["votes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(votes.len(), 1, "{}", run.dump());
+    assert_eq!(votes[0]["source"], "policy");
+    assert_eq!(votes[0]["plugin"], "rules");
+    assert_eq!(votes[0]["decision"], json!({"decision": "deny", "reason": "secrets are off limits (rule 1)"}));
+    assert_eq!(result["data"]["is_error"], true);
+    assert_eq!(result["data"]["error_code"], "DENIED");
+    assert_eq!(result["data"]["plugin"], "fs");
+    let content = result["data"]["content"].as_str().unwrap_or_default();
+    assert!(content.contains(reason), "{content}");
+    assert!(!env.path("secrets/key.txt").exists(), "the denied write must not run");
+
+    // The model got the reason as the tool result.
+    assert!(run.last_text().contains(reason), "{}", run.dump());
+    assert!(run.about("approval/asked", "call_0_1").is_empty());
+}
+
+#[test]
+fn ask_in_headless_mode_resolves_by_the_configured_rule() {
+    // The shipped `guarded` profile: workspace-write plus "ask before writing outside src/".
+    let profile = wharf_tests::root().join("profiles/guarded.toml");
+
+    // Default rule: deny.
+    let env1 = env();
+    let run = env1.run(&profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.one("policy/decision", "call_0_0")["data"]["verdict"], "allow", "src/ is allowed by the preset");
+    assert_eq!(run.one("tool/result", "call_0_0")["data"]["is_error"], false);
+    assert!(env1.path("src/lib.rs").exists());
+
+    let decision = run.one("policy/decision", "call_1_0");
+    assert_eq!(decision["data"]["verdict"], "ask", "{}", run.dump());
+    let reason = decision["data"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("writes outside src/ need approval"), "{reason}");
+    let asked = run.one("approval/asked", "call_1_0");
+    assert_eq!(asked["data"]["tool"], "write");
+    assert_eq!(asked["data"]["reason"], reason.as_str());
+    assert_eq!(asked["data"]["arguments"]["path"], "NOTES.md");
+    let decided = run.one("approval/decided", "call_1_0");
+    assert_eq!(decided["data"]["outcome"], "rejected");
+    assert_eq!(decided["data"]["by"], "headless(rule=deny)");
+    let note = decided["data"]["note"].as_str().unwrap_or_default();
+    assert!(note.contains("configured rule `deny`"), "the log says how it was resolved: {note}");
+    let result = run.one("tool/result", "call_1_0");
+    assert!(seq(decision) < seq(asked) && seq(asked) < seq(decided) && seq(decided) < seq(result));
+    assert_eq!(result["data"]["error_code"], "APPROVAL_REJECTED");
+    assert!(!env1.path("NOTES.md").exists());
+
+    // `-c agent.ask=allow` lets it run, and says so.
+    let env2 = env();
+    let run = env2.run(&profile, &["-c", "agent.ask=allow"]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    assert_eq!(run.one("policy/decision", "call_1_0")["data"]["verdict"], "ask");
+    let decided = run.one("approval/decided", "call_1_0");
+    assert_eq!(decided["data"]["outcome"], "allowed-once", "{}", run.dump());
+    assert_eq!(decided["data"]["by"], "headless(rule=allow)");
+    assert!(decided["data"]["note"].as_str().unwrap_or_default().contains("configured rule `allow`"));
+    assert_eq!(run.one("tool/result", "call_1_0")["data"]["is_error"], false);
+    assert!(env2.path("NOTES.md").exists());
+}
+
+#[test]
+fn rewrite_changes_the_arguments() {
+    let env = env();
+    let rules = policy(
+        "rules",
+        "policy-rules",
+        r#"
+mode = "workspace-write"
+[[plugin.config.rules]]
+tool = "write"
+path = "drafts/**"
+action = "rewrite"
+set = { path = "src/draft.md" }
+"#,
+        "",
+    );
+    let steps: &[&[(&str, Value)]] = &[&[("write", json!({"path": "drafts/a.md", "content": "draft"}))]];
+    let profile = env.profile("rewrite", &format!("{rules}{}", scripted(steps)));
+    let run = env.run(&profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+
+    // The log keeps what the model asked for …
+    let call = run.one("tool/call", "call_0_0");
+    let asked: Value = serde_json::from_str(call["data"]["arguments"].as_str().unwrap_or("null")).unwrap_or_default();
+    assert_eq!(asked["path"], "drafts/a.md");
+    // … and what ran instead.
+    let decision = run.one("policy/decision", "call_0_0");
+    assert_eq!(decision["data"]["verdict"], "allow");
+    assert_eq!(decision["data"]["rewritten"], json!({"path": "src/draft.md", "content": "draft"}));
+    assert_eq!(decision["data"]["votes"][0]["decision"]["decision"], "rewrite");
+    let result = run.one("tool/result", "call_0_0");
+    assert_eq!(result["data"]["is_error"], false, "{}", run.dump());
+    assert_eq!(std::fs::read_to_string(env.path("src/draft.md")).unwrap_or_default(), "draft");
+    assert!(!env.path("drafts").exists());
+}
+
+#[test]
+fn policies_compose_deny_beats_ask_beats_allow() {
+    let env = env();
+    // Profile order: rules, fixed-deny, fixed-ask.
+    let rules = policy(
+        "rules",
+        "policy-rules",
+        r#"
+mode = "full-access"
+rules = [
+  { tool = "write", action = "ask", reason = "rules ask for writes" },
+  { tool = "grep", action = "deny", reason = "rules deny grep" },
+  { tool = "read", action = "rewrite", set = { limit = 1 } },
+  { tool = "list", action = "rewrite", set = { depth = 2 } },
+]
+"#,
+        "",
+    );
+    let deny = policy(
+        "fixed-deny",
+        "policy-fixed",
+        "decision = \"deny\"\nreason = \"fixed says no\"\ntools = [\"write\"]",
+        "",
+    );
+    let ask = policy(
+        "fixed-ask",
+        "policy-fixed",
+        "decision = \"ask\"\nreason = \"fixed wants a human\"\ntools = [\"read\", \"grep\"]",
+        "",
+    );
+    let steps: &[&[(&str, Value)]] = &[&[
+        ("write", json!({"path": "a.txt", "content": "x"})),
+        ("grep", json!({"pattern": "Sample"})),
+        ("read", json!({"path": "README.md"})),
+        ("list", json!({"path": "."})),
+        ("glob", json!({"pattern": "*.md"})),
+    ]];
+    let profile = env.profile("compose", &format!("{rules}{deny}{ask}{}", scripted(steps)));
+    let run = env.run(&profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+
+    let votes = |id: &str| -> Vec<String> {
+        let d = run.one("policy/decision", id);
+        let v = d["data"]["votes"].as_array().cloned().unwrap_or_default();
+        v.iter()
+            .map(|v| {
+                format!("{}={}", v["plugin"].as_str().unwrap_or("?"), v["decision"]["decision"].as_str().unwrap_or("?"))
+            })
+            .collect()
+    };
+    let verdict = |id: &str| run.one("policy/decision", id)["data"].clone();
+
+    // write: ask + deny + allow → deny (only the denier's reason).
+    assert_eq!(votes("call_0_0"), ["rules=ask", "fixed-deny=deny", "fixed-ask=allow"]);
+    assert_eq!(verdict("call_0_0")["verdict"], "deny");
+    assert_eq!(verdict("call_0_0")["reason"], "fixed-deny: fixed says no");
+    assert_eq!(run.one("tool/result", "call_0_0")["data"]["error_code"], "DENIED");
+    assert!(run.about("approval/asked", "call_0_0").is_empty(), "deny wins before anyone is asked");
+    assert!(!env.path("a.txt").exists());
+
+    // grep: deny + allow + ask → deny.
+    assert_eq!(votes("call_0_1"), ["rules=deny", "fixed-deny=allow", "fixed-ask=ask"]);
+    assert_eq!(verdict("call_0_1")["verdict"], "deny");
+    assert_eq!(verdict("call_0_1")["reason"], "rules: rules deny grep (rule 2)");
+    assert_eq!(run.one("tool/result", "call_0_1")["data"]["error_code"], "DENIED");
+
+    // read: rewrite + allow + ask → ask, and the human is shown the rewritten arguments.
+    assert_eq!(votes("call_0_2"), ["rules=rewrite", "fixed-deny=allow", "fixed-ask=ask"]);
+    assert_eq!(verdict("call_0_2")["verdict"], "ask");
+    assert_eq!(verdict("call_0_2")["reason"], "fixed-ask: fixed wants a human");
+    assert_eq!(run.one("approval/asked", "call_0_2")["data"]["arguments"], json!({"path": "README.md", "limit": 1}));
+    assert_eq!(run.one("approval/decided", "call_0_2")["data"]["outcome"], "rejected");
+    assert_eq!(run.one("tool/result", "call_0_2")["data"]["error_code"], "APPROVAL_REJECTED");
+
+    // list: rewrite + allow + allow → allow with the rewritten arguments.
+    assert_eq!(votes("call_0_3"), ["rules=rewrite", "fixed-deny=allow", "fixed-ask=allow"]);
+    assert_eq!(verdict("call_0_3")["verdict"], "allow");
+    assert_eq!(verdict("call_0_3")["rewritten"], json!({"path": ".", "depth": 2}));
+    assert_eq!(run.one("tool/result", "call_0_3")["data"]["is_error"], false);
+
+    // glob: allow everywhere → allow, nothing rewritten.
+    assert_eq!(votes("call_0_4"), ["rules=allow", "fixed-deny=allow", "fixed-ask=allow"]);
+    assert_eq!(verdict("call_0_4")["verdict"], "allow");
+    assert!(verdict("call_0_4").get("rewritten").is_none());
+    assert_eq!(run.one("tool/result", "call_0_4")["data"]["is_error"], false);
+}
+
+/// A valid `policy-rules` config that is slow to load: `n` rules.
+fn many_rules(n: usize) -> String {
+    let mut s = String::from("mode = \"full-access\"\nrules = [\n");
+    for i in 0..n {
+        let _ = writeln!(s, "  {{ tool = \"tool_{i}\", action = \"deny\", reason = \"never called\" }},");
+    }
+    s.push_str("]\n");
+    s
+}
+
+#[test]
+fn failing_policies_fail_closed_with_a_logged_reason() {
+    let env = env();
+    // Both would allow everything (full-access) if they could answer.
+    // `oom`: its 1 MiB memory grant cannot hold its configuration, so the
+    // call traps on a failed allocation. `slow`: 60 000 rules take far longer
+    // to load than its 1 ms time limit.
+    let oom_config = format!(
+        "mode = \"full-access\"\n[[plugin.config.rules]]\ntool = \"never\"\naction = \"deny\"\nreason = {}\n",
+        toml_str(&"x".repeat(2 << 20))
+    );
+    let oom = policy("oom", "policy-rules", &oom_config, "memory_mb = 1");
+    let slow = policy("slow", "policy-rules", &many_rules(60_000), "timeout_ms = 1");
+    let steps: &[&[(&str, Value)]] = &[&[("list", json!({"path": "."}))]];
+    let profile = env.profile("failing", &format!("{oom}{slow}{}", scripted(steps)));
+    let run = env.run(&profile, &[]);
+    assert_eq!(run.code, 0, "the host survives and the turn completes\n{}", run.dump());
+
+    let decision = run.one("policy/decision", "call_0_0");
+    assert_eq!(decision["data"]["verdict"], "deny", "{}", run.dump());
+    let votes = decision["data"]["votes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(votes.len(), 2, "{}", run.dump());
+    assert_eq!(votes[0]["plugin"], "oom");
+    assert!(votes[0].get("decision").is_none());
+    let oom_err = votes[0]["error"].as_str().unwrap_or_default();
+    assert!(oom_err.contains("MEMORY_LIMIT"), "{oom_err}");
+    assert_eq!(votes[1]["plugin"], "slow");
+    let slow_err = votes[1]["error"].as_str().unwrap_or_default();
+    assert!(slow_err.contains("TIMEOUT"), "{slow_err}");
+    let reason = decision["data"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("oom: policy failed") && reason.contains("slow: policy failed"), "{reason}");
+    assert!(reason.contains("failing closed"), "{reason}");
+
+    let result = run.one("tool/result", "call_0_0");
+    assert_eq!(result["data"]["error_code"], "DENIED");
+    assert!(run.last_text().contains("failing closed"), "the model is told why\n{}", run.dump());
+}
+
+#[test]
+fn malformed_rules_are_refused_never_ignored() {
+    let env = env();
+    // If either problem were skipped, `workspace-write` would allow the read.
+    let bad = policy(
+        "rules",
+        "policy-rules",
+        r#"
+mode = "workspace-write"
+[[plugin.config.rules]]
+tool = "write"
+acton = "deny"
+[[plugin.config.rules]]
+name = "no-rm"
+tool = "bash"
+command = "rm -rf ["
+action = "deny"
+"#,
+        "",
+    );
+    // A policy row without any configuration is refused too.
+    let empty = policy("rules-empty", "policy-rules", "", "");
+    let steps: &[&[(&str, Value)]] = &[&[("read", json!({"path": "README.md"}))]];
+    let profile = env.profile("malformed", &format!("{bad}{empty}{}", scripted(steps)));
+    let run = env.run(&profile, &[]);
+
+    if run.code != 0 && run.events.iter().all(|e| e["type"] != "turn/start") {
+        // The host validates at load (proposed): it refuses to start.
+        assert!(run.stderr.contains("policy-rules config invalid"), "{}", run.stderr);
+        return;
+    }
+    // Today: the plugin loads, and every call is denied with every problem listed.
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let decision = run.one("policy/decision", "call_0_0");
+    assert_eq!(decision["data"]["verdict"], "deny", "{}", run.dump());
+    let votes = decision["data"]["votes"].as_array().cloned().unwrap_or_default();
+    let why = |i: usize| votes.get(i).and_then(|v| v["decision"]["reason"].as_str()).unwrap_or_default().to_string();
+    let first = why(0);
+    assert!(first.starts_with("policy-rules config invalid: "), "{first}");
+    assert!(first.contains("rule 1: unknown field `acton`"), "{first}");
+    assert!(first.contains("rule 2 \"no-rm\": `command` pattern `rm -rf [`: unclosed `[`"), "{first}");
+    let second = why(1);
+    assert!(second.starts_with("policy-rules config invalid: nothing configured"), "{second}");
+    let result = run.one("tool/result", "call_0_0");
+    assert_eq!(result["data"]["error_code"], "DENIED");
+    assert!(run.last_text().contains("policy-rules config invalid"), "{}", run.dump());
+}
