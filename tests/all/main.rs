@@ -2,5 +2,7 @@
 
 mod cli_plugin;
 mod policy;
+mod reload;
 mod run;
 mod sandbox;
+mod shell;

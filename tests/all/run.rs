@@ -79,15 +79,15 @@ model = "scripted-test"
 }
 
 fn types(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["type"].as_str().unwrap_or("").to_string())
-        .filter(|t| t != "assistant/chunk")
-        .collect()
+    events.iter().map(|e| e["type"].as_str().unwrap_or("").to_string()).filter(|t| t != "assistant/chunk").collect()
 }
 
 fn session_id(events: &[Value]) -> String {
-    events.iter().find(|e| e["type"] == "session/start").map(|e| e["data"]["id"].as_str().unwrap_or("").to_string()).unwrap_or_default()
+    events
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .map(|e| e["data"]["id"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
 }
 
 const TWO_STEP: &str = r#"
@@ -132,7 +132,8 @@ fn two_step_turn_logs_events_in_order() {
     assert_eq!(result["data"]["plugin"], "fs");
     assert_eq!(result["data"]["version"].as_str().map(str::len), Some(64));
     assert!(result["data"]["content"].as_str().unwrap_or("").contains("A sample project"));
-    let loaded = events.iter().find(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "fs").unwrap_or(&Value::Null);
+    let loaded =
+        events.iter().find(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "fs").unwrap_or(&Value::Null);
     assert_eq!(loaded["data"]["digest"], result["data"]["version"]);
     let end = events.last().unwrap_or(&Value::Null);
     assert_eq!(end["data"]["reason"], "completed");
@@ -177,14 +178,21 @@ fn text_output_and_sessions_commands() {
     assert!(stderr.contains("completed"), "{stderr}");
     let id = stderr.split_whitespace().nth(1).unwrap_or("").to_string();
 
-    let list = e.wharf().args(["sessions", "list", "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
+    let list =
+        e.wharf().args(["sessions", "list", "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
     assert!(String::from_utf8_lossy(&list.stdout).contains(&id));
-    let show =
-        e.wharf().args(["sessions", "show", &id, "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
+    let show = e
+        .wharf()
+        .args(["sessions", "show", &id, "--session-dir", &sessions])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     let show_out = String::from_utf8_lossy(&show.stdout);
     assert!(show_out.contains("What is this?") && show_out.contains("tokens"), "{show_out}");
-    let export =
-        e.wharf().args(["sessions", "export", &id, "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
+    let export = e
+        .wharf()
+        .args(["sessions", "export", &id, "--session-dir", &sessions])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     let lines = String::from_utf8_lossy(&export.stdout).lines().count();
     assert_eq!(lines, e.log(&id).len());
 
@@ -283,10 +291,17 @@ fn torn_last_line_is_reported_and_earlier_events_load() {
     bytes.extend_from_slice(br#"{"seq":999,"time":"2026-01-01T00:00:00.000Z","type":"user/mess"#);
     std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
     let sessions = e.sessions.display().to_string();
-    let show =
-        e.wharf().args(["sessions", "show", &id, "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
+    let show = e
+        .wharf()
+        .args(["sessions", "show", &id, "--session-dir", &sessions])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(show.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&show.stderr).to_lowercase().contains("torn"), "{}", String::from_utf8_lossy(&show.stderr));
+    assert!(
+        String::from_utf8_lossy(&show.stderr).to_lowercase().contains("torn"),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
     assert_eq!(e.log(&id).len(), n);
     let (code, _, err) = e.run(&p, "again", &["--resume", &id]);
     assert_eq!(code, 0, "{err}");
@@ -303,7 +318,11 @@ path = "/no/such/component.wasm"
 "#;
     let path = e.home.path().join("bad.toml");
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-    let out = e.wharf().args(["run", "x", "--profile", &path.display().to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = e
+        .wharf()
+        .args(["run", "x", "--profile", &path.display().to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad") && err.contains("/no/such/component.wasm"), "{err}");

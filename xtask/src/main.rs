@@ -183,7 +183,14 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
         "List the workspace, read README.md and write a short summary of the project to SUMMARY.md.".to_string()
     });
     eprintln!("\n== offline demo: scripted model, real sandboxed components (workspace {}) ==\n", ws.display());
-    run(Command::new(&wharf).current_dir(&ws).args(["run", &task, "--profile", "demo", "--session-dir", &session_dir]))?;
+    run(Command::new(&wharf).current_dir(&ws).args([
+        "run",
+        &task,
+        "--profile",
+        "demo",
+        "--session-dir",
+        &session_dir,
+    ]))?;
     let summary = std::fs::read_to_string(ws.join("SUMMARY.md")).context("the demo did not write SUMMARY.md")?;
     eprintln!("\n-- SUMMARY.md written by the agent through the fs component --\n{summary}");
     if std::env::var("DEEPSEEK_API_KEY").is_ok_and(|k| !k.is_empty()) {
@@ -200,6 +207,11 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
     } else {
         eprintln!("\n(set DEEPSEEK_API_KEY to run the same session against a real model)");
     }
-    eprintln!("\nsession logs: {}\nreplay one with: {} sessions show ID --session-dir {}", sessions.display(), wharf.display(), sessions.display());
+    eprintln!(
+        "\nsession logs: {}\nreplay one with: {} sessions show ID --session-dir {}",
+        sessions.display(),
+        wharf.display(),
+        sessions.display()
+    );
     Ok(())
 }

@@ -140,7 +140,14 @@ impl HostCtx {
     /// Loads config and plugins. Any plugin that fails to load fails the
     /// start (nothing runs half-configured).
     pub async fn start(args: &HostArgs) -> Result<Self> {
-        let config = args.load_config()?;
+        Self::start_with(args, |_| Ok(())).await
+    }
+
+    /// Like [`HostCtx::start`], editing the composed config before plugins
+    /// load (used by `--replay` to swap in the replay adapter).
+    pub async fn start_with(args: &HostArgs, edit: impl FnOnce(&mut Config) -> Result<()>) -> Result<Self> {
+        let mut config = args.load_config()?;
+        edit(&mut config)?;
         let workspace = args.workspace()?;
         let runtime = Runtime::new(RuntimeOptions {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },

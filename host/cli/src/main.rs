@@ -1,10 +1,16 @@
 //! `wharf`: the command-line host of the Wharf agent harness.
 
+mod acp;
+mod chat;
 mod host_ctx;
+mod mcp;
+mod plugin_build;
 mod plugin_cmd;
+mod plugin_new;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +33,10 @@ struct Cli {
 enum Command {
     /// Run one task headless; exit 0 only when the turn completes.
     Run(run_cmd::RunArgs),
+    /// Chat with the agent in the terminal (streaming, approvals, Ctrl-C cancels).
+    Chat(chat::ChatArgs),
+    /// Serve the Agent Client Protocol (v1) over stdio, for editors such as Zed.
+    Acp(acp::AcpArgs),
     /// List, show, export and fork stored sessions.
     Sessions {
         /// Session directory (default `~/.wharf/sessions`).
@@ -40,7 +50,24 @@ enum Command {
     Config(ConfigCommand),
     /// Inspect, check and call plugin components.
     #[command(subcommand)]
-    Plugin(plugin_cmd::PluginCommand),
+    Plugin(PluginCli),
+    /// Local web UI: sessions, live events, approvals, plugins.
+    Web(web::WebArgs),
+    /// MCP: serve the profile's tools over stdio; list configured servers' tools.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
+}
+
+// TEMPORARY wiring of `plugin new` / `plugin build` (issue 8); the lead
+// replaces it with variants in `plugin_cmd::PluginCommand`.
+#[derive(Subcommand)]
+enum PluginCli {
+    #[command(flatten)]
+    Existing(plugin_cmd::PluginCommand),
+    /// Scaffold a plugin project (Rust, Python or JavaScript) with a test.
+    New(plugin_new::NewArgs),
+    /// Build a plugin project into a component and check it.
+    Build(plugin_build::BuildArgs),
 }
 
 #[derive(Subcommand)]
@@ -73,6 +100,8 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run_cmd::run(args).await,
+            Command::Chat(args) => chat::run(args).await,
+            Command::Acp(args) => acp::run(args).await,
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
             Command::Config(ConfigCommand::Dump { host, json }) => {
                 let config = host.load_config()?;
@@ -83,7 +112,11 @@ fn main() -> ExitCode {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Plugin(cmd) => plugin_cmd::run(cmd).await,
+            Command::Plugin(PluginCli::Existing(cmd)) => plugin_cmd::run(cmd).await,
+            Command::Plugin(PluginCli::New(args)) => plugin_new::run(args).await,
+            Command::Plugin(PluginCli::Build(args)) => plugin_build::run(args).await,
+            Command::Web(args) => web::run(args).await,
+            Command::Mcp(cmd) => mcp::run(cmd).await,
         }
     });
     // Drop the runtime without waiting for blocking tasks (file watchers).

@@ -36,11 +36,76 @@ pub struct RunArgs {
     /// Continue an existing session instead of starting a new one.
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
+    /// Replay a recorded session's model outputs instead of calling a model
+    /// (regression tests, bug reports): the tools run again for real.
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "resume")]
+    pub replay: Option<String>,
+}
+
+/// Turns a recorded session's assistant messages into a script for the
+/// scripted adapter: turn i answers the request holding i assistant
+/// messages, exactly as the recording did.
+fn replay_turns(store: &wharf_core::Store, id: &str) -> Result<serde_json::Value> {
+    let loaded = store.load(id)?;
+    let mut turns = Vec::new();
+    for ev in &loaded.events {
+        if let EventKind::AssistantMessage(m) = &ev.kind {
+            let finish = match m.finish {
+                Some(wharf_core::plugin::FinishReason::ToolCalls) => "tool_calls",
+                Some(wharf_core::plugin::FinishReason::MaxTokens) => "max_tokens",
+                Some(wharf_core::plugin::FinishReason::ContentFilter) => "content_filter",
+                _ if !m.tool_calls.is_empty() => "tool_calls",
+                _ => "stop",
+            };
+            let calls: Vec<serde_json::Value> = m
+                .tool_calls
+                .iter()
+                .map(|c| serde_json::json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+                .collect();
+            let mut turn = serde_json::json!({"text": m.content, "tool_calls": calls, "finish": finish});
+            if let Some(r) = &m.reasoning {
+                turn["reasoning"] = serde_json::Value::from(r.clone());
+            }
+            if let Some(u) = &m.usage {
+                turn["usage"] = serde_json::to_value(u)?;
+            }
+            turns.push(turn);
+        }
+    }
+    anyhow::ensure!(!turns.is_empty(), "session {id} has no model output to replay");
+    Ok(serde_json::Value::Array(turns))
 }
 
 /// Runs `wharf run`.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    let host = HostCtx::start(&args.host).await?;
+    let host = match &args.replay {
+        None => HostCtx::start(&args.host).await?,
+        Some(id) => {
+            let dir = match &args.host.session_dir {
+                Some(d) => d.clone(),
+                None => args.host.load_config()?.session.dir,
+            };
+            let turns = replay_turns(&wharf_core::Store::new(dir), id)?;
+            let id = id.clone();
+            HostCtx::start_with(&args.host, move |config| {
+                config.plugins.retain(|p| p.id != "replay");
+                config.plugins.push(wharf_config::PluginRow {
+                    id: "replay".into(),
+                    path: crate::host_ctx::plugin_dir().join("llm-scripted.wasm"),
+                    config: serde_json::json!({
+                        "model": format!("replay:{id}"),
+                        "turns": turns,
+                        "on_exhausted": "error",
+                    }),
+                    grant: wharf_config::GrantConfig::default(),
+                    warm: false,
+                });
+                config.agent.adapter = Some("replay".into());
+                Ok(())
+            })
+            .await?
+        }
+    };
     let approver = host.headless_approver();
     let (agent, first_seq) = host.open_agent(args.resume.as_deref(), approver, args.max_steps)?;
     let session_id = agent.session_id().to_string();

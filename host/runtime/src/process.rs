@@ -221,9 +221,18 @@ fn protected_paths() -> Vec<PathBuf> {
     out.extend(xdg("XDG_DATA_HOME", ".local/share"));
     out.extend(xdg("XDG_STATE_HOME", ".local/state"));
     if let Some(h) = &home {
-        for rel in
-            [".wharf", ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials", ".config/gcloud"]
-        {
+        for rel in [
+            ".wharf",
+            ".ssh",
+            ".gnupg",
+            ".aws",
+            ".azure",
+            ".kube",
+            ".docker",
+            ".netrc",
+            ".git-credentials",
+            ".config/gcloud",
+        ] {
             out.push(h.join(rel));
         }
     }
@@ -465,12 +474,12 @@ fn plan(plugin: &str, eff: &Effective, cmd: wit::Command, background: bool) -> R
     if cmd.command.contains('\0') {
         return Err(invalid("the command contains a NUL byte"));
     }
-    if !eff.sandbox_off {
-        if let Err(why) = &support().landlock {
-            return Err(wit::ProcessError::SandboxUnavailable(format!(
-                "{why}; the operator can set sandbox = \"off\" in this plugin's grant to run processes unconfined"
-            )));
-        }
+    if !eff.sandbox_off
+        && let Err(why) = &support().landlock
+    {
+        return Err(wit::ProcessError::SandboxUnavailable(format!(
+            "{why}; the operator can set sandbox = \"off\" in this plugin's grant to run processes unconfined"
+        )));
     }
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let tmp = std::env::temp_dir().join(format!("wharf-job-{}-{id}", std::process::id()));
@@ -579,12 +588,12 @@ fn start(plan: Plan) -> Result<Started, wit::ProcessError> {
     live().insert(pid);
     let stdin = child.stdin.take();
     let proc = Proc { pidfd: pidfd_open(pid), child: Some(child), pid, tmp: plan.tmp };
-    if let (Some(stdin), Some(bytes)) = (stdin, plan.stdin) {
-        if let Ok(mut tx) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin)) {
-            tokio::spawn(async move {
-                let _ = tx.write_all(&bytes).await;
-            });
-        }
+    if let (Some(stdin), Some(bytes)) = (stdin, plan.stdin)
+        && let Ok(mut tx) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
+    {
+        tokio::spawn(async move {
+            let _ = tx.write_all(&bytes).await;
+        });
     }
     Ok(Started { proc, output: rx })
 }

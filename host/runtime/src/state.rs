@@ -336,10 +336,7 @@ impl wit::process::Host for HostState {
         Ok(crate::process::run(&self.shared.id, &self.effective, cmd, self.deadline).await)
     }
 
-    async fn spawn(
-        &mut self,
-        cmd: wit::process::Command,
-    ) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
+    async fn spawn(&mut self, cmd: wit::process::Command) -> wasmtime::Result<Result<u64, wit::process::ProcessError>> {
         Ok(self.process_denied().and_then(|()| crate::process::spawn(&self.shared.id, &self.effective, cmd)))
     }
 

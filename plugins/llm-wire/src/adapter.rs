@@ -30,7 +30,7 @@
 //! [`start`] sends the request and waits (idle timeout) for the response
 //! head. A non-2xx status becomes the error of `start`
 //! ([`map_http_error`], with `Retry-After`). A 2xx body is then read lazily
-//! by [`Completion::next`]: each call blocks until some bytes arrive,
+//! by [`Completion::next_batch`]: each call blocks until some bytes arrive,
 //! drains what is already buffered (up to [`MAX_BATCH_BYTES`]), decodes it
 //! and returns the events — or an empty batch when only keep-alive comments
 //! came, so that no single call outlives the host's per-call timeout while a
@@ -462,7 +462,7 @@ impl<B: ResponseBody> Completion<B> {
 
     /// The next batch: `Some(events)` (possibly empty after keep-alives),
     /// `None` once finished. After an error the stream is over.
-    pub fn next(&mut self) -> Result<Option<Vec<Event>>, WireError> {
+    pub fn next_batch(&mut self) -> Result<Option<Vec<Event>>, WireError> {
         if let Some(e) = self.deferred.take() {
             self.ended = true;
             self.body = None;
@@ -663,7 +663,10 @@ mod tests {
         assert_eq!(s.wire.reasoning_effort, Some(ReasoningEffort::Max));
         assert_eq!(s.idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS);
         let s = settings(&OPENAI, r#"{"model":"m","base_url":"http://127.0.0.1:11434/v1/","thinking":true}"#);
-        assert_eq!(s.endpoint, Endpoint { https: false, authority: "127.0.0.1:11434".into(), path: "/v1/chat/completions".into() });
+        assert_eq!(
+            s.endpoint,
+            Endpoint { https: false, authority: "127.0.0.1:11434".into(), path: "/v1/chat/completions".into() }
+        );
         assert_eq!(s.api_key_env, None);
         let err = |flavor: &Flavor, json: &str| {
             Settings::resolve(&AdapterConfig::from_json(json).unwrap(), flavor).unwrap_err().message
@@ -677,7 +680,10 @@ mod tests {
         let typo = AdapterConfig::from_json(r#"{"modle":"m"}"#).unwrap_err();
         assert_eq!(typo.code, ErrorCode::InvalidRequest);
         assert!(AdapterConfig::from_json(r#"{"thinking":"maybe"}"#).is_err());
-        assert_eq!(AdapterConfig::from_json("").unwrap().model_info(), ("(unconfigured)".into(), DEFAULT_CONTEXT_WINDOW));
+        assert_eq!(
+            AdapterConfig::from_json("").unwrap().model_info(),
+            ("(unconfigured)".into(), DEFAULT_CONTEXT_WINDOW)
+        );
     }
 
     #[test]
@@ -720,15 +726,15 @@ mod tests {
             Step::Bytes("data: [DONE]\n\n"),
         ];
         let mut c = Completion::new(body(chunks), 100, String::new());
-        assert_eq!(c.next().unwrap(), Some(vec![Event::Text("Hel".into())]));
-        assert_eq!(c.next().unwrap(), Some(vec![]), "a keep-alive hands control back");
+        assert_eq!(c.next_batch().unwrap(), Some(vec![Event::Text("Hel".into())]));
+        assert_eq!(c.next_batch().unwrap(), Some(vec![]), "a keep-alive hands control back");
         assert_eq!(
-            c.next().unwrap(),
+            c.next_batch().unwrap(),
             Some(vec![Event::Text("lo".into()), Event::Finish(FinishReason::Stop)]),
             "buffered bytes are drained into one batch"
         );
-        assert_eq!(c.next().unwrap(), None);
-        assert_eq!(c.next().unwrap(), None);
+        assert_eq!(c.next_batch().unwrap(), None);
+        assert_eq!(c.next_batch().unwrap(), None);
     }
 
     #[test]
@@ -743,28 +749,28 @@ mod tests {
             Step::Bytes(leak(text_chunk("never"))),
         ];
         let mut c = Completion::new(body(steps), 100, String::new());
-        assert!(matches!(c.next(), Ok(Some(_))));
-        assert_eq!(c.next().unwrap(), Some(vec![]));
-        assert_eq!(c.next().unwrap(), Some(vec![]));
-        let e = c.next().unwrap_err();
+        assert!(matches!(c.next_batch(), Ok(Some(_))));
+        assert_eq!(c.next_batch().unwrap(), Some(vec![]));
+        assert_eq!(c.next_batch().unwrap(), Some(vec![]));
+        let e = c.next_batch().unwrap_err();
         assert_eq!(e.code, ErrorCode::Timeout);
         assert!(c.is_ended());
-        assert_eq!(c.next().unwrap(), None);
+        assert_eq!(c.next_batch().unwrap(), None);
     }
 
     #[test]
     fn eof_without_done_and_transport_errors() {
         let mut c = Completion::new(body(vec![Step::Bytes(leak(text_chunk("a")))]), 100, String::new());
-        assert!(matches!(c.next(), Ok(Some(_))));
-        assert_eq!(c.next().unwrap_err().code, ErrorCode::StreamClosed);
-        assert_eq!(c.next().unwrap(), None);
+        assert!(matches!(c.next_batch(), Ok(Some(_))));
+        assert_eq!(c.next_batch().unwrap_err().code, ErrorCode::StreamClosed);
+        assert_eq!(c.next_batch().unwrap(), None);
         // A failure noticed while draining: the text before it comes first.
         let mut c = Completion::new(body(vec![Step::Bytes(leak(text_chunk("a"))), Step::Fail]), 100, "x".into());
-        assert_eq!(c.next().unwrap(), Some(vec![Event::Text("a".into())]));
-        assert_eq!(c.next().unwrap_err().code, ErrorCode::Transport);
-        assert_eq!(c.next().unwrap(), None);
+        assert_eq!(c.next_batch().unwrap(), Some(vec![Event::Text("a".into())]));
+        assert_eq!(c.next_batch().unwrap_err().code, ErrorCode::Transport);
+        assert_eq!(c.next_batch().unwrap(), None);
         let mut c = Completion::new(body(vec![Step::Bytes("data: {nope\n\n")]), 100, String::new());
-        assert_eq!(c.next().unwrap_err().code, ErrorCode::MalformedResponse);
+        assert_eq!(c.next_batch().unwrap_err().code, ErrorCode::MalformedResponse);
     }
 
     #[test]
@@ -773,7 +779,9 @@ mod tests {
         let mut t = FakeTransport {
             status: 401,
             headers: vec![("retry-after".into(), "3".into())],
-            body: Some(body(vec![Step::Bytes(r#"{"error":{"message":"bad key sk-secret-1","type":"authentication_error"}}"#)])),
+            body: Some(body(vec![Step::Bytes(
+                r#"{"error":{"message":"bad key sk-secret-1","type":"authentication_error"}}"#,
+            )])),
             sent: Vec::new(),
         };
         let e = start(&mut t, &s, Some("sk-secret-1"), &request()).err().unwrap();
@@ -784,7 +792,9 @@ mod tests {
         let mut t = FakeTransport {
             status: 200,
             headers: vec![("content-type".into(), "application/json".into())],
-            body: Some(body(vec![Step::Bytes(r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#)])),
+            body: Some(body(vec![Step::Bytes(
+                r#"{"error":{"message":"Rate limit reached","type":"rate_limit_error"}}"#,
+            )])),
             sent: Vec::new(),
         };
         assert_eq!(start(&mut t, &s, None, &request()).err().unwrap().code, ErrorCode::RateLimit);
@@ -796,9 +806,6 @@ mod tests {
             sent: Vec::new(),
         };
         let mut c = start(&mut t, &s, None, &request()).ok().unwrap();
-        assert_eq!(
-            c.next().unwrap(),
-            Some(vec![Event::Text("ok".into()), Event::Finish(FinishReason::Stop)])
-        );
+        assert_eq!(c.next_batch().unwrap(), Some(vec![Event::Text("ok".into()), Event::Finish(FinishReason::Stop)]));
     }
 }

@@ -84,7 +84,7 @@ pub struct Stream {
 
 impl CompletionStream for Stream {
     fn next(&mut self) -> Result<Option<Vec<SdkEvent>>, LlmError> {
-        match self.inner.next() {
+        match self.inner.next_batch() {
             Ok(batch) => Ok(batch.map(|events| events.into_iter().map(to_sdk_event).collect())),
             Err(e) => {
                 wharf_sdk::log::debug!("{}: stream failed: {e}", self.name);

@@ -142,7 +142,7 @@ fn redact_bearer(text: &str) -> String {
     while let Some(found) = lower[pos..].find(NEEDLE) {
         let start = pos + found + NEEDLE.len();
         let token_len = text[start..]
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';'))
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';' | ')' | '<' | '>'))
             .unwrap_or(text.len() - start);
         out.push_str(&text[pos..start]);
         if token_len > 0 && &text[start..start + token_len] != REDACTED {
@@ -434,6 +434,7 @@ mod tests {
         assert_eq!(redact("BEARER tok", ""), "BEARER [REDACTED]");
         assert_eq!(redact("bearer ", ""), "bearer ");
         assert_eq!(redact("x: Bearer sk-1", "sk-1"), "x: Bearer [REDACTED]");
+        assert_eq!(redact("(Bearer sk-1) <Bearer t>", "sk-1"), "(Bearer [REDACTED]) <Bearer [REDACTED]>");
         let e = WireError::new(ErrorCode::Server, "got sk-1 back").redacted("sk-1");
         assert_eq!(e.message, "got [REDACTED] back");
     }

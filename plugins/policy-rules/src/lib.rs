@@ -49,6 +49,11 @@
 //! 3. No mode: the `default` action (`deny` unless set). `default` together
 //!    with a `mode` is refused, since the preset already decides every call.
 //!
+//! A `rewrite` rule allows the call with its `set`/`unset` applied; the
+//! rewritten arguments are not matched again (the host re-validates them
+//! against the tool's schema). A `reason` is appended with the rule's label,
+//! e.g. `recursive deletes are not allowed (rule 1 "no-recursive-rm")`.
+//!
 //! Built-in read-only tools: `read`, `list`, `glob`, `grep`, `word_count`,
 //! `regex_search`, `echo` (Wharf's `fs` and `text`); command tools: `bash`,
 //! `shell`, `sh`, `exec`, `run`, `terminal`, and any call with a string

@@ -107,7 +107,15 @@ pub fn seccomp_available() -> bool {
         return false;
     }
     // SAFETY: PR_GET_SECCOMP takes no pointers.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) >= 0 }
+    unsafe {
+        libc::prctl(
+            libc::PR_GET_SECCOMP,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        ) >= 0
+    }
 }
 
 /// What the Landlock domain allows.

@@ -149,11 +149,7 @@ impl Transport for WasiTransport {
             .collect();
         let incoming = response.consume().map_err(|()| internal("response body taken"))?;
         let stream = incoming.stream().map_err(|()| internal("response body stream taken"))?;
-        Ok(HttpResponse {
-            status,
-            headers,
-            body: WasiBody { stream, _body: incoming, _response: response },
-        })
+        Ok(HttpResponse { status, headers, body: WasiBody { stream, _body: incoming, _response: response } })
     }
 
     fn unix_secs(&self) -> u64 {

@@ -1,0 +1,843 @@
+//! `wharf acp`: the Agent Client Protocol (v1) over stdio, for editors such
+//! as Zed. The editor spawns `wharf acp --profile …` and speaks
+//! newline-delimited JSON-RPC 2.0 on its stdin/stdout; **stdout carries only
+//! protocol messages**, logs go to stderr.
+//!
+//! Messages (agent side):
+//!
+//! - `initialize`: protocol version 1, `loadSession: true`, prompt
+//!   capabilities `embeddedContext` (text `resource` blocks are inlined into
+//!   the prompt; `text` and `resource_link` are always accepted, images and
+//!   audio are not advertised). No authentication methods.
+//! - `session/new {cwd}`: the cwd is the session's workspace (the profile is
+//!   composed for it, so `${workspace}` grants and the project's
+//!   `.wharf/config.toml` apply; one host per distinct cwd). Each ACP session
+//!   is one Wharf session log; the session id is the log's id.
+//! - `session/load {sessionId, cwd}`: reopens the log (crash repair
+//!   included), replays its history as `session/update` notifications, then
+//!   responds.
+//! - `session/prompt`: the prompt becomes a `followup` in the session inbox
+//!   and the agent runs until idle. Updates stream while it runs and all of
+//!   them are sent before the response, whose `stopReason` maps the turn's
+//!   stop reason: completed → `end_turn`, max_steps → `max_turn_requests`,
+//!   max_tokens → `max_tokens`, blocked and a provider content filter →
+//!   `refusal`, cancelled → `cancelled`; a failed model request is a JSON-RPC
+//!   error (`-32603`, with `data.code`). One prompt at a time per session.
+//! - `session/cancel`: cancels the running turn (the loop commits what
+//!   streamed, drains started tools, aborts the rest); the prompt then
+//!   answers `cancelled`, whatever the turn was doing. A permission request
+//!   still open is withdrawn with `$/cancel_request` and logged as
+//!   `approval/decided{cancelled}`.
+//! - `session/request_permission` (agent → client): a policy's `ask`. Options
+//!   `allow_once`, `allow_always` (the tool is allowed for the rest of the
+//!   session) and `reject_once`.
+//!
+//! Every update is a projection of the session log ([`Projector`]), the same
+//! for live streaming and for replay, so what an editor shows never drifts
+//! from the log:
+//!
+//! | log event | `session/update` |
+//! |---|---|
+//! | `user/message` | `user_message_chunk` (live: only messages the client did not send itself) |
+//! | `assistant/chunk` | `agent_message_chunk` / `agent_thought_chunk` (live) |
+//! | `assistant/message` | the same, whole (replay) |
+//! | `tool/call` | `tool_call` (kind from the tool name, title, locations, raw input, a diff for write/edit) |
+//! | `policy/decision` allow, `approval/decided` allowed | `tool_call_update{in_progress}` |
+//! | `tool/result` | `tool_call_update{completed\|failed}` with the result text and raw output |
+//! | `todo/updated` | `plan` |
+//! | `turn/end` error or blocked | `agent_message_chunk` noting it (replay) |
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use agent_client_protocol as sdk;
+use agent_client_protocol::v1::schema as acp;
+use anyhow::Result;
+use clap::Args;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use wharf_core::Agent;
+use wharf_core::approval::{Approval, ChannelApprover, PendingApproval};
+use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason, ToolCallEvent, ToolResultEvent, Verdict};
+use wharf_core::plugin::HookPoint;
+
+use crate::host_ctx::{HostArgs, HostCtx};
+
+/// Arguments of `wharf acp`.
+#[derive(Args, Debug)]
+pub struct AcpArgs {
+    /// Profile and config layers. The workspace of each session is the `cwd`
+    /// the editor sends (`--workspace` is ignored).
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// The connection to the editor.
+type Cx = sdk::v1::ConnectionTo<sdk::Client>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `wharf acp` until the editor closes stdin.
+pub async fn run(args: AcpArgs) -> Result<ExitCode> {
+    // Fail fast on a broken profile instead of at the first session/new.
+    args.host.load_config()?;
+    let server = Arc::new(Server {
+        args: args.host,
+        hosts: tokio::sync::Mutex::new(HashMap::new()),
+        sessions: Mutex::new(HashMap::new()),
+        client: Mutex::new(None),
+    });
+    let s = (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
+    let result = sdk::Agent
+        .v1()
+        .name("wharf")
+        .on_receive_request(
+            async move |req: acp::InitializeRequest, responder, _cx| {
+                if let Some(info) = &req.client_info {
+                    *lock(&s.0.client) = Some(info.name.clone());
+                }
+                responder.respond(initialize_response())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::NewSessionRequest, responder, cx: Cx| {
+                let server = s.1.clone();
+                tokio::spawn(async move {
+                    let r = server.new_session(req, cx).await;
+                    let _ = responder.respond_with_result(r);
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::LoadSessionRequest, responder, cx: Cx| {
+                let server = s.2.clone();
+                tokio::spawn(async move {
+                    let r = server.load_session(req, cx).await;
+                    let _ = responder.respond_with_result(r);
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::PromptRequest, responder, _cx: Cx| {
+                let session = match s.3.session(&req.session_id) {
+                    Ok(session) => session,
+                    Err(e) => return responder.respond_with_error(e),
+                };
+                let token = match session.begin_prompt() {
+                    Ok(t) => t,
+                    Err(e) => return responder.respond_with_error(e),
+                };
+                let text = prompt_text(&req.prompt);
+                tokio::spawn(async move {
+                    let r = session.prompt(text, token).await;
+                    let _ = responder.respond_with_result(r);
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: acp::CancelNotification, _cx: Cx| {
+                if let Ok(session) = s.4.session(&n.session_id) {
+                    session.cancel();
+                }
+                Ok(())
+            },
+            sdk::on_receive_notification!(),
+        )
+        .connect_to(sdk::Stdio::new())
+        .await;
+    // The editor went away: cancel running turns so every log ends its turn.
+    server.shutdown().await;
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            tracing::error!("acp connection failed: {e:?}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+fn initialize_response() -> acp::InitializeResponse {
+    let caps = acp::AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true));
+    acp::InitializeResponse::new(sdk::schema::ProtocolVersion::V1)
+        .agent_capabilities(caps)
+        .agent_info(acp::Implementation::new("wharf", env!("CARGO_PKG_VERSION")).title("Wharf"))
+}
+
+fn invalid_params(message: impl Into<String>) -> sdk::Error {
+    sdk::Error::new(sdk::ErrorCode::INVALID_PARAMS, message)
+}
+
+fn internal(message: impl Into<String>) -> sdk::Error {
+    sdk::Error::new(sdk::ErrorCode::INTERNAL_ERROR, message)
+}
+
+/// Process-wide state: hosts per workspace and the open sessions.
+struct Server {
+    args: HostArgs,
+    /// One host (config, plugins, store) per workspace; the async mutex makes
+    /// concurrent `session/new` calls for one cwd share one load.
+    hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<HostCtx>>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The client's name from `initialize`, for `approval/decided.by`.
+    client: Mutex<Option<String>>,
+}
+
+impl Server {
+    fn session(&self, id: &acp::SessionId) -> Result<Arc<Session>, sdk::Error> {
+        lock(&self.sessions).get(id.0.as_ref()).cloned().ok_or_else(|| {
+            invalid_params(format!("unknown session `{id}` (create it with session/new or session/load)"))
+        })
+    }
+
+    async fn host_for(&self, cwd: &Path) -> Result<Arc<HostCtx>, sdk::Error> {
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!("cwd must be an absolute path, got `{}`", cwd.display())));
+        }
+        let workspace = std::fs::canonicalize(cwd)
+            .map_err(|e| invalid_params(format!("cwd `{}` is not usable: {e}", cwd.display())))?;
+        if !workspace.is_dir() {
+            return Err(invalid_params(format!("cwd `{}` is not a directory", cwd.display())));
+        }
+        let mut hosts = self.hosts.lock().await;
+        if let Some(h) = hosts.get(&workspace) {
+            return Ok(h.clone());
+        }
+        let args = HostArgs { workspace: Some(workspace.clone()), ..self.args.clone() };
+        let started = std::time::Instant::now();
+        eprintln!("wharf acp: loading plugins for {}…", workspace.display());
+        let host = HostCtx::start(&args).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
+        eprintln!(
+            "wharf acp: {} plugin(s) ready in {} ms",
+            host.plugins.versions().len(),
+            started.elapsed().as_millis()
+        );
+        let host = Arc::new(host);
+        hosts.insert(workspace, host.clone());
+        Ok(host)
+    }
+
+    fn approver_name(&self) -> String {
+        match lock(&self.client).as_deref() {
+            Some(name) => format!("acp:{name}"),
+            None => "acp".to_string(),
+        }
+    }
+
+    async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
+        let host = self.host_for(&req.cwd).await?;
+        let (approver, approvals) = ChannelApprover::new();
+        let (agent, first_seq) =
+            host.open_agent(None, Arc::new(approver), None).map_err(|e| internal(format!("{e:#}")))?;
+        let id = agent.session_id().to_string();
+        let session = Session::start(agent, host, cx, first_seq, approvals, self.approver_name())?;
+        lock(&self.sessions).insert(id.clone(), session);
+        tracing::info!(session = %id, "acp session created");
+        Ok(acp::NewSessionResponse::new(acp::SessionId::new(id)))
+    }
+
+    async fn load_session(&self, req: acp::LoadSessionRequest, cx: Cx) -> Result<acp::LoadSessionResponse, sdk::Error> {
+        let id = req.session_id.0.to_string();
+        let open = lock(&self.sessions).get(&id).cloned();
+        if let Some(session) = open {
+            // Already open in this process: replay its log as it is now.
+            let events = session.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
+            replay(&cx, &req.session_id, &session.host.workspace, drain(events, session.agent.log().last_seq()));
+            return Ok(acp::LoadSessionResponse::new());
+        }
+        let host = self.host_for(&req.cwd).await?;
+        let (approver, approvals) = ChannelApprover::new();
+        let (agent, first_seq) = host
+            .open_agent(Some(&id), Arc::new(approver), None)
+            .map_err(|e| invalid_params(format!("cannot load session `{id}`: {e:#}")))?;
+        // History before this process opened the log; what open_agent
+        // appended (plugin events) and everything later streams live.
+        let history = agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
+        replay(&cx, &req.session_id, &host.workspace, drain(history, first_seq.saturating_sub(1)));
+        let session = Session::start(agent, host, cx, first_seq, approvals, self.approver_name())?;
+        lock(&self.sessions).insert(id, session);
+        Ok(acp::LoadSessionResponse::new())
+    }
+
+    async fn shutdown(&self) {
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
+        for s in &sessions {
+            s.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        for s in &sessions {
+            while s.is_prompting() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let _ = s.agent.log().flush().await;
+        }
+    }
+}
+
+/// Takes the events already delivered by `subscribe_from` up to `last`.
+fn drain(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>, last: u64) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Ok(ev) = rx.try_recv() {
+        if ev.seq > last {
+            break;
+        }
+        out.push(ev);
+    }
+    out
+}
+
+fn replay(cx: &Cx, id: &acp::SessionId, workspace: &Path, events: Vec<Event>) {
+    let mut p = Projector::new(workspace.to_path_buf(), Mode::Replay, Arc::default());
+    for ev in &events {
+        for update in p.updates(ev, false) {
+            let _ = cx.send_notification(acp::SessionNotification::new(id.clone(), update));
+        }
+    }
+}
+
+/// One ACP session: a Wharf agent over one session log.
+struct Session {
+    id: acp::SessionId,
+    agent: Agent,
+    host: Arc<HostCtx>,
+    /// Seq of the last event the forwarder has turned into updates.
+    forwarded: watch::Receiver<u64>,
+    /// Inbox ids of the prompts this client sent (not echoed back live).
+    own_inbox: Arc<Mutex<HashSet<String>>>,
+    /// Set while a prompt runs; cancelled by `session/cancel`.
+    prompt: Mutex<Option<CancellationToken>>,
+}
+
+impl Session {
+    /// Starts the forwarder (log → `session/update`, from `first_seq`) and
+    /// the approval dispatcher (`ask` → `session/request_permission`).
+    fn start(
+        agent: Agent,
+        host: Arc<HostCtx>,
+        cx: Cx,
+        first_seq: u64,
+        mut approvals: tokio::sync::mpsc::UnboundedReceiver<PendingApproval>,
+        approver_name: String,
+    ) -> Result<Arc<Self>, sdk::Error> {
+        let id = acp::SessionId::new(agent.session_id());
+        let mut rx = agent.log().subscribe_from(first_seq).map_err(|e| internal(e.to_string()))?;
+        let (tx, forwarded) = watch::channel(first_seq.saturating_sub(1));
+        let own_inbox: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let session = Arc::new(Self {
+            id: id.clone(),
+            agent,
+            host: host.clone(),
+            forwarded,
+            own_inbox: own_inbox.clone(),
+            prompt: Mutex::new(None),
+        });
+
+        let mut projector = Projector::new(host.workspace.clone(), Mode::Live, own_inbox);
+        let (fwd_cx, fwd_id, registry) = (cx.clone(), id.clone(), host.plugins.registry().clone());
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                let snap = registry.snapshot();
+                let unguarded = snap.policies.is_empty()
+                    && snap.hooks.get(&HookPoint::ToolsPreExecute).is_none_or(|h| h.is_empty());
+                for update in projector.updates(&ev, unguarded) {
+                    if fwd_cx.send_notification(acp::SessionNotification::new(fwd_id.clone(), update)).is_err() {
+                        return;
+                    }
+                }
+                let _ = tx.send(ev.seq);
+            }
+        });
+
+        let workspace = host.workspace.clone();
+        tokio::spawn(async move {
+            while let Some(pending) = approvals.recv().await {
+                let (cx, id, workspace, by) = (cx.clone(), id.clone(), workspace.clone(), approver_name.clone());
+                tokio::spawn(ask_client(cx, id, workspace, by, pending));
+            }
+        });
+        Ok(session)
+    }
+
+    fn is_prompting(&self) -> bool {
+        lock(&self.prompt).is_some()
+    }
+
+    fn begin_prompt(&self) -> Result<CancellationToken, sdk::Error> {
+        let mut p = lock(&self.prompt);
+        if p.is_some() {
+            return Err(sdk::Error::new(
+                sdk::ErrorCode::INVALID_REQUEST,
+                "a prompt is already running in this session (cancel it or wait for its response)",
+            ));
+        }
+        let token = CancellationToken::new();
+        *p = Some(token.clone());
+        Ok(token)
+    }
+
+    fn cancel(&self) {
+        if let Some(token) = lock(&self.prompt).as_ref() {
+            token.cancel();
+        }
+        self.agent.cancel();
+    }
+
+    /// Runs one prompt to its stop reason; every update is sent before this
+    /// returns.
+    async fn prompt(&self, text: String, token: CancellationToken) -> Result<acp::PromptResponse, sdk::Error> {
+        let result = self.run(text, &token).await;
+        *lock(&self.prompt) = None;
+        // All updates of the turn go out before the response.
+        let last = self.agent.log().last_seq();
+        let mut forwarded = self.forwarded.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(10), forwarded.wait_for(|&s| s >= last)).await;
+        if token.is_cancelled() {
+            // ACP: a cancelled prompt answers `cancelled`, whatever failed.
+            return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+        }
+        let reason = result?;
+        stop_reason(&reason).map(acp::PromptResponse::new)
+    }
+
+    async fn run(&self, text: String, token: &CancellationToken) -> Result<StopReason, sdk::Error> {
+        if text.trim().is_empty() {
+            return Err(invalid_params("the prompt is empty"));
+        }
+        let agent = &self.agent;
+        let inbox_id = agent.followup(text).map_err(|e| internal(e.to_string()))?;
+        lock(&self.own_inbox).insert(inbox_id);
+        let run = agent.run_until_idle();
+        tokio::pin!(run);
+        // A cancel that lands before the turn has started is a no-op for the
+        // agent, so keep cancelling until the run is over.
+        let mut cancelling = false;
+        let turns = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                _ = token.cancelled(), if !cancelling => {
+                    cancelling = true;
+                    agent.cancel();
+                }
+                _ = tokio::time::sleep(Duration::from_millis(25)), if cancelling => {
+                    agent.cancel();
+                }
+            }
+        };
+        let turns = turns.map_err(|e| internal(e.to_string()))?;
+        let last = turns.last().ok_or_else(|| internal("no turn ran"))?;
+        Ok(last.reason.clone())
+    }
+}
+
+/// The ACP stop reason of a turn; a failed model request is an error.
+fn stop_reason(reason: &StopReason) -> Result<acp::StopReason, sdk::Error> {
+    Ok(match reason {
+        StopReason::Completed | StopReason::Interrupted => acp::StopReason::EndTurn,
+        StopReason::MaxSteps => acp::StopReason::MaxTurnRequests,
+        StopReason::MaxTokens => acp::StopReason::MaxTokens,
+        StopReason::Cancelled => acp::StopReason::Cancelled,
+        StopReason::Blocked { .. } => acp::StopReason::Refusal,
+        StopReason::Error { code, .. } if code == "CONTENT_FILTER" => acp::StopReason::Refusal,
+        StopReason::Error { code, message } => {
+            return Err(internal(format!("the turn failed: {code}: {message}"))
+                .data(json!({ "code": code, "message": message })));
+        }
+    })
+}
+
+/// The prompt as text: text blocks verbatim, resource links as Markdown
+/// links, embedded text resources inlined in a `<context>` element.
+fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
+    let mut out = String::new();
+    for block in blocks {
+        let piece = match block {
+            acp::ContentBlock::Text(t) => t.text.clone(),
+            acp::ContentBlock::ResourceLink(l) => format!("[{}]({})", l.name, l.uri),
+            acp::ContentBlock::Resource(r) => match &r.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(t) => {
+                    format!("\n<context uri=\"{}\">\n{}\n</context>\n", t.uri, t.text)
+                }
+                acp::EmbeddedResourceResource::BlobResourceContents(b) => {
+                    format!("[binary resource {} omitted]", b.uri)
+                }
+                _ => "[unsupported resource omitted]".to_string(),
+            },
+            acp::ContentBlock::Image(_) => "[image omitted: not supported]".to_string(),
+            acp::ContentBlock::Audio(_) => "[audio omitted: not supported]".to_string(),
+            _ => "[unsupported content omitted]".to_string(),
+        };
+        let needs_space = !out.is_empty()
+            && !out.ends_with(char::is_whitespace)
+            && !piece.starts_with(char::is_whitespace)
+            && !piece.is_empty();
+        if needs_space {
+            out.push(' ');
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+/// Asks the client about one `ask` decision and answers the pipeline. If the
+/// pipeline stops waiting (the turn was cancelled), the request is withdrawn
+/// with `$/cancel_request` (dropping the sent request does that).
+async fn ask_client(cx: Cx, id: acp::SessionId, workspace: PathBuf, by: String, pending: PendingApproval) {
+    let PendingApproval { request, mut reply } = pending;
+    let args = request.arguments.clone();
+    let fields = acp::ToolCallUpdateFields::new()
+        .title(tool_title(&request.tool, &args))
+        .kind(tool_kind(&request.tool))
+        .status(acp::ToolCallStatus::Pending)
+        .locations(tool_locations(&workspace, &args))
+        .raw_input(args);
+    let options = vec![
+        acp::PermissionOption::new("allow_once", "Allow once", acp::PermissionOptionKind::AllowOnce),
+        acp::PermissionOption::new(
+            "allow_always",
+            format!("Always allow `{}` in this session", request.tool),
+            acp::PermissionOptionKind::AllowAlways,
+        ),
+        acp::PermissionOption::new("reject_once", "Reject", acp::PermissionOptionKind::RejectOnce),
+    ];
+    let mut meta = serde_json::Map::new();
+    meta.insert("wharf/reason".into(), Value::String(request.reason.clone()));
+    let question =
+        acp::RequestPermissionRequest::new(id, acp::ToolCallUpdate::new(request.call_id.clone(), fields), options)
+            .meta(meta);
+    let answer = tokio::select! {
+        r = cx.send_request(question).block_task() => r,
+        // The pipeline gave up waiting (turn cancelled): withdraw.
+        () = reply.closed() => return,
+    };
+    let approval = match answer {
+        Ok(resp) => match resp.outcome {
+            acp::RequestPermissionOutcome::Selected(s) => match s.option_id.0.as_ref() {
+                "allow_once" => approval(ApprovalOutcome::AllowedOnce, &by, None),
+                "allow_always" => approval(ApprovalOutcome::AllowedForSession, &by, None),
+                "reject_once" => approval(ApprovalOutcome::Rejected, &by, None),
+                other => approval(ApprovalOutcome::Rejected, &by, Some(format!("unknown option `{other}`"))),
+            },
+            acp::RequestPermissionOutcome::Cancelled => {
+                approval(ApprovalOutcome::Cancelled, &by, Some("the client cancelled the request".into()))
+            }
+            _ => approval(ApprovalOutcome::Rejected, &by, Some("unknown outcome".into())),
+        },
+        Err(e) => approval(
+            ApprovalOutcome::Cancelled,
+            &by,
+            Some(format!("the permission request failed: {} {}", e.code.value(), e.message)),
+        ),
+    };
+    // The pipeline may have stopped waiting meanwhile; then nobody listens.
+    let _ = reply.send(approval);
+}
+
+fn approval(outcome: ApprovalOutcome, by: &str, note: Option<String>) -> Approval {
+    Approval { outcome, by: by.to_string(), note }
+}
+
+/// The ACP tool kind of a tool, from its name.
+pub fn tool_kind(name: &str) -> acp::ToolKind {
+    let n = name.rsplit(['.', '/', ':']).next().unwrap_or(name).to_ascii_lowercase();
+    match n.as_str() {
+        "read" | "read_file" | "list" | "ls" | "list_directory" | "view" | "cat" | "word_count" | "job_output"
+        | "job_list" => acp::ToolKind::Read,
+        "write" | "edit" | "write_file" | "edit_file" | "apply_patch" | "patch" | "multi_edit" | "str_replace" => {
+            acp::ToolKind::Edit
+        }
+        "delete" | "rm" | "remove" | "delete_path" => acp::ToolKind::Delete,
+        "move" | "mv" | "rename" | "move_path" => acp::ToolKind::Move,
+        "glob" | "grep" | "search" | "regex_search" | "find" | "find_path" => acp::ToolKind::Search,
+        "bash" | "shell" | "exec" | "exec_command" | "run" | "terminal" | "job_kill" => acp::ToolKind::Execute,
+        "fetch" | "web_fetch" | "webfetch" | "http" | "web_search" | "websearch" => acp::ToolKind::Fetch,
+        "think" | "thinking" => acp::ToolKind::Think,
+        _ => acp::ToolKind::Other,
+    }
+}
+
+fn str_arg<'a>(args: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| args.get(*k).and_then(Value::as_str))
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
+}
+
+/// A short title: the tool name and its main argument.
+fn tool_title(name: &str, args: &Value) -> String {
+    match str_arg(args, &["command", "path", "pattern", "url", "query", "file_path"]) {
+        Some(main) => format!("{name} {}", one_line(main, 80)),
+        None => name.to_string(),
+    }
+}
+
+/// Files a call touches (absolute, as ACP requires).
+fn tool_locations(workspace: &Path, args: &Value) -> Vec<acp::ToolCallLocation> {
+    match str_arg(args, &["path", "file_path"]) {
+        Some(p) => vec![acp::ToolCallLocation::new(workspace.join(p))],
+        None => vec![],
+    }
+}
+
+/// Parsed arguments (the raw text when they are not JSON).
+fn parse_args(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+}
+
+/// Diffs for calls that write files, so editors can show the change.
+fn tool_diffs(name: &str, workspace: &Path, args: &Value) -> Vec<acp::ToolCallContent> {
+    let Some(path) = str_arg(args, &["path", "file_path"]) else {
+        return vec![];
+    };
+    let path = workspace.join(path);
+    match (tool_kind(name), str_arg(args, &["content"]), str_arg(args, &["old_string"]), str_arg(args, &["new_string"]))
+    {
+        (acp::ToolKind::Edit, Some(content), _, _) => {
+            vec![acp::ToolCallContent::Diff(acp::Diff::new(path, content))]
+        }
+        (acp::ToolKind::Edit, None, Some(old), Some(new)) => {
+            vec![acp::ToolCallContent::Diff(acp::Diff::new(path, new).old_text(old.to_string()))]
+        }
+        _ => vec![],
+    }
+}
+
+/// Live updates or a replay of history.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Streaming as events are appended: chunks, progress, no echo of the
+    /// client's own prompts.
+    Live,
+    /// Rebuilding a transcript: whole messages, final tool states.
+    Replay,
+}
+
+/// Turns session events into `session/update`s.
+struct Projector {
+    workspace: PathBuf,
+    mode: Mode,
+    own_inbox: Arc<Mutex<HashSet<String>>>,
+    /// Content sent with each `tool_call` (diffs), kept on the final update.
+    calls: HashMap<String, Vec<acp::ToolCallContent>>,
+}
+
+impl Projector {
+    fn new(workspace: PathBuf, mode: Mode, own_inbox: Arc<Mutex<HashSet<String>>>) -> Self {
+        Self { workspace, mode, own_inbox, calls: HashMap::new() }
+    }
+
+    /// The updates for one event. `unguarded`: no policy or pre-execute hook
+    /// is loaded, so a call starts right after `tool/call`.
+    fn updates(&mut self, ev: &Event, unguarded: bool) -> Vec<acp::SessionUpdate> {
+        let live = self.mode == Mode::Live;
+        let text = |t: &str| acp::ContentChunk::new(acp::ContentBlock::from(t.to_string()));
+        match &ev.kind {
+            EventKind::UserMessage(m) => {
+                let own = m.inbox_id.as_ref().is_some_and(|id| lock(&self.own_inbox).contains(id));
+                if live && own {
+                    return vec![];
+                }
+                vec![acp::SessionUpdate::UserMessageChunk(text(&m.content))]
+            }
+            EventKind::AssistantChunk(c) if live => {
+                let mut out = vec![];
+                if !c.reasoning.is_empty() {
+                    out.push(acp::SessionUpdate::AgentThoughtChunk(text(&c.reasoning)));
+                }
+                if !c.text.is_empty() {
+                    out.push(acp::SessionUpdate::AgentMessageChunk(text(&c.text)));
+                }
+                out
+            }
+            EventKind::AssistantMessage(m) if !live => {
+                let mut out = vec![];
+                if let Some(r) = m.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                    out.push(acp::SessionUpdate::AgentThoughtChunk(text(r)));
+                }
+                if !m.content.is_empty() {
+                    out.push(acp::SessionUpdate::AgentMessageChunk(text(&m.content)));
+                }
+                out
+            }
+            EventKind::ToolCall(c) => self.tool_call(c, live && unguarded),
+            EventKind::PolicyDecision(d) if live && d.verdict == Verdict::Allow => {
+                vec![in_progress(&d.call_id)]
+            }
+            EventKind::ApprovalDecided(d)
+                if live && matches!(d.outcome, ApprovalOutcome::AllowedOnce | ApprovalOutcome::AllowedForSession) =>
+            {
+                vec![in_progress(&d.call_id)]
+            }
+            EventKind::ToolResult(r) => vec![self.tool_result(r)],
+            EventKind::TodoUpdated(t) => vec![acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(&t.items)))],
+            EventKind::TurnEnd(t) if !live => match &t.reason {
+                StopReason::Error { code, message } => {
+                    vec![acp::SessionUpdate::AgentMessageChunk(text(&format!("\n[turn failed: {code}: {message}]")))]
+                }
+                StopReason::Blocked { message } => {
+                    vec![acp::SessionUpdate::AgentMessageChunk(text(&format!("\n[turn blocked: {message}]")))]
+                }
+                _ => vec![],
+            },
+            _ => vec![],
+        }
+    }
+
+    fn tool_call(&mut self, c: &ToolCallEvent, started: bool) -> Vec<acp::SessionUpdate> {
+        let args = parse_args(&c.arguments);
+        let diffs = tool_diffs(&c.name, &self.workspace, &args);
+        self.calls.insert(c.id.clone(), diffs.clone());
+        let status = if started { acp::ToolCallStatus::InProgress } else { acp::ToolCallStatus::Pending };
+        let call = acp::ToolCall::new(c.id.clone(), tool_title(&c.name, &args))
+            .kind(tool_kind(&c.name))
+            .status(status)
+            .content(diffs)
+            .locations(tool_locations(&self.workspace, &args))
+            .raw_input(args);
+        vec![acp::SessionUpdate::ToolCall(call)]
+    }
+
+    fn tool_result(&mut self, r: &ToolResultEvent) -> acp::SessionUpdate {
+        let mut content = self.calls.remove(&r.call_id).unwrap_or_default();
+        let shown = match (&r.error_code, r.is_error) {
+            (Some(code), true) => format!("{code}: {}", r.content),
+            _ => r.content.clone(),
+        };
+        if !shown.is_empty() {
+            content.push(acp::ToolCallContent::from(shown));
+        }
+        let status = if r.is_error { acp::ToolCallStatus::Failed } else { acp::ToolCallStatus::Completed };
+        let raw = json!({
+            "content": r.content,
+            "is_error": r.is_error,
+            "error_code": r.error_code,
+            "plugin": r.plugin,
+            "version": r.version,
+            "duration_ms": r.duration_ms,
+            "truncated": r.truncated,
+        });
+        let fields = acp::ToolCallUpdateFields::new().status(status).content(content).raw_output(raw);
+        acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(r.call_id.clone(), fields))
+    }
+}
+
+fn in_progress(call_id: &str) -> acp::SessionUpdate {
+    let fields = acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::InProgress);
+    acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id.to_string(), fields))
+}
+
+/// Plan entries from a todo list: an array (or `{todos|items: [...]}`) of
+/// strings or objects with `content|text|title|task`, `status`
+/// (`pending`, `in_progress`/`active`, `completed`/`done`) or `done: bool`,
+/// and an optional `priority` (`high|medium|low`, default medium).
+fn plan_entries(items: &Value) -> Vec<acp::PlanEntry> {
+    let list = items
+        .as_array()
+        .or_else(|| items.get("todos").and_then(Value::as_array))
+        .or_else(|| items.get("items").and_then(Value::as_array));
+    let Some(list) = list else {
+        return vec![];
+    };
+    list.iter()
+        .filter_map(|item| {
+            let content = match item {
+                Value::String(s) => s.clone(),
+                _ => str_arg(item, &["content", "text", "title", "task", "description"])?.to_string(),
+            };
+            let status = match item.get("status").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
+                Some("in_progress" | "in-progress" | "active" | "doing" | "started") => {
+                    acp::PlanEntryStatus::InProgress
+                }
+                Some("completed" | "complete" | "done" | "finished") => acp::PlanEntryStatus::Completed,
+                _ if item.get("done").and_then(Value::as_bool) == Some(true) => acp::PlanEntryStatus::Completed,
+                _ => acp::PlanEntryStatus::Pending,
+            };
+            let priority = match item.get("priority").and_then(Value::as_str) {
+                Some("high") => acp::PlanEntryPriority::High,
+                Some("low") => acp::PlanEntryPriority::Low,
+                _ => acp::PlanEntryPriority::Medium,
+            };
+            Some(acp::PlanEntry::new(content, priority, status))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn tool_kinds_from_names() {
+        assert_eq!(tool_kind("read"), acp::ToolKind::Read);
+        assert_eq!(tool_kind("write"), acp::ToolKind::Edit);
+        assert_eq!(tool_kind("edit"), acp::ToolKind::Edit);
+        assert_eq!(tool_kind("bash"), acp::ToolKind::Execute);
+        assert_eq!(tool_kind("web_fetch"), acp::ToolKind::Fetch);
+        assert_eq!(tool_kind("grep"), acp::ToolKind::Search);
+        assert_eq!(tool_kind("mcp.server/fetch"), acp::ToolKind::Fetch);
+        assert_eq!(tool_kind("word_count"), acp::ToolKind::Read);
+        assert_eq!(tool_kind("frobnicate"), acp::ToolKind::Other);
+    }
+
+    #[test]
+    fn prompt_blocks_become_text() {
+        let blocks = vec![
+            acp::ContentBlock::from("look at"),
+            acp::ContentBlock::ResourceLink(acp::ResourceLink::new("a.rs", "file:///w/a.rs")),
+            acp::ContentBlock::from(" please"),
+        ];
+        assert_eq!(prompt_text(&blocks), "look at [a.rs](file:///w/a.rs) please");
+    }
+
+    #[test]
+    fn plan_from_todo_items() {
+        let items = json!([
+            {"content": "read", "status": "completed"},
+            {"text": "write", "status": "in_progress", "priority": "high"},
+            "test",
+            {"title": "ship", "done": true},
+            {"nothing": 1}
+        ]);
+        let v = serde_json::to_value(plan_entries(&items)).unwrap();
+        assert_eq!(
+            v,
+            json!([
+                {"content": "read", "priority": "medium", "status": "completed"},
+                {"content": "write", "priority": "high", "status": "in_progress"},
+                {"content": "test", "priority": "medium", "status": "pending"},
+                {"content": "ship", "priority": "medium", "status": "completed"}
+            ])
+        );
+        assert_eq!(plan_entries(&json!({"todos": ["a"]})).len(), 1);
+    }
+
+    #[test]
+    fn stop_reasons_map() {
+        assert_eq!(stop_reason(&StopReason::Completed).unwrap(), acp::StopReason::EndTurn);
+        assert_eq!(stop_reason(&StopReason::MaxSteps).unwrap(), acp::StopReason::MaxTurnRequests);
+        assert_eq!(stop_reason(&StopReason::MaxTokens).unwrap(), acp::StopReason::MaxTokens);
+        assert_eq!(stop_reason(&StopReason::Cancelled).unwrap(), acp::StopReason::Cancelled);
+        assert_eq!(stop_reason(&StopReason::Blocked { message: "x".into() }).unwrap(), acp::StopReason::Refusal);
+        let err = stop_reason(&StopReason::Error { code: "AUTH".into(), message: "bad key".into() }).unwrap_err();
+        assert_eq!(err.code, sdk::ErrorCode::INTERNAL_ERROR);
+    }
+}

@@ -1,0 +1,880 @@
+//! `wharf chat`: an interactive terminal session.
+//!
+//! A prompt line reads input (plain line reading: the terminal's own line
+//! editing, no TUI). What the agent does streams below it, rendered from the
+//! session log as events are appended, so the screen is a view of the log:
+//! reasoning (dimmed), text, tool calls with their result, approvals, plugin
+//! reloads.
+//!
+//! - **Approvals** (a policy's `ask`) are answered at the prompt: `y` allows
+//!   once, `a` allows the tool for the rest of the session, `n` rejects.
+//! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
+//!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
+//!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
+//!   quits, after the running turn if there is one.
+//! - Text typed while a turn runs is queued as a `steer` message for the
+//!   next step.
+//! - Slash commands: `/help`, `/sessions`, `/resume ID` (a unique prefix is
+//!   enough), `/new`, `/plugins`, `/model`, `/compact`, `/quit`.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
+use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason};
+use wharf_core::{Agent, AgentError, TurnSummary};
+
+use crate::host_ctx::{HostArgs, HostCtx};
+use crate::run_cmd::reason_text;
+
+/// Arguments of `wharf chat`.
+#[derive(Args, Debug)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// Continue an existing session instead of starting a new one.
+    #[arg(long, value_name = "ID")]
+    pub resume: Option<String>,
+    /// Step budget per turn (overrides `agent.max_steps`).
+    #[arg(long = "max-steps", value_name = "N")]
+    pub max_steps: Option<u32>,
+    /// Do not show the model's reasoning.
+    #[arg(long = "hide-reasoning")]
+    pub hide_reasoning: bool,
+}
+
+/// How long a first Ctrl-C waits for a second one to mean "quit".
+const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
+
+const HELP: &str = "\
+Type a message and press Enter. While a turn runs, text you type is queued for its next step.
+  Ctrl-C      cancel the running turn (twice: quit)      Ctrl-D  quit
+  /sessions   list stored sessions                        /resume ID  switch to a session (prefix ok)
+  /new        start a new session                         /plugins    loaded plugins and reload events
+  /model      the model adapter and token usage           /compact    compact the history
+  /help       this help                                   /quit       quit";
+
+/// Runs `wharf chat`.
+pub async fn run(args: ChatArgs) -> Result<ExitCode> {
+    let out = Out::new();
+    let config = args.host.load_config()?;
+    let host = load_with_progress(&args.host, config.plugins.len()).await?;
+    let (approver, approvals) = ChannelApprover::new();
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
+    let mut chat = Chat {
+        host,
+        approver: Arc::new(approver),
+        agents: HashMap::new(),
+        agent: None,
+        events: None,
+        quiet_until: 0,
+        render: Renderer::new(!args.hide_reasoning, out.color),
+        out,
+        max_steps: args.max_steps,
+    };
+    chat.switch(args.resume.as_deref())?;
+    chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
+    let input = spawn_stdin_reader();
+    chat.run(approvals, input, &mut interrupts).await
+}
+
+/// Starts the host, with a spinner on stderr while components compile.
+async fn load_with_progress(args: &HostArgs, count: usize) -> Result<HostCtx> {
+    let tty = std::io::stderr().is_terminal();
+    let label = format!("loading {count} plugin{}…", if count == 1 { "" } else { "s" });
+    let started = Instant::now();
+    if !tty {
+        eprintln!("{label}");
+    }
+    let start = HostCtx::start(args);
+    tokio::pin!(start);
+    let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut i = 0usize;
+    let host = loop {
+        tokio::select! {
+            r = &mut start => break r,
+            _ = tick.tick(), if tty => {
+                eprint!("\r{} {label} {:.1}s", frames[i % frames.len()], started.elapsed().as_secs_f64());
+                let _ = std::io::stderr().flush();
+                i += 1;
+            }
+        }
+    };
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    let host = host?;
+    let versions = host.plugins.versions();
+    let detail: Vec<String> =
+        versions.values().map(|v| format!("{} ({})", v.id, format!("{:?}", v.cache).to_lowercase())).collect();
+    eprintln!("loaded {} plugin(s) in {} ms: {}", versions.len(), started.elapsed().as_millis(), detail.join(", "));
+    Ok(host)
+}
+
+/// Lines from stdin (`None` at end of input), read on a plain thread.
+fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Option<String>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut lock = stdin.lock();
+        loop {
+            let mut line = String::new();
+            match lock.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(None);
+                    return;
+                }
+                Ok(_) => {
+                    let line = line.trim_end_matches(['\n', '\r']).to_string();
+                    if tx.send(Some(line)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Terminal output with optional colour.
+struct Out {
+    color: bool,
+}
+
+impl Out {
+    fn new() -> Self {
+        Self { color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() }
+    }
+
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+
+    fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+
+    fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+
+    fn warn(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
+
+    fn line(&self, s: &str) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{s}");
+        let _ = o.flush();
+    }
+
+    fn prompt(&self, s: &str) {
+        let mut o = std::io::stdout().lock();
+        let _ = write!(o, "{s}");
+        let _ = o.flush();
+    }
+}
+
+/// The running turn.
+struct Running {
+    handle: JoinHandle<Result<Option<TurnSummary>, AgentError>>,
+    /// Ctrl-C was pressed: keep cancelling until the turn is over (a cancel
+    /// that lands before the turn starts is a no-op).
+    cancelling: bool,
+}
+
+struct Chat {
+    host: HostCtx,
+    approver: Arc<dyn Approver>,
+    /// Sessions opened by this process (a log stays open once opened).
+    agents: HashMap<String, Agent>,
+    agent: Option<Agent>,
+    events: Option<mpsc::UnboundedReceiver<Event>>,
+    /// Events up to this seq were in the log before the view started.
+    quiet_until: u64,
+    render: Renderer,
+    out: Out,
+    max_steps: Option<u32>,
+}
+
+impl Chat {
+    fn agent(&self) -> Result<&Agent> {
+        self.agent.as_ref().context("no session is open")
+    }
+
+    /// Opens (or switches to) a session: `None` starts a new one.
+    fn switch(&mut self, resume: Option<&str>) -> Result<()> {
+        let agent = match resume.and_then(|id| self.agents.get(id)) {
+            Some(a) => a.clone(),
+            None => {
+                let (agent, _) = self.host.open_agent(resume, self.approver.clone(), self.max_steps)?;
+                self.agents.insert(agent.session_id().to_string(), agent.clone());
+                agent
+            }
+        };
+        let id = agent.session_id().to_string();
+        self.quiet_until = agent.log().last_seq();
+        if resume.is_some() {
+            self.print_history(&id);
+        }
+        self.events = Some(agent.log().subscribe_from(self.quiet_until + 1)?);
+        self.agent = Some(agent);
+        self.render = Renderer::new(self.render.show_reasoning, self.out.color);
+        let ws = self.host.workspace.display().to_string();
+        self.out.line(&self.out.dim(&format!("session {id} · profile {} · {ws}", self.host.args.profile)));
+        Ok(())
+    }
+
+    /// The last few turns of a resumed session.
+    fn print_history(&self, id: &str) {
+        let Ok(loaded) = self.host.store.load(id) else {
+            return;
+        };
+        let starts: Vec<usize> = loaded
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.kind, EventKind::TurnStart(_)))
+            .map(|(i, _)| i)
+            .collect();
+        let from = starts.len().saturating_sub(3);
+        let Some(&first) = starts.get(from) else {
+            return;
+        };
+        if from > 0 {
+            self.out.line(&self.out.dim(&format!("… {from} earlier turn(s)")));
+        }
+        let mut r = Renderer::new(false, self.out.color);
+        r.history = true;
+        let mut buf = Vec::new();
+        for ev in &loaded.events[first..] {
+            r.render(ev, &mut buf);
+        }
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(&buf);
+        let _ = o.flush();
+    }
+
+    async fn run(
+        &mut self,
+        mut approvals: mpsc::UnboundedReceiver<PendingApproval>,
+        mut input: mpsc::UnboundedReceiver<Option<String>>,
+        interrupts: &mut tokio::signal::unix::Signal,
+    ) -> Result<ExitCode> {
+        let mut running: Option<Running> = None;
+        let mut asking: Option<PendingApproval> = None;
+        let mut queue: VecDeque<PendingApproval> = VecDeque::new();
+        let mut last_ctrl_c: Option<Instant> = None;
+        let mut show_prompt = true;
+        let mut quit_after_turn = false;
+        loop {
+            if asking.is_none() {
+                asking = next_question(&mut queue);
+                if let Some(p) = &asking {
+                    self.ask(p);
+                }
+            }
+            if show_prompt && running.is_none() && asking.is_none() {
+                if quit_after_turn {
+                    return self.quit(None).await;
+                }
+                self.out.prompt(&self.out.bold("› "));
+                show_prompt = false;
+            }
+            let cancelling = running.as_ref().is_some_and(|r| r.cancelling);
+            let turn_done = async {
+                match running.as_mut() {
+                    Some(r) => (&mut r.handle).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let events = async {
+                match self.events.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                Some(ev) = events => {
+                    let mut o = std::io::stdout().lock();
+                    if ev.seq > self.quiet_until {
+                        self.render.render(&ev, &mut o);
+                    }
+                    let _ = o.flush();
+                }
+                _ = interrupts.recv() => {
+                    let now = Instant::now();
+                    let double = last_ctrl_c.is_some_and(|t| now.duration_since(t) < DOUBLE_CTRL_C);
+                    last_ctrl_c = Some(now);
+                    self.render.end_stream(&mut std::io::stdout());
+                    if double {
+                        return self.quit(running.take()).await;
+                    }
+                    match running.as_mut() {
+                        Some(r) => {
+                            r.cancelling = true;
+                            if let Ok(a) = self.agent() {
+                                a.cancel();
+                            }
+                            // Questions of this turn are withdrawn by the loop.
+                            asking = None;
+                            queue.clear();
+                            self.out.line(&self.out.warn("^C cancelling the turn… (Ctrl-C again to quit)"));
+                        }
+                        None => {
+                            asking = None;
+                            self.out.line(&self.out.dim("^C (press Ctrl-C again to quit, or type /quit)"));
+                            show_prompt = true;
+                        }
+                    }
+                }
+                r = turn_done => {
+                    running = None;
+                    asking = None;
+                    queue.clear();
+                    self.render.end_stream(&mut std::io::stdout());
+                    self.turn_finished(r);
+                    show_prompt = true;
+                }
+                Some(p) = approvals.recv() => {
+                    queue.push_back(p);
+                }
+                line = input.recv() => {
+                    let Some(Some(line)) = line else {
+                        // End of input (Ctrl-D).
+                        if running.is_some() {
+                            self.out.line(&self.out.dim("(end of input: quitting when this turn ends; Ctrl-C cancels it)"));
+                            quit_after_turn = true;
+                            continue;
+                        }
+                        self.out.line("");
+                        return self.quit(None).await;
+                    };
+                    if let Some(p) = asking.take() {
+                        match answer(&line) {
+                            Some(outcome) => {
+                                let by = "chat(user)".to_string();
+                                let _ = p.reply.send(Approval { outcome, by, note: None });
+                            }
+                            None => {
+                                self.out.line(&self.out.warn("please answer y (yes, once), a (always) or n (no)"));
+                                self.ask(&p);
+                                asking = Some(p);
+                            }
+                        }
+                        continue;
+                    }
+                    match self.handle_line(&line, running.is_some()) {
+                        Ok(Action::Nothing) => {}
+                        Ok(Action::Start(handle)) => running = Some(Running { handle, cancelling: false }),
+                        Ok(Action::Quit) => return self.quit(running.take()).await,
+                        Err(e) => self.out.line(&self.out.warn(&format!("error: {e:#}"))),
+                    }
+                    show_prompt = true;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(25)), if cancelling => {
+                    if let Ok(a) = self.agent() {
+                        a.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    fn ask(&self, p: &PendingApproval) {
+        let r = &p.request;
+        let args = serde_json::to_string(&r.arguments).unwrap_or_default();
+        let o = &self.out;
+        o.line(&o.warn(&format!("⚠ approval needed: {}({})", r.tool, one_line(&args, 160))));
+        if !r.reason.is_empty() {
+            o.line(&o.dim(&format!("  reason: {}", r.reason)));
+        }
+        o.prompt(&o.bold("  allow? [y]es once · [a]lways this session · [n]o › "));
+    }
+
+    fn turn_finished(&mut self, r: Result<Result<Option<TurnSummary>, AgentError>, tokio::task::JoinError>) {
+        let o = &self.out;
+        match r {
+            Ok(Ok(Some(s))) => {
+                let u = s.usage;
+                let text = format!(
+                    "— {} · {} step(s) · tokens {} in / {} out",
+                    reason_text(&s.reason),
+                    s.steps,
+                    u.prompt_tokens,
+                    u.completion_tokens
+                );
+                let line = match s.reason {
+                    StopReason::Completed => o.dim(&text),
+                    _ => o.warn(&text),
+                };
+                o.line(&line);
+            }
+            Ok(Ok(None)) => o.line(&o.dim("— nothing to do")),
+            Ok(Err(e)) => o.line(&o.warn(&format!("the turn failed: {e}"))),
+            Err(e) => o.line(&o.warn(&format!("the turn task failed: {e}"))),
+        }
+    }
+
+    fn handle_line(&mut self, line: &str, running: bool) -> Result<Action> {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            return Ok(Action::Nothing);
+        }
+        if let Some(cmd) = trimmed.strip_prefix('/') {
+            return self.command(cmd, running);
+        }
+        let agent = self.agent()?.clone();
+        if running {
+            let id = agent.steer(trimmed)?;
+            self.render.own_inbox.insert(id);
+            self.out.line(&self.out.dim("↳ queued for the next step"));
+            return Ok(Action::Nothing);
+        }
+        let id = agent.followup(trimmed)?;
+        self.render.own_inbox.insert(id);
+        let handle = tokio::spawn(async move { agent.run_until_idle().await.map(|mut turns| turns.pop()) });
+        Ok(Action::Start(handle))
+    }
+
+    fn command(&mut self, cmd: &str, running: bool) -> Result<Action> {
+        let (name, rest) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
+        let rest = rest.trim();
+        let o = &self.out;
+        let busy = |what: &str| {
+            o.line(&o.warn(&format!("{what} is not possible while a turn runs (Ctrl-C cancels it)")));
+            Ok(Action::Nothing)
+        };
+        match name {
+            "help" | "h" | "?" => o.line(HELP),
+            "quit" | "exit" | "q" => return Ok(Action::Quit),
+            "compact" => {
+                if running {
+                    return busy("/compact");
+                }
+                o.line(&o.warn(
+                    "compaction is not implemented yet: the log format has `compaction/summary` events, \
+                     but no compactor writes them. Nothing was changed; the full history is sent to the model.",
+                ));
+            }
+            "sessions" => self.list_sessions()?,
+            "resume" => {
+                if running {
+                    return busy("/resume");
+                }
+                if rest.is_empty() {
+                    o.line(&o.warn("usage: /resume ID (see /sessions)"));
+                    return Ok(Action::Nothing);
+                }
+                let id = self.resolve_session(rest)?;
+                if self.agent.as_ref().is_some_and(|a| a.session_id() == id) {
+                    o.line(&o.dim("already in that session"));
+                    return Ok(Action::Nothing);
+                }
+                self.switch(Some(&id))?;
+            }
+            "new" => {
+                if running {
+                    return busy("/new");
+                }
+                self.switch(None)?;
+            }
+            "plugins" => self.show_plugins(),
+            "model" => self.show_model(),
+            _ => o.line(&o.warn(&format!("unknown command /{name} (try /help)"))),
+        }
+        Ok(Action::Nothing)
+    }
+
+    fn resolve_session(&self, prefix: &str) -> Result<String> {
+        let list = self.host.store.list()?;
+        if list.iter().any(|s| s.id == prefix) {
+            return Ok(prefix.to_string());
+        }
+        let matches: Vec<&str> = list.iter().map(|s| s.id.as_str()).filter(|id| id.starts_with(prefix)).collect();
+        match matches.as_slice() {
+            [one] => Ok(one.to_string()),
+            [] => anyhow::bail!("no session `{prefix}` in {}", self.host.store.root().display()),
+            many => anyhow::bail!("`{prefix}` matches {} sessions; type more of the id", many.len()),
+        }
+    }
+
+    fn list_sessions(&self) -> Result<()> {
+        let list = self.host.store.list()?;
+        let o = &self.out;
+        if list.is_empty() {
+            o.line(&o.dim("no stored sessions"));
+            return Ok(());
+        }
+        let current = self.agent.as_ref().map(|a| a.session_id().to_string()).unwrap_or_default();
+        let skip = list.len().saturating_sub(20);
+        if skip > 0 {
+            o.line(&o.dim(&format!("… {skip} older session(s)")));
+        }
+        for s in &list[skip..] {
+            let mark = if s.id == current { "*" } else { " " };
+            let title = s.title.as_deref().unwrap_or("(no prompt)");
+            o.line(&format!("{mark} {}  {}  {}", s.id, o.dim(&s.header.created), one_line(title, 60)));
+        }
+        Ok(())
+    }
+
+    fn show_plugins(&self) {
+        let o = &self.out;
+        let versions = self.host.plugins.versions();
+        o.line(&o.bold(&format!("plugins ({} loaded)", versions.len())));
+        for v in versions.values() {
+            let kinds: Vec<String> = v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
+            o.line(&format!(
+                "  {:<12} {:<14} {}  wharf:plugin@{}  {} in {} ms",
+                v.id,
+                kinds.join(","),
+                o.dim(v.digest.get(..12).unwrap_or(&v.digest)),
+                v.wit_version,
+                format!("{:?}", v.cache).to_lowercase(),
+                v.load_time.as_millis()
+            ));
+        }
+        let history = self.host.plugins.history();
+        o.line(&o.bold(&format!("load and reload events ({})", history.len())));
+        for (i, ev) in history.iter().enumerate() {
+            let text = match ev {
+                EventKind::PluginLoaded(p) => {
+                    format!(
+                        "loaded        {} {} [{}]",
+                        p.id,
+                        p.digest.get(..12).unwrap_or(&p.digest),
+                        p.kinds.join(",")
+                    )
+                }
+                EventKind::PluginUnloaded(p) => {
+                    format!("unloaded      {} {}", p.id, p.digest.get(..12).unwrap_or(&p.digest))
+                }
+                EventKind::PluginReloadFailed(p) => format!(
+                    "reload failed {} {}: {}",
+                    p.id,
+                    p.digest.get(..12).unwrap_or(&p.digest),
+                    p.error.as_deref().unwrap_or("")
+                ),
+                other => other.type_name().to_string(),
+            };
+            o.line(&format!("  {:>3}. {text}", i + 1));
+        }
+    }
+
+    fn show_model(&self) {
+        let o = &self.out;
+        let wanted = self.host.config.agent.adapter.clone();
+        let snap = self.host.plugins.registry().snapshot();
+        match snap.llm(wanted.as_deref()) {
+            Some(adapter) => {
+                let plugin = adapter.plugin().clone();
+                let info = self
+                    .host
+                    .plugins
+                    .versions()
+                    .get(&plugin.id)
+                    .and_then(|v| v.model_info.clone())
+                    .unwrap_or_else(|| adapter.model());
+                let how = if wanted.is_some() { "configured" } else { "first loaded" };
+                o.line(&format!(
+                    "adapter  {} ({how}) @ {}",
+                    plugin.id,
+                    o.dim(plugin.digest.get(..12).unwrap_or(&plugin.digest))
+                ));
+                o.line(&format!("model    {} · context window {} tokens", info.model, info.context_window));
+            }
+            None => o.line(&o.warn(&format!(
+                "no model adapter loaded{}",
+                wanted.map(|w| format!(" (configured: `{w}`)")).unwrap_or_default()
+            ))),
+        }
+        if let Ok(agent) = self.agent() {
+            let u = agent.usage();
+            o.line(&format!(
+                "usage    {} in / {} out tokens this session (cache hit {}, reasoning {})",
+                u.prompt_tokens, u.completion_tokens, u.cache_hit_tokens, u.reasoning_tokens
+            ));
+        }
+    }
+
+    async fn quit(&mut self, running: Option<Running>) -> Result<ExitCode> {
+        if let Some(r) = running {
+            if let Ok(a) = self.agent() {
+                a.cancel();
+            }
+            // Wait for the turn to close in the log (cancel again in case it
+            // had not started yet).
+            let agent = self.agent.clone();
+            let mut handle = r.handle;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                tokio::select! {
+                    _ = &mut handle => break,
+                    _ = tokio::time::sleep(Duration::from_millis(25)) => {
+                        if let Some(a) = &agent {
+                            a.cancel();
+                        }
+                        if tokio::time::Instant::now() > deadline {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        for agent in self.agents.values() {
+            let _ = agent.log().flush().await;
+        }
+        if let Ok(a) = self.agent() {
+            let id = a.session_id().to_string();
+            self.out.line(&self.out.dim(&format!("bye · session {id} · resume with `wharf chat --resume {id}`")));
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+enum Action {
+    Nothing,
+    Start(JoinHandle<Result<Option<TurnSummary>, AgentError>>),
+    Quit,
+}
+
+/// The next question whose turn still waits for it.
+fn next_question(queue: &mut VecDeque<PendingApproval>) -> Option<PendingApproval> {
+    while let Some(p) = queue.pop_front() {
+        if !p.reply.is_closed() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn answer(line: &str) -> Option<ApprovalOutcome> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(ApprovalOutcome::AllowedOnce),
+        "a" | "always" => Some(ApprovalOutcome::AllowedForSession),
+        "n" | "no" => Some(ApprovalOutcome::Rejected),
+        _ => None,
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
+}
+
+/// Renders session events for the chat (adapted from `render::TextRenderer`:
+/// colour, approvals, plugin reloads, todo lists, history mode).
+struct Renderer {
+    in_text: bool,
+    in_reasoning: bool,
+    show_reasoning: bool,
+    color: bool,
+    /// Render whole messages instead of chunks (a resumed session's past).
+    history: bool,
+    /// Inbox ids of messages typed in this chat (already on screen).
+    own_inbox: HashSet<String>,
+}
+
+impl Renderer {
+    fn new(show_reasoning: bool, color: bool) -> Self {
+        Self { in_text: false, in_reasoning: false, show_reasoning, color, history: false, own_inbox: HashSet::new() }
+    }
+
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+
+    fn end_stream(&mut self, out: &mut dyn Write) {
+        if self.in_reasoning && self.color {
+            let _ = write!(out, "\x1b[0m");
+        }
+        if self.in_text || self.in_reasoning {
+            let _ = writeln!(out);
+        }
+        self.in_text = false;
+        self.in_reasoning = false;
+        let _ = out.flush();
+    }
+
+    fn render(&mut self, ev: &Event, out: &mut dyn Write) {
+        match &ev.kind {
+            EventKind::UserMessage(m) => {
+                let own = m.inbox_id.as_ref().is_some_and(|id| self.own_inbox.contains(id));
+                if self.history {
+                    self.end_stream(out);
+                    let _ = writeln!(out, "{}", self.paint("1", &format!("› {}", m.content)));
+                } else if !own {
+                    self.end_stream(out);
+                    let _ = writeln!(out, "{}", self.paint("2", &format!("↳ {}", one_line(&m.content, 200))));
+                }
+            }
+            EventKind::AssistantChunk(c) if !self.history => {
+                if !c.reasoning.is_empty() && self.show_reasoning {
+                    if !self.in_reasoning {
+                        self.end_stream(out);
+                        let _ = write!(out, "{}", if self.color { "\x1b[2m✻ " } else { "✻ " });
+                        self.in_reasoning = true;
+                    }
+                    let _ = write!(out, "{}", c.reasoning);
+                }
+                if !c.text.is_empty() {
+                    if !self.in_text {
+                        self.end_stream(out);
+                        self.in_text = true;
+                    }
+                    let _ = write!(out, "{}", c.text);
+                }
+                let _ = out.flush();
+            }
+            EventKind::AssistantMessage(m) => {
+                if self.history && !m.content.is_empty() {
+                    let _ = writeln!(out, "{}", m.content);
+                }
+                self.end_stream(out);
+                if m.interrupted {
+                    let _ = writeln!(out, "{}", self.paint("33", "[interrupted]"));
+                }
+            }
+            EventKind::ToolCall(c) => {
+                self.end_stream(out);
+                let _ = writeln!(out, "{} {}({})", self.paint("36", "⏺"), c.name, one_line(&c.arguments, 120));
+            }
+            EventKind::ToolResult(r) => {
+                self.end_stream(out);
+                let status = if r.is_error {
+                    self.paint("31", &format!("error {}", r.error_code.as_deref().unwrap_or("")))
+                } else {
+                    self.paint("32", "ok")
+                };
+                let by = match (&r.plugin, &r.version) {
+                    (Some(p), Some(v)) => format!(" [{p}@{}]", v.get(..12).unwrap_or(v)),
+                    _ => String::new(),
+                };
+                let ms = r.duration_ms.map(|d| format!(" {d} ms")).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  ⎿ {status}{}: {}",
+                    self.paint("2", &format!("{by}{ms}")),
+                    one_line(&r.content, 160)
+                );
+            }
+            EventKind::ApprovalDecided(d) if !self.history => {
+                self.end_stream(out);
+                let (mark, what) = match d.outcome {
+                    ApprovalOutcome::AllowedOnce => ("✓", "allowed once"),
+                    ApprovalOutcome::AllowedForSession => ("✓", "allowed for this session"),
+                    ApprovalOutcome::Rejected => ("✗", "rejected"),
+                    ApprovalOutcome::Cancelled => ("✗", "cancelled"),
+                };
+                let note = d.note.as_deref().map(|n| format!(" — {n}")).unwrap_or_default();
+                let _ = writeln!(out, "  {}", self.paint("2", &format!("{mark} {what} (by {}){note}", d.by)));
+            }
+            EventKind::PluginLoaded(p) | EventKind::PluginUnloaded(p) if !self.history => {
+                self.end_stream(out);
+                let verb = if matches!(ev.kind, EventKind::PluginLoaded(_)) { "loaded" } else { "unloaded" };
+                let digest = p.digest.get(..12).unwrap_or(&p.digest);
+                let _ = writeln!(out, "{}", self.paint("2", &format!("↻ plugin {} {verb} ({digest})", p.id)));
+            }
+            EventKind::PluginReloadFailed(p) if !self.history => {
+                self.end_stream(out);
+                let msg = format!("⚠ plugin {} failed to reload: {}", p.id, p.error.as_deref().unwrap_or(""));
+                let _ = writeln!(out, "{}", self.paint("33", &msg));
+            }
+            EventKind::LlmRetry(r) if !self.history => {
+                self.end_stream(out);
+                let msg = format!(
+                    "↻ model request failed ({}: {}), retry {} in {} ms",
+                    r.code.as_str(),
+                    r.message,
+                    r.attempt,
+                    r.delay_ms
+                );
+                let _ = writeln!(out, "{}", self.paint("33", &msg));
+            }
+            EventKind::TodoUpdated(t) => {
+                self.end_stream(out);
+                let _ = writeln!(out, "{}", self.paint("1", "plan:"));
+                for line in todo_lines(&t.items) {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+            EventKind::CompactionSummary(c) => {
+                self.end_stream(out);
+                let msg = format!("⋯ history compacted (events {}–{})", c.from_seq, c.to_seq);
+                let _ = writeln!(out, "{}", self.paint("2", &msg));
+            }
+            EventKind::TurnEnd(t) => {
+                self.end_stream(out);
+                if self.history {
+                    let _ = writeln!(out, "{}", self.paint("2", &format!("— {}", reason_text(&t.reason))));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One line per todo item: `☐`, `◐` (in progress) or `☑`.
+fn todo_lines(items: &Value) -> Vec<String> {
+    let list = items
+        .as_array()
+        .or_else(|| items.get("todos").and_then(Value::as_array))
+        .or_else(|| items.get("items").and_then(Value::as_array));
+    let Some(list) = list else {
+        return vec![one_line(&items.to_string(), 200)];
+    };
+    list.iter()
+        .map(|item| {
+            let text = match item {
+                Value::String(s) => s.clone(),
+                _ => ["content", "text", "title", "task"]
+                    .iter()
+                    .find_map(|k| item.get(*k).and_then(Value::as_str))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| item.to_string()),
+            };
+            let status = item.get("status").and_then(Value::as_str).unwrap_or("");
+            let done = item.get("done").and_then(Value::as_bool) == Some(true);
+            let mark = match status {
+                "completed" | "complete" | "done" => "☑",
+                "in_progress" | "in-progress" | "active" => "◐",
+                _ if done => "☑",
+                _ => "☐",
+            };
+            format!("{mark} {text}")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn answers() {
+        assert_eq!(answer("y"), Some(ApprovalOutcome::AllowedOnce));
+        assert_eq!(answer(" Always "), Some(ApprovalOutcome::AllowedForSession));
+        assert_eq!(answer("n"), Some(ApprovalOutcome::Rejected));
+        assert_eq!(answer("maybe"), None);
+    }
+
+    #[test]
+    fn todo_items_render() {
+        let items =
+            serde_json::json!([{"content": "a", "status": "completed"}, {"text": "b", "status": "active"}, "c"]);
+        assert_eq!(todo_lines(&items), vec!["☑ a", "◐ b", "☐ c"]);
+    }
+}

@@ -1,0 +1,714 @@
+//! The MCP client: configured servers become tools named `mcp__SERVER__TOOL`.
+//!
+//! Each server connects in the background ([`McpManager::start`]); its tools
+//! are installed in the registry under the plugin id `mcp:SERVER` (so every
+//! call goes through the same pipeline — guards, policies, approval — as a
+//! component's), and revoked when the connection closes.
+//! `notifications/tools/list_changed` re-lists and swaps the set atomically.
+//!
+//! Every change of a server's state is published as an `mcp/status` event
+//! (an ignorable session event; [`McpManager::attach`] appends the history and
+//! then live changes to a session log):
+//!
+//! ```json
+//! {"server": "files", "transport": "stdio", "required": true, "state": "ready",
+//!  "tools": ["mcp__files__read"], "digest": "…", "server_info": {"name": "…", "version": "…"}, "attempt": 1}
+//! ```
+//!
+//! `state` is `connecting`, `ready`, `failed` (with `error`) or `closed`
+//! (with `error` when the connection was lost). A lost or failed connection
+//! is retried with backoff (0.5 s, 1 s, 2 s), then left failed.
+//!
+//! **Required servers**: a surface awaits [`McpManager::wait_required`]
+//! before the first turn (so the first step already sees the tools), and
+//! [`McpManager::guard`] registers an `agent/pre-step` listener that ends a
+//! turn `blocked` while a required server is unavailable.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use wharf_core::bus::{Bus, ListenerHandle};
+use wharf_core::plugin::{
+    BoxFuture, Hook, HookOutcome, HookPoint, PluginRef, Tool, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
+};
+use wharf_core::registry::{Registrations, Registry};
+use wharf_core::store::SessionLog;
+
+use super::config::{DEFAULT_STARTUP_TIMEOUT_MS, INHERITED_ENV, McpServerConfig, Transport};
+
+/// Session event type of status changes.
+pub const STATUS_EVENT: &str = "mcp/status";
+/// Prefix of imported tool names.
+pub const TOOL_PREFIX: &str = "mcp__";
+/// Retries after a failed or lost connection before giving up.
+const MAX_RETRIES: u32 = 3;
+/// Lines of a stdio server's stderr kept for error messages.
+const STDERR_TAIL: usize = 20;
+/// Longest tool name offered to models.
+const MAX_TOOL_NAME: usize = 64;
+
+/// Error codes of MCP tool results.
+pub mod codes {
+    /// The server answered with `isError: true`.
+    pub const MCP_TOOL_ERROR: &str = "MCP_TOOL_ERROR";
+    /// The request failed (transport closed, protocol error).
+    pub const MCP_ERROR: &str = "MCP_ERROR";
+    /// The call was cancelled.
+    pub const ABORTED: &str = "ABORTED";
+    /// The per-server tool deadline passed.
+    pub const TIMEOUT: &str = "TIMEOUT";
+}
+
+/// Where a server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Starting or retrying.
+    Connecting,
+    /// Tools are installed.
+    Ready,
+    /// The last attempt failed.
+    Failed,
+    /// The connection ended.
+    Closed,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Status {
+    state: State,
+    error: Option<String>,
+}
+
+struct Server {
+    config: McpServerConfig,
+    state: watch::Sender<Status>,
+}
+
+/// The configured MCP servers of one host.
+pub struct McpManager {
+    registry: Arc<Registry>,
+    servers: Vec<Arc<Server>>,
+    events: broadcast::Sender<Value>,
+    history: Mutex<Vec<Value>>,
+    latest: Mutex<BTreeMap<String, Value>>,
+    workspace: PathBuf,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for McpManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.servers.iter().map(|s| s.config.name.as_str()).collect();
+        f.debug_struct("McpManager").field("servers", &names).finish_non_exhaustive()
+    }
+}
+
+impl McpManager {
+    /// Starts connecting to every server in the background.
+    pub fn start(registry: Arc<Registry>, configs: Vec<McpServerConfig>, workspace: &Path) -> Arc<Self> {
+        install_crypto_provider();
+        let (events, _) = broadcast::channel(256);
+        let servers = configs
+            .into_iter()
+            .map(|config| {
+                let (state, _) = watch::channel(Status { state: State::Connecting, error: None });
+                Arc::new(Server { config, state })
+            })
+            .collect();
+        let manager = Arc::new(Self {
+            registry,
+            servers,
+            events,
+            history: Mutex::new(Vec::new()),
+            latest: Mutex::new(BTreeMap::new()),
+            workspace: workspace.to_path_buf(),
+            shutdown: CancellationToken::new(),
+        });
+        for server in &manager.servers {
+            let (m, s) = (manager.clone(), server.clone());
+            tokio::spawn(async move { m.run_server(s).await });
+        }
+        manager
+    }
+
+    /// Whether any server is configured.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// The history so far and a receiver of every later change (no gap, no duplicate).
+    pub fn subscribe_with_history(&self) -> (Vec<Value>, broadcast::Receiver<Value>) {
+        let h = lock(&self.history);
+        (h.clone(), self.events.subscribe())
+    }
+
+    /// The latest status of every server.
+    pub fn status(&self) -> Vec<Value> {
+        let latest = lock(&self.latest);
+        self.servers
+            .iter()
+            .map(|s| {
+                latest.get(&s.config.name).cloned().unwrap_or_else(|| {
+                    json!({"server": s.config.name, "state": "connecting", "required": s.config.required,
+                           "transport": s.config.transport().as_str()})
+                })
+            })
+            .collect()
+    }
+
+    /// Appends the status history to `log`, then every change as it happens.
+    pub fn attach(&self, log: &SessionLog) -> anyhow::Result<()> {
+        if self.servers.is_empty() {
+            return Ok(());
+        }
+        // Take the history and subscribe under one lock: every change is
+        // either in the history or in the feed, never both or neither.
+        let (history, mut rx) = {
+            let h = lock(&self.history);
+            (h.clone(), self.events.subscribe())
+        };
+        for data in history {
+            log.append_ignorable(STATUS_EVENT, data)?;
+        }
+        let live = log.clone();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(data) => {
+                        if live.append_ignorable(STATUS_EVENT, data).is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Waits until every required server has connected or failed its first
+    /// attempt; `Err` names those that are not ready.
+    pub async fn wait_required(&self) -> Result<(), String> {
+        let mut failures = Vec::new();
+        for s in self.servers.iter().filter(|s| s.config.required) {
+            let status = settle(s).await;
+            if status.state != State::Ready {
+                failures.push(unavailable(&s.config.name, &status));
+            }
+        }
+        if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
+    }
+
+    /// Waits until every server's current attempt has settled; whether all are ready.
+    pub async fn wait_all(&self) -> bool {
+        let mut ok = true;
+        for s in &self.servers {
+            ok &= settle(s).await.state == State::Ready;
+        }
+        ok
+    }
+
+    /// Registers an `agent/pre-step` listener on `bus` that rejects the step
+    /// (the turn ends `blocked`) while a required server is unavailable.
+    pub fn guard(self: &Arc<Self>, bus: &Bus) -> Option<ListenerHandle> {
+        if !self.servers.iter().any(|s| s.config.required) {
+            return None;
+        }
+        Some(bus.register(Arc::new(RequiredGuard { manager: self.clone(), plugin: PluginRef::native("mcp") })))
+    }
+
+    /// Disconnects every server (stdio servers are stopped) and revokes their tools.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+        for s in &self.servers {
+            self.registry.revoke(&plugin_id(&s.config.name));
+        }
+    }
+
+    fn publish(&self, server: &Server, state: State, extra: Value) {
+        let c = &server.config;
+        let mut data = json!({
+            "server": c.name, "transport": c.transport().as_str(), "required": c.required, "state": state.as_str(),
+        });
+        if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
+            d.extend(extra);
+        }
+        let error = data.get("error").and_then(Value::as_str).map(str::to_string);
+        match state {
+            State::Failed | State::Closed => {
+                tracing::warn!(server = %c.name, error = ?error, "MCP server {}", state.as_str())
+            }
+            _ => tracing::info!(server = %c.name, "MCP server {}", state.as_str()),
+        }
+        lock(&self.latest).insert(c.name.clone(), data.clone());
+        let mut history = lock(&self.history);
+        history.push(data.clone());
+        let _ = self.events.send(data);
+        drop(history);
+        server.state.send_replace(Status { state, error });
+    }
+
+    async fn run_server(self: Arc<Self>, server: Arc<Server>) {
+        let mut failures = 0u32;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            self.publish(&server, State::Connecting, json!({"attempt": attempt}));
+            let outcome = tokio::select! {
+                r = self.connect_and_serve(&server, attempt) => r,
+                _ = self.shutdown.cancelled() => return,
+            };
+            match outcome {
+                Ok(Ended::Shutdown) => return,
+                Ok(Ended::Lost(error)) => {
+                    // It worked once: retries start over.
+                    failures = 1;
+                    self.publish(&server, State::Closed, json!({"error": error, "attempt": attempt}));
+                }
+                Err(error) => {
+                    failures += 1;
+                    self.publish(&server, State::Failed, json!({"error": error, "attempt": attempt}));
+                }
+            }
+            if failures > MAX_RETRIES {
+                return;
+            }
+            let delay = Duration::from_millis(500 * 2u64.pow(failures.saturating_sub(1).min(6)));
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// One connection: connect, install the tools, serve until it ends.
+    async fn connect_and_serve(&self, server: &Server, attempt: u32) -> Result<Ended, String> {
+        let c = &server.config;
+        let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
+        let handler = Handler { refresh: refresh_tx };
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let startup = Duration::from_millis(c.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS));
+        let connect = async {
+            let running = self.connect(c, handler, &stderr_tail).await?;
+            let tools = running.peer().list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
+            Ok::<_, String>((running, tools))
+        };
+        let with_stderr = |e: String| {
+            let tail: Vec<String> = lock(&stderr_tail).iter().cloned().collect();
+            if tail.is_empty() { e } else { format!("{e}; stderr: {}", tail.join(" | ")) }
+        };
+        let (running, tools) = match tokio::time::timeout(startup, connect).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(with_stderr(e)),
+            Err(_) => return Err(with_stderr(format!("no answer within {} ms", startup.as_millis()))),
+        };
+        let peer = running.peer().clone();
+        let info = running.peer_info().map(|i| json!({"name": i.server_info.name, "version": i.server_info.version}));
+        let info = info.unwrap_or(Value::Null);
+        self.install(server, &peer, tools, &info, attempt, false).map_err(with_stderr)?;
+        let cancel = running.cancellation_token();
+        let wait = running.waiting();
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                _ = &mut wait => {
+                    self.registry.revoke(&plugin_id(&c.name));
+                    return Ok(Ended::Lost(with_stderr("the connection closed".into())));
+                }
+                Some(()) = refresh_rx.recv() => {
+                    // Coalesce a burst of notifications into one re-list.
+                    while refresh_rx.try_recv().is_ok() {}
+                    match peer.list_all_tools().await {
+                        Ok(tools) => {
+                            if let Err(e) = self.install(server, &peer, tools, &info, attempt, true) {
+                                tracing::warn!(server = %c.name, "refreshing MCP tools failed: {e}");
+                            }
+                        }
+                        Err(e) => tracing::warn!(server = %c.name, "tools/list after list_changed failed: {e}"),
+                    }
+                }
+                _ = self.shutdown.cancelled() => {
+                    cancel.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(3), &mut wait).await;
+                    self.registry.revoke(&plugin_id(&c.name));
+                    return Ok(Ended::Shutdown);
+                }
+            }
+        }
+    }
+
+    async fn connect(
+        &self,
+        c: &McpServerConfig,
+        handler: Handler,
+        stderr_tail: &Arc<Mutex<VecDeque<String>>>,
+    ) -> Result<RunningService<RoleClient, Handler>, String> {
+        match c.transport() {
+            Transport::Stdio => {
+                let program = c.command.clone().unwrap_or_default();
+                let mut cmd = tokio::process::Command::new(&program);
+                cmd.args(&c.args).env_clear().kill_on_drop(true);
+                for k in INHERITED_ENV {
+                    if let Some(v) = std::env::var_os(k) {
+                        cmd.env(k, v);
+                    }
+                }
+                cmd.envs(&c.env);
+                let cwd = match &c.cwd {
+                    Some(d) if d.is_relative() => self.workspace.join(d),
+                    Some(d) => d.clone(),
+                    None => self.workspace.clone(),
+                };
+                cmd.current_dir(cwd);
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+                if let Some(stderr) = stderr {
+                    let (tail, name) = (stderr_tail.clone(), c.name.clone());
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %name, "mcp stderr: {line}");
+                            let mut t = lock(&tail);
+                            if t.len() == STDERR_TAIL {
+                                t.pop_front();
+                            }
+                            t.push_back(line);
+                        }
+                    });
+                }
+                handler.serve(transport).await.map_err(|e| format!("initialize failed: {e}"))
+            }
+            Transport::Http => {
+                let url = c.url.clone().unwrap_or_default();
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                let mut headers = HashMap::new();
+                for (k, v) in &c.headers {
+                    if k.eq_ignore_ascii_case("authorization")
+                        && let Some(token) = v.strip_prefix("Bearer ")
+                    {
+                        config = config.auth_header(token.to_string());
+                        continue;
+                    }
+                    let name = axum::http::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| format!("bad header name `{k}`: {e}"))?;
+                    let value =
+                        axum::http::HeaderValue::from_str(v).map_err(|e| format!("bad value of header `{k}`: {e}"))?;
+                    headers.insert(name, value);
+                }
+                let config = config.custom_headers(headers);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                handler.serve(transport).await.map_err(|e| format!("initialize with {url} failed: {e}"))
+            }
+        }
+    }
+
+    /// Installs (or swaps) a server's tools; publishes `ready`.
+    fn install(
+        &self,
+        server: &Server,
+        peer: &Peer<RoleClient>,
+        tools: Vec<rmcp::model::Tool>,
+        info: &Value,
+        attempt: u32,
+        refreshed: bool,
+    ) -> Result<(), String> {
+        let c = &server.config;
+        let mut hasher = Sha256::new();
+        hasher.update(info.to_string().as_bytes());
+        for t in &tools {
+            hasher.update(serde_json::to_string(t).unwrap_or_default().as_bytes());
+        }
+        let plugin = PluginRef { id: plugin_id(&c.name), digest: hex::encode(hasher.finalize()) };
+        let mut used = std::collections::HashSet::new();
+        let mut regs = Registrations::default();
+        let mut names = Vec::new();
+        for t in tools {
+            let name = exposed_name(&c.name, &t.name, &mut used);
+            let schema = Value::Object(t.input_schema.as_ref().clone());
+            let description = t.description.as_deref().unwrap_or("").to_string();
+            let spec = ToolSpec {
+                name: name.clone(),
+                description: format!("[MCP server `{}`] {description}", c.name).trim_end().to_string(),
+                input_schema: schema,
+                mode: ToolMode::Parallel,
+            };
+            names.push(name);
+            regs.tools.push(Arc::new(McpTool {
+                spec,
+                plugin: plugin.clone(),
+                server: c.name.clone(),
+                remote: t.name.to_string(),
+                peer: peer.clone(),
+                timeout: c.tool_timeout_ms.map(Duration::from_millis),
+            }));
+        }
+        self.registry.install(plugin.clone(), regs).map_err(|e| e.to_string())?;
+        let mut extra = json!({"tools": names, "digest": plugin.digest, "server_info": info, "attempt": attempt});
+        if refreshed {
+            extra["refreshed"] = json!(true);
+        }
+        self.publish(server, State::Ready, extra);
+        Ok(())
+    }
+}
+
+impl Drop for McpManager {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+enum Ended {
+    Shutdown,
+    Lost(String),
+}
+
+/// Waits until the server's current attempt settles.
+async fn settle(s: &Server) -> Status {
+    let mut rx = s.state.subscribe();
+    let timeout = Duration::from_millis(s.config.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS) + 1_000);
+    let r = tokio::time::timeout(timeout, rx.wait_for(|st| st.state != State::Connecting)).await;
+    match r {
+        Ok(Ok(st)) => st.clone(),
+        _ => Status { state: State::Connecting, error: Some("still connecting".into()) },
+    }
+}
+
+fn unavailable(name: &str, st: &Status) -> String {
+    let why = st.error.clone().unwrap_or_else(|| st.state.as_str().to_string());
+    format!("required MCP server `{name}` is not available: {why}")
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The registry plugin id of a server.
+pub fn plugin_id(server: &str) -> String {
+    format!("mcp:{server}")
+}
+
+/// `mcp__SERVER__TOOL`, with characters models refuse replaced by `_`, cut to
+/// 64 characters (with a hash suffix) and made unique within the server.
+pub fn exposed_name(server: &str, tool: &str, used: &mut std::collections::HashSet<String>) -> String {
+    let clean: String =
+        tool.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    let mut name = format!("{TOOL_PREFIX}{server}__{clean}");
+    if name.len() > MAX_TOOL_NAME || clean != tool {
+        let h = hex::encode(Sha256::digest(tool.as_bytes()));
+        if name.len() > MAX_TOOL_NAME {
+            name.truncate(MAX_TOOL_NAME - 9);
+            name = format!("{name}_{}", &h[..8]);
+        }
+    }
+    let mut candidate = name.clone();
+    let mut n = 2;
+    while !used.insert(candidate.clone()) {
+        let suffix = format!("_{n}");
+        let mut base = name.clone();
+        base.truncate(MAX_TOOL_NAME - suffix.len());
+        candidate = format!("{base}{suffix}");
+        n += 1;
+    }
+    candidate
+}
+
+/// rustls needs a process-wide crypto provider for HTTPS servers.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Receives server notifications.
+#[derive(Clone)]
+struct Handler {
+    refresh: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.refresh.send(());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// One imported tool.
+struct McpTool {
+    spec: ToolSpec,
+    plugin: PluginRef,
+    server: String,
+    remote: String,
+    peer: Peer<RoleClient>,
+    timeout: Option<Duration>,
+}
+
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome> {
+        Box::pin(async move {
+            let mut params = CallToolRequestParams::new(self.remote.clone());
+            if let Value::Object(args) = call.arguments {
+                params = params.with_arguments(args);
+            }
+            let timeout = self.timeout.unwrap_or(Duration::MAX);
+            let r = tokio::select! {
+                r = self.peer.call_tool(params) => r,
+                _ = cancel.cancelled() => {
+                    return ToolOutcome::error(codes::ABORTED, "Error: the MCP tool call was cancelled");
+                }
+                _ = tokio::time::sleep(timeout) => {
+                    return ToolOutcome::error(
+                        codes::TIMEOUT,
+                        format!("Error: MCP server `{}` did not answer within {} ms", self.server, timeout.as_millis()),
+                    );
+                }
+            };
+            match r {
+                Ok(result) => outcome(&self.server, &self.remote, result),
+                Err(e) => ToolOutcome::error(
+                    codes::MCP_ERROR,
+                    format!("Error: MCP server `{}` failed on `{}`: {e}", self.server, self.remote),
+                ),
+            }
+        })
+    }
+}
+
+/// An MCP result as a tool outcome: text blocks joined by newlines, other
+/// blocks summarized, structured content as JSON when there is no text.
+pub fn outcome(server: &str, tool: &str, r: CallToolResult) -> ToolOutcome {
+    let blocks = serde_json::to_value(&r.content).unwrap_or(Value::Null);
+    let mut parts = Vec::new();
+    for b in blocks.as_array().into_iter().flatten() {
+        let s = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
+        let part = match s("type") {
+            "text" => s("text").to_string(),
+            "image" | "audio" => format!("[{} {}, {} bytes of base64]", s("type"), s("mimeType"), s("data").len()),
+            "resource" => {
+                let res = &b["resource"];
+                match res.get("text").and_then(Value::as_str) {
+                    Some(t) => t.to_string(),
+                    None => format!("[resource {}]", res.get("uri").and_then(Value::as_str).unwrap_or("")),
+                }
+            }
+            "resource_link" => format!("[resource link {} {}]", s("uri"), s("name")).trim_end().to_string(),
+            other => format!("[{other} content]"),
+        };
+        parts.push(part);
+    }
+    if parts.is_empty()
+        && let Some(sc) = &r.structured_content
+    {
+        parts.push(sc.to_string());
+    }
+    let content = parts.join("\n");
+    let mut details = json!({"mcp": {"server": server, "tool": tool}});
+    if let Some(sc) = &r.structured_content {
+        details["mcp"]["structured_content"] = sc.clone();
+    }
+    let mut o = if r.is_error == Some(true) {
+        ToolOutcome::error(codes::MCP_TOOL_ERROR, content)
+    } else {
+        ToolOutcome::ok(content)
+    };
+    o.details = Some(details);
+    o
+}
+
+/// Ends turns while a required server is unavailable.
+struct RequiredGuard {
+    manager: Arc<McpManager>,
+    plugin: PluginRef,
+}
+
+impl Hook for RequiredGuard {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn subscriptions(&self) -> &[(HookPoint, i32)] {
+        &[(HookPoint::AgentPreStep, i32::MIN)]
+    }
+
+    fn handle(&self, _point: HookPoint, _payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+        Box::pin(async move {
+            for s in self.manager.servers.iter().filter(|s| s.config.required) {
+                let status = settle(s).await;
+                if status.state != State::Ready {
+                    return Ok(HookOutcome::Reject(unavailable(&s.config.name, &status)));
+                }
+            }
+            Ok(HookOutcome::Pass)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn names_are_prefixed_clean_short_and_unique() {
+        let mut used = std::collections::HashSet::new();
+        assert_eq!(exposed_name("fx", "echo", &mut used), "mcp__fx__echo");
+        assert_eq!(exposed_name("fx", "echo", &mut used), "mcp__fx__echo_2");
+        assert_eq!(exposed_name("fx", "a.b/c", &mut used), "mcp__fx__a_b_c");
+        let long = exposed_name("fx", &"x".repeat(100), &mut used);
+        assert_eq!(long.len(), 64);
+        assert!(long.starts_with("mcp__fx__xxx"));
+    }
+
+    #[test]
+    fn results_become_outcomes() {
+        let r: CallToolResult = serde_json::from_value(json!({
+            "content": [{"type": "text", "text": "hi"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+            "isError": true
+        }))
+        .unwrap();
+        let o = outcome("fx", "t", r);
+        assert!(o.is_error);
+        assert_eq!(o.error_code.as_deref(), Some(codes::MCP_TOOL_ERROR));
+        assert_eq!(o.content, "hi\n[image image/png, 4 bytes of base64]");
+        let r: CallToolResult = serde_json::from_value(json!({"structuredContent": {"n": 3}})).unwrap();
+        let o = outcome("fx", "t", r);
+        assert!(!o.is_error);
+        assert_eq!(o.content, r#"{"n":3}"#);
+    }
+}

@@ -1,0 +1,19 @@
+// {{name}}: a Wharf permission policy.
+//
+// Configuration (the profile row's `config` table): `blocked_tools = ["write"]`
+// denies those tools, `ask_tools = ["edit"]` asks a human first, everything
+// else is allowed. See also `globMatch` for glob rules over paths.
+import { definePlugin, definePolicy, config, allow, deny, ask } from "wharf-sdk";
+
+definePlugin({ name: "{{name}}", version: "0.1.0", description: "Denies or asks before configured tools." });
+
+definePolicy((req) => {
+  // A bad config throws: the call is denied (fail closed).
+  const cfg = config.load({ blocked_tools: { type: "array", items: "string", default: [] }, ask_tools: { type: "array", items: "string", default: [] } });
+  if (cfg.blocked_tools.includes(req.tool)) return deny(`\`${req.tool}\` is blocked by {{name}}`);
+  if (cfg.ask_tools.includes(req.tool)) return ask(`\`${req.tool}\` needs approval`);
+  return allow();
+});
+
+// The exports componentize-js binds (world `policy-plugin`).
+export { plugin, policy } from "wharf-sdk";

@@ -1,0 +1,18 @@
+// Unit tests in plain Node: `npm install && node --test`.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import "./app.js";
+import { testing } from "wharf-sdk";
+
+test("decides by tool", () => {
+  testing.setConfig({ blocked_tools: ["write"], ask_tools: ["edit"] });
+  assert.equal(testing.evaluate("write", { path: "a" }).tag, "deny");
+  assert.equal(testing.evaluate("edit", { path: "a" }).tag, "ask");
+  assert.equal(testing.evaluate("read", { path: "a" }).tag, "allow");
+});
+
+test("bad config denies", () => {
+  testing.setConfig({ blocked_tools: "write" });
+  assert.equal(testing.evaluate("read").tag, "deny");
+});

@@ -1,0 +1,509 @@
+//! `wharf acp` end to end: a test client spawns the binary and speaks raw
+//! JSON-RPC 2.0 (ACP v1) on its stdin/stdout — initialize, new session, a
+//! prompt with a tool call and a permission request, cancellation mid-stream
+//! and during a permission request, load with replay, stdout hygiene.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Env {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+}
+
+fn env() -> Env {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("README.md"), "# Sample\n").unwrap_or_else(|e| panic!("{e}"));
+    let sessions = home.path().join("sessions");
+    Env { home, ws, sessions }
+}
+
+impl Env {
+    /// A profile: fs + scripted model (+ policy-fixed asking before `write`).
+    fn profile(&self, name: &str, turns: &str, ask: bool) -> PathBuf {
+        let policy = if ask {
+            r#"
+[[plugin]]
+id = "ask"
+path = "${plugin_dir}/policy-fixed.wasm"
+[plugin.config]
+decision = "ask"
+reason = "writes need approval"
+tools = ["write"]
+"#
+        } else {
+            ""
+        };
+        let text = format!(
+            r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+{policy}
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-acp"
+{turns}
+"#
+        );
+        let path = self.home.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn spawn(&self, profile: &Path) -> Client {
+        for p in ["fs", "llm-scripted", "policy-fixed"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let mut cmd = wharf_tests::wharf(self.home.path());
+        cmd.args(["acp", "--profile", &profile.display().to_string()])
+            .args(["--session-dir", &self.sessions.display().to_string()])
+            .current_dir(self.home.path())
+            .env("WHARF_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Client::spawn(cmd)
+    }
+
+    fn cwd(&self) -> String {
+        std::fs::canonicalize(self.ws.path()).unwrap_or_else(|e| panic!("{e}")).display().to_string()
+    }
+
+    fn log_types(&self, id: &str) -> Vec<Value> {
+        let store = wharf_core::Store::new(&self.sessions);
+        let loaded = store.load(id).unwrap_or_else(|e| panic!("{e}"));
+        loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect()
+    }
+}
+
+/// A minimal ACP client over the child's stdio.
+struct Client {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+    /// Every message received, in order.
+    seen: Vec<Value>,
+    /// Lines on stdout that were not JSON-RPC messages.
+    garbage: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<String>>,
+    next_id: i64,
+}
+
+impl Client {
+    fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf acp: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let (tx, rx) = channel();
+        let garbage = Arc::new(Mutex::new(Vec::new()));
+        let g = garbage.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) if v["jsonrpc"] == "2.0" => {
+                        if tx.send(v).is_err() {
+                            return;
+                        }
+                    }
+                    _ => g.lock().unwrap_or_else(|e| e.into_inner()).push(line),
+                }
+            }
+        });
+        let err = Arc::new(Mutex::new(String::new()));
+        let e = err.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                let mut s = e.lock().unwrap_or_else(|e| e.into_inner());
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let stdin = child.stdin.take();
+        Self { child, stdin, rx, seen: Vec::new(), garbage, stderr: err, next_id: 1 }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap_or_else(|| panic!("stdin closed"));
+        writeln!(stdin, "{v}").unwrap_or_else(|e| panic!("write: {e}"));
+        stdin.flush().unwrap_or_else(|e| panic!("flush: {e}"));
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn respond(&mut self, id: &Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+
+    /// The next message matching `pred`; everything received is kept in `seen`.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => panic!(
+                    "timed out waiting for {what}\nreceived: {}\nstderr:\n{}",
+                    serde_json::to_string_pretty(&self.seen).unwrap_or_default(),
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    fn response(&mut self, id: i64) -> Value {
+        self.wait_for(&format!("response {id}"), |v| v["id"] == id && v.get("method").is_none())
+    }
+
+    fn result(&mut self, id: i64) -> Value {
+        let r = self.response(id);
+        assert!(r.get("error").is_none(), "request {id} failed: {r}\nstderr:\n{}", self.stderr());
+        r["result"].clone()
+    }
+
+    fn initialize(&mut self) -> Value {
+        let id = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test-client", "version": "1"}}),
+        );
+        self.result(id)
+    }
+
+    fn new_session(&mut self, cwd: &str) -> String {
+        let id = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        self.result(id)["sessionId"].as_str().unwrap_or_else(|| panic!("no sessionId")).to_string()
+    }
+
+    /// `session/update` notifications seen so far, as `update` objects.
+    fn updates(&self) -> Vec<Value> {
+        self.seen.iter().filter(|v| v["method"] == "session/update").map(|v| v["params"]["update"].clone()).collect()
+    }
+
+    /// Closes stdin and expects a clean exit.
+    fn close(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+                assert!(status.success(), "wharf acp exited with {status}\nstderr:\n{}", self.stderr());
+                break;
+            }
+            assert!(Instant::now() < deadline, "wharf acp did not exit after stdin closed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let garbage = self.garbage.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert!(garbage.is_empty(), "stdout carried non-protocol lines: {garbage:?}");
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kinds(updates: &[Value]) -> Vec<String> {
+    updates.iter().map(|u| u["sessionUpdate"].as_str().unwrap_or("").to_string()).collect()
+}
+
+const WRITE_THEN_DONE: &str = r#"
+[[plugin.config.turns]]
+reasoning = "I will write the notes."
+text = "Writing NOTES.md."
+tool_calls = [{ name = "write", arguments = { path = "NOTES.md", content = "hello\n" } }]
+
+[[plugin.config.turns]]
+text = "Done: wrote NOTES.md."
+"#;
+
+#[test]
+fn initialize_new_session_prompt_with_permission() {
+    let e = env();
+    let p = e.profile("ask", WRITE_THEN_DONE, true);
+    let mut c = e.spawn(&p);
+    let init = c.initialize();
+    assert_eq!(init["protocolVersion"], 1, "{init}");
+    assert_eq!(init["agentCapabilities"]["loadSession"], true, "{init}");
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["embeddedContext"], true, "{init}");
+    assert_eq!(init["agentInfo"]["name"], "wharf");
+    assert_eq!(init["authMethods"], json!([]));
+
+    // Unknown methods get -32601.
+    let bad = c.request("wharf/nonsense", json!({}));
+    assert_eq!(c.response(bad)["error"]["code"], -32601);
+
+    let cwd = e.cwd();
+    let sid = c.new_session(&cwd);
+    let other = c.new_session(&cwd);
+    assert_ne!(sid, other, "session ids are unique");
+
+    let prompt = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Write the notes"}]}),
+    );
+    let ask = c.wait_for("permission request", |v| v["method"] == "session/request_permission");
+    let params = &ask["params"];
+    assert_eq!(params["sessionId"], sid);
+    assert_eq!(params["toolCall"]["kind"], "edit", "{params}");
+    assert_eq!(params["toolCall"]["rawInput"]["path"], "NOTES.md");
+    let options: Vec<(String, String)> = params["options"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no options"))
+        .iter()
+        .map(|o| (o["optionId"].as_str().unwrap_or("").to_string(), o["kind"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(
+        options,
+        [("allow_once", "allow_once"), ("allow_always", "allow_always"), ("reject_once", "reject_once")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    // Nothing was written before the answer.
+    assert!(!e.ws.path().join("NOTES.md").exists());
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}));
+
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("NOTES.md")).unwrap_or_default(), "hello\n");
+
+    // Every update came before the response, in log order.
+    let pos = c.seen.iter().position(|v| v["id"] == prompt && v.get("method").is_none()).unwrap_or(0);
+    assert!(c.seen[pos + 1..].iter().all(|v| v["method"] != "session/update"), "updates after the response");
+    let updates = c.updates();
+    let k = kinds(&updates);
+    let first = |name: &str| k.iter().position(|x| x == name).unwrap_or_else(|| panic!("no {name} in {k:?}"));
+    assert!(first("agent_thought_chunk") < first("tool_call"), "{k:?}");
+    assert!(first("agent_message_chunk") < first("tool_call"), "{k:?}");
+    assert!(!k.contains(&"user_message_chunk".to_string()), "the client's own prompt is not echoed: {k:?}");
+    let text: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "Writing NOTES.md.Done: wrote NOTES.md.");
+    let call = &updates[first("tool_call")];
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(call["toolCallId"], params["toolCall"]["toolCallId"]);
+    assert_eq!(call["title"], "write NOTES.md");
+    assert_eq!(call["locations"][0]["path"], format!("{cwd}/NOTES.md"));
+    assert_eq!(call["content"][0]["type"], "diff");
+    let statuses: Vec<&str> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .map(|u| u["status"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"], "{updates:?}");
+    let result = updates.iter().rfind(|u| u["sessionUpdate"] == "tool_call_update").cloned().unwrap_or_default();
+    assert_eq!(result["rawOutput"]["plugin"], "fs");
+
+    // The log records who answered.
+    let log = e.log_types(&sid);
+    let decided = log.iter().find(|v| v["type"] == "approval/decided").unwrap_or_else(|| panic!("no decision"));
+    assert_eq!(decided["data"]["outcome"], "allowed-once");
+    assert_eq!(decided["data"]["by"], "acp:test-client");
+    c.close();
+}
+
+#[test]
+fn reject_and_allow_always() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "a.txt", content = "a" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "b.txt", content = "b" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "c.txt", content = "c" } }]
+[[plugin.config.turns]]
+text = "done"
+"#;
+    let p = e.profile("ask3", turns, true);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let ask = c.wait_for("first permission request", |v| v["method"] == "session/request_permission");
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}));
+    let ask = c.wait_for("second permission request", |v| v["method"] == "session/request_permission");
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_always"}}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn");
+    let asks = c.seen.iter().filter(|v| v["method"] == "session/request_permission").count();
+    assert_eq!(asks, 2, "the third write is covered by allow_always");
+    assert!(!e.ws.path().join("a.txt").exists());
+    assert!(e.ws.path().join("b.txt").exists() && e.ws.path().join("c.txt").exists());
+    let failed = c.updates().into_iter().filter(|u| u["status"] == "failed").count();
+    assert_eq!(failed, 1, "the rejected call is reported failed");
+    c.close();
+}
+
+const SLOW: &str = r#"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "This answer streams very slowly, four characters at a time, so that the test can cancel it midway."
+delay_ms = 150
+"#;
+
+#[test]
+fn cancel_mid_stream_answers_cancelled() {
+    let e = env();
+    let p = e.profile("slow", SLOW, false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let started = Instant::now();
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "talk"}]}));
+    c.wait_for("a first chunk", |v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "cancelled", "{done}");
+    assert!(started.elapsed() < Duration::from_secs(10), "the cancel did not stop the stream");
+    let log = e.log_types(&sid);
+    let end = log.iter().rfind(|v| v["type"] == "turn/end").unwrap_or_else(|| panic!("no turn/end"));
+    assert_eq!(end["data"]["reason"], "cancelled");
+    let msg = log.iter().rfind(|v| v["type"] == "assistant/message").unwrap_or_else(|| panic!("no message"));
+    assert_eq!(msg["data"]["interrupted"], true);
+    // The session keeps working after a cancel.
+    let again = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]}));
+    c.wait_for("a chunk of the second prompt", |v| {
+        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    });
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    assert_eq!(c.result(again)["stopReason"], "cancelled");
+    c.close();
+}
+
+#[test]
+fn cancel_while_a_permission_request_is_open() {
+    let e = env();
+    let p = e.profile("ask-cancel", WRITE_THEN_DONE, true);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let ask = c.wait_for("permission request", |v| v["method"] == "session/request_permission");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    // The agent withdraws its open request and ends the turn `cancelled`.
+    let withdrawn = c.wait_for("$/cancel_request", |v| v["method"] == "$/cancel_request");
+    assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "cancelled");
+    // A client answering late (as ACP says it must) does no harm.
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "cancelled"}}));
+    assert!(!e.ws.path().join("NOTES.md").exists());
+    let failed = c.updates().into_iter().any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed");
+    assert!(failed, "the call is reported failed");
+    let log = e.log_types(&sid);
+    let decided = log.iter().find(|v| v["type"] == "approval/decided").unwrap_or_else(|| panic!("no decision"));
+    assert_eq!(decided["data"]["outcome"], "cancelled");
+    c.close();
+}
+
+#[test]
+fn load_replays_history_then_continues() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+reasoning = "Read it."
+text = "Reading."
+tool_calls = [{ name = "read", arguments = { path = "README.md" } }]
+
+[[plugin.config.turns]]
+text = "It is a sample."
+
+[[plugin.config.turns]]
+text = "Second answer."
+"#;
+    let p = e.profile("load", turns, false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt =
+        c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "What is it?"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    c.close();
+
+    // A new process loads the session: history first, then the response.
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let load = c.request("session/load", json!({"sessionId": sid, "cwd": e.cwd(), "mcpServers": []}));
+    let r = c.response(load);
+    assert!(r.get("error").is_none(), "{r}\n{}", c.stderr());
+    let updates = c.updates();
+    let k = kinds(&updates);
+    assert_eq!(
+        k,
+        [
+            "user_message_chunk",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ],
+        "{updates:?}"
+    );
+    assert_eq!(updates[0]["content"]["text"], "What is it?");
+    assert_eq!(updates[2]["content"]["text"], "Reading.");
+    assert_eq!(updates[3]["kind"], "read");
+    assert_eq!(updates[4]["status"], "completed");
+    assert!(updates[4]["content"][0]["content"]["text"].as_str().unwrap_or("").contains("Sample"));
+    assert_eq!(updates[5]["content"]["text"], "It is a sample.");
+    let n = c.seen.len();
+
+    // The loaded session takes prompts; the model sees the earlier turn.
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "And?"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let text: String = c.seen[n..]
+        .iter()
+        .filter(|v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|v| v["params"]["update"]["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(text, "Second answer.");
+
+    // Unknown sessions are an error, not a hang.
+    let bad = c.request("session/load", json!({"sessionId": "nope", "cwd": e.cwd(), "mcpServers": []}));
+    assert!(c.response(bad).get("error").is_some());
+    let bad = c.request("session/prompt", json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}));
+    assert_eq!(c.response(bad)["error"]["code"], -32602);
+    c.close();
+}

@@ -1,0 +1,448 @@
+//! Hot reload with revocation, against real components: swap a tool while a
+//! session runs, swap a policy, refuse broken versions, revoke on unload,
+//! change a grant live, and 100 policy swaps under 10,000 concurrent calls.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use wharf_core::approval::HeadlessApprover;
+use wharf_core::events::{Event, EventKind};
+use wharf_core::plugin::{
+    BoxFuture, FinishReason, LlmAdapter, LlmError, LlmEvent, LlmRequest, LlmStream, ModelInfo, PluginRef, Role,
+    ToolCall,
+};
+use wharf_core::registry::{Registrations, Registry};
+use wharf_core::store::{NewSession, Store};
+use wharf_core::{Agent, AgentConfig};
+use wharf_runtime::grants::{Access, DirGrant, Grant};
+use wharf_runtime::host::PluginHost;
+use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+
+/// A model whose replies the test hands over step by step.
+struct ControlledModel {
+    plugin: PluginRef,
+    replies: tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<LlmEvent>>>,
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+struct Once(Option<Vec<LlmEvent>>);
+
+impl LlmStream for Once {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<Vec<LlmEvent>>, LlmError>> {
+        Box::pin(async move { Ok(self.0.take()) })
+    }
+}
+
+impl LlmAdapter for ControlledModel {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+    fn model(&self) -> ModelInfo {
+        ModelInfo { model: "controlled".into(), context_window: 1 << 20 }
+    }
+    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+        Box::pin(async move {
+            self.requests.lock().unwrap_or_else(|e| e.into_inner()).push(request);
+            let ev = self.replies.lock().await.recv().await.unwrap_or_else(|| stop("no more replies"));
+            Ok(Box::new(Once(Some(ev))) as Box<dyn LlmStream>)
+        })
+    }
+}
+
+/// A model that asks for `per_step` echo calls per step for `steps` steps.
+struct FanOutModel {
+    plugin: PluginRef,
+    steps: usize,
+    per_step: usize,
+}
+
+impl LlmAdapter for FanOutModel {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+    fn model(&self) -> ModelInfo {
+        ModelInfo { model: "fan-out".into(), context_window: 1 << 30 }
+    }
+    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+        let step = request.messages.iter().filter(|m| m.role == Role::Assistant).count();
+        let ev = if step < self.steps {
+            let mut v: Vec<LlmEvent> = (0..self.per_step)
+                .map(|i| {
+                    LlmEvent::ToolCall(ToolCall {
+                        id: format!("c{step}_{i}"),
+                        name: "echo".into(),
+                        arguments: json!({"text": format!("{step}/{i}")}).to_string(),
+                    })
+                })
+                .collect();
+            v.push(LlmEvent::Finish(FinishReason::ToolCalls));
+            v
+        } else {
+            stop("done")
+        };
+        Box::pin(async move { Ok(Box::new(Once(Some(ev))) as Box<dyn LlmStream>) })
+    }
+}
+
+fn stop(text: &str) -> Vec<LlmEvent> {
+    vec![LlmEvent::Text(text.into()), LlmEvent::Finish(FinishReason::Stop)]
+}
+
+fn call(id: &str, name: &str, args: Value) -> Vec<LlmEvent> {
+    vec![
+        LlmEvent::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments: args.to_string() }),
+        LlmEvent::Finish(FinishReason::ToolCalls),
+    ]
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    host: Arc<PluginHost>,
+    registry: Arc<Registry>,
+    store: Store,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let cache = wharf_tests::target_dir().join("test-cache");
+    let rt =
+        Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let registry = Arc::new(Registry::new());
+    let host = PluginHost::new(rt, registry.clone());
+    let store = Store::new(dir.join("sessions"));
+    Fixture { _tmp: tmp, dir, host, registry, store }
+}
+
+/// Writes `bytes` to `path` atomically (as build tools do).
+fn replace(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn bytes(name: &str) -> Vec<u8> {
+    std::fs::read(wharf_tests::plugin(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The same component with a custom section appended: identical behaviour,
+/// a different digest (a new "version").
+fn variant(base: &[u8], generation: u32) -> Vec<u8> {
+    let name = b"wharf-test-generation";
+    let payload = generation.to_le_bytes();
+    let mut body = vec![name.len() as u8];
+    body.extend_from_slice(name);
+    body.extend_from_slice(&payload);
+    let mut out = base.to_vec();
+    out.push(0); // custom section id
+    out.push(body.len() as u8); // fits in one LEB128 byte
+    out.extend_from_slice(&body);
+    out
+}
+
+fn spec(id: &str, path: &Path, config: Value, grant: Grant) -> PluginSpec {
+    PluginSpec { id: id.into(), path: path.to_path_buf(), config, grant, warm: false }
+}
+
+/// Forwards plugin changes into the session log, as the CLI does.
+fn log_plugin_events(host: &PluginHost, log: &wharf_core::SessionLog) {
+    for ev in host.history() {
+        let _ = log.append(ev);
+    }
+    let mut rx = host.subscribe();
+    let log = log.clone();
+    tokio::spawn(async move {
+        while let Ok(ev) = rx.recv().await {
+            let _ = log.append(ev);
+        }
+    });
+}
+
+async fn wait_for(
+    rx: &mut tokio::sync::broadcast::Receiver<EventKind>,
+    pred: impl Fn(&EventKind) -> bool,
+) -> EventKind {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(ev)) if pred(&ev) => return ev,
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => panic!("plugin event stream: {e}"),
+            Err(_) => panic!("timed out waiting for a plugin event"),
+        }
+    }
+}
+
+fn results(events: &[Event]) -> Vec<(String, bool, Option<String>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult(r) => Some((r.call_id.clone(), r.is_error, r.version.clone(), r.content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
+    let f = fixture();
+    let path = f.dir.join("tool.wasm");
+    let text = bytes("text");
+    let fs = bytes("fs");
+    replace(&path, &text);
+    std::fs::write(f.dir.join("note.txt"), "swapped in\n").unwrap_or_else(|e| panic!("{e}"));
+    let grant =
+        Grant { dirs: vec![DirGrant::new(&f.dir, Access::Rw).unwrap_or_else(|e| panic!("{e}"))], ..Grant::default() };
+    f.host.load_all(vec![spec("tool", &path, json!({}), grant)]).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    let mut plugin_events = f.host.subscribe();
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let model = Arc::new(ControlledModel {
+        plugin: PluginRef::native("model"),
+        replies: tokio::sync::Mutex::new(rx),
+        requests: Mutex::new(Vec::new()),
+    });
+    f.registry
+        .install(model.plugin.clone(), Registrations { llm: Some(model.clone()), ..Registrations::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    log_plugin_events(&f.host, &log);
+    let mut cfg = AgentConfig::default();
+    cfg.pipeline.workspace = Some(f.dir.display().to_string());
+    let agent = Agent::new(log.clone(), f.registry.clone(), Arc::new(HeadlessApprover::default()), cfg);
+    // Turn 1 uses the text component's `echo`.
+    let _ = tx.send(call("c1", "echo", json!({"text": "before"})));
+    let _ = tx.send(stop("first turn done"));
+    let first = agent.prompt("go").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(first.reason, wharf_core::StopReason::Completed);
+    // Rebuild the tool while the session is open: a different component.
+    replace(&path, &fs);
+    let fs_digest = wharf_runtime::cache::digest(&fs);
+    wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginLoaded(c) if c.digest == fs_digest)).await;
+    // The next step sees the new tool list and runs the new version.
+    let _ = tx.send(call("c2", "read", json!({"path": "note.txt"})));
+    let _ = tx.send(stop("done"));
+    let summary = agent.prompt("again").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary.reason, wharf_core::StopReason::Completed);
+
+    let reqs = model.requests.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let names = |r: &LlmRequest| r.tools.iter().map(|t| t.name.clone()).collect::<HashSet<_>>();
+    assert!(names(&reqs[0]).contains("echo") && !names(&reqs[0]).contains("read"));
+    let next = &reqs[2];
+    assert!(names(next).contains("read") && !names(next).contains("echo"), "{:?}", names(next));
+    let events = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let res = results(&events);
+    let text_digest = wharf_runtime::cache::digest(&text);
+    assert_eq!(res[0].2.as_deref(), Some(text_digest.as_str()));
+    assert_eq!((res[1].1, res[1].2.as_deref()), (false, Some(fs_digest.as_str())), "{res:?}");
+    assert!(res[1].3.contains("swapped in"));
+    assert!(res.iter().all(|r| !r.1), "no failed call: {res:?}");
+    // The swap is in the session log with both digests.
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginUnloaded(c) if c.digest == text_digest)));
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginLoaded(c) if c.digest == fs_digest)));
+    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_versions_never_replace_a_working_one() {
+    let f = fixture();
+    let path = f.dir.join("tool.wasm");
+    let text = bytes("text");
+    replace(&path, &text);
+    f.host.load_all(vec![spec("tool", &path, json!({}), Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+    let good = wharf_runtime::cache::digest(&text);
+    for broken in [b"garbage, not wasm at all".to_vec(), bytes("wrong-world"), bytes("future-version")] {
+        replace(&path, &broken);
+        let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(_))).await;
+        let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
+        assert_eq!(c.id, "tool");
+        assert!(c.error.as_deref().is_some_and(|e| e.contains("tool.wasm")), "{c:?}");
+        // The old version keeps serving.
+        assert_eq!(f.registry.version_of("tool").map(|p| p.digest), Some(good.clone()));
+        let snap = f.registry.snapshot();
+        let echo = snap.tools.get("echo").cloned().unwrap_or_else(|| panic!("echo revoked"));
+        let out = echo
+            .call(
+                wharf_core::plugin::ToolInvocation {
+                    call_id: "x".into(),
+                    name: "echo".into(),
+                    arguments: json!({"text": "still here"}),
+                    session_id: "s".into(),
+                    workspace: None,
+                },
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(out.content, "still here");
+    }
+    // A good file afterwards is picked up.
+    replace(&path, &variant(&text, 7));
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(_))).await;
+    assert_ne!(f.registry.version_of("tool").map(|p| p.digest), Some(good));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unload_revokes_every_registration() {
+    let f = fixture();
+    let specs = vec![
+        spec("tool", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec("pol", &wharf_tests::plugin("policy-fixed"), json!({"decision": "allow"}), Grant::default()),
+        spec(
+            "hk",
+            &wharf_tests::plugin("hooks-fixed"),
+            json!({"sections": [{"id": "s", "order": 1, "text": "be brief"}]}),
+            Grant::default(),
+        ),
+    ];
+    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("{e:?}"));
+    for id in ["tool", "pol", "hk"] {
+        assert!(f.registry.snapshot().count_owned_by(id) > 0 || id == "hk", "{id} registered nothing");
+        assert!(f.host.unload(id).await);
+        assert_eq!(f.registry.snapshot().count_owned_by(id), 0, "{id} left registrations behind");
+        assert!(f.registry.version_of(id).is_none());
+    }
+    assert!(f.registry.snapshot().tools.is_empty());
+    assert!(f.registry.snapshot().policies.is_empty());
+    assert!(f.registry.snapshot().prompt_sections.is_empty());
+    let hist = f.host.history();
+    assert_eq!(hist.iter().filter(|e| matches!(e, EventKind::PluginUnloaded(_))).count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_change_swaps_a_policy_and_a_grant_live() {
+    let f = fixture();
+    let data = f.dir.join("data");
+    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(data.join("a.txt"), "one two\n").unwrap_or_else(|e| panic!("{e}"));
+    // The "config file": which decision the policy takes and whether the
+    // text tool may read `data/`.
+    let conf = f.dir.join("live.json");
+    std::fs::write(&conf, r#"{"decision": "allow", "grant": false}"#).unwrap_or_else(|e| panic!("{e}"));
+    let (text, pol) = (wharf_tests::plugin("text"), wharf_tests::plugin("policy-fixed"));
+    let data_c = data.clone();
+    let conf_c = conf.clone();
+    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&conf_c).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let dirs = if v["grant"] == true {
+            vec![DirGrant::new(&data_c, Access::Ro).map_err(|e| e.to_string())?]
+        } else {
+            vec![]
+        };
+        Ok(vec![
+            spec("text", &text, json!({}), Grant { dirs, ..Grant::default() }),
+            spec("pol", &pol, json!({"decision": v["decision"], "tools": ["word_count"]}), Grant::default()),
+        ])
+    });
+    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut plugin_events = f.host.subscribe();
+
+    let file = data.join("a.txt").display().to_string();
+    let run = |id: &'static str| {
+        let registry = f.registry.clone();
+        let store = f.store.clone();
+        let file = file.clone();
+        async move {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let model = Arc::new(ControlledModel {
+                plugin: PluginRef::native(id),
+                replies: tokio::sync::Mutex::new(rx),
+                requests: Mutex::new(Vec::new()),
+            });
+            registry
+                .install(PluginRef::native("model"), Registrations { llm: Some(model), ..Registrations::default() })
+                .unwrap_or_else(|e| panic!("{e}"));
+            let log = store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+            let agent =
+                Agent::new(log.clone(), registry, Arc::new(HeadlessApprover::default()), AgentConfig::default());
+            let _ = tx.send(call("c", "word_count", json!({"path": file})));
+            let _ = tx.send(stop("ok"));
+            agent.prompt("count").await.unwrap_or_else(|e| panic!("{e}"));
+            results(&store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events).remove(0)
+        }
+    };
+    // Allowed, but no grant: the sandbox refuses the read.
+    let (_, err, _, content) = run("m1").await;
+    assert!(err, "read without a grant: {content}");
+    // Grant the directory live.
+    std::fs::write(&conf, r#"{"decision": "allow", "grant": true}"#).unwrap_or_else(|e| panic!("{e}"));
+    wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "text")).await;
+    let (_, err, _, content) = run("m2").await;
+    assert!(!err, "read with the new grant: {content}");
+    assert!(content.contains('2'), "{content}");
+    // Swap the policy to deny: the next call is denied.
+    std::fs::write(&conf, r#"{"decision": "deny", "grant": true}"#).unwrap_or_else(|e| panic!("{e}"));
+    wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol")).await;
+    let (_, err, _, content) = run("m3").await;
+    assert!(err, "policy should deny now: {content}");
+    // A malformed config is refused and the running plugins keep serving.
+    std::fs::write(&conf, "{not json").unwrap_or_else(|e| panic!("{e}"));
+    wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "config")).await;
+    assert!(f.registry.snapshot().tools.contains_key("word_count"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_swapped_100_times_under_10000_calls() {
+    let f = fixture();
+    let base = bytes("policy-fixed");
+    let pol_path = f.dir.join("policy.wasm");
+    replace(&pol_path, &variant(&base, 0));
+    let specs = vec![
+        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec("pol", &pol_path, json!({"decision": "allow"}), Grant::default()),
+    ];
+    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let (steps, per_step) = (100, 100);
+    let model = Arc::new(FanOutModel { plugin: PluginRef::native("fan"), steps, per_step });
+    f.registry
+        .install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = AgentConfig { max_steps: (steps + 2) as u32, ..AgentConfig::default() };
+    let agent = Agent::new(log.clone(), f.registry.clone(), Arc::new(HeadlessApprover::default()), cfg);
+    let runner = tokio::spawn(async move { agent.prompt("fan out").await });
+
+    // 100 new versions of the policy while the calls run.
+    let mut digests = HashSet::from([wharf_runtime::cache::digest(&variant(&base, 0))]);
+    for generation in 1..=100u32 {
+        let b = variant(&base, generation);
+        digests.insert(wharf_runtime::cache::digest(&b));
+        let p = f.dir.join(format!("policy-{generation}.wasm"));
+        std::fs::write(&p, &b).unwrap_or_else(|e| panic!("{e}"));
+        f.host
+            .reload(spec("pol", &p, json!({"decision": "allow"}), Grant::default()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let summary = runner.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary.reason, wharf_core::StopReason::Completed);
+    let events = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let res = results(&events);
+    assert_eq!(res.len(), steps * per_step);
+    let failed: Vec<_> = res.iter().filter(|r| r.1).collect();
+    assert!(failed.is_empty(), "{} failed calls, e.g. {:?}", failed.len(), failed.first());
+    let mut decided_by = HashSet::new();
+    let mut decisions = 0;
+    for e in &events {
+        if let EventKind::PolicyDecision(d) = &e.kind {
+            decisions += 1;
+            assert_eq!(d.votes.len(), 1, "call {} decided by {} versions", d.call_id, d.votes.len());
+            let v = &d.votes[0];
+            assert_eq!(v.plugin, "pol");
+            assert!(digests.contains(&v.version), "unknown version {}", v.version);
+            decided_by.insert(v.version.clone());
+        }
+    }
+    assert_eq!(decisions, steps * per_step);
+    assert!(decided_by.len() > 1, "the swaps did not overlap the calls");
+    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+}
