@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno as _errno
 import inspect
 import json
 import os
@@ -55,6 +56,7 @@ import posixpath
 import re
 import sys
 import traceback
+import types as _pytypes
 import typing
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
@@ -128,12 +130,37 @@ except ImportError:  # plain CPython: tests and tooling
     IN_COMPONENT = False
 
 
-def _import(name: str):
-    """Imports a generated binding module lazily (it exists only in the
-    worlds that have it)."""
-    import importlib
+# The generated binding modules, imported now: componentize-py runs this
+# module's top level at build time and snapshots the result, and a module not
+# imported then cannot be imported when the component runs. Each world has
+# only some of them.
+_BINDINGS: Dict[str, Any] = {}
+if IN_COMPONENT:  # pragma: no cover
+    import importlib as _importlib
 
-    return importlib.import_module(name)
+    for _name in (
+        "wit_world.imports.log",
+        "wit_world.imports.config",
+        "wit_world.imports.kv",
+        "wit_world.imports.process",
+        "wit_world.exports.tool",
+        "wit_world.exports.policy",
+        "wit_world.exports.hooks",
+        "wit_world.exports.llm",
+        "wit_world.exports.skills",
+    ):
+        try:
+            _BINDINGS[_name] = _importlib.import_module(_name)
+        except ImportError:
+            pass
+
+
+def _import(name: str):
+    """A generated binding module (imported at build time, see above)."""
+    m = _BINDINGS.get(name)
+    if m is None:
+        raise RuntimeError(f"wharf_sdk: {name} is not part of this component's world")
+    return m
 
 
 # ---------------------------------------------------------------------------
@@ -275,8 +302,6 @@ def error_from_exception(e: BaseException) -> ToolError:
     if isinstance(e, ToolError):
         return e
     if isinstance(e, OSError):
-        import errno as _errno
-
         name = _errno.errorcode.get(e.errno or 0, "")
         code = _ERRNO_CODES.get(name)
         if code is None:
@@ -352,12 +377,7 @@ def _is_optional(tp) -> bool:
 
 
 def _UnionType():
-    try:
-        import types as _types
-
-        return _types.UnionType
-    except AttributeError:  # pragma: no cover
-        return Union
+    return getattr(_pytypes, "UnionType", Union)
 
 
 def schema_of(tp) -> Dict[str, Any]:

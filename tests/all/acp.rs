@@ -276,10 +276,8 @@ fn initialize_new_session_prompt_with_permission() {
     let other = c.new_session(&cwd);
     assert_ne!(sid, other, "session ids are unique");
 
-    let prompt = c.request(
-        "session/prompt",
-        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Write the notes"}]}),
-    );
+    let prompt =
+        c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Write the notes"}]}));
     let ask = c.wait_for("permission request", |v| v["method"] == "session/request_permission");
     let params = &ask["params"];
     assert_eq!(params["sessionId"], sid);
@@ -404,9 +402,7 @@ fn cancel_mid_stream_answers_cancelled() {
     assert_eq!(msg["data"]["interrupted"], true);
     // The session keeps working after a cancel.
     let again = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]}));
-    c.wait_for("a chunk of the second prompt", |v| {
-        v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-    });
+    c.wait_for("a chunk of the second prompt", |v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
     c.notify("session/cancel", json!({"sessionId": sid}));
     assert_eq!(c.result(again)["stopReason"], "cancelled");
     c.close();

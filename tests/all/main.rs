@@ -1,6 +1,9 @@
 //! One integration-test binary (saves link time), one module per area.
 
+mod acp;
+mod chat;
 mod cli_plugin;
+mod llm;
 mod policy;
 mod reload;
 mod run;

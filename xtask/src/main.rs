@@ -21,8 +21,9 @@ fn main() -> Result<()> {
         Some("test") => test(&root, &args[1..]),
         Some("demo") => demo(&root, &args[1..]),
         Some("lint") => lint(&root),
+        Some("bench") => bench(&root),
         _ => {
-            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint>");
+            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint | bench>");
             std::process::exit(2);
         }
     }
@@ -147,6 +148,47 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     run(&mut cmd)
 }
 
+/// Runs the benchmarks in the dev profile (the one tests and the demo use,
+/// so wasmtime is compiled once) and collects `target/bench/report.md`.
+fn bench(root: &Path) -> Result<()> {
+    build_plugins(root)?;
+    run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    let target = target_dir(root);
+    let out = target.join("bench");
+    std::fs::create_dir_all(&out)?;
+    let text = target.join("plugins/text.wasm");
+    run(Command::new("cargo").current_dir(root).args([
+        "bench",
+        "-p",
+        "wharf-runtime",
+        "--profile",
+        "dev",
+        "--bench",
+        "call_overhead",
+        "--",
+        &text.display().to_string(),
+        &out.join("call_overhead.json").display().to_string(),
+    ]))?;
+    run(Command::new("cargo").current_dir(root).args([
+        "bench",
+        "-p",
+        "wharf-tests",
+        "--profile",
+        "dev",
+        "--bench",
+        "harness",
+    ]))?;
+    let mut report = String::from("# Wharf benchmark report\n\n");
+    for (title, file) in [("Tool-call overhead", "call_overhead.md"), ("Harness", "harness.md")] {
+        if let Ok(t) = std::fs::read_to_string(out.join(file)) {
+            report.push_str(&format!("## {title}\n\n{t}\n"));
+        }
+    }
+    std::fs::write(out.join("report.md"), &report)?;
+    eprintln!("{report}\nreport: {}", out.join("report.md").display());
+    Ok(())
+}
+
 fn lint(root: &Path) -> Result<()> {
     run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
@@ -171,10 +213,10 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
     std::fs::copy(root.join("README.md"), ws.join("README.md"))?;
     for entry in std::fs::read_dir(root.join("wit"))? {
         let p = entry?.path();
-        if p.extension().is_some_and(|e| e == "wit") {
-            if let Some(name) = p.file_name() {
-                std::fs::copy(&p, ws.join("wit").join(name))?;
-            }
+        if p.extension().is_some_and(|e| e == "wit")
+            && let Some(name) = p.file_name()
+        {
+            std::fs::copy(&p, ws.join("wit").join(name))?;
         }
     }
     let sessions = target.join("demo/sessions");

@@ -311,7 +311,6 @@ fn replay(cx: &Cx, id: &acp::SessionId, workspace: &Path, events: Vec<Event>) {
 
 /// One ACP session: a Wharf agent over one session log.
 struct Session {
-    id: acp::SessionId,
     agent: Agent,
     host: Arc<HostCtx>,
     /// Seq of the last event the forwarder has turned into updates.
@@ -338,7 +337,6 @@ impl Session {
         let (tx, forwarded) = watch::channel(first_seq.saturating_sub(1));
         let own_inbox: Arc<Mutex<HashSet<String>>> = Arc::default();
         let session = Arc::new(Self {
-            id: id.clone(),
             agent,
             host: host.clone(),
             forwarded,

@@ -16,7 +16,6 @@ use serde_json::json;
 use wharf_core::registry::Registry;
 
 pub use client::McpManager;
-pub use config::McpServerConfig;
 
 /// `wharf mcp …`.
 #[derive(Subcommand, Debug)]

@@ -598,7 +598,8 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         r.memory_mb.map_or("default".to_string(), |m| m.to_string())
     );
     for t in &v.tools {
-        println!("  tool:     {} ({:?})", t.name, t.mode);
+        let mode = serde_json::to_value(t.mode).ok().and_then(|m| m.as_str().map(String::from)).unwrap_or_default();
+        println!("  tool:     {} ({mode})", t.name);
     }
     println!("  check:    ok ({compile_source} in {:.0} ms; later loads use the compile cache)", ms(v.load_time));
     Ok(ExitCode::SUCCESS)

@@ -88,6 +88,17 @@ fn main() -> anyhow::Result<()> {
     println!("| component, fresh instance per call | {f50:.2} | {f99:.2} | {:.0}× |", f50 / n50);
     println!("| component, warm instance | {w50:.2} | {w99:.2} | {:.0}× |", w50 / n50);
     println!("fresh / warm: {:.1}×", f50 / w50);
+    if let Some(path) = &out_json {
+        let md = format!(
+            "allocator: {}; {} calls per variant, interleaved rounds\n\n| variant | median µs | p99 µs | median vs native | median vs warm |\n| --- | ---: | ---: | ---: | ---: |\n| native function | {n50:.2} | {n99:.2} | 1× | |\n| component, fresh instance per call | {f50:.2} | {f99:.2} | {:.0}× | {:.1}× |\n| component, warm instance | {w50:.2} | {w99:.2} | {:.0}× | 1× |\n",
+            rt.engine().allocator(),
+            rounds * per_round,
+            f50 / n50,
+            f50 / w50,
+            w50 / n50
+        );
+        std::fs::write(std::path::Path::new(path).with_extension("md"), md)?;
+    }
     if let Some(path) = out_json {
         let report = json!({
             "allocator": rt.engine().allocator().to_string(),

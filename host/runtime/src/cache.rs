@@ -75,30 +75,30 @@ impl CompileCache {
         if let Some(c) = self.memory.lock().unwrap_or_else(|e| e.into_inner()).get(digest) {
             return Ok((c.clone(), CacheOutcome::Memory));
         }
-        if let Some(path) = self.artifact_path(digest) {
-            if path.exists() {
-                // SAFETY: artifacts in this directory are written only by
-                // `store` below from our own compilation (atomic rename), and
-                // the file name binds them to the content digest and to this
-                // engine's compatibility hash. A corrupt or foreign file fails
-                // deserialization's header checks and is recompiled.
-                match unsafe { Component::deserialize_file(engine, &path) } {
-                    Ok(c) => {
-                        self.remember(digest, &c);
-                        return Ok((c, CacheOutcome::Disk));
-                    }
-                    Err(e) => {
-                        tracing::warn!("discarding unusable cache artifact {}: {e:#}", path.display());
-                        let _ = std::fs::remove_file(&path);
-                    }
+        if let Some(path) = self.artifact_path(digest)
+            && path.exists()
+        {
+            // SAFETY: artifacts in this directory are written only by
+            // `store` below from our own compilation (atomic rename), and
+            // the file name binds them to the content digest and to this
+            // engine's compatibility hash. A corrupt or foreign file fails
+            // deserialization's header checks and is recompiled.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(c) => {
+                    self.remember(digest, &c);
+                    return Ok((c, CacheOutcome::Disk));
+                }
+                Err(e) => {
+                    tracing::warn!("discarding unusable cache artifact {}: {e:#}", path.display());
+                    let _ = std::fs::remove_file(&path);
                 }
             }
         }
         let component = Component::new(engine, bytes)?;
-        if let Some(path) = self.artifact_path(digest) {
-            if let Err(e) = Self::store(&component, &path) {
-                tracing::warn!("could not write compile cache {}: {e:#}", path.display());
-            }
+        if let Some(path) = self.artifact_path(digest)
+            && let Err(e) = Self::store(&component, &path)
+        {
+            tracing::warn!("could not write compile cache {}: {e:#}", path.display());
         }
         self.remember(digest, &component);
         Ok((component, CacheOutcome::Compiled))

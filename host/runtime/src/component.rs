@@ -320,10 +320,10 @@ fn link_error(path: &Path, e: &wasmtime::Error) -> LoadError {
     let msg = format!("{e:#}");
     // wasmtime: "component imports instance `x`, but a matching
     // implementation was not found in the linker".
-    if let Some(rest) = msg.split("component imports ").nth(1) {
-        if let Some(name) = rest.split('`').nth(1) {
-            return LoadError::MissingImport { path: path.to_path_buf(), import: name.to_string() };
-        }
+    if let Some(rest) = msg.split("component imports ").nth(1)
+        && let Some(name) = rest.split('`').nth(1)
+    {
+        return LoadError::MissingImport { path: path.to_path_buf(), import: name.to_string() };
     }
     LoadError::Invalid { path: path.to_path_buf(), reason: msg.lines().next().unwrap_or("").to_string() }
 }
@@ -377,10 +377,10 @@ fn inspect_names(
         }
         if *is_export {
             version.get_or_insert_with(|| ver.to_string());
-            if let Some(k) = Kind::from_interface(iface) {
-                if !kinds.contains(&k) {
-                    kinds.push(k);
-                }
+            if let Some(k) = Kind::from_interface(iface)
+                && !kinds.contains(&k)
+            {
+                kinds.push(k);
             }
         }
     }

@@ -226,10 +226,10 @@ impl Grant {
             denied.push("process".to_string());
         }
         let memory_mb = self.memory_mb.unwrap_or(DEFAULT_MEMORY_MB);
-        if let Some(want) = req.memory_mb {
-            if want > memory_mb {
-                denied.push(format!("memory {want} MiB (limit {memory_mb} MiB)"));
-            }
+        if let Some(want) = req.memory_mb
+            && want > memory_mb
+        {
+            denied.push(format!("memory {want} MiB (limit {memory_mb} MiB)"));
         }
         Effective {
             dirs,

@@ -190,10 +190,10 @@ impl PluginHost {
             st.versions.insert(v.id.clone(), v.clone())
         };
         self.publish(loaded(&v));
-        if let Some(old) = old {
-            if old.digest != v.digest || !Arc::ptr_eq(&old, &v) {
-                self.publish(unloaded(&old));
-            }
+        if let Some(old) = old
+            && (old.digest != v.digest || !Arc::ptr_eq(&old, &v))
+        {
+            self.publish(unloaded(&old));
         }
         Ok(())
     }
@@ -209,9 +209,8 @@ impl PluginHost {
         let id = spec.id.clone();
         match self.compile(spec.clone()).await {
             Ok(v) => {
-                self.install(spec, v.clone()).map_err(|e| {
-                    self.publish(failed(&id, &v.digest, &e));
-                    e
+                self.install(spec, v.clone()).inspect_err(|e| {
+                    self.publish(failed(&id, &v.digest, e));
                 })?;
                 Ok(v)
             }
@@ -263,10 +262,8 @@ impl PluginHost {
                 None => true,
                 Some(old) => !same_spec(old, &spec),
             };
-            if changed {
-                if let Err(e) = self.reload_locked(spec).await {
-                    errors.push(e);
-                }
+            if changed && let Err(e) = self.reload_locked(spec).await {
+                errors.push(e);
             }
         }
         errors
@@ -337,18 +334,18 @@ impl PluginHost {
                 changed.push(p);
             }
             let changed: Vec<PathBuf> = changed.iter().map(|p| canon(p)).collect();
-            if changed.iter().any(|p| config_set.contains(p)) {
-                if let Some(src) = &source {
-                    match src() {
-                        Ok(specs) => {
-                            for e in self.apply(specs).await {
-                                tracing::warn!("config reload: {e}");
-                            }
+            if changed.iter().any(|p| config_set.contains(p))
+                && let Some(src) = &source
+            {
+                match src() {
+                    Ok(specs) => {
+                        for e in self.apply(specs).await {
+                            tracing::warn!("config reload: {e}");
                         }
-                        Err(e) => {
-                            tracing::warn!("config reload refused: {e}");
-                            self.publish(failed("config", "", &e));
-                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("config reload refused: {e}");
+                        self.publish(failed("config", "", &e));
                     }
                 }
             }

@@ -154,7 +154,7 @@ fn level_of(s: &Support) -> (Level, String) {
          /dev/null; reads anywhere except Wharf's config, session and cache directories and credential stores \
          (~/.ssh, ~/.aws, …); network denied unless the plugin is granted hosts (then all TCP/UDP is allowed: \
          the kernel cannot filter by host); new process group killed with SIGKILL on timeout or cancel; \
-         no_new_privs, no capabilities, rlimits (CPU {} s, file size {} GiB, address space {} GiB, processes), \
+         no_new_privs, no capabilities, rlimits (CPU {} s, file size {} GiB, address space {} GiB, tasks), \
          scrubbed environment. Not confined: connecting to pathname UNIX sockets the user may use \
          (e.g. a Docker socket), writes under a protected path inside a granted directory.",
         if s.seccomp { " + seccomp" } else { "" },
@@ -822,8 +822,75 @@ pub(crate) fn job_list(plugin: &str) -> Vec<wit::JobInfo> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::grants::{DirGrant, FsRequest, Grant, GrantRequest};
+
+    fn effective(ws: &Path, sandbox_off: bool) -> Effective {
+        let g = Grant {
+            dirs: vec![DirGrant::new(ws, Access::Rw).unwrap()],
+            process: true,
+            sandbox_off,
+            ..Grant::default()
+        };
+        g.intersect(&GrantRequest { filesystem: FsRequest::ReadWrite, process: true, ..GrantRequest::default() })
+    }
+
+    fn cmd(command: &str, stdin: Option<&[u8]>) -> wit::Command {
+        wit::Command {
+            command: command.into(),
+            workdir: None,
+            timeout_ms: Some(20_000),
+            stdin: stdin.map(<[u8]>::to_vec),
+        }
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    #[tokio::test]
+    async fn stdin_workdir_and_exit_status() {
+        let ws = tempfile::tempdir().unwrap();
+        let eff = effective(ws.path(), false);
+        let res = run("unit", &eff, cmd("cat; pwd; exit 3", Some(b"from stdin\n")), far()).await;
+        if sandbox_level().0 == Level::None {
+            assert!(matches!(res, Err(wit::ProcessError::SandboxUnavailable(_))), "{res:?}");
+            return;
+        }
+        let out = res.unwrap();
+        let canon = ws.path().canonicalize().unwrap();
+        assert_eq!(out.output, format!("from stdin\n{}\n", canon.display()));
+        assert_eq!((out.exit_code, out.signal, out.timed_out), (Some(3), None, false));
+        let res = run("unit", &eff, cmd("true", None), far()).await;
+        assert_eq!(res.unwrap().output, "");
+        let mut c = cmd("pwd", None);
+        c.workdir = Some("/".into());
+        assert!(matches!(run("unit", &eff, c, far()).await, Err(wit::ProcessError::Invalid(_))));
+    }
+
+    #[tokio::test]
+    async fn sandbox_off_runs_unconfined() {
+        let ws = tempfile::tempdir().unwrap();
+        let eff = effective(ws.path(), true);
+        assert_eq!(guest_level(&eff), wit::SandboxLevel::None);
+        let out = run("unit", &eff, cmd("grep -c NoNewPrivs:.1 /proc/self/status; echo $TERM", None), far()).await;
+        let out = out.unwrap();
+        assert_eq!(out.output, "1\ndumb\n");
+    }
+
+    #[tokio::test]
+    async fn the_call_deadline_wins() {
+        let ws = tempfile::tempdir().unwrap();
+        let eff = effective(ws.path(), true);
+        let t0 = Instant::now();
+        let deadline = Instant::now() + Duration::from_millis(800);
+        let out = run("unit", &eff, cmd("sleep 100", None), deadline).await.unwrap();
+        assert!(out.timed_out);
+        assert_eq!(out.signal, Some(libc::SIGKILL));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
 
     #[test]
     fn levels_are_reported_honestly() {

@@ -154,11 +154,6 @@ impl McpManager {
         manager
     }
 
-    /// Whether any server is configured.
-    pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
-    }
-
     /// The history so far and a receiver of every later change (no gap, no duplicate).
     pub fn subscribe_with_history(&self) -> (Vec<Value>, broadcast::Receiver<Value>) {
         let h = lock(&self.history);
@@ -327,8 +322,11 @@ impl McpManager {
             Err(_) => return Err(with_stderr(format!("no answer within {} ms", startup.as_millis()))),
         };
         let peer = running.peer().clone();
-        let info = running.peer_info().map(|i| json!({"name": i.server_info.name, "version": i.server_info.version}));
-        let info = info.unwrap_or(Value::Null);
+        let info = running
+            .peer_info()
+            .and_then(|i| i.server_info.clone())
+            .map(|i| json!({"name": i.name, "version": i.version}))
+            .unwrap_or(Value::Null);
         self.install(server, &peer, tools, &info, attempt, false).map_err(with_stderr)?;
         let cancel = running.cancellation_token();
         let wait = running.waiting();

@@ -172,6 +172,7 @@ pub fn router(app: Arc<App>, access: Access) -> Router {
         .route("/", get(index))
         .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
         .route("/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/api/info", get(info))
         .route("/api/sessions", get(list_sessions).post(new_session))
         .route("/api/sessions/{id}", get(session))
@@ -376,7 +377,7 @@ async fn session_events(
     tokio::spawn(async move {
         let mut next = from;
         if let Some(events) = stored {
-            for ev in events.iter().filter(|e| e.seq >= next) {
+            for ev in events.iter().filter(|e| e.seq >= from) {
                 let Some(e) = sse_event(ev) else { continue };
                 if tx.send(e).await.is_err() {
                     return;

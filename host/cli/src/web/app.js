@@ -74,6 +74,12 @@ async function refreshSessions() {
   }
 }
 
+let listTimer = null;
+function listSoon() {
+  clearTimeout(listTimer);
+  listTimer = setTimeout(refreshSessions, 200);
+}
+
 // ---------------------------------------------------------------------------
 // Session view
 
@@ -309,9 +315,11 @@ function apply(s, ev) {
     }
     case 'turn/start':
       s.running = true;
+      listSoon();
       break;
     case 'turn/end': {
       s.running = false;
+      listSoon();
       s.lastBoundary = ev.seq;
       for (const b of s.steps.values()) b.node.classList.remove('streaming');
       const line = sys(`turn ${d.turn} ended: ${reasonText(d)}`, 'turn-end');
@@ -339,16 +347,16 @@ function apply(s, ev) {
       sys(`model request failed (${d.code}), retry ${d.attempt} in ${d.delay_ms} ms: ${d.message || ''}`);
       break;
     case 'plugin/loaded':
-      sys(`plugin ${d.id} loaded (${(d.digest || '').slice(0, 12)})`, 'plugin');
+      sys(`plugin ${d.id} loaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
       break;
     case 'plugin/unloaded':
-      sys(`plugin ${d.id} unloaded (${(d.digest || '').slice(0, 12)})`, 'plugin');
+      sys(`plugin ${d.id} unloaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
       break;
     case 'plugin/reload-failed':
-      sys(`plugin ${d.id} reload failed: ${d.error || ''}`, 'plugin');
+      sys(`plugin ${d.id} reload failed: ${d.error || ''}`, 'sys-plugin failed');
       break;
     case 'mcp/status':
-      sys(`MCP server ${d.server}: ${d.state}${d.tools ? ` (${d.tools.length} tools)` : ''}${d.error ? ` — ${d.error}` : ''}`, 'mcp');
+      sys(`MCP server ${d.server}: ${d.state}${d.tools ? ` (${d.tools.length} tools)` : ''}${d.error ? ` — ${d.error}` : ''}`, `sys-mcp ${d.state}`);
       break;
     case 'compaction/summary':
       sys(`history ${d.from_seq}–${d.to_seq} summarized`);

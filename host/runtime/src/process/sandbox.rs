@@ -337,16 +337,21 @@ type Resource = libc::c_int;
 pub const CPU_SECONDS: u64 = 60 * 60;
 /// Largest file a process may write.
 pub const FILE_SIZE: u64 = 4 << 30;
-/// Address space per process (generous: runtimes reserve a lot).
-pub const ADDRESS_SPACE: u64 = 16 << 30;
-/// Processes the user may add while the command runs (a fork-bomb cap;
-/// the kernel does not apply it to root).
-pub const EXTRA_PROCESSES: u64 = 512;
+/// Address space per process: a guard against runaway allocation, not a
+/// memory quota (that needs cgroups). Generous, because runtimes reserve far
+/// more address space than they use (wasmtime ~4 GiB per instance, V8, Go);
+/// tools that reserve terabytes (AddressSanitizer) cannot run.
+pub const ADDRESS_SPACE: u64 = 32 << 30;
+/// Tasks (processes and threads) the user may add while the command runs:
+/// a fork-bomb cap. `RLIMIT_NPROC` counts every task of the user, so the
+/// limit is the current count plus this; the kernel does not apply it to
+/// root.
+pub const EXTRA_TASKS: u64 = 2048;
 
 impl Rlimits {
     /// Sensible defaults, never above the host's own hard limits.
     pub fn defaults() -> Self {
-        let nproc = count_user_processes() + EXTRA_PROCESSES;
+        let nproc = count_user_tasks() + EXTRA_TASKS;
         let want: [(Resource, u64, u64); 5] = [
             (libc::RLIMIT_CPU, CPU_SECONDS, CPU_SECONDS + 10),
             (libc::RLIMIT_FSIZE, FILE_SIZE, FILE_SIZE),
@@ -368,16 +373,23 @@ impl Rlimits {
     }
 }
 
-/// Processes owned by this user (for `RLIMIT_NPROC`, which counts them all).
-fn count_user_processes() -> u64 {
+/// Tasks (threads) of this user's processes, as `RLIMIT_NPROC` counts them.
+fn count_user_tasks() -> u64 {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: no arguments.
     let uid = unsafe { libc::getuid() };
-    let Ok(rd) = std::fs::read_dir("/proc") else { return 4096 };
+    let Ok(rd) = std::fs::read_dir("/proc") else { return 1 << 16 };
     rd.filter_map(Result::ok)
         .filter(|e| e.file_name().as_bytes().iter().all(u8::is_ascii_digit))
         .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
-        .count() as u64
+        .map(|e| {
+            // Field 20 of `stat`, `num_threads`: the 18th after `comm`.
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.split(' ').nth(17)?.parse::<u64>().ok()))
+                .unwrap_or(1)
+        })
+        .sum()
 }
 
 // ---- the child side ----
@@ -491,6 +503,12 @@ mod tests {
         assert!(roots.contains(&base.join("b")));
         assert!(!roots.iter().any(|r| base.join("a/secret").starts_with(r)), "{roots:?}");
         assert!(roots.contains(&PathBuf::from("/usr")) || !Path::new("/usr").exists());
+    }
+
+    #[test]
+    fn counts_this_process_threads() {
+        let _t = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(300)));
+        assert!(count_user_tasks() >= 2);
     }
 
     #[test]

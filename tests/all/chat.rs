@@ -1,0 +1,374 @@
+//! `wharf chat` end to end through a pseudo-terminal (`openpty`): a prompt
+//! with the demo profile and the slash commands, approvals answered at the
+//! prompt, Ctrl-C cancelling a slow turn, Ctrl-C twice and Ctrl-D quitting.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Env {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+}
+
+fn env() -> Env {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let sessions = home.path().join("sessions");
+    Env { home, ws, sessions }
+}
+
+impl Env {
+    fn profile(&self, name: &str, turns: &str, ask: bool) -> PathBuf {
+        let policy = if ask {
+            r#"
+[[plugin]]
+id = "ask"
+path = "${plugin_dir}/policy-fixed.wasm"
+[plugin.config]
+decision = "ask"
+reason = "writes need approval"
+tools = ["write"]
+"#
+        } else {
+            ""
+        };
+        let text = format!(
+            r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+{policy}
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-chat"
+{turns}
+"#
+        );
+        let path = self.home.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn chat(&self, profile: &str, extra: &[&str]) -> Pty {
+        for p in ["fs", "text", "llm-scripted", "policy-fixed"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let mut cmd = wharf_tests::wharf(self.home.path());
+        cmd.args(["chat", "--profile", profile, "--session-dir", &self.sessions.display().to_string()])
+            .args(extra)
+            .current_dir(self.ws.path())
+            .env("TERM", "dumb");
+        Pty::spawn(cmd)
+    }
+
+    fn events(&self) -> Vec<serde_json::Value> {
+        let store = wharf_core::Store::new(&self.sessions);
+        let list = store.list().unwrap_or_else(|e| panic!("{e}"));
+        let last = list.last().unwrap_or_else(|| panic!("no session"));
+        let loaded = store.load(&last.id).unwrap_or_else(|e| panic!("{e}"));
+        wharf_core::invariants::check(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
+        loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
+    }
+}
+
+/// A child on a pseudo-terminal: its controlling terminal, so `\x03` is
+/// SIGINT and `\x04` at the start of a line is end of input.
+struct Pty {
+    child: Child,
+    master: File,
+    output: Arc<Mutex<Vec<u8>>>,
+    /// How far `expect` has matched.
+    cursor: usize,
+}
+
+impl Pty {
+    fn spawn(mut cmd: Command) -> Self {
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize { ws_row: 50, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: openpty writes two descriptors; null name and termios are allowed.
+        let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size) };
+        assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
+        // SAFETY: both descriptors were just opened and are owned here.
+        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let dup = || slave.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        cmd.stdin(dup()).stdout(dup()).stderr(dup());
+        // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
+        // pty (its stdin) its controlling terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+        drop(slave);
+        let master = File::from(master);
+        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let out = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the child side is closed.
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                out.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]);
+            }
+        });
+        Self { child, master, output, cursor: 0 }
+    }
+
+    /// Everything printed so far, without ANSI escapes.
+    fn screen(&self) -> String {
+        strip_ansi(&String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    fn send(&mut self, s: &str) {
+        self.master.write_all(s.as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
+        self.master.flush().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn line(&mut self, s: &str) {
+        self.send(&format!("{s}\r"));
+    }
+
+    /// Waits until `needle` appears after the previous match.
+    fn expect(&mut self, needle: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let screen = self.screen();
+            if let Some(i) = screen.get(self.cursor..).and_then(|s| s.find(needle)) {
+                self.cursor += i + needle.len();
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out waiting for {needle:?}; screen after the last match:\n{}",
+                    &screen[self.cursor.min(screen.len())..]
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "wharf chat did not exit; screen:\n{}", self.screen());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if c != '\r' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn demo_prompt_and_slash_commands() {
+    let e = env();
+    let mut t = e.chat("demo", &[]);
+    t.expect("loaded 3 plugin(s)");
+    t.expect("session ");
+    t.expect("› ");
+    t.line("Summarize this workspace");
+    t.expect("I should see what is in the workspace first.");
+    t.expect("⏺ list(");
+    t.expect("⎿ ok");
+    t.expect("⏺ read(");
+    t.expect("⏺ write(");
+    t.expect("Done: I listed the workspace");
+    t.expect("— completed · 4 step(s)");
+    t.expect("› ");
+    assert!(e.ws.path().join("SUMMARY.md").exists());
+
+    t.line("/model");
+    t.expect("adapter  scripted");
+    t.expect("scripted-demo · context window");
+    t.line("/plugins");
+    t.expect("plugins (3 loaded)");
+    t.expect("load and reload events (3)");
+    t.expect("loaded        fs");
+    t.line("/sessions");
+    let id = e.events()[0]["data"]["id"].as_str().unwrap_or_default().to_string();
+    t.expect(&format!("* {id}"));
+    t.line("/compact");
+    t.expect("compaction is not implemented yet");
+    t.line("/nope");
+    t.expect("unknown command /nope");
+    t.line("/help");
+    t.expect("/resume ID");
+
+    // A new session, then back to the first one (opened in this process).
+    t.line("/new");
+    t.expect("session ");
+    t.line(&format!("/resume {id}"));
+    t.expect("› Summarize this workspace");
+    t.expect(&format!("session {id}"));
+
+    // Ctrl-D quits.
+    t.expect("› ");
+    t.send("\x04");
+    t.expect(&format!("bye · session {id}"));
+    assert!(t.wait().success());
+}
+
+#[test]
+fn approvals_are_answered_at_the_prompt() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "a.txt", content = "a" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "b.txt", content = "b" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "c.txt", content = "c" } }]
+[[plugin.config.turns]]
+text = "All done."
+"#;
+    let p = e.profile("ask", turns, true);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("write three files");
+    t.expect("approval needed: write(");
+    t.expect("reason: writes need approval");
+    t.expect("allow? [y]es once");
+    t.line("maybe");
+    t.expect("please answer y");
+    t.expect("allow?");
+    t.line("n");
+    t.expect("rejected (by chat(user))");
+    t.expect("error APPROVAL_REJECTED");
+    t.expect("allow?");
+    t.line("a");
+    t.expect("allowed for this session (by chat(user))");
+    // The third write is covered by the session grant: no question.
+    t.expect("allowed for this session (by session-grant)");
+    t.expect("All done.");
+    t.expect("— completed");
+    assert!(!e.ws.path().join("a.txt").exists());
+    assert!(e.ws.path().join("b.txt").exists() && e.ws.path().join("c.txt").exists());
+    assert_eq!(t.screen().matches("approval needed").count(), 2);
+    t.line("/quit");
+    assert!(t.wait().success());
+}
+
+#[test]
+fn ctrl_c_cancels_a_slow_turn_and_twice_quits() {
+    let e = env();
+    let turns = r#"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "This answer streams very slowly, four characters at a time, so that the test can cancel it midway."
+delay_ms = 150
+"#;
+    let p = e.profile("slow", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    let started = Instant::now();
+    t.line("talk");
+    t.expect("This answer");
+    t.send("\x03");
+    t.expect("cancelling the turn");
+    t.expect("[interrupted]");
+    t.expect("— cancelled");
+    assert!(started.elapsed() < Duration::from_secs(10), "the cancel did not stop the stream");
+    t.expect("› ");
+    let events = e.events();
+    let end = events.iter().rfind(|v| v["type"] == "turn/end").cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "cancelled");
+    let msg = events.iter().rfind(|v| v["type"] == "assistant/message").cloned().unwrap_or_default();
+    assert_eq!(msg["data"]["interrupted"], true);
+    assert!(msg["data"]["content"].as_str().unwrap_or("").starts_with("This answer"));
+
+    // At an idle prompt, one Ctrl-C only warns; a second one quits.
+    std::thread::sleep(Duration::from_millis(2200));
+    t.send("\x03");
+    t.expect("press Ctrl-C again to quit");
+    t.send("\x03");
+    t.expect("bye · session");
+    assert!(t.wait().success());
+}
+
+#[test]
+fn resume_flag_shows_history() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+text = "First answer."
+[[plugin.config.turns]]
+text = "Second answer."
+"#;
+    let p = e.profile("two", turns, false);
+    let profile = p.display().to_string();
+    let mut t = e.chat(&profile, &[]);
+    t.expect("› ");
+    t.line("first question");
+    t.expect("First answer.");
+    t.expect("› ");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    let id = e.events()[0]["data"]["id"].as_str().unwrap_or_default().to_string();
+
+    let mut t = e.chat(&profile, &["--resume", &id]);
+    t.expect("› first question");
+    t.expect("First answer.");
+    t.expect(&format!("session {id}"));
+    t.expect("› ");
+    t.line("second question");
+    t.expect("Second answer.");
+    t.expect("› ");
+    t.send("\x04");
+    assert!(t.wait().success());
+}

@@ -1,0 +1,862 @@
+//! The model adapter components (`llm-deepseek`, `llm-openai`) end to end:
+//! `wharf run --output jsonl` through the real components, over `wasi:http`,
+//! against `wharf-mock-llm` on loopback. Every fault and HTTP error of the
+//! mock, with the right code and the right retries (`llm/retry`), the
+//! request checks of the mock (reasoning pass-back, every tool call
+//! answered, well-formed schemas), the log invariants, exit statuses, the
+//! key never written anywhere, cancellation by SIGINT mid-stream, and — only
+//! when `DEEPSEEK_API_KEY` is set — the real DeepSeek API.
+//!
+//! Retries use the agent's default policy (500 ms doubling, ±10 %): errors
+//! that carry `Retry-After` are scripted with small values to keep this fast.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wharf_core::events::Event;
+use wharf_mock_llm::{MockLlm, Script};
+
+/// A distinctive key: the leak test greps for it.
+const KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
+/// The variable the profiles name in `api_key_env`.
+const KEY_ENV: &str = "WHARF_TEST_LLM_KEY";
+const MODEL: &str = "deepseek-v4-pro";
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One test's world: a temp HOME and workspace, and a running mock.
+struct Case {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+    mock: MockLlm,
+}
+
+/// The outcome of one `wharf run`.
+struct Run {
+    code: i32,
+    events: Vec<Value>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// How a profile's adapter row looks.
+struct Row {
+    plugin: &'static str,
+    /// Extra `[plugin.config]` lines.
+    config: String,
+    /// `grant.hosts`; `None`: the mock's `127.0.0.1:PORT`.
+    hosts: Option<String>,
+    /// Whether `api_key_env` is set (and granted).
+    key: bool,
+}
+
+impl Row {
+    fn deepseek() -> Self {
+        Self { plugin: "llm-deepseek", config: String::new(), hosts: None, key: true }
+    }
+
+    fn openai() -> Self {
+        Self { plugin: "llm-openai", config: String::new(), hosts: None, key: false }
+    }
+
+    fn config(mut self, lines: &str) -> Self {
+        self.config.push_str(lines);
+        self.config.push('\n');
+        self
+    }
+}
+
+impl Case {
+    fn new(script: Value) -> Self {
+        let script: Script = ok(serde_json::from_value(script));
+        let mock = ok(MockLlm::start_background(script));
+        let home = ok(tempfile::tempdir());
+        let ws = ok(tempfile::tempdir());
+        ok(std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n"));
+        ok(std::fs::write(ws.path().join("b.txt"), "beta: the second file — ünïcode\n"));
+        let sessions = home.path().join("sessions");
+        Self { home, ws, sessions, mock }
+    }
+
+    /// Writes a profile with the fs plugin and the adapter row.
+    fn profile(&self, row: &Row) -> PathBuf {
+        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(row.plugin);
+        let port = self.mock.addr().port();
+        let hosts = row.hosts.clone().unwrap_or_else(|| format!("\"127.0.0.1:{port}\""));
+        let (key_config, key_grant) = if row.key {
+            (format!("api_key_env = \"{KEY_ENV}\""), format!("env = [\"{KEY_ENV}\"]"))
+        } else {
+            (String::new(), String::new())
+        };
+        let text = format!(
+            r#"
+[agent]
+adapter = "model"
+max_steps = 6
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/{plugin}.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "{MODEL}"
+idle_timeout_ms = 1500
+{key_config}
+{config}
+[plugin.grant]
+hosts = [{hosts}]
+{key_grant}
+timeout_ms = 20000
+"#,
+            plugin = row.plugin,
+            url = self.mock.url(),
+            config = row.config,
+        );
+        let path = self.home.path().join("profile.toml");
+        ok(std::fs::write(&path, text));
+        path
+    }
+
+    /// `wharf run TASK` with the key in the child's environment.
+    fn command(&self, profile: &Path, task: &str, log: &str) -> Command {
+        let mut c = wharf_tests::wharf(self.home.path());
+        c.current_dir(self.ws.path()).env(KEY_ENV, KEY).env("WHARF_LOG", log).args([
+            "run",
+            task,
+            "--profile",
+            &profile.display().to_string(),
+            "--session-dir",
+            &self.sessions.display().to_string(),
+            "--output",
+            "jsonl",
+            "--no-watch",
+        ]);
+        c
+    }
+
+    fn run_with_log(&self, row: &Row, task: &str, log: &str) -> Run {
+        let profile = self.profile(row);
+        let t0 = Instant::now();
+        let out = ok(self.command(&profile, task, log).output());
+        let elapsed = t0.elapsed();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let events = parse_lines(&stdout);
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            events,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed,
+        }
+    }
+
+    fn run(&self, row: &Row, task: &str) -> Run {
+        self.run_with_log(row, task, "warn")
+    }
+
+    /// The stored log of the run.
+    fn log(&self, run: &Run) -> Vec<Event> {
+        let store = wharf_core::Store::new(&self.sessions);
+        ok(store.load(&run.session_id())).events
+    }
+
+    /// What every run must satisfy: the mock saw no broken rule, the stored
+    /// log is the streamed one and satisfies the invariants, and no chunk of
+    /// a failed attempt became part of a message.
+    fn check(&self, run: &Run) {
+        self.mock.assert_no_violations();
+        let log = self.log(run);
+        assert_eq!(log.len(), run.events.len(), "stored log and streamed events differ\n{}", run.stderr);
+        let stored: Vec<Value> = log.iter().map(|e| ok(serde_json::to_value(e))).collect();
+        assert_eq!(stored, run.events, "stored log and streamed events differ");
+        wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}\n{}", run.stdout));
+        check_attempts(&run.events);
+    }
+}
+
+fn parse_lines(stdout: &str) -> Vec<Value> {
+    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}"))).collect()
+}
+
+/// Per step: the chunks after the last `llm/retry` (the successful attempt)
+/// are exactly the committed message's text and reasoning.
+fn check_attempts(events: &[Value]) {
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    for e in events {
+        match e["type"].as_str() {
+            Some("step/start" | "llm/retry") => {
+                text.clear();
+                reasoning.clear();
+            }
+            Some("assistant/chunk") => {
+                text.push_str(e["data"]["text"].as_str().unwrap_or(""));
+                reasoning.push_str(e["data"]["reasoning"].as_str().unwrap_or(""));
+            }
+            Some("assistant/message") => {
+                assert_eq!(e["data"]["content"].as_str().unwrap_or(""), text, "message text is not the last attempt's");
+                assert_eq!(
+                    e["data"]["reasoning"].as_str().unwrap_or(""),
+                    reasoning,
+                    "reasoning is not the last attempt's"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Run {
+    fn of_type(&self, t: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == t).map(|e| &e["data"]).collect()
+    }
+
+    fn session_id(&self) -> String {
+        self.of_type("session/start").first().and_then(|d| d["id"].as_str()).unwrap_or("").to_string()
+    }
+
+    fn turn_end(&self) -> Value {
+        self.of_type("turn/end").last().map(|d| (*d).clone()).unwrap_or(Value::Null)
+    }
+
+    fn reason(&self) -> String {
+        self.turn_end()["reason"].as_str().unwrap_or("").to_string()
+    }
+
+    /// `(code, delay_ms)` of every `llm/retry`, with attempts checked 1, 2, …
+    fn retries(&self) -> Vec<(String, u64)> {
+        let r = self.of_type("llm/retry");
+        for (i, d) in r.iter().enumerate() {
+            assert_eq!(d["attempt"], json!(i + 1), "attempts are numbered from 1");
+        }
+        r.iter().map(|d| (d["code"].as_str().unwrap_or("").to_string(), d["delay_ms"].as_u64().unwrap_or(0))).collect()
+    }
+
+    fn messages(&self) -> Vec<&Value> {
+        self.of_type("assistant/message")
+    }
+
+    fn last_text(&self) -> String {
+        self.messages().last().and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
+    }
+
+    fn explain(&self) -> String {
+        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// A streamed reply (`kind: stream`) with these fields.
+fn stream(fields: Value) -> Value {
+    let mut v = json!({"kind": "stream"});
+    if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
+        o.extend(f.clone());
+    }
+    v
+}
+
+fn script(replies: Vec<Value>) -> Value {
+    json!({"checks": {"api_key": KEY, "model": MODEL}, "replies": replies})
+}
+
+fn ok_reply() -> Value {
+    stream(json!({"text": "All good.", "chunk_chars": 4}))
+}
+
+// ---------------------------------------------------------------------------
+// The happy path: parallel tool calls, reasoning pass-back, usage.
+
+#[test]
+fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() {
+    let case = Case::new(script(vec![
+        // Two parallel calls whose argument fragments alternate and are cut
+        // mid-token; the body arrives in 5-byte writes (lines and UTF-8 split),
+        // with keep-alive comments in between.
+        stream(json!({
+            "reasoning": "Two files → read both at once.",
+            "tool_calls": [
+                {"id": "call_a", "name": "read", "arguments": "{\"path\": \"a.txt\"}"},
+                {"id": "call_b", "name": "read", "arguments": "{\"path\": \"b.txt\"}"}
+            ],
+            "chunk_chars": 3, "interleave_tool_calls": true, "keepalive_every": 2, "write_bytes": 5
+        })),
+        // A tool-calling turn with empty reasoning: "" must still go back.
+        stream(json!({"tool_calls": [{"id": "call_c", "name": "read", "arguments": "{\"path\":\"a.txt\"}"}]})),
+        // The answer, usage on the finish chunk instead of a usage-only chunk.
+        stream(json!({
+            "reasoning": "Summarize.", "text": "Both files are read: alpha and beta.",
+            "usage": {"prompt_tokens": 300, "completion_tokens": 30, "cache_hit_tokens": 200, "reasoning_tokens": 7},
+            "usage_in_finish_chunk": true
+        })),
+    ]));
+    let row = Row::deepseek().config("thinking = true\nreasoning_effort = \"medium\"\nmax_tokens = 2048");
+    let run = case.run(&row, "Read a.txt and b.txt");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.reason(), "completed");
+    case.check(&run);
+    assert!(run.retries().is_empty());
+
+    // The joined calls ran, in the model's order, through the fs plugin.
+    let msgs = run.messages();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0]["reasoning"], "Two files → read both at once.");
+    assert_eq!(
+        msgs[0]["tool_calls"],
+        json!([
+            {"id": "call_a", "name": "read", "arguments": "{\"path\": \"a.txt\"}"},
+            {"id": "call_b", "name": "read", "arguments": "{\"path\": \"b.txt\"}"}
+        ])
+    );
+    let results = run.of_type("tool/result");
+    assert_eq!(results.len(), 3);
+    assert_eq!((results[0]["call_id"].as_str(), results[1]["call_id"].as_str()), (Some("call_a"), Some("call_b")));
+    assert!(results[0]["content"].as_str().unwrap_or("").contains("alpha: the first file"));
+    assert!(results[1]["content"].as_str().unwrap_or("").contains("beta: the second file — ünïcode"));
+    assert!(results.iter().all(|r| r["is_error"] == false && r["plugin"] == "fs"));
+    assert_eq!(run.last_text(), "Both files are read: alpha and beta.");
+
+    // Usage per step: the usage-only final chunk and usage on the finish chunk.
+    let steps = run.of_type("step/end");
+    assert_eq!(
+        steps[0]["usage"],
+        json!({"prompt_tokens": 100, "completion_tokens": 20, "cache_hit_tokens": 60, "cache_miss_tokens": 40,
+               "reasoning_tokens": 5})
+    );
+    assert_eq!(
+        steps[2]["usage"],
+        json!({"prompt_tokens": 300, "completion_tokens": 30, "cache_hit_tokens": 200, "cache_miss_tokens": 100,
+               "reasoning_tokens": 7})
+    );
+    assert!(run.stderr.contains("tokens 500 in / 70 out"), "{}", run.stderr);
+
+    // What was sent: config in the body, the key as a bearer token, and the
+    // reasoning of *every* tool-calling turn in every later request.
+    let reqs = case.mock.requests();
+    assert_eq!(reqs.len(), 3);
+    for r in &reqs {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(r.authorization.matched, Some(true));
+        let b = r.body.clone().unwrap_or(Value::Null);
+        assert_eq!(b["model"], MODEL);
+        assert_eq!(b["thinking"], json!({"type": "enabled"}));
+        assert_eq!(b["reasoning_effort"], "high");
+        assert_eq!(b["max_tokens"], 2048);
+        assert_eq!(b["stream"], true);
+        let tools: Vec<&str> = b["tools"]
+            .as_array()
+            .map(|t| t.iter().filter_map(|t| t["function"]["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(tools.contains(&"read"), "{tools:?}");
+    }
+    let passed_back = |i: usize| -> Vec<Value> {
+        let b = reqs[i].body.clone().unwrap_or(Value::Null);
+        b["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["tool_calls"].is_array()).map(|m| m["reasoning_content"].clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(passed_back(1), vec![json!("Two files → read both at once.")]);
+    assert_eq!(passed_back(2), vec![json!("Two files → read both at once."), json!("")]);
+
+    // Token usage per session in `wharf sessions show`.
+    let show = ok(wharf_tests::wharf(case.home.path())
+        .args(["sessions", "show", &run.session_id(), "--session-dir", &case.sessions.display().to_string()])
+        .output());
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.contains("500") && text.contains("70"), "{text}");
+}
+
+// ---------------------------------------------------------------------------
+// Stream faults.
+
+#[test]
+fn connection_reset_mid_stream_is_transport_and_retried() {
+    let case = Case::new(script(vec![
+        stream(
+            json!({"text": "This answer will be cut off.", "chunk_chars": 4, "fault": {"type": "reset", "after_chunks": 3}}),
+        ),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    let retries = run.retries();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert_eq!(retries[0].0, "TRANSPORT");
+    assert!((450..=550).contains(&retries[0].1), "backoff {retries:?}");
+    // The cut attempt streamed (logged as chunks) but only the retry is the message.
+    assert!(run.of_type("assistant/chunk").iter().any(|c| c["text"] == "This"));
+    assert_eq!(run.messages().len(), 1);
+    assert_eq!(run.last_text(), "All good.");
+}
+
+#[test]
+fn stall_past_the_idle_timeout_is_timeout_and_retried() {
+    let case = Case::new(script(vec![
+        stream(
+            json!({"text": "Stalling now", "chunk_chars": 4, "fault": {"type": "stall", "after_chunks": 2, "ms": 8000}}),
+        ),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    let retries = run.retries();
+    assert_eq!(retries.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["TIMEOUT"]);
+    assert!(run.elapsed < Duration::from_secs(7), "the idle timeout (1.5 s) did not fire: {:?}", run.elapsed);
+    assert_eq!(run.last_text(), "All good.");
+}
+
+#[test]
+fn keepalive_comments_keep_a_stalled_stream_alive() {
+    let case = Case::new(script(vec![stream(json!({
+        "text": "Slow but alive.", "chunk_chars": 4, "keepalive_every": 1,
+        // 3 s of silence but for keep-alives every 200 ms: twice the idle timeout.
+        "fault": {"type": "stall", "after_chunks": 2, "ms": 3000, "keepalive_every_ms": 200}
+    }))]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    assert!(run.retries().is_empty(), "{:?}", run.retries());
+    assert!(run.elapsed >= Duration::from_secs(3));
+    assert_eq!(run.last_text(), "Slow but alive.");
+}
+
+#[test]
+fn malformed_json_is_malformed_response_and_not_retried() {
+    let case = Case::new(script(vec![stream(
+        json!({"text": "Broken soon", "chunk_chars": 4, "fault": {"type": "malformed_json", "after_chunks": 2}}),
+    )]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.check(&run);
+    assert!(run.retries().is_empty());
+    assert_eq!(run.reason(), "error");
+    assert_eq!(run.turn_end()["code"], "MALFORMED_RESPONSE");
+    assert!(run.messages().is_empty(), "a failed attempt never becomes a message");
+    assert_eq!(case.mock.requests().len(), 1);
+}
+
+#[test]
+fn missing_done_is_stream_closed_and_retried() {
+    let case = Case::new(script(vec![
+        stream(json!({"text": "No terminator.", "fault": {"type": "missing_done"}})),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["STREAM_CLOSED"]);
+    assert_eq!(run.last_text(), "All good.");
+}
+
+#[test]
+fn error_object_mid_stream_is_mapped_and_retried() {
+    let case = Case::new(script(vec![
+        stream(json!({"text": "Going", "fault": {"type": "error_event", "after_chunks": 2}})),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["SERVER"]);
+}
+
+#[test]
+fn finish_length_ends_the_turn_with_max_tokens_and_exit_1() {
+    let case = Case::new(script(vec![stream(json!({"text": "Cut by the cap", "finish": "length"}))]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.reason(), "max_tokens");
+    assert_eq!(run.messages()[0]["finish"], "max_tokens");
+}
+
+#[test]
+fn insufficient_system_resource_is_retried() {
+    let case = Case::new(script(vec![
+        stream(json!({"text": "Partial", "finish": "insufficient_system_resource"})),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["SERVER"]);
+    assert_eq!(run.last_text(), "All good.");
+}
+
+// ---------------------------------------------------------------------------
+// HTTP errors: code, retried or not, Retry-After.
+
+/// Runs one scripted error reply followed by a good one. Returns the run.
+fn http_error(reply: Value, code: &str, retried: bool) -> (Case, Run) {
+    let case = Case::new(script(vec![reply, ok_reply()]));
+    let run = case.run(&Row::deepseek(), "go");
+    case.check(&run);
+    let codes: Vec<String> = run.retries().into_iter().map(|r| r.0).collect();
+    if retried {
+        assert_eq!(run.code, 0, "{}", run.explain());
+        assert_eq!(codes, [code]);
+        assert_eq!(case.mock.requests().len(), 2);
+        assert_eq!(run.last_text(), "All good.");
+    } else {
+        assert_eq!(run.code, 1, "{}", run.explain());
+        assert!(codes.is_empty(), "{code} must not be retried: {codes:?}");
+        assert_eq!(case.mock.requests().len(), 1);
+        assert_eq!(run.reason(), "error");
+        assert_eq!(run.turn_end()["code"], code, "{}", run.explain());
+        assert!(run.messages().is_empty());
+    }
+    (case, run)
+}
+
+#[test]
+fn http_400_is_invalid_request_not_retried() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 400}), "INVALID_REQUEST", false);
+    assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("HTTP 400: Invalid request body format."));
+}
+
+#[test]
+fn http_401_and_403_are_auth_not_retried() {
+    http_error(json!({"kind": "error", "status": 401}), "AUTH", false);
+    http_error(json!({"kind": "error", "status": 403}), "AUTH", false);
+}
+
+#[test]
+fn http_402_is_quota_not_retried() {
+    http_error(json!({"kind": "error", "status": 402}), "QUOTA", false);
+}
+
+#[test]
+fn http_422_is_invalid_request_not_retried() {
+    http_error(json!({"kind": "error", "status": 422}), "INVALID_REQUEST", false);
+}
+
+#[test]
+fn http_429_is_rate_limit_retried_after_retry_after() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 429, "retry_after": "1"}), "RATE_LIMIT", true);
+    // The server's delay replaces the (jittered) backoff, and is waited.
+    assert_eq!(run.retries()[0].1, 1000);
+    assert!(run.elapsed >= Duration::from_secs(1));
+}
+
+#[test]
+fn http_500_and_503_are_server_and_retried() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 500}), "SERVER", true);
+    assert!((450..=550).contains(&run.retries()[0].1), "backoff without Retry-After: {:?}", run.retries());
+    let (_, run) = http_error(json!({"kind": "error", "status": 503, "retry_after": "0"}), "SERVER", true);
+    assert_eq!(run.retries()[0].1, 0);
+}
+
+#[test]
+fn context_overflow_is_context_window_exceeded_not_retried() {
+    let (_, run) = http_error(json!({"kind": "context_overflow"}), "CONTEXT_WINDOW_EXCEEDED", false);
+    assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("maximum context length"));
+}
+
+#[test]
+fn retries_are_bounded() {
+    let busy = json!({"kind": "error", "status": 503, "retry_after": "0"});
+    let case = Case::new(script(vec![busy.clone(); 7]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.retries().len(), 5, "the default policy retries 5 times");
+    assert_eq!(case.mock.requests().len(), 6);
+    assert_eq!(run.turn_end()["code"], "SERVER");
+}
+
+// ---------------------------------------------------------------------------
+// Grants and the key.
+
+#[test]
+fn missing_key_is_auth_and_nothing_is_sent() {
+    let case = Case::new(script(vec![ok_reply()]));
+    let profile = case.profile(&Row::deepseek());
+    let out = ok(case.command(&profile, "go", "warn").env_remove(KEY_ENV).output());
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        events: parse_lines(&String::from_utf8_lossy(&out.stdout)),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.turn_end()["code"], "AUTH");
+    assert!(run.turn_end()["message"].as_str().unwrap_or("").contains(KEY_ENV));
+    assert!(case.mock.requests().is_empty());
+}
+
+#[test]
+fn a_host_outside_the_grant_is_never_contacted() {
+    let case = Case::new(script(vec![ok_reply()]));
+    let row = Row { hosts: Some("\"127.0.0.1:1\"".into()), ..Row::deepseek() };
+    let run = case.run(&row, "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.turn_end()["code"], "INVALID_REQUEST", "{}", run.explain());
+    assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("not granted"));
+    assert!(run.retries().is_empty());
+    assert!(case.mock.requests().is_empty(), "the mock was reached");
+}
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_api_key_is_never_written_anywhere() {
+    let echo = format!("Incorrect API key provided: {KEY}. (Authorization: Bearer {KEY})");
+    let case = Case::new(script(vec![
+        stream(
+            json!({"reasoning": "Read it.", "tool_calls": [{"id": "c1", "name": "read", "arguments": "{\"path\":\"a.txt\"}"}]}),
+        ),
+        ok_reply(),
+        // A server that echoes the key back in errors, retried then fatal.
+        json!({"kind": "error", "status": 500, "retry_after": "0", "message": echo}),
+        json!({"kind": "error", "status": 401, "message": echo}),
+    ]));
+    // Everything at trace level but the file watcher: the most the host logs.
+    let log = "trace,notify=warn,wharf=trace,wharf_runtime=trace,wharf_core=trace";
+    let first = case.run_with_log(&Row::deepseek(), "read a.txt", log);
+    assert_eq!(first.code, 0, "{}", first.explain());
+    case.check(&first);
+    let second = case.run_with_log(&Row::deepseek(), "again", log);
+    assert_eq!(second.code, 1, "{}", second.explain());
+    assert_eq!(second.turn_end()["code"], "AUTH");
+    assert!(second.turn_end()["message"].as_str().unwrap_or("").contains("[REDACTED]"), "{}", second.explain());
+    let dump = ok(wharf_tests::wharf(case.home.path())
+        .current_dir(case.ws.path())
+        .env(KEY_ENV, KEY)
+        .args(["config", "dump", "--profile", &case.profile(&Row::deepseek()).display().to_string()])
+        .output());
+    assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
+
+    let mut outputs = vec![
+        ("run 1 stdout", first.stdout.clone()),
+        ("run 1 stderr", first.stderr.clone()),
+        ("run 2 stdout", second.stdout.clone()),
+        ("run 2 stderr", second.stderr.clone()),
+        ("config dump", String::from_utf8_lossy(&dump.stdout).into_owned()),
+        ("config dump stderr", String::from_utf8_lossy(&dump.stderr).into_owned()),
+    ];
+    assert!(first.stderr.len() > 1000, "expected trace logs on stderr");
+    let mut written = Vec::new();
+    files(case.home.path(), &mut written);
+    files(case.ws.path(), &mut written);
+    assert!(written.iter().any(|p| p.extension().is_some_and(|e| e == "jsonl")), "no session log found");
+    for p in &written {
+        outputs.push(("file", format!("{}\n{}", p.display(), String::from_utf8_lossy(&ok(std::fs::read(p))))));
+    }
+    for (what, text) in &outputs {
+        assert!(!text.contains(KEY), "the API key leaked into {what}:\n{text}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cancellation.
+
+#[test]
+fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
+    let case = Case::new(script(vec![stream(json!({
+        "reasoning": "Thinking.", "text": "Partial answer that never finishes.", "chunk_chars": 4,
+        "fault": {"type": "stall", "after_chunks": 5, "ms": 60000, "keepalive_every_ms": 200}
+    }))]));
+    let profile = case.profile(&Row::deepseek());
+    let mut child = ok(case.command(&profile, "go", "warn").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Wait for the text chunks before the stall (role, reasoning, 3 pieces).
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        let line = line.unwrap_or_else(|_| panic!("no streamed text before the stall: {lines:?}"));
+        lines.push(line);
+        let text_chunks = lines.iter().filter(|l| l.contains("assistant/chunk") && l.contains("\"text\"")).count();
+        if text_chunks >= 3 {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let sent = ok(Command::new("kill").args(["-INT", &pid]).status());
+    assert!(sent.success());
+    let t0 = Instant::now();
+    let status = ok(child.wait());
+    let _ = reader.join();
+    lines.extend(rx.try_iter());
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10), "wharf did not stop promptly after SIGINT");
+    let run = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: lines.join("\n"),
+        events: parse_lines(&lines.join("\n")),
+        stderr,
+        elapsed: Duration::ZERO,
+    };
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.reason(), "cancelled", "{}", run.explain());
+    let msgs = run.messages();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0]["interrupted"], true);
+    assert_eq!(msgs[0]["content"], "Partial answ");
+    assert_eq!(msgs[0]["reasoning"], "Thinking.");
+    case.mock.assert_no_violations();
+    let log = case.log(&run);
+    wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}"));
+    check_attempts(&run.events);
+}
+
+// ---------------------------------------------------------------------------
+// The OpenAI-compatible adapter.
+
+#[test]
+fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
+    let case = Case::new(json!({
+        "checks": {"model": MODEL, "reasoning": "forbidden"},
+        "replies": [
+            stream(json!({
+                "reasoning": "Local models may stream reasoning too.",
+                "tool_calls": [
+                    {"id": "x1", "name": "read", "arguments": "{\"path\": \"a.txt\"}"},
+                    {"id": "x2", "name": "read", "arguments": "{\"path\": \"b.txt\"}"}
+                ],
+                "chunk_chars": 2, "interleave_tool_calls": true, "write_bytes": 3
+            })),
+            stream(json!({"text": "Read both.", "usage": null})),
+        ]
+    }));
+    let row = Row::openai().config("max_tokens = 512\nreasoning_effort = \"low\"");
+    let run = case.run(&row, "Read a.txt and b.txt");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.of_type("tool/result").len(), 2);
+    assert_eq!(run.last_text(), "Read both.");
+    assert_eq!(run.of_type("step/end")[1].get("usage"), None, "no usage reported, none invented");
+    let reqs = case.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    for r in &reqs {
+        assert!(!r.authorization.present, "no key configured, no Authorization");
+        let b = r.body.clone().unwrap_or(Value::Null);
+        assert_eq!(b["max_completion_tokens"], 512);
+        assert_eq!(b.get("max_tokens"), None);
+        assert_eq!(b.get("thinking"), None);
+        assert_eq!(b["reasoning_effort"], "low");
+    }
+}
+
+#[test]
+fn openai_adapter_with_a_key_and_max_tokens_field() {
+    let case = Case::new(script(vec![ok_reply()]));
+    let row = Row { key: true, ..Row::openai() }.config("max_tokens = 64\nmax_tokens_field = \"max_tokens\"");
+    let run = case.run(&row, "hi");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    let reqs = case.mock.requests();
+    assert_eq!(reqs[0].authorization.matched, Some(true));
+    let b = reqs[0].body.clone().unwrap_or(Value::Null);
+    assert_eq!((b["max_tokens"].clone(), b.get("max_completion_tokens")), (json!(64), None));
+}
+
+// ---------------------------------------------------------------------------
+// The real API.
+
+#[test]
+fn real_deepseek_api_when_a_key_is_set() {
+    let Some(key) = std::env::var("DEEPSEEK_API_KEY").ok().filter(|k| !k.trim().is_empty()) else {
+        eprintln!("skipped real_deepseek_api_when_a_key_is_set: DEEPSEEK_API_KEY is not set");
+        return;
+    };
+    let model = std::env::var("WHARF_DEEPSEEK_MODEL").unwrap_or_else(|_| "deepseek-v4-flash".into());
+    let home = ok(tempfile::tempdir());
+    let ws = ok(tempfile::tempdir());
+    ok(std::fs::write(ws.path().join("motto.txt"), "The motto of this project is: tidewater.\n"));
+    let _ = wharf_tests::plugin("fs");
+    let _ = wharf_tests::plugin("llm-deepseek");
+    let profile = home.path().join("real.toml");
+    ok(std::fs::write(
+        &profile,
+        format!(
+            r#"
+[agent]
+adapter = "deepseek"
+max_steps = 6
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "deepseek"
+path = "${{plugin_dir}}/llm-deepseek.wasm"
+[plugin.config]
+model = "{model}"
+max_tokens = 2048
+[plugin.grant]
+hosts = ["api.deepseek.com"]
+env = ["DEEPSEEK_API_KEY"]
+timeout_ms = 300000
+"#
+        ),
+    ));
+    let sessions = home.path().join("sessions");
+    let out = ok(wharf_tests::wharf(home.path())
+        .current_dir(ws.path())
+        .env("DEEPSEEK_API_KEY", &key)
+        .args([
+            "run",
+            "Use the read tool to read motto.txt, then reply with the motto word only.",
+            "--profile",
+            &profile.display().to_string(),
+            "--session-dir",
+            &sessions.display().to_string(),
+            "--output",
+            "jsonl",
+            "--no-watch",
+        ])
+        .output());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains(&key) && !stderr.contains(&key), "the key leaked");
+    let events = parse_lines(&stdout);
+    assert!(events.iter().any(|e| e["type"] == "tool/result" && e["data"]["is_error"] == false), "{stdout}");
+    let last = events.iter().rev().find(|e| e["type"] == "assistant/message").map(|e| e["data"]["content"].clone());
+    assert!(last.and_then(|c| c.as_str().map(str::to_lowercase)).unwrap_or_default().contains("tidewater"), "{stdout}");
+    let id = events.first().and_then(|e| e["data"]["id"].as_str()).unwrap_or("").to_string();
+    let log = ok(wharf_core::Store::new(&sessions).load(&id)).events;
+    wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}"));
+}

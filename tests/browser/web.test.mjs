@@ -1,0 +1,146 @@
+// Drives `wharf web` in headless Chromium through a scripted session:
+// prompt, watch the streamed answer, approve a tool call, see its result
+// card, cancel a slow second turn, look at the plugins page.
+//
+// Run by tests/all/web.rs, which starts `wharf web` with a scripted profile
+// (policy-fixed asks before `word_count`) and passes:
+//   WHARF_URL       the URL `wharf web` printed (with the token)
+//   CHROMIUM        the browser binary (default /usr/bin/chromium)
+//   SCREENSHOT_DIR  where to save screenshots (optional)
+// Exit 0 and "browser test passed" on success; 1 with the reason otherwise.
+
+import { chromium } from 'playwright-core';
+
+const url = process.env.WHARF_URL;
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const shots = process.env.SCREENSHOT_DIR;
+const SLOW_TEXT = process.env.SLOW_TEXT || '';
+const T = 20_000;
+
+if (!url) {
+  console.error('WHARF_URL is not set');
+  process.exit(2);
+}
+
+function check(cond, msg) {
+  if (!cond) throw new Error(`check failed: ${msg}`);
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const consoleErrors = [];
+page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+page.on('pageerror', (e) => consoleErrors.push(String(e)));
+
+async function shot(name) {
+  if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false }).catch(() => {});
+}
+
+let step = 'start';
+try {
+  step = 'open the printed URL (token → cookie → /)';
+  const resp = await page.goto(url, { waitUntil: 'domcontentloaded' });
+  check(resp && resp.ok(), `page status ${resp && resp.status()}`);
+  check(new URL(page.url()).search === '', `token removed from the address bar: ${page.url()}`);
+  await page.waitForSelector('#new-session', { timeout: T });
+
+  step = 'new session';
+  await page.click('#new-session');
+  await page.waitForFunction(() => location.hash.startsWith('#/s/'), null, { timeout: T });
+  await page.waitForSelector('#session-view:not([hidden])', { timeout: T });
+
+  step = 'prompt';
+  await page.fill('#prompt', 'How many words are in README.md?');
+  await page.click('#send');
+  await page.waitForSelector('.msg.user .text >> text=How many words are in README.md?', { timeout: T });
+
+  step = 'streamed answer of step 1';
+  const first = '.msg.assistant[data-turn="1"][data-step="1"] .text';
+  await page.waitForFunction((sel) => {
+    const e = document.querySelector(sel);
+    return e && e.textContent.includes('Let me count the words');
+  }, first, { timeout: T });
+  const reasoning = await page.textContent('.msg.assistant[data-turn="1"][data-step="1"] details.reasoning pre');
+  check(reasoning.includes('Count the words'), `reasoning shown: ${reasoning}`);
+
+  step = 'approve the tool call';
+  const card = '.tool-card[data-tool="word_count"]';
+  const approve = `${card} .approval button[data-outcome="allowed-once"]`;
+  await page.waitForSelector(`${approve}:not([disabled])`, { timeout: T });
+  check((await page.textContent(`${card} .tool-args`)).includes('README.md'), 'arguments on the card');
+  check((await page.textContent(`${card} .approval`)).includes('word counts need a human'), 'approval reason shown');
+  await shot('1-approval');
+  await page.click(approve);
+
+  step = 'result card';
+  await page.waitForSelector(`${card} .decision[data-outcome="allowed-once"]`, { timeout: T });
+  await page.waitForSelector(`${card} .tool-result:not([hidden])`, { timeout: T });
+  const result = await page.textContent(`${card} .tool-result`);
+  check(/words/.test(result), `result card content: ${result}`);
+  check(await page.isVisible(`${card}.ok`), 'result card marked ok');
+  await page.waitForSelector('.turn-end[data-reason="completed"]', { timeout: T });
+  const answer = await page.textContent('.msg.assistant[data-turn="1"][data-step="2"] .text');
+  check(answer.startsWith('The count is: ') && /words/.test(answer), `final answer: ${answer}`);
+  check(await page.isDisabled('#cancel'), 'cancel disabled when idle');
+  await shot('2-result');
+
+  step = 'second turn streams slowly';
+  await page.fill('#prompt', 'Now tell me a long story.');
+  await page.click('#send');
+  const slow = '.msg.assistant[data-turn="2"][data-step="1"] .text';
+  await page.waitForFunction((sel) => {
+    const e = document.querySelector(sel);
+    return e && e.textContent.length >= 8;
+  }, slow, { timeout: T });
+  const partial1 = await page.textContent(slow);
+  await page.waitForFunction(([sel, n]) => document.querySelector(sel).textContent.length > n, [slow, partial1.length], { timeout: T });
+  check(await page.isEnabled('#cancel'), 'cancel enabled while running');
+  check((await page.textContent('#session-state')) === 'running', 'state badge says running');
+
+  step = 'cancel';
+  await page.click('#cancel');
+  await page.waitForSelector('.turn-end[data-reason="cancelled"]', { timeout: T });
+  const partial = await page.textContent(slow);
+  check(partial.length > 0, 'something streamed before the cancel');
+  if (SLOW_TEXT) check(SLOW_TEXT.startsWith(partial) && partial.length < SLOW_TEXT.length, `a strict prefix was kept: ${partial}`);
+  await page.waitForSelector('.msg.assistant[data-turn="2"][data-step="1"] .interrupted', { timeout: T });
+  await page.waitForFunction(() => document.querySelector('#cancel').disabled, null, { timeout: T });
+  await shot('3-cancelled');
+
+  step = 'plugins page';
+  await page.click('#nav-plugins');
+  await page.waitForSelector('.plugin[data-plugin="text"]', { timeout: T });
+  const plugin = await page.textContent('.plugin[data-plugin="text"]');
+  check(/[0-9a-f]{64}/.test(plugin), 'digest shown');
+  check(plugin.includes('word_count'), 'tools shown');
+  check(plugin.includes(':ro'), 'granted directory shown');
+  await page.waitForSelector('#plugin-feed li[data-type="plugin/loaded"]', { timeout: T });
+  await shot('4-plugins');
+
+  step = 'back to the session: rebuilt from the log';
+  await page.goBack();
+  await page.waitForSelector('.turn-end[data-reason="cancelled"]', { timeout: T });
+  check((await page.$$('.tool-card')).length === 1, 'one tool card after reload');
+
+  const errors = consoleErrors.filter((e) => !/favicon/.test(e));
+  check(errors.length === 0, `no console errors: ${errors.join(' | ')}`);
+  console.log('browser test passed');
+  await browser.close();
+  process.exit(0);
+} catch (e) {
+  await shot('failure');
+  console.error(`browser test failed at "${step}": ${e.message}`);
+  console.error(`console errors: ${consoleErrors.join(' | ')}`);
+  try {
+    console.error((await page.textContent('#transcript')).slice(0, 2000));
+  } catch {}
+  await browser.close();
+  process.exit(1);
+}

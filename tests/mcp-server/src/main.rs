@@ -1,0 +1,233 @@
+//! Test fixture for Wharf's MCP tests, built on `rmcp`.
+//!
+//! ```text
+//! wharf-mcp-fixture stdio                 serve the fixture tools on stdio
+//! wharf-mcp-fixture http                  serve them over streamable HTTP on 127.0.0.1
+//!                                         (prints http://127.0.0.1:PORT/mcp first on stdout)
+//! wharf-mcp-fixture client [--call NAME=JSON]... [--wait-list-changed SECS] -- CMD [ARGS...]
+//!                                         spawn CMD as a stdio MCP server, list its tools,
+//!                                         make the calls and print a JSON report on stdout
+//! ```
+//!
+//! Fixture tools: `echo {text}`, `add {a, b}` (text and structured content),
+//! `fail {}` (an `isError` result), `slow {ms}`, `env {name}` (a variable of
+//! the server's environment), `grow {}` (adds the tool `extra` and sends
+//! `notifications/tools/list_changed`), `extra {}` (after `grow`).
+//!
+//! With `--wait-list-changed SECS` the client prints `listed` on stderr after
+//! the first `tools/list`, waits up to SECS for a `tools/list_changed`, lists
+//! again and reports `relisted`.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+fn schema(props: Value, required: &[&str]) -> Arc<Map<String, Value>> {
+    let v = json!({"type": "object", "properties": props, "required": required});
+    Arc::new(v.as_object().cloned().unwrap_or_default())
+}
+
+fn base_tools() -> Vec<Tool> {
+    vec![
+        Tool::new("echo", "Returns `text`.", schema(json!({"text": {"type": "string"}}), &["text"])),
+        Tool::new(
+            "add",
+            "Adds two numbers.",
+            schema(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"]),
+        ),
+        Tool::new("fail", "Always fails.", schema(json!({}), &[])),
+        Tool::new("slow", "Sleeps `ms` milliseconds.", schema(json!({"ms": {"type": "integer"}}), &["ms"])),
+        Tool::new("env", "Reads an environment variable.", schema(json!({"name": {"type": "string"}}), &["name"])),
+        Tool::new("grow", "Adds the tool `extra`.", schema(json!({}), &[])),
+    ]
+}
+
+#[derive(Clone)]
+struct Fixture {
+    tools: Arc<Mutex<Vec<Tool>>>,
+}
+
+fn text(s: impl Into<String>) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(s)]
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+            .with_server_info(rmcp::model::Implementation::new("wharf-mcp-fixture", "0.1.0"))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.tools.lock().map(|t| t.clone()).unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.clone().unwrap_or_default();
+        let arg = |k: &str| args.get(k).cloned().unwrap_or(Value::Null);
+        let known = self.tools.lock().map(|t| t.iter().any(|t| t.name == request.name)).unwrap_or(false);
+        if !known {
+            return Err(ErrorData::invalid_params(format!("unknown tool `{}`", request.name), None));
+        }
+        let result = match request.name.as_ref() {
+            "echo" => CallToolResult::success(text(arg("text").as_str().unwrap_or(""))),
+            "add" => {
+                let sum = arg("a").as_f64().unwrap_or(0.0) + arg("b").as_f64().unwrap_or(0.0);
+                let mut r = CallToolResult::success(text(format!("sum: {sum}")));
+                r.structured_content = Some(json!({"sum": sum}));
+                r
+            }
+            "fail" => CallToolResult::error(text("this tool always fails")),
+            "slow" => {
+                let ms = arg("ms").as_u64().unwrap_or(1000);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                    _ = context.ct.cancelled() => return Ok(CallToolResult::error(text("cancelled")).into()),
+                }
+                CallToolResult::success(text(format!("slept {ms} ms")))
+            }
+            "env" => {
+                let name = arg("name").as_str().unwrap_or("").to_string();
+                CallToolResult::success(text(std::env::var(&name).unwrap_or_else(|_| "(unset)".into())))
+            }
+            "grow" => {
+                if let Ok(mut t) = self.tools.lock()
+                    && !t.iter().any(|t| t.name == "extra")
+                {
+                    t.push(Tool::new("extra", "Appears after `grow`.", schema(json!({}), &[])));
+                }
+                let _ = context.peer.notify_tool_list_changed().await;
+                CallToolResult::success(text("grown"))
+            }
+            "extra" => CallToolResult::success(text("extra!")),
+            other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
+        };
+        Ok(result.into())
+    }
+}
+
+fn fixture() -> Fixture {
+    Fixture { tools: Arc::new(Mutex::new(base_tools())) }
+}
+
+async fn serve_stdio() -> Result<()> {
+    let running = fixture().serve(rmcp::transport::stdio()).await?;
+    running.waiting().await?;
+    Ok(())
+}
+
+async fn serve_http() -> Result<()> {
+    let service = StreamableHttpService::new(
+        || Ok(fixture()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    println!("http://{addr}/mcp");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    axum::serve(listener, router).await?;
+    Ok(())
+}
+
+#[derive(Clone)]
+struct Client {
+    changed: Arc<Notify>,
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.notify_one();
+    }
+}
+
+async fn client(args: Vec<String>) -> Result<()> {
+    let mut calls: Vec<(String, Value)> = Vec::new();
+    let mut wait_changed: Option<u64> = None;
+    let mut it = args.into_iter();
+    let mut command = Vec::new();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--call" => {
+                let spec = it.next().context("--call NAME=JSON")?;
+                let (name, json) = spec.split_once('=').unwrap_or((spec.as_str(), "{}"));
+                calls.push((name.to_string(), serde_json::from_str(json).context("--call arguments")?));
+            }
+            "--wait-list-changed" => wait_changed = Some(it.next().context("--wait-list-changed SECS")?.parse()?),
+            "--" => {
+                command.extend(it.by_ref());
+            }
+            other => bail!("unknown client argument `{other}`"),
+        }
+    }
+    let Some((program, rest)) = command.split_first() else { bail!("client: no server command after `--`") };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest);
+    let changed = Arc::new(Notify::new());
+    let running = Client { changed: changed.clone() }.serve(TokioChildProcess::new(cmd)?).await?;
+    let info = running.peer_info().map(|i| serde_json::to_value(&*i).unwrap_or(Value::Null)).unwrap_or(Value::Null);
+    let tools = running.list_all_tools().await?;
+    let mut report = json!({
+        "server": info,
+        "tools": serde_json::to_value(&tools)?,
+        "calls": [],
+    });
+    for (name, args) in calls {
+        let mut params = CallToolRequestParams::new(Cow::Owned(name.clone()));
+        if let Value::Object(m) = args {
+            params = params.with_arguments(m);
+        }
+        let entry = match running.call_tool(params).await {
+            Ok(r) => json!({"name": name, "result": serde_json::to_value(&r)?}),
+            Err(e) => json!({"name": name, "error": e.to_string()}),
+        };
+        if let Some(a) = report["calls"].as_array_mut() {
+            a.push(entry);
+        }
+    }
+    if let Some(secs) = wait_changed {
+        eprintln!("listed");
+        let got = tokio::time::timeout(Duration::from_secs(secs), changed.notified()).await.is_ok();
+        report["list_changed"] = json!(got);
+        let tools = running.list_all_tools().await?;
+        report["relisted"] = serde_json::to_value(&tools)?;
+    }
+    println!("{}", serde_json::to_string(&report)?);
+    let _ = running.cancel().await;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = if args.is_empty() { "stdio".to_string() } else { args.remove(0) };
+    match mode.as_str() {
+        "stdio" => serve_stdio().await,
+        "http" => serve_http().await,
+        "client" => client(args).await,
+        other => bail!("unknown mode `{other}` (stdio, http, client)"),
+    }
+}
