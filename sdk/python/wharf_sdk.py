@@ -1152,8 +1152,10 @@ def hook(point: str, priority: int = 0):
     JSON) and returns ``None`` (pass), an :class:`Outcome`, or a value to
     replace the payload with."""
 
+    key = _point_key(point)
+
     def register(f: Callable) -> Callable:
-        _HOOKS[_point_key(point)] = (priority, f)
+        _HOOKS[key] = (priority, f)
         return f
 
     return register

@@ -638,8 +638,11 @@ fn the_api_key_is_never_written_anywhere() {
         json!({"kind": "error", "status": 500, "retry_after": "0", "message": echo}),
         json!({"kind": "error", "status": 401, "message": echo}),
     ]));
-    // Everything at trace level but the file watcher: the most the host logs.
-    let log = "trace,notify=warn,wharf=trace,wharf_runtime=trace,wharf_core=trace";
+    // Everything at trace level (the host, wasi, wasi:http) but the file
+    // watcher and the compiler, whose volume is irrelevant here.
+    let log = "trace,notify=warn,cranelift_codegen=warn,cranelift_frontend=warn,regalloc2=warn,\
+               wasmtime_cranelift=warn,wasmtime_environ=warn,wasmtime=debug,wasmtime_wasi=trace,\
+               wasmtime_wasi_io=trace,wasmtime_wasi_http=trace";
     let first = case.run_with_log(&Row::deepseek(), "read a.txt", log);
     assert_eq!(first.code, 0, "{}", first.explain());
     case.check(&first);
@@ -678,14 +681,27 @@ fn the_api_key_is_never_written_anywhere() {
 // ---------------------------------------------------------------------------
 // Cancellation.
 
+/// Kills a child left running by a failed test.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
     let case = Case::new(script(vec![stream(json!({
         "reasoning": "Thinking.", "text": "Partial answer that never finishes.", "chunk_chars": 4,
-        "fault": {"type": "stall", "after_chunks": 5, "ms": 60000, "keepalive_every_ms": 200}
+        // Role chunk, 3 reasoning pieces, 3 text pieces, then silence.
+        "fault": {"type": "stall", "after_chunks": 7, "ms": 60000, "keepalive_every_ms": 200}
     }))]));
     let profile = case.profile(&Row::deepseek());
-    let mut child = ok(case.command(&profile, "go", "warn").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
+    let mut guard =
+        KillOnDrop(ok(case.command(&profile, "go", "warn").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()));
+    let child = &mut guard.0;
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {

@@ -63,6 +63,12 @@ impl Run {
     }
 }
 
+/// The vote of `plugin` in a `policy/decision` event.
+fn vote<'a>(decision: &'a Value, plugin: &str) -> &'a Value {
+    let votes = decision["data"]["votes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    votes.iter().find(|v| v["plugin"] == plugin).unwrap_or_else(|| panic!("no vote of `{plugin}` in {decision}"))
+}
+
 fn seq(e: &Value) -> u64 {
     e["seq"].as_u64().unwrap_or_default()
 }
@@ -293,6 +299,8 @@ fn ask_in_headless_mode_resolves_by_the_configured_rule() {
     assert!(seq(decision) < seq(asked) && seq(asked) < seq(decided) && seq(decided) < seq(result));
     assert_eq!(result["data"]["error_code"], "APPROVAL_REJECTED");
     assert!(!env1.path("NOTES.md").exists());
+    let told = run.last_text();
+    assert!(told.contains("writes outside src/ need approval") && told.contains("rule `deny`"), "{told}");
 
     // `-c agent.ask=allow` lets it run, and says so.
     let env2 = env();
@@ -305,6 +313,7 @@ fn ask_in_headless_mode_resolves_by_the_configured_rule() {
     assert!(decided["data"]["note"].as_str().unwrap_or_default().contains("configured rule `allow`"));
     assert_eq!(run.one("tool/result", "call_1_0")["data"]["is_error"], false);
     assert!(env2.path("NOTES.md").exists());
+    assert!(run.last_text().contains("NOTES.md"), "{}", run.dump());
 }
 
 #[test]
@@ -384,19 +393,25 @@ rules = [
     let run = env.run(&profile, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
 
+    // Each vote as `plugin=decision`, sorted by plugin id. (The logged order
+    // is the order evaluations finished in, not profile order as the event
+    // docs say; the verdict does not depend on it.)
     let votes = |id: &str| -> Vec<String> {
         let d = run.one("policy/decision", id);
         let v = d["data"]["votes"].as_array().cloned().unwrap_or_default();
-        v.iter()
+        let mut v: Vec<String> = v
+            .iter()
             .map(|v| {
                 format!("{}={}", v["plugin"].as_str().unwrap_or("?"), v["decision"]["decision"].as_str().unwrap_or("?"))
             })
-            .collect()
+            .collect();
+        v.sort();
+        v
     };
     let verdict = |id: &str| run.one("policy/decision", id)["data"].clone();
 
     // write: ask + deny + allow → deny (only the denier's reason).
-    assert_eq!(votes("call_0_0"), ["rules=ask", "fixed-deny=deny", "fixed-ask=allow"]);
+    assert_eq!(votes("call_0_0"), ["fixed-ask=allow", "fixed-deny=deny", "rules=ask"]);
     assert_eq!(verdict("call_0_0")["verdict"], "deny");
     assert_eq!(verdict("call_0_0")["reason"], "fixed-deny: fixed says no");
     assert_eq!(run.one("tool/result", "call_0_0")["data"]["error_code"], "DENIED");
@@ -404,13 +419,13 @@ rules = [
     assert!(!env.path("a.txt").exists());
 
     // grep: deny + allow + ask → deny.
-    assert_eq!(votes("call_0_1"), ["rules=deny", "fixed-deny=allow", "fixed-ask=ask"]);
+    assert_eq!(votes("call_0_1"), ["fixed-ask=ask", "fixed-deny=allow", "rules=deny"]);
     assert_eq!(verdict("call_0_1")["verdict"], "deny");
     assert_eq!(verdict("call_0_1")["reason"], "rules: rules deny grep (rule 2)");
     assert_eq!(run.one("tool/result", "call_0_1")["data"]["error_code"], "DENIED");
 
     // read: rewrite + allow + ask → ask, and the human is shown the rewritten arguments.
-    assert_eq!(votes("call_0_2"), ["rules=rewrite", "fixed-deny=allow", "fixed-ask=ask"]);
+    assert_eq!(votes("call_0_2"), ["fixed-ask=ask", "fixed-deny=allow", "rules=rewrite"]);
     assert_eq!(verdict("call_0_2")["verdict"], "ask");
     assert_eq!(verdict("call_0_2")["reason"], "fixed-ask: fixed wants a human");
     assert_eq!(run.one("approval/asked", "call_0_2")["data"]["arguments"], json!({"path": "README.md", "limit": 1}));
@@ -418,13 +433,13 @@ rules = [
     assert_eq!(run.one("tool/result", "call_0_2")["data"]["error_code"], "APPROVAL_REJECTED");
 
     // list: rewrite + allow + allow → allow with the rewritten arguments.
-    assert_eq!(votes("call_0_3"), ["rules=rewrite", "fixed-deny=allow", "fixed-ask=allow"]);
+    assert_eq!(votes("call_0_3"), ["fixed-ask=allow", "fixed-deny=allow", "rules=rewrite"]);
     assert_eq!(verdict("call_0_3")["verdict"], "allow");
     assert_eq!(verdict("call_0_3")["rewritten"], json!({"path": ".", "depth": 2}));
     assert_eq!(run.one("tool/result", "call_0_3")["data"]["is_error"], false);
 
     // glob: allow everywhere → allow, nothing rewritten.
-    assert_eq!(votes("call_0_4"), ["rules=allow", "fixed-deny=allow", "fixed-ask=allow"]);
+    assert_eq!(votes("call_0_4"), ["fixed-ask=allow", "fixed-deny=allow", "rules=allow"]);
     assert_eq!(verdict("call_0_4")["verdict"], "allow");
     assert!(verdict("call_0_4").get("rewritten").is_none());
     assert_eq!(run.one("tool/result", "call_0_4")["data"]["is_error"], false);
@@ -460,14 +475,14 @@ fn failing_policies_fail_closed_with_a_logged_reason() {
 
     let decision = run.one("policy/decision", "call_0_0");
     assert_eq!(decision["data"]["verdict"], "deny", "{}", run.dump());
-    let votes = decision["data"]["votes"].as_array().cloned().unwrap_or_default();
-    assert_eq!(votes.len(), 2, "{}", run.dump());
-    assert_eq!(votes[0]["plugin"], "oom");
-    assert!(votes[0].get("decision").is_none());
-    let oom_err = votes[0]["error"].as_str().unwrap_or_default();
+    assert_eq!(decision["data"]["votes"].as_array().map(Vec::len), Some(2), "{}", run.dump());
+    let oom = vote(decision, "oom");
+    assert!(oom.get("decision").is_none());
+    let oom_err = oom["error"].as_str().unwrap_or_default();
     assert!(oom_err.contains("MEMORY_LIMIT"), "{oom_err}");
-    assert_eq!(votes[1]["plugin"], "slow");
-    let slow_err = votes[1]["error"].as_str().unwrap_or_default();
+    let slow = vote(decision, "slow");
+    assert!(slow.get("decision").is_none());
+    let slow_err = slow["error"].as_str().unwrap_or_default();
     assert!(slow_err.contains("TIMEOUT"), "{slow_err}");
     let reason = decision["data"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("oom: policy failed") && reason.contains("slow: policy failed"), "{reason}");
@@ -513,13 +528,12 @@ action = "deny"
     assert_eq!(run.code, 0, "{}", run.dump());
     let decision = run.one("policy/decision", "call_0_0");
     assert_eq!(decision["data"]["verdict"], "deny", "{}", run.dump());
-    let votes = decision["data"]["votes"].as_array().cloned().unwrap_or_default();
-    let why = |i: usize| votes.get(i).and_then(|v| v["decision"]["reason"].as_str()).unwrap_or_default().to_string();
-    let first = why(0);
+    let why = |plugin: &str| vote(decision, plugin)["decision"]["reason"].as_str().unwrap_or_default().to_string();
+    let first = why("rules");
     assert!(first.starts_with("policy-rules config invalid: "), "{first}");
     assert!(first.contains("rule 1: unknown field `acton`"), "{first}");
     assert!(first.contains("rule 2 \"no-rm\": `command` pattern `rm -rf [`: unclosed `[`"), "{first}");
-    let second = why(1);
+    let second = why("rules-empty");
     assert!(second.starts_with("policy-rules config invalid: nothing configured"), "{second}");
     let result = run.one("tool/result", "call_0_0");
     assert_eq!(result["data"]["error_code"], "DENIED");

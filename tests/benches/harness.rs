@@ -160,8 +160,9 @@ fn log_rates(n: usize) -> anyhow::Result<(f64, f64, f64)> {
 fn startup(cache: &std::path::Path) -> anyhow::Result<(f64, u64)> {
     let tmp = tempfile::tempdir()?;
     std::fs::write(tmp.path().join("README.md"), "# x\n")?;
+    let bin = wharf_tests::wharf_bin();
     let t0 = Instant::now();
-    let mut child = std::process::Command::new(wharf_tests::wharf_bin())
+    let mut child = std::process::Command::new(bin)
         .current_dir(tmp.path())
         .env("HOME", tmp.path())
         .env("WHARF_CACHE_DIR", cache)
@@ -177,11 +178,14 @@ fn startup(cache: &std::path::Path) -> anyhow::Result<(f64, u64)> {
             first = Some(t0.elapsed());
         }
     }
-    let status = child.wait()?;
-    anyhow::ensure!(status.success(), "wharf run failed: {status}");
+    // wait4 gives this child's own peak RSS (RUSAGE_CHILDREN would include
+    // every earlier child, such as cargo).
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    // SAFETY: waits for our own child pid, writing into values we own.
+    let rc = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut ru) };
+    anyhow::ensure!(rc > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "wharf run failed: {status}");
     let ms = first.unwrap_or(Duration::ZERO).as_secs_f64() * 1e3;
     Ok((ms, ru.ru_maxrss as u64 / 1024))
 }

@@ -113,7 +113,7 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 memory_mb: row.grant.memory_mb,
                 timeout_ms: row.grant.timeout_ms,
                 output_limit_bytes: row.grant.output_limit_bytes,
-                sandbox_off: false,
+                sandbox_off: row.grant.sandbox == wharf_config::Sandbox::Off,
             },
             warm: row.warm,
         });
@@ -160,6 +160,13 @@ impl HostCtx {
             anyhow::bail!("{}", errors.join("\n"));
         }
         let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
+        // Processes run by plugins must not read or rewrite session logs,
+        // the compile cache or config layers outside the workspace.
+        let mut protected = vec![session_dir.clone(), config.engine.cache_dir.clone()];
+        protected.extend(config.sources.iter().filter(|p| !p.starts_with(&workspace)).cloned());
+        wharf_runtime::process::protect_paths(
+            protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),
+        );
         let store = Store::new(session_dir);
         let watch = if args.no_watch {
             None

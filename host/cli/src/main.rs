@@ -2,6 +2,7 @@
 
 mod acp;
 mod chat;
+mod doctor;
 mod host_ctx;
 mod mcp;
 mod plugin_build;
@@ -56,10 +57,12 @@ enum Command {
     /// MCP: serve the profile's tools over stdio; list configured servers' tools.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// Check the toolchain, cache, process sandbox, keys (never printed) and
+    /// the profile's plugins.
+    Doctor(host_ctx::HostArgs),
 }
 
-// TEMPORARY wiring of `plugin new` / `plugin build` (issue 8); the lead
-// replaces it with variants in `plugin_cmd::PluginCommand`.
+/// `wharf plugin …`: the component tools plus scaffolding and building.
 #[derive(Subcommand)]
 enum PluginCli {
     #[command(flatten)]
@@ -97,6 +100,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // SIGTERM: kill the process groups plugins started, then exit.
+    rt.spawn(async {
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            if term.recv().await.is_some() {
+                wharf_runtime::process::kill_all();
+                std::process::exit(143);
+            }
+        }
+    });
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run_cmd::run(args).await,
@@ -117,6 +129,7 @@ fn main() -> ExitCode {
             Command::Plugin(PluginCli::Build(args)) => plugin_build::run(args).await,
             Command::Web(args) => web::run(args).await,
             Command::Mcp(cmd) => mcp::run(cmd).await,
+            Command::Doctor(args) => doctor::run(args).await,
         }
     });
     // Drop the runtime without waiting for blocking tasks (file watchers).

@@ -126,9 +126,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
                 }
                 Output::Text => renderer.render(&ev, &mut out),
             }
-            if matches!(ev.kind, EventKind::TurnEnd(_)) && output == Output::Text {
-                // Keep printing later events (nothing follows a turn end in
-                // a headless run), but stop waiting once the turn is over.
+            // A headless run is one turn: its end is the last event.
+            if matches!(ev.kind, EventKind::TurnEnd(_)) {
+                return;
             }
         }
     });
@@ -144,10 +144,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     ctrl_c.abort();
     agent.log().flush().await?;
     let summary = summary?;
-    // Let the printer drain what was appended, then stop it.
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // The printer ends at the turn's last event (bounded, in case the turn
+    // ended without one because the store failed).
     drop(agent);
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), printer).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), printer).await;
 
     let usage = summary.usage;
     eprintln!(

@@ -17,7 +17,6 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::raw::wharf::plugin::config as host;
 use crate::raw::wharf::plugin::types::ToolError;
 
 /// The configuration could not be read into the requested type.
@@ -43,7 +42,7 @@ impl From<ConfigError> for ToolError {
 
 /// The whole configuration as JSON text (`{}` when there is none).
 pub fn json() -> String {
-    let text = host::get_json();
+    let text = host_get_json();
     if text.trim().is_empty() { "{}".to_string() } else { text }
 }
 
@@ -61,15 +60,36 @@ pub fn get<T: DeserializeOwned>() -> Result<T, ConfigError> {
 /// One top-level key as the host gives it: strings as they are, other
 /// values as JSON text.
 pub fn raw_key(key: &str) -> Option<String> {
-    host::get(key)
+    host_get(key)
 }
 
 /// One top-level key deserialized into `T`; `Ok(None)` when it is absent.
 pub fn key<T: DeserializeOwned>(key: &str) -> Result<Option<T>, ConfigError> {
-    match host::get(key) {
+    match host_get(key) {
         None => Ok(None),
         Some(text) => key_from_text(key, &text).map(Some),
     }
+}
+
+// Inside a component: the host. Natively (unit tests): crate::testing.
+#[cfg(target_family = "wasm")]
+fn host_get_json() -> String {
+    crate::raw::wharf::plugin::config::get_json()
+}
+
+#[cfg(target_family = "wasm")]
+fn host_get(key: &str) -> Option<String> {
+    crate::raw::wharf::plugin::config::get(key)
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn host_get_json() -> String {
+    crate::testing::config_json()
+}
+
+#[cfg(not(target_family = "wasm"))]
+fn host_get(key: &str) -> Option<String> {
+    crate::testing::config_key(key)
 }
 
 /// Parses configuration JSON text into `T` (what [`get`] does after asking

@@ -6,7 +6,16 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::raw::wharf::plugin::kv as host;
+// Inside a component: the host. Natively (unit tests): crate::testing.
+#[cfg(target_family = "wasm")]
+mod host {
+    pub(super) use crate::raw::wharf::plugin::kv::{delete, get, list_keys, set};
+}
+
+#[cfg(not(target_family = "wasm"))]
+mod host {
+    pub(super) use crate::testing::{kv_delete as delete, kv_get as get, kv_list as list_keys, kv_set as set};
+}
 use crate::raw::wharf::plugin::types::ToolError;
 
 /// A write the host refused (usually the quota).

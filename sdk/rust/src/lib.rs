@@ -90,6 +90,8 @@ pub mod policy;
 pub mod process;
 pub mod schema;
 pub mod skills;
+#[cfg(not(target_family = "wasm"))]
+pub mod testing;
 pub mod tool;
 
 mod info;

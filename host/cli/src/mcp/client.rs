@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -304,7 +305,8 @@ impl McpManager {
     async fn connect_and_serve(&self, server: &Server, attempt: u32) -> Result<Ended, String> {
         let c = &server.config;
         let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
-        let handler = Handler { refresh: refresh_tx };
+        let refresh = Arc::new(Refresh::default());
+        let handler = Handler { refresh: refresh_tx, state: refresh.clone() };
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let startup = Duration::from_millis(c.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS));
         let connect = async {
@@ -327,7 +329,8 @@ impl McpManager {
             .and_then(|i| i.server_info.clone())
             .map(|i| json!({"name": i.name, "version": i.version}))
             .unwrap_or(Value::Null);
-        self.install(server, &peer, tools, &info, attempt, false).map_err(with_stderr)?;
+        let conn = Conn { peer: peer.clone(), info, refresh: refresh.clone(), attempt };
+        self.install(server, &conn, tools, false).map_err(with_stderr)?;
         let cancel = running.cancellation_token();
         let wait = running.waiting();
         tokio::pin!(wait);
@@ -340,14 +343,16 @@ impl McpManager {
                 Some(()) = refresh_rx.recv() => {
                     // Coalesce a burst of notifications into one re-list.
                     while refresh_rx.try_recv().is_ok() {}
+                    let upto = refresh.requested.load(Ordering::SeqCst);
                     match peer.list_all_tools().await {
                         Ok(tools) => {
-                            if let Err(e) = self.install(server, &peer, tools, &info, attempt, true) {
+                            if let Err(e) = self.install(server, &conn, tools, true) {
                                 tracing::warn!(server = %c.name, "refreshing MCP tools failed: {e}");
                             }
                         }
                         Err(e) => tracing::warn!(server = %c.name, "tools/list after list_changed failed: {e}"),
                     }
+                    refresh.done.send_replace(upto);
                 }
                 _ = self.shutdown.cancelled() => {
                     cancel.cancel();
@@ -430,13 +435,12 @@ impl McpManager {
     fn install(
         &self,
         server: &Server,
-        peer: &Peer<RoleClient>,
+        conn: &Conn,
         tools: Vec<rmcp::model::Tool>,
-        info: &Value,
-        attempt: u32,
         refreshed: bool,
     ) -> Result<(), String> {
         let c = &server.config;
+        let (peer, info, refresh, attempt) = (&conn.peer, &conn.info, &conn.refresh, conn.attempt);
         let mut hasher = Sha256::new();
         hasher.update(info.to_string().as_bytes());
         for t in &tools {
@@ -464,6 +468,7 @@ impl McpManager {
                 remote: t.name.to_string(),
                 peer: peer.clone(),
                 timeout: c.tool_timeout_ms.map(Duration::from_millis),
+                refresh: refresh.clone(),
             }));
         }
         self.registry.install(plugin.clone(), regs).map_err(|e| e.to_string())?;
@@ -480,6 +485,14 @@ impl Drop for McpManager {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// One live connection, as tools need it.
+struct Conn {
+    peer: Peer<RoleClient>,
+    info: Value,
+    refresh: Arc<Refresh>,
+    attempt: u32,
 }
 
 enum Ended {
@@ -542,14 +555,42 @@ fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Tool-list refreshes of one connection: how many `list_changed`
+/// notifications arrived, and up to which one the tools are installed.
+#[derive(Default)]
+struct Refresh {
+    requested: AtomicU64,
+    done: watch::Sender<u64>,
+}
+
+impl Refresh {
+    /// Waits (briefly) for a refresh that a call's own result may have
+    /// triggered: a server sends `list_changed` before the result, but the
+    /// notification is handled on another task. So a tool that adds tools
+    /// (and the next step that uses them) sees a consistent list.
+    async fn settle(&self) {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        let want = self.requested.load(Ordering::SeqCst);
+        if *self.done.borrow() >= want {
+            return;
+        }
+        let mut rx = self.done.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|d| *d >= want)).await;
+    }
+}
+
 /// Receives server notifications.
 #[derive(Clone)]
 struct Handler {
     refresh: mpsc::UnboundedSender<()>,
+    state: Arc<Refresh>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.state.requested.fetch_add(1, Ordering::SeqCst);
         let _ = self.refresh.send(());
     }
 
@@ -567,6 +608,7 @@ struct McpTool {
     remote: String,
     peer: Peer<RoleClient>,
     timeout: Option<Duration>,
+    refresh: Arc<Refresh>,
 }
 
 impl Tool for McpTool {
@@ -598,7 +640,10 @@ impl Tool for McpTool {
                 }
             };
             match r {
-                Ok(result) => outcome(&self.server, &self.remote, result),
+                Ok(result) => {
+                    self.refresh.settle().await;
+                    outcome(&self.server, &self.remote, result)
+                }
                 Err(e) => ToolOutcome::error(
                     codes::MCP_ERROR,
                     format!("Error: MCP server `{}` failed on `{}`: {e}", self.server, self.remote),

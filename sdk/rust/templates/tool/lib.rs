@@ -49,20 +49,22 @@ wharf_sdk::export_tool!(Plugin);
 mod tests {
     use super::*;
 
-    fn call(args: &str) -> ToolResult {
-        let ctx = CallContext { session_id: "test".into(), call_id: "c1".into(), workspace: None };
-        Plugin::call("{{ident}}", Args::new(args), &ctx)
+    use serde_json::json;
+
+    // Natively, `wharf_sdk::testing` stands in for the host (config, kv, log).
+    fn call(args: serde_json::Value) -> ToolResult {
+        wharf_sdk::testing::call::<Plugin>("{{ident}}", &args, None)
     }
 
     #[test]
     fn greets() {
-        assert_eq!(call(r#"{"name": "Wharf"}"#).map(|o| o.content), Ok("Hello, Wharf!".to_string()));
+        assert_eq!(call(json!({"name": "Wharf"})).map(|o| o.content), Ok("Hello, Wharf!".to_string()));
     }
 
     #[test]
     fn bad_arguments_are_tool_errors() {
-        assert_eq!(call(r#"{"name": "x", "times": 0}"#).map_err(|e| e.code), Err("INVALID_ARGUMENT".to_string()));
-        assert_eq!(call(r#"{}"#).map_err(|e| e.code), Err("INVALID_ARGUMENT".to_string()));
+        assert_eq!(call(json!({"name": "x", "times": 0})).map_err(|e| e.code), Err("INVALID_ARGUMENT".to_string()));
+        assert_eq!(call(json!({})).map_err(|e| e.code), Err("INVALID_ARGUMENT".to_string()));
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! `wharf doctor`: what this machine and profile can do, without secrets.
+
+use std::process::{Command, ExitCode};
+
+use anyhow::Result;
+use wharf_runtime::engine::EngineOptions;
+use wharf_runtime::{Runtime, RuntimeOptions};
+
+use crate::host_ctx::{HostArgs, plugin_dir, specs};
+
+fn check(ok: bool) -> &'static str {
+    if ok { "ok  " } else { "FAIL" }
+}
+
+fn tool_version(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string())
+}
+
+/// Runs the checks; exit 1 if something the profile needs is broken.
+pub async fn run(args: HostArgs) -> Result<ExitCode> {
+    let mut failed = false;
+    println!("Wharf doctor\n");
+
+    // Toolchain, for building plugins.
+    let cargo = tool_version("cargo", &["--version"]);
+    println!(
+        "[{}] cargo: {}",
+        check(cargo.is_some()),
+        cargo.as_deref().unwrap_or("not found (needed to build Rust plugins)")
+    );
+    let targets = tool_version("rustup", &["target", "list", "--installed"]);
+    let wasm = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == "wasm32-wasip2"))
+        .unwrap_or(false);
+    println!(
+        "[{}] wasm32-wasip2 target: {}",
+        check(wasm),
+        if wasm {
+            "installed"
+        } else if targets.is_some() {
+            "missing: rustup target add wasm32-wasip2"
+        } else {
+            "rustup not found"
+        }
+    );
+
+    // Engine and cache.
+    let config = args.load_config();
+    let cache_dir = match &config {
+        Ok(c) => c.engine.cache_dir.clone(),
+        Err(_) => wharf_runtime::cache::CompileCache::default_dir().unwrap_or_default(),
+    };
+    let cache_ok = std::fs::create_dir_all(&cache_dir).is_ok() && tempfile_in(&cache_dir).is_ok();
+    println!(
+        "[{}] compile cache: {} ({})",
+        check(cache_ok),
+        cache_dir.display(),
+        if cache_ok { "writable" } else { "not writable" }
+    );
+    let rt = Runtime::new(RuntimeOptions { engine: EngineOptions::default(), cache_dir: Some(cache_dir) })?;
+    println!("[ok  ] instance allocator: {}", rt.engine().allocator());
+
+    // Process sandbox.
+    let (level, detail) = wharf_runtime::process::sandbox_level();
+    println!(
+        "[{}] process sandbox: {level:?} — {detail}",
+        check(!matches!(level, wharf_runtime::process::Level::None))
+    );
+
+    // Keys: present or not, never printed.
+    for key in ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"] {
+        let present = std::env::var(key).is_ok_and(|v| !v.is_empty());
+        println!("[ok  ] {key}: {}", if present { "set (not shown)" } else { "not set" });
+    }
+
+    // The profile and its plugins.
+    println!("\nplugin dir: {}", plugin_dir().display());
+    match config {
+        Err(e) => {
+            failed = true;
+            println!("[FAIL] profile `{}`: {e:#}", args.profile);
+        }
+        Ok(config) => {
+            println!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len());
+            match specs(&config) {
+                Err(e) => {
+                    failed = true;
+                    println!("[FAIL] grants: {e}");
+                }
+                Ok(specs) => {
+                    for spec in specs {
+                        let rt = rt.clone();
+                        let id = spec.id.clone();
+                        let res = tokio::task::spawn_blocking(move || rt.load(&spec)).await?;
+                        match res {
+                            Ok(v) => {
+                                let kinds: Vec<String> =
+                                    v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
+                                let denied = if v.effective.denied.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!("; asked for but not granted: {}", v.effective.denied.join(", "))
+                                };
+                                println!(
+                                    "[ok  ] plugin {id}: {} {} [{}] {} tool(s), {:?} load {:.1} ms{denied}",
+                                    v.info.name,
+                                    &v.digest[..12],
+                                    kinds.join(","),
+                                    v.tools.len(),
+                                    v.cache,
+                                    v.load_time.as_secs_f64() * 1e3
+                                );
+                            }
+                            Err(e) => {
+                                failed = true;
+                                println!("[FAIL] plugin {id}: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn tempfile_in(dir: &std::path::Path) -> std::io::Result<()> {
+    let p = dir.join(format!(".doctor-{}", std::process::id()));
+    std::fs::write(&p, b"x")?;
+    std::fs::remove_file(&p)
+}

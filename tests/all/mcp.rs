@@ -1,0 +1,408 @@
+//! MCP both ways, end to end with real processes:
+//!
+//! - `wharf mcp serve` driven by an rmcp client (tests/mcp-server, `client`
+//!   mode): tools/list, sandboxed calls, a policy denial as a tool error, an
+//!   unknown tool as a protocol error, `list_changed` on hot reload;
+//! - the MCP client: `wharf mcp tools` against stdio and streamable-HTTP
+//!   fixture servers and a broken one, and an agent session (through `wharf
+//!   web`) whose model calls `mcp__fx__*` tools through the policy pipeline,
+//!   with a `list_changed` refresh between steps and a required server that
+//!   fails.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Once;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wharf_core::EventKind;
+
+use crate::web::start;
+
+static FIXTURE: Once = Once::new();
+
+/// The fixture binary (`wharf-mcp-fixture`), built once.
+fn fixture() -> PathBuf {
+    let path = wharf_tests::target_dir().join("debug").join("wharf-mcp-fixture");
+    FIXTURE.call_once(|| {
+        let ok = Command::new("cargo")
+            .current_dir(wharf_tests::root())
+            .args(["build", "-q", "-p", "wharf-mcp-fixture"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !ok {
+            eprintln!("cargo build -p wharf-mcp-fixture failed; using {} if it exists", path.display());
+        }
+    });
+    assert!(path.exists(), "{} is missing (tests/mcp-server must be a workspace member)", path.display());
+    path
+}
+
+fn wharf_bin() -> String {
+    wharf_tests::wharf_bin().display().to_string()
+}
+
+const SERVE_PROFILE: &str = r#"
+[[plugin]]
+id = "text"
+path = "TEXT_WASM"
+[plugin.grant]
+dirs = ["${workspace}:ro"]
+
+[[plugin]]
+id = "gate"
+path = "${plugin_dir}/policy-fixed.wasm"
+[plugin.config]
+decision = "deny"
+reason = "echo is not allowed here"
+tools = ["echo"]
+"#;
+
+struct Served {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    profile: PathBuf,
+    text_wasm: PathBuf,
+}
+
+fn served() -> Served {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").unwrap_or_else(|e| panic!("{e}"));
+    let text_wasm = home.path().join("text.wasm");
+    std::fs::copy(wharf_tests::plugin("text"), &text_wasm).unwrap_or_else(|e| panic!("{e}"));
+    let profile = home.path().join("serve.toml");
+    std::fs::write(&profile, SERVE_PROFILE.replace("TEXT_WASM", &text_wasm.display().to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Served { home, ws, profile, text_wasm }
+}
+
+impl Served {
+    /// The fixture client's command line for `wharf mcp serve`.
+    fn client(&self, calls: &[(&str, Value)], extra: &[&str]) -> Command {
+        let mut c = Command::new(fixture());
+        c.arg("client");
+        for (name, args) in calls {
+            c.args(["--call", &format!("{name}={args}")]);
+        }
+        c.args(extra);
+        c.arg("--").arg(wharf_bin()).args(["mcp", "serve", "--profile"]).arg(&self.profile);
+        c.arg("-w").arg(self.ws.path()).arg("--session-dir").arg(self.home.path().join("sessions"));
+        c.env("HOME", self.home.path())
+            .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+            .env("WHARF_LOG", "warn");
+        c
+    }
+}
+
+fn result_text(call: &Value) -> String {
+    call["result"]["content"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
+    let s = served();
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(outside.path().join("secret.txt"), "not yours\n").unwrap_or_else(|e| panic!("{e}"));
+    let secret = outside.path().join("secret.txt").display().to_string();
+    let calls = [
+        ("word_count", json!({"path": "README.md"})),
+        ("echo", json!({"text": "hi"})),
+        ("nope", json!({})),
+        ("word_count", json!({"path": secret})),
+        ("word_count", json!({"path": 5})),
+    ];
+    let out = s.client(&calls, &[]).output().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(report["server"]["serverInfo"]["name"], "wharf");
+    assert_eq!(report["server"]["capabilities"]["tools"]["listChanged"], true);
+    let names: Vec<&str> =
+        report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["echo", "regex_search", "word_count"]);
+    let wc = report["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "word_count"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(wc["inputSchema"]["required"], json!(["path"]));
+
+    let c = report["calls"].as_array().cloned().unwrap_or_default();
+    // Allowed and sandboxed.
+    assert_eq!(c[0]["result"]["isError"], false, "{}", c[0]);
+    assert!(result_text(&c[0]).starts_with("2 lines, 5 words"), "{}", c[0]);
+    assert_eq!(c[0]["result"]["_meta"]["wharf/plugin"], "text");
+    // Denied by the policy: a tool error result, not a protocol error.
+    assert_eq!(c[1]["result"]["isError"], true, "{}", c[1]);
+    assert_eq!(c[1]["result"]["_meta"]["wharf/error_code"], "DENIED");
+    assert!(result_text(&c[1]).contains("echo is not allowed here"), "{}", c[1]);
+    // Unknown tool: a protocol error (-32602).
+    assert!(c[2]["error"].as_str().is_some_and(|e| e.contains("-32602") && e.contains("nope")), "{}", c[2]);
+    // Outside the grant: the sandbox refuses.
+    assert_eq!(c[3]["result"]["isError"], true, "{}", c[3]);
+    assert!(!result_text(&c[3]).contains("not yours"));
+    // Bad arguments: the pipeline's guard.
+    assert_eq!(c[4]["result"]["_meta"]["wharf/error_code"], "INVALID_ARGUMENTS", "{}", c[4]);
+
+    // Every call is in the session log, well formed, with the policy's vote.
+    let session = c[0]["result"]["_meta"]["wharf/session"].as_str().unwrap_or("").to_string();
+    let events =
+        wharf_core::Store::new(s.home.path().join("sessions")).load(&session).unwrap_or_else(|e| panic!("{e}")).events;
+    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    let results: Vec<(String, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult(r) => Some((r.name.clone(), r.error_code.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!(results[1], ("echo".to_string(), Some("DENIED".to_string())));
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PolicyDecision(d) if d.tool == "echo")));
+    assert!(stderr.contains(&session), "the session is named on stderr: {stderr}");
+}
+
+#[test]
+fn serve_announces_list_changed_when_a_component_is_hot_reloaded() {
+    let s = served();
+    let mut child = s
+        .client(&[], &["--wait-list-changed", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    loop {
+        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| panic!("client never listed: {log:?}"));
+        if line == "listed" {
+            break;
+        }
+        log.push(line);
+    }
+    // Another component at the watched path: `text` now offers fs's tools.
+    let tmp = s.text_wasm.with_extension("tmp");
+    std::fs::copy(wharf_tests::plugin("fs"), &tmp).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, &s.text_wasm).unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(report["list_changed"], true, "{report}");
+    let names: Vec<&str> =
+        report["relisted"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"read") && !names.contains(&"word_count"), "{names:?}");
+}
+
+/// Starts the fixture's streamable HTTP server; its URL and the child.
+fn http_fixture() -> (String, std::process::Child) {
+    let mut child = Command::new(fixture())
+        .arg("http")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    (line.trim().to_string(), child)
+}
+
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() {
+    let (url, http) = http_fixture();
+    let _http = Kill(http);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("mcp.json");
+    let fx = fixture().display().to_string();
+    let text = json!({"mcp": [
+        {"name": "fx", "command": fx, "args": ["stdio"], "required": true},
+        {"name": "remote", "url": url},
+        {"name": "broken", "command": "/nonexistent/mcp-server"},
+    ]});
+    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let out = wharf_tests::wharf(dir.path())
+        .args(["mcp", "tools", "--json", "--mcp-config"])
+        .arg(&config)
+        .arg("-w")
+        .arg(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a server failed: {stdout}");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let state = |n: &str| {
+        v["servers"].as_array().and_then(|s| s.iter().find(|s| s["server"] == n)).cloned().unwrap_or_default()
+    };
+    assert_eq!(state("fx")["state"], "ready");
+    assert_eq!(state("fx")["transport"], "stdio");
+    assert_eq!(state("fx")["server_info"]["name"], "wharf-mcp-fixture");
+    assert_eq!(state("remote")["state"], "ready", "{}", state("remote"));
+    assert_eq!(state("remote")["transport"], "http");
+    assert_eq!(state("broken")["state"], "failed");
+    assert!(state("broken")["error"].as_str().is_some_and(|e| e.contains("/nonexistent/mcp-server")));
+    let names: Vec<&str> = v["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    for n in ["mcp__fx__echo", "mcp__fx__add", "mcp__remote__echo", "mcp__remote__grow"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    let echo = v["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "mcp__fx__echo"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(echo["input_schema"]["required"], json!(["text"]));
+
+    // A malformed config is a usage error.
+    std::fs::write(&config, r#"{"mcp": [{"name": "Bad Name", "command": "x"}]}"#).unwrap_or_else(|e| panic!("{e}"));
+    let out = wharf_tests::wharf(dir.path()).args(["mcp", "tools", "--mcp-config"]).arg(&config).output();
+    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Bad Name"));
+}
+
+const AGENT_PROFILE: &str = r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "gate"
+path = "${plugin_dir}/policy-fixed.wasm"
+[plugin.config]
+decision = "deny"
+reason = "no sums"
+tools = ["mcp__fx__add"]
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-mcp"
+
+[[plugin.config.turns]]
+text = "Trying the MCP tools."
+tool_calls = [
+  { name = "mcp__fx__echo", arguments = { text = "hello over mcp" } },
+  { name = "mcp__fx__add", arguments = { a = 2, b = 3 } },
+  { name = "mcp__fx__fail", arguments = {} },
+  { name = "mcp__fx__env", arguments = { name = "FIXTURE_VAR" } },
+  { name = "mcp__fx__env", arguments = { name = "WHARF_TEST_SECRET" } },
+  { name = "mcp__fx__grow", arguments = {} },
+]
+
+[[plugin.config.turns]]
+text = "The list changed."
+tool_calls = [{ name = "mcp__fx__extra", arguments = {} }, { name = "mcp__remote__add", arguments = { a = 1, b = 1 } }]
+
+[[plugin.config.turns]]
+text = "Done."
+"#;
+
+#[test]
+fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() {
+    let (url, http) = http_fixture();
+    let _http = Kill(http);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("mcp.json");
+    let fx = fixture().display().to_string();
+    let text = json!({"mcp": [
+        {"name": "fx", "command": fx, "args": ["stdio"], "env": {"FIXTURE_VAR": "from config"}, "required": true},
+        {"name": "remote", "url": url, "required": true},
+    ]});
+    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let config = config.display().to_string();
+    let w = start(AGENT_PROFILE, &["--mcp-config", &config], &[("WHARF_TEST_SECRET", "leaked")]);
+    let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "use the MCP tools"})));
+    assert_eq!(code, 200, "{r}");
+    let id = r["id"].as_str().unwrap_or("").to_string();
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let (end, _) = sse.until("turn/end");
+    assert_eq!(end["data"]["reason"], "completed", "{end}\n{}", w.stderr());
+
+    let events = w.log(&id);
+    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    let results: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    let by = |i: usize| results.get(i).cloned().unwrap_or_else(|| panic!("result {i} missing: {results:?}"));
+    assert_eq!((by(0).content.as_str(), by(0).is_error), ("hello over mcp", false));
+    assert_eq!(by(0).plugin.as_deref(), Some("mcp:fx"));
+    assert_eq!(by(0).version.as_ref().map(String::len), Some(64));
+    // The policy saw the MCP tool like any other.
+    assert_eq!(by(1).error_code.as_deref(), Some("DENIED"), "{:?}", by(1));
+    assert!(by(1).content.contains("no sums"));
+    assert_eq!(by(2).error_code.as_deref(), Some("MCP_TOOL_ERROR"));
+    assert_eq!(by(2).content, "this tool always fails");
+    // The server's environment: the configured variable, not the host's.
+    assert_eq!(by(3).content, "from config");
+    assert_eq!(by(4).content, "(unset)");
+    assert_eq!(by(5).content, "grown");
+    // `list_changed` refreshed the tools before the next step.
+    assert_eq!((by(6).name.as_str(), by(6).content.as_str()), ("mcp__fx__extra", "extra!"), "{:?}", by(6));
+    assert_eq!(by(7).content, "sum: 2");
+    assert_eq!(by(7).details.as_ref().map(|d| d["mcp"]["structured_content"]["sum"].clone()), Some(json!(2.0)));
+
+    // Server states are in the log as ignorable `mcp/status` events.
+    let status: Vec<Value> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Unknown { type_name, data } if type_name == "mcp/status" => Some(data.clone()),
+            _ => None,
+        })
+        .collect();
+    let ready = |n: &str| status.iter().any(|s| s["server"] == n && s["state"] == "ready");
+    assert!(ready("fx") && ready("remote"), "{status:?}");
+    assert!(
+        status.iter().any(|s| s["server"] == "fx"
+            && s["refreshed"] == true
+            && s["tools"].as_array().is_some_and(|t| t.iter().any(|t| t == "mcp__fx__extra"))),
+        "{status:?}"
+    );
+    assert!(events.iter().filter(|e| e.type_name() == "mcp/status").all(|e| e.ignorable));
+
+    // The plugins page lists the servers.
+    let (_, p) = w.call("GET", "/api/plugins", None);
+    let servers: Vec<&str> = p["mcp"].as_array().into_iter().flatten().filter_map(|s| s["server"].as_str()).collect();
+    assert_eq!(servers, ["fx", "remote"]);
+}
+
+#[test]
+fn a_required_server_that_fails_blocks_the_turn_with_its_error() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.path().join("mcp.json");
+    let text = json!({"mcp": [{"name": "gone", "command": "/nonexistent/mcp-server", "required": true}]});
+    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let config = config.display().to_string();
+    let w = start(AGENT_PROFILE, &["--mcp-config", &config], &[]);
+    let (_, r) = w.call("POST", "/api/sessions", Some(json!({"text": "go"})));
+    let id = r["id"].as_str().unwrap_or("").to_string();
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let (end, seen) = sse.until("turn/end");
+    assert_eq!(end["data"]["reason"], "blocked", "{end}");
+    let msg = end["data"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("required MCP server `gone`") && msg.contains("/nonexistent/mcp-server"), "{msg}");
+    assert!(seen.iter().any(|e| e["type"] == "mcp/status" && e["data"]["state"] == "failed" && e["ignorable"] == true));
+    assert!(!seen.iter().any(|e| e["type"] == "step/start"), "no model request was made");
+}
