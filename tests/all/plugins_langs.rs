@@ -164,7 +164,7 @@ fn sdk_examples_build_call_and_run_in_a_session() {
         assert_eq!(report["name"], *name);
         assert!(out.is_file());
         let cached = inspect(home, &out);
-        assert_eq!(cached["compile"]["source"], "cached", "{cached}");
+        assert_eq!(cached["compile"]["source"], "disk", "a second load maps the cached artifact: {cached}");
         figures(name, &report, &cached);
     }
     let csv = pdir.join("csv_query.wasm");
@@ -220,7 +220,10 @@ fn sdk_examples_build_call_and_run_in_a_session() {
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "wharf run failed:\n{stdout}\n{}", text(&o.stderr));
     let events: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    let of_type = |t: &str| events.iter().filter(move |e| e["type"] == t).map(|e| &e["data"]);
+    fn of_type<'a>(events: &'a [Value], t: &'a str) -> impl Iterator<Item = &'a Value> {
+        events.iter().filter(move |e| e["type"] == t).map(|e| &e["data"])
+    }
+    let of_type = |t: &'static str| of_type(&events, t);
     let result = |tool: &str| {
         of_type("tool/result")
             .filter(|d| d["name"] == tool)

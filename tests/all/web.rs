@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -102,10 +102,6 @@ impl Web {
         let (home, ws) = (self.home.take(), self.ws.take());
         let (Some(home), Some(ws)) = (home, ws) else { panic!("restart twice") };
         launch(home, ws, self.sessions.clone(), &[], &[])
-    }
-
-    pub fn home(&self) -> &Path {
-        self.home.as_ref().map(|h| h.path()).unwrap_or(Path::new("/nonexistent"))
     }
 
     pub fn stderr(&self) -> String {

@@ -601,7 +601,12 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         let mode = serde_json::to_value(t.mode).ok().and_then(|m| m.as_str().map(String::from)).unwrap_or_default();
         println!("  tool:     {} ({mode})", t.name);
     }
-    println!("  check:    ok ({compile_source} in {:.0} ms; later loads use the compile cache)", ms(v.load_time));
+    let how = match compile_source.as_str() {
+        "compiled" => "compiled",
+        "disk" => "loaded from the compile cache",
+        _ => "found in memory",
+    };
+    println!("  check:    ok ({how} in {:.0} ms; later loads use the compile cache)", ms(v.load_time));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -72,7 +72,11 @@ pub fn config() -> Result<AdapterConfig, WireError> {
 
 /// `model()`: the configured model id and context window.
 pub fn model() -> ModelInfo {
-    let (model, window) = config().unwrap_or_default().model_info();
+    let cfg = config().unwrap_or_else(|e| {
+        wharf_sdk::log::warn!("{}", e.message);
+        AdapterConfig::default()
+    });
+    let (model, window) = cfg.model_info();
     ModelInfo::new(model, window)
 }
 
