@@ -318,3 +318,49 @@ fn sdk_unit_tests_pass_natively() {
     let o = run(Command::new("node").arg("--test").arg("test/").current_dir(root().join("sdk/js")));
     assert!(o.status.success(), "sdk/js tests:\n{}\n{}", text(&o.stdout), text(&o.stderr));
 }
+
+/// A copy of `wit/` with the package version replaced.
+fn wit_at_version(dir: &Path, version: &str) -> PathBuf {
+    let out = dir.join(format!("wit-{version}"));
+    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{e}"));
+    for entry in std::fs::read_dir(root().join("wit")).unwrap_or_else(|e| panic!("{e}")) {
+        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        let name = path.file_name().unwrap_or_default();
+        std::fs::write(out.join(name), text.replace("@0.1.0", &format!("@{version}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    out
+}
+
+/// The compatibility promise: a component built against another 0.1.y of
+/// the WIT package loads and runs in this host; one built against 0.2.0 is
+/// refused with a clear message. (The Python SDK is version-agnostic, so the
+/// same project builds against any copy of the package: `WHARF_WIT_DIR`.)
+#[test]
+fn components_of_other_0_1_versions_load_and_0_2_is_refused() {
+    if !toolchains_ready("components_of_other_0_1_versions_load_and_0_2_is_refused") {
+        return;
+    }
+    let home = tmp();
+    let home = home.path();
+    let work = tmp();
+    let work = work.path();
+    let o = run(wharf(home).current_dir(work).args(["plugin", "new", "versioned", "--lang", "python"]));
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let dir = work.join("versioned");
+
+    let wit = wit_at_version(work, "0.1.99");
+    let out = work.join("v0199.wasm");
+    let report = build(home, &dir, Some(&out), &[("WHARF_WIT_DIR", &wit)]);
+    assert_eq!(report["wit"], "wharf:plugin@0.1.99", "{report}");
+    let (code, v) = call(home, &out, "versioned", &json!({"name": "0.1.99"}), &[]);
+    assert_eq!((code, v["content"].as_str()), (0, Some("Hello, 0.1.99!")), "{v}");
+
+    let wit = wit_at_version(work, "0.2.0");
+    let out = work.join("v020.wasm");
+    let o = run(wharf(home).env("WHARF_WIT_DIR", &wit).args(["plugin", "build"]).arg(&dir).arg("-o").arg(&out));
+    assert!(!o.status.success(), "a 0.2.0 component must not pass the check");
+    let err = text(&o.stderr);
+    assert!(err.contains("built against wharf:plugin@0.2.0") && err.contains("compatible: 0.1.x"), "{err}");
+}

@@ -50,7 +50,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     // Engine and cache.
     let config = args.load_config();
     let cache_dir = match &config {
-        Ok(c) => c.engine.cache_dir.clone(),
+        Ok(c) => crate::host_ctx::cache_dir(c),
         Err(_) => wharf_runtime::cache::CompileCache::default_dir().unwrap_or_default(),
     };
     let cache_ok = std::fs::create_dir_all(&cache_dir).is_ok() && tempfile_in(&cache_dir).is_ok();

@@ -91,6 +91,12 @@ impl HostArgs {
     }
 }
 
+/// The compile cache: `$WHARF_CACHE_DIR` wins over `engine.cache_dir`, so
+/// tests and CI can share one cache across throwaway homes.
+pub fn cache_dir(config: &Config) -> PathBuf {
+    std::env::var_os("WHARF_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| config.engine.cache_dir.clone())
+}
+
 /// Turns config rows into runtime specs.
 pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
     let mut out = Vec::new();
@@ -151,7 +157,7 @@ impl HostCtx {
         let workspace = args.workspace()?;
         let runtime = Runtime::new(RuntimeOptions {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
-            cache_dir: Some(config.engine.cache_dir.clone()),
+            cache_dir: Some(cache_dir(&config)),
         })?;
         let registry = Arc::new(Registry::new());
         let plugins = PluginHost::new(runtime, registry);
@@ -162,7 +168,7 @@ impl HostCtx {
         let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
         // Processes run by plugins must not read or rewrite session logs,
         // the compile cache or config layers outside the workspace.
-        let mut protected = vec![session_dir.clone(), config.engine.cache_dir.clone()];
+        let mut protected = vec![session_dir.clone(), cache_dir(&config)];
         protected.extend(config.sources.iter().filter(|p| !p.starts_with(&workspace)).cloned());
         wharf_runtime::process::protect_paths(
             protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),

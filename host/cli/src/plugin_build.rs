@@ -471,7 +471,7 @@ pub fn check(path: &Path) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
     })?;
     let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
     let spec = PluginSpec { id, path: path.to_path_buf(), config: json!({}), grant: Grant::default(), warm: false };
-    Ok(rt.load(&spec)?)
+    Ok(rt.load_for_inspection(&spec)?)
 }
 
 fn kind_names(v: &PluginVersion) -> Vec<String> {

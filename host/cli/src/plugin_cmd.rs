@@ -108,6 +108,13 @@ fn load(rt: &Runtime, file: PathBuf, grant: Grant, config: serde_json::Value) ->
     Ok(rt.load(&spec)?)
 }
 
+/// Loads without the plugin's configuration (inspect/check have none).
+fn inspect_load(rt: &Runtime, file: PathBuf) -> anyhow::Result<Arc<PluginVersion>> {
+    let id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+    let spec = PluginSpec { id, path: file, config: json!({}), grant: Grant::default(), warm: false };
+    Ok(rt.load_for_inspection(&spec)?)
+}
+
 fn describe_json(v: &PluginVersion) -> serde_json::Value {
     json!({
         "path": v.path,
@@ -129,7 +136,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Inspect { file, json } => {
             let rt = runtime()?;
-            let v = tokio::task::spawn_blocking(move || load(&rt, file, Grant::default(), json!({}))).await??;
+            let v = tokio::task::spawn_blocking(move || inspect_load(&rt, file)).await??;
             if json {
                 println!("{}", serde_json::to_string_pretty(&describe_json(&v))?);
             } else {
@@ -139,7 +146,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         }
         PluginCommand::Check { file } => {
             let rt = runtime()?;
-            let v = tokio::task::spawn_blocking(move || load(&rt, file, Grant::default(), json!({}))).await??;
+            let v = tokio::task::spawn_blocking(move || inspect_load(&rt, file)).await??;
             let kinds: Vec<String> = v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
             println!(
                 "ok: {} ({} bytes, wharf:plugin@{}, kinds: {}, {} tool(s))",

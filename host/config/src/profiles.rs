@@ -5,4 +5,7 @@ pub(crate) const SHIPPED: &[(&str, &str)] = &[
     ("default", include_str!("../../../profiles/default.toml")),
     ("demo", include_str!("../../../profiles/demo.toml")),
     ("demo-deepseek", include_str!("../../../profiles/demo-deepseek.toml")),
+    ("guarded", include_str!("../../../profiles/guarded.toml")),
+    ("openai", include_str!("../../../profiles/openai.toml")),
+    ("polyglot", include_str!("../../../profiles/polyglot.toml")),
 ];

@@ -369,6 +369,8 @@ impl ToolPipeline {
                 votes.push(Vote { index, plugin, result });
             }
         }
+        // Logged "in profile order", whatever order they finished in.
+        votes.sort_by_key(|v| v.index);
         votes
     }
 

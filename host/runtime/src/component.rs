@@ -126,6 +126,7 @@ pub struct Runtime {
 /// Typed indices of each export kind, resolved once per version.
 struct Indices {
     plugin: ex::plugin::GuestIndices,
+    configure: Option<ex::configure::GuestIndices>,
     tool: Option<ex::tool::GuestIndices>,
     llm: Option<ex::llm::GuestIndices>,
     policy: Option<ex::policy::GuestIndices>,
@@ -233,11 +234,24 @@ impl Runtime {
     pub fn load(&self, spec: &PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
         let path = &spec.path;
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
-        self.load_bytes(spec, &bytes)
+        self.load_inner(spec, &bytes, true)
     }
 
     /// Like [`Runtime::load`] with the bytes already read.
     pub fn load_bytes(&self, spec: &PluginSpec, bytes: &[u8]) -> Result<Arc<PluginVersion>, LoadError> {
+        self.load_inner(spec, bytes, true)
+    }
+
+    /// Loads for inspection (`wharf plugin inspect|check`): everything
+    /// [`Runtime::load`] checks except the plugin's own configuration, which
+    /// an inspection does not have.
+    pub fn load_for_inspection(&self, spec: &PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
+        let path = &spec.path;
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
+        self.load_inner(spec, &bytes, false)
+    }
+
+    fn load_inner(&self, spec: &PluginSpec, bytes: &[u8], validate: bool) -> Result<Arc<PluginVersion>, LoadError> {
         let path = spec.path.clone();
         check_header(&path, bytes)?;
         let digest = digest(bytes);
@@ -252,6 +266,8 @@ impl Runtime {
         let bad = |e: wasmtime::Error| LoadError::Invalid { path: path.clone(), reason: first_line(&e) };
         let indices = Indices {
             plugin: ex::plugin::GuestIndices::new(&pre).map_err(bad)?,
+            // Optional: components built before `configure` existed load as before.
+            configure: ex::configure::GuestIndices::new(&pre).ok(),
             tool: kinds.contains(&Kind::Tool).then(|| ex::tool::GuestIndices::new(&pre)).transpose().map_err(bad)?,
             llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(&pre)).transpose().map_err(bad)?,
             policy: kinds
@@ -295,7 +311,7 @@ impl Runtime {
             engine: self.engine.clone(),
             warm: spec.warm.then(|| Mutex::new(Vec::new())),
         };
-        version.describe(&spec.grant).map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
+        version.describe(&spec.grant, validate).map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         Ok(Arc::new(version))
     }
 }
@@ -483,19 +499,21 @@ impl PluginVersion {
 
     /// Calls `plugin.info()` with no grants, then computes the effective
     /// grant and asks the kinds for their registrations.
-    fn describe(&mut self, grant: &Grant) -> Result<(), String> {
+    fn describe(&mut self, grant: &Grant, validate: bool) -> Result<(), String> {
         // Loading is blocking; when called from inside an async runtime
         // (tests, `block_in_place` callers) run the describe calls on a
         // scoped thread with their own small runtime.
         if tokio::runtime::Handle::try_current().is_ok() {
             return std::thread::scope(|s| {
-                s.spawn(|| self.describe_blocking(grant)).join().unwrap_or_else(|_| Err("describe panicked".into()))
+                s.spawn(|| self.describe_blocking(grant, validate))
+                    .join()
+                    .unwrap_or_else(|_| Err("describe panicked".into()))
             });
         }
-        self.describe_blocking(grant)
+        self.describe_blocking(grant, validate)
     }
 
-    fn describe_blocking(&mut self, grant: &Grant) -> Result<(), String> {
+    fn describe_blocking(&mut self, grant: &Grant, validate: bool) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
@@ -513,6 +531,16 @@ impl PluginVersion {
                 requests: convert_request(info.requests),
             };
             self.effective = Arc::new(grant.intersect(&self.info.requests));
+            if let Some(idx) = self.indices.configure.as_ref().filter(|_| validate) {
+                let verdict = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                    {
+                        let guest = idx.load(&mut store, &inst)?;
+                        guest.call_validate(&mut store).await
+                    }
+                })
+                .map_err(|e| format!("configure.validate() failed: {e}"))?;
+                verdict.map_err(|msg| format!("invalid configuration: {msg}"))?;
+            }
             if let Some(tool_idx) = &self.indices.tool {
                 let specs = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
                     {

@@ -159,6 +159,10 @@ impl PolicyPlugin for PolicyRules {
         }
         decision
     }
+
+    fn validate_config() -> Result<(), String> {
+        validate_config()
+    }
 }
 
 wharf_sdk::export_policy!(PolicyRules);

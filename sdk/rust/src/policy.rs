@@ -17,6 +17,12 @@ pub trait PolicyPlugin {
 
     /// Decides on one call. Runs on every call of every tool: keep it cheap.
     fn evaluate(req: PolicyRequest) -> Decision;
+
+    /// Checks the plugin's configuration when a version loads; an error
+    /// refuses the version (exported as `wharf:plugin/configure`).
+    fn validate_config() -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl PolicyRequest {
