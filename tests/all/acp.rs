@@ -189,8 +189,14 @@ impl Client {
         }
     }
 
+    /// The response to request `id` (it may have arrived while waiting for
+    /// something else).
     fn response(&mut self, id: i64) -> Value {
-        self.wait_for(&format!("response {id}"), |v| v["id"] == id && v.get("method").is_none())
+        let is_it = |v: &Value| v["id"] == id && v.get("method").is_none();
+        if let Some(v) = self.seen.iter().find(|v| is_it(v)) {
+            return v.clone();
+        }
+        self.wait_for(&format!("response {id}"), is_it)
     }
 
     fn result(&mut self, id: i64) -> Value {
@@ -379,6 +385,10 @@ chunk_size = 4
 [[plugin.config.turns]]
 text = "This answer streams very slowly, four characters at a time, so that the test can cancel it midway."
 delay_ms = 150
+
+[[plugin.config.turns]]
+text = "So does the second one: slowly, four characters at a time, until the test cancels it as well."
+delay_ms = 150
 "#;
 
 #[test]
@@ -405,6 +415,8 @@ fn cancel_mid_stream_answers_cancelled() {
     c.wait_for("a chunk of the second prompt", |v| v["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
     c.notify("session/cancel", json!({"sessionId": sid}));
     assert_eq!(c.result(again)["stopReason"], "cancelled");
+    let ends = e.log_types(&sid).into_iter().filter(|v| v["type"] == "turn/end").count();
+    assert_eq!(ends, 2);
     c.close();
 }
 
@@ -501,5 +513,16 @@ text = "Second answer."
     assert!(c.response(bad).get("error").is_some());
     let bad = c.request("session/prompt", json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}));
     assert_eq!(c.response(bad)["error"]["code"], -32602);
+    c.close();
+}
+
+#[test]
+fn initialize_answers_its_own_version_to_a_newer_client() {
+    let e = env();
+    let p = e.profile("version", "", false);
+    let mut c = e.spawn(&p);
+    let id = c.request("initialize", json!({"protocolVersion": 99, "clientCapabilities": {}}));
+    let init = c.result(id);
+    assert_eq!(init["protocolVersion"], 1, "{init}");
     c.close();
 }

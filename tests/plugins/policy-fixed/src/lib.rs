@@ -26,11 +26,24 @@ struct Config {
     args: Option<Map<String, Value>>,
     merge: bool,
     tools: Option<Vec<String>>,
+    /// Trap on every evaluation (tests fail-closed on a crashing policy).
+    trap: bool,
+    /// Spin forever on every evaluation (tests fail-closed on a hung policy).
+    spin: bool,
 }
 
 struct PolicyFixed;
 
 fn decide(cfg: &Config, req: &PolicyRequest) -> Decision {
+    if cfg.trap {
+        panic!("policy-fixed: configured to trap");
+    }
+    if cfg.spin {
+        let mut n = 0u64;
+        loop {
+            n = std::hint::black_box(n.wrapping_add(1));
+        }
+    }
     if let Some(tools) = &cfg.tools
         && !tools.iter().any(|t| t == &req.tool)
     {
