@@ -22,7 +22,7 @@
 //
 // Exports by kind (re-export the names the world needs):
 //   tool    defineTool                          tool-plugin:   plugin, tool
-//   policy  definePolicy                        policy-plugin: plugin, policy
+//   policy  definePolicy, defineConfigValidator policy-plugin: plugin, policy, configure
 //   hooks   defineHook, promptSection           hooks-plugin:  plugin, hooks
 //   skills  defineSkills + defineTool           skills-plugin: plugin, skills, tool
 //   llm     defineLlm                           llm-plugin:    plugin, llm
@@ -534,6 +534,32 @@ export function globMatch(pattern, path) {
 }
 
 // ---------------------------------------------------------------------------
+// Configuration check (export `configure`)
+// ---------------------------------------------------------------------------
+
+let configValidator = null;
+
+/**
+ * Registers the configuration check run when a version loads (export
+ * `wharf:plugin/configure`, part of the `policy-plugin` world): throw, or
+ * return an error string, to refuse the version with that message; return
+ * `undefined` to accept. Without one every configuration is accepted.
+ */
+export function defineConfigValidator(fn) {
+  configValidator = fn;
+}
+
+function validateConfig() {
+  if (!configValidator) return undefined;
+  try {
+    const r = configValidator();
+    return r === undefined || r === null || r === true ? undefined : String(r);
+  } catch (e) {
+    return e instanceof ToolError ? e.message : `${e?.name ?? "Error"}: ${e?.message ?? e}`;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Hooks
 // ---------------------------------------------------------------------------
 
@@ -706,6 +732,15 @@ export const policy = {
   evaluate: (req) => evaluatePolicy(req),
 };
 
+/** Export `wharf:plugin/configure`. */
+export const configure = {
+  validate() {
+    const err = validateConfig();
+    // componentize-js turns a thrown value into the `err` case.
+    if (err !== undefined) throw err;
+  },
+};
+
 /** Export `wharf:plugin/hooks`. */
 export const hooks = {
   subscriptions: () => [...HOOKS.entries()].map(([point, h]) => ({ point, priority: h.priority })),
@@ -786,6 +821,8 @@ export const testing = {
       workspace,
     });
   },
+  /** The configuration check's verdict: `undefined` (ok) or the error. */
+  validateConfig: () => validateConfig(),
   handle: (point, payload) => handleHook(point.replace(/\//g, "-"), typeof payload === "string" ? payload : JSON.stringify(payload)),
   catalog: () => skills.catalog(),
   loadSkill: (name) => skills.load(name),

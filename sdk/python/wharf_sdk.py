@@ -36,7 +36,7 @@ Exports by kind (import the names the world needs into the app module):
 kind     define with                          world / export names
 ======== ==================================== =============================
 tool     ``@tool``                            ``tool-plugin``: Plugin, Tool
-policy   ``@policy``                          ``policy-plugin``: Plugin, Policy
+policy   ``@policy``, ``@config_validator``   ``policy-plugin``: Plugin, Policy, Configure
 hooks    ``@hook``, ``prompt_section()``      ``hooks-plugin``: Plugin, Hooks
 skills   ``@skills_catalog``, ``@skill_loader`` + ``@tool``
                                               ``skills-plugin``: Plugin, Skills, Tool
@@ -79,6 +79,7 @@ __all__ = [
     "process",
     "ProcessError",
     "policy",
+    "config_validator",
     "PolicyRequest",
     "Decision",
     "allow",
@@ -105,6 +106,7 @@ __all__ = [
     "Plugin",
     "Tool",
     "Policy",
+    "Configure",
     "Hooks",
     "Skills",
     "Llm",
@@ -1096,6 +1098,38 @@ class PathRules:
 
 
 # ---------------------------------------------------------------------------
+# Configuration check (export `configure`)
+# ---------------------------------------------------------------------------
+
+_VALIDATOR: List[Callable] = []
+
+
+def config_validator(fn: Callable) -> Callable:
+    """Registers the configuration check run when a version loads (export
+    ``wharf:plugin/configure``, part of the ``policy-plugin`` world): raise
+    (``ToolError``, ``ValueError`` …) or return an error string to refuse
+    the version with that message; return ``None`` to accept. Without one,
+    every configuration is accepted."""
+    _VALIDATOR[:] = [fn]
+    return fn
+
+
+def _validate_config() -> Optional[str]:
+    """The check's verdict: ``None`` (ok) or the error message."""
+    if not _VALIDATOR:
+        return None
+    try:
+        r = _VALIDATOR[0]()
+    except ToolError as e:
+        return e.message
+    except BaseException as e:  # noqa: BLE001
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return f"{type(e).__name__}: {e}"
+    return None if r is None or r is True else str(r)
+
+
+# ---------------------------------------------------------------------------
 # Hooks
 # ---------------------------------------------------------------------------
 
@@ -1368,6 +1402,15 @@ class Policy:
         return p.Decision_Allow()
 
 
+class Configure:
+    """Export ``wharf:plugin/configure``: the ``@config_validator`` check."""
+
+    def validate(self):
+        err = _validate_config()
+        if err is not None:
+            raise _Err(err)
+
+
 class Hooks:
     """Export ``wharf:plugin/hooks``: ``@hook`` listeners and prompt sections."""
 
@@ -1542,6 +1585,11 @@ class testing:
         """Runs the ``@policy`` function on a call."""
         text_args = args if isinstance(args, str) else json.dumps(args or {})
         return _evaluate(PolicyRequest(tool, plugin, text_args, "test", agent_depth, workspace))
+
+    @staticmethod
+    def validate_config() -> Optional[str]:
+        """Runs the ``@config_validator`` check: ``None`` or the error."""
+        return _validate_config()
 
     @staticmethod
     def handle(point: str, payload: Any) -> Outcome:

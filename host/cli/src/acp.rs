@@ -93,14 +93,16 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         sessions: Mutex::new(HashMap::new()),
         client: Mutex::new(None),
     });
-    let s = (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
+    // One handle per handler (each closure owns its clone).
+    let (on_init, on_new, on_load, on_prompt, on_cancel) =
+        (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
     let result = sdk::Agent
         .v1()
         .name("wharf")
         .on_receive_request(
             async move |req: acp::InitializeRequest, responder, _cx| {
                 if let Some(info) = &req.client_info {
-                    *lock(&s.0.client) = Some(info.name.clone());
+                    *lock(&on_init.client) = Some(info.name.clone());
                 }
                 responder.respond(initialize_response())
             },
@@ -108,7 +110,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         )
         .on_receive_request(
             async move |req: acp::NewSessionRequest, responder, cx: Cx| {
-                let server = s.1.clone();
+                let server = on_new.clone();
                 tokio::spawn(async move {
                     let r = server.new_session(req, cx).await;
                     let _ = responder.respond_with_result(r);
@@ -119,7 +121,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         )
         .on_receive_request(
             async move |req: acp::LoadSessionRequest, responder, cx: Cx| {
-                let server = s.2.clone();
+                let server = on_load.clone();
                 tokio::spawn(async move {
                     let r = server.load_session(req, cx).await;
                     let _ = responder.respond_with_result(r);
@@ -130,7 +132,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         )
         .on_receive_request(
             async move |req: acp::PromptRequest, responder, _cx: Cx| {
-                let session = match s.3.session(&req.session_id) {
+                let session = match on_prompt.session(&req.session_id) {
                     Ok(session) => session,
                     Err(e) => return responder.respond_with_error(e),
                 };
@@ -149,7 +151,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         )
         .on_receive_notification(
             async move |n: acp::CancelNotification, _cx: Cx| {
-                if let Ok(session) = s.4.session(&n.session_id) {
+                if let Ok(session) = on_cancel.session(&n.session_id) {
                     session.cancel();
                 }
                 Ok(())
@@ -239,6 +241,7 @@ impl Server {
     }
 
     async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
+        warn_mcp(req.mcp_servers.len());
         let host = self.host_for(&req.cwd).await?;
         let (approver, approvals) = ChannelApprover::new();
         let (agent, first_seq) =
@@ -259,6 +262,7 @@ impl Server {
             replay(&cx, &req.session_id, &session.host.workspace, drain(events, session.agent.log().last_seq()));
             return Ok(acp::LoadSessionResponse::new());
         }
+        warn_mcp(req.mcp_servers.len());
         let host = self.host_for(&req.cwd).await?;
         let (approver, approvals) = ChannelApprover::new();
         let (agent, first_seq) = host
@@ -285,6 +289,16 @@ impl Server {
             }
             let _ = s.agent.log().flush().await;
         }
+    }
+}
+
+/// MCP servers offered by the client are not connected (no MCP client yet;
+/// `mcpCapabilities` advertises neither http nor sse).
+fn warn_mcp(count: usize) {
+    if count > 0 {
+        tracing::warn!(
+            "ignoring {count} MCP server(s) from the client: wharf acp does not connect client MCP servers yet"
+        );
     }
 }
 

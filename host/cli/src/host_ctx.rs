@@ -48,12 +48,12 @@ pub fn plugin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WHARF_PLUGIN_DIR") {
         return PathBuf::from(d);
     }
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(d) = exe.parent().and_then(Path::parent) {
-            let candidate = d.join("plugins");
-            if candidate.is_dir() {
-                return candidate;
-            }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(d) = exe.parent().and_then(Path::parent)
+    {
+        let candidate = d.join("plugins");
+        if candidate.is_dir() {
+            return candidate;
         }
     }
     PathBuf::from("target/plugins")

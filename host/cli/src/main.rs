@@ -102,11 +102,11 @@ fn main() -> ExitCode {
     };
     // SIGTERM: kill the process groups plugins started, then exit.
     rt.spawn(async {
-        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            if term.recv().await.is_some() {
-                wharf_runtime::process::kill_all();
-                std::process::exit(143);
-            }
+        if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            && term.recv().await.is_some()
+        {
+            wharf_runtime::process::kill_all();
+            std::process::exit(143);
         }
     });
     let result = rt.block_on(async {

@@ -34,6 +34,9 @@ use crate::plugin::{ToolCall, ToolInvocation, ToolMode, ToolOutcome};
 use crate::registry::Snapshot;
 use crate::store::StoreError;
 
+// One slot per call of a step: boxing `Finished` would only add an
+// allocation per call.
+#[allow(clippy::large_enum_variant)]
 enum Slot {
     /// `tool/call` not logged yet.
     Unlogged,

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 
 import {
   schemaOf, parseArgs, defineTool, definePolicy, defineHook, defineSkills, defineLlm, promptSection,
-  ToolError, toToolError, globMatch, normalizePath, config, kv, runProcess, testing, tool, hooks,
+  ToolError, toToolError, defineConfigValidator, configure, globMatch, normalizePath, config, kv, runProcess, testing, tool, hooks,
   allow, deny, rewrite, reject, text, toolCall, usage, finish, LlmError, inComponent,
 } from "../wharf_sdk.js";
 
@@ -111,6 +111,25 @@ test("policies, globs and paths", () => {
   assert.deepEqual(testing.evaluate("write", { path: "ok" }, { workspace: "/w" }), allow());
   assert.equal(testing.evaluate("boom").tag, "deny");
   assert.deepEqual(testing.evaluate("fix"), { tag: "rewrite", val: '{"path":"safe"}' });
+});
+
+test("config validator", () => {
+  assert.equal(testing.validateConfig(), undefined);
+  defineConfigValidator(() => {
+    const n = config.get("n", 0);
+    if (n < 0) return "n must not be negative";
+    if (n > 10) throw new RangeError("n too large");
+  });
+  testing.setConfig({ n: 1 });
+  assert.equal(testing.validateConfig(), undefined);
+  configure.validate();
+  testing.setConfig({ n: -1 });
+  assert.equal(testing.validateConfig(), "n must not be negative");
+  assert.throws(() => configure.validate(), (e) => e === "n must not be negative");
+  testing.setConfig({ n: 11 });
+  assert.equal(testing.validateConfig(), "RangeError: n too large");
+  defineConfigValidator(null);
+  testing.reset();
 });
 
 test("hooks", () => {

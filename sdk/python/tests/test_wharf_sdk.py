@@ -206,6 +206,26 @@ class PolicyHooksSkillsLlmTest(unittest.TestCase):
         self.assertEqual(wharf.testing.evaluate("odd").kind, "deny")
         self.assertEqual(wharf.rewrite({"a": 1}).value, {"a": 1})
 
+    def test_config_validator(self):
+        self.assertIsNone(wharf.testing.validate_config())
+
+        @wharf.config_validator
+        def check():
+            n = wharf.config.get("n", 0)
+            if n < 0:
+                return "n must not be negative"
+            if n > 10:
+                raise ValueError("n too large")
+
+        wharf.testing.set_config({"n": 1})
+        self.assertIsNone(wharf.testing.validate_config())
+        wharf.testing.set_config({"n": -1})
+        self.assertEqual(wharf.testing.validate_config(), "n must not be negative")
+        wharf.testing.set_config({"n": 11})
+        self.assertEqual(wharf.testing.validate_config(), "ValueError: n too large")
+        wharf.testing.reset()
+        wharf._VALIDATOR.clear()
+
     def test_hooks(self):
         @wharf.hook("agent/request")
         def on_request(payload):

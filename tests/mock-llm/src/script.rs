@@ -101,6 +101,7 @@ impl Default for Checks {
 /// One reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // a few per test script
 pub enum Reply {
     /// A `200 text/event-stream` completion, possibly with a fault.
     Stream(StreamReply),

@@ -12,7 +12,8 @@ test("decides by tool", () => {
   assert.equal(testing.evaluate("read", { path: "a" }).tag, "allow");
 });
 
-test("bad config denies", () => {
+test("bad config is refused at load and denies", () => {
   testing.setConfig({ blocked_tools: "write" });
+  assert.match(testing.validateConfig(), /invalid plugin config/);
   assert.equal(testing.evaluate("read").tag, "deny");
 });

@@ -13,7 +13,8 @@ Globs are matched against the path relative to the workspace (or absolute
 when outside it); ``*`` stays within a segment, ``**`` spans segments, and a
 pattern without ``/`` matches the file name. Precedence: deny, then allow,
 then ask; a write matching nothing is allowed. Calls of other tools are
-always allowed. A bad config denies every call (fail closed).
+always allowed. A bad config refuses the plugin at load time, and should
+it get past that, denies every call (fail closed).
 """
 
 from dataclasses import dataclass, field
@@ -35,6 +36,16 @@ class GuardConfig:
     deny: List[str] = field(default_factory=list)
     ask: List[str] = field(default_factory=lambda: ["**"])
     allow: List[str] = field(default_factory=list)
+
+
+@wharf.config_validator
+def check_config():
+    """Refuses a malformed configuration when the plugin loads (the host does
+    not start, or a hot reload keeps the previous version)."""
+    cfg = wharf.config.load(GuardConfig)
+    for rule in cfg.deny + cfg.ask + cfg.allow:
+        if not rule.strip():
+            raise ValueError("empty glob in path_guard config")
 
 
 @wharf.policy
@@ -59,4 +70,4 @@ def evaluate(req: wharf.PolicyRequest) -> wharf.Decision:
 
 
 # componentize-py instantiates these (world `policy-plugin`).
-from wharf_sdk import Plugin, Policy  # noqa: E402,F401
+from wharf_sdk import Configure, Plugin, Policy  # noqa: E402,F401

@@ -36,6 +36,13 @@ class PathGuardTest(unittest.TestCase):
         self.assertEqual(self.decide("write", "src/main.rs").kind, "ask")
         self.assertEqual(self.decide("read", "secrets/key.txt").kind, "allow")
 
+    def test_config_is_checked_at_load(self):
+        self.assertIsNone(wharf.testing.validate_config())
+        wharf.testing.set_config({"deny": "not a list"})
+        self.assertIn("/config/deny: expected array", wharf.testing.validate_config())
+        wharf.testing.set_config({"deny": [" "]})
+        self.assertIn("empty glob", wharf.testing.validate_config())
+
     def test_bad_config_fails_closed(self):
         wharf.testing.set_config({"deny": "not a list"})
         self.assertEqual(self.decide("write", "a.txt").kind, "deny")

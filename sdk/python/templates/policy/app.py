@@ -19,6 +19,12 @@ class Config:
     ask_tools: List[str] = field(default_factory=list)
 
 
+@wharf.config_validator
+def check_config():
+    """Runs when the plugin loads: a bad configuration refuses it."""
+    wharf.config.load(Config)
+
+
 @wharf.policy
 def evaluate(req: wharf.PolicyRequest) -> wharf.Decision:
     cfg = wharf.config.load(Config)  # a bad config raises: the call is denied (fail closed)
@@ -30,4 +36,4 @@ def evaluate(req: wharf.PolicyRequest) -> wharf.Decision:
 
 
 # componentize-py instantiates these (world `policy-plugin`).
-from wharf_sdk import Plugin, Policy  # noqa: E402,F401
+from wharf_sdk import Configure, Plugin, Policy  # noqa: E402,F401

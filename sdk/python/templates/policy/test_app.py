@@ -9,8 +9,9 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(wharf.testing.evaluate("edit", {"path": "a"}).kind, "ask")
         self.assertEqual(wharf.testing.evaluate("read", {"path": "a"}).kind, "allow")
 
-    def test_bad_config_denies(self):
+    def test_bad_config_is_refused_and_denies(self):
         wharf.testing.set_config({"blocked_tools": "write"})
+        self.assertIsNotNone(wharf.testing.validate_config())
         self.assertEqual(wharf.testing.evaluate("read").kind, "deny")
 
 

@@ -21,6 +21,11 @@ impl PolicyPlugin for Plugin {
         PluginInfo::new("{{name}}", env!("CARGO_PKG_VERSION"), "Denies or asks before configured tools.")
     }
 
+    /// Runs when the plugin loads: a bad configuration refuses it.
+    fn validate_config() -> Result<(), String> {
+        wharf_sdk::config::get::<Config>().map(|_| ()).map_err(|e| e.to_string())
+    }
+
     fn evaluate(req: PolicyRequest) -> Decision {
         match wharf_sdk::config::get::<Config>() {
             Ok(cfg) => decide(&cfg, &req.tool),
@@ -45,6 +50,14 @@ wharf_sdk::export_policy!(Plugin);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_config_is_refused() {
+        wharf_sdk::testing::set_config(&serde_json::json!({"blocked_tools": "write"}));
+        assert!(Plugin::validate_config().is_err());
+        wharf_sdk::testing::set_config(&serde_json::json!({"blocked_tools": ["write"]}));
+        assert!(Plugin::validate_config().is_ok());
+    }
 
     #[test]
     fn decides_by_tool() {
