@@ -327,3 +327,30 @@ path = "/no/such/component.wasm"
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad") && err.contains("/no/such/component.wasm"), "{err}");
 }
+
+#[test]
+fn replay_reruns_a_recorded_sessions_model_outputs() {
+    let e = env();
+    let p = e.profile("two", TWO_STEP, "");
+    let (code, events, err) = e.run(&p, "What is this?", &[]);
+    assert_eq!(code, 0, "{err}");
+    let id = session_id(&events);
+    // Replay through a profile whose own model would say something else.
+    let other = e.profile("other", "[[plugin.config.turns]]\ntext = \"a different answer\"\n", "");
+    let (code, replayed, err) = e.run(&other, "What is this?", &["--replay", &id]);
+    assert_eq!(code, 0, "{err}");
+    let assistant = |evs: &[Value]| -> Vec<(String, Value)> {
+        evs.iter()
+            .filter(|e| e["type"] == "assistant/message")
+            .map(|e| (e["data"]["content"].as_str().unwrap_or("").to_string(), e["data"]["tool_calls"].clone()))
+            .collect()
+    };
+    assert_eq!(assistant(&replayed), assistant(&events));
+    // The tools ran again for real, through the same component.
+    let result = replayed.iter().find(|e| e["type"] == "tool/result").unwrap_or(&Value::Null);
+    assert!(result["data"]["content"].as_str().unwrap_or("").contains("A sample project"));
+    assert!(replayed.iter().any(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "replay"));
+    // A session that does not exist is a clear error.
+    let (code, _, err) = e.run(&other, "x", &["--replay", "no-such-session"]);
+    assert_eq!(code, 2, "{err}");
+}
