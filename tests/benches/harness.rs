@@ -190,11 +190,78 @@ fn startup(cache: &std::path::Path) -> anyhow::Result<(f64, u64)> {
     Ok((ms, ru.ru_maxrss as u64 / 1024))
 }
 
+/// The same component with a custom section appended: same behaviour, a
+/// new digest (a new version).
+fn variant(base: &[u8], generation: u32) -> Vec<u8> {
+    let name = b"wharf-bench-generation";
+    let mut body = vec![name.len() as u8];
+    body.extend_from_slice(name);
+    body.extend_from_slice(&generation.to_le_bytes());
+    let mut out = base.to_vec();
+    out.push(0);
+    out.push(body.len() as u8);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Hot-reload latency: file written (atomic rename) → the new version is
+/// installed in the registry, through the real watcher (50 ms debounce).
+/// `cached`: alternate between two versions compiled beforehand (cache hit);
+/// otherwise every swap is a new version that must be compiled.
+async fn reload_latency(component: &std::path::Path, swaps: u32, cached: bool) -> anyhow::Result<(f64, f64)> {
+    let tmp = tempfile::tempdir()?;
+    let cache = tmp.path().join("cache");
+    let runtime = Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })?;
+    let registry = Arc::new(Registry::new());
+    let host = PluginHost::new(runtime.clone(), registry.clone());
+    let base = std::fs::read(component)?;
+    let path = tmp.path().join("plugin.wasm");
+    std::fs::write(&path, variant(&base, 0))?;
+    let spec =
+        PluginSpec { id: "p".into(), path: path.clone(), config: json!({}), grant: Grant::default(), warm: false };
+    host.load_all(vec![spec.clone()]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    if cached {
+        // Compile the other version once, so every swap below is a cache hit.
+        let other = tmp.path().join("other.wasm");
+        std::fs::write(&other, variant(&base, 1))?;
+        let mut s = spec.clone();
+        s.path = other;
+        runtime.load(&s)?;
+    }
+    let _watch = host.watch(vec![], None)?;
+    let mut times = Vec::new();
+    for i in 1..=swaps {
+        let bytes = if cached { variant(&base, i % 2) } else { variant(&base, i) };
+        let digest = wharf_runtime::cache::digest(&bytes);
+        let tmpf = tmp.path().join("next.tmp");
+        std::fs::write(&tmpf, &bytes)?;
+        let t0 = Instant::now();
+        std::fs::rename(&tmpf, &path)?;
+        loop {
+            if registry.version_of("p").is_some_and(|p| p.digest == digest) {
+                break;
+            }
+            anyhow::ensure!(t0.elapsed() < Duration::from_secs(120), "reload {i} never happened");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((median(times.clone()), p95(times)))
+}
+
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let steps = 200;
     let (step_med, step_p95) = rt.block_on(step_overhead(steps))?;
     let (append_rate, load_ms, derive_ms) = log_rates(100_000)?;
+    let small = wharf_tests::plugin("policy-fixed");
+    let large = std::env::var_os("WHARF_BENCH_LARGE_COMPONENT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| wharf_tests::plugin("fs"));
+    let small_kb = std::fs::metadata(&small)?.len() / 1024;
+    let large_kb = std::fs::metadata(&large)?.len() / 1024;
+    let (rs_med, rs_p95) = rt.block_on(reload_latency(&small, 20, false))?;
+    let (rl_med, rl_p95) = rt.block_on(reload_latency(&large, 20, true))?;
     let cold_cache = tempfile::tempdir()?;
     let (cold_ms, _) = startup(cold_cache.path())?;
     let mut warm = Vec::new();
@@ -211,6 +278,8 @@ fn main() -> anyhow::Result<()> {
          | launch → first model request, warm compile cache | {warm_ms:.1} ms | DeepSeek Harness ~1300 ms | {:.0}× less |\n\
          | launch → first model request, cold compile cache | {cold_ms:.1} ms | warm: {warm_ms:.1} ms | {:.1}× |\n\
          | peak RSS of `wharf run` (demo profile) | {rss} MiB | DeepSeek Harness 179 MB | |\n\
+         | hot reload, small component ({small_kb} KiB), new version compiled: median / p95 | {rs_med:.0} ms / {rs_p95:.0} ms | target < 150 ms median | |\n\
+         | hot reload, {large_kb} KiB component, cached version: median / p95 | {rl_med:.0} ms / {rl_p95:.0} ms | | |\n\
          | session log append rate (durable) | {append_rate:.0} events/s | | |\n\
          | load 100k-event session / derive messages | {load_ms:.0} ms / {derive_ms:.1} ms | | |\n",
         28.0 / step_med,
@@ -225,6 +294,7 @@ fn main() -> anyhow::Result<()> {
         "step_overhead_ms": {"median": step_med, "p95": step_p95, "steps": steps},
         "startup_ms": {"warm_median": warm_ms, "cold": cold_ms},
         "peak_rss_mib": rss,
+        "hot_reload_ms": {"small_compiled": {"median": rs_med, "p95": rs_p95, "kib": small_kb}, "large_cached": {"median": rl_med, "p95": rl_p95, "kib": large_kb}},
         "log": {"append_per_s": append_rate, "load_100k_ms": load_ms, "derive_100k_ms": derive_ms},
     });
     std::fs::write(out.join("harness.json"), serde_json::to_string_pretty(&report)?)?;

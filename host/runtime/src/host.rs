@@ -22,7 +22,7 @@ use crate::component::{PluginSpec, PluginVersion, Runtime};
 use crate::error::LoadError;
 
 /// Debounce between a file event and the reload (editors write in bursts).
-pub const DEBOUNCE: Duration = Duration::from_millis(50);
+pub const DEBOUNCE: Duration = Duration::from_millis(25);
 /// First retry delay after a failed reload; doubles up to [`RETRY_MAX`].
 pub const RETRY_BASE: Duration = Duration::from_millis(250);
 /// Longest retry delay.
