@@ -282,11 +282,16 @@ pub fn open_sse(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, Option
 }
 
 impl Sse {
-    /// The next event (comments and keep-alives skipped).
+    /// The next event (comments and keep-alives skipped); `None` when the
+    /// stream ends or nothing but keep-alives came for 60 s.
     pub fn next(&mut self) -> Option<SseEvent> {
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut ev = SseEvent { id: None, event: None, data: String::new() };
         let mut any = false;
         loop {
+            if Instant::now() > deadline {
+                return None;
+            }
             let mut line = String::new();
             match self.reader.read_line(&mut line) {
                 Ok(0) | Err(_) => return None,

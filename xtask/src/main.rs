@@ -140,7 +140,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     build_plugins(root)?;
     run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["test", "--workspace", "--exclude", "wharf-sdk"]);
+    cmd.current_dir(root).args(["test", "--no-fail-fast", "--workspace", "--exclude", "wharf-sdk"]);
     for c in plugin_crates(root)? {
         cmd.args(["--exclude", &c.package]);
     }

@@ -206,6 +206,15 @@ impl McpManager {
         Ok(())
     }
 
+    /// Connects a session to the servers: [`attach`](Self::attach) to its log
+    /// and [`guard`](Self::guard) on its bus. A surface calls this right after
+    /// opening the agent and [`wait_required`](Self::wait_required) before the
+    /// first turn; keep the handle while the agent runs.
+    pub fn attach_agent(self: &Arc<Self>, agent: &wharf_core::Agent) -> anyhow::Result<Option<ListenerHandle>> {
+        self.attach(agent.log())?;
+        Ok(self.guard(agent.bus()))
+    }
+
     /// Waits until every required server has connected or failed its first
     /// attempt; `Err` names those that are not ready.
     pub async fn wait_required(&self) -> Result<(), String> {

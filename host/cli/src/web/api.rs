@@ -110,11 +110,10 @@ impl App {
         }
         let (approver, mut questions) = ChannelApprover::new();
         let (agent, _) = self.host.open_agent(id, Arc::new(approver), self.max_steps)?;
-        let mut guard = None;
-        if let Some(m) = &self.mcp {
-            m.attach(agent.log())?;
-            guard = m.guard(agent.bus());
-        }
+        let guard = match &self.mcp {
+            Some(m) => m.attach_agent(&agent)?,
+            None => None,
+        };
         let approvals: Arc<Mutex<HashMap<String, oneshot::Sender<Approval>>>> = Arc::default();
         let pending = approvals.clone();
         tokio::spawn(async move {
