@@ -582,7 +582,8 @@ fn a_stored_session_is_shown_then_resumed_and_cancelled() {
     let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
     let (asked, _) = sse.until("approval/asked");
     let call = asked["data"]["call_id"].as_str().unwrap_or("").to_string();
-    w.call("POST", &format!("/api/sessions/{id}/approvals/{call}"), Some(json!({"outcome": "allowed-for-session"})));
+    let path = format!("/api/sessions/{id}/approvals/{call}");
+    assert_eq!(w.call("POST", &path, Some(json!({"outcome": "allowed-for-session"}))).0, 200);
     sse.until("turn/end");
     drop(sse);
     let w = w.restart();
@@ -664,6 +665,40 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() {
     assert!(text["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "read")), "{text}");
 }
 
+/// A session written directly to the store, with a todo list.
+fn stored_session_with_todos(dir: &std::path::Path) -> String {
+    use wharf_core::events::{AssistantMessage, StepEnd, StepStart, TodoUpdated, TurnEnd, TurnStart, UserMessage};
+    use wharf_core::{EventKind as K, StopReason};
+    let store = wharf_core::Store::new(dir);
+    let log = store
+        .create(wharf_core::store::NewSession { id: None, workspace: None, profile: Some("stored".into()) })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let items =
+        json!([{"content": "write the tests", "status": "completed"}, {"content": "ship it", "status": "in_progress"}]);
+    for k in [
+        K::TurnStart(TurnStart { turn: 1 }),
+        K::UserMessage(UserMessage { content: "Plan the release.".into(), inbox_id: None }),
+        K::StepStart(StepStart { turn: 1, step: 1 }),
+        K::AssistantMessage(AssistantMessage {
+            turn: 1,
+            step: 1,
+            content: "Planned.".into(),
+            reasoning: None,
+            tool_calls: vec![],
+            usage: None,
+            finish: None,
+            interrupted: false,
+        }),
+        K::TodoUpdated(TodoUpdated { items }),
+        K::StepEnd(StepEnd { turn: 1, step: 1, usage: None }),
+        K::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed }),
+    ] {
+        log.append(k).unwrap_or_else(|e| panic!("{e}"));
+    }
+    log.flush_blocking().unwrap_or_else(|e| panic!("{e}"));
+    log.id().to_string()
+}
+
 fn which(bin: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(bin)).find(|p| p.is_file())
@@ -694,6 +729,7 @@ fn browser_prompt_stream_approve_result_and_cancel() {
         assert!(ok, "npm ci in tests/browser failed (it installs playwright-core)");
     }
     let w = start(GATED, &[], &[]);
+    let todo = stored_session_with_todos(&w.sessions);
     let shots = wharf_tests::target_dir().join("browser-shots");
     let _ = std::fs::create_dir_all(&shots);
     let out = Command::new(node)
@@ -703,6 +739,7 @@ fn browser_prompt_stream_approve_result_and_cancel() {
         .env("CHROMIUM", &chromium)
         .env("SLOW_TEXT", SLOW_TEXT)
         .env("SCREENSHOT_DIR", &shots)
+        .env("TODO_SESSION", &todo)
         .output()
         .unwrap_or_else(|e| panic!("node: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -715,8 +752,9 @@ fn browser_prompt_stream_approve_result_and_cancel() {
     );
     // What the page did is in the log, and the log is well formed.
     let list = wharf_core::Store::new(&w.sessions).list().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(list.len(), 1);
-    let events = w.log(&list[0].id);
+    assert_eq!(list.len(), 2);
+    let driven = list.iter().find(|s| s.id != todo).unwrap_or_else(|| panic!("no session"));
+    let events = w.log(&driven.id);
     wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
     let ends: Vec<String> = events
         .iter()

@@ -7,6 +7,8 @@
 //   WHARF_URL       the URL `wharf web` printed (with the token)
 //   CHROMIUM        the browser binary (default /usr/bin/chromium)
 //   SCREENSHOT_DIR  where to save screenshots (optional)
+//   SLOW_TEXT       the full text of the slow turn (to check the cancelled prefix)
+//   TODO_SESSION    a stored session with a `todo/updated` event (optional)
 // Exit 0 and "browser test passed" on success; 1 with the reason otherwise.
 
 import { chromium } from 'playwright-core';
@@ -15,6 +17,7 @@ const url = process.env.WHARF_URL;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const shots = process.env.SCREENSHOT_DIR;
 const SLOW_TEXT = process.env.SLOW_TEXT || '';
+const TODO_SESSION = process.env.TODO_SESSION || '';
 const T = 20_000;
 
 if (!url) {
@@ -128,6 +131,18 @@ try {
   await page.goBack();
   await page.waitForSelector('.turn-end[data-reason="cancelled"]', { timeout: T });
   check((await page.$$('.tool-card')).length === 1, 'one tool card after reload');
+
+  if (TODO_SESSION) {
+    step = 'a stored session with a todo list';
+    await page.evaluate((id) => { location.hash = `#/s/${encodeURIComponent(id)}`; }, TODO_SESSION);
+    await page.waitForSelector('#todos:not([hidden]) li[data-status="in_progress"]', { timeout: T });
+    const todos = await page.$$eval('#todo-list li', (lis) => lis.map((l) => l.textContent));
+    check(todos.length === 2 && todos[0].startsWith('write the tests') && todos[1].startsWith('ship it'), `todos: ${todos}`);
+    await page.waitForSelector('.msg.assistant .text >> text=Planned.', { timeout: T });
+    check((await page.textContent('#session-state')) === 'not open', 'a stored session is not open');
+    check(await page.isVisible('#resume'), 'resume offered');
+    await shot('5-todos');
+  }
 
   const errors = consoleErrors.filter((e) => !/favicon/.test(e));
   check(errors.length === 0, `no console errors: ${errors.join(' | ')}`);

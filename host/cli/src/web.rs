@@ -167,13 +167,12 @@ pub async fn run(args: WebArgs) -> Result<ExitCode> {
         any_host: args.allow_remote && ip.is_unspecified() && args.allowed_hosts.is_empty(),
         cookie: format!("wharf_token_{port}"),
     };
-    let shown = if ip.is_unspecified() || ip.is_loopback() {
-        format!("127.0.0.1:{port}")
-    } else {
-        match ip {
-            IpAddr::V4(v4) => format!("{v4}:{port}"),
-            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        }
+    // The address to print: where a browser on this machine reaches us.
+    let shown = match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => format!("127.0.0.1:{port}"),
+        IpAddr::V4(v4) => format!("{v4}:{port}"),
+        IpAddr::V6(v6) if v6.is_unspecified() => format!("[::1]:{port}"),
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
     };
     {
         use std::io::Write;

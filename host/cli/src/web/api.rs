@@ -34,10 +34,42 @@ const APP_CSS: &str = include_str!("app.css");
 /// in the log).
 struct Live {
     agent: Agent,
-    approvals: Arc<Mutex<HashMap<String, oneshot::Sender<Approval>>>>,
+    approvals: Arc<Approvals>,
     stop: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
     _guard: Option<ListenerHandle>,
+}
+
+/// Approval questions by call id. The pipeline logs `approval/asked` just
+/// before it asks, so an answer may arrive a moment before its question:
+/// [`Approvals::take`] waits briefly for it.
+#[derive(Default)]
+struct Approvals {
+    pending: Mutex<HashMap<String, oneshot::Sender<Approval>>>,
+    arrived: tokio::sync::Notify,
+}
+
+impl Approvals {
+    fn put(&self, call: String, reply: oneshot::Sender<Approval>) {
+        let mut p = lock(&self.pending);
+        p.retain(|_, tx| !tx.is_closed());
+        p.insert(call, reply);
+        drop(p);
+        self.arrived.notify_waiters();
+    }
+
+    async fn take(&self, call: &str) -> Option<oneshot::Sender<Approval>> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let arrived = self.arrived.notified();
+            if let Some(tx) = lock(&self.pending).remove(call) {
+                return Some(tx);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return None;
+            }
+        }
+    }
 }
 
 /// The server state.
@@ -114,13 +146,11 @@ impl App {
             Some(m) => m.attach_agent(&agent)?,
             None => None,
         };
-        let approvals: Arc<Mutex<HashMap<String, oneshot::Sender<Approval>>>> = Arc::default();
+        let approvals: Arc<Approvals> = Arc::default();
         let pending = approvals.clone();
         tokio::spawn(async move {
             while let Some(q) = questions.recv().await {
-                let mut p = lock(&pending);
-                p.retain(|_, tx| !tx.is_closed());
-                p.insert(q.request.call_id.clone(), q.reply);
+                pending.put(q.request.call_id.clone(), q.reply);
             }
         });
         let stop = self.shutdown.child_token();
@@ -327,8 +357,7 @@ async fn approve(
     }
     let l =
         app.live(&id).ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("session `{id}` is not running here")))?;
-    let reply = lock(&l.approvals).remove(&call);
-    let Some(reply) = reply else {
+    let Some(reply) = l.approvals.take(&call).await else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no approval question for call `{call}`")));
     };
     let approval = Approval { outcome: body.outcome, by: "web".into(), note: body.note.filter(|n| !n.is_empty()) };
