@@ -13,6 +13,10 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod bench;
+mod faults;
+mod fuzz;
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = root()?;
@@ -21,9 +25,11 @@ fn main() -> Result<()> {
         Some("test") => test(&root, &args[1..]),
         Some("demo") => demo(&root, &args[1..]),
         Some("lint") => lint(&root),
-        Some("bench") => bench(&root),
+        Some("bench") => bench::run(&root, &args[1..]),
+        Some("faults") => faults::run(&root, &args[1..]),
+        Some("fuzz") => fuzz::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint | bench>");
+            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint | bench | faults | fuzz>");
             std::process::exit(2);
         }
     }
@@ -34,7 +40,7 @@ fn root() -> Result<PathBuf> {
     Path::new(&dir).parent().map(Path::to_path_buf).context("xtask has no parent dir")
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("$ {cmd:?}");
     let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
     if !status.success() {
@@ -87,7 +93,7 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
     Ok(out)
 }
 
-fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
     ensure_wasm_target()?;
     let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
@@ -132,7 +138,7 @@ fn copy_if_changed(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
 
@@ -150,45 +156,6 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
 
 /// Runs the benchmarks in the dev profile (the one tests and the demo use,
 /// so wasmtime is compiled once) and collects `target/bench/report.md`.
-fn bench(root: &Path) -> Result<()> {
-    build_plugins(root)?;
-    run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
-    let target = target_dir(root);
-    let out = target.join("bench");
-    std::fs::create_dir_all(&out)?;
-    let text = target.join("plugins/text.wasm");
-    run(Command::new("cargo").current_dir(root).args([
-        "bench",
-        "-p",
-        "wharf-runtime",
-        "--profile",
-        "dev",
-        "--bench",
-        "call_overhead",
-        "--",
-        &text.display().to_string(),
-        &out.join("call_overhead.json").display().to_string(),
-    ]))?;
-    run(Command::new("cargo").current_dir(root).args([
-        "bench",
-        "-p",
-        "wharf-tests",
-        "--profile",
-        "dev",
-        "--bench",
-        "harness",
-    ]))?;
-    let mut report = String::from("# Wharf benchmark report\n\n");
-    for (title, file) in [("Tool-call overhead", "call_overhead.md"), ("Harness", "harness.md")] {
-        if let Ok(t) = std::fs::read_to_string(out.join(file)) {
-            report.push_str(&format!("## {title}\n\n{t}\n"));
-        }
-    }
-    std::fs::write(out.join("report.md"), &report)?;
-    eprintln!("{report}\nreport: {}", out.join("report.md").display());
-    Ok(())
-}
-
 fn lint(root: &Path) -> Result<()> {
     run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;

@@ -120,6 +120,9 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 timeout_ms: row.grant.timeout_ms,
                 output_limit_bytes: row.grant.output_limit_bytes,
                 sandbox_off: row.grant.sandbox == wharf_config::Sandbox::Off,
+                private_network: row.grant.private_network,
+                model: row.grant.model,
+                agents: row.grant.agents,
             },
             warm: row.warm,
         });

@@ -89,6 +89,7 @@ impl GrantArgs {
             timeout_ms: self.timeout_ms,
             output_limit_bytes: None,
             sandbox_off: false,
+            ..Grant::default()
         };
         g.validate()?;
         Ok(g)

@@ -260,6 +260,15 @@ pub struct GrantConfig {
     /// Whether processes must run under the OS sandbox.
     #[serde(default)]
     pub sandbox: Sandbox,
+    /// Outbound HTTP may reach private, loopback and link-local addresses.
+    #[serde(default)]
+    pub private_network: bool,
+    /// The `model` import (one-shot requests to the session's model).
+    #[serde(default)]
+    pub model: bool,
+    /// The `agents` import (child agents).
+    #[serde(default)]
+    pub agents: bool,
 }
 
 /// One enabled `[[plugin]]` row of the composed config.

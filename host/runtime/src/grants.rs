@@ -97,6 +97,17 @@ pub struct Grant {
     /// cannot be set up.
     #[serde(default)]
     pub sandbox_off: bool,
+    /// Outbound HTTP may reach private, loopback and link-local addresses.
+    /// Without it only public addresses are reachable, except hosts the
+    /// allowlist names literally as an IP address or `localhost`.
+    #[serde(default)]
+    pub private_network: bool,
+    /// The `model` import: one-shot requests to the session's model.
+    #[serde(default)]
+    pub model: bool,
+    /// The `agents` import: running child agents (subagents).
+    #[serde(default)]
+    pub agents: bool,
 }
 
 /// What the component asks for (from its `plugin.info()`).
@@ -154,6 +165,15 @@ pub struct Effective {
     /// Processes run without the OS sandbox (see [`Grant::sandbox_off`]).
     #[serde(default)]
     pub sandbox_off: bool,
+    /// See [`Grant::private_network`].
+    #[serde(default)]
+    pub private_network: bool,
+    /// See [`Grant::model`].
+    #[serde(default)]
+    pub model: bool,
+    /// See [`Grant::agents`].
+    #[serde(default)]
+    pub agents: bool,
     /// Things asked for but not granted (for `inspect`/`doctor`).
     pub denied: Vec<String>,
 }
@@ -240,6 +260,9 @@ impl Grant {
             timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             output_limit_bytes: self.output_limit_bytes.unwrap_or(DEFAULT_OUTPUT_LIMIT),
             sandbox_off: self.sandbox_off,
+            private_network: self.private_network,
+            model: self.model,
+            agents: self.agents,
             denied,
         }
     }

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod grants;
 pub mod host;
+pub mod net;
 pub mod process;
 pub mod state;
 

@@ -1,0 +1,1 @@
+//! Outbound network checks (destination addresses).

@@ -1,0 +1,1 @@
+//! Tests of todo, skills, compaction and subagents end to end.

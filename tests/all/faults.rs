@@ -1,0 +1,1 @@
+//! Tests of the fault suite: crashes, disk-full and read-only session dirs.

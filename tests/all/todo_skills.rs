@@ -1,0 +1,1 @@
+//! Tests of the todo and skills components end to end.

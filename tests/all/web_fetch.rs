@@ -1,0 +1,1 @@
+//! Tests of the web_fetch component against loopback servers.
