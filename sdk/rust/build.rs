@@ -15,7 +15,10 @@ const WITH_IMPORTS: &str = r#""wharf:plugin/types@0.1.0": ::wharf_sdk::raw::whar
                     "wharf:plugin/log@0.1.0": ::wharf_sdk::raw::wharf::plugin::log,
                     "wharf:plugin/config@0.1.0": ::wharf_sdk::raw::wharf::plugin::config,
                     "wharf:plugin/kv@0.1.0": ::wharf_sdk::raw::wharf::plugin::kv,
-                    "wharf:plugin/process@0.1.0": ::wharf_sdk::raw::wharf::plugin::process,"#;
+                    "wharf:plugin/process@0.1.0": ::wharf_sdk::raw::wharf::plugin::process,
+                    "wharf:plugin/session@0.1.0": ::wharf_sdk::raw::wharf::plugin::session,
+                    "wharf:plugin/model@0.1.0": ::wharf_sdk::raw::wharf::plugin::model,
+                    "wharf:plugin/agents@0.1.0": ::wharf_sdk::raw::wharf::plugin::agents,"#;
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());

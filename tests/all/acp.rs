@@ -526,3 +526,49 @@ fn initialize_answers_its_own_version_to_a_newer_client() {
     assert_eq!(init["protocolVersion"], 1, "{init}");
     c.close();
 }
+
+#[test]
+fn profile_mcp_servers_give_acp_sessions_their_tools() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+text = "Asking the MCP server."
+tool_calls = [
+  { name = "mcp__fx__echo", arguments = { text = "hello over acp" } },
+  { name = "mcp__fx__pid", arguments = {} },
+]
+
+[[plugin.config.turns]]
+text = "Done."
+"#;
+    let p = e.profile("mcp", turns, false);
+    let fx = crate::mcp::fixture().display().to_string();
+    let mut text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+    text.push_str(&format!("\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\"]\nrequired = true\n"));
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}\n{}", c.stderr());
+    let log = e.log_types(&sid);
+    let result = |name: &str| {
+        log.iter()
+            .find(|v| v["type"] == "tool/result" && v["data"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result of {name}: {log:?}"))
+    };
+    assert_eq!(result("mcp__fx__echo")["data"]["content"], "hello over acp");
+    assert_eq!(result("mcp__fx__echo")["data"]["plugin"], "mcp:fx");
+    assert!(log.iter().any(|v| v["type"] == "plugin/loaded" && v["data"]["id"] == "mcp:fx"));
+    let pid = result("mcp__fx__pid")["data"]["content"].as_str().unwrap_or("").to_string();
+    // Closing the connection stops the server process.
+    c.close();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while proc.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pid.is_empty() && !proc.exists(), "the MCP server ({pid}) outlived wharf acp");
+}

@@ -4,10 +4,13 @@
 //!   mode): tools/list, sandboxed calls, a policy denial as a tool error, an
 //!   unknown tool as a protocol error, `list_changed` on hot reload;
 //! - the MCP client: `wharf mcp tools` against stdio and streamable-HTTP
-//!   fixture servers and a broken one, and an agent session (through `wharf
-//!   web`) whose model calls `mcp__fx__*` tools through the policy pipeline,
-//!   with a `list_changed` refresh between steps and a required server that
-//!   fails.
+//!   fixture servers and a broken one; an agent session (through `wharf
+//!   web`, servers from the profile's `[[mcp]]` rows) whose model calls
+//!   `mcp__fx__*` tools through the policy pipeline, with a `list_changed`
+//!   refresh between steps, and a required server that fails; `wharf run`
+//!   with `[[mcp]]` rows (stdio and HTTP, a policy denial, servers stopped
+//!   at exit) and with a required server that fails (a clear error, exit 1);
+//!   `wharf config dump` hiding secrets.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ use crate::web::start;
 static FIXTURE: Once = Once::new();
 
 /// The fixture binary (`wharf-mcp-fixture`), built once.
-fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     let path = wharf_tests::target_dir().join("debug").join("wharf-mcp-fixture");
     FIXTURE.call_once(|| {
         let ok = Command::new("cargo")
@@ -58,6 +61,12 @@ path = "${plugin_dir}/policy-fixed.wasm"
 decision = "deny"
 reason = "echo is not allowed here"
 tools = ["echo"]
+
+# Not started by `wharf mcp serve` (it would fail: the command is missing).
+[[mcp]]
+name = "loop"
+command = "/nonexistent/mcp-server"
+required = true
 "#;
 
 struct Served {
@@ -164,6 +173,11 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
     assert_eq!(results[1], ("echo".to_string(), Some("DENIED".to_string())));
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PolicyDecision(d) if d.tool == "echo")));
     assert!(stderr.contains(&session), "the session is named on stderr: {stderr}");
+    // The profile's own MCP servers were not started.
+    assert!(
+        !events.iter().any(|e| matches!(&e.kind, EventKind::PluginReloadFailed(c) if c.id.starts_with("mcp:"))),
+        "{events:?}"
+    );
 }
 
 #[test]
@@ -310,7 +324,11 @@ tool_calls = [
 
 [[plugin.config.turns]]
 text = "The list changed."
-tool_calls = [{ name = "mcp__fx__extra", arguments = {} }, { name = "mcp__remote__add", arguments = { a = 1, b = 1 } }]
+tool_calls = [
+  { name = "mcp__fx__extra", arguments = {} },
+  { name = "mcp__remote__add", arguments = { a = 1, b = 1 } },
+  { name = "mcp__fx__env", arguments = { name = "FROM_HOST" } },
+]
 
 [[plugin.config.turns]]
 text = "Done."
@@ -320,16 +338,24 @@ text = "Done."
 fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() {
     let (url, http) = http_fixture();
     let _http = Kill(http);
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let config = dir.path().join("mcp.json");
     let fx = fixture().display().to_string();
-    let text = json!({"mcp": [
-        {"name": "fx", "command": fx, "args": ["stdio"], "env": {"FIXTURE_VAR": "from config"}, "required": true},
-        {"name": "remote", "url": url, "required": true},
-    ]});
-    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    let config = config.display().to_string();
-    let w = start(AGENT_PROFILE, &["--mcp-config", &config], &[("WHARF_TEST_SECRET", "leaked")]);
+    // The servers come from the profile; `${env:…}` reads the host's environment.
+    let profile = format!(
+        r#"{AGENT_PROFILE}
+[[mcp]]
+name = "fx"
+command = "{fx}"
+args = ["stdio"]
+env = {{ FIXTURE_VAR = "from config", FROM_HOST = "${{env:WHARF_TEST_FORWARD}}" }}
+required = true
+
+[[mcp]]
+name = "remote"
+url = "{url}"
+required = true
+"#
+    );
+    let w = start(&profile, &[], &[("WHARF_TEST_SECRET", "leaked"), ("WHARF_TEST_FORWARD", "forwarded")]);
     let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "use the MCP tools"})));
     assert_eq!(code, 200, "{r}");
     let id = r["id"].as_str().unwrap_or("").to_string();
@@ -364,23 +390,23 @@ fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() {
     assert_eq!(by(7).content, "sum: 2");
     assert_eq!(by(7).details.as_ref().map(|d| d["mcp"]["structured_content"]["sum"].clone()), Some(json!(2.0)));
 
-    // Server states are in the log as ignorable `mcp/status` events.
-    let status: Vec<Value> = events
+    assert_eq!(by(8).content, "forwarded");
+
+    // Server states are in the log as `plugin/*` events of `mcp:NAME`.
+    let loaded: Vec<(String, String)> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Unknown { type_name, data } if type_name == "mcp/status" => Some(data.clone()),
+            EventKind::PluginLoaded(c) if c.id.starts_with("mcp:") => Some((c.id.clone(), c.digest.clone())),
             _ => None,
         })
         .collect();
-    let ready = |n: &str| status.iter().any(|s| s["server"] == n && s["state"] == "ready");
-    assert!(ready("fx") && ready("remote"), "{status:?}");
-    assert!(
-        status.iter().any(|s| s["server"] == "fx"
-            && s["refreshed"] == true
-            && s["tools"].as_array().is_some_and(|t| t.iter().any(|t| t == "mcp__fx__extra"))),
-        "{status:?}"
-    );
-    assert!(events.iter().filter(|e| e.type_name() == "mcp/status").all(|e| e.ignorable));
+    assert!(loaded.iter().any(|(id, _)| id == "mcp:fx") && loaded.iter().any(|(id, _)| id == "mcp:remote"));
+    // `grow` changed fx's tools: a new version loaded, the old one unloaded.
+    let fx_versions: Vec<&String> = loaded.iter().filter(|(id, _)| id == "mcp:fx").map(|(_, d)| d).collect();
+    assert_eq!(fx_versions.len(), 2, "{loaded:?}");
+    assert!(events.iter().any(|e| matches!(&e.kind,
+        EventKind::PluginUnloaded(c) if c.id == "mcp:fx" && &c.digest == fx_versions[0])));
+    assert_eq!(by(6).version.as_ref(), Some(fx_versions[1]), "the call ran on the refreshed version");
 
     // The plugins page lists the servers.
     let (_, p) = w.call("GET", "/api/plugins", None);
@@ -403,6 +429,185 @@ fn a_required_server_that_fails_blocks_the_turn_with_its_error() {
     assert_eq!(end["data"]["reason"], "blocked", "{end}");
     let msg = end["data"]["message"].as_str().unwrap_or("");
     assert!(msg.contains("required MCP server `gone`") && msg.contains("/nonexistent/mcp-server"), "{msg}");
-    assert!(seen.iter().any(|e| e["type"] == "mcp/status" && e["data"]["state"] == "failed" && e["ignorable"] == true));
+    assert!(
+        seen.iter().any(|e| e["type"] == "plugin/reload-failed"
+            && e["data"]["id"] == "mcp:gone"
+            && e["data"]["error"].as_str().is_some_and(|m| m.contains("/nonexistent/mcp-server"))),
+        "{seen:?}"
+    );
     assert!(!seen.iter().any(|e| e["type"] == "step/start"), "no model request was made");
+}
+
+/// A temp home, workspace and profile for `wharf run`.
+struct Run {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Self {
+        for p in ["llm-scripted", "policy-rules"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        Self { home, ws }
+    }
+
+    fn profile(&self, text: &str) -> PathBuf {
+        let path = self.home.path().join("profile.toml");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+
+    fn sessions(&self) -> PathBuf {
+        self.home.path().join("sessions")
+    }
+
+    /// `wharf run --output jsonl`: exit code, session id, stderr.
+    fn run(&self, profile: &std::path::Path) -> (i32, String, String) {
+        let out = wharf_tests::wharf(self.home.path())
+            .current_dir(self.ws.path())
+            .args(["run", "go", "--output", "jsonl", "--profile"])
+            .arg(profile)
+            .arg("--session-dir")
+            .arg(self.sessions())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap_or_default();
+        let id = first["data"]["id"].as_str().unwrap_or("").to_string();
+        (out.status.code().unwrap_or(-1), id, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    fn log(&self, id: &str) -> Vec<wharf_core::events::Event> {
+        let events = wharf_core::Store::new(self.sessions()).load(id).unwrap_or_else(|e| panic!("{e}: {id}")).events;
+        wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+        events
+    }
+}
+
+const RUN_PROFILE: &str = r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "rules"
+path = "${plugin_dir}/policy-rules.wasm"
+[plugin.config]
+mode = "full-access"
+[[plugin.config.rules]]
+tool = "mcp__fx__add"
+action = "deny"
+reason = "no sums over MCP"
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-mcp-run"
+
+[[plugin.config.turns]]
+text = "Using MCP."
+tool_calls = [
+  { name = "mcp__fx__echo", arguments = { text = "over stdio" } },
+  { name = "mcp__fx__add", arguments = { a = 2, b = 3 } },
+  { name = "mcp__fx__pid", arguments = {} },
+  { name = "mcp__remote__echo", arguments = { text = "over http" } },
+]
+
+[[plugin.config.turns]]
+text = "Done."
+"#;
+
+#[test]
+fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() {
+    let (url, http) = http_fixture();
+    let _http = Kill(http);
+    let r = Run::new();
+    let fx = fixture().display().to_string();
+    let profile = r.profile(&format!(
+        "{RUN_PROFILE}\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\", \"--linger\"]\nrequired = true\n\n\
+         [[mcp]]\nname = \"remote\"\nurl = \"{url}\"\nrequired = true\n"
+    ));
+    let (code, id, stderr) = r.run(&profile);
+    assert_eq!(code, 0, "{stderr}");
+    let events = r.log(&id);
+    let results: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "{results:?}");
+    assert_eq!((results[0].content.as_str(), results[0].plugin.as_deref()), ("over stdio", Some("mcp:fx")));
+    assert_eq!(results[1].error_code.as_deref(), Some("DENIED"), "{:?}", results[1]);
+    assert!(results[1].content.contains("no sums over MCP"), "{:?}", results[1]);
+    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PolicyDecision(d) if d.tool == "mcp__fx__add")));
+    assert_eq!((results[3].content.as_str(), results[3].plugin.as_deref()), ("over http", Some("mcp:remote")));
+    // Connections are logged as plugin loads, before the turn.
+    let loaded = |id: &str| {
+        events.iter().position(|e| matches!(&e.kind, EventKind::PluginLoaded(c) if c.id == id && c.kinds == ["tool"]))
+    };
+    let turn = events.iter().position(|e| matches!(e.kind, EventKind::TurnStart(_)));
+    assert!(loaded("mcp:fx") < turn && loaded("mcp:remote") < turn, "{events:?}");
+    assert!(loaded("mcp:fx").is_some() && loaded("mcp:remote").is_some());
+
+    // The stdio server's process is gone once `wharf run` has exited, though
+    // it ignores its closed stdin (`--linger`): wharf ended it.
+    let pid: u32 = results[2].content.trim().parse().unwrap_or_else(|e| panic!("{e}: {:?}", results[2]));
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while proc.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!proc.exists(), "the MCP server (pid {pid}) outlived wharf run");
+}
+
+#[test]
+fn run_fails_clearly_when_a_required_server_cannot_start() {
+    let r = Run::new();
+    let profile = r.profile(&format!(
+        "{RUN_PROFILE}\n[[mcp]]\nname = \"gone\"\ncommand = \"/nonexistent/mcp-server\"\nrequired = true\n\
+         startup_timeout_ms = 5000\n"
+    ));
+    let (code, id, stderr) = r.run(&profile);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("required MCP server `gone` is not available") && stderr.contains("/nonexistent/mcp-server"),
+        "{stderr}"
+    );
+    let events = r.log(&id);
+    assert!(events.iter().any(|e| matches!(&e.kind,
+        EventKind::PluginReloadFailed(c) if c.id == "mcp:gone" && c.error.as_deref().is_some_and(|m| m.contains("/nonexistent")))));
+    assert!(
+        events.iter().any(|e| matches!(&e.kind, EventKind::TurnEnd(t)
+            if matches!(&t.reason, wharf_core::events::StopReason::Blocked { message } if message.contains("`gone`")))),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| matches!(e.kind, EventKind::StepStart(_))), "no model request was made");
+}
+
+#[test]
+fn config_dump_shows_mcp_rows_without_secrets() {
+    let r = Run::new();
+    let profile = r.profile(
+        "[[mcp]]\nname = \"search\"\nurl = \"https://mcp.example.com/mcp\"\n\
+         headers = { Authorization = \"Bearer literal-secret\" }\n\n\
+         [[mcp]]\nname = \"files\"\ncommand = \"files-server\"\nenv = { TOKEN = \"${env:FILES_TOKEN}\" }\n",
+    );
+    for json in [false, true] {
+        let mut c = wharf_tests::wharf(r.home.path());
+        c.current_dir(r.ws.path()).args(["config", "dump", "--profile"]).arg(&profile);
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap_or_else(|e| panic!("{e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("files-server") && stdout.contains("Authorization"), "{stdout}");
+        assert!(!stdout.contains("literal-secret") && !stdout.contains("FILES_TOKEN"), "{stdout}");
+    }
 }

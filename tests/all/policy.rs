@@ -10,13 +10,13 @@ use std::process::Command;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 
-struct Env {
+pub(crate) struct Env {
     home: tempfile::TempDir,
     ws: tempfile::TempDir,
-    sessions: PathBuf,
+    pub(crate) sessions: PathBuf,
 }
 
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
@@ -25,17 +25,17 @@ fn env() -> Env {
 }
 
 /// One finished `wharf run`.
-struct Run {
-    code: i32,
+pub(crate) struct Run {
+    pub(crate) code: i32,
     /// The `--output jsonl` lines.
-    events: Vec<Value>,
-    stderr: String,
+    pub(crate) events: Vec<Value>,
+    pub(crate) stderr: String,
 }
 
 impl Run {
     /// Events of type `ty` about call `call_id` (`data.call_id` or, for
     /// `tool/call`, `data.id`).
-    fn about(&self, ty: &str, call_id: &str) -> Vec<&Value> {
+    pub(crate) fn about(&self, ty: &str, call_id: &str) -> Vec<&Value> {
         self.events
             .iter()
             .filter(|e| e["type"] == ty && (e["data"]["call_id"] == call_id || e["data"]["id"] == call_id))
@@ -43,7 +43,7 @@ impl Run {
     }
 
     /// The one event of type `ty` about `call_id`.
-    fn one(&self, ty: &str, call_id: &str) -> &Value {
+    pub(crate) fn one(&self, ty: &str, call_id: &str) -> &Value {
         match self.about(ty, call_id).as_slice() {
             [e] => e,
             other => panic!("expected one `{ty}` for {call_id}, got {}:\n{}", other.len(), self.dump()),
@@ -52,12 +52,12 @@ impl Run {
 
     /// The content of the last assistant message: what the scripted model
     /// echoed back of the last tool result it was sent.
-    fn last_text(&self) -> String {
+    pub(crate) fn last_text(&self) -> String {
         let msg = self.events.iter().rev().find(|e| e["type"] == "assistant/message");
         msg.and_then(|m| m["data"]["content"].as_str()).unwrap_or_default().to_string()
     }
 
-    fn dump(&self) -> String {
+    pub(crate) fn dump(&self) -> String {
         let lines: Vec<String> = self.events.iter().map(Value::to_string).collect();
         format!("{}\nstderr: {}", lines.join("\n"), self.stderr)
     }
@@ -74,13 +74,13 @@ fn seq(e: &Value) -> u64 {
 }
 
 impl Env {
-    fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.ws.path().join(rel)
     }
 
     /// Writes a profile: `[agent]` with the scripted adapter, the `fs` and
     /// `text` tools, then `body` (policy rows, the scripted model).
-    fn profile(&self, name: &str, body: &str) -> PathBuf {
+    pub(crate) fn profile(&self, name: &str, body: &str) -> PathBuf {
         let text = format!(
             r#"
 [agent]
@@ -108,7 +108,7 @@ dirs = ["${{workspace}}:ro"]
 
     fn wharf(&self) -> Command {
         // Built components must exist before the binary resolves ${plugin_dir}.
-        for p in ["fs", "text", "llm-scripted", "policy-rules", "policy-fixed"] {
+        for p in ["fs", "text", "llm-scripted", "policy-rules", "policy-fixed", "compaction", "subagent"] {
             let _ = wharf_tests::plugin(p);
         }
         let mut c = wharf_tests::wharf(self.home.path());
@@ -118,7 +118,7 @@ dirs = ["${{workspace}}:ro"]
 
     /// `wharf run --output jsonl`; checks the stored log's invariants and
     /// that every streamed line is a valid event.
-    fn run(&self, profile: &Path, extra: &[&str]) -> Run {
+    pub(crate) fn run(&self, profile: &Path, extra: &[&str]) -> Run {
         let sessions = self.sessions.display().to_string();
         let profile = profile.display().to_string();
         let ws = self.ws.path().display().to_string();
@@ -170,12 +170,12 @@ dirs = ["${{workspace}}:ro"]
 }
 
 /// The session id from `wharf run`'s summary line (`session ID · …`).
-fn session_id(stderr: &str) -> Option<String> {
+pub(crate) fn session_id(stderr: &str) -> Option<String> {
     stderr.lines().rev().find_map(|l| l.strip_prefix("session ")?.split_whitespace().next().map(str::to_string))
 }
 
 /// A TOML basic string holding `s` (JSON string escapes are valid TOML).
-fn toml_str(s: &str) -> String {
+pub(crate) fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
@@ -200,7 +200,7 @@ fn scripted(steps: &[&[(&str, Value)]]) -> String {
 }
 
 /// A policy row: `config` and `grant` are TOML table bodies.
-fn policy(id: &str, component: &str, config: &str, grant: &str) -> String {
+pub(crate) fn policy(id: &str, component: &str, config: &str, grant: &str) -> String {
     let mut s = format!("\n[[plugin]]\nid = \"{id}\"\npath = \"${{plugin_dir}}/{component}.wasm\"\n");
     if !config.is_empty() {
         let _ = write!(s, "[plugin.config]\n{config}\n");

@@ -277,6 +277,7 @@ async fn broken_versions_never_replace_a_working_one() {
                     arguments: json!({"text": "still here"}),
                     session_id: "s".into(),
                     workspace: None,
+                    services: None,
                 },
                 tokio_util::sync::CancellationToken::new(),
             )

@@ -27,7 +27,7 @@ fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
 
 /// Calls a tool; returns (is_error, error_code, content).
 async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
-    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), workspace: None };
+    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => (o.is_error, o.error_code, o.content),
         Err(e) => (true, Some(e.code), e.message),

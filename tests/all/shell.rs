@@ -49,7 +49,7 @@ struct Out {
 }
 
 async fn call(v: &PluginVersion, tool: &str, args: Value) -> Out {
-    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), workspace: None };
+    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => Out {
             is_error: o.is_error,

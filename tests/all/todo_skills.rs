@@ -1,1 +1,350 @@
 //! Tests of the todo and skills components end to end.
+//!
+//! - `todo`: `wharf run` with the scripted model calling `todo_write`: one
+//!   `todo/updated` event per valid list, none for an invalid one, and the
+//!   session still shows; `wharf plugin call` says nothing was recorded.
+//! - `skills`: `wharf run` with `llm-openai` against the mock LLM (which
+//!   records what it was sent): the catalog is in the first system prompt,
+//!   `skill` returns the body and the other files, and skills added or
+//!   edited mid-turn (through the `fs` tools) or between turns show up in
+//!   the next request's system prompt. `wharf plugin call` loads a skill.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use wharf_core::events::{Event, EventKind};
+use wharf_mock_llm::{MockLlm, Script};
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn write(path: &Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        ok(std::fs::create_dir_all(parent));
+    }
+    ok(std::fs::write(path, text));
+}
+
+/// A temp HOME and workspace.
+struct Env {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let home = ok(tempfile::tempdir());
+        let ws = ok(tempfile::tempdir());
+        let sessions = home.path().join("sessions");
+        Self { home, ws, sessions }
+    }
+
+    fn wharf(&self) -> Command {
+        let mut c = wharf_tests::wharf(self.home.path());
+        c.current_dir(self.ws.path());
+        c
+    }
+
+    fn profile(&self, text: &str) -> PathBuf {
+        let path = self.home.path().join("profile.toml");
+        ok(std::fs::write(&path, text));
+        path
+    }
+
+    /// `wharf run TASK --output jsonl` (plus `extra`): exit code, events,
+    /// stderr.
+    fn run(&self, profile: &Path, task: &str, extra: &[&str]) -> (i32, Vec<Value>, String) {
+        let out = ok(self
+            .wharf()
+            .args(["run", task, "--output", "jsonl", "--profile"])
+            .arg(profile)
+            .arg("--session-dir")
+            .arg(&self.sessions)
+            .args(extra)
+            .output());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let events = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
+            .collect();
+        (out.status.code().unwrap_or(-1), events, String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    fn log(&self, id: &str) -> Vec<Event> {
+        ok(wharf_core::Store::new(&self.sessions).load(id)).events
+    }
+}
+
+fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+fn session_id(events: &[Value]) -> String {
+    of_type(events, "session/start").first().and_then(|e| e["data"]["id"].as_str()).unwrap_or("").to_string()
+}
+
+/// `wharf plugin call FILE TOOL ARGS EXTRA…` as JSON.
+fn plugin_call(env: &Env, plugin: &str, tool: &str, args: &Value, extra: &[&str]) -> Value {
+    let out = ok(env
+        .wharf()
+        .args(["plugin", "call"])
+        .arg(wharf_tests::plugin(plugin))
+        .args([tool, &args.to_string()])
+        .args(extra)
+        .output());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+// ---------------------------------------------------------------- todo
+
+const TODO_PROFILE: &str = r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "todo"
+path = "${plugin_dir}/todo.wasm"
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-test"
+
+[[plugin.config.turns]]
+text = "Planning."
+tool_calls = [{ name = "todo_write", arguments = { todos = [
+    { content = "Read the spec", status = "in_progress", active_form = "Reading the spec" },
+    { content = "Write the code", status = "pending" },
+] } }]
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "todo_write", arguments = { todos = [
+    { content = "Read the spec", status = "completed", id = "1" },
+    { content = "Write the code", status = "in_progress" },
+] } }]
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "todo_write", arguments = { todos = [{ content = "Ship", status = "done" }] } }]
+
+[[plugin.config.turns]]
+text = "All done."
+"#;
+
+#[test]
+fn todo_write_records_each_list_and_refuses_invalid_ones() {
+    let _ = wharf_tests::plugin("todo");
+    let env = Env::new();
+    let profile = env.profile(TODO_PROFILE);
+    let (code, events, err) = env.run(&profile, "Plan the work.", &[]);
+    assert_eq!(code, 0, "{err}");
+
+    let first = json!([
+        {"content": "Read the spec", "status": "in_progress", "active_form": "Reading the spec"},
+        {"content": "Write the code", "status": "pending"},
+    ]);
+    let second = json!([
+        {"content": "Read the spec", "status": "completed", "id": "1"},
+        {"content": "Write the code", "status": "in_progress"},
+    ]);
+    let todos: Vec<&Value> = of_type(&events, "todo/updated").into_iter().map(|e| &e["data"]["items"]).collect();
+    assert_eq!(todos, vec![&first, &second], "{events:#?}");
+
+    let results = of_type(&events, "tool/result");
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["data"]["is_error"], false);
+    assert_eq!(
+        results[0]["data"]["content"],
+        "Todo list (2 items: 0 completed, 1 in progress, 1 pending):\n[>] Read the spec\n[ ] Write the code"
+    );
+    assert_eq!(results[2]["data"]["is_error"], true, "{:#}", results[2]);
+    assert!(results[2]["data"]["content"].as_str().unwrap_or("").contains("done"), "{:#}", results[2]);
+
+    // The log holds the same two events, typed; the session still shows.
+    let id = session_id(&events);
+    let logged: Vec<Value> = env
+        .log(&id)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::TodoUpdated(t) => Some(t.items),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logged, vec![first, second]);
+    let show = ok(env.wharf().args(["sessions", "show", &id, "--session-dir"]).arg(&env.sessions).output());
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(show.status.code(), Some(0), "{}", String::from_utf8_lossy(&show.stderr));
+    assert!(text.contains("Plan the work.") && text.contains("All done."), "{text}");
+}
+
+#[test]
+fn todo_without_a_session_says_nothing_was_recorded() {
+    let env = Env::new();
+    let v = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "a", "status": "pending"}]}), &[]);
+    assert_eq!(v["is_error"], false, "{v}");
+    let content = v["content"].as_str().unwrap_or("");
+    assert!(content.starts_with("Todo list (1 item: 0 completed, 0 in progress, 1 pending):\n[ ] a"), "{content}");
+    assert!(content.contains("Not recorded: no session is attached"), "{content}");
+    let bad = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "", "status": "pending"}]}), &[]);
+    assert_eq!(bad["is_error"], true, "{bad}");
+    assert_eq!(bad["error_code"], "INVALID_ARGUMENT", "{bad}");
+    assert!(bad["content"].as_str().unwrap_or("").contains("todos[0].content: empty"), "{bad}");
+}
+
+// ---------------------------------------------------------------- skills
+
+const PDF_V1: &str = "---\nname: pdf\ndescription: >\n  Fill PDF forms\n  and extract their text.\nlicense: MIT\n---\n\
+                      # PDF\n\nRun scripts/fill.py with the form fields.\n";
+const PDF_V2: &str = "---\nname: pdf\ndescription: \"Fill PDF forms (v2).\"\n---\n# PDF v2\n";
+const XLSX: &str = "---\nname: xlsx\ndescription: Edit spreadsheets.\n---\nUse openpyxl.\n";
+
+fn stream(v: Value) -> Value {
+    let mut v = v;
+    v["kind"] = json!("stream");
+    v
+}
+
+fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": args.to_string()})
+}
+
+/// The system prompt a recorded request carried.
+fn system(req: &wharf_mock_llm::RecordedRequest) -> String {
+    let body = req.body.clone().unwrap_or(Value::Null);
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    msgs.iter().filter(|m| m["role"] == "system").filter_map(|m| m["content"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+/// The content of the last tool message of a recorded request.
+fn last_tool_result(req: &wharf_mock_llm::RecordedRequest) -> String {
+    let body = req.body.clone().unwrap_or(Value::Null);
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    msgs.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
+}
+
+#[test]
+fn skills_catalog_reaches_the_model_and_follows_the_files() {
+    let _ = (wharf_tests::plugin("skills"), wharf_tests::plugin("fs"), wharf_tests::plugin("llm-openai"));
+    let env = Env::new();
+    let ws_skills = env.ws.path().join(".wharf/skills");
+    let home_skills = env.home.path().join(".wharf/skills");
+    write(&ws_skills.join("pdf/SKILL.md"), PDF_V1);
+    write(&ws_skills.join("pdf/scripts/fill.py"), "print('fill')\n");
+    write(&ws_skills.join("broken/SKILL.md"), "no front matter\n");
+    write(&home_skills.join("pdf/SKILL.md"), "---\nname: pdf\ndescription: Shadowed by the workspace.\n---\n");
+    write(&home_skills.join("release/SKILL.md"), "---\nname: release\ndescription: 'Cut a release.'\n---\nBump.\n");
+
+    let script: Script = ok(serde_json::from_value(json!({
+        "replies": [
+            stream(json!({"tool_calls": [call("c1", "skill", json!({"name": "pdf"}))]})),
+            stream(json!({"tool_calls": [
+                call("c2", "read", json!({"path": ".wharf/skills/pdf/SKILL.md"})),
+                call("c3", "write", json!({"path": ".wharf/skills/xlsx/SKILL.md", "content": XLSX})),
+            ]})),
+            stream(json!({"tool_calls": [call("c4", "write", json!({"path": ".wharf/skills/pdf/SKILL.md", "content": PDF_V2}))]})),
+            stream(json!({"text": "Done."})),
+            stream(json!({"text": "Second turn."})),
+        ],
+        "checks": {"reasoning": "ignore"},
+    })));
+    let mock = ok(MockLlm::start_background(script));
+    let profile = env.profile(&format!(
+        r#"
+[agent]
+adapter = "model"
+max_steps = 8
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "skills"
+path = "${{plugin_dir}}/skills.wasm"
+[plugin.config]
+dirs = ["${{workspace}}/.wharf/skills", "${{home}}/.wharf/skills", "${{home}}/missing"]
+[plugin.grant]
+dirs = ["${{workspace}}/.wharf/skills:ro", "${{home}}/.wharf/skills:ro"]
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-openai.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "mock-model"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+timeout_ms = 20000
+"#,
+        url = mock.url(),
+        port = mock.addr().port(),
+    ));
+
+    let (code, events, err) = env.run(&profile, "Fill the form.", &[]);
+    assert_eq!(code, 0, "{err}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 4, "{err}");
+
+    // The first request: the catalog, workspace skills shadowing home ones,
+    // invalid skills left out.
+    let s0 = system(&reqs[0]);
+    assert!(s0.contains("load one with the `skill` tool"), "{s0}");
+    assert!(s0.contains("- pdf — Fill PDF forms and extract their text.\n- release — Cut a release."), "{s0}");
+    assert!(!s0.contains("Shadowed") && !s0.contains("broken") && !s0.contains("xlsx"), "{s0}");
+
+    // `skill` returned the body without front matter, and the other files.
+    let loaded = last_tool_result(&reqs[1]);
+    assert!(loaded.starts_with("# Skill: pdf\n\n# PDF\n\nRun scripts/fill.py"), "{loaded}");
+    assert!(!loaded.contains("license: MIT"), "{loaded}");
+    let fill = ok(std::fs::canonicalize(ws_skills.join("pdf/scripts/fill.py")));
+    assert!(loaded.contains(&format!("- {}", fill.display())), "{loaded}");
+
+    // A skill added mid-turn is in the next step's catalog, an edited one too.
+    let s2 = system(&reqs[2]);
+    assert!(s2.contains("- xlsx — Edit spreadsheets."), "{s2}");
+    assert!(s2.contains("- pdf — Fill PDF forms and extract their text."), "{s2}");
+    let s3 = system(&reqs[3]);
+    assert!(s3.contains("- pdf — Fill PDF forms (v2).") && s3.contains("- xlsx —"), "{s3}");
+    assert_eq!(of_type(&events, "tool/result").iter().filter(|r| r["data"]["is_error"] == true).count(), 0);
+
+    // Between turns: a skill removed is gone from the next turn's catalog.
+    ok(std::fs::remove_dir_all(ws_skills.join("xlsx")));
+    let id = session_id(&events);
+    let (code, _, err) = env.run(&profile, "Again.", &["--resume", &id]);
+    assert_eq!(code, 0, "{err}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 5);
+    let s4 = system(&reqs[4]);
+    assert!(s4.contains("- pdf — Fill PDF forms (v2).\n- release — Cut a release.") && !s4.contains("xlsx"), "{s4}");
+}
+
+#[test]
+fn skill_tool_through_plugin_call() {
+    let env = Env::new();
+    let dir = env.ws.path().join("skills");
+    write(&dir.join("pdf/SKILL.md"), PDF_V1);
+    write(&dir.join("xlsx/SKILL.md"), XLSX);
+    let dir = ok(std::fs::canonicalize(&dir)).display().to_string();
+    let config = json!({"dirs": [dir]}).to_string();
+    let extra = ["--allow-dir", dir.as_str(), "--config", config.as_str()];
+    let v = plugin_call(&env, "skills", "skill", &json!({"name": "xlsx"}), &extra);
+    assert_eq!(v["is_error"], false, "{v}");
+    assert_eq!(
+        v["content"],
+        format!("# Skill: xlsx\n\nUse openpyxl.\n\n---\nSkill directory: {dir}/xlsx\nThis skill has no other files.\n")
+    );
+    let missing = plugin_call(&env, "skills", "skill", &json!({"name": "docx"}), &extra);
+    assert_eq!(missing["is_error"], true, "{missing}");
+    assert_eq!(missing["content"], "no skill named `docx` (available: pdf, xlsx)");
+    // Without the grant the directory is invisible: no skills at all.
+    let ungranted = plugin_call(&env, "skills", "skill", &json!({"name": "pdf"}), &["--config", config.as_str()]);
+    assert_eq!(ungranted["content"], "no skill named `pdf` (available: none)");
+}

@@ -1,53 +1,224 @@
-//! `cargo xtask bench`: every benchmark in one invocation, one report.
+//! `cargo xtask bench [--quick]`: every benchmark in one invocation on one
+//! machine, one report: `target/bench/report.md` and `report.json`.
+//!
+//! - `call_overhead` (host/runtime/benches): the same trivial tool natively,
+//!   as a component (fresh instance per call, warm instance) and through two
+//!   MCP stdio servers built or installed here (`tests/mcp-bench/rmcp-echo`,
+//!   `tests/mcp-bench/ts-echo` with `npm ci`);
+//! - `harness` (tests/benches): step overhead, fan-out steps/s, startup
+//!   cold/warm and RSS, session-log rates, hot-reload latency (the large
+//!   component is the Python example `csv_query`, built once with
+//!   `wharf plugin build` into `target/bench/large/`);
+//! - `sessions` (tests/benches): concurrent sessions against the mock LLM.
+//!
+//! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 
 use crate::{build_plugins, run as sh, target_dir};
 
-/// Runs the benchmarks and writes `target/bench/report.md`.
-pub fn run_all(root: &Path) -> Result<()> {
+/// One benchmark section of the report.
+struct Section {
+    key: &'static str,
+    title: &'static str,
+    result: Result<()>,
+}
+
+fn bench_cmd(root: &Path, package: &str, bench: &str) -> Command {
+    let mut c = Command::new("cargo");
+    c.current_dir(root).args(["bench", "-q", "-p", package, "--profile", "dev", "--bench", bench]);
+    c
+}
+
+/// `npm ci` in `dir` unless its dependencies are already installed.
+fn npm_ci(dir: &Path) -> Result<()> {
+    if dir.join("node_modules/@modelcontextprotocol/sdk/package.json").exists() {
+        return Ok(());
+    }
+    sh(Command::new("npm").current_dir(dir).args(["ci", "--no-audit", "--no-fund"]))
+}
+
+/// The large component for the hot-reload figure: a Python example built
+/// once (then the JS one if Python's toolchain is missing).
+fn large_component(root: &Path, wharf: &Path) -> Option<PathBuf> {
+    let out_dir = target_dir(root).join("bench/large");
+    for (example, name) in [("sdk/python/examples/csv_query", "csv_query"), ("sdk/js/examples/json_diff", "json_diff")]
+    {
+        let out = out_dir.join(format!("{name}.wasm"));
+        if out.exists() {
+            return Some(out);
+        }
+        let _ = std::fs::create_dir_all(&out_dir);
+        let built = sh(Command::new(wharf)
+            .current_dir(root)
+            .args(["plugin", "build"])
+            .arg(root.join(example))
+            .arg("-o")
+            .arg(&out));
+        match built {
+            Ok(()) if out.exists() => return Some(out),
+            Ok(()) => eprintln!("warning: `wharf plugin build {example}` wrote no {}", out.display()),
+            Err(e) => eprintln!("warning: cannot build {example} ({e:#}); trying the next large component"),
+        }
+    }
+    None
+}
+
+/// A JSON string literal (xtask has no JSON library).
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The machine, for the report: (Markdown line, JSON object).
+fn machine() -> (String, String) {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    let git = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let load = read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let gib = mem_kib as f64 / 1048576.0;
+    let profile = "dev (dependencies at opt-level 2, workspace crates at 1), the same for Wharf and rmcp-echo";
+    let md = format!(
+        "{cpu} ({cores} cores, {gib:.0} GiB), git {git}, load average at start {load}; build profile {profile}"
+    );
+    let json = format!(
+        "{{\"cpu\": {}, \"cores\": {cores}, \"memory_gib\": {gib:.1}, \"loadavg_at_start\": {}, \"git\": {}, \"profile\": {}}}",
+        json_str(&cpu),
+        json_str(&load),
+        json_str(&git),
+        json_str(profile)
+    );
+    (md, json)
+}
+
+/// Runs the benchmarks and writes `target/bench/report.{md,json}`.
+pub fn run_all(root: &Path, quick: bool) -> Result<()> {
+    let started = std::time::Instant::now();
+    let wall_start = std::time::SystemTime::now();
+    let machine = machine();
     build_plugins(root)?;
-    sh(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    sh(Command::new("cargo").current_dir(root).args([
+        "build",
+        "-q",
+        "-p",
+        "wharf",
+        "-p",
+        "wharf-mock-llm",
+        "-p",
+        "wharf-mcp-bench-rmcp",
+    ]))?;
     let target = target_dir(root);
     let out = target.join("bench");
     std::fs::create_dir_all(&out)?;
-    let text = target.join("plugins/text.wasm");
-    sh(Command::new("cargo").current_dir(root).args([
-        "bench",
-        "-p",
-        "wharf-runtime",
-        "--profile",
-        "dev",
-        "--bench",
-        "call_overhead",
-        "--",
-        &text.display().to_string(),
-        &out.join("call_overhead.json").display().to_string(),
-    ]))?;
-    sh(Command::new("cargo").current_dir(root).args([
-        "bench",
-        "-p",
-        "wharf-tests",
-        "--profile",
-        "dev",
-        "--bench",
-        "harness",
-    ]))?;
-    let mut report = String::from("# Wharf benchmark report\n\n");
-    for (title, file) in [("Tool-call overhead", "call_overhead.md"), ("Harness", "harness.md")] {
-        if let Ok(t) = std::fs::read_to_string(out.join(file)) {
-            report.push_str(&format!("## {title}\n\n{t}\n"));
+    let wharf = target.join("debug/wharf");
+    let rmcp = target.join("debug/rmcp-echo");
+    let ts_dir = root.join("tests/mcp-bench/ts-echo");
+    let ts = match npm_ci(&ts_dir) {
+        Ok(()) => Some(ts_dir.join("server.mjs")),
+        Err(e) => {
+            eprintln!("warning: no TypeScript MCP baseline ({e:#})");
+            None
         }
+    };
+    let large = large_component(root, &wharf);
+    let text = target.join("plugins/text.wasm");
+
+    let mut sections = Vec::new();
+    let mut c = bench_cmd(root, "wharf-runtime", "call_overhead");
+    c.arg("--").arg(&text).arg(out.join("call_overhead.json")).env("WHARF_BENCH_MCP_RMCP", &rmcp);
+    if let Some(ts) = &ts {
+        c.env("WHARF_BENCH_MCP_TS", ts);
     }
+    if quick {
+        c.env("WHARF_BENCH_ROUNDS", "5");
+    }
+    sections.push(Section { key: "call_overhead", title: "Tool-call overhead", result: sh(&mut c) });
+
+    let mut c = bench_cmd(root, "wharf-tests", "harness");
+    if let Some(large) = &large {
+        c.env("WHARF_BENCH_LARGE_COMPONENT", large);
+    }
+    if quick {
+        c.env("WHARF_BENCH_QUICK", "1");
+    }
+    sections.push(Section { key: "harness", title: "Harness", result: sh(&mut c) });
+
+    let mut c = bench_cmd(root, "wharf-tests", "sessions");
+    if quick {
+        c.env("WHARF_BENCH_SESSIONS", "100");
+    }
+    sections.push(Section { key: "sessions", title: "Concurrent sessions", result: sh(&mut c) });
+
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    let (machine_md, machine_json) = machine;
+    let mut report = format!(
+        "# Wharf benchmark report\n\n{machine_md}. `cargo xtask bench{}` took {minutes:.1} min including builds.\n\n",
+        if quick { " --quick" } else { "" },
+    );
+    // report.json: the machine plus each benchmark's own JSON, spliced.
+    let mut all = format!("{{\n\"machine\": {machine_json},\n\"quick\": {quick},\n\"minutes\": {minutes:.2}");
+    let mut failed = Vec::new();
+    for s in &sections {
+        if let Err(e) = &s.result {
+            failed.push(format!("{}: {e:#}", s.key));
+            report.push_str(&format!("## {}\n\n**failed**: {e:#}\n\n", s.title));
+            // A bench that measured and then found errors still wrote its table.
+            let fresh = std::fs::metadata(out.join(format!("{}.md", s.key)))
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= wall_start);
+            if !fresh {
+                continue;
+            }
+        }
+        let md = std::fs::read_to_string(out.join(format!("{}.md", s.key)))
+            .with_context(|| format!("{} wrote no {}.md", s.key, s.key))?;
+        report.push_str(&format!("## {}\n\n{md}\n", s.title));
+        let j = std::fs::read_to_string(out.join(format!("{}.json", s.key)))
+            .with_context(|| format!("{} wrote no {}.json", s.key, s.key))?;
+        all.push_str(&format!(",\n\"{}\": {}", s.key, j.trim()));
+    }
+    all.push_str("\n}\n");
+    std::fs::write(out.join("report.json"), &all)?;
     std::fs::write(out.join("report.md"), &report)?;
-    eprintln!("{report}\nreport: {}", out.join("report.md").display());
+    eprintln!("{report}\nreport: {} and report.json", out.join("report.md").display());
+    if !failed.is_empty() {
+        bail!("benchmarks failed:\n{}", failed.join("\n"));
+    }
     Ok(())
 }
 
-/// Entry point (`args` are reserved for options).
-pub fn run(root: &Path, _args: &[String]) -> Result<()> {
-    run_all(root)
+/// Entry point: `cargo xtask bench [--quick]`.
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let quick = args.iter().any(|a| a == "--quick") || std::env::var_os("WHARF_BENCH_QUICK").is_some();
+    if let Some(other) = args.iter().find(|a| *a != "--quick") {
+        bail!("cargo xtask bench: unknown option `{other}` (only --quick)");
+    }
+    run_all(root, quick)
 }

@@ -1,10 +1,43 @@
-//! `cargo xtask faults`: the fault suite (crash, disk-full, read-only).
+//! `cargo xtask faults [--kills N] [--seed S]`: the fault suite at full
+//! strength — the `faults::` tests of the `all` test binary with 50 random
+//! `kill -9`s (the default run, `cargo xtask test` and CI, uses 8).
+//!
+//! The tests read `WHARF_FAULT_KILLS` and `WHARF_FAULT_SEED`; a failure
+//! prints the seed, and `--seed` replays it.
 
 use std::path::Path;
+use std::process::Command;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+
+/// Kills in a full local run.
+const FULL_KILLS: u32 = 50;
 
 /// Entry point.
-pub fn run(_root: &Path, _args: &[String]) -> Result<()> {
-    bail!("the fault suite is not written yet")
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let mut kills = FULL_KILLS;
+    let mut seed: Option<u64> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--kills" => kills = value("--kills")?.parse().context("--kills: not a number")?,
+            "--seed" => seed = Some(value("--seed")?.parse().context("--seed: not a number")?),
+            "-h" | "--help" => {
+                eprintln!("usage: cargo xtask faults [--kills N (default {FULL_KILLS})] [--seed S]");
+                return Ok(());
+            }
+            other => bail!("unknown argument `{other}` (usage: cargo xtask faults [--kills N] [--seed S])"),
+        }
+    }
+    crate::build_plugins(root)?;
+    crate::run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root)
+        .args(["test", "-p", "wharf-tests", "--test", "all", "faults::", "--", "--nocapture"])
+        .env("WHARF_FAULT_KILLS", kills.to_string());
+    if let Some(s) = seed {
+        cmd.env("WHARF_FAULT_SEED", s.to_string());
+    }
+    crate::run(&mut cmd)
 }

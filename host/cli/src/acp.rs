@@ -223,6 +223,11 @@ impl Server {
         let started = std::time::Instant::now();
         eprintln!("wharf acp: loading plugins for {}…", workspace.display());
         let host = HostCtx::start(&args).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
+        // Required MCP servers before the first prompt, so its first step
+        // sees their tools (a failed one blocks turns with its error).
+        if let Err(e) = host.mcp_ready().await {
+            eprintln!("wharf acp: {e}");
+        }
         eprintln!(
             "wharf acp: {} plugin(s) ready in {} ms",
             host.plugins.versions().len(),
@@ -289,15 +294,19 @@ impl Server {
             }
             let _ = s.agent.log().flush().await;
         }
+        let hosts: Vec<Arc<HostCtx>> = self.hosts.lock().await.values().cloned().collect();
+        for h in hosts {
+            h.close().await;
+        }
     }
 }
 
-/// MCP servers offered by the client are not connected (no MCP client yet;
-/// `mcpCapabilities` advertises neither http nor sse).
+/// MCP servers offered by the client are not connected (only the profile's
+/// `[[mcp]]` servers are; `mcpCapabilities` advertises neither http nor sse).
 fn warn_mcp(count: usize) {
     if count > 0 {
         tracing::warn!(
-            "ignoring {count} MCP server(s) from the client: wharf acp does not connect client MCP servers yet"
+            "ignoring {count} MCP server(s) from the client: wharf acp connects the profile's [[mcp]] servers, not the client's"
         );
     }
 }

@@ -118,6 +118,15 @@ async fn load_with_progress(args: &HostArgs, count: usize) -> Result<HostCtx> {
     let detail: Vec<String> =
         versions.values().map(|v| format!("{} ({})", v.id, format!("{:?}", v.cache).to_lowercase())).collect();
     eprintln!("loaded {} plugin(s) in {} ms: {}", versions.len(), started.elapsed().as_millis(), detail.join(", "));
+    if let Some(m) = &host.mcp {
+        // The first turn needs the required servers' tools; the others keep
+        // connecting in the background.
+        if let Err(e) = host.mcp_ready().await {
+            eprintln!("wharf: {e} (turns are blocked until it connects)");
+        }
+        let ready = m.status().iter().filter(|s| s["state"] == "ready").count();
+        eprintln!("MCP: {ready} of {} server(s) ready", m.status().len());
+    }
     Ok(host)
 }
 
@@ -636,6 +645,7 @@ impl Chat {
         for agent in self.agents.values() {
             let _ = agent.log().flush().await;
         }
+        self.host.close().await;
         if let Ok(a) = self.agent() {
             let id = a.session_id().to_string();
             self.out.line(&self.out.dim(&format!("bye · session {id} · resume with `wharf chat --resume {id}`")));

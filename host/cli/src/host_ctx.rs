@@ -1,6 +1,16 @@
 //! Assembling a host from the command line: layered config → runtime →
-//! loaded plugins → session store. Every surface (run, chat, web, acp, mcp)
-//! starts here, so they all see the same plugins, grants and sessions.
+//! loaded plugins → MCP servers → session store. Every surface (run, chat,
+//! web, acp, mcp) starts here, so they all see the same plugins, MCP tools,
+//! grants and sessions.
+//!
+//! The profile's `[[mcp]]` servers connect in the background as soon as the
+//! host starts ([`crate::mcp::McpManager`]); their tools join the registry
+//! as `mcp__SERVER__TOOL`. A surface awaits [`HostCtx::mcp_ready`] before a
+//! session's first turn (so the first step already sees the tools of the
+//! required servers), every agent from [`HostCtx::open_agent`] logs the
+//! servers' `plugin/*` events and ends turns `blocked` while a required
+//! server is unavailable, and [`HostCtx::close`] (or dropping the host)
+//! stops the servers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,6 +19,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use wharf_config::{Config, LoadOptions};
 use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
+use wharf_core::agent::CompactionConfig;
 use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
 use wharf_core::store::{NewSession, Store};
@@ -17,6 +28,8 @@ use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::grants::{DirGrant, Grant};
 use wharf_runtime::host::{PluginHost, SpecSource, WatchHandle};
 use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+
+use crate::mcp::McpManager;
 
 /// Options shared by every command that runs an agent.
 #[derive(Args, Clone, Debug, Default)]
@@ -142,7 +155,18 @@ pub struct HostCtx {
     pub workspace: PathBuf,
     /// How the command was invoked (for reloads).
     pub args: HostArgs,
+    /// The configured MCP servers (`None` when there are none).
+    pub mcp: Option<Arc<McpManager>>,
     _watch: Option<WatchHandle>,
+}
+
+impl Drop for HostCtx {
+    fn drop(&mut self) {
+        // Stdio servers are killed when their connections drop.
+        if let Some(m) = &self.mcp {
+            m.shutdown();
+        }
+    }
 }
 
 impl HostCtx {
@@ -163,9 +187,14 @@ impl HostCtx {
             cache_dir: Some(cache_dir(&config)),
         })?;
         let registry = Arc::new(Registry::new());
-        let plugins = PluginHost::new(runtime, registry);
+        let plugins = PluginHost::new(runtime, registry.clone());
+        // MCP servers connect while the components load.
+        let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
         let initial = specs(&config).map_err(anyhow::Error::msg)?;
         if let Err(errors) = plugins.load_all(initial).await {
+            if let Some(m) = &mcp {
+                m.stop().await;
+            }
             anyhow::bail!("{}", errors.join("\n"));
         }
         let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
@@ -193,7 +222,25 @@ impl HostCtx {
                 }
             }
         };
-        Ok(Self { config, plugins, store, workspace, args: args.clone(), _watch: watch })
+        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, _watch: watch })
+    }
+
+    /// Waits until every required MCP server has connected or failed its
+    /// first attempt; `Err` names each that is not available (turns of
+    /// agents from [`open_agent`](Self::open_agent) then end `blocked` with
+    /// that message).
+    pub async fn mcp_ready(&self) -> Result<(), String> {
+        match &self.mcp {
+            Some(m) => m.wait_required().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Stops the MCP servers and waits (briefly) for their processes to end.
+    pub async fn close(&self) {
+        if let Some(m) = &self.mcp {
+            m.stop().await;
+        }
     }
 
     /// The agent settings from the config.
@@ -209,6 +256,13 @@ impl HostCtx {
                 },
                 workspace: Some(self.workspace.display().to_string()),
                 ..PipelineConfig::default()
+            },
+            max_depth: self.config.agent.max_subagent_depth,
+            compaction: CompactionConfig {
+                enabled: self.config.agent.compaction,
+                threshold: f64::from(self.config.agent.compact_at_percent) / 100.0,
+                context_window: self.config.agent.context_window,
+                ..CompactionConfig::default()
             },
             ..AgentConfig::default()
         }
@@ -259,6 +313,12 @@ impl HostCtx {
                 }
             }
         });
-        Ok((Agent::new(log, self.plugins.registry().clone(), approver, self.agent_config(max_steps)), first_seq))
+        let agent = Agent::new(log, self.plugins.registry().clone(), approver, self.agent_config(max_steps));
+        if let Some(m) = &self.mcp {
+            // The guard stays registered on the agent's own bus for the
+            // agent's lifetime, so its handle is not kept.
+            let _guard = m.attach_agent(&agent)?;
+        }
+        Ok((agent, first_seq))
     }
 }

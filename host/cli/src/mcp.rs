@@ -17,28 +17,41 @@ use wharf_core::registry::Registry;
 
 pub use client::McpManager;
 
+use crate::host_ctx::HostArgs;
+
 /// `wharf mcp …`.
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
     /// Serve the profile's component tools over MCP on stdio (tools/list,
-    /// tools/call); every call is sandboxed and policy-checked.
+    /// tools/call); every call is sandboxed and policy-checked. The
+    /// profile's own `[[mcp]]` servers are not started (their tools are not
+    /// re-exported).
     Serve(server::ServeArgs),
-    /// Connect to the configured MCP servers and list the tools each offers.
+    /// Connect to the profile's `[[mcp]]` servers (and those of
+    /// `--mcp-config`) and list the tools each offers.
     Tools(ToolsArgs),
 }
 
 /// Arguments of `wharf mcp tools`.
 #[derive(Args, Debug)]
 pub struct ToolsArgs {
-    /// MCP servers (JSON; see `wharf web --help`).
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// More MCP servers, over the profile's by name (JSON: `{"mcp": [rows]}`,
+    /// an array of rows, or `.mcp.json`'s `{"mcpServers": {...}}`).
     #[arg(long = "mcp-config", value_name = "FILE")]
-    pub mcp_config: PathBuf,
-    /// Working directory of stdio servers (default: the current directory).
-    #[arg(long, short = 'w')]
-    pub workspace: Option<PathBuf>,
+    pub mcp_config: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Adds the servers of `--mcp-config FILE` (if given) to a config's.
+pub fn add_file(config: &mut wharf_config::Config, file: Option<&Path>) -> Result<()> {
+    if let Some(file) = file {
+        config::merge(&mut config.mcp, config::load_file(file)?);
+    }
+    Ok(())
 }
 
 /// Runs `wharf mcp …`.
@@ -49,22 +62,16 @@ pub async fn run(cmd: McpCommand) -> Result<ExitCode> {
     }
 }
 
-/// Starts the MCP servers of `--mcp-config FILE` (if given) on `registry`:
-/// the surfaces call this next to [`crate::host_ctx::HostCtx::start`].
-pub fn start(registry: &Arc<Registry>, file: Option<&Path>, workspace: &Path) -> Result<Option<Arc<McpManager>>> {
-    let Some(file) = file else { return Ok(None) };
-    let configs = config::load_file(file)?;
-    Ok(Some(McpManager::start(registry.clone(), configs, workspace)))
-}
-
 async fn tools(args: ToolsArgs) -> Result<ExitCode> {
-    let workspace = match &args.workspace {
-        Some(w) => std::fs::canonicalize(w)?,
-        None => std::env::current_dir()?,
-    };
+    // Only the config: listing servers needs no components.
+    let workspace = args.host.workspace()?;
+    let mut config = args.host.load_config()?;
+    add_file(&mut config, args.mcp_config.as_deref())?;
+    if config.mcp.is_empty() {
+        eprintln!("wharf mcp: no MCP servers configured (add [[mcp]] rows to the profile, or --mcp-config FILE)");
+    }
     let registry = Arc::new(Registry::new());
-    let configs = config::load_file(&args.mcp_config)?;
-    let manager = McpManager::start(registry.clone(), configs, &workspace);
+    let manager = McpManager::start(registry.clone(), config.mcp, &workspace);
     // Wait for every server's first attempt, required or not.
     let all = manager.wait_all().await;
     let snap = registry.snapshot();
@@ -86,6 +93,6 @@ async fn tools(args: ToolsArgs) -> Result<ExitCode> {
             }
         }
     }
-    manager.shutdown();
+    manager.stop().await;
     Ok(if all { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -68,6 +68,10 @@ pub struct GrantArgs {
     /// Grant the `process` capability.
     #[arg(long = "allow-process")]
     pub process: bool,
+    /// Let outbound HTTP reach private, loopback and link-local addresses
+    /// (by default only public ones, or hosts named literally by address).
+    #[arg(long = "allow-private-network")]
+    pub private_network: bool,
     /// Wall-clock limit per call.
     #[arg(long = "timeout-ms", value_name = "N")]
     pub timeout_ms: Option<u64>,
@@ -89,6 +93,7 @@ impl GrantArgs {
             timeout_ms: self.timeout_ms,
             output_limit_bytes: None,
             sandbox_off: false,
+            private_network: self.private_network,
             ..Grant::default()
         };
         g.validate()?;
@@ -184,6 +189,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
                 session_id: "cli".into(),
                 call_id: "call_0".into(),
                 workspace: a.workspace.map(|w| w.display().to_string()),
+                services: None,
             };
             let out = match v.call_tool(&a.tool, &args.to_string(), &ctx).await {
                 Ok(o) => json!({"content": o.content, "is_error": o.is_error, "error_code": o.error_code}),

@@ -140,9 +140,15 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             canceller.cancel();
         }
     });
+    // Required MCP servers first, so the first step sees their tools. If one
+    // is not available, the turn ends `blocked` naming it (exit 1).
+    if let Err(e) = host.mcp_ready().await {
+        eprintln!("wharf: {e}");
+    }
     let summary = agent.prompt(args.task.clone()).await;
     ctrl_c.abort();
     agent.log().flush().await?;
+    host.close().await;
     let summary = summary?;
     // The printer ends at the turn's last event (bounded, in case the turn
     // ended without one because the store failed).

@@ -74,8 +74,8 @@ pub struct WebArgs {
     /// Another `Host` the server may be reached as (`name` or `name:port`; repeatable).
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
-    /// MCP servers whose tools the sessions get (JSON: `{"mcp": [{"name", "command", "args", "env"} |
-    /// {"name", "url", "headers"}, "required"]}`).
+    /// More MCP servers, over the profile's `[[mcp]]` rows by name (JSON:
+    /// `{"mcp": [{"name", "command", "args", "env"} | {"name", "url", "headers"}, "required"]}`).
     #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Step budget per turn (overrides `agent.max_steps`).
@@ -135,8 +135,9 @@ pub async fn run(args: WebArgs) -> Result<ExitCode> {
         Some(t) => t,
         None => random_token()?,
     };
-    let host = HostCtx::start(&args.host).await?;
-    let mcp = crate::mcp::start(host.plugins.registry(), args.mcp_config.as_deref(), &host.workspace)?;
+    let file = args.mcp_config.clone();
+    let host = HostCtx::start_with(&args.host, |config| crate::mcp::add_file(config, file.as_deref())).await?;
+    let mcp = host.mcp.clone();
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
         .await
         .with_context(|| format!("cannot listen on {ip}:{}", args.port))?;
@@ -202,7 +203,7 @@ pub async fn run(args: WebArgs) -> Result<ExitCode> {
         .context("web server failed")?;
     app.close().await;
     if let Some(m) = mcp {
-        m.shutdown();
+        m.stop().await;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,28 +1,51 @@
 //! Rendering the composed config with where each value came from.
 
 use crate::error::Location;
-use crate::merge::row_id;
+use crate::merge::row_key;
+use crate::schema::RowKind;
 use crate::tree::{Node, Table, Val, inline, toml_key};
+
+/// What secret values (MCP `env` and `headers` values) are shown as.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// A copy of the composed tree with every MCP `env` and `headers` value
+/// replaced by [`REDACTED`] (keys and provenance kept), for showing.
+pub(crate) fn redacted(root: &Table) -> Table {
+    let mut out = root.clone();
+    if let Some(Node { val: Val::Array(rows), .. }) = out.get_mut("mcp") {
+        for row in rows {
+            let Val::Table(t) = &mut row.val else { continue };
+            for key in ["env", "headers"] {
+                if let Some(Node { val: Val::Table(secrets), .. }) = t.get_mut(key) {
+                    for e in &mut secrets.entries {
+                        e.node.val = Val::Str(REDACTED.into());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
 
 /// Arrays whose one-line form is longer than this are written one element
 /// per line.
 const INLINE_MAX: usize = 80;
 
 /// Every leaf (a scalar or an array) of the composed tree, keyed by its
-/// dotted `-c` key (plugin rows by id), in dump order.
+/// dotted `-c` key (plugin rows by id, MCP rows by name), in dump order.
 pub(crate) fn leaves(root: &Table) -> Vec<(String, Location)> {
     let mut out = Vec::new();
     for e in &root.entries {
-        match (&e.key[..], &e.node.val) {
-            ("plugin", Val::Array(rows)) => {
+        match (RowKind::of(&e.key), &e.node.val) {
+            (Some(kind), Val::Array(rows)) => {
                 for row in rows {
-                    if let (Some(id), Val::Table(t)) = (row_id(row), &row.val) {
-                        collect(t, &format!("plugin.{}", toml_key(id)), &mut out);
+                    if let (Some(id), Val::Table(t)) = (row_key(row, kind), &row.val) {
+                        collect(t, &format!("{}.{}", kind.key(), toml_key(id)), &mut out);
                     }
                 }
             }
-            (key, Val::Table(t)) => collect(t, &toml_key(key), &mut out),
-            (key, _) => out.push((toml_key(key), e.node.at.clone())),
+            (_, Val::Table(t)) => collect(t, &toml_key(&e.key), &mut out),
+            (_, _) => out.push((toml_key(&e.key), e.node.at.clone())),
         }
     }
     out
@@ -44,11 +67,11 @@ pub(crate) fn render(root: &Table) -> String {
     let mut out = String::from("# Composed Wharf configuration; each value notes the layer that set it.\n");
     for e in &root.entries {
         match (&e.key[..], &e.node.val) {
-            ("plugin", Val::Array(rows)) => {
+            (key @ ("plugin" | "mcp"), Val::Array(rows)) => {
                 for row in rows {
                     if let Val::Table(t) = &row.val {
-                        out.push_str("\n[[plugin]]\n");
-                        body(t, "plugin", &mut out);
+                        out.push_str(&format!("\n[[{key}]]\n"));
+                        body(t, key, &mut out);
                     }
                 }
             }

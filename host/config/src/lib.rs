@@ -15,6 +15,25 @@
 //! dirs = ["${workspace}:rw"]       # PATH[:ro|:rw], read-only without a suffix
 //! ```
 //!
+//! and `[[mcp]]` rows, MCP servers whose tools the agent gets as
+//! `mcp__NAME__TOOL`:
+//!
+//! ```toml
+//! [[mcp]]
+//! name = "files"                   # [a-zA-Z0-9_-]+ without `__`, unique
+//! command = "my-mcp-server"        # stdio: command, args, env, cwd
+//! args = ["--root", "${workspace}"]
+//! env = { LOG = "1", TOKEN = "${env:FILES_TOKEN}" }
+//! required = true                  # the first turn waits; failing fails it
+//! startup_timeout_ms = 10000
+//! tool_timeout_ms = 60000
+//!
+//! [[mcp]]
+//! name = "search"
+//! url = "https://mcp.example.com/mcp"   # streamable HTTP: url, headers
+//! headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }
+//! ```
+//!
 //! Unknown keys anywhere (outside a plugin's free-form `config`) are errors.
 //!
 //! # Layers
@@ -47,6 +66,10 @@
 //!   patch row's `config` replaces that row's whole `config` table, and its
 //!   `grant` replaces the whole `grant` table. A row with a new id is appended.
 //!   Within one layer an id may appear only once.
+//! - **`[[mcp]]` rows merge by `name`** the same way (`enabled = false`
+//!   drops one; `-c mcp.NAME.KEY=VALUE` sets a key). After merging, each
+//!   kept row must set exactly one of `command` (stdio) and `url` (HTTP),
+//!   and only the keys of its transport.
 //! - **`enabled = false`** drops the row from the composed result. The row
 //!   is kept while layers merge, so a later layer (or `-c
 //!   plugin.ID.enabled=true`) can enable it again with its earlier keys.
@@ -69,8 +92,12 @@
 //! Every string may use `${workspace}`, `${plugin_dir}`, `${home}` and
 //! `${profile_dir}` (the directory of the file that holds the string; it has
 //! no value in embedded profiles and `-c`); `$${` is a literal `${`; any
-//! other `${name}` is an error. Path keys (`plugin.path`, `grant.dirs`,
-//! `session.dir`, `engine.cache_dir`) also expand a leading `~/` to the home
+//! other `${name}` is an error. The values of an `[[mcp]]` row's `env` and
+//! `headers` tables may also use `${env:NAME}`: it is kept as written and
+//! resolved from the host's environment when the server starts (see
+//! [`resolve_env`]), so secrets never enter the composed config; dumps show
+//! those values as `"<redacted>"` anyway. Path keys (`plugin.path`, `grant.dirs`,
+//! `session.dir`, `engine.cache_dir`, `mcp.cwd`) also expand a leading `~/` to the home
 //! directory and resolve a relative path against the directory of the file
 //! that set it (the workspace for embedded profiles, defaults and `-c`).
 //! `grant.dirs` entries are normalized to `ABSOLUTE_PATH:ro` or `:rw`.
@@ -109,15 +136,18 @@ mod vars;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
-pub use crate::schema::{BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT};
-pub use crate::vars::{VARIABLES, VarError, Vars};
+pub use crate::schema::{
+    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
+};
+pub use crate::vars::{VARIABLES, VarError, Vars, resolve_env};
 
-use crate::schema::{AGENT, Ctx, ENGINE, Field, GRANT, ROOT, ROW, SESSION, TOP, check_table};
+use crate::schema::{AGENT, Ctx, ENGINE, Field, GRANT, MCP, ROOT, ROW, SESSION, TOP, check_table};
 use crate::tree::{Entry, Node, SourceText, Table, Val};
 
 /// Default `agent.max_steps`.
@@ -196,6 +226,35 @@ pub struct AgentConfig {
     pub ask: AskRule,
     /// Bytes of tool output shown to the model before truncation.
     pub tool_output_limit: usize,
+    /// Compact the history automatically when a compactor plugin is loaded.
+    #[serde(default = "default_true")]
+    pub compaction: bool,
+    /// Percent of the context window that triggers compaction.
+    #[serde(default = "default_compact_at")]
+    pub compact_at_percent: u32,
+    /// Context window for compaction, tokens (`None`: the adapter's).
+    #[serde(default)]
+    pub context_window: Option<u32>,
+    /// Deepest subagent nesting.
+    #[serde(default = "default_subagent_depth")]
+    pub max_subagent_depth: u32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Default `agent.compact_at_percent`.
+pub const DEFAULT_COMPACT_AT_PERCENT: u32 = 80;
+/// Default `agent.max_subagent_depth`.
+pub const DEFAULT_SUBAGENT_DEPTH: u32 = 3;
+
+fn default_compact_at() -> u32 {
+    DEFAULT_COMPACT_AT_PERCENT
+}
+
+fn default_subagent_depth() -> u32 {
+    DEFAULT_SUBAGENT_DEPTH
 }
 
 impl Default for AgentConfig {
@@ -207,6 +266,10 @@ impl Default for AgentConfig {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
             ask: AskRule::Deny,
             tool_output_limit: DEFAULT_TOOL_OUTPUT_LIMIT,
+            compaction: true,
+            compact_at_percent: DEFAULT_COMPACT_AT_PERCENT,
+            context_window: None,
+            max_subagent_depth: DEFAULT_SUBAGENT_DEPTH,
         }
     }
 }
@@ -291,6 +354,125 @@ pub struct PluginRow {
     pub warm: bool,
 }
 
+/// One `[[mcp]]` row: an MCP server whose tools the agent gets as
+/// `mcp__NAME__TOOL`. Exactly one of `command` (stdio) and `url`
+/// (streamable HTTP) is set. `env` and `headers` values may hold
+/// `${env:NAME}` references, kept as written: resolve them with
+/// [`resolve_env`] when the server starts.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// Server name, `[a-zA-Z0-9_-]+` without `__`.
+    pub name: String,
+    /// Program of a stdio server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment of a stdio server.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Working directory of a stdio server (default: the workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    /// Endpoint of a streamable HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Extra HTTP headers (e.g. `Authorization`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The first turn waits for this server, and fails if it cannot connect.
+    #[serde(default)]
+    pub required: bool,
+    /// Time to connect and list tools, ms (`None`: the host's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_ms: Option<u64>,
+    /// Deadline of one tool call, ms (`None`: none beyond the pipeline's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_timeout_ms: Option<u64>,
+    /// `false` drops the row (always `true` in a composed [`Config`]).
+    #[serde(default = "enabled_default")]
+    pub enabled: bool,
+}
+
+fn enabled_default() -> bool {
+    true
+}
+
+// Secrets stay out of debug output.
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        f.debug_struct("McpServer")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env_keys", &keys(&self.env))
+            .field("cwd", &self.cwd)
+            .field("url", &self.url)
+            .field("header_keys", &keys(&self.headers))
+            .field("required", &self.required)
+            .field("startup_timeout_ms", &self.startup_timeout_ms)
+            .field("tool_timeout_ms", &self.tool_timeout_ms)
+            .field("enabled", &self.enabled)
+            .finish()
+    }
+}
+
+impl McpServer {
+    /// Whether the server is reached over streamable HTTP (else stdio).
+    pub fn is_http(&self) -> bool {
+        self.url.is_some()
+    }
+
+    /// Checks what one row needs on its own (after layers merged): the
+    /// name, exactly one transport, and keys that fit it. On error, the key
+    /// at fault and the message.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let n = &self.name;
+        if !schema::valid_mcp_name(n) {
+            return Err((
+                "name",
+                format!(
+                    "bad MCP server name \"{n}\": use 1 to {MCP_NAME_MAX_LEN} of A-Z, a-z, 0-9, `_` and `-`, \
+                     without `__`"
+                ),
+            ));
+        }
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => {
+                return Err(("url", format!("MCP server `{n}`: set `command` (stdio) or `url` (HTTP), not both")));
+            }
+            (None, None) => {
+                return Err(("name", format!("MCP server `{n}`: set `command` (stdio) or `url` (streamable HTTP)")));
+            }
+            (Some(c), None) if c.trim().is_empty() => {
+                return Err(("command", format!("MCP server `{n}`: `command` is empty")));
+            }
+            (None, Some(u)) if !(u.starts_with("http://") || u.starts_with("https://")) => {
+                return Err((
+                    "url",
+                    format!("MCP server `{n}`: `url` must start with http:// or https://, found \"{u}\""),
+                ));
+            }
+            _ => {}
+        }
+        if self.url.is_some() {
+            for (key, set) in
+                [("args", !self.args.is_empty()), ("env", !self.env.is_empty()), ("cwd", self.cwd.is_some())]
+            {
+                if set {
+                    return Err((key, format!("MCP server `{n}`: `{key}` applies to stdio servers (`command`) only")));
+                }
+            }
+        } else if !self.headers.is_empty() {
+            return Err(("headers", format!("MCP server `{n}`: `headers` apply to HTTP servers (`url`) only")));
+        }
+        Ok(())
+    }
+}
+
 /// The composed, validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -302,6 +484,8 @@ pub struct Config {
     pub engine: EngineConfig,
     /// Enabled plugin rows, in order of first definition.
     pub plugins: Vec<PluginRow>,
+    /// Enabled `[[mcp]]` rows, in order of first definition.
+    pub mcp: Vec<McpServer>,
     /// The layer files that were read, in layer order (for hot reload).
     pub sources: Vec<PathBuf>,
     /// Every layer file that was consulted, read or missing (a missing
@@ -330,12 +514,13 @@ impl Config {
 
     /// The composed config as TOML, each leaf followed by
     /// `# from LAYER:LINE` (`# from -c KEY=VALUE`, `# from default`). The
-    /// text parses as TOML. Disabled rows are not shown.
+    /// text parses as TOML. Disabled rows are not shown; MCP `env` and
+    /// `headers` values are shown as `"<redacted>"`.
     pub fn dump(&self) -> String {
-        dump::render(&self.composed)
+        dump::render(&dump::redacted(&self.composed))
     }
 
-    /// The same as [`Config::dump`] as JSON: `{"config": {...composed values,
+    /// The same as [`Config::dump`] (secrets redacted too) as JSON: `{"config": {...composed values,
     /// "plugin": [rows]...}, "provenance": {"agent.max_steps": {"source":
     /// "...", "line": 3, "column": 13}, ...}, "sources": [...]}`.
     pub fn dump_json(&self) -> serde_json::Value {
@@ -345,7 +530,7 @@ impl Config {
             .map(|(k, l)| (k.clone(), serde_json::to_value(l).unwrap_or(serde_json::Value::Null)))
             .collect();
         serde_json::json!({
-            "config": self.composed.to_json(),
+            "config": dump::redacted(&self.composed).to_json(),
             "provenance": provenance,
             "sources": self.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         })
@@ -408,6 +593,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         session: typed.session,
         engine: typed.engine,
         plugins: typed.plugin,
+        mcp: typed.mcp,
         sources: loader.sources,
         watch: loader.watch,
         composed,
@@ -424,6 +610,8 @@ struct Composed {
     engine: EngineConfig,
     #[serde(default)]
     plugin: Vec<PluginRow>,
+    #[serde(default)]
+    mcp: Vec<McpServer>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, ConfigError> {
@@ -602,6 +790,8 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
         ));
     }
 
+    finalize_mcp(&mut root)?;
+
     for (key, fields) in [("agent", AGENT), ("session", SESSION), ("engine", ENGINE)] {
         if let Some(Node { val: Val::Table(t), .. }) = root.get_mut(key) {
             order(t, fields);
@@ -609,6 +799,36 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
     }
     order(&mut root, ROOT);
     Ok(root)
+}
+
+/// Drops disabled `[[mcp]]` rows and checks each kept row as a whole.
+fn finalize_mcp(root: &mut Table) -> Result<(), ConfigError> {
+    let Some(entry) = root.entry("mcp") else { return Ok(()) };
+    let (key_at, rows_at) = (entry.key_at.clone(), entry.node.at.clone());
+    let Val::Array(rows) = entry.node.val.clone() else {
+        return Err(ConfigError::invalid(&rows_at, "`mcp` must be [[mcp]] rows"));
+    };
+    let mut kept = Vec::new();
+    for row in rows {
+        let Node { val: Val::Table(mut t), at } = row else { continue };
+        if let Some(Node { val: Val::Bool(false), .. }) = t.remove("enabled") {
+            continue;
+        }
+        let typed: McpServer =
+            serde_json::from_value(t.to_json()).map_err(|e| ConfigError::invalid(&at, format!("[[mcp]] row: {e}")))?;
+        if let Err((key, message)) = typed.validate() {
+            let place = t.get(key).or_else(|| t.get("name")).map_or_else(|| at.clone(), |n| n.at.clone());
+            return Err(ConfigError::invalid(&place, message));
+        }
+        if t.get("required").is_none() {
+            let dflt = Location::default_value();
+            t.set("required", dflt.clone(), Node::new(Val::Bool(false), dflt));
+        }
+        order(&mut t, MCP);
+        kept.push(Node { val: Val::Table(t), at });
+    }
+    root.set("mcp", key_at, Node::new(Val::Array(kept), rows_at));
+    Ok(())
 }
 
 /// Sorts a table's entries into schema order.

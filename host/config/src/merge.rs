@@ -3,14 +3,16 @@
 
 use crate::tree::{Entry, Node, Table, Val};
 
+use crate::schema::RowKind;
+
 /// Merges `layer` over `base`: tables deep-merge, scalars and arrays are
-/// replaced, and the top-level `plugin` rows merge by `id`.
+/// replaced, and the top-level `plugin` rows merge by `id`, `mcp` rows by
+/// `name`.
 pub(crate) fn merge_layer(base: &mut Table, layer: Table) {
     for e in layer.entries {
-        if e.key == "plugin" {
-            merge_rows(base, e);
-        } else {
-            merge_entry(base, e);
+        match RowKind::of(&e.key) {
+            Some(kind) => merge_rows(base, e, kind),
+            None => merge_entry(base, e),
         }
     }
 }
@@ -34,8 +36,13 @@ pub(crate) fn merge_entry(base: &mut Table, e: Entry) {
 
 /// The id of a (checked) plugin row.
 pub(crate) fn row_id(row: &Node) -> Option<&str> {
+    row_key(row, RowKind::Plugin)
+}
+
+/// The id (`id` or `name`) of a (checked) row of `kind`.
+pub(crate) fn row_key(row: &Node, kind: RowKind) -> Option<&str> {
     match &row.val {
-        Val::Table(t) => match t.get("id").map(|n| &n.val) {
+        Val::Table(t) => match t.get(kind.id_key()).map(|n| &n.val) {
             Some(Val::Str(id)) => Some(id),
             _ => None,
         },
@@ -43,27 +50,28 @@ pub(crate) fn row_id(row: &Node) -> Option<&str> {
     }
 }
 
-/// Merges a layer's `plugin` rows by id: an existing id has each top-level
-/// key the row sets replaced wholesale (other keys kept); a new id appends.
-fn merge_rows(base: &mut Table, e: Entry) {
+/// Merges a layer's rows by id: an existing id has each top-level key the
+/// row sets replaced wholesale (other keys kept); a new id appends.
+fn merge_rows(base: &mut Table, e: Entry, kind: RowKind) {
     let Val::Array(rows) = e.node.val else { return };
-    let target = match base.get_mut("plugin") {
+    let key = kind.key();
+    let target = match base.get_mut(key) {
         Some(Node { val: Val::Array(existing), .. }) => existing,
         _ => {
-            base.set("plugin", e.key_at, Node { val: Val::Array(Vec::new()), at: e.node.at });
-            match base.get_mut("plugin") {
+            base.set(key, e.key_at, Node { val: Val::Array(Vec::new()), at: e.node.at });
+            match base.get_mut(key) {
                 Some(Node { val: Val::Array(existing), .. }) => existing,
                 _ => return,
             }
         }
     };
     for row in rows {
-        let id = row_id(&row).map(str::to_string);
-        let found = target.iter_mut().find(|r| id.is_some() && row_id(r) == id.as_deref());
+        let id = row_key(&row, kind).map(str::to_string);
+        let found = target.iter_mut().find(|r| id.is_some() && row_key(r, kind) == id.as_deref());
         match (found, row.val) {
             (Some(Node { val: Val::Table(existing), .. }), Val::Table(t)) => {
                 for c in t.entries {
-                    if c.key != "id" {
+                    if c.key != kind.id_key() {
                         existing.set(&c.key, c.key_at, c.node);
                     }
                 }

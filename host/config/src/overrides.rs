@@ -3,8 +3,8 @@
 use toml::de::DeValue;
 
 use crate::error::{ConfigError, Location};
-use crate::merge::{merge_entry, row_id};
-use crate::schema::{Ctx, ROOT, ROW, Shape, TOP, check_node, child_table_name, field};
+use crate::merge::{merge_entry, row_key};
+use crate::schema::{Ctx, ROOT, RowKind, Shape, TOP, check_node, child_table_name, field};
 use crate::tree::{Entry, Node, Table, Val, from_value};
 
 /// Applies one `-c` argument to the composed tree.
@@ -13,38 +13,42 @@ pub(crate) fn apply(root: &mut Table, arg: &str, ctx: &Ctx<'_>) -> Result<(), Co
     let (path, raw) = split_assignment(arg).map_err(|message| ConfigError::Syntax { at: at.clone(), message })?;
     let mut value = parse_value(raw, &at)?;
 
-    if path[0] == "plugin" {
+    if let Some(kind) = RowKind::of(&path[0]) {
+        let (what, example) = match kind {
+            RowKind::Plugin => ("a plugin row", "plugin.fs.grant.memory_mb=512"),
+            RowKind::Mcp => ("an MCP server row", "mcp.files.required=true"),
+        };
         let (Some(id), Some(rest)) = (path.get(1), path.get(2..).filter(|r| !r.is_empty())) else {
             return Err(ConfigError::invalid(
                 &at,
-                "address a plugin row's key by id: plugin.ID.KEY=VALUE (e.g. plugin.fs.grant.memory_mb=512)",
+                format!("address {what}'s key by its {}: {}.ID.KEY=VALUE (e.g. {example})", kind.id_key(), kind.key()),
             ));
         };
-        if rest[0] == "id" {
-            return Err(ConfigError::invalid(&at, "a plugin row's `id` cannot be changed with -c"));
+        if rest[0] == kind.id_key() {
+            return Err(ConfigError::invalid(&at, format!("{what}'s `{}` cannot be changed with -c", kind.id_key())));
         }
-        let (shape, key, table) = resolve(ROW, rest, "[[plugin]]", &at)?;
+        let (shape, key, table) = resolve(kind.fields(), rest, kind.table(), &at)?;
         check_node(shape, &mut value, &key, &table, ctx)?;
-        let rows = match root.get_mut("plugin") {
+        let rows = match root.get_mut(kind.key()) {
             Some(Node { val: Val::Array(rows), .. }) => rows.as_mut_slice(),
             _ => &mut [],
         };
-        let known: Vec<String> = rows.iter().filter_map(row_id).map(str::to_string).collect();
-        let Some(Node { val: Val::Table(row), .. }) = rows.iter_mut().find(|r| row_id(r) == Some(id)) else {
-            return Err(ConfigError::UnknownPlugin {
-                at,
-                id: id.clone(),
-                known: if known.is_empty() { "none".into() } else { known.join(", ") },
+        let known: Vec<String> = rows.iter().filter_map(|r| row_key(r, kind)).map(str::to_string).collect();
+        let Some(Node { val: Val::Table(row), .. }) = rows.iter_mut().find(|r| row_key(r, kind) == Some(id)) else {
+            let known = if known.is_empty() { "none".into() } else { known.join(", ") };
+            return Err(match kind {
+                RowKind::Plugin => ConfigError::UnknownPlugin { at, id: id.clone(), known },
+                RowKind::Mcp => ConfigError::invalid(&at, format!("no MCP server named `{id}` (known: {known})")),
             });
         };
         // A row's top-level key is replaced wholesale, as a layer row would.
         set(row, rest, value, &at, true)
     } else {
         let (shape, key, table) = resolve(ROOT, &path, TOP, &at)?;
-        if let Shape::Plugins = shape {
+        if let Shape::Plugins | Shape::McpRows = shape {
             return Err(ConfigError::invalid(
                 &at,
-                "plugin rows cannot be set with -c; address one by id: plugin.ID.KEY=VALUE",
+                "rows cannot be set with -c; address one by id: plugin.ID.KEY=VALUE or mcp.NAME.KEY=VALUE",
             ));
         }
         check_node(shape, &mut value, &key, &table, ctx)?;

@@ -22,6 +22,9 @@ pub const MEMORY_MB_LIMIT: i64 = 65_536;
 pub const TIMEOUT_MS_LIMIT: i64 = 86_400_000;
 /// Longest plugin id.
 pub const ID_MAX_LEN: usize = 64;
+/// Longest MCP server name (its tools are named `mcp__NAME__TOOL`, at most
+/// 64 characters).
+pub const MCP_NAME_MAX_LEN: usize = 32;
 
 /// The type of a value.
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +53,23 @@ pub(crate) enum Shape {
     Any,
     /// The `[[plugin]]` rows.
     Plugins,
+    /// An MCP server name: `[a-zA-Z0-9_-]+` without `__`.
+    McpName,
+    /// The `[[mcp]]` rows.
+    McpRows,
+    /// A table of string values that may hold secrets (MCP `env`, `headers`):
+    /// variables expanded except `${env:NAME}`, which is kept for the host
+    /// to resolve when it starts the server.
+    Secrets(SecretKeys),
+}
+
+/// What the keys of a [`Shape::Secrets`] table are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SecretKeys {
+    /// Environment variable names.
+    Env,
+    /// HTTP header names.
+    Header,
 }
 
 /// The kind of string in a [`Shape::List`].
@@ -61,6 +81,8 @@ pub(crate) enum Item {
     Host,
     /// An environment variable name.
     Env,
+    /// Any string; variables expanded.
+    Str,
 }
 
 /// One allowed key of a table.
@@ -86,6 +108,10 @@ pub(crate) const AGENT: &[Field] = &[
     f("system_prompt", Shape::Str),
     f("ask", Shape::Enum(ASK)),
     f("tool_output_limit", Shape::Int { min: 1, max: BYTES_LIMIT }),
+    f("compaction", Shape::Bool),
+    f("compact_at_percent", Shape::Int { min: 10, max: 99 }),
+    f("context_window", Shape::Int { min: 1024, max: 100_000_000 }),
+    f("max_subagent_depth", Shape::Int { min: 0, max: 8 }),
 ];
 
 pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path)];
@@ -101,6 +127,9 @@ pub(crate) const GRANT: &[Field] = &[
     f("timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
     f("output_limit_bytes", Shape::Int { min: 1, max: BYTES_LIMIT }),
     f("sandbox", Shape::Enum(SANDBOX)),
+    f("private_network", Shape::Bool),
+    f("model", Shape::Bool),
+    f("agents", Shape::Bool),
 ];
 
 pub(crate) const ROW: &[Field] = &[
@@ -112,12 +141,78 @@ pub(crate) const ROW: &[Field] = &[
     f("grant", Shape::Table(GRANT)),
 ];
 
+pub(crate) const MCP: &[Field] = &[
+    f("name", Shape::McpName),
+    f("command", Shape::Str),
+    f("args", Shape::List(Item::Str)),
+    f("env", Shape::Secrets(SecretKeys::Env)),
+    f("cwd", Shape::Path),
+    f("url", Shape::Str),
+    f("headers", Shape::Secrets(SecretKeys::Header)),
+    f("required", Shape::Bool),
+    f("startup_timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
+    f("tool_timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
+    f("enabled", Shape::Bool),
+];
+
 pub(crate) const ROOT: &[Field] = &[
     f("agent", Shape::Table(AGENT)),
     f("session", Shape::Table(SESSION)),
     f("engine", Shape::Table(ENGINE)),
     f("plugin", Shape::Plugins),
+    f("mcp", Shape::McpRows),
 ];
+
+/// The two kinds of rows that merge by a key: `[[plugin]]` by `id`,
+/// `[[mcp]]` by `name`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowKind {
+    Plugin,
+    Mcp,
+}
+
+impl RowKind {
+    /// The top-level key holding the rows.
+    pub(crate) fn key(self) -> &'static str {
+        match self {
+            Self::Plugin => "plugin",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    /// The key that names a row.
+    pub(crate) fn id_key(self) -> &'static str {
+        match self {
+            Self::Plugin => "id",
+            Self::Mcp => "name",
+        }
+    }
+
+    /// The row's keys.
+    pub(crate) fn fields(self) -> &'static [Field] {
+        match self {
+            Self::Plugin => ROW,
+            Self::Mcp => MCP,
+        }
+    }
+
+    /// `[[plugin]]` or `[[mcp]]`.
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            Self::Plugin => "[[plugin]]",
+            Self::Mcp => "[[mcp]]",
+        }
+    }
+
+    /// The kind of rows under a top-level key.
+    pub(crate) fn of(key: &str) -> Option<Self> {
+        match key {
+            "plugin" => Some(Self::Plugin),
+            "mcp" => Some(Self::Mcp),
+            _ => None,
+        }
+    }
+}
 
 /// The display name of the top-level table.
 pub(crate) const TOP: &str = "the top level";
@@ -177,8 +272,8 @@ pub(crate) fn child_table_name(table: &str, key: &str) -> String {
     let key = crate::tree::toml_key(key);
     if table == TOP {
         format!("[{key}]")
-    } else if table == "[[plugin]]" {
-        format!("[plugin.{key}]")
+    } else if let Some(rows) = table.strip_prefix("[[").and_then(|t| t.strip_suffix("]]")) {
+        format!("[{rows}.{key}]")
     } else {
         let inner = table.trim_start_matches('[').trim_end_matches(']');
         format!("[{inner}.{key}]")
@@ -195,6 +290,10 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     fn expand(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
         self.vars.expand(s).map_err(|error| ConfigError::Variable { at: at.clone(), error })
+    }
+
+    fn expand_keeping_env(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
+        self.vars.expand_keeping_env(s).map_err(|error| ConfigError::Variable { at: at.clone(), error })
     }
 
     fn expand_path(&self, s: &str, at: &Location) -> Result<String, ConfigError> {
@@ -283,7 +382,27 @@ pub(crate) fn check_node(
                 expand_any(&mut e.node, ctx)?;
             }
         }
-        (Shape::Plugins, Val::Array(rows)) => check_rows(rows, ctx)?,
+        (Shape::Plugins, Val::Array(rows)) => check_rows(RowKind::Plugin, rows, ctx)?,
+        (Shape::McpRows, Val::Array(rows)) => check_rows(RowKind::Mcp, rows, ctx)?,
+        (Shape::McpName, Val::Str(s)) => check_mcp_name(s, at)?,
+        (Shape::Secrets(keys), Val::Table(t)) => {
+            let name = child_table_name(table, key);
+            for e in &mut t.entries {
+                check_secret_key(keys, &e.key, &name, &e.key_at)?;
+                match &mut e.node.val {
+                    Val::Str(s) => *s = ctx.expand_keeping_env(s, &e.node.at)?,
+                    other => {
+                        return Err(ConfigError::Type {
+                            at: e.node.at.clone(),
+                            key: e.key.clone(),
+                            table: name,
+                            expected: "a string",
+                            found: other.type_name(),
+                        });
+                    }
+                }
+            }
+        }
         (shape, found) => return Err(mismatch(expected_name(shape), found)),
     }
     Ok(())
@@ -297,6 +416,9 @@ fn expected_name(shape: Shape) -> &'static str {
         Shape::List(_) => "an array of strings",
         Shape::Table(_) | Shape::Free => "a table",
         Shape::Plugins => "an array of tables ([[plugin]] rows)",
+        Shape::McpRows => "an array of tables ([[mcp]] rows)",
+        Shape::McpName => "a string",
+        Shape::Secrets(_) => "a table of strings",
         Shape::Any => "a value",
     }
 }
@@ -320,34 +442,83 @@ fn expand_any(node: &mut Node, ctx: &Ctx<'_>) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Checks the `[[plugin]]` rows of one layer: each is a table with an `id`,
-/// and no id appears twice.
-fn check_rows(rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), ConfigError> {
+/// Checks the `[[plugin]]` or `[[mcp]]` rows of one layer: each is a table
+/// with its id key, and no id appears twice.
+fn check_rows(kind: RowKind, rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), ConfigError> {
+    let (table, id_key) = (kind.table(), kind.id_key());
     let mut seen: HashMap<String, Location> = HashMap::new();
     for row in rows {
         let Val::Table(t) = &mut row.val else {
             return Err(ConfigError::Type {
                 at: row.at.clone(),
-                key: "plugin".into(),
+                key: kind.key().into(),
                 table: TOP.into(),
-                expected: "an array of tables ([[plugin]] rows)",
+                expected: if kind == RowKind::Plugin {
+                    "an array of tables ([[plugin]] rows)"
+                } else {
+                    "an array of tables ([[mcp]] rows)"
+                },
                 found: "an array holding another type",
             });
         };
-        check_table(ROW, t, "[[plugin]]", ctx)?;
-        let Some(Val::Str(id)) = t.get("id").map(|n| &n.val) else {
-            return Err(ConfigError::invalid(&row.at, "[[plugin]] row has no `id`"));
+        check_table(kind.fields(), t, table, ctx)?;
+        let Some(Val::Str(id)) = t.get(id_key).map(|n| &n.val) else {
+            return Err(ConfigError::invalid(&row.at, format!("{table} row has no `{id_key}`")));
         };
-        let id_at = t.get("id").map_or_else(|| row.at.clone(), |n| n.at.clone());
+        let id_at = t.get(id_key).map_or_else(|| row.at.clone(), |n| n.at.clone());
         if let Some(first) = seen.get(id) {
+            let what = if kind == RowKind::Plugin { "plugin id" } else { "MCP server name" };
             return Err(ConfigError::invalid(
                 &id_at,
-                format!("duplicate plugin id `{id}` (first at {first}); a layer may list an id once"),
+                format!("duplicate {what} `{id}` (first at {first}); a layer may list it once"),
             ));
         }
         seen.insert(id.clone(), id_at);
     }
     Ok(())
+}
+
+/// Checks an MCP server name: `[a-zA-Z0-9_-]+`, without `__` (which
+/// separates the parts of `mcp__SERVER__TOOL`).
+pub(crate) fn check_mcp_name(s: &str, at: &Location) -> Result<(), ConfigError> {
+    if valid_mcp_name(s) {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            at,
+            format!(
+                "bad MCP server name \"{s}\": use 1 to {MCP_NAME_MAX_LEN} of A-Z, a-z, 0-9, `_` and `-`, without `__` \
+                 (its tools are named mcp__NAME__TOOL)"
+            ),
+        ))
+    }
+}
+
+/// Whether `s` is a valid MCP server name.
+pub(crate) fn valid_mcp_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MCP_NAME_MAX_LEN
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && !s.contains("__")
+}
+
+fn check_secret_key(keys: SecretKeys, key: &str, table: &str, at: &Location) -> Result<(), ConfigError> {
+    let ok = match keys {
+        SecretKeys::Env => !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        // RFC 9110 token characters.
+        SecretKeys::Header => {
+            !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        let what = match keys {
+            SecretKeys::Env => "environment variable name (A-Z, a-z, 0-9, `_`)",
+            SecretKeys::Header => "HTTP header name",
+        };
+        Err(ConfigError::invalid(at, format!("bad key \"{key}\" in {table}: expected an {what}")))
+    }
 }
 
 /// Checks a plugin id (and `agent.adapter`): `[a-z0-9_-]+`.
@@ -386,6 +557,7 @@ fn check_item(item: Item, s: &str, key: &str, at: &Location, ctx: &Ctx<'_>) -> R
                 ))
             }
         }
+        Item::Str => ctx.expand(s, at),
         Item::Env => {
             if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 Ok(s.to_string())

@@ -544,3 +544,108 @@ fn profile_dir_and_relative_paths_follow_the_file() {
     let shown: &Path = &env.path("ws/.wharf/config.toml");
     assert_eq!(c.origin("plugin.fs.path").map(|l| l.source.clone()), Some(shown.display().to_string()));
 }
+
+const MCP_BASE: &str = r#"[[mcp]]
+name = "files"
+command = "files-server"
+args = ["--root", "${workspace}"]
+env = { LOG = "1", TOKEN = "${env:FILES_TOKEN}" }
+required = true
+
+[[mcp]]
+name = "Search-1"
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = "Bearer s3cret-literal" }
+tool_timeout_ms = 5000
+"#;
+
+#[test]
+fn mcp_rows_load_merge_by_name_and_can_be_disabled() {
+    let env = Env::new();
+    let profile = env.write("p/base.toml", MCP_BASE);
+    env.write(
+        "home/.wharf/config.toml",
+        "[[mcp]]\nname = \"files\"\nrequired = false\ncwd = \"sub\"\n\n[[mcp]]\nname = \"extra\"\ncommand = \"x\"\n",
+    );
+    let mut opts = env.opts(profile.to_str().unwrap_or_default());
+    let c = env.load(&opts);
+    let names: Vec<&str> = c.mcp.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["files", "Search-1", "extra"]);
+    let files = &c.mcp[0];
+    assert_eq!(files.command.as_deref(), Some("files-server"));
+    assert_eq!(files.args, ["--root".to_string(), env.path("ws").display().to_string()]);
+    // `${env:…}` is kept for the host to resolve when the server starts.
+    assert_eq!(files.env.get("TOKEN").map(String::as_str), Some("${env:FILES_TOKEN}"));
+    assert!(!files.required, "the user layer overrides the key it sets");
+    // A relative cwd is relative to the file that set it.
+    assert_eq!(files.cwd.as_deref(), Some(env.path("home/.wharf/sub").as_path()));
+    assert!(c.mcp[1].is_http());
+    assert_eq!(c.mcp[1].tool_timeout_ms, Some(5000));
+    assert_eq!(c.origin("mcp.files.required").map(Location::short), Some("~/.wharf/config.toml:3".into()));
+    assert_eq!(c.origin("mcp.files.command").map(|l| l.line), Some(Some(3)));
+
+    // A patch disables a server; -c sets a key by name.
+    let patch = env.write("patch.toml", "[[mcp]]\nname = \"extra\"\nenabled = false\n");
+    opts.patches = vec![patch];
+    opts.overrides = vec!["mcp.files.startup_timeout_ms=1500".into()];
+    let c = env.load(&opts);
+    let names: Vec<&str> = c.mcp.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["files", "Search-1"]);
+    assert_eq!(c.mcp[0].startup_timeout_ms, Some(1500));
+    let e = env.fail(&LoadOptions { overrides: vec!["mcp.nope.required=true".into()], ..opts.clone() });
+    assert_eq!(e.to_string(), "-c mcp.nope.required=true: no MCP server named `nope` (known: files, Search-1, extra)");
+}
+
+#[test]
+fn mcp_secrets_never_show_in_dumps() {
+    let env = Env::new();
+    let profile = env.write("base.toml", MCP_BASE);
+    let c = env.load(&env.opts(profile.to_str().unwrap_or_default()));
+    assert_eq!(c.mcp[1].headers.get("Authorization").map(String::as_str), Some("Bearer s3cret-literal"));
+    let dump = c.dump();
+    assert!(!dump.contains("s3cret") && !dump.contains("FILES_TOKEN"), "{dump}");
+    let file = profile.display();
+    assert!(dump.contains(&format!("\n[[mcp]]\nname = \"files\"  # from {file}:2\n")), "{dump}");
+    assert!(dump.contains(&format!("[mcp.headers]\nAuthorization = \"<redacted>\"  # from {file}:11\n")), "{dump}");
+    assert!(dump.contains("required = false  # from default\n"), "{dump}");
+    toml::from_str::<toml::Table>(&dump).unwrap_or_else(|e| panic!("{e}\n{dump}"));
+    let json = c.dump_json().to_string();
+    assert!(!json.contains("s3cret") && !json.contains("FILES_TOKEN"), "{json}");
+    assert_eq!(c.dump_json()["config"]["mcp"][0]["env"]["LOG"], "<redacted>");
+    assert!(!format!("{:?}", c.mcp).contains("s3cret"));
+}
+
+#[test]
+fn bad_mcp_rows_are_located() {
+    let env = Env::new();
+    let check = |text: &str, line: u32, col: u32, msg: &str| {
+        let p = env.write("bad.toml", text);
+        let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
+        assert_eq!((at(&e).1, at(&e).2), (Some(line), Some(col)), "{e}");
+        assert!(e.to_string().contains(msg), "{e}");
+    };
+    check("[[mcp]]\nname = \"a b\"\ncommand = \"x\"\n", 2, 8, "bad MCP server name \"a b\"");
+    check("[[mcp]]\nname = \"a__b\"\ncommand = \"x\"\n", 2, 8, "without `__`");
+    check(
+        "[[mcp]]\nname = \"a\"\ncommand = \"x\"\n[[mcp]]\nname = \"a\"\ncommand = \"y\"\n",
+        5,
+        8,
+        "duplicate MCP server name `a`",
+    );
+    check("[[mcp]]\nname = \"a\"\n", 2, 8, "set `command` (stdio) or `url`");
+    check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/mcp\"\n", 4, 7, "not both");
+    check("[[mcp]]\nname = \"a\"\nurl = \"ftp://h\"\n", 3, 7, "must start with http:// or https://");
+    check("[[mcp]]\nname = \"a\"\nurl = \"http://h\"\nargs = [\"x\"]\n", 4, 8, "`args` applies to stdio servers");
+    check(
+        "[[mcp]]\nname = \"a\"\ncommand = \"x\"\nheaders = { A = \"b\" }\n",
+        4,
+        11,
+        "`headers` apply to HTTP servers",
+    );
+    check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nenv = { \"A-B\" = \"1\" }\n", 4, 9, "bad key \"A-B\" in [mcp.env]");
+    check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nenv = { A = 1 }\n", 4, 13, "must be a string");
+    check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\nrequird = true\n", 4, 1, "unknown key `requird` in [[mcp]]");
+    check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\ntool_timeout_ms = 0\n", 4, 19, "between 1 and");
+    // `${env:…}` only where secrets go.
+    check("[[mcp]]\nname = \"a\"\ncommand = \"${env:X}\"\n", 3, 11, "only allowed in the `env` and `headers`");
+}

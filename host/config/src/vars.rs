@@ -37,6 +37,12 @@ pub enum VarError {
     /// A variable's value is not valid UTF-8.
     #[error("the value of `${{{0}}}` is not valid UTF-8")]
     NotUtf8(String),
+    /// `${env:NAME}` where it is not allowed, or with a malformed name.
+    #[error("{0}")]
+    Env(String),
+    /// `${env:NAME}` names an environment variable that is not set.
+    #[error("environment variable `{0}` (from `${{env:{0}}}`) is not set")]
+    EnvUnset(String),
 }
 
 fn unset_hint(name: &str) -> &'static str {
@@ -66,19 +72,42 @@ impl Vars {
 
     /// Replaces each `${name}` in `s` by its value; `$${` is a literal `${`.
     pub fn expand(&self, s: &str) -> Result<String, VarError> {
+        self.expand_with(s, false)
+    }
+
+    /// Like [`Vars::expand`], but `${env:NAME}` references and `$${` escapes
+    /// are kept as written, for [`resolve_env`] to resolve when the value is
+    /// used (MCP server `env` and `headers` values: secrets stay out of the
+    /// composed config, and an unset variable only matters to the server
+    /// that needs it).
+    pub fn expand_keeping_env(&self, s: &str) -> Result<String, VarError> {
+        self.expand_with(s, true)
+    }
+
+    fn expand_with(&self, s: &str, keep_env: bool) -> Result<String, VarError> {
         let mut out = String::with_capacity(s.len());
         let mut rest = s;
         while let Some(i) = rest.find('$') {
             out.push_str(&rest[..i]);
             let tail = &rest[i..];
             if let Some(after) = tail.strip_prefix("$${") {
-                out.push_str("${");
+                out.push_str(if keep_env { "$${" } else { "${" });
                 rest = after;
             } else if let Some(after) = tail.strip_prefix("${") {
                 let end = after.find('}').ok_or(VarError::Unterminated)?;
                 let name = &after[..end];
-                let value = self.value(name)?;
-                out.push_str(value.to_str().ok_or_else(|| VarError::NotUtf8(name.to_string()))?);
+                if let Some(var) = name.strip_prefix("env:") {
+                    if !keep_env {
+                        return Err(VarError::Env(format!(
+                            "`${{env:{var}}}` is only allowed in the `env` and `headers` values of [[mcp]] rows"
+                        )));
+                    }
+                    check_env_name(var)?;
+                    out.push_str(&tail[..end + 3]);
+                } else {
+                    let value = self.value(name)?;
+                    out.push_str(value.to_str().ok_or_else(|| VarError::NotUtf8(name.to_string()))?);
+                }
                 rest = &after[end + 1..];
             } else {
                 out.push('$');
@@ -107,6 +136,40 @@ impl Vars {
     }
 }
 
+fn check_env_name(name: &str) -> Result<(), VarError> {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(VarError::Env(format!("bad environment variable name in `${{env:{name}}}`: use A-Z, a-z, 0-9 and `_`")))
+    }
+}
+
+/// Resolves what [`Vars::expand_keeping_env`] kept: each `${env:NAME}`
+/// becomes `lookup(NAME)` (unset is an error) and `$${` a literal `${`.
+pub fn resolve_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, VarError> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${env:") {
+            let end = after.find('}').ok_or(VarError::Unterminated)?;
+            let name = &after[..end];
+            check_env_name(name)?;
+            out.push_str(&lookup(name).ok_or_else(|| VarError::EnvUnset(name.to_string()))?);
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +186,19 @@ mod tests {
         assert_eq!(v.expand("${nope}"), Err(VarError::Unknown("nope".into())));
         assert_eq!(v.expand("${profile_dir}"), Err(VarError::Unset("profile_dir".into())));
         assert_eq!(v.expand("${home"), Err(VarError::Unterminated));
+    }
+
+    #[test]
+    fn env_references_are_kept_then_resolved() {
+        let v = vars();
+        assert!(matches!(v.expand("${env:TOKEN}"), Err(VarError::Env(_))));
+        let kept = v.expand_keeping_env("Bearer ${env:TOKEN} ${home} $${env:X}").ok();
+        assert_eq!(kept.as_deref(), Some("Bearer ${env:TOKEN} /home/u $${env:X}"));
+        assert!(matches!(v.expand_keeping_env("${env:BAD-NAME}"), Err(VarError::Env(_))));
+        let lookup = |n: &str| (n == "TOKEN").then(|| "s3cret".to_string());
+        let resolved = resolve_env(kept.as_deref().unwrap_or(""), lookup);
+        assert_eq!(resolved.ok().as_deref(), Some("Bearer s3cret /home/u ${env:X}"));
+        assert_eq!(resolve_env("${env:NOPE}", lookup), Err(VarError::EnvUnset("NOPE".into())));
     }
 
     #[test]

@@ -51,6 +51,7 @@
 //! committed event (every type except `assistant/chunk`, dispatched by a
 //! background task after commit).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -70,6 +71,10 @@ use crate::plugin::{
 };
 use crate::registry::{Registry, Snapshot};
 use crate::retry::RetryPolicy;
+use crate::compaction::TurnCompactions;
+use crate::services::SessionContext;
+
+pub use crate::compaction::CompactionConfig;
 use crate::store::{SessionLog, StoreError};
 use crate::util;
 
@@ -89,6 +94,15 @@ pub struct AgentConfig {
     pub retry: RetryPolicy,
     /// Tool pipeline and scheduler settings (pool size, deadlines, output caps).
     pub pipeline: PipelineConfig,
+    /// Only these tools are offered and callable (a subagent's restricted
+    /// set); `None`: every registered tool.
+    pub tools: Option<BTreeSet<String>>,
+    /// Extra system-prompt text (a subagent's instructions), appended last.
+    pub instructions: Option<String>,
+    /// Deepest subagent nesting allowed (a top-level agent is depth 0).
+    pub max_depth: u32,
+    /// History compaction.
+    pub compaction: CompactionConfig,
 }
 
 impl Default for AgentConfig {
@@ -99,6 +113,10 @@ impl Default for AgentConfig {
             max_tokens: None,
             retry: RetryPolicy::default(),
             pipeline: PipelineConfig::default(),
+            tools: None,
+            instructions: None,
+            max_depth: 3,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -159,6 +177,8 @@ struct Inner {
     run_lock: tokio::sync::Mutex<()>,
     current: Mutex<Option<CancellationToken>>,
     forwarder: AtomicBool,
+    services: Arc<SessionContext>,
+    compactions: Mutex<TurnCompactions>,
 }
 
 /// What one step produced.
@@ -210,7 +230,15 @@ impl Agent {
         }
         let inbox =
             log.pending_inbox().into_iter().map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text }).collect();
-        let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone());
+        let services = Arc::new(SessionContext {
+            log: log.clone(),
+            registry: registry.clone(),
+            bus: bus.clone(),
+            approver: approver.clone(),
+            config: config.clone(),
+        });
+        let pipeline =
+            ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone()).with_services(services.clone());
         Self {
             inner: Arc::new(Inner {
                 log,
@@ -223,6 +251,8 @@ impl Agent {
                 run_lock: tokio::sync::Mutex::new(()),
                 current: Mutex::new(None),
                 forwarder: AtomicBool::new(false),
+                services,
+                compactions: Mutex::new(TurnCompactions::default()),
             }),
         }
     }
@@ -399,6 +429,7 @@ impl Agent {
     async fn turn(&self, token: &CancellationToken) -> Result<TurnSummary, AgentError> {
         let inner = &self.inner;
         let turn = inner.log.last_turn() + 1;
+        *lock(&inner.compactions) = TurnCompactions::default();
         inner.log.append(EventKind::TurnStart(TurnStart { turn }))?;
         let mut summary =
             TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
@@ -412,7 +443,8 @@ impl Agent {
             }
             step += 1;
             self.claim(step == 1)?;
-            let snap = inner.registry.snapshot();
+            let snap = self.snapshot();
+            self.auto_compact(&snap, turn, token).await?;
             if let Some(reason) = self.pre_step(&snap, turn, step).await {
                 break StopReason::Blocked { message: reason };
             }
@@ -447,6 +479,71 @@ impl Agent {
         inner.log.append(EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() }))?;
         summary.reason = reason;
         Ok(summary)
+    }
+
+    /// The context window compaction works against: the configured one, else
+    /// the adapter's; `None` when unknown (then nothing is compacted).
+    fn context_window(&self, snap: &Snapshot) -> Option<u32> {
+        let cfg = &self.inner.config;
+        cfg.compaction
+            .context_window
+            .or_else(|| snap.llm(cfg.llm.as_deref()).map(|a| a.model().context_window))
+            .filter(|w| *w > 0)
+    }
+
+    /// Compacts before a step when the request would pass the threshold.
+    /// Failures never fail the turn: they are logged and stop further
+    /// attempts in this turn.
+    async fn auto_compact(&self, snap: &Snapshot, turn: u64, token: &CancellationToken) -> Result<(), StoreError> {
+        let cfg = &self.inner.config.compaction;
+        if !cfg.enabled || snap.compactors.is_empty() {
+            return Ok(());
+        }
+        let state = *lock(&self.inner.compactions);
+        if state.failed || state.count >= cfg.max_per_turn {
+            return Ok(());
+        }
+        let Some(window) = self.context_window(snap) else {
+            return Ok(());
+        };
+        let used = crate::compaction::request_tokens(&self.inner.log.messages(), &snap.tool_specs());
+        if (used as f64) <= cfg.threshold * f64::from(window) {
+            return Ok(());
+        }
+        let keep = (cfg.keep_recent * f64::from(window)) as u64;
+        tracing::info!(session = %self.session_id(), turn, used, window, "compacting the history");
+        match crate::compaction::compact(&self.inner.services, snap, keep, window, token).await {
+            Ok(_) => {
+                let after = crate::compaction::request_tokens(&self.inner.log.messages(), &snap.tool_specs());
+                let mut state = lock(&self.inner.compactions);
+                state.count += 1;
+                if (after as f64) > cfg.threshold * f64::from(window) {
+                    // The recent part alone is too big: compacting again
+                    // cannot help, so stop trying this turn.
+                    tracing::warn!(after, window, "the history is still over the threshold after compaction");
+                    state.failed = true;
+                }
+            }
+            // Too little history to cut yet: try again at a later step.
+            Err(crate::compaction::CompactError::NothingToCompact) => {}
+            Err(crate::compaction::CompactError::Store(e)) => return Err(e),
+            Err(e) => {
+                lock(&self.inner.compactions).failed = true;
+                if !token.is_cancelled() {
+                    crate::compaction::record_failure(&self.inner.services, &e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts the history now (`/compact`), keeping only the latest
+    /// exchange verbatim. Waits for a running turn to finish first.
+    pub async fn compact(&self) -> Result<crate::events::CompactionSummary, crate::compaction::CompactError> {
+        let _running = self.inner.run_lock.lock().await;
+        let snap = self.snapshot();
+        let window = self.context_window(&snap).unwrap_or(65_536);
+        crate::compaction::compact(&self.inner.services, &snap, 0, window, &CancellationToken::new()).await
     }
 
     fn steer_pending(&self) -> bool {
@@ -515,12 +612,24 @@ impl Agent {
         self.inner.bus.serial(snap, HookPoint::AgentTurnStopping, &Value::Object(p)).await.map(|r| r.reason)
     }
 
-    /// The system prompt: registry sections through the `system-prompt` waterfall.
+    /// The registry view this agent works with: everything, or only its
+    /// allowed tools (a subagent).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        let snap = self.inner.registry.snapshot();
+        match &self.inner.config.tools {
+            Some(allowed) => Arc::new(snap.restricted(allowed)),
+            None => snap,
+        }
+    }
+
+    /// The system prompt: registry sections (and the agent's instructions)
+    /// through the `system-prompt` waterfall.
     pub async fn system_prompt(&self, snap: &Snapshot, turn: u64, step: u32) -> String {
         let base = snap
             .prompt_sections
             .iter()
             .map(|s| s.text.trim_end())
+            .chain(self.inner.config.instructions.as_deref().map(str::trim_end))
             .filter(|t| !t.is_empty())
             .collect::<Vec<_>>()
             .join("\n\n");

@@ -296,6 +296,20 @@ pub struct SessionStart {
     /// Profile the session was started with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// For a subagent's session: the parent session and tool call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<SpawnedBy>,
+}
+
+/// Links a subagent's session to the tool call that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnedBy {
+    /// The parent session id.
+    pub session: String,
+    /// The parent's tool call id.
+    pub call_id: String,
+    /// The child's depth (1 for a child of a top-level agent).
+    pub depth: u32,
 }
 
 /// `session/repaired`: the line `torn_line` was a torn write that the writer
@@ -709,7 +723,8 @@ mod tests {
                 parent: None,
                 fork_seq: None,
                 workspace: None,
-                profile: None,
+                profile: Some("p".into()),
+                spawned_by: Some(SpawnedBy { session: "parent".into(), call_id: "c1".into(), depth: 1 }),
             }),
             EventKind::SessionRepaired(SessionRepaired { torn_line: 3, torn_bytes: 10 }),
             EventKind::TurnStart(TurnStart { turn: 1 }),

@@ -191,6 +191,7 @@ mod tests {
             fork_seq: None,
             workspace: None,
             profile: None,
+            spawned_by: None,
         })];
         v.extend(kinds);
         v.into_iter()

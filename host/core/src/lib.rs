@@ -21,6 +21,9 @@
 //! - [`scheduler`] — parallel pool, exclusive barriers, model-order commits.
 //! - [`retry`] — backoff policy for failed model requests.
 //! - [`agent`] — the agent loop: inbox, turns, steps, cancellation.
+//! - [`compaction`] — when and what to compact; the `compaction/summary` step.
+//! - [`services`] — what plugins may ask of their session (events, the
+//!   model, subagents).
 //! - [`invariants`] — structural checks of a log, for tests and fault suites.
 //! - [`testkit`] — native fakes (scripted LLM, fake tools and policies).
 //! - [`util`] — timestamps, ids, randomness.
@@ -28,6 +31,7 @@
 pub mod agent;
 pub mod approval;
 pub mod bus;
+pub mod compaction;
 pub mod events;
 pub mod invariants;
 pub mod pipeline;
@@ -37,6 +41,7 @@ pub mod projection;
 pub mod registry;
 pub mod retry;
 pub mod scheduler;
+pub mod services;
 pub mod schema;
 pub mod store;
 pub mod testkit;

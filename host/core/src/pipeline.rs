@@ -139,6 +139,8 @@ pub struct ToolPipeline {
     pub(crate) config: PipelineConfig,
     /// Tools allowed for the rest of the session by an approval.
     grants: Mutex<HashSet<String>>,
+    /// Session services handed to each call.
+    pub(crate) services: Option<Arc<crate::services::SessionContext>>,
 }
 
 /// Where a call is in its step.
@@ -175,7 +177,14 @@ pub(crate) enum Prepared {
 impl ToolPipeline {
     /// A pipeline writing to `log`.
     pub fn new(log: SessionLog, bus: Arc<Bus>, approver: Arc<dyn Approver>, config: PipelineConfig) -> Self {
-        Self { log, bus, approver, config, grants: Mutex::new(HashSet::new()) }
+        Self { log, bus, approver, config, grants: Mutex::new(HashSet::new()), services: None }
+    }
+
+    /// Hands `services` to every call (the `session`, `model` and `agents`
+    /// imports).
+    pub fn with_services(mut self, services: Arc<crate::services::SessionContext>) -> Self {
+        self.services = Some(services);
+        self
     }
 
     /// The settings.

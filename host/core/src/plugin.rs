@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -61,7 +62,7 @@ pub struct ToolSpec {
 }
 
 /// One call to execute (arguments already validated by the pipeline).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolInvocation {
     /// The model's id for the call.
     pub call_id: String,
@@ -73,6 +74,107 @@ pub struct ToolInvocation {
     pub session_id: String,
     /// Session workspace directory, if any.
     pub workspace: Option<String>,
+    /// What the call may ask of its session (events, the model, child
+    /// agents); `None` outside a session.
+    pub services: Option<Arc<dyn SessionServices>>,
+}
+
+impl std::fmt::Debug for ToolInvocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolInvocation")
+            .field("call_id", &self.call_id)
+            .field("name", &self.name)
+            .field("arguments", &self.arguments)
+            .field("session_id", &self.session_id)
+            .field("workspace", &self.workspace)
+            .field("services", &self.services.is_some())
+            .finish()
+    }
+}
+
+/// Why a session service refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// No session is behind the call.
+    #[error("no session is attached to this call")]
+    NoSession,
+    /// The operator did not grant the capability.
+    #[error("the `{0}` capability is not granted")]
+    NotGranted(String),
+    /// The request was malformed.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The host could not do it.
+    #[error("{0}")]
+    Failed(String),
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A one-shot model request from a plugin (no tools).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompleteRequest {
+    /// System prompt.
+    pub system: String,
+    /// Messages after it.
+    pub messages: Vec<Message>,
+    /// Output cap.
+    pub max_tokens: Option<u32>,
+}
+
+/// What a child agent should do.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgentTask {
+    /// The child's first user message.
+    pub prompt: String,
+    /// Tools the child may use (subset of the parent's); empty = all of the
+    /// parent's (nesting is bounded by the depth limit).
+    pub tools: Vec<String>,
+    /// Step budget (capped by the parent's).
+    pub max_steps: Option<u32>,
+    /// Extra system-prompt text.
+    pub instructions: Option<String>,
+}
+
+/// How a child agent ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOutcome {
+    /// The child's session id.
+    pub session_id: String,
+    /// Text of its last assistant message.
+    pub text: String,
+    /// Why its turn ended (`completed`, `max_steps`, `cancelled`, ...).
+    pub stop_reason: String,
+    /// Steps taken.
+    pub steps: u32,
+}
+
+/// What a plugin working for a session may ask of it: the `session`,
+/// `model` and `agents` imports. The agent provides one per tool call (and
+/// per compaction); grants are checked by the runtime before these run.
+pub trait SessionServices: Send + Sync {
+    /// Agent depth: 0 for a top-level agent.
+    fn depth(&self) -> u32;
+    /// Appends a plugin-reported event (kinds: `todo/updated`).
+    fn record_event(&self, kind: &str, data: Value) -> Result<(), ServiceError>;
+    /// A one-shot request to the session's model; the text of the answer.
+    fn complete(&self, request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>>;
+    /// Runs a child agent to the end of its turn.
+    fn run_agent(&self, task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>>;
+}
+
+/// Writes compaction summaries (a `compactor` plugin).
+pub trait Compactor: Send + Sync {
+    /// The plugin version providing it.
+    fn plugin(&self) -> &PluginRef;
+    /// Summarises `messages` in at most about `target_tokens` tokens.
+    fn summarize(
+        &self,
+        messages: Vec<Message>,
+        target_tokens: u32,
+        services: Arc<dyn SessionServices>,
+    ) -> BoxFuture<'_, Result<String, String>>;
 }
 
 /// What a tool execution produced. Errors are data, never panics: the loop

@@ -225,6 +225,12 @@ impl Projection {
         self.messages.iter().map(|(_, m)| m.clone()).collect()
     }
 
+    /// The model-visible messages with the seq of the event each came from
+    /// (a compaction summary carries the first seq it replaced).
+    pub fn entries(&self) -> &[(u64, Message)] {
+        &self.messages
+    }
+
     /// Number of model-visible messages.
     pub fn message_count(&self) -> usize {
         self.messages.len()

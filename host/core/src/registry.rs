@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use crate::plugin::{Hook, HookPoint, LlmAdapter, PluginRef, Policy, PromptSection, Tool};
+use crate::plugin::{Compactor, Hook, HookPoint, LlmAdapter, PluginRef, Policy, PromptSection, Tool};
 
 /// Everything one plugin version registers.
 #[derive(Default, Clone)]
@@ -24,6 +24,8 @@ pub struct Registrations {
     pub hooks: Option<Arc<dyn Hook>>,
     /// Static prompt sections.
     pub prompt_sections: Vec<PromptSection>,
+    /// History compactor, if the plugin is one.
+    pub compactor: Option<Arc<dyn Compactor>>,
 }
 
 impl Registrations {
@@ -34,6 +36,7 @@ impl Registrations {
             && self.policy.is_none()
             && self.hooks.is_none()
             && self.prompt_sections.is_empty()
+            && self.compactor.is_none()
     }
 }
 
@@ -75,9 +78,26 @@ pub struct Snapshot {
     pub prompt_sections: Vec<PromptSection>,
     /// Loaded plugin versions in load order.
     pub plugins: Vec<PluginRef>,
+    /// Compactors in load order (the first one is used).
+    pub compactors: Vec<Arc<dyn Compactor>>,
 }
 
 impl Snapshot {
+    /// The same view with only the tools named in `allowed` (a subagent's
+    /// restricted tool set); everything else is shared.
+    pub fn restricted(&self, allowed: &std::collections::BTreeSet<String>) -> Snapshot {
+        Snapshot {
+            generation: self.generation,
+            tools: self.tools.iter().filter(|(n, _)| allowed.contains(*n)).map(|(n, t)| (n.clone(), t.clone())).collect(),
+            llms: self.llms.clone(),
+            policies: self.policies.clone(),
+            hooks: self.hooks.clone(),
+            prompt_sections: self.prompt_sections.clone(),
+            plugins: self.plugins.clone(),
+            compactors: self.compactors.clone(),
+        }
+    }
+
     /// The tool specs, sorted by name.
     pub fn tool_specs(&self) -> Vec<crate::plugin::ToolSpec> {
         self.tools.values().map(|t| t.spec().clone()).collect()
@@ -98,6 +118,7 @@ impl Snapshot {
             + self.policies.iter().filter(|p| p.plugin().id == plugin_id).count()
             + self.hooks.values().flatten().filter(|h| h.plugin().id == plugin_id).count()
             + self.prompt_sections.iter().filter(|s| s.plugin.id == plugin_id).count()
+            + self.compactors.iter().filter(|c| c.plugin().id == plugin_id).count()
     }
 }
 
@@ -193,6 +214,9 @@ impl Inner {
             }
             if let Some(p) = &e.regs.policy {
                 snap.policies.push(p.clone());
+            }
+            if let Some(c) = &e.regs.compactor {
+                snap.compactors.push(c.clone());
             }
             if let Some(h) = &e.regs.hooks {
                 for (point, prio) in h.subscriptions() {

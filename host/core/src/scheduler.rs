@@ -124,6 +124,10 @@ impl Run<'_> {
                 arguments: ready.arguments,
                 session_id: self.p.log.id().to_string(),
                 workspace: self.p.config.workspace.clone(),
+                services: self.p.services.as_ref().map(|s| {
+                    Arc::new(s.for_call(&call.id, ready.tool.plugin().clone(), cancel.clone()))
+                        as Arc<dyn crate::plugin::SessionServices>
+                }),
             };
             let fut = execute(
                 ready.tool,

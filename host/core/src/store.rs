@@ -175,14 +175,15 @@ pub enum StoreError {
         path: PathBuf,
     },
     /// Another I/O failure.
-    #[error("I/O error while {op} {}: {source}", .path.display())]
+    #[error("I/O error while {op} {}: {cause}", .path.display())]
     Io {
         /// What was being done.
         op: String,
         /// The file or directory.
         path: PathBuf,
-        /// The OS error.
-        source: io::Error,
+        /// The OS error. Shown in the message and deliberately not the
+        /// error's `source()`, so `{:#}` chains do not print it twice.
+        cause: io::Error,
     },
     /// The writer could not roll back a failed append; it refuses to write.
     #[error("session `{id}`: the log writer stopped after a failed write ({cause}); reopen the session to repair it")]
@@ -214,7 +215,7 @@ fn io_error(op: impl Into<String>, path: &Path, e: io::Error) -> StoreError {
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::DiskFull { op, path },
         Some(libc::EROFS) => StoreError::ReadOnly { op, path },
         Some(libc::EACCES) | Some(libc::EPERM) => StoreError::PermissionDenied { op, path },
-        _ => StoreError::Io { op, path, source: e },
+        _ => StoreError::Io { op, path, cause: e },
     }
 }
 
@@ -378,6 +379,22 @@ impl Store {
             fork_seq: None,
             workspace: opts.workspace.clone(),
             profile: opts.profile.clone(),
+            spawned_by: None,
+        };
+        self.create_with(opts.id.as_deref(), header, &[])
+    }
+
+    /// Creates a subagent's session, its header linked to the parent call.
+    pub fn create_child(&self, opts: NewSession, spawned_by: crate::events::SpawnedBy) -> Result<SessionLog, StoreError> {
+        let header = |id: &str| SessionStart {
+            id: id.to_string(),
+            format: FORMAT_VERSION,
+            created: util::now_rfc3339(),
+            parent: None,
+            fork_seq: None,
+            workspace: opts.workspace.clone(),
+            profile: opts.profile.clone(),
+            spawned_by: Some(spawned_by.clone()),
         };
         self.create_with(opts.id.as_deref(), header, &[])
     }
@@ -544,6 +561,7 @@ impl Store {
                 fork_seq: Some(at_seq),
                 workspace: h.workspace.clone(),
                 profile: h.profile.clone(),
+                spawned_by: h.spawned_by.clone(),
             },
             &prefix[1..],
         )
@@ -1048,6 +1066,11 @@ impl SessionLog {
     /// The session header.
     pub fn header(&self) -> Option<SessionStart> {
         self.state().projection.header().cloned()
+    }
+
+    /// The model-visible messages with their seqs (for compaction).
+    pub fn message_entries(&self) -> Vec<(u64, Message)> {
+        self.state().projection.entries().to_vec()
     }
 
     /// Seq of the last committed event.

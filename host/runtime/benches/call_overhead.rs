@@ -1,27 +1,122 @@
-//! Per-call overhead of a trivial tool (`echo` from the `text` component):
-//! the same work called natively, through a fresh sandbox per call, and
-//! through a reused (warm) instance. Variants are interleaved in rounds so
+//! Per-call overhead of a trivial tool (`echo` of a short string): the same
+//! work called natively, through the `text` component with a fresh sandbox
+//! per call and with a reused (warm) instance, and through MCP stdio servers
+//! doing the same work — `rmcp-echo` (Rust, the `rmcp` crate) and `ts-echo`
+//! (the official TypeScript SDK) — as a full `tools/call` JSON-RPC round trip
+//! to an already-initialized server. Variants are interleaved in rounds so
 //! machine noise hits them alike; results are medians and p99s in µs and
 //! ratios measured in this one run.
 //!
 //! Run: `cargo xtask bench` (or `cargo bench -p wharf-runtime --profile dev
-//! --bench call_overhead -- COMPONENT.wasm [OUT.json]`).
+//! --bench call_overhead -- COMPONENT.wasm [OUT.json]`). The MCP servers are
+//! taken from `WHARF_BENCH_MCP_RMCP` (the `rmcp-echo` binary) and
+//! `WHARF_BENCH_MCP_TS` (`server.mjs`, run with `node`); a variant whose
+//! variable is unset is left out. `WHARF_BENCH_ROUNDS` sets the rounds (20).
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
+use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, Runtime, RuntimeOptions};
+
+const TEXT: &str = "hello, wharf";
 
 fn native_echo(args: &str) -> Result<String, String> {
     let v: Value = serde_json::from_str(args).map_err(|e| e.to_string())?;
     v.get("text").and_then(Value::as_str).map(str::to_string).ok_or_else(|| "missing text".to_string())
 }
 
+/// A minimal MCP client over stdio (newline-delimited JSON-RPC), so the
+/// figure is the server's round trip and not a client library's overhead.
+struct McpStdio {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+    line: String,
+}
+
+impl McpStdio {
+    /// Spawns the server and completes the `initialize` handshake.
+    fn spawn(program: &str, args: &[&str]) -> anyhow::Result<Self> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start MCP server `{program} {}`", args.join(" ")))?;
+        let stdin = child.stdin.take().context("MCP server: no stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("MCP server: no stdout")?);
+        let mut s = Self { child, stdin, stdout, next_id: 1, line: String::new() };
+        s.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wharf-bench", "version": "0"}}),
+        )?;
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        Ok(s)
+    }
+
+    fn send(&mut self, msg: &Value) -> anyhow::Result<()> {
+        let mut bytes = serde_json::to_vec(msg)?;
+        bytes.push(b'\n');
+        self.stdin.write_all(&bytes)?;
+        self.stdin.flush()?;
+        Ok(())
+    }
+
+    /// One request; skips notifications until the response with its id.
+    fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            self.line.clear();
+            if self.stdout.read_line(&mut self.line)? == 0 {
+                bail!("MCP server closed stdout during `{method}`");
+            }
+            let v: Value = serde_json::from_str(self.line.trim())
+                .with_context(|| format!("MCP server sent invalid JSON: {}", self.line.trim()))?;
+            if v.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(err) = v.get("error") {
+                bail!("MCP `{method}` failed: {err}");
+            }
+            return v.get("result").cloned().context("MCP response without result");
+        }
+    }
+
+    fn echo(&mut self, text: &str) -> anyhow::Result<String> {
+        let r = self.request("tools/call", json!({"name": "echo", "arguments": {"text": text}}))?;
+        r.pointer("/content/0/text").and_then(Value::as_str).map(str::to_string).context("echo: no text content")
+    }
+}
+
+impl Drop for McpStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Median and p99 (nearest rank) in the samples' unit.
 fn stats(mut xs: Vec<f64>) -> (f64, f64) {
     xs.sort_by(|a, b| a.total_cmp(b));
+    if xs.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
     let pick = |q: f64| xs[((xs.len() as f64 - 1.0) * q).round() as usize];
     (pick(0.5), pick(0.99))
+}
+
+struct Variant {
+    key: &'static str,
+    label: &'static str,
+    samples: Vec<f64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,67 +140,144 @@ fn main() -> anyhow::Result<()> {
     };
     let fresh = rt.load(&spec(false))?;
     let warm = rt.load(&spec(true))?;
-    let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None };
-    let payload = json!({"text": "hello, wharf"}).to_string();
+    let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None, services: None };
+    let payload = json!({"text": TEXT}).to_string();
 
-    let mut t_native = Vec::new();
-    let mut t_fresh = Vec::new();
-    let mut t_warm = Vec::new();
+    let mut rmcp = match std::env::var("WHARF_BENCH_MCP_RMCP") {
+        Ok(bin) => Some(McpStdio::spawn(&bin, &[])?),
+        Err(_) => None,
+    };
+    let mut ts = match std::env::var("WHARF_BENCH_MCP_TS") {
+        Ok(script) => Some(McpStdio::spawn("node", &[&script])?),
+        Err(_) => None,
+    };
+
+    let mut v = [
+        Variant { key: "native", label: "native function", samples: Vec::new() },
+        Variant { key: "fresh", label: "Wharf component, fresh instance per call", samples: Vec::new() },
+        Variant { key: "warm", label: "Wharf component, warm instance", samples: Vec::new() },
+        Variant { key: "mcp_rmcp", label: "MCP stdio server, Rust (rmcp)", samples: Vec::new() },
+        Variant { key: "mcp_ts", label: "MCP stdio server, TypeScript SDK (node)", samples: Vec::new() },
+    ];
     tokio.block_on(async {
-        // Warm-up: fill pooling slots and caches.
-        for _ in 0..100 {
+        // Warm-up: fill pooling slots and caches, let node's JIT settle.
+        for _ in 0..200 {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
+            if let Some(m) = rmcp.as_mut() {
+                m.echo(TEXT)?;
+            }
+            if let Some(m) = ts.as_mut() {
+                m.echo(TEXT)?;
+            }
         }
         for _ in 0..rounds {
             for _ in 0..per_round {
                 let t = Instant::now();
                 let r = native_echo(std::hint::black_box(&payload));
-                t_native.push(t.elapsed().as_secs_f64() * 1e6);
-                assert!(r.is_ok());
+                v[0].samples.push(t.elapsed().as_secs_f64() * 1e6);
+                anyhow::ensure!(r.as_deref() == Ok(TEXT), "native: {r:?}");
             }
-            for _ in 0..per_round {
-                let t = Instant::now();
-                let r = fresh.call_tool("echo", &payload, &ctx).await;
-                t_fresh.push(t.elapsed().as_secs_f64() * 1e6);
-                assert!(matches!(r, Ok(ref o) if !o.is_error), "{r:?}");
+            for (i, handle) in [(1, &fresh), (2, &warm)] {
+                for _ in 0..per_round {
+                    let t = Instant::now();
+                    let r = handle.call_tool("echo", &payload, &ctx).await;
+                    v[i].samples.push(t.elapsed().as_secs_f64() * 1e6);
+                    anyhow::ensure!(matches!(r, Ok(ref o) if !o.is_error), "{}: {r:?}", v[i].key);
+                }
             }
-            for _ in 0..per_round {
-                let t = Instant::now();
-                let r = warm.call_tool("echo", &payload, &ctx).await;
-                t_warm.push(t.elapsed().as_secs_f64() * 1e6);
-                assert!(matches!(r, Ok(ref o) if !o.is_error), "{r:?}");
+            for (i, server) in [(3, rmcp.as_mut()), (4, ts.as_mut())] {
+                let Some(server) = server else { continue };
+                for _ in 0..per_round {
+                    let t = Instant::now();
+                    let r = server.echo(TEXT)?;
+                    v[i].samples.push(t.elapsed().as_secs_f64() * 1e6);
+                    anyhow::ensure!(r == TEXT, "{}: echoed {r:?}", v[i].key);
+                }
             }
         }
-    });
-    let (n50, n99) = stats(t_native);
-    let (f50, f99) = stats(t_fresh);
-    let (w50, w99) = stats(t_warm);
-    println!("tool-call overhead, {} calls per variant, allocator: {}", rounds * per_round, rt.engine().allocator());
-    println!("| variant | median µs | p99 µs | median vs native |");
-    println!("| --- | ---: | ---: | ---: |");
-    println!("| native function | {n50:.2} | {n99:.2} | 1.0× |");
-    println!("| component, fresh instance per call | {f50:.2} | {f99:.2} | {:.0}× |", f50 / n50);
-    println!("| component, warm instance | {w50:.2} | {w99:.2} | {:.0}× |", w50 / n50);
-    println!("fresh / warm: {:.1}×", f50 / w50);
-    if let Some(path) = &out_json {
-        let md = format!(
-            "allocator: {}; {} calls per variant, interleaved rounds\n\n| variant | median µs | p99 µs | median vs native | median vs warm |\n| --- | ---: | ---: | ---: | ---: |\n| native function | {n50:.2} | {n99:.2} | 1× | |\n| component, fresh instance per call | {f50:.2} | {f99:.2} | {:.0}× | {:.1}× |\n| component, warm instance | {w50:.2} | {w99:.2} | {:.0}× | 1× |\n",
-            rt.engine().allocator(),
-            rounds * per_round,
-            f50 / n50,
-            f50 / w50,
-            w50 / n50
-        );
-        std::fs::write(std::path::Path::new(path).with_extension("md"), md)?;
+        anyhow::Ok(())
+    })?;
+
+    let calls = rounds * per_round;
+    let measured: Vec<(&Variant, f64, f64)> = v
+        .iter()
+        .filter(|x| !x.samples.is_empty())
+        .map(|x| {
+            let (m, p) = stats(x.samples.clone());
+            (x, m, p)
+        })
+        .collect();
+    let get = |key: &str| measured.iter().find(|(x, ..)| x.key == key).map(|&(_, m, p)| (m, p));
+    let (n50, _) = get("native").unwrap_or((f64::NAN, f64::NAN));
+    let (f50, f99) = get("fresh").unwrap_or((f64::NAN, f64::NAN));
+    let (w50, w99) = get("warm").unwrap_or((f64::NAN, f64::NAN));
+    let mcp: Vec<(&str, &str, f64, f64)> = ["mcp_rmcp", "mcp_ts"]
+        .iter()
+        .filter_map(|k| get(k).map(|(m, p)| (*k, if *k == "mcp_rmcp" { "rmcp" } else { "TS SDK" }, m, p)))
+        .collect();
+
+    let mut md = format!(
+        "allocator: {}; {calls} calls per variant in {rounds} interleaved rounds; echo of a {}-byte string; \
+         MCP = `tools/call` round trip over stdio to an initialized server\n\n",
+        rt.engine().allocator(),
+        TEXT.len()
+    );
+    md.push_str("| variant | median µs | p99 µs | median vs native |");
+    for (_, name, ..) in &mcp {
+        md.push_str(&format!(" {name} median / this |"));
     }
+    md.push_str("\n| --- | ---: | ---: | ---: |");
+    for _ in &mcp {
+        md.push_str(" ---: |");
+    }
+    md.push('\n');
+    let mut variants = serde_json::Map::new();
+    for (x, m, p) in &measured {
+        md.push_str(&format!("| {} | {m:.2} | {p:.2} | {:.1}× |", x.label, m / n50));
+        let mut ratios = serde_json::Map::new();
+        for (key, _, mm, _) in &mcp {
+            md.push_str(&format!(" {:.1}× |", mm / m));
+            ratios.insert(format!("{key}_median_over_this"), json!(mm / m));
+        }
+        md.push('\n');
+        variants.insert(
+            x.key.to_string(),
+            json!({"label": x.label, "median_us": m, "p99_us": p, "median_vs_native": m / n50, "ratios": ratios}),
+        );
+    }
+
+    // The issue's targets, checked on this run's figures.
+    let mut targets = Vec::new();
+    for (key, name, m, p) in &mcp {
+        let need = if *key == "mcp_ts" { 10.0 } else { 2.0 };
+        targets.push((
+            format!("fresh call ≥ {need}× cheaper than {name} MCP (median)"),
+            m / f50,
+            need,
+            m / f50 >= need,
+        ));
+        targets.push((format!("fresh call p99 tighter than {name} MCP p99"), p / f99, 1.0, f99 < *p));
+        targets.push((format!("warm call ≥ 50× cheaper than {name} MCP (median)"), m / w50, 50.0, m / w50 >= 50.0));
+    }
+    if !targets.is_empty() {
+        md.push_str("\n| target | measured | met |\n| --- | ---: | :---: |\n");
+        for (what, got, _, ok) in &targets {
+            md.push_str(&format!("| {what} | {got:.1}× | {} |\n", if *ok { "yes" } else { "**no**" }));
+        }
+    }
+    md.push_str(&format!("\nfresh / warm: {:.1}×; warm p99 {w99:.2} µs\n", f50 / w50));
+    println!("{md}");
+
     if let Some(path) = out_json {
+        std::fs::write(std::path::Path::new(&path).with_extension("md"), &md)?;
         let report = json!({
+            "unit": "µs per call",
             "allocator": rt.engine().allocator().to_string(),
-            "calls_per_variant": rounds * per_round,
-            "native": {"median_us": n50, "p99_us": n99},
-            "fresh": {"median_us": f50, "p99_us": f99},
-            "warm": {"median_us": w50, "p99_us": w99},
+            "calls_per_variant": calls,
+            "rounds": rounds,
+            "variants": variants,
+            "targets": targets.iter().map(|(what, got, need, ok)| json!({"target": what, "ratio": got, "required": need, "met": ok})).collect::<Vec<_>>(),
         });
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
     }

@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
-    BoxFuture, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent,
+    BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent,
     LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role, Tool, ToolCall,
-    ToolInvocation, ToolOutcome, ToolSpec, Usage,
+    SessionServices, ToolInvocation, ToolOutcome, ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 
@@ -37,7 +37,12 @@ impl Tool for ComponentTool {
 
     fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome> {
         Box::pin(async move {
-            let ctx = CallContext { session_id: call.session_id, call_id: call.call_id, workspace: call.workspace };
+            let ctx = CallContext {
+                session_id: call.session_id,
+                call_id: call.call_id,
+                workspace: call.workspace,
+                services: call.services,
+            };
             let args = call.arguments.to_string();
             tokio::select! {
                 res = self.version.call_tool(&self.spec.name, &args, &ctx) => match res {
@@ -65,6 +70,9 @@ pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
     if version.kinds.contains(&Kind::Llm) {
         regs.llm = Some(Arc::new(ComponentLlm { version: version.clone(), plugin: plugin.clone() }));
     }
+    if version.kinds.contains(&Kind::Compactor) {
+        regs.compactor = Some(Arc::new(ComponentCompactor { version: version.clone(), plugin: plugin.clone() }));
+    }
     if version.kinds.contains(&Kind::Policy) {
         regs.policy = Some(Arc::new(ComponentPolicy { version: version.clone(), plugin: plugin.clone() }));
     }
@@ -83,7 +91,39 @@ pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
             });
         }
     }
+    if version.kinds.contains(&Kind::Skills) {
+        // The catalog goes into the system prompt (wrapping the version's own hooks, if any).
+        let own = regs.hooks.take();
+        regs.hooks = Some(Arc::new(crate::skills::SkillsHook::new(version.clone(), plugin.clone(), own)));
+    }
     regs
+}
+
+/// A history compactor served by a component.
+pub struct ComponentCompactor {
+    version: Arc<PluginVersion>,
+    plugin: PluginRef,
+}
+
+impl Compactor for ComponentCompactor {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn summarize(
+        &self,
+        messages: Vec<Message>,
+        target_tokens: u32,
+        services: Arc<dyn SessionServices>,
+    ) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move {
+            let msgs: Vec<wt::Message> = messages.iter().map(to_wit_message).collect();
+            match self.version.call_compactor(&msgs, target_tokens, services).await {
+                Ok(r) => r,
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
 }
 
 /// A model adapter served by a component.

@@ -7,6 +7,8 @@ wasmtime::component::bindgen!({
     world: "host",
     imports: {
         "wharf:plugin/process": async | trappable,
+        "wharf:plugin/model": async | trappable,
+        "wharf:plugin/agents": async | trappable,
         default: trappable,
     },
     exports: { default: async },

@@ -63,6 +63,8 @@ pub enum Kind {
     Hooks,
     /// Exports `skills`.
     Skills,
+    /// Exports `compactor`.
+    Compactor,
 }
 
 impl Kind {
@@ -73,6 +75,7 @@ impl Kind {
             "policy" => Self::Policy,
             "hooks" => Self::Hooks,
             "skills" => Self::Skills,
+            "compactor" => Self::Compactor,
             _ => return None,
         })
     }
@@ -132,6 +135,7 @@ struct Indices {
     policy: Option<ex::policy::GuestIndices>,
     hooks: Option<ex::hooks::GuestIndices>,
     skills: Option<ex::skills::GuestIndices>,
+    compactor: Option<ex::compactor::GuestIndices>,
 }
 
 /// One loaded version of a plugin: compiled, linked and described.
@@ -194,7 +198,7 @@ impl CallError {
 }
 
 /// Context passed to a tool call.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct CallContext {
     /// Session id.
     pub session_id: String,
@@ -202,6 +206,19 @@ pub struct CallContext {
     pub call_id: String,
     /// Workspace dir.
     pub workspace: Option<String>,
+    /// The session's services (`session`, `model`, `agents` imports).
+    pub services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("session_id", &self.session_id)
+            .field("call_id", &self.call_id)
+            .field("workspace", &self.workspace)
+            .field("services", &self.services.is_some())
+            .finish()
+    }
 }
 
 impl Runtime {
@@ -279,6 +296,11 @@ impl Runtime {
             skills: kinds
                 .contains(&Kind::Skills)
                 .then(|| ex::skills::GuestIndices::new(&pre))
+                .transpose()
+                .map_err(bad)?,
+            compactor: kinds
+                .contains(&Kind::Compactor)
+                .then(|| ex::compactor::GuestIndices::new(&pre))
                 .transpose()
                 .map_err(bad)?,
         };
@@ -478,6 +500,11 @@ impl PluginVersion {
         wharf_core::plugin::PluginRef { id: self.id.clone(), digest: self.digest.clone() }
     }
 
+    /// The plugin's configuration (its profile `config` table).
+    pub fn config(&self) -> &serde_json::Value {
+        &self.shared.config
+    }
+
     fn new_store(&self, effective: Arc<Effective>) -> Result<Store<HostState>, CallError> {
         let state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
@@ -597,10 +624,11 @@ impl PluginVersion {
         };
         let timeout = self.effective.timeout_ms;
         let res = if self.warm.is_some() {
-            self.call_warm(name, arguments, &wctx).await
+            self.call_warm(name, arguments, &wctx, ctx.services.clone()).await
         } else {
             sandboxed!(self, self.effective.clone(), timeout, |store, inst| {
                 {
+                    store.data_mut().services = ctx.services.clone();
                     let guest = tool_idx.load(&mut store, &inst)?;
                     guest.call_call(&mut store, name, arguments, &wctx).await
                 }
@@ -681,6 +709,23 @@ impl PluginVersion {
         })
     }
 
+    /// Asks a compactor for a summary of `messages`.
+    pub async fn call_compactor(
+        &self,
+        messages: &[wt::Message],
+        target_tokens: u32,
+        services: Arc<dyn wharf_core::plugin::SessionServices>,
+    ) -> Result<Result<String, String>, CallError> {
+        let Some(idx) = &self.indices.compactor else {
+            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a compactor", self.id)));
+        };
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+            store.data_mut().services = Some(services);
+            let guest = idx.load(&mut store, &inst)?;
+            guest.call_summarize(&mut store, messages, target_tokens).await
+        })
+    }
+
     /// Starts a model completion; the store lives as long as the stream.
     pub async fn start_completion(
         &self,
@@ -722,6 +767,7 @@ impl PluginVersion {
         name: &str,
         arguments: &str,
         wctx: &wt::CallContext,
+        services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
     ) -> Result<Result<wt::ToolOutput, wt::ToolError>, CallError> {
         let (Some(pool), Some(tool_idx)) = (&self.warm, &self.indices.tool) else {
             return Err(CallError::new("HOST_ERROR", "not a warm tool plugin"));
@@ -740,8 +786,10 @@ impl PluginVersion {
         };
         let timeout = self.effective.timeout_ms;
         w.store.data_mut().begin_call(timeout);
+        w.store.data_mut().services = services;
         let wall = Duration::from_millis(timeout) + Duration::from_millis(250);
         let res = tokio::time::timeout(wall, w.tool.call_call(&mut w.store, name, arguments, wctx)).await;
+        w.store.data_mut().services = None;
         match res {
             Ok(Ok(v)) => {
                 pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);

@@ -18,6 +18,8 @@ pub mod grants;
 pub mod host;
 pub mod net;
 pub mod process;
+pub mod services;
+pub mod skills;
 pub mod state;
 
 pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};

@@ -1,1 +1,373 @@
 //! Outbound network checks (destination addresses).
+//!
+//! Every `wasi:http` request a component makes passes two checks in
+//! [`crate::state::HttpPolicy`]: its host must match the plugin's effective
+//! allowlist, and every address the host resolves to must be public
+//! ([`classify`]). Private, loopback, link-local and other special-purpose
+//! addresses are reachable only when the grant has `private_network`, or when
+//! an allowlist entry that matches the request names the host literally as
+//! an IP address or `localhost` (the operator who writes `127.0.0.1:8080`
+//! means it). A wildcard (`*`, `*.domain`) never grants private addresses.
+//!
+//! **DNS rebinding.** The name is resolved here, then connected to by
+//! `wasmtime_wasi_http::default_send_request`, which would resolve it again.
+//! For plain `http` the request is pinned to the vetted address (see
+//! [`Vetted::pin`]); for `https` the name stays in the URI because TLS needs
+//! it for SNI and certificate verification, so a second lookup may return a
+//! different address. A rebound name then only reaches a server that presents
+//! a valid certificate for that name, which an internal service will not.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use crate::grants::host_allowed;
+
+/// How long a name lookup may take.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a destination was refused.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Denial {
+    /// No allowlist entry matches the host.
+    #[error("{host}:{port} is not in the plugin's allowed hosts (grant.hosts)")]
+    NotAllowed {
+        /// Host as requested.
+        host: String,
+        /// Port (explicit or the scheme's default).
+        port: u16,
+    },
+    /// The host is, or resolves to, a non-public address.
+    #[error(
+        "{host} resolves to {addr}, a {class} address; private networks are not granted \
+         (grant.private_network, or list the address literally in grant.hosts)"
+    )]
+    Private {
+        /// Host as requested.
+        host: String,
+        /// The offending address.
+        addr: IpAddr,
+        /// Its class, e.g. `loopback (127.0.0.0/8)`.
+        class: &'static str,
+    },
+    /// The name did not resolve.
+    #[error("cannot resolve {host}: {reason}")]
+    Lookup {
+        /// Host as requested.
+        host: String,
+        /// The resolver's error.
+        reason: String,
+    },
+    /// The lookup took longer than the lookup timeout.
+    #[error("resolving {host} timed out")]
+    LookupTimeout {
+        /// Host as requested.
+        host: String,
+    },
+    /// The request has no usable destination.
+    #[error("request URI has no host or port: {0}")]
+    BadUri(String),
+}
+
+impl Denial {
+    /// The `wasi:http` error code the guest sees.
+    pub fn code(&self) -> wasmtime_wasi_http::Error {
+        use wasmtime_wasi_http::Error as E;
+        match self {
+            Denial::NotAllowed { .. } => E::HttpRequestDenied,
+            Denial::Private { .. } => E::DestinationIpProhibited,
+            Denial::Lookup { reason, .. } => E::DnsError { rcode: Some(reason.clone()), info_code: None },
+            Denial::LookupTimeout { .. } => E::DnsTimeout,
+            Denial::BadUri(_) => E::HttpRequestUriInvalid,
+        }
+    }
+}
+
+/// A destination that passed the checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vetted {
+    /// The vetted address to connect to instead of resolving the name
+    /// again; `None` when any address is acceptable (nothing to pin).
+    pub pin: Option<SocketAddr>,
+}
+
+/// Checks a destination against the allowlist `hosts` and the address rule.
+/// `host` is without IPv6 brackets; `port` is explicit or the scheme's.
+pub async fn vet(hosts: &[String], private_network: bool, host: &str, port: u16) -> Result<Vetted, Denial> {
+    if host.is_empty() {
+        return Err(Denial::BadUri("empty host".into()));
+    }
+    // Which entries match, and whether one of them names the host literally
+    // (plain loops: nothing borrowed may live across the `await` below).
+    let (mut matched, mut literal) = (false, false);
+    for p in hosts {
+        if host_allowed(std::slice::from_ref(p), host, Some(port)) {
+            matched = true;
+            literal |= names_literal_host(p);
+        }
+    }
+    if !matched {
+        return Err(Denial::NotAllowed { host: host.to_string(), port });
+    }
+    if private_network || literal {
+        return Ok(Vetted { pin: None });
+    }
+    let addrs: Vec<SocketAddr> = if let Ok(ip) = host.parse::<IpAddr>() {
+        vec![SocketAddr::new(ip, port)]
+    } else {
+        match tokio::time::timeout(LOOKUP_TIMEOUT, tokio::net::lookup_host((host, port))).await {
+            Err(_) => return Err(Denial::LookupTimeout { host: host.to_string() }),
+            Ok(Err(e)) => return Err(Denial::Lookup { host: host.to_string(), reason: e.to_string() }),
+            Ok(Ok(it)) => it.collect(),
+        }
+    };
+    // All of them: the connector may pick any, and a name that mixes public
+    // and private answers is suspicious anyway.
+    for a in &addrs {
+        if let Some(class) = classify(a.ip()) {
+            return Err(Denial::Private { host: host.to_string(), addr: a.ip(), class });
+        }
+    }
+    match addrs.first() {
+        Some(a) => Ok(Vetted { pin: Some(*a) }),
+        None => Err(Denial::Lookup { host: host.to_string(), reason: "no addresses".into() }),
+    }
+}
+
+/// Whether allowlist pattern `pat` names one host literally as an IP
+/// address or `localhost` (with or without a port); wildcards never do.
+pub fn names_literal_host(pat: &str) -> bool {
+    let name = if let Some(rest) = pat.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((inner, _)) => inner,
+            None => return false,
+        }
+    } else {
+        match pat.split_once(':') {
+            // One colon: `host:port`; more: a bare IPv6 address.
+            Some((h, port)) if !port.contains(':') => h,
+            _ => pat,
+        }
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// `None` for a public (globally routable) address, else the class that
+/// makes it non-public, e.g. `loopback (127.0.0.0/8)`.
+pub fn classify(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+/// Non-public IPv4 ranges (IANA special-purpose registry), most specific
+/// first where they nest.
+const V4_RANGES: &[([u8; 4], u32, &str)] = &[
+    ([0, 0, 0, 0], 32, "unspecified (0.0.0.0)"),
+    ([0, 0, 0, 0], 8, "\"this network\" (0.0.0.0/8)"),
+    ([10, 0, 0, 0], 8, "private (10.0.0.0/8)"),
+    ([100, 64, 0, 0], 10, "carrier-grade NAT (100.64.0.0/10)"),
+    ([127, 0, 0, 0], 8, "loopback (127.0.0.0/8)"),
+    ([169, 254, 0, 0], 16, "link-local (169.254.0.0/16)"),
+    ([172, 16, 0, 0], 12, "private (172.16.0.0/12)"),
+    ([192, 0, 0, 0], 24, "IETF protocol assignment (192.0.0.0/24)"),
+    ([192, 0, 2, 0], 24, "documentation (192.0.2.0/24)"),
+    ([192, 88, 99, 0], 24, "6to4 relay anycast (192.88.99.0/24)"),
+    ([192, 168, 0, 0], 16, "private (192.168.0.0/16)"),
+    ([198, 18, 0, 0], 15, "benchmarking (198.18.0.0/15)"),
+    ([198, 51, 100, 0], 24, "documentation (198.51.100.0/24)"),
+    ([203, 0, 113, 0], 24, "documentation (203.0.113.0/24)"),
+    ([224, 0, 0, 0], 4, "multicast (224.0.0.0/4)"),
+    ([255, 255, 255, 255], 32, "broadcast (255.255.255.255)"),
+    ([240, 0, 0, 0], 4, "reserved (240.0.0.0/4)"),
+];
+
+fn classify_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let n = u32::from(ip);
+    V4_RANGES.iter().find(|(base, bits, _)| prefix_match32(n, u32::from(Ipv4Addr::from(*base)), *bits)).map(|r| r.2)
+}
+
+fn prefix_match32(a: u32, b: u32, bits: u32) -> bool {
+    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    a & mask == b & mask
+}
+
+fn prefix_match128(a: u128, b: u128, bits: u32) -> bool {
+    let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+    a & mask == b & mask
+}
+
+/// Non-public IPv6 ranges that do not embed an IPv4 address.
+const V6_RANGES: &[(u128, u32, &str)] = &[
+    (0, 128, "unspecified (::)"),
+    (1, 128, "loopback (::1)"),
+    (0x0064_ff9b_0001 << 80, 48, "local-use NAT64 (64:ff9b:1::/48)"),
+    (0x0100 << 112, 64, "discard-only (100::/64)"),
+    (0x2001_0db8 << 96, 32, "documentation (2001:db8::/32)"),
+    (0x2001 << 112, 23, "IETF special-purpose (2001::/23)"),
+    (0x3fff << 112, 20, "documentation (3fff::/20)"),
+    (0xfc00 << 112, 7, "unique local (fc00::/7)"),
+    (0xfe80 << 112, 10, "link-local (fe80::/10)"),
+    (0xfec0 << 112, 10, "site-local (fec0::/10)"),
+    (0xff00 << 112, 8, "multicast (ff00::/8)"),
+];
+
+fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    let n = u128::from(ip);
+    if let Some(r) = V6_RANGES.iter().find(|(base, bits, _)| prefix_match128(n, *base, *bits)) {
+        return Some(r.2);
+    }
+    // Forms that carry an IPv4 address: judged by that address.
+    let embedded = if prefix_match128(n, 0xffff << 32, 96) || prefix_match128(n, 0, 96) {
+        // IPv4-mapped ::ffff:a.b.c.d and IPv4-compatible ::a.b.c.d.
+        Some(n as u32)
+    } else if prefix_match128(n, 0x0064_ff9b << 96, 96) {
+        // NAT64 well-known prefix 64:ff9b::/96.
+        Some(n as u32)
+    } else if prefix_match128(n, 0x2002 << 112, 16) {
+        // 6to4 2002:AABB:CCDD::/48.
+        Some((n >> 80) as u32)
+    } else {
+        None
+    };
+    embedded.and_then(|v4| classify_v4(Ipv4Addr::from(v4))).map(|_| match ip.segments()[0] {
+        0x2002 => "6to4 form of a non-public IPv4 address",
+        0x0064 => "NAT64 form of a non-public IPv4 address",
+        _ => "IPv4-mapped/compatible form of a non-public IPv4 address",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(s: &str) -> Option<&'static str> {
+        classify(s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for a in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.215.14",
+            "100.63.255.255",
+            "100.128.0.0",
+            "172.15.255.255",
+            "172.32.0.0",
+            "192.169.0.1",
+            "198.20.0.1",
+            "223.255.255.255",
+            "2606:4700:4700::1111",
+            "2a00:1450:4001:80b::200e",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:0808:0808::1",
+        ] {
+            assert_eq!(class(a), None, "{a} should be public");
+        }
+    }
+
+    #[test]
+    fn non_public_addresses_are_classified() {
+        let cases = [
+            ("0.0.0.0", "unspecified"),
+            ("0.1.2.3", "this network"),
+            ("10.1.2.3", "private"),
+            ("100.64.0.1", "carrier-grade NAT"),
+            ("100.127.255.255", "carrier-grade NAT"),
+            ("127.0.0.1", "loopback"),
+            ("127.255.255.254", "loopback"),
+            ("169.254.169.254", "link-local"),
+            ("172.16.0.1", "private"),
+            ("172.31.255.255", "private"),
+            ("192.0.0.8", "IETF"),
+            ("192.0.2.1", "documentation"),
+            ("192.168.1.1", "private"),
+            ("198.18.0.1", "benchmarking"),
+            ("198.19.255.255", "benchmarking"),
+            ("198.51.100.7", "documentation"),
+            ("203.0.113.9", "documentation"),
+            ("224.0.0.1", "multicast"),
+            ("239.255.255.250", "multicast"),
+            ("240.0.0.1", "reserved"),
+            ("255.255.255.255", "broadcast"),
+            ("::", "unspecified"),
+            ("::1", "loopback"),
+            ("fc00::1", "unique local"),
+            ("fd12:3456::1", "unique local"),
+            ("fe80::1", "link-local"),
+            ("febf::1", "link-local"),
+            ("fec0::1", "site-local"),
+            ("ff02::1", "multicast"),
+            ("2001:db8::1", "documentation"),
+            ("2001::1", "IETF special-purpose"),
+            ("100::1", "discard"),
+            ("::ffff:127.0.0.1", "IPv4-mapped"),
+            ("::ffff:10.0.0.1", "IPv4-mapped"),
+            ("::ffff:169.254.169.254", "IPv4-mapped"),
+            ("::127.0.0.1", "IPv4-mapped/compatible"),
+            ("64:ff9b::7f00:1", "NAT64"),
+            ("64:ff9b:1::1", "local-use NAT64"),
+            ("2002:7f00:0001::1", "6to4"),
+            ("2002:c0a8:0101::1", "6to4"),
+        ];
+        for (a, want) in cases {
+            let got = class(a).unwrap_or_else(|| panic!("{a} should not be public"));
+            assert!(got.contains(want), "{a}: got {got:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn literal_host_patterns() {
+        for p in
+            ["127.0.0.1", "127.0.0.1:8080", "localhost", "LOCALHOST:3000", "[::1]", "[::1]:8080", "::1", "10.0.0.5"]
+        {
+            assert!(names_literal_host(p), "{p}");
+        }
+        for p in ["*", "*.localhost", "example.com", "example.com:443", "*.10.0.0.1", "localhost.example.com", "[::1"] {
+            assert!(!names_literal_host(p), "{p}");
+        }
+    }
+
+    fn hosts(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn allowlist_then_addresses() {
+        // Not in the allowlist at all.
+        let d = vet(&hosts(&["example.com"]), true, "127.0.0.1", 80).await;
+        assert_eq!(d, Err(Denial::NotAllowed { host: "127.0.0.1".into(), port: 80 }));
+        // A wildcard does not grant loopback…
+        let d = vet(&hosts(&["*"]), false, "127.0.0.1", 8080).await;
+        assert!(matches!(d, Err(Denial::Private { class, .. }) if class.contains("loopback")), "{d:?}");
+        let d = vet(&hosts(&["*"]), false, "::ffff:10.1.1.1", 80).await;
+        assert!(matches!(d, Err(Denial::Private { .. })), "{d:?}");
+        // …nor a name that resolves to it.
+        let d = vet(&hosts(&["*"]), false, "localhost", 8080).await;
+        assert!(matches!(d, Err(Denial::Private { .. })), "{d:?}");
+        // `private_network` does.
+        assert_eq!(vet(&hosts(&["*"]), true, "127.0.0.1", 8080).await, Ok(Vetted { pin: None }));
+        // So does an entry naming the address or `localhost` literally.
+        assert_eq!(vet(&hosts(&["127.0.0.1:8080"]), false, "127.0.0.1", 8080).await, Ok(Vetted { pin: None }));
+        assert_eq!(vet(&hosts(&["*", "localhost"]), false, "localhost", 9).await, Ok(Vetted { pin: None }));
+        // A literal entry for another port does not match, so `*` decides.
+        let d = vet(&hosts(&["*", "127.0.0.1:8080"]), false, "127.0.0.1", 8081).await;
+        assert!(matches!(d, Err(Denial::Private { .. })), "{d:?}");
+        // A public literal passes and is pinned.
+        assert_eq!(
+            vet(&hosts(&["*"]), false, "1.1.1.1", 443).await,
+            Ok(Vetted { pin: Some("1.1.1.1:443".parse().unwrap_or_else(|e| panic!("{e}"))) })
+        );
+    }
+
+    #[test]
+    fn denials_map_to_guest_codes() {
+        use wasmtime_wasi_http::Error as E;
+        assert!(matches!(Denial::NotAllowed { host: "a".into(), port: 1 }.code(), E::HttpRequestDenied));
+        let p = Denial::Private { host: "a".into(), addr: IpAddr::V4(Ipv4Addr::LOCALHOST), class: "loopback" };
+        assert!(matches!(p.code(), E::DestinationIpProhibited));
+        assert!(p.to_string().contains("grant.private_network"), "{p}");
+    }
+}

@@ -87,16 +87,18 @@ impl KvStore {
     }
 }
 
-/// Outbound HTTP hooks enforcing the host allowlist.
+/// Outbound HTTP hooks enforcing the host allowlist and, through
+/// [`crate::net::vet`], the private-address rule.
 pub struct HttpPolicy {
     hosts: Arc<Vec<String>>,
     plugin: Arc<str>,
+    private_network: bool,
 }
 
 impl WasiHttpHooks for HttpPolicy {
     fn send_request(
         &mut self,
-        request: http::Request<wasmtime_wasi_http::WasiBody>,
+        mut request: http::Request<wasmtime_wasi_http::WasiBody>,
         options: Option<wasmtime_wasi_http::RequestOptions>,
         fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
     ) -> Box<
@@ -107,20 +109,44 @@ impl WasiHttpHooks for HttpPolicy {
                 )>,
             > + Send,
     > {
-        let uri = request.uri();
-        let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
-        let port = uri.port_u16().or(match uri.scheme_str() {
-            Some("http") => Some(80),
-            Some("https") => Some(443),
-            _ => None,
-        });
-        if !crate::grants::host_allowed(&self.hosts, &host, port) {
-            tracing::warn!(plugin = %self.plugin, "denied outbound HTTP request to {host}:{}", port.unwrap_or(0));
-            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
-        }
         let _ = fut;
+        let hosts = self.hosts.clone();
+        let plugin = self.plugin.clone();
+        let private_network = self.private_network;
         Box::new(async move {
             use http_body_util::BodyExt;
+            let uri = request.uri();
+            let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
+            let https = uri.scheme_str() == Some("https");
+            let port = uri.port_u16().or(match uri.scheme_str() {
+                Some("http") => Some(80),
+                Some("https") => Some(443),
+                _ => None,
+            });
+            let vetted = match port {
+                Some(port) => crate::net::vet(&hosts, private_network, &host, port).await,
+                None => Err(crate::net::Denial::BadUri(uri.to_string())),
+            };
+            let vetted = match vetted {
+                Ok(v) => v,
+                Err(d) => {
+                    tracing::warn!(plugin = %plugin, "denied outbound HTTP request: {d}");
+                    return Err(d.code());
+                }
+            };
+            // Plain HTTP connects to the vetted address (the Host header
+            // keeps the name); HTTPS keeps the name for TLS, see crate::net.
+            if let Some(addr) = vetted.pin
+                && !https
+            {
+                let path = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+                let pinned =
+                    http::Uri::builder().scheme("http").authority(addr.to_string()).path_and_query(path).build();
+                match pinned {
+                    Ok(u) => *request.uri_mut() = u,
+                    Err(_) => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
+                }
+            }
             let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             Ok((res.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
@@ -177,7 +203,7 @@ pub struct HostState {
     /// Limits (the store's limiter).
     pub limits: Limits,
     shared: Arc<PluginShared>,
-    effective: Arc<Effective>,
+    pub(crate) effective: Arc<Effective>,
     log_lines: usize,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
@@ -185,6 +211,8 @@ pub struct HostState {
     pub deadline: Instant,
     /// The current call's time limit, ms (for the error message).
     pub timeout_ms: u64,
+    /// The session behind the current call (tool calls and compactions).
+    pub services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
 }
 
 impl HostState {
@@ -215,7 +243,11 @@ impl HostState {
             wasi: b.build(),
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            http_policy: HttpPolicy { hosts: Arc::new(effective.hosts.clone()), plugin: shared.id.as_str().into() },
+            http_policy: HttpPolicy {
+                hosts: Arc::new(effective.hosts.clone()),
+                plugin: shared.id.as_str().into(),
+                private_network: effective.private_network,
+            },
             limits: Limits {
                 memory_bytes: (effective.memory_mb as usize) << 20,
                 memory_mb: effective.memory_mb,
@@ -229,6 +261,7 @@ impl HostState {
             stderr,
             deadline: Instant::now(),
             timeout_ms,
+            services: None,
         })
     }
 

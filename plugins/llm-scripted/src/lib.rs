@@ -32,6 +32,19 @@
 //! request holds *i* assistant messages (the first request of a session has
 //! none and plays `turns[0]`).
 //!
+//! Past compactions count too: a user message holding the `compaction`
+//! component's header ("Summary of the earlier conversation (N messages, A
+//! assistant replies)") adds A, so a compacted session keeps its place in
+//! the script.
+//!
+//! **`complete_text`**: a request without tools (a plugin's one-shot
+//! `model.complete`, e.g. a compaction summary) is answered with this text
+//! instead of playing a turn.
+//!
+//! **`branches`**: `[{ "when": "SUBSTRING", "turns": [...] }]` — a session
+//! whose first user message contains `when` plays that branch's turns
+//! instead of `turns` (how subagents get their own script).
+//!
 //! **Tool calls** get deterministic ids `call_<turn>_<i>` unless the entry
 //! sets `"id"`. `arguments` may be a JSON object or a string (sent verbatim,
 //! so invalid JSON can be scripted).

@@ -25,6 +25,31 @@ pub struct Config {
     on_exhausted: Exhausted,
     exhausted_text: Option<String>,
     fail: Option<Fail>,
+    /// Answer to tool-less one-shot requests (a plugin's `model.complete`,
+    /// e.g. compaction) instead of playing a turn.
+    complete_text: Option<String>,
+    /// Alternative scripts chosen by the first user message (subagents).
+    branches: Vec<Branch>,
+}
+
+/// A script used when the session's first user message contains `when`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Branch {
+    when: String,
+    turns: Vec<Turn>,
+}
+
+/// Assistant replies an earlier compaction summary stands for (the header
+/// the `compaction` component writes).
+fn summarised_replies(text: &str) -> usize {
+    const HEAD: &str = "Summary of the earlier conversation (";
+    let Some(i) = text.find(HEAD) else { return 0 };
+    let rest = &text[i + HEAD.len()..];
+    rest.split_once(" messages, ")
+        .and_then(|(_, r)| r.split_once(" assistant replies)"))
+        .and_then(|(n, _)| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// What happens past the last turn.
@@ -205,14 +230,26 @@ fn estimate_prompt(req: &LlmRequest) -> u64 {
 
 /// Starts the completion for `req`.
 pub fn start(cfg: &Config, req: &LlmRequest, counter: &dyn Counter) -> Result<ScriptStream, LlmError> {
-    let index = req.messages.iter().filter(|m| m.role == Role::Assistant).count();
-    let scripted = cfg.turns.get(index);
+    let complete = cfg.complete_text.as_ref().filter(|_| req.tools.is_empty());
+    let index = req
+        .messages
+        .iter()
+        .map(|m| match m.role {
+            Role::Assistant => 1,
+            Role::User => summarised_replies(&m.content),
+            _ => 0,
+        })
+        .sum::<usize>();
+    let first_user = req.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.as_str()).unwrap_or("");
+    let turns = cfg.branches.iter().find(|b| first_user.contains(&b.when)).map_or(&cfg.turns, |b| &b.turns);
+    let scripted = if complete.is_some() { None } else { turns.get(index) };
     let turn = match scripted {
+        _ if complete.is_some() => Turn { text: complete.cloned(), ..Turn::default() },
         Some(t) => t.clone(),
         None if cfg.on_exhausted == Exhausted::Error => {
             return Err(invalid(format!(
                 "llm-scripted: the script has {} turns and this is turn {}",
-                cfg.turns.len(),
+                turns.len(),
                 index + 1
             )));
         }

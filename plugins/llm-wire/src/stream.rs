@@ -401,11 +401,18 @@ impl StreamDecoder {
             decoded.done = self.assembler.done;
             return Ok(decoded);
         }
-        let items = self.parser.feed(bytes).map_err(|e| {
-            self.assembler.failed = true;
-            WireError::from(e)
-        })?;
+        // Items parsed before a parse error still count, so the outcome does
+        // not depend on where the body was split (an earlier error event or
+        // `[DONE]` wins over a later oversized line).
+        let mut items = Vec::new();
+        let parsed = self.parser.feed_into(bytes, &mut items);
         self.process(&items, &mut decoded)?;
+        if let Err(e) = parsed
+            && !self.is_finished()
+        {
+            self.assembler.failed = true;
+            return Err(WireError::from(e));
+        }
         Ok(decoded)
     }
 
@@ -729,5 +736,18 @@ mod tests {
         let mut d = StreamDecoder::with_max_event_bytes(16);
         assert_eq!(d.feed(&[b'a'; 40]).unwrap_err().code, ErrorCode::MalformedResponse);
         assert!(d.is_finished());
+    }
+
+    /// Found by the `sse` fuzz target: an error event followed, in the same
+    /// read, by an oversized line must end the stream as the error event
+    /// does when the two arrive in separate reads.
+    #[test]
+    fn an_earlier_error_event_wins_over_a_later_oversized_line_in_one_read() {
+        let body = [&b"event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n"[..], &[b'x'; 200]].concat();
+        let mut whole = StreamDecoder::with_max_event_bytes(64);
+        let mut split = StreamDecoder::with_max_event_bytes(64);
+        let split_code = split.feed(&body[..49]).and_then(|_| split.feed(&body[49..])).unwrap_err().code;
+        assert_eq!(whole.feed(&body).unwrap_err().code, split_code);
+        assert_ne!(split_code, ErrorCode::MalformedResponse);
     }
 }

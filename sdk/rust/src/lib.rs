@@ -58,6 +58,7 @@
 //! | permission policy | [`PolicyPlugin`] | [`export_policy!`] | `policy-plugin` |
 //! | hook listeners | [`HooksPlugin`] | [`export_hooks!`] | `hooks-plugin` |
 //! | skills source (+ tools) | [`SkillsPlugin`] + [`ToolPlugin`] | [`export_skills!`] | `skills-plugin` |
+//! | history compactor | [`CompactorPlugin`] | [`export_compactor!`] | `compactor-plugin` |
 //!
 //! Every call runs in a fresh instance by default: keep nothing in statics
 //! between calls; use [`kv`] for state that must survive.
@@ -65,8 +66,10 @@
 //! ## Host imports
 //!
 //! [`config`] (the plugin's own configuration), [`kv`] (private key-value
-//! store), [`log`] (the host's log) and [`process`] (sandboxed processes,
-//! only when granted). Files and HTTP go through plain `std::fs` and WASI
+//! store), [`log`] (the host's log), [`process`] (sandboxed processes,
+//! only when granted), [`session`] (events in the session log), [`model`]
+//! (one-shot model requests, when granted) and [`agents`] (child agents,
+//! when granted). Files and HTTP go through plain `std::fs` and WASI
 //! HTTP, confined to what the operator granted.
 //!
 //! ## How the bindings are arranged
@@ -80,15 +83,19 @@
 
 #![warn(missing_docs)]
 
+pub mod agents;
+pub mod compactor;
 pub mod config;
 pub mod hooks;
 pub mod kv;
 pub mod llm;
 pub mod log;
+pub mod model;
 pub mod path;
 pub mod policy;
 pub mod process;
 pub mod schema;
+pub mod session;
 pub mod skills;
 #[cfg(not(target_family = "wasm"))]
 pub mod testing;
@@ -283,6 +290,7 @@ pub mod raw {
     });
 }
 
+pub use compactor::CompactorPlugin;
 pub use hooks::HooksPlugin;
 pub use llm::{CompletionStream, LlmPlugin};
 pub use policy::PolicyPlugin;
@@ -304,7 +312,7 @@ pub mod prelude {
     pub use crate::policy::{Decision, PolicyRequest};
     pub use crate::skills::SkillSummary;
     pub use crate::{
-        Args, CallContext, CompletionStream, FsAccess, GrantRequest, HooksPlugin, LlmPlugin, Message, NoArgs,
+        Args, CallContext, CompactorPlugin, CompletionStream, FsAccess, GrantRequest, HooksPlugin, LlmPlugin, Message, NoArgs,
         PluginInfo, PolicyPlugin, Role, SkillsPlugin, ToolCall, ToolError, ToolMode, ToolOutput, ToolPlugin,
         ToolResult, ToolSpec,
     };

@@ -1,7 +1,9 @@
 //! Test fixture for Wharf's MCP tests, built on `rmcp`.
 //!
 //! ```text
-//! wharf-mcp-fixture stdio                 serve the fixture tools on stdio
+//! wharf-mcp-fixture stdio [--linger]      serve the fixture tools on stdio (with
+//!                                         --linger, stay alive 60 s after stdin
+//!                                         closes: only a kill ends it early)
 //! wharf-mcp-fixture http                  serve them over streamable HTTP on 127.0.0.1
 //!                                         (prints http://127.0.0.1:PORT/mcp first on stdout)
 //! wharf-mcp-fixture client [--call NAME=JSON]... [--wait-list-changed SECS] -- CMD [ARGS...]
@@ -11,8 +13,9 @@
 //!
 //! Fixture tools: `echo {text}`, `add {a, b}` (text and structured content),
 //! `fail {}` (an `isError` result), `slow {ms}`, `env {name}` (a variable of
-//! the server's environment), `grow {}` (adds the tool `extra` and sends
-//! `notifications/tools/list_changed`), `extra {}` (after `grow`).
+//! the server's environment), `pid {}` (the server's process id), `grow {}`
+//! (adds the tool `extra` and sends `notifications/tools/list_changed`),
+//! `extra {}` (after `grow`).
 //!
 //! With `--wait-list-changed SECS` the client prints `listed` on stderr after
 //! the first `tools/list`, waits up to SECS for a `tools/list_changed`, lists
@@ -51,6 +54,7 @@ fn base_tools() -> Vec<Tool> {
         Tool::new("fail", "Always fails.", schema(json!({}), &[])),
         Tool::new("slow", "Sleeps `ms` milliseconds.", schema(json!({"ms": {"type": "integer"}}), &["ms"])),
         Tool::new("env", "Reads an environment variable.", schema(json!({"name": {"type": "string"}}), &["name"])),
+        Tool::new("pid", "The server's process id.", schema(json!({}), &[])),
         Tool::new("grow", "Adds the tool `extra`.", schema(json!({}), &[])),
     ]
 }
@@ -121,6 +125,7 @@ impl ServerHandler for Fixture {
                 CallToolResult::success(text("grown"))
             }
             "extra" => CallToolResult::success(text("extra!")),
+            "pid" => CallToolResult::success(text(std::process::id().to_string())),
             other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
         };
         Ok(result.into())
@@ -131,9 +136,12 @@ fn fixture() -> Fixture {
     Fixture { tools: Arc::new(Mutex::new(base_tools())) }
 }
 
-async fn serve_stdio() -> Result<()> {
+async fn serve_stdio(linger: bool) -> Result<()> {
     let running = fixture().serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
+    if linger {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
     Ok(())
 }
 
@@ -225,7 +233,7 @@ async fn main() -> Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mode = if args.is_empty() { "stdio".to_string() } else { args.remove(0) };
     match mode.as_str() {
-        "stdio" => serve_stdio().await,
+        "stdio" => serve_stdio(args.iter().any(|a| a == "--linger")).await,
         "http" => serve_http().await,
         "client" => client(args).await,
         other => bail!("unknown mode `{other}` (stdio, http, client)"),

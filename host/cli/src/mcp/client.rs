@@ -6,9 +6,19 @@
 //! component's), and revoked when the connection closes.
 //! `notifications/tools/list_changed` re-lists and swaps the set atomically.
 //!
-//! Every change of a server's state is published as an `mcp/status` event
-//! (an ignorable session event; [`McpManager::attach`] appends the history and
-//! then live changes to a session log):
+//! Sessions see servers as plugins: [`McpManager::attach`] appends to a
+//! session log, history first, then live, the same `plugin/*` events a
+//! component produces, with the id `mcp:SERVER`:
+//!
+//! - `plugin/loaded` (`kinds: ["tool"]`, `digest` over the server info and
+//!   its tool list) when a connection is ready, and again (followed by
+//!   `plugin/unloaded` of the old digest) when `list_changed` changed the
+//!   tools;
+//! - `plugin/unloaded` (with `error`) when a connection is lost;
+//! - `plugin/reload-failed` (with `error`) when an attempt fails.
+//!
+//! Surfaces that show live server state (the web UI) also get a status
+//! feed ([`McpManager::subscribe_with_history`], [`McpManager::status`]):
 //!
 //! ```json
 //! {"server": "files", "transport": "stdio", "required": true, "state": "ready",
@@ -43,6 +53,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use wharf_core::bus::{Bus, ListenerHandle};
+use wharf_core::events::{EventKind, PluginChange};
 use wharf_core::plugin::{
     BoxFuture, Hook, HookOutcome, HookPoint, PluginRef, Tool, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
 };
@@ -51,7 +62,7 @@ use wharf_core::store::SessionLog;
 
 use super::config::{DEFAULT_STARTUP_TIMEOUT_MS, INHERITED_ENV, McpServerConfig, Transport};
 
-/// Session event type of status changes.
+/// Type of the status feed's events (web UI only, never in a session log).
 pub const STATUS_EVENT: &str = "mcp/status";
 /// Prefix of imported tool names.
 pub const TOOL_PREFIX: &str = "mcp__";
@@ -59,6 +70,9 @@ pub const TOOL_PREFIX: &str = "mcp__";
 const MAX_RETRIES: u32 = 3;
 /// Lines of a stdio server's stderr kept for error messages.
 const STDERR_TAIL: usize = 20;
+/// How long a closing connection may take (rmcp's stdio shutdown sequence
+/// takes up to 6 s before it kills the server).
+const STOP_WAIT: Duration = Duration::from_secs(7);
 /// Longest tool name offered to models.
 const MAX_TOOL_NAME: usize = 64;
 
@@ -107,6 +121,8 @@ struct Status {
 struct Server {
     config: McpServerConfig,
     state: watch::Sender<Status>,
+    /// Digest of the installed tool set, while one is.
+    digest: Mutex<Option<String>>,
 }
 
 /// The configured MCP servers of one host.
@@ -115,9 +131,12 @@ pub struct McpManager {
     servers: Vec<Arc<Server>>,
     events: broadcast::Sender<Value>,
     history: Mutex<Vec<Value>>,
+    /// `plugin/*` session events so far, and the logs they go to.
+    changes: Mutex<Changes>,
     latest: Mutex<BTreeMap<String, Value>>,
     workspace: PathBuf,
     shutdown: CancellationToken,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for McpManager {
@@ -134,9 +153,10 @@ impl McpManager {
         let (events, _) = broadcast::channel(256);
         let servers = configs
             .into_iter()
+            .filter(|c| c.enabled)
             .map(|config| {
                 let (state, _) = watch::channel(Status { state: State::Connecting, error: None });
-                Arc::new(Server { config, state })
+                Arc::new(Server { config, state, digest: Mutex::new(None) })
             })
             .collect();
         let manager = Arc::new(Self {
@@ -144,14 +164,18 @@ impl McpManager {
             servers,
             events,
             history: Mutex::new(Vec::new()),
+            changes: Mutex::new(Changes::default()),
             latest: Mutex::new(BTreeMap::new()),
             workspace: workspace.to_path_buf(),
             shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
         });
+        let mut tasks = lock(&manager.tasks);
         for server in &manager.servers {
             let (m, s) = (manager.clone(), server.clone());
-            tokio::spawn(async move { m.run_server(s).await });
+            tasks.push(tokio::spawn(async move { m.run_server(s).await }));
         }
+        drop(tasks);
         manager
     }
 
@@ -169,40 +193,26 @@ impl McpManager {
             .map(|s| {
                 latest.get(&s.config.name).cloned().unwrap_or_else(|| {
                     json!({"server": s.config.name, "state": "connecting", "required": s.config.required,
-                           "transport": s.config.transport().as_str()})
+                           "transport": Transport::of(&s.config).as_str()})
                 })
             })
             .collect()
     }
 
-    /// Appends the status history to `log`, then every change as it happens.
+    /// Appends the servers' `plugin/*` history to `log`, then every change
+    /// as it happens.
     pub fn attach(&self, log: &SessionLog) -> anyhow::Result<()> {
         if self.servers.is_empty() {
             return Ok(());
         }
-        // Take the history and subscribe under one lock: every change is
-        // either in the history or in the feed, never both or neither.
-        let (history, mut rx) = {
-            let h = lock(&self.history);
-            (h.clone(), self.events.subscribe())
-        };
-        for data in history {
-            log.append_ignorable(STATUS_EVENT, data)?;
+        // History and later changes under one lock: each change is logged
+        // once, and before the state change that caused it is visible (so a
+        // turn after `wait_required` comes after the connection in the log).
+        let mut changes = lock(&self.changes);
+        for ev in &changes.history {
+            log.append(ev.clone())?;
         }
-        let live = log.clone();
-        tokio::spawn(async move {
-            loop {
-                match rx.recv().await {
-                    Ok(data) => {
-                        if live.append_ignorable(STATUS_EVENT, data).is_err() {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
+        changes.sinks.push(log.clone());
         Ok(())
     }
 
@@ -254,10 +264,22 @@ impl McpManager {
         }
     }
 
+    /// [`shutdown`](Self::shutdown), then waits until every connection is
+    /// closed and every stdio server process is gone (a server that ignores
+    /// its closed stdin gets SIGTERM after 3 s, then SIGKILL).
+    pub async fn stop(&self) {
+        self.shutdown();
+        let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
+        let all = futures::future::join_all(tasks);
+        if tokio::time::timeout(STOP_WAIT + Duration::from_secs(1), all).await.is_err() {
+            tracing::warn!("MCP servers did not stop within {} s", STOP_WAIT.as_secs() + 1);
+        }
+    }
+
     fn publish(&self, server: &Server, state: State, extra: Value) {
         let c = &server.config;
         let mut data = json!({
-            "server": c.name, "transport": c.transport().as_str(), "required": c.required, "state": state.as_str(),
+            "server": c.name, "transport": Transport::of(c).as_str(), "required": c.required, "state": state.as_str(),
         });
         if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
             d.extend(extra);
@@ -269,12 +291,59 @@ impl McpManager {
             }
             _ => tracing::info!(server = %c.name, "MCP server {}", state.as_str()),
         }
+        self.log_change(server, state, data.get("digest").and_then(Value::as_str), error.as_deref());
         lock(&self.latest).insert(c.name.clone(), data.clone());
         let mut history = lock(&self.history);
         history.push(data.clone());
         let _ = self.events.send(data);
         drop(history);
         server.state.send_replace(Status { state, error });
+    }
+
+    /// The session events of a state change (see the module docs).
+    fn log_change(&self, server: &Server, state: State, digest: Option<&str>, error: Option<&str>) {
+        let id = plugin_id(&server.config.name);
+        let change = |digest: &str, kinds: bool, error: Option<&str>| PluginChange {
+            id: id.clone(),
+            digest: digest.to_string(),
+            kinds: if kinds { vec!["tool".to_string()] } else { Vec::new() },
+            error: error.map(str::to_string),
+        };
+        let mut current = lock(&server.digest);
+        let events = match state {
+            State::Connecting => Vec::new(),
+            State::Ready => {
+                let new = digest.unwrap_or_default().to_string();
+                let old = current.replace(new.clone());
+                match old {
+                    Some(old) if old == new => Vec::new(),
+                    Some(old) => vec![
+                        EventKind::PluginLoaded(change(&new, true, None)),
+                        EventKind::PluginUnloaded(change(&old, true, None)),
+                    ],
+                    None => vec![EventKind::PluginLoaded(change(&new, true, None))],
+                }
+            }
+            State::Closed => match current.take() {
+                Some(old) => vec![EventKind::PluginUnloaded(change(&old, true, error))],
+                None => Vec::new(),
+            },
+            State::Failed => {
+                // A failure after a connection was up (e.g. installing
+                // refreshed tools) also ends what was loaded.
+                let mut v: Vec<EventKind> =
+                    current.take().map(|old| EventKind::PluginUnloaded(change(&old, true, None))).into_iter().collect();
+                v.push(EventKind::PluginReloadFailed(change("", false, error)));
+                v
+            }
+        };
+        drop(current);
+        let mut changes = lock(&self.changes);
+        for ev in events {
+            // A log that cannot be appended to (closed, failed) is dropped.
+            changes.sinks.retain(|log| log.append(ev.clone()).is_ok());
+            changes.history.push(ev);
+        }
     }
 
     async fn run_server(self: Arc<Self>, server: Arc<Server>) {
@@ -364,8 +433,10 @@ impl McpManager {
                     refresh.done.send_replace(upto);
                 }
                 _ = self.shutdown.cancelled() => {
+                    // Closing a stdio transport closes the server's stdin,
+                    // waits 3 s, sends SIGTERM, waits 3 s, then kills it.
                     cancel.cancel();
-                    let _ = tokio::time::timeout(Duration::from_secs(3), &mut wait).await;
+                    let _ = tokio::time::timeout(STOP_WAIT, &mut wait).await;
                     self.registry.revoke(&plugin_id(&c.name));
                     return Ok(Ended::Shutdown);
                 }
@@ -379,7 +450,11 @@ impl McpManager {
         handler: Handler,
         stderr_tail: &Arc<Mutex<VecDeque<String>>>,
     ) -> Result<RunningService<RoleClient, Handler>, String> {
-        match c.transport() {
+        // `${env:NAME}` in `env` and `headers` values, resolved now.
+        let resolve = |what: &str, key: &str, v: &str| {
+            wharf_config::resolve_env(v, |n| std::env::var(n).ok()).map_err(|e| format!("`{what}.{key}`: {e}"))
+        };
+        match Transport::of(c) {
             Transport::Stdio => {
                 let program = c.command.clone().unwrap_or_default();
                 let mut cmd = tokio::process::Command::new(&program);
@@ -389,7 +464,9 @@ impl McpManager {
                         cmd.env(k, v);
                     }
                 }
-                cmd.envs(&c.env);
+                for (k, v) in &c.env {
+                    cmd.env(k, resolve("env", k, v)?);
+                }
                 let cwd = match &c.cwd {
                     Some(d) if d.is_relative() => self.workspace.join(d),
                     Some(d) => d.clone(),
@@ -421,6 +498,7 @@ impl McpManager {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
                 let mut headers = HashMap::new();
                 for (k, v) in &c.headers {
+                    let v = &resolve("headers", k, v)?;
                     if k.eq_ignore_ascii_case("authorization")
                         && let Some(token) = v.strip_prefix("Bearer ")
                     {
@@ -494,6 +572,13 @@ impl Drop for McpManager {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+/// The `plugin/*` events of the servers, and the session logs they go to.
+#[derive(Default)]
+struct Changes {
+    history: Vec<EventKind>,
+    sinks: Vec<SessionLog>,
 }
 
 /// One live connection, as tools need it.

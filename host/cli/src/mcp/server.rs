@@ -179,7 +179,14 @@ impl ServerHandler for WharfServer {
 
 /// Runs `wharf mcp serve`.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
-    let host = HostCtx::start(&args.host).await?;
+    // The profile's own MCP servers are not started: their tools would not be
+    // re-exported anyway, and a profile listing `wharf mcp serve` itself as a
+    // server would otherwise start itself recursively.
+    let host = HostCtx::start_with(&args.host, |config| {
+        config.mcp.clear();
+        Ok(())
+    })
+    .await?;
     let approver = host.headless_approver();
     let (agent, _) = host.open_agent(None, approver.clone(), None)?;
     let log = agent.log().clone();

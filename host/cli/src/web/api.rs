@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use wharf_core::approval::{Approval, ChannelApprover};
-use wharf_core::bus::ListenerHandle;
 use wharf_core::events::{ApprovalOutcome, Event, EventKind};
 use wharf_core::store::StoreError;
 use wharf_core::{Agent, Projection};
@@ -37,7 +36,6 @@ struct Live {
     approvals: Arc<Approvals>,
     stop: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
-    _guard: Option<ListenerHandle>,
 }
 
 /// Approval questions by call id. The pipeline logs `approval/asked` just
@@ -142,10 +140,6 @@ impl App {
         }
         let (approver, mut questions) = ChannelApprover::new();
         let (agent, _) = self.host.open_agent(id, Arc::new(approver), self.max_steps)?;
-        let guard = match &self.mcp {
-            Some(m) => m.attach_agent(&agent)?,
-            None => None,
-        };
         let approvals: Arc<Approvals> = Arc::default();
         let pending = approvals.clone();
         tokio::spawn(async move {
@@ -169,7 +163,7 @@ impl App {
             }
         });
         let id = agent.session_id().to_string();
-        let l = Arc::new(Live { agent, approvals, stop, serving, _guard: guard });
+        let l = Arc::new(Live { agent, approvals, stop, serving });
         live.insert(id.clone(), l.clone());
         drop(live);
         let _ = self.opened.send(id);
@@ -504,7 +498,9 @@ async fn plugin_events(State(app): State<Arc<App>>) -> ApiResult<Response> {
     let shutdown = app.shutdown.clone();
     tokio::spawn(async move {
         let plugin = |k: &EventKind| serde_json::to_string(k).ok().map(|s| SseEvent::default().data(s));
-        let mcp = |d: Value| SseEvent::default().data(json!({"type": "mcp/status", "data": d}).to_string());
+        let mcp = |d: Value| {
+            SseEvent::default().data(json!({"type": crate::mcp::client::STATUS_EVENT, "data": d}).to_string())
+        };
         let mut first: Vec<SseEvent> = history.iter().filter_map(plugin).collect();
         first.extend(mcp_history.into_iter().map(mcp));
         for e in first {

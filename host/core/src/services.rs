@@ -1,0 +1,297 @@
+//! Session services: what a plugin working for a session may ask of it (the
+//! `session`, `model` and `agents` imports of the WIT), implemented over the
+//! agent's log, registry, bus and approver.
+//!
+//! - **record_event**: typed plugin-reported events (`todo/updated`),
+//!   validated before they reach the log.
+//! - **complete**: one tool-less request to the session's adapter; retried on
+//!   transient errors like a step, but nothing is logged as a message.
+//! - **run_agent**: a child agent (subagent) with its own session log whose
+//!   header links it to the parent call (`spawned_by`), the same registry
+//!   (so the same policies and hooks), the same approver, a restricted tool
+//!   set (what the task names, else all of the parent's tools) and
+//!   `depth + 1` (at most [`AgentConfig::max_depth`]). The child is
+//!   cancelled when the calling tool call is.
+//!
+//! Grants (`model`, `agents`) are checked by the runtime before these run:
+//! the core does not know which component may do what.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentConfig};
+use crate::approval::Approver;
+use crate::bus::Bus;
+use crate::events::{EventKind, SpawnedBy, TodoUpdated};
+use crate::plugin::{
+    AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError,
+    SessionServices,
+};
+use crate::registry::Registry;
+use crate::store::{NewSession, SessionLog, Store};
+use crate::util;
+
+/// Most items a todo list may hold.
+pub const MAX_TODO_ITEMS: usize = 200;
+
+/// What every call's services share: one per agent.
+#[derive(Clone)]
+pub struct SessionContext {
+    pub(crate) log: SessionLog,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) bus: Arc<Bus>,
+    pub(crate) approver: Arc<dyn Approver>,
+    pub(crate) config: AgentConfig,
+}
+
+impl SessionContext {
+    /// Services for one call by `caller` (a tool call id, or `compaction`),
+    /// cancelled with `cancel`.
+    pub fn for_call(self: &Arc<Self>, call_id: &str, caller: PluginRef, cancel: CancellationToken) -> CallServices {
+        CallServices { ctx: self.clone(), call_id: call_id.to_string(), caller, cancel }
+    }
+}
+
+/// The services handed to one call.
+pub struct CallServices {
+    ctx: Arc<SessionContext>,
+    call_id: String,
+    /// The plugin making the call (for logs).
+    caller: PluginRef,
+    cancel: CancellationToken,
+}
+
+impl SessionServices for CallServices {
+    fn depth(&self) -> u32 {
+        self.ctx.config.pipeline.agent_depth
+    }
+
+    fn record_event(&self, kind: &str, data: Value) -> Result<(), ServiceError> {
+        match kind {
+            "todo/updated" => {
+                let items = validate_todo(&data).map_err(ServiceError::Invalid)?;
+                self.ctx
+                    .log
+                    .append(EventKind::TodoUpdated(TodoUpdated { items }))
+                    .map(|_| ())
+                    .map_err(|e| ServiceError::Failed(e.to_string()))
+            }
+            other => Err(ServiceError::Invalid(format!("unknown event kind `{other}` (plugins may record: todo/updated)"))),
+        }
+    }
+
+    fn complete(&self, request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>> {
+        Box::pin(complete(&self.ctx, request, &self.cancel))
+    }
+
+    fn run_agent(&self, task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>> {
+        Box::pin(self.run_child(task))
+    }
+}
+
+/// Checks a todo list: `{"items": [...]}` (or a bare array) of objects with
+/// `content`, `status` in pending/in_progress/completed, optional `id` and
+/// `active_form`. Returns the array.
+pub fn validate_todo(data: &Value) -> Result<Value, String> {
+    let items = match data {
+        Value::Array(_) => data,
+        Value::Object(m) => m.get("items").ok_or("expected {\"items\": [...]}")?,
+        _ => return Err("expected {\"items\": [...]}".into()),
+    };
+    let arr = items.as_array().ok_or("`items` must be an array")?;
+    if arr.len() > MAX_TODO_ITEMS {
+        return Err(format!("a todo list holds at most {MAX_TODO_ITEMS} items, got {}", arr.len()));
+    }
+    for (i, it) in arr.iter().enumerate() {
+        let obj = it.as_object().ok_or_else(|| format!("items[{i}] must be an object"))?;
+        match obj.get("content").and_then(Value::as_str) {
+            Some(c) if !c.trim().is_empty() => {}
+            _ => return Err(format!("items[{i}].content must be a non-empty string")),
+        }
+        match obj.get("status").and_then(Value::as_str) {
+            Some("pending" | "in_progress" | "completed") => {}
+            _ => return Err(format!("items[{i}].status must be one of pending, in_progress, completed")),
+        }
+        for key in ["id", "active_form"] {
+            if obj.get(key).is_some_and(|v| !v.is_string()) {
+                return Err(format!("items[{i}].{key} must be a string"));
+            }
+        }
+        if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "content" | "status" | "id" | "active_form")) {
+            return Err(format!("items[{i}] has an unknown field `{k}`"));
+        }
+    }
+    Ok(items.clone())
+}
+
+/// One tool-less completion from the session's adapter, with the step retry
+/// policy for transient errors.
+pub(crate) async fn complete(
+    ctx: &SessionContext,
+    request: CompleteRequest,
+    cancel: &CancellationToken,
+) -> Result<String, ServiceError> {
+    let snap = ctx.registry.snapshot();
+    let adapter = snap
+        .llm(ctx.config.llm.as_deref())
+        .ok_or_else(|| ServiceError::Failed("no LLM adapter is loaded".into()))?;
+    let req = LlmRequest {
+        system: request.system,
+        messages: request.messages,
+        tools: Vec::new(),
+        max_tokens: request.max_tokens,
+    };
+    let mut attempt = 0;
+    loop {
+        let res = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(ServiceError::Cancelled),
+            r = collect_text(adapter.as_ref(), req.clone()) => r,
+        };
+        match res {
+            Ok(text) => return Ok(text),
+            Err(e) => {
+                attempt += 1;
+                let Some(delay) = ctx.config.retry.delay(&e, attempt, util::random_unit()) else {
+                    return Err(ServiceError::Failed(format!("{}: {}", e.code.as_str(), e.message)));
+                };
+                tokio::select! {
+                    _ = cancel.cancelled() => return Err(ServiceError::Cancelled),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn collect_text(
+    adapter: &dyn crate::plugin::LlmAdapter,
+    req: LlmRequest,
+) -> Result<String, crate::plugin::LlmError> {
+    let mut stream = adapter.start(req).await?;
+    let mut text = String::new();
+    while let Some(batch) = stream.next().await? {
+        for ev in batch {
+            if let LlmEvent::Text(t) = ev {
+                text.push_str(&t);
+            }
+        }
+    }
+    if text.trim().is_empty() {
+        return Err(crate::plugin::LlmError::new(crate::plugin::LlmErrorCode::EmptyResponse, "the model returned nothing"));
+    }
+    Ok(text)
+}
+
+impl CallServices {
+    async fn run_child(&self, task: AgentTask) -> Result<AgentOutcome, ServiceError> {
+        let ctx = &self.ctx;
+        let depth = ctx.config.pipeline.agent_depth + 1;
+        if depth > ctx.config.max_depth {
+            return Err(ServiceError::Invalid(format!(
+                "subagents may nest at most {} deep; this agent is already at depth {}",
+                ctx.config.max_depth, ctx.config.pipeline.agent_depth
+            )));
+        }
+        if task.prompt.trim().is_empty() {
+            return Err(ServiceError::Invalid("the task prompt is empty".into()));
+        }
+        let snap = ctx.registry.snapshot();
+        let parent_tools: BTreeSet<String> = match &ctx.config.tools {
+            Some(allowed) => snap.tools.keys().filter(|n| allowed.contains(*n)).cloned().collect(),
+            None => snap.tools.keys().cloned().collect(),
+        };
+        let tools: BTreeSet<String> = if task.tools.is_empty() {
+            parent_tools
+        } else {
+            let mut set = BTreeSet::new();
+            for t in &task.tools {
+                if !parent_tools.contains(t) {
+                    let names: Vec<&str> = parent_tools.iter().map(String::as_str).collect();
+                    return Err(ServiceError::Invalid(format!(
+                        "tool `{t}` is not available to this agent (available: {})",
+                        names.join(", ")
+                    )));
+                }
+                set.insert(t.clone());
+            }
+            set
+        };
+        let header = ctx.log.header();
+        let root = ctx.log.path().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let store = Store::new(root);
+        let child_log = store
+            .create_child(
+                NewSession {
+                    id: None,
+                    workspace: ctx.config.pipeline.workspace.clone().or(header.as_ref().and_then(|h| h.workspace.clone())),
+                    profile: header.and_then(|h| h.profile),
+                },
+                SpawnedBy { session: ctx.log.id().to_string(), call_id: self.call_id.clone(), depth },
+            )
+            .map_err(|e| ServiceError::Failed(format!("cannot create the subagent's session: {e}")))?;
+        let mut config = ctx.config.clone();
+        config.tools = Some(tools);
+        config.max_steps = task.max_steps.unwrap_or(config.max_steps).clamp(1, ctx.config.max_steps.max(1));
+        config.pipeline.agent_depth = depth;
+        config.instructions = task.instructions.filter(|s| !s.trim().is_empty());
+        let child = Agent::with_bus(child_log, ctx.registry.clone(), ctx.bus.clone(), ctx.approver.clone(), config);
+        let session_id = child.session_id().to_string();
+        tracing::info!(parent = %ctx.log.id(), child = %session_id, depth, by = %self.caller.id, "subagent started");
+        let run = child.prompt(task.prompt);
+        tokio::pin!(run);
+        let result = tokio::select! {
+            r = &mut run => r,
+            _ = self.cancel.cancelled() => {
+                // The turn may not have started yet: keep cancelling until
+                // the child's prompt returns.
+                loop {
+                    child.cancel();
+                    tokio::select! {
+                        r = &mut run => break r,
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+                    }
+                }
+            }
+        };
+        let summary = result.map_err(|e| ServiceError::Failed(format!("subagent {session_id} failed: {e}")))?;
+        if self.cancel.is_cancelled() {
+            return Err(ServiceError::Cancelled);
+        }
+        Ok(AgentOutcome {
+            session_id,
+            text: summary.text,
+            stop_reason: summary.reason.as_str().to_string(),
+            steps: summary.steps,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn todo_lists_are_checked() {
+        let ok = json!({"items": [{"content": "a", "status": "pending"}, {"content": "b", "status": "completed", "id": "2"}]});
+        assert_eq!(validate_todo(&ok).unwrap().as_array().unwrap().len(), 2);
+        assert!(validate_todo(&json!([])).is_ok());
+        for bad in [
+            json!({"items": [{"content": "a", "status": "done"}]}),
+            json!({"items": [{"content": "", "status": "pending"}]}),
+            json!({"items": [{"status": "pending"}]}),
+            json!({"items": [{"content": "a", "status": "pending", "extra": 1}]}),
+            json!({"items": "x"}),
+            json!(3),
+        ] {
+            assert!(validate_todo(&bad).is_err(), "{bad}");
+        }
+        let many: Vec<Value> = (0..=MAX_TODO_ITEMS).map(|i| json!({"content": i.to_string(), "status": "pending"})).collect();
+        assert!(validate_todo(&json!({ "items": many })).is_err());
+    }
+}

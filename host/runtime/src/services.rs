@@ -1,0 +1,126 @@
+//! The `session`, `model` and `agents` imports: a component working for a
+//! session reaches it through the [`SessionServices`] the core hands to
+//! each call. `model` and `agents` also need the operator's grant.
+
+use std::sync::Arc;
+
+use wharf_core::plugin::{AgentTask, CompleteRequest, Message, Role, ServiceError, SessionServices, ToolCall};
+
+use crate::bindings::wharf::plugin as wit;
+use crate::bindings::wharf::plugin::types as wt;
+use crate::state::HostState;
+
+fn to_wit_error(e: ServiceError) -> wit::session::SessionError {
+    use wit::session::SessionError as W;
+    match e {
+        ServiceError::NoSession => W::NoSession,
+        ServiceError::NotGranted(c) => W::NotGranted(c),
+        ServiceError::Invalid(m) => W::Invalid(m),
+        ServiceError::Failed(m) => W::Failed(m),
+        ServiceError::Cancelled => W::Cancelled,
+    }
+}
+
+/// Converts a guest message to the core's.
+pub fn from_wit_message(m: wt::Message) -> Message {
+    Message {
+        role: match m.role {
+            wt::Role::System => Role::System,
+            wt::Role::User => Role::User,
+            wt::Role::Assistant => Role::Assistant,
+            wt::Role::Tool => Role::Tool,
+        },
+        content: m.content,
+        reasoning: m.reasoning,
+        tool_calls: m
+            .tool_calls
+            .into_iter()
+            .map(|c| ToolCall { id: c.id, name: c.name, arguments: c.arguments })
+            .collect(),
+        tool_call_id: m.tool_call_id,
+    }
+}
+
+impl HostState {
+    /// The session behind this call, if the capability is granted.
+    fn session_for(&self, capability: Option<&str>) -> Result<Arc<dyn SessionServices>, wit::session::SessionError> {
+        if let Some(cap) = capability {
+            let granted = match cap {
+                "model" => self.effective.model,
+                "agents" => self.effective.agents,
+                _ => false,
+            };
+            if !granted {
+                return Err(wit::session::SessionError::NotGranted(cap.to_string()));
+            }
+        }
+        self.services.clone().ok_or(wit::session::SessionError::NoSession)
+    }
+}
+
+impl wit::session::Host for HostState {
+    fn record_event(
+        &mut self,
+        kind: String,
+        data: String,
+    ) -> wasmtime::Result<Result<(), wit::session::SessionError>> {
+        let services = match self.session_for(None) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let value = match serde_json::from_str(&data) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(wit::session::SessionError::Invalid(format!("event data is not JSON: {e}")))),
+        };
+        Ok(services.record_event(&kind, value).map_err(to_wit_error))
+    }
+
+    fn depth(&mut self) -> wasmtime::Result<u32> {
+        Ok(self.services.as_ref().map_or(0, |s| s.depth()))
+    }
+}
+
+impl wit::model::Host for HostState {
+    async fn complete(
+        &mut self,
+        system: String,
+        messages: Vec<wt::Message>,
+        max_tokens: Option<u32>,
+    ) -> wasmtime::Result<Result<String, wit::session::SessionError>> {
+        let services = match self.session_for(Some("model")) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let request =
+            CompleteRequest { system, messages: messages.into_iter().map(from_wit_message).collect(), max_tokens };
+        Ok(services.complete(request).await.map_err(to_wit_error))
+    }
+}
+
+impl wit::agents::Host for HostState {
+    async fn run(
+        &mut self,
+        task: wit::agents::AgentTask,
+    ) -> wasmtime::Result<Result<wit::agents::AgentResult, wit::session::SessionError>> {
+        let services = match self.session_for(Some("agents")) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let task = AgentTask {
+            prompt: task.prompt,
+            tools: task.tools,
+            max_steps: task.max_steps,
+            instructions: task.instructions,
+        };
+        Ok(services
+            .run_agent(task)
+            .await
+            .map(|o| wit::agents::AgentResult {
+                session_id: o.session_id,
+                text: o.text,
+                stop_reason: o.stop_reason,
+                steps: o.steps,
+            })
+            .map_err(to_wit_error))
+    }
+}
