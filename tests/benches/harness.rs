@@ -299,12 +299,19 @@ struct Startup {
     rss_kib: u64,
 }
 
+/// The `wharf` binary `cargo xtask bench` built, so a concurrent edit of
+/// the tree does not rebuild (or break) it mid-run; else build it.
+fn wharf_binary() -> PathBuf {
+    let built = wharf_tests::target_dir().join("debug/wharf");
+    if built.exists() { built } else { wharf_tests::wharf_bin() }
+}
+
 /// One `wharf run` through the spawner: spawn → first model request, peak RSS.
 fn startup(setup: &StartupSetup, cache: &Path) -> anyhow::Result<Startup> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
         .arg("__spawn")
-        .arg(wharf_tests::wharf_bin())
+        .arg(wharf_binary())
         .args(&setup.args)
         .current_dir(setup.dir.path())
         .env("HOME", setup.dir.path())
@@ -324,7 +331,7 @@ fn startup(setup: &StartupSetup, cache: &Path) -> anyhow::Result<Startup> {
 /// The old measurement, for the record: `wait4` on a child spawned straight
 /// from this process (its `ru_maxrss` includes this process's image).
 fn startup_rss_naive(setup: &StartupSetup, cache: &Path) -> anyhow::Result<u64> {
-    let child = std::process::Command::new(wharf_tests::wharf_bin())
+    let child = std::process::Command::new(wharf_binary())
         .args(&setup.args)
         .current_dir(setup.dir.path())
         .env("HOME", setup.dir.path())

@@ -118,7 +118,15 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
             .grant
             .dirs
             .iter()
-            .map(|d| DirGrant::parse(d).map_err(|e| format!("plugin `{}`: {e}", row.id)))
+            .filter_map(|d| match d.strip_suffix('?') {
+                // Optional grant (`PATH:ro?`): skipped when the directory is missing.
+                Some(spec) => {
+                    let path = spec.rsplit_once(':').map_or(spec, |(p, _)| p);
+                    std::path::Path::new(path).is_dir().then(|| DirGrant::parse(spec))
+                }
+                None => Some(DirGrant::parse(d)),
+            })
+            .map(|g| g.map_err(|e| format!("plugin `{}`: {e}", row.id)))
             .collect::<Result<Vec<_>, _>>()?;
         out.push(PluginSpec {
             id: row.id.clone(),

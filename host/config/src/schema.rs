@@ -361,7 +361,7 @@ pub(crate) fn check_node(
         }
         (Shape::Bool, Val::Bool(_)) => {}
         (Shape::List(item), Val::Array(items)) => {
-            for n in items {
+            for n in items.iter_mut() {
                 let Val::Str(s) = &mut n.val else {
                     return Err(ConfigError::Type {
                         at: n.at.clone(),
@@ -373,6 +373,9 @@ pub(crate) fn check_node(
                 };
                 *s = check_item(item, s, key, &n.at, ctx)?;
             }
+            // Optional directories whose path names an unknown place (no
+            // home directory) are dropped.
+            items.retain(|n| !matches!(&n.val, Val::Str(s) if s.is_empty()));
         }
         (Shape::Table(fields), Val::Table(t)) => {
             check_table(fields, t, &child_table_name(table, key), ctx)?;
@@ -536,15 +539,26 @@ pub(crate) fn check_id(s: &str, at: &Location) -> Result<(), ConfigError> {
 fn check_item(item: Item, s: &str, key: &str, at: &Location, ctx: &Ctx<'_>) -> Result<String, ConfigError> {
     match item {
         Item::Dir => {
-            let (path, access) = match s.rsplit_once(':') {
+            // A trailing `?` makes the grant optional: skipped when the
+            // directory does not exist (e.g. `~/.wharf/skills`).
+            let (spec, optional) = match s.strip_suffix('?') {
+                Some(rest) => (rest, "?"),
+                None => (s, ""),
+            };
+            let (path, access) = match spec.rsplit_once(':') {
                 Some((p, "ro")) => (p, "ro"),
                 Some((p, "rw")) => (p, "rw"),
-                _ => (s, "ro"),
+                _ => (spec, "ro"),
             };
             if path.is_empty() {
                 return Err(ConfigError::invalid(at, format!("empty directory in `{key}`: \"{s}\"")));
             }
-            Ok(format!("{}:{access}", ctx.expand_path(path, at)?))
+            match ctx.expand_path(path, at) {
+                Ok(p) => Ok(format!("{p}:{access}{optional}")),
+                // An optional grant under a variable with no value here.
+                Err(ConfigError::Variable { .. }) if !optional.is_empty() => Ok(String::new()),
+                Err(e) => Err(e),
+            }
         }
         Item::Host => {
             let h = ctx.expand(s, at)?;

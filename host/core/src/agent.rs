@@ -61,6 +61,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::Approver;
 use crate::bus::Bus;
+use crate::compaction::TurnCompactions;
 use crate::events::{
     AssistantChunk, AssistantMessage, Event, EventKind, InboxKind, InboxOp, InboxSpliced, LlmRetry, StepEnd, StepStart,
     StopReason, TurnEnd, TurnStart, UserMessage,
@@ -71,7 +72,6 @@ use crate::plugin::{
 };
 use crate::registry::{Registry, Snapshot};
 use crate::retry::RetryPolicy;
-use crate::compaction::TurnCompactions;
 use crate::services::SessionContext;
 
 pub use crate::compaction::CompactionConfig;
@@ -237,8 +237,8 @@ impl Agent {
             approver: approver.clone(),
             config: config.clone(),
         });
-        let pipeline =
-            ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone()).with_services(services.clone());
+        let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone())
+            .with_services(services.clone());
         Self {
             inner: Arc::new(Inner {
                 log,
@@ -817,7 +817,20 @@ impl Agent {
                 match ev {
                     LlmEvent::Text(t) => text.push_str(&t),
                     LlmEvent::Reasoning(r) => reasoning.push_str(&r),
-                    LlmEvent::ToolCall(c) => acc.tool_calls.push(c),
+                    LlmEvent::ToolCall(mut c) => {
+                        // Ids must be unique within a message (results are
+                        // matched by id); a repeated or empty id from the
+                        // adapter gets a suffix.
+                        if c.id.is_empty() || acc.tool_calls.iter().any(|p| p.id == c.id) {
+                            let base = if c.id.is_empty() { "call".to_string() } else { c.id.clone() };
+                            let mut n = acc.tool_calls.len() + 1;
+                            while acc.tool_calls.iter().any(|p| p.id == format!("{base}~{n}")) {
+                                n += 1;
+                            }
+                            c.id = format!("{base}~{n}");
+                        }
+                        acc.tool_calls.push(c);
+                    }
                     LlmEvent::Usage(u) => acc.usage = Some(u),
                     LlmEvent::Finish(f) => acc.finish = Some(f),
                 }

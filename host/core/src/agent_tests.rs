@@ -924,3 +924,79 @@ async fn cancel_while_waiting_for_approval() {
     assert!(r.iter().all(|r| r.error_code.as_deref() == Some(codes::ABORTED_BEFORE_DISPATCH)));
     invariants::check(&h.events()).unwrap();
 }
+
+#[tokio::test]
+async fn repeated_tool_call_ids_are_made_unique() {
+    let h = harness(
+        vec![Reply::tools(&[("call_1", "t", "{}"), ("call_1", "t", "{}"), ("", "t", "{}")]), Reply::text("ok")],
+        vec![FakeTool::new("t", ToolMode::Parallel)],
+    );
+    assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
+    let ids: Vec<String> = h.results().into_iter().map(|r| r.call_id).collect();
+    assert_eq!(ids, strs(&["call_1", "call_1~2", "call~3"]));
+    invariants::check(&h.events()).unwrap();
+}
+
+#[tokio::test]
+async fn plugins_record_todo_lists_through_session_services() {
+    let h = harness(vec![Reply::text("ok")], vec![]);
+    let ctx = h.agent.inner.services.clone();
+    let svc = ctx.for_call("c1", crate::plugin::PluginRef::native("todo"), CancellationToken::new());
+    use crate::plugin::SessionServices;
+    let items = serde_json::json!({"items": [{"content": "write tests", "status": "in_progress"}]});
+    svc.record_event("todo/updated", items).unwrap();
+    assert!(matches!(
+        svc.record_event("todo/updated", serde_json::json!({"items": [{"content": "x"}]})),
+        Err(crate::plugin::ServiceError::Invalid(_))
+    ));
+    assert!(matches!(
+        svc.record_event("session/start", serde_json::json!({})),
+        Err(crate::plugin::ServiceError::Invalid(_))
+    ));
+    let todos = h.find(|k| match k {
+        EventKind::TodoUpdated(t) => Some(t.items.clone()),
+        _ => None,
+    });
+    assert_eq!(todos.len(), 1);
+    assert_eq!(todos[0][0]["status"], "in_progress");
+    assert_eq!(svc.depth(), 0);
+}
+
+#[tokio::test]
+async fn a_child_agent_runs_with_a_restricted_tool_set_and_is_linked() {
+    let h = harness(
+        // The child's replies (the parent never runs a turn here).
+        vec![Reply::tools(&[("k1", "allowed", "{}")]), Reply::text("child done")],
+        vec![FakeTool::new("allowed", ToolMode::Parallel), FakeTool::new("hidden", ToolMode::Parallel)],
+    );
+    let ctx = h.agent.inner.services.clone();
+    let svc = ctx.for_call("p1", crate::plugin::PluginRef::native("subagent"), CancellationToken::new());
+    use crate::plugin::SessionServices;
+    let bad = crate::plugin::AgentTask { prompt: "x".into(), tools: vec!["nope".into()], ..Default::default() };
+    assert!(matches!(svc.run_agent(bad).await, Err(crate::plugin::ServiceError::Invalid(_))));
+    let task = crate::plugin::AgentTask { prompt: "do it".into(), tools: vec!["allowed".into()], ..Default::default() };
+    let out = svc.run_agent(task).await.unwrap();
+    assert_eq!((out.text.as_str(), out.stop_reason.as_str(), out.steps), ("child done", "completed", 2));
+    let child = h.store.load(&out.session_id).unwrap();
+    invariants::check(&child.events).unwrap();
+    let EventKind::SessionStart(hdr) = &child.events[0].kind else { panic!("no header") };
+    let link = hdr.spawned_by.clone().unwrap();
+    assert_eq!((link.session.as_str(), link.call_id.as_str(), link.depth), (h.agent.session_id(), "p1", 1));
+    // The child's model saw only the allowed tool.
+    let seen = h.llm.requests();
+    assert_eq!(seen[0].tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["allowed"]);
+}
+
+#[tokio::test]
+async fn the_depth_limit_refuses_deeper_children() {
+    let cfg = AgentConfig {
+        max_depth: 1,
+        pipeline: crate::pipeline::PipelineConfig { agent_depth: 1, ..Default::default() },
+        ..config()
+    };
+    let h = harness_with(ScriptedLlm::new(vec![Reply::text("x")]), vec![], Arc::new(HeadlessApprover::default()), cfg);
+    let svc = h.agent.inner.services.for_call("p", crate::plugin::PluginRef::native("s"), CancellationToken::new());
+    use crate::plugin::SessionServices;
+    let r = svc.run_agent(crate::plugin::AgentTask { prompt: "go".into(), ..Default::default() }).await;
+    assert!(matches!(r, Err(crate::plugin::ServiceError::Invalid(m)) if m.contains("at most 1 deep")));
+}

@@ -88,7 +88,12 @@ impl Snapshot {
     pub fn restricted(&self, allowed: &std::collections::BTreeSet<String>) -> Snapshot {
         Snapshot {
             generation: self.generation,
-            tools: self.tools.iter().filter(|(n, _)| allowed.contains(*n)).map(|(n, t)| (n.clone(), t.clone())).collect(),
+            tools: self
+                .tools
+                .iter()
+                .filter(|(n, _)| allowed.contains(*n))
+                .map(|(n, t)| (n.clone(), t.clone()))
+                .collect(),
             llms: self.llms.clone(),
             policies: self.policies.clone(),
             hooks: self.hooks.clone(),

@@ -17,10 +17,16 @@
 //! Errors name the JSON Pointer of the offending value:
 //! `/path: expected string, got number` (the root is shown as `/`).
 
+use std::cell::Cell;
+
 use serde_json::{Map, Value};
 
 const MAX_ERRORS: usize = 20;
 const MAX_DEPTH: usize = 64;
+/// Sub-schema checks per validation. Branching keywords over a recursive
+/// `$ref` (`anyOf: [{$ref: "#"}, {$ref: "#"}]`) are otherwise exponential in
+/// `MAX_DEPTH`: a plugin's schema could hang the host (found by fuzzing).
+const MAX_STEPS: usize = 100_000;
 
 /// One validation failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,16 +53,25 @@ fn join(errs: &[SchemaError]) -> String {
     errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
-/// Validates `instance` against `schema`.
+/// Validates `instance` against `schema`. A schema too costly to check
+/// (over 100 000 sub-schema checks) fails validation with one error.
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), SchemaErrors> {
-    let mut v = Validator { root: schema, errors: Vec::new() };
+    let steps = Cell::new(0);
+    let mut v = Validator { root: schema, errors: Vec::new(), steps: &steps };
     v.check(schema, instance, "", 0);
+    if steps.get() > MAX_STEPS {
+        // Whatever the branches concluded after the budget ran out is moot.
+        let message = format!("schema too complex to check (over {MAX_STEPS} steps; recursive $ref?)");
+        return Err(SchemaErrors(vec![SchemaError { path: String::new(), message }]));
+    }
     if v.errors.is_empty() { Ok(()) } else { Err(SchemaErrors(v.errors)) }
 }
 
 struct Validator<'a> {
     root: &'a Value,
     errors: Vec<SchemaError>,
+    /// Checks so far, shared with every probe of this validation.
+    steps: &'a Cell<usize>,
 }
 
 fn type_of(v: &Value) -> &'static str {
@@ -118,12 +133,16 @@ impl<'a> Validator<'a> {
 
     /// Runs `check` in isolation and returns its errors.
     fn probe(&self, schema: &Value, inst: &Value, path: &str, depth: usize) -> Vec<SchemaError> {
-        let mut sub = Validator { root: self.root, errors: Vec::new() };
+        let mut sub = Validator { root: self.root, errors: Vec::new(), steps: self.steps };
         sub.check(schema, inst, path, depth);
         sub.errors
     }
 
     fn check(&mut self, schema: &Value, inst: &Value, path: &str, depth: usize) {
+        self.steps.set(self.steps.get() + 1);
+        if self.steps.get() > MAX_STEPS {
+            return;
+        }
         if depth > MAX_DEPTH {
             self.err(path, "schema nesting too deep (recursive $ref?)".into());
             return;
@@ -424,5 +443,15 @@ mod tests {
     fn several_errors_are_joined() {
         let s = json!({"type": "object", "required": ["a", "b"]});
         assert_eq!(errs(s, json!({})), "/: missing required property `a`; /: missing required property `b`");
+    }
+
+    /// Found by the `tool_args` fuzz target: two recursive branches per
+    /// level made validation exponential in the depth limit (a hang).
+    #[test]
+    fn exponential_recursive_schema_is_refused_quickly() {
+        let s = json!({"anyOf": [{"type": "string"}, {"$ref": "#"}, {"$ref": "#"}]});
+        assert!(errs(s, json!([1])).contains("schema too complex"));
+        let s = json!({"not": {"anyOf": [{"$ref": "#/not"}, {"$ref": "#/not"}]}});
+        assert!(validate(&s, &json!(1)).is_err(), "an exhausted budget must not pass through `not`");
     }
 }

@@ -27,8 +27,7 @@ use crate::approval::Approver;
 use crate::bus::Bus;
 use crate::events::{EventKind, SpawnedBy, TodoUpdated};
 use crate::plugin::{
-    AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError,
-    SessionServices,
+    AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError, SessionServices,
 };
 use crate::registry::Registry;
 use crate::store::{NewSession, SessionLog, Store};
@@ -79,7 +78,9 @@ impl SessionServices for CallServices {
                     .map(|_| ())
                     .map_err(|e| ServiceError::Failed(e.to_string()))
             }
-            other => Err(ServiceError::Invalid(format!("unknown event kind `{other}` (plugins may record: todo/updated)"))),
+            other => {
+                Err(ServiceError::Invalid(format!("unknown event kind `{other}` (plugins may record: todo/updated)")))
+            }
         }
     }
 
@@ -135,9 +136,8 @@ pub(crate) async fn complete(
     cancel: &CancellationToken,
 ) -> Result<String, ServiceError> {
     let snap = ctx.registry.snapshot();
-    let adapter = snap
-        .llm(ctx.config.llm.as_deref())
-        .ok_or_else(|| ServiceError::Failed("no LLM adapter is loaded".into()))?;
+    let adapter =
+        snap.llm(ctx.config.llm.as_deref()).ok_or_else(|| ServiceError::Failed("no LLM adapter is loaded".into()))?;
     let req = LlmRequest {
         system: request.system,
         messages: request.messages,
@@ -181,7 +181,10 @@ async fn collect_text(
         }
     }
     if text.trim().is_empty() {
-        return Err(crate::plugin::LlmError::new(crate::plugin::LlmErrorCode::EmptyResponse, "the model returned nothing"));
+        return Err(crate::plugin::LlmError::new(
+            crate::plugin::LlmErrorCode::EmptyResponse,
+            "the model returned nothing",
+        ));
     }
     Ok(text)
 }
@@ -227,7 +230,12 @@ impl CallServices {
             .create_child(
                 NewSession {
                     id: None,
-                    workspace: ctx.config.pipeline.workspace.clone().or(header.as_ref().and_then(|h| h.workspace.clone())),
+                    workspace: ctx
+                        .config
+                        .pipeline
+                        .workspace
+                        .clone()
+                        .or(header.as_ref().and_then(|h| h.workspace.clone())),
                     profile: header.and_then(|h| h.profile),
                 },
                 SpawnedBy { session: ctx.log.id().to_string(), call_id: self.call_id.clone(), depth },
@@ -291,7 +299,8 @@ mod tests {
         ] {
             assert!(validate_todo(&bad).is_err(), "{bad}");
         }
-        let many: Vec<Value> = (0..=MAX_TODO_ITEMS).map(|i| json!({"content": i.to_string(), "status": "pending"})).collect();
+        let many: Vec<Value> =
+            (0..=MAX_TODO_ITEMS).map(|i| json!({"content": i.to_string(), "status": "pending"})).collect();
         assert!(validate_todo(&json!({ "items": many })).is_err());
     }
 }

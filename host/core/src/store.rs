@@ -385,7 +385,11 @@ impl Store {
     }
 
     /// Creates a subagent's session, its header linked to the parent call.
-    pub fn create_child(&self, opts: NewSession, spawned_by: crate::events::SpawnedBy) -> Result<SessionLog, StoreError> {
+    pub fn create_child(
+        &self,
+        opts: NewSession,
+        spawned_by: crate::events::SpawnedBy,
+    ) -> Result<SessionLog, StoreError> {
         let header = |id: &str| SessionStart {
             id: id.to_string(),
             format: FORMAT_VERSION,

@@ -133,6 +133,14 @@ pub async fn vet(hosts: &[String], private_network: bool, host: &str, port: u16)
     }
 }
 
+/// `uri` (plain `http`) with its authority replaced by the vetted address,
+/// so the connector does not resolve the name again; `None` if it cannot be
+/// built. The `Host` header, set from the original authority, is unchanged.
+pub fn pinned_uri(uri: &http::Uri, addr: SocketAddr) -> Option<http::Uri> {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    http::Uri::builder().scheme("http").authority(addr.to_string()).path_and_query(path).build().ok()
+}
+
 /// Whether allowlist pattern `pat` names one host literally as an IP
 /// address or `localhost` (with or without a port); wildcards never do.
 pub fn names_literal_host(pat: &str) -> bool {
@@ -360,6 +368,16 @@ mod tests {
             vet(&hosts(&["*"]), false, "1.1.1.1", 443).await,
             Ok(Vetted { pin: Some("1.1.1.1:443".parse().unwrap_or_else(|e| panic!("{e}"))) })
         );
+    }
+
+    #[test]
+    fn pinning_keeps_path_and_query() {
+        let uri: http::Uri = "http://example.com:8080/a/b?c=d".parse().unwrap_or_else(|e| panic!("{e}"));
+        let v4 = pinned_uri(&uri, "93.184.215.14:8080".parse().unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(v4.map(|u| u.to_string()).as_deref(), Some("http://93.184.215.14:8080/a/b?c=d"));
+        let bare: http::Uri = "http://example.com".parse().unwrap_or_else(|e| panic!("{e}"));
+        let v6 = pinned_uri(&bare, "[2606:4700::1]:80".parse().unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(v6.map(|u| u.to_string()).as_deref(), Some("http://[2606:4700::1]:80/"));
     }
 
     #[test]

@@ -192,7 +192,18 @@ pub fn render(list: &[ex::skills::SkillSummary], tool: &Option<String>) -> Optio
 /// Where a version's skills live: its `dirs` config and granted dirs.
 fn roots(version: &PluginVersion) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = match version.config().get("dirs") {
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(PathBuf::from).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(|d| match d.strip_prefix("~/") {
+                // The plugin resolves `~/` with the HOME it is granted.
+                Some(rest) if version.effective.env.iter().any(|e| e == "HOME") => {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest))
+                }
+                Some(_) => None,
+                None => Some(PathBuf::from(d)),
+            })
+            .collect(),
         _ => Vec::new(),
     };
     for d in &version.effective.dirs {

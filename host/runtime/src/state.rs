@@ -139,12 +139,9 @@ impl WasiHttpHooks for HttpPolicy {
             if let Some(addr) = vetted.pin
                 && !https
             {
-                let path = request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
-                let pinned =
-                    http::Uri::builder().scheme("http").authority(addr.to_string()).path_and_query(path).build();
-                match pinned {
-                    Ok(u) => *request.uri_mut() = u,
-                    Err(_) => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
+                match crate::net::pinned_uri(request.uri(), addr) {
+                    Some(u) => *request.uri_mut() = u,
+                    None => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
                 }
             }
             let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;

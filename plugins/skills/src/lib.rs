@@ -75,7 +75,19 @@ struct SkillArgs {
 }
 
 fn config() -> Result<Config, String> {
-    wharf_sdk::config::get::<Config>().map_err(|e| format!("skills: {e}"))
+    let mut cfg = wharf_sdk::config::get::<Config>().map_err(|e| format!("skills: {e}"))?;
+    // `~/…` entries need the operator to pass HOME (`grant.env = ["HOME"]`);
+    // without it they are skipped like any missing directory.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    cfg.dirs = cfg
+        .dirs
+        .into_iter()
+        .filter_map(|d| match d.strip_prefix("~") {
+            Ok(rest) => home.as_ref().map(|h| h.join(rest)),
+            Err(_) => Some(d),
+        })
+        .collect();
+    Ok(cfg)
 }
 
 fn valid_name(name: &str) -> bool {
@@ -221,6 +233,7 @@ impl ToolPlugin for Skills {
              loads one.",
         )
         .filesystem(FsAccess::ReadOnly)
+        .env(["HOME"])
     }
 
     fn tools() -> Vec<ToolSpec> {
