@@ -147,8 +147,10 @@ action = "allow"
         "",
     );
     let sub = policy("subagent", "subagent", "max_steps = 5", "agents = true\ntimeout_ms = 120000");
-    let main = call_turn("subagent", &json!({"task": "CHILD: read the README and try to write notes", "tools": ["read", "write"]}))
-        + "\n[[plugin.config.turns]]\n"
+    let main = call_turn(
+        "subagent",
+        &json!({"task": "CHILD: read the README and try to write notes", "tools": ["read", "write"]}),
+    ) + "\n[[plugin.config.turns]]\n"
         + ECHO_LAST;
     // The child: a read (allowed), a write (denied by the parent's policy),
     // then it reports the last tool result.

@@ -387,6 +387,7 @@ impl Chat {
                     match self.handle_line(&line, running.is_some()) {
                         Ok(Action::Nothing) => {}
                         Ok(Action::Start(handle)) => running = Some(Running { handle, cancelling: false }),
+                        Ok(Action::Compact) => self.compact_now().await,
                         Ok(Action::Quit) => return self.quit(running.take()).await,
                         Err(e) => self.out.line(&self.out.warn(&format!("error: {e:#}"))),
                     }
@@ -410,6 +411,28 @@ impl Chat {
             o.line(&o.dim(&format!("  reason: {}", r.reason)));
         }
         o.prompt(&o.bold("  allow? [y]es once · [a]lways this session · [n]o › "));
+    }
+
+    /// `/compact`: the compactor summarises all but the latest exchange; the
+    /// `compaction/summary` event is then rendered from the log like any other.
+    async fn compact_now(&mut self) {
+        let Ok(agent) = self.agent().cloned() else {
+            self.out.line(&self.out.warn("no session is open"));
+            return;
+        };
+        self.out.line(&self.out.dim("⋯ compacting the history (asking the model for a summary)"));
+        match agent.compact().await {
+            Ok(c) => {
+                let tokens = wharf_core::compaction::request_tokens(&agent.log().messages(), &[]);
+                self.out.line(&self.out.dim(&format!(
+                    "⋯ events {}–{} replaced by a summary of {} bytes; the history is now ~{tokens} tokens",
+                    c.from_seq,
+                    c.to_seq,
+                    c.summary.len()
+                )));
+            }
+            Err(e) => self.out.line(&self.out.warn(&format!("/compact: {e}"))),
+        }
     }
 
     fn turn_finished(&mut self, r: Result<Result<Option<TurnSummary>, AgentError>, tokio::task::JoinError>) {
@@ -472,10 +495,7 @@ impl Chat {
                 if running {
                     return busy("/compact");
                 }
-                o.line(&o.warn(
-                    "compaction is not implemented yet: the log format has `compaction/summary` events, \
-                     but no compactor writes them. Nothing was changed; the full history is sent to the model.",
-                ));
+                return Ok(Action::Compact);
             }
             "sessions" => self.list_sessions()?,
             "resume" => {
@@ -657,6 +677,8 @@ impl Chat {
 enum Action {
     Nothing,
     Start(JoinHandle<Result<Option<TurnSummary>, AgentError>>),
+    /// `/compact`: summarise the older history now.
+    Compact,
     Quit,
 }
 

@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
-    BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent,
-    LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role, Tool, ToolCall,
-    SessionServices, ToolInvocation, ToolOutcome, ToolSpec, Usage,
+    BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode,
+    LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role,
+    SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 

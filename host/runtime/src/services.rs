@@ -59,11 +59,7 @@ impl HostState {
 }
 
 impl wit::session::Host for HostState {
-    fn record_event(
-        &mut self,
-        kind: String,
-        data: String,
-    ) -> wasmtime::Result<Result<(), wit::session::SessionError>> {
+    fn record_event(&mut self, kind: String, data: String) -> wasmtime::Result<Result<(), wit::session::SessionError>> {
         let services = match self.session_for(None) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),

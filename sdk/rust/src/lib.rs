@@ -312,8 +312,8 @@ pub mod prelude {
     pub use crate::policy::{Decision, PolicyRequest};
     pub use crate::skills::SkillSummary;
     pub use crate::{
-        Args, CallContext, CompactorPlugin, CompletionStream, FsAccess, GrantRequest, HooksPlugin, LlmPlugin, Message, NoArgs,
-        PluginInfo, PolicyPlugin, Role, SkillsPlugin, ToolCall, ToolError, ToolMode, ToolOutput, ToolPlugin,
+        Args, CallContext, CompactorPlugin, CompletionStream, FsAccess, GrantRequest, HooksPlugin, LlmPlugin, Message,
+        NoArgs, PluginInfo, PolicyPlugin, Role, SkillsPlugin, ToolCall, ToolError, ToolMode, ToolOutput, ToolPlugin,
         ToolResult, ToolSpec,
     };
     pub use schemars::JsonSchema;
