@@ -68,7 +68,7 @@ model = "scripted-chat"
     }
 
     fn chat(&self, profile: &str, extra: &[&str]) -> Pty {
-        for p in ["fs", "text", "llm-scripted", "policy-fixed"] {
+        for p in ["fs", "text", "llm-scripted", "policy-fixed", "compaction"] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -242,7 +242,7 @@ fn demo_prompt_and_slash_commands() {
     let id = e.events()[0]["data"]["id"].as_str().unwrap_or_default().to_string();
     t.expect(&format!("* {id}"));
     t.line("/compact");
-    t.expect("compaction is not implemented yet");
+    t.expect("/compact: no compactor plugin is loaded");
     t.line("/nope");
     t.expect("unknown command /nope");
     t.line("/help");
@@ -373,6 +373,45 @@ text = "Second answer."
     t.line("second question");
     t.expect("Second answer.");
     t.expect("› ");
+    t.send("\x04");
+    assert!(t.wait().success());
+}
+
+#[test]
+fn compact_summarises_the_history_on_demand() {
+    let e = env();
+    let turns = r#"complete_text = "The user asked about the README; it was read."
+[[plugin.config.turns]]
+tool_calls = [{ name = "read", arguments = '{"path": "README.md"}' }]
+[[plugin.config.turns]]
+text = "Read it."
+[[plugin.config.turns]]
+text = "Still here."
+
+[[plugin]]
+id = "compaction"
+path = "${plugin_dir}/compaction.wasm"
+[plugin.grant]
+model = true
+"#;
+    let profile = e.profile("compact", turns, false);
+    let mut t = e.chat(&profile.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("read the readme");
+    t.expect("Read it.");
+    t.expect("— completed");
+    t.line("and now?");
+    t.expect("Still here.");
+    t.expect("— completed");
+    t.line("/compact");
+    t.expect("compacting the history");
+    // The command's own report, then the event rendered from the log.
+    t.expect("replaced by a summary");
+    t.expect("history compacted (events");
+    let summary = e.events().into_iter().find(|ev| ev["type"] == "compaction/summary");
+    let summary = summary.unwrap_or_else(|| panic!("no compaction/summary in the log"));
+    let text = summary["data"]["summary"].as_str().unwrap_or_default();
+    assert!(text.contains("it was read") && text.starts_with("Summary of the earlier conversation (5 messages"), "{text}");
     t.send("\x04");
     assert!(t.wait().success());
 }

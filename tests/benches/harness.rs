@@ -247,13 +247,22 @@ fn spawner(args: &[String]) -> anyhow::Result<()> {
         .with_context(|| format!("cannot start {program}"))?;
     let stdout = child.stdout.take().context("no stdout")?;
     let mut first = None;
+    let mut plugins = 0;
     for line in BufReader::new(stdout).lines() {
-        if first.is_none() && line?.contains("\"type\":\"step/start\"") {
+        let line = line?;
+        if line.contains("\"type\":\"plugin/loaded\"") {
+            plugins += 1;
+        }
+        if first.is_none() && line.contains("\"type\":\"step/start\"") {
             first = Some(t0.elapsed());
         }
     }
     let (ok, rss_kib) = wait_rusage(&child)?;
-    println!("{}", json!({"first_request_ms": first.map(|d| d.as_secs_f64() * 1e3), "max_rss_kib": rss_kib, "ok": ok}));
+    println!(
+        "{}",
+        json!({"first_request_ms": first.map(|d| d.as_secs_f64() * 1e3), "max_rss_kib": rss_kib, "ok": ok,
+            "plugins_loaded": plugins})
+    );
     Ok(())
 }
 
@@ -297,6 +306,8 @@ fn startup_setup() -> anyhow::Result<StartupSetup> {
 struct Startup {
     first_request_ms: f64,
     rss_kib: u64,
+    /// Components loaded (`plugin/loaded` events).
+    plugins: u64,
 }
 
 /// The `wharf` binary `cargo xtask bench` built, so a concurrent edit of
@@ -325,6 +336,7 @@ fn startup(setup: &StartupSetup, cache: &Path) -> anyhow::Result<Startup> {
     Ok(Startup {
         first_request_ms: v["first_request_ms"].as_f64().context("no model request seen")?,
         rss_kib: v["max_rss_kib"].as_u64().unwrap_or(0),
+        plugins: v["plugins_loaded"].as_u64().unwrap_or(0),
     })
 }
 
@@ -527,8 +539,8 @@ fn main() -> anyhow::Result<()> {
          | session log append rate (durable) | {append:.0} events/s | | |\n\
          | load / derive a 100k-event session | {load_100k:.0} ms / {derive_100k:.1} ms | | |\n\
          | load / derive a {}-event session | {load_1m:.0} ms / {derive_1m:.0} ms | 100k: {load_100k:.0} ms | {:.1}× the 100k load |\n\n\
-         `wharf run` = the default profile (fs, text) with its DeepSeek row disabled and the scripted adapter added (`--patch`), \
-         `--no-watch`; RSS from `wait4` through a small spawner. Spawned straight from the benchmark process \
+         `wharf run` = the default profile with its DeepSeek row disabled and the scripted adapter added (`--patch`; {} \
+         components loaded), `--no-watch`; RSS from `wait4` through a small spawner. Spawned straight from the benchmark process \
          (as the previous version of this benchmark did) the same run reports {:.0} MiB: `ru_maxrss` keeps the \
          pre-`exec` image, which for a `vfork`ed child is the parent's ({:.0} MiB at that point).\n",
         single.gap_median_ms,
@@ -556,6 +568,7 @@ fn main() -> anyhow::Result<()> {
         rl_med - rl.direct_median,
         million,
         load_1m / load_100k,
+        cold.plugins,
         mib(naive_kib),
         mib(bench_hwm_kib),
     );
@@ -568,7 +581,7 @@ fn main() -> anyhow::Result<()> {
             "tool_calls_per_step": 1, "steps_per_s": single.steps_per_s},
         "fanout_10": {"steps": fan_steps, "tool_calls_per_step": 10, "steps_per_s": fan.steps_per_s,
             "tool_calls_per_s": fan.calls_per_s, "overhead_ms": {"median": fan.gap_median_ms, "p95": fan.gap_p95_ms}},
-        "startup": {"unit": "ms", "profile": "default + scripted adapter", "warm_median": warm_ms, "warm_p95": warm_p95,
+        "startup": {"unit": "ms", "profile": "default + scripted adapter", "components_loaded": cold.plugins, "warm_median": warm_ms, "warm_p95": warm_p95,
             "cold": cold.first_request_ms},
         "peak_rss": {"unit": "KiB", "warm": warm_rss, "cold": cold.rss_kib, "naive_spawn_from_bench": naive_kib,
             "bench_process_hwm": bench_hwm_kib},
