@@ -411,7 +411,10 @@ model = true
     let summary = e.events().into_iter().find(|ev| ev["type"] == "compaction/summary");
     let summary = summary.unwrap_or_else(|| panic!("no compaction/summary in the log"));
     let text = summary["data"]["summary"].as_str().unwrap_or_default();
-    assert!(text.contains("it was read") && text.starts_with("Summary of the earlier conversation (5 messages"), "{text}");
+    assert!(
+        text.contains("it was read") && text.starts_with("Summary of the earlier conversation (5 messages"),
+        "{text}"
+    );
     t.send("\x04");
     assert!(t.wait().success());
 }
