@@ -1000,3 +1000,29 @@ async fn the_depth_limit_refuses_deeper_children() {
     let r = svc.run_agent(crate::plugin::AgentTask { prompt: "go".into(), ..Default::default() }).await;
     assert!(matches!(r, Err(crate::plugin::ServiceError::Invalid(m)) if m.contains("at most 1 deep")));
 }
+
+#[tokio::test]
+async fn a_child_agent_is_cancelled_with_its_calling_tool_call() {
+    let h = harness(
+        vec![Reply::tools(&[("k1", "hang", "{}")]), Reply::text("never")],
+        vec![FakeTool::new("hang", ToolMode::Parallel).latency(Latency::Forever)],
+    );
+    let cancel = CancellationToken::new();
+    let svc = h.agent.inner.services.for_call("p1", crate::plugin::PluginRef::native("subagent"), cancel.clone());
+    use crate::plugin::SessionServices;
+    let task = crate::plugin::AgentTask { prompt: "hang".into(), ..Default::default() };
+    let run = tokio::spawn(async move { svc.run_agent(task).await });
+    // Let the child reach its hanging tool call, then cancel the parent's call.
+    while !h.store.list().unwrap().iter().any(|s| s.id != h.agent.session_id()) {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cancel.cancel();
+    let r = tokio::time::timeout(Duration::from_secs(20), run).await.unwrap().unwrap();
+    assert_eq!(r, Err(crate::plugin::ServiceError::Cancelled));
+    let child = h.store.list().unwrap().into_iter().find(|s| s.id != h.agent.session_id()).unwrap();
+    let events = h.store.load(&child.id).unwrap().events;
+    invariants::check(&events).unwrap();
+    let ended = events.iter().any(|e| matches!(&e.kind, EventKind::TurnEnd(t) if t.reason == StopReason::Cancelled));
+    assert!(ended, "the child's turn ended cancelled: {events:?}");
+}
