@@ -447,26 +447,38 @@ fn in_mount_ns(cmd: &Command, setup: &str, arg: &Path) -> Command {
 const AFTER: &str = "eval \"${FAULT_AFTER:-true}\"";
 
 /// Whether private mount namespaces work here (needed by the tmpfs and
-/// read-only tests); the failure explains what is missing.
-fn require_mount_ns() {
+/// read-only tests). Where they cannot be created (a container without
+/// CAP_SYS_ADMIN and without user namespaces) those two tests report why and
+/// skip, unless `WHARF_REQUIRE_FAULT_NS=1` makes that a failure; the
+/// `RLIMIT_FSIZE` disk-full test runs everywhere.
+fn mount_ns_available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
     let probe = Command::new("unshare")
-        .arg(if unsafe { libc::geteuid() } == 0 { "-m" } else { "-rm" })
+        .arg(if root { "-m" } else { "-rm" })
         .args(["sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=8k tmpfs \"$d\" && umount \"$d\" && rmdir \"$d\""])
         .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "the read-only/ENOSPC fault tests need a private mount namespace (`unshare -m` as root with \
-             CAP_SYS_ADMIN, or unprivileged user namespaces): {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!("the read-only/ENOSPC fault tests need `unshare` (util-linux): {e}"),
+    let why = match probe {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+        Err(e) => format!("`unshare` (util-linux) is missing: {e}"),
+    };
+    let msg = format!(
+        "the read-only/ENOSPC fault tests need a private mount namespace (`unshare -m` as root with \
+         CAP_SYS_ADMIN, or unprivileged user namespaces): {why}"
+    );
+    if std::env::var("WHARF_REQUIRE_FAULT_NS").is_ok_and(|v| v == "1") {
+        panic!("{msg}");
     }
+    eprintln!("SKIPPED: {msg}");
+    false
 }
 
 #[test]
 fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() {
-    require_mount_ns();
+    if !mount_ns_available() {
+        return;
+    }
     let w = World::new();
     let dir = w.home.path().join("sessions");
     let id = w.completed_session(&dir);
@@ -498,7 +510,9 @@ fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() {
 
 #[test]
 fn read_only_session_dir_is_a_clear_error_and_changes_nothing() {
-    require_mount_ns();
+    if !mount_ns_available() {
+        return;
+    }
     let w = World::new();
     let dir = w.home.path().join("sessions");
     let id = w.completed_session(&dir);

@@ -205,9 +205,32 @@ impl PluginHost {
         self.reload_locked(spec).await
     }
 
+    /// Like [`reload`](Self::reload) from bytes already read (the watcher
+    /// has just read and hashed the file; reading it again costs time on
+    /// large components).
+    async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
+        let _guard = self.swap_lock.lock().await;
+        let rt = self.runtime.clone();
+        let s = spec.clone();
+        let compiled = match tokio::task::spawn_blocking(move || rt.load_bytes(&s, &bytes)).await {
+            Ok(r) => r,
+            Err(e) => Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") }),
+        };
+        self.finish_reload(spec, compiled)
+    }
+
     async fn reload_locked(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
+        let compiled = self.compile(spec.clone()).await;
+        self.finish_reload(spec, compiled)
+    }
+
+    fn finish_reload(
+        &self,
+        spec: PluginSpec,
+        compiled: Result<Arc<PluginVersion>, LoadError>,
+    ) -> Result<Arc<PluginVersion>, String> {
         let id = spec.id.clone();
-        match self.compile(spec.clone()).await {
+        match compiled {
             Ok(v) => {
                 self.install(spec, v.clone()).inspect_err(|e| {
                     self.publish(failed(&id, &v.digest, e));
@@ -360,18 +383,28 @@ impl PluginHost {
                 if touched {
                     retries.remove(&id);
                 }
-                // Skip reloads of identical bytes (touch, rebuild with no change).
-                let same = self
-                    .lock()
-                    .versions
-                    .get(&id)
-                    .map(|v| std::fs::read(&spec.path).map(|b| crate::cache::digest(&b) == v.digest).unwrap_or(false))
-                    .unwrap_or(false);
-                if same {
-                    retries.remove(&id);
-                    continue;
-                }
-                match self.reload(spec).await {
+                // Read once, off the async loop and outside the state lock;
+                // skip identical bytes (touch, rebuild with no change) and
+                // load from these bytes otherwise.
+                let path = spec.path.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    std::fs::read(&path).map(|b| {
+                        let d = crate::cache::digest(&b);
+                        (b, d)
+                    })
+                })
+                .await;
+                let current = self.lock().versions.get(&id).map(|v| v.digest.clone());
+                let result = match read {
+                    Ok(Ok((_, digest))) if current.as_deref() == Some(digest.as_str()) => {
+                        retries.remove(&id);
+                        continue;
+                    }
+                    Ok(Ok((bytes, _))) => self.reload_bytes(spec, bytes).await,
+                    // Unreadable (mid-write, removed): the loader reports why.
+                    _ => self.reload(spec).await,
+                };
+                match result {
                     Ok(_) => {
                         retries.remove(&id);
                     }
