@@ -148,11 +148,16 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         }
     };
     let large = large_component(root, &wharf);
+    let echo = target.join("plugins/echo.wasm");
     let text = target.join("plugins/text.wasm");
 
     let mut sections = Vec::new();
     let mut c = bench_cmd(root, "wharf-runtime", "call_overhead");
-    c.arg("--").arg(&text).arg(out.join("call_overhead.json")).env("WHARF_BENCH_MCP_RMCP", &rmcp);
+    c.arg("--")
+        .arg(&echo)
+        .arg(out.join("call_overhead.json"))
+        .env("WHARF_BENCH_MCP_RMCP", &rmcp)
+        .env("WHARF_BENCH_LARGER", &text);
     if let Some(ts) = &ts {
         c.env("WHARF_BENCH_MCP_TS", ts);
     }

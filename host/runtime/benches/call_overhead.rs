@@ -1,6 +1,8 @@
 //! Per-call overhead of a trivial tool (`echo` of a short string): the same
-//! work called natively, through the `text` component with a fresh sandbox
-//! per call and with a reused (warm) instance, and through MCP stdio servers
+//! work called natively, through the `echo` component (`plugins/echo`) with
+//! a fresh sandbox per call and with a reused (warm) instance, through a
+//! larger component offering the same tool (`plugins/text`, with a regex
+//! engine, when `WHARF_BENCH_LARGER` names it), fresh per call, and through MCP stdio servers
 //! doing the same work — `rmcp-echo` (Rust, the `rmcp` crate) and `ts-echo`
 //! (the official TypeScript SDK) — as a full `tools/call` JSON-RPC round trip
 //! to an already-initialized server. Variants are interleaved in rounds so
@@ -121,7 +123,7 @@ struct Variant {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    let component = args.first().cloned().unwrap_or_else(|| "target/plugins/text.wasm".into());
+    let component = args.first().cloned().unwrap_or_else(|| "target/plugins/echo.wasm".into());
     let out_json = args.get(1).cloned();
     let rounds: usize = std::env::var("WHARF_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let per_round = 200;
@@ -140,6 +142,10 @@ fn main() -> anyhow::Result<()> {
     };
     let fresh = rt.load(&spec(false))?;
     let warm = rt.load(&spec(true))?;
+    let larger = match std::env::var("WHARF_BENCH_LARGER") {
+        Ok(p) => Some(rt.load(&PluginSpec { id: "larger".into(), path: p.into(), ..spec(false) })?),
+        Err(_) => None,
+    };
     let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None, services: None };
     let payload = json!({"text": TEXT}).to_string();
 
@@ -158,12 +164,20 @@ fn main() -> anyhow::Result<()> {
         Variant { key: "warm", label: "Wharf component, warm instance", samples: Vec::new() },
         Variant { key: "mcp_rmcp", label: "MCP stdio server, Rust (rmcp)", samples: Vec::new() },
         Variant { key: "mcp_ts", label: "MCP stdio server, TypeScript SDK (node)", samples: Vec::new() },
+        Variant {
+            key: "fresh_larger",
+            label: "larger component (`text`, regex engine), fresh instance per call",
+            samples: Vec::new(),
+        },
     ];
     tokio.block_on(async {
         // Warm-up: fill pooling slots and caches, let node's JIT settle.
         for _ in 0..200 {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
+            if let Some(l) = &larger {
+                let _ = l.call_tool("echo", &payload, &ctx).await;
+            }
             if let Some(m) = rmcp.as_mut() {
                 m.echo(TEXT)?;
             }
@@ -178,7 +192,8 @@ fn main() -> anyhow::Result<()> {
                 v[0].samples.push(t.elapsed().as_secs_f64() * 1e6);
                 anyhow::ensure!(r.as_deref() == Ok(TEXT), "native: {r:?}");
             }
-            for (i, handle) in [(1, &fresh), (2, &warm)] {
+            for (i, handle) in [(1, Some(&fresh)), (2, Some(&warm)), (5, larger.as_ref())] {
+                let Some(handle) = handle else { continue };
                 for _ in 0..per_round {
                     let t = Instant::now();
                     let r = handle.call_tool("echo", &payload, &ctx).await;
