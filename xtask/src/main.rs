@@ -147,15 +147,25 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     build_plugins(root)?;
     run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
+    let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["test", "--no-fail-fast", "--workspace", "--exclude", "wharf-sdk"]);
-    // First-party components also build natively, so their unit tests run
-    // here; the fixtures under tests/plugins are wasm-only.
-    for c in plugin_crates(root)?.into_iter().filter(|c| c.fixture) {
+    for c in &crates {
         cmd.args(["--exclude", &c.package]);
     }
     cmd.args(extra);
-    run(&mut cmd)
+    let host = run(&mut cmd);
+    // First-party components also build natively, so their unit tests run
+    // too — in a separate invocation, so their dependencies' features do
+    // not change the host's and wasmtime is compiled once. The fixtures
+    // under tests/plugins are wasm-only.
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["test", "--no-fail-fast"]);
+    for c in crates.iter().filter(|c| !c.fixture) {
+        cmd.args(["-p", &c.package]);
+    }
+    let components = run(&mut cmd);
+    host.and(components)
 }
 
 /// Runs the benchmarks in the dev profile (the one tests and the demo use,
