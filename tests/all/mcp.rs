@@ -288,8 +288,9 @@ fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() {
     std::fs::write(&config, r#"{"mcp": [{"name": "Bad Name", "command": "x"}]}"#).unwrap_or_else(|e| panic!("{e}"));
     let out = wharf_tests::wharf(dir.path()).args(["mcp", "tools", "--mcp-config"]).arg(&config).output();
     let out = out.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Bad Name"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Bad Name"), "{stderr}");
 }
 
 const AGENT_PROFILE: &str = r#"
