@@ -399,7 +399,8 @@ fn connection_reset_mid_stream_is_transport_and_retried() {
     assert_eq!(retries[0].0, "TRANSPORT");
     assert!((450..=550).contains(&retries[0].1), "backoff {retries:?}");
     // The cut attempt streamed (logged as chunks) but only the retry is the message.
-    assert!(run.of_type("assistant/chunk").iter().any(|c| c["text"] == "This"));
+    // (Batches coalesce chunks that arrive together, so compare prefixes.)
+    assert!(run.of_type("assistant/chunk").iter().any(|c| c["text"].as_str().is_some_and(|t| t.starts_with("This"))));
     assert_eq!(run.messages().len(), 1);
     assert_eq!(run.last_text(), "All good.");
 }
