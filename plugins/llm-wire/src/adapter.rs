@@ -36,10 +36,15 @@
 //! came, so that no single call outlives the host's per-call timeout while a
 //! queued request is kept alive. Any byte resets the idle timer. The stream
 //! ends (`None`) after `data: [DONE]`; EOF without it is `STREAM_CLOSED`.
+//! Every error after the response head names the provider's request id
+//! ([`request_id`]: `x-request-id`, `request-id`, `x-deepseek-request-id` …)
+//! at the end of its message (`[request id: ID]`), for support.
 
 use serde::Deserialize;
 
-use crate::error::{ErrorBody, ErrorCode, WireError, map_http_error, map_stream_error, truncate_chars};
+use crate::error::{
+    ErrorBody, ErrorCode, WireError, map_http_error, map_stream_error, redact, request_id, truncate_chars,
+};
 use crate::request::{Config as WireConfig, Dialect, MaxTokensField, ReasoningEffort, Request, build_request_json};
 use crate::stream::{Event, StreamDecoder};
 
@@ -389,10 +394,14 @@ pub fn start<T: Transport>(
     let http = http_request(settings, key, req)?;
     let mut resp = transport.send(http).map_err(|e| e.redacted(secret))?;
     let status = resp.status;
+    let request_id = request_id(resp.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map(|id| redact(&id, secret))
+        .filter(|id| !id.contains(crate::error::REDACTED));
     if !(200..300).contains(&status) {
         let body = read_capped(&mut resp.body, MAX_ERROR_BODY, settings.idle_timeout_ms);
         let retry_after = resp.header("retry-after").map(str::to_string);
-        return Err(map_http_error(status, &body, retry_after.as_deref(), transport.unix_secs(), secret));
+        return Err(map_http_error(status, &body, retry_after.as_deref(), transport.unix_secs(), secret)
+            .with_request_id(request_id.as_deref()));
     }
     let content_type = resp.header("content-type").unwrap_or("").to_ascii_lowercase();
     if content_type.starts_with("application/json") {
@@ -408,9 +417,11 @@ pub fn start<T: Transport>(
                 ),
             ),
         };
-        return Err(err.redacted(secret));
+        return Err(err.redacted(secret).with_request_id(request_id.as_deref()));
     }
-    Ok(Completion::new(resp.body, settings.idle_timeout_ms, secret.to_string()))
+    let mut completion = Completion::new(resp.body, settings.idle_timeout_ms, secret.to_string());
+    completion.request_id = request_id;
+    Ok(completion)
 }
 
 /// Reads up to `cap` bytes of a body, giving up quietly after `idle_ms` of
@@ -438,6 +449,8 @@ pub struct Completion<B> {
     /// An error met after some events were decoded: reported by the next
     /// call, so the events before it are delivered first.
     deferred: Option<WireError>,
+    /// The provider's request id from the response head, added to errors.
+    request_id: Option<String>,
 }
 
 impl<B: ResponseBody> Completion<B> {
@@ -452,7 +465,13 @@ impl<B: ResponseBody> Completion<B> {
             secret,
             ended: false,
             deferred: None,
+            request_id: None,
         }
+    }
+
+    /// The provider's id of this request (`x-request-id` …), if it sent one.
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
     }
 
     /// Whether the stream has ended (finished or failed).
@@ -466,7 +485,7 @@ impl<B: ResponseBody> Completion<B> {
         if let Some(e) = self.deferred.take() {
             self.ended = true;
             self.body = None;
-            return Err(e.redacted(&self.secret));
+            return Err(e.redacted(&self.secret).with_request_id(self.request_id.as_deref()));
         }
         if self.ended {
             return Ok(None);
@@ -476,7 +495,7 @@ impl<B: ResponseBody> Completion<B> {
             self.ended = true;
             self.body = None;
         }
-        r.map_err(|e| e.redacted(&self.secret))
+        r.map_err(|e| e.redacted(&self.secret).with_request_id(self.request_id.as_deref()))
     }
 
     fn pull(&mut self) -> Result<Option<Vec<Event>>, WireError> {
@@ -807,5 +826,39 @@ mod tests {
         };
         let mut c = start(&mut t, &s, None, &request()).ok().unwrap();
         assert_eq!(c.next_batch().unwrap(), Some(vec![Event::Text("ok".into()), Event::Finish(FinishReason::Stop)]));
+    }
+
+    #[test]
+    fn the_provider_request_id_is_kept_in_errors() {
+        let s = settings(&DEEPSEEK, r#"{"model":"m"}"#);
+        let mut t = FakeTransport {
+            status: 429,
+            headers: vec![("retry-after".into(), "2".into()), ("x-request-id".into(), "req-429".into())],
+            body: Some(body(vec![Step::Bytes(r#"{"error":{"message":"slow down"}}"#)])),
+            sent: Vec::new(),
+        };
+        let e = start(&mut t, &s, None, &request()).err().unwrap();
+        assert_eq!(
+            (e.code, e.retry_after_ms, e.request_id.as_deref()),
+            (ErrorCode::RateLimit, Some(2000), Some("req-429"))
+        );
+        assert_eq!(e.message, "HTTP 429: slow down [request id: req-429]");
+
+        // On a 2xx stream, a later failure names the id of the response head.
+        let mut t = FakeTransport {
+            status: 200,
+            headers: vec![
+                ("content-type".into(), "text/event-stream".into()),
+                ("x-deepseek-request-id".into(), "deepseek-1".into()),
+            ],
+            body: Some(body(vec![Step::Bytes(leak(text_chunk("a")))])),
+            sent: Vec::new(),
+        };
+        let mut c = start(&mut t, &s, None, &request()).ok().unwrap();
+        assert_eq!(c.request_id(), Some("deepseek-1"));
+        assert!(matches!(c.next_batch(), Ok(Some(_))));
+        let e = c.next_batch().unwrap_err();
+        assert_eq!((e.code, e.request_id.as_deref()), (ErrorCode::StreamClosed, Some("deepseek-1")));
+        assert!(e.message.ends_with("[request id: deepseek-1]"), "{}", e.message);
     }
 }

@@ -93,12 +93,30 @@ pub struct WireError {
     pub http_status: Option<u16>,
     /// Server-requested delay, from `Retry-After`.
     pub retry_after_ms: Option<u64>,
+    /// The provider's id of the failed request (`x-request-id` …), for
+    /// support; also named at the end of `message`.
+    pub request_id: Option<String>,
 }
 
 impl WireError {
     /// An error without HTTP details.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), http_status: None, retry_after_ms: None }
+        Self { code, message: message.into(), http_status: None, retry_after_ms: None, request_id: None }
+    }
+
+    /// The same error tagged with the provider's request id: kept in
+    /// `request_id` and appended to the message as `[request id: ID]` (the
+    /// WIT error record has no field of its own for it, and the message is
+    /// what reaches the session log). `None` or a second tag changes nothing.
+    #[must_use]
+    pub fn with_request_id(mut self, id: Option<&str>) -> Self {
+        if let Some(id) = id
+            && self.request_id.is_none()
+        {
+            self.message = format!("{} [request id: {id}]", self.message);
+            self.request_id = Some(id.to_string());
+        }
+        self
     }
 
     /// The same error with every occurrence of `secret` in the message
@@ -218,22 +236,88 @@ impl ErrorBody {
     }
 }
 
-/// Phrases (lowercase) by which providers say the prompt is too long.
-const CONTEXT_OVERFLOW_MARKERS: &[&str] = &[
-    "context_length_exceeded",
-    "maximum context length",
-    "context length exceeded",
-    "exceeds the context window",
-    "exceeds the maximum context",
-    "context window exceeded",
-    "prompt is too long",
-    "reduce the length of the messages",
-];
+/// Error codes (lowercase) providers use for a prompt over the context window.
+const CONTEXT_OVERFLOW_CODES: &[&str] =
+    &["context_length_exceeded", "context_window_exceeded", "model_context_window_exceeded", "prompt_too_long"];
 
-/// Whether `text` says the context window was exceeded.
+/// Words that, next to "context", say it is too small for the request.
+const CONTEXT_CAPACITY_WORDS: &[&str] =
+    &["length", "window", "limit", "size", "exceed", "too large", "too long", "maximum", "overflow", "too many tokens"];
+
+/// What the request is called when it is too long for the model.
+const INPUT_NOUNS: &[&str] = &["prompt", "input", "message", "request", "conversation"];
+
+/// Ways of saying "does not fit".
+const TOO_BIG: &[&str] = &["too long", "too large", "too many tokens", "exceeds"];
+
+/// Phrases about throughput (tokens per minute), never about the context.
+const RATE_WORDS: &[&str] =
+    &["per min", "per minute", "per second", "per day", "rate limit", "rate_limit", "tpm", "rpm"];
+
+/// Phrases about the output cap (`max_tokens`), which are invalid requests.
+const OUTPUT_CAP_WORDS: &[&str] = &["max_tokens", "max_completion_tokens", "output tokens", "completion tokens"];
+
+/// Whether `text` says the prompt does not fit the model's context window.
+///
+/// Recognises the wordings rather than one phrase list: a context-overflow
+/// error code (`context_length_exceeded` …); "context" together with a
+/// capacity word ("maximum context length", "context window exceeded",
+/// "too large for model context", "exceeds the available context size" …);
+/// the prompt/input/messages being "too long", "too large", "too many
+/// tokens" or "exceeds" a token limit ("prompt is too long", "input token
+/// count exceeds the maximum number of tokens"); "too many tokens"; "reduce
+/// the length of the messages". Text about throughput ("tokens per
+/// minute", "rate limit") or only about the output cap (`max_tokens`
+/// without "context") is not an overflow, nor is any other "exceeds
+/// maximum" ("temperature exceeds maximum allowed value").
 pub fn is_context_overflow(text: &str) -> bool {
     let lower = text.to_ascii_lowercase();
-    CONTEXT_OVERFLOW_MARKERS.iter().any(|m| lower.contains(m))
+    let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    if has(CONTEXT_OVERFLOW_CODES) {
+        return true;
+    }
+    if has(RATE_WORDS) {
+        return false;
+    }
+    if lower.contains("context") && has(CONTEXT_CAPACITY_WORDS) {
+        return true;
+    }
+    if has(OUTPUT_CAP_WORDS) {
+        return false;
+    }
+    let tokens_over = lower.contains("token") && (lower.contains("exceed") || lower.contains("maximum"));
+    (has(INPUT_NOUNS) && (has(&TOO_BIG[..3]) || tokens_over))
+        || lower.contains("too many tokens")
+        || lower.contains("reduce the length")
+}
+
+/// Response headers that carry the provider's request id, in order of
+/// preference (lowercase). Any other header ending in `request-id` or
+/// `requestid` is taken after these.
+pub const REQUEST_ID_HEADERS: &[&str] = &["x-request-id", "request-id", "x-deepseek-request-id", "openai-request-id"];
+
+/// Longest request id kept, in characters.
+pub const MAX_REQUEST_ID_CHARS: usize = 128;
+
+/// The provider's request id among `headers` (name, value), cleaned: only
+/// printable ASCII without spaces, at most [`MAX_REQUEST_ID_CHARS`]. `None`
+/// when there is none (or nothing printable is left).
+pub fn request_id<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)> + Clone) -> Option<String> {
+    let clean = |v: &str| -> Option<String> {
+        let id: String = v.trim().chars().filter(|c| c.is_ascii_graphic()).take(MAX_REQUEST_ID_CHARS).collect();
+        (!id.is_empty()).then_some(id)
+    };
+    for name in REQUEST_ID_HEADERS {
+        if let Some(id) =
+            headers.clone().into_iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).and_then(|(_, v)| clean(v))
+        {
+            return Some(id);
+        }
+    }
+    headers.into_iter().find_map(|(k, v)| {
+        let k = k.to_ascii_lowercase();
+        if k.ends_with("request-id") || k.ends_with("requestid") { clean(v) } else { None }
+    })
 }
 
 /// Maps a non-2xx HTTP response onto a [`WireError`].
@@ -285,6 +369,7 @@ pub fn map_http_error(
         message: redact(&message, secret),
         http_status: Some(status),
         retry_after_ms: retry_after.and_then(|v| parse_retry_after(v, now_unix_secs)),
+        request_id: None,
     }
 }
 
@@ -300,7 +385,7 @@ pub fn map_stream_error(body: &ErrorBody) -> WireError {
         map_http_error(status, b"", None, 0, "").code
     } else if haystack.contains("insufficient_quota") || haystack.contains("insufficient balance") {
         ErrorCode::Quota
-    } else if haystack.contains("rate_limit") || haystack.contains("rate limit") {
+    } else if RATE_WORDS.iter().any(|w| haystack.contains(w)) {
         ErrorCode::RateLimit
     } else if haystack.contains("authentication") || haystack.contains("invalid_api_key") {
         ErrorCode::Auth
@@ -384,6 +469,60 @@ mod tests {
         // A 429 mentioning tokens is still a rate limit.
         let rl = body("Rate limit reached: too many tokens per min", "rate_limit_error", "x");
         assert_eq!(map_http_error(429, &rl, None, 0, "").code, ErrorCode::RateLimit);
+    }
+
+    #[test]
+    fn context_overflow_wordings() {
+        let overflow = [
+            "request too large for model context",
+            "This model's maximum context length is 8192 tokens.",
+            "the request exceeds the available context size, try increasing it",
+            "Input length exceeds maximum context length",
+            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length",
+            "prompt is too long: 215000 tokens > 200000 maximum",
+            "Input is too long for requested model.",
+            "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576).",
+            "too many tokens in the conversation",
+            "Please reduce the length of the messages or completion.",
+            "context window exceeded",
+            "x (code: model_context_window_exceeded)",
+        ];
+        for text in overflow {
+            assert!(is_context_overflow(text), "{text}");
+            let b = body(text, "invalid_request_error", "invalid_request_error");
+            assert_eq!(map_http_error(400, &b, None, 0, "").code, ErrorCode::ContextWindowExceeded, "{text}");
+        }
+        let other = [
+            "invalid input: temperature exceeds maximum allowed value",
+            "max_tokens is too large: 100000. This model supports at most 4096 completion tokens",
+            "Rate limit reached: too many tokens per min",
+            "Invalid request body format.",
+            "tool name must match ^[a-zA-Z0-9_-]+$",
+            "messages: at least one message is required",
+        ];
+        for text in other {
+            assert!(!is_context_overflow(text), "{text}");
+        }
+        // A stream error about throughput stays a rate limit.
+        let v = serde_json::json!({"error": {"message": "too many tokens per minute"}});
+        assert_eq!(map_stream_error(&ErrorBody::from_value(&v).unwrap()).code, ErrorCode::RateLimit);
+    }
+
+    #[test]
+    fn request_ids() {
+        let h = |pairs: &[(&'static str, &'static str)]| request_id(pairs.iter().copied());
+        assert_eq!(h(&[("X-Request-Id", " req-429 ")]).as_deref(), Some("req-429"));
+        assert_eq!(h(&[("x-deepseek-request-id", "deepseek-503")]).as_deref(), Some("deepseek-503"));
+        assert_eq!(h(&[("request-id", "b"), ("x-request-id", "a")]).as_deref(), Some("a"), "preference order");
+        assert_eq!(h(&[("x-amzn-requestid", "amz")]).as_deref(), Some("amz"));
+        assert_eq!(h(&[("content-type", "x")]), None);
+        assert_eq!(h(&[("x-request-id", "\u{7}\n ")]), None);
+        let long = "é".repeat(10) + &"a".repeat(500);
+        let id = request_id([("x-request-id", long.as_str())]).unwrap();
+        assert_eq!(id.len(), MAX_REQUEST_ID_CHARS);
+        let e = WireError::new(ErrorCode::Server, "HTTP 503").with_request_id(Some("r-1")).with_request_id(Some("r-2"));
+        assert_eq!((e.message.as_str(), e.request_id.as_deref()), ("HTTP 503 [request id: r-1]", Some("r-1")));
+        assert_eq!(WireError::new(ErrorCode::Server, "x").with_request_id(None).message, "x");
     }
 
     #[test]
