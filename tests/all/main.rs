@@ -3,6 +3,7 @@
 mod acp;
 mod capabilities;
 mod chat;
+mod cli_edges;
 mod cli_plugin;
 mod faults;
 mod llm;
@@ -13,6 +14,7 @@ mod reload;
 mod run;
 mod sandbox;
 mod shell;
+mod system_prompt;
 mod todo_skills;
 mod web;
 mod web_fetch;

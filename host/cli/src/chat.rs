@@ -40,11 +40,12 @@ use crate::run_cmd::reason_text;
 pub struct ChatArgs {
     #[command(flatten)]
     pub host: HostArgs,
-    /// Continue an existing session instead of starting a new one.
+    /// Continue an existing session (a unique prefix of its id is enough)
+    /// instead of starting a new one; it must belong to this workspace.
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
     /// Step budget per turn (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N")]
+    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
     pub max_steps: Option<u32>,
     /// Do not show the model's reasoning.
     #[arg(long = "hide-reasoning")]
@@ -162,7 +163,7 @@ struct Out {
 
 impl Out {
     fn new() -> Self {
-        Self { color: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() }
+        Self { color: crate::output::color() }
     }
 
     fn paint(&self, code: &str, s: &str) -> String {
@@ -527,16 +528,7 @@ impl Chat {
     }
 
     fn resolve_session(&self, prefix: &str) -> Result<String> {
-        let list = self.host.store.list()?;
-        if list.iter().any(|s| s.id == prefix) {
-            return Ok(prefix.to_string());
-        }
-        let matches: Vec<&str> = list.iter().map(|s| s.id.as_str()).filter(|id| id.starts_with(prefix)).collect();
-        match matches.as_slice() {
-            [one] => Ok(one.to_string()),
-            [] => anyhow::bail!("no session `{prefix}` in {}", self.host.store.root().display()),
-            many => anyhow::bail!("`{prefix}` matches {} sessions; type more of the id", many.len()),
-        }
+        crate::host_ctx::resolve_session(&self.host.store, prefix)
     }
 
     fn list_sessions(&self) -> Result<()> {

@@ -70,10 +70,10 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         check(!matches!(level, wharf_runtime::process::Level::None))
     );
 
-    // Keys: present or not, never printed.
-    for key in ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"] {
-        let present = std::env::var(key).is_ok_and(|v| !v.is_empty());
-        println!("[ok  ] {key}: {}", if present { "set (not shown)" } else { "not set" });
+    // Keys: present or not, never printed; a missing one a plugin row of the
+    // profile names in `api_key_env` is a warning naming that row.
+    for line in key_lines(config.as_ref().ok(), &args.profile, |k| std::env::var(k).is_ok_and(|v| !v.is_empty())) {
+        println!("{line}");
     }
 
     // The profile and its plugins.
@@ -125,6 +125,44 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         }
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Keys every profile may use, reported even when no row names them.
+const KNOWN_KEYS: [&str; 2] = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"];
+
+/// One line per API key: the well-known ones and every `api_key_env` a
+/// plugin row names. `[warn]` when a row needs a key that is not set,
+/// naming the row and where its `api_key_env` comes from.
+fn key_lines(config: Option<&wharf_config::Config>, profile: &str, is_set: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut keys: Vec<String> = KNOWN_KEYS.iter().map(|k| k.to_string()).collect();
+    let mut users: Vec<(String, String)> = Vec::new();
+    for row in config.map(|c| c.plugins.as_slice()).unwrap_or_default() {
+        if let Some(k) = row.config.get("api_key_env").and_then(serde_json::Value::as_str) {
+            if !keys.iter().any(|x| x == k) {
+                keys.push(k.to_string());
+            }
+            let at = config
+                .and_then(|c| c.origin(&format!("plugin.{}.config.api_key_env", row.id)))
+                .map(|l| format!(" ({})", l.short()))
+                .unwrap_or_default();
+            users.push((k.to_string(), format!("plugin row `{}`{at}", row.id)));
+        }
+    }
+    keys.iter()
+        .map(|key| {
+            let needed: Vec<&str> = users.iter().filter(|(k, _)| k == key).map(|(_, r)| r.as_str()).collect();
+            match (is_set(key), needed.is_empty()) {
+                (true, _) => format!("[ok  ] {key}: set (not shown)"),
+                (false, true) if config.is_some() => {
+                    format!("[ok  ] {key}: not set (profile `{profile}` does not use it)")
+                }
+                (false, true) => format!("[ok  ] {key}: not set"),
+                (false, false) => {
+                    format!("[warn] {key}: not set, but profile `{profile}` needs it: {}", needed.join(", "))
+                }
+            }
+        })
+        .collect()
 }
 
 fn tempfile_in(dir: &std::path::Path) -> std::io::Result<()> {

@@ -20,6 +20,7 @@ use clap::Args;
 use wharf_config::{Config, LoadOptions};
 use wharf_core::agent::CompactionConfig;
 use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
+use wharf_core::events::{Event, EventKind, SessionStart};
 use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
 use wharf_core::store::{NewSession, Store};
@@ -77,13 +78,18 @@ fn home() -> Option<PathBuf> {
 }
 
 impl HostArgs {
-    /// The workspace, absolute.
+    /// The workspace, absolute: a directory this process can list (checked
+    /// here so an unreadable workspace is reported as such, not as its
+    /// `.wharf/config.toml`).
     pub fn workspace(&self) -> Result<PathBuf> {
         let w = match &self.workspace {
             Some(w) => w.clone(),
             None => std::env::current_dir().context("cannot determine the current directory")?,
         };
-        std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))
+        let abs = std::fs::canonicalize(&w).with_context(|| format!("workspace {}", w.display()))?;
+        anyhow::ensure!(abs.is_dir(), "workspace {} is not a directory", w.display());
+        std::fs::read_dir(&abs).with_context(|| format!("workspace {} is not readable", w.display()))?;
+        Ok(abs)
     }
 
     /// The layered config.
@@ -101,6 +107,56 @@ impl HostArgs {
             patches: self.patches.clone(),
             overrides: self.overrides.clone(),
         })
+    }
+}
+
+/// Largest `--max-steps` (the same bound as `agent.max_steps` in a profile).
+pub const MAX_STEPS_LIMIT: u32 = 100_000;
+
+/// Parses a `--max-steps` value: 1 to [`MAX_STEPS_LIMIT`] (a budget of 0
+/// would end every turn before its first step, so it is refused rather than
+/// rounded up).
+pub fn parse_max_steps(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_STEPS_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!("expected a step budget from 1 to {MAX_STEPS_LIMIT}, got `{s}`")),
+    }
+}
+
+/// The stored session `prefix` names: an exact id, else the only id that
+/// starts with it.
+pub fn resolve_session(store: &Store, prefix: &str) -> Result<String> {
+    anyhow::ensure!(!prefix.trim().is_empty(), "empty session id");
+    if store.path_of(prefix).is_file() {
+        return Ok(prefix.to_string());
+    }
+    let list = store.list()?;
+    let matches: Vec<&str> = list.iter().map(|s| s.id.as_str()).filter(|id| id.starts_with(prefix)).collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).to_string()),
+        [] => anyhow::bail!("no session `{prefix}` in {}", store.root().display()),
+        many => {
+            let shown: Vec<&str> = many.iter().take(5).copied().collect();
+            let more = if many.len() > shown.len() { ", …" } else { "" };
+            anyhow::bail!(
+                "`{prefix}` matches {} sessions ({}{more}); type more of the id",
+                many.len(),
+                shown.join(", ")
+            )
+        }
+    }
+}
+
+/// The header of a session log (its first line), if it reads as one.
+fn read_header(path: &Path) -> Option<SessionStart> {
+    use std::io::{BufRead, Read};
+    let file = std::fs::File::open(path).ok()?;
+    // A header is small; a longer first line is not one.
+    let mut line = String::new();
+    std::io::BufReader::new(file.take(1 << 20)).read_line(&mut line).ok()?;
+    match serde_json::from_str::<Event>(&line).ok()?.kind {
+        EventKind::SessionStart(h) => Some(h),
+        _ => None,
     }
 }
 
@@ -266,6 +322,7 @@ impl HostCtx {
                 ..PipelineConfig::default()
             },
             max_depth: self.config.agent.max_subagent_depth,
+            system_prompt: self.config.agent.system_prompt.clone(),
             compaction: CompactionConfig {
                 enabled: self.config.agent.compaction,
                 threshold: f64::from(self.config.agent.compact_at_percent) / 100.0,
@@ -274,6 +331,23 @@ impl HostCtx {
             },
             ..AgentConfig::default()
         }
+    }
+
+    /// Refuses to resume session `id` here when its header names another
+    /// workspace.
+    fn check_workspace(&self, id: &str) -> Result<()> {
+        // The header is the first line; the whole log is read by `open`.
+        let Some(theirs) = read_header(&self.store.path_of(id)).and_then(|h| h.workspace) else {
+            return Ok(());
+        };
+        let same =
+            Path::new(&theirs) == self.workspace || std::fs::canonicalize(&theirs).is_ok_and(|p| p == self.workspace);
+        anyhow::ensure!(
+            same,
+            "session {id} belongs to workspace {theirs}, not {}: run it from there (or pass `--workspace {theirs}`)",
+            self.workspace.display()
+        );
+        Ok(())
     }
 
     /// The headless approver from the config's `ask` rule.
@@ -285,16 +359,22 @@ impl HostCtx {
         Arc::new(HeadlessApprover::new(rule))
     }
 
-    /// Opens a new session, or resumes `resume`, and builds its agent. The
-    /// plugin load history is logged first and later changes are logged live.
+    /// Opens a new session, or resumes `resume` (an id or a unique prefix),
+    /// and builds its agent. A session resumes only in the workspace it was
+    /// created in (its tools would otherwise act on another tree than its
+    /// history talks about). The plugin load history is logged first and
+    /// later changes are logged live.
     pub fn open_agent(
         &self,
         resume: Option<&str>,
         approver: Arc<dyn Approver>,
         max_steps: Option<u32>,
     ) -> Result<(Agent, u64)> {
+        let resume = resume.map(|p| resolve_session(&self.store, p)).transpose()?;
+        let resume = resume.as_deref();
         let log = match resume {
             Some(id) => {
+                self.check_workspace(id)?;
                 let (log, report) = self.store.open(id)?;
                 for w in &report.warnings {
                     eprintln!("wharf: warning: {w}");

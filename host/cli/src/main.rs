@@ -5,6 +5,7 @@ mod chat;
 mod doctor;
 mod host_ctx;
 mod mcp;
+mod output;
 mod plugin_build;
 mod plugin_cmd;
 mod plugin_new;
@@ -116,12 +117,14 @@ fn main() -> ExitCode {
             Command::Acp(args) => acp::run(args).await,
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
             Command::Config(ConfigCommand::Dump { host, json }) => {
+                use std::io::Write;
                 let config = host.load_config()?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&config.dump_json())?);
+                let text = if json {
+                    format!("{}\n", serde_json::to_string_pretty(&config.dump_json())?)
                 } else {
-                    print!("{}", config.dump());
-                }
+                    config.dump()
+                };
+                output::Stdout::new().write_all(text.as_bytes())?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Plugin(PluginCli::Existing(cmd)) => plugin_cmd::run(cmd).await,
@@ -136,8 +139,10 @@ fn main() -> ExitCode {
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(code) => code,
+        // The reader of stdout went away (`… | head`): nothing to report.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wharf: {e:#}");
+            eprintln!("wharf: {}", output::error_text(&e));
             ExitCode::from(2)
         }
     }

@@ -11,6 +11,8 @@ pub struct TextRenderer {
     in_reasoning: bool,
     /// Show reasoning deltas (dimmed).
     pub show_reasoning: bool,
+    /// Use ANSI styles (see [`crate::output::color`]).
+    pub color: bool,
 }
 
 fn one_line(s: &str, max: usize) -> String {
@@ -24,12 +26,17 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 impl TextRenderer {
-    /// A renderer; `show_reasoning` prints reasoning deltas dimmed.
-    pub fn new(show_reasoning: bool) -> Self {
-        Self { in_text: false, in_reasoning: false, show_reasoning }
+    /// A renderer; `show_reasoning` prints reasoning deltas (dimmed when
+    /// `color`).
+    pub fn new(show_reasoning: bool, color: bool) -> Self {
+        Self { in_text: false, in_reasoning: false, show_reasoning, color }
     }
 
+    /// Ends a streamed block (and the dimming of reasoning).
     fn end_stream(&mut self, out: &mut dyn Write) {
+        if self.in_reasoning && self.color {
+            let _ = write!(out, "\x1b[0m");
+        }
         if self.in_text || self.in_reasoning {
             let _ = writeln!(out);
         }
@@ -44,16 +51,13 @@ impl TextRenderer {
                 if !c.reasoning.is_empty() && self.show_reasoning {
                     if !self.in_reasoning {
                         self.end_stream(out);
-                        let _ = write!(out, "\x1b[2m✻ ");
+                        let _ = write!(out, "{}", if self.color { "\x1b[2m✻ " } else { "✻ " });
                         self.in_reasoning = true;
                     }
                     let _ = write!(out, "{}", c.reasoning);
                 }
                 if !c.text.is_empty() {
                     if !self.in_text {
-                        if self.in_reasoning {
-                            let _ = write!(out, "\x1b[0m");
-                        }
                         self.end_stream(out);
                         self.in_text = true;
                     }
@@ -62,9 +66,6 @@ impl TextRenderer {
                 let _ = out.flush();
             }
             EventKind::AssistantMessage(m) => {
-                if self.in_reasoning {
-                    let _ = write!(out, "\x1b[0m");
-                }
                 self.end_stream(out);
                 if m.interrupted {
                     let _ = writeln!(out, "[interrupted]");
@@ -105,7 +106,7 @@ impl TextRenderer {
             }
             EventKind::TurnEnd(t) => {
                 self.end_stream(out);
-                let _ = writeln!(out, "— turn {} ended: {:?}", t.turn, t.reason);
+                let _ = writeln!(out, "— turn {} ended: {}", t.turn, crate::run_cmd::reason_text(&t.reason));
             }
             _ => {}
         }

@@ -30,14 +30,16 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub output: Output,
-    /// Step budget for this turn (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N")]
+    /// Step budget for this turn, at least 1 (overrides `agent.max_steps`).
+    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
     pub max_steps: Option<u32>,
-    /// Continue an existing session instead of starting a new one.
+    /// Continue an existing session (a unique prefix of its id is enough)
+    /// instead of starting a new one; it must belong to this workspace.
     #[arg(long, value_name = "ID")]
     pub resume: Option<String>,
     /// Replay a recorded session's model outputs instead of calling a model
-    /// (regression tests, bug reports): the tools run again for real.
+    /// (regression tests, bug reports): the tools run again for real (a
+    /// unique prefix of the id is enough).
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "resume")]
     pub replay: Option<String>,
 }
@@ -78,6 +80,7 @@ fn replay_turns(store: &wharf_core::Store, id: &str) -> Result<serde_json::Value
 
 /// Runs `wharf run`.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
+    anyhow::ensure!(!args.task.trim().is_empty(), "the task is empty: say what the agent should do");
     let host = match &args.replay {
         None => HostCtx::start(&args.host).await?,
         Some(id) => {
@@ -85,8 +88,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
                 Some(d) => d.clone(),
                 None => args.host.load_config()?.session.dir,
             };
-            let turns = replay_turns(&wharf_core::Store::new(dir), id)?;
-            let id = id.clone();
+            let store = wharf_core::Store::new(dir);
+            let id = crate::host_ctx::resolve_session(&store, id)?;
+            let turns = replay_turns(&store, &id)?;
             HostCtx::start_with(&args.host, move |config| {
                 config.plugins.retain(|p| p.id != "replay");
                 config.plugins.push(wharf_config::PluginRow {
@@ -113,7 +117,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let mut rx = agent.log().subscribe_from(first_seq)?;
     let output = args.output;
     let printer = tokio::spawn(async move {
-        let mut renderer = TextRenderer::new(true);
+        let mut renderer = TextRenderer::new(true, crate::output::color());
         let stdout = std::io::stdout();
         while let Some(ev) = rx.recv().await {
             let mut out = stdout.lock();

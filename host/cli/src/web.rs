@@ -79,7 +79,7 @@ pub struct WebArgs {
     #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Step budget per turn (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N")]
+    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
     pub max_steps: Option<u32>,
 }
 

@@ -11,8 +11,9 @@
 //!     inject items (inbox/spliced{claimed} + user/message each)
 //!   agent/pre-step (waterfall) — a Reject → blocked
 //!   step/start
-//!   system prompt = registry prompt sections joined by blank lines, through
-//!     the system-prompt waterfall; tools = the registry snapshot's specs
+//!   system prompt = the base prompt and the registry's prompt sections
+//!     joined by blank lines, through the system-prompt waterfall, then the
+//!     agent's instructions (a subagent's); tools = the registry snapshot's specs
 //!     (taken per step, so hot-swapped tools appear at the next step);
 //!     messages = the incremental projection of the log
 //!   agent/request (waterfall; may change `model` = adapter id, `max_tokens`)
@@ -41,8 +42,9 @@
 //! `tool/result{ABORTED_BEFORE_DISPATCH}`; then `step/end`,
 //! `turn/end{cancelled}`. Cancelling an idle agent does nothing.
 //!
-//! Hook payloads: `system-prompt` `{session_id, turn, step, prompt}` (a
-//! replacement may be the object or a bare string); `agent/pre-step`
+//! Hook payloads: `system-prompt` `{session_id, turn, step, prompt,
+//! instructions}` (a replacement may be the object or a bare string, which
+//! keeps the instructions); `agent/pre-step`
 //! `{session_id, turn, step, message_count}`; `agent/request`
 //! `{session_id, turn, step, model, max_tokens}`; `agent/request-error`
 //! `{session_id, turn, step, attempt, error, retry, delay_ms}` (replace with
@@ -97,6 +99,9 @@ pub struct AgentConfig {
     /// Only these tools are offered and callable (a subagent's restricted
     /// set); `None`: every registered tool.
     pub tools: Option<BTreeSet<String>>,
+    /// The profile's base system prompt (`agent.system_prompt`), first in
+    /// every request's system prompt (empty: none).
+    pub system_prompt: String,
     /// Extra system-prompt text (a subagent's instructions), appended last.
     pub instructions: Option<String>,
     /// Deepest subagent nesting allowed (a top-level agent is depth 0).
@@ -114,6 +119,7 @@ impl Default for AgentConfig {
             retry: RetryPolicy::default(),
             pipeline: PipelineConfig::default(),
             tools: None,
+            system_prompt: String::new(),
             instructions: None,
             max_depth: 3,
             compaction: CompactionConfig::default(),
@@ -622,27 +628,34 @@ impl Agent {
         }
     }
 
-    /// The system prompt: registry sections (and the agent's instructions)
-    /// through the `system-prompt` waterfall.
+    /// The system prompt: the base prompt, then the registry's sections,
+    /// through the `system-prompt` waterfall (where skills append theirs),
+    /// then the agent's instructions (a subagent's), last. Listeners see the
+    /// instructions as `instructions` in the payload and may rewrite them.
     pub async fn system_prompt(&self, snap: &Snapshot, turn: u64, step: u32) -> String {
-        let base = snap
-            .prompt_sections
-            .iter()
-            .map(|s| s.text.trim_end())
-            .chain(self.inner.config.instructions.as_deref().map(str::trim_end))
-            .filter(|t| !t.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n\n");
+        fn join<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+            parts.into_iter().map(str::trim_end).filter(|t| !t.trim().is_empty()).collect::<Vec<_>>().join("\n\n")
+        }
+        let head = join(
+            std::iter::once(self.inner.config.system_prompt.as_str())
+                .chain(snap.prompt_sections.iter().map(|s| s.text.as_str())),
+        );
+        let instructions = self.inner.config.instructions.clone().unwrap_or_default();
         if !self.inner.bus.has_listeners(snap, HookPoint::SystemPrompt) {
-            return base;
+            return join([head.as_str(), instructions.as_str()]);
         }
         let mut p = self.payload(turn, step);
-        p.insert("prompt".into(), json!(base));
+        p.insert("prompt".into(), json!(head));
+        p.insert("instructions".into(), json!(instructions));
         let w = self.inner.bus.waterfall(snap, HookPoint::SystemPrompt, Value::Object(p)).await;
-        match &w.payload {
-            Value::String(s) => s.clone(),
-            v => v.get("prompt").and_then(Value::as_str).map(str::to_string).unwrap_or(base),
-        }
+        let (prompt, instructions) = match &w.payload {
+            Value::String(s) => (s.clone(), instructions),
+            v => (
+                v.get("prompt").and_then(Value::as_str).map_or(head, str::to_string),
+                v.get("instructions").and_then(Value::as_str).map_or(instructions, str::to_string),
+            ),
+        };
+        join([prompt.as_str(), instructions.as_str()])
     }
 
     async fn step(

@@ -849,6 +849,50 @@ async fn system_prompt_from_sections_through_waterfall_and_tools_per_step() {
 }
 
 #[tokio::test]
+async fn system_prompt_is_base_then_sections_then_instructions() {
+    let cfg = AgentConfig {
+        system_prompt: "Base.\n".into(),
+        instructions: Some("Child instructions.".into()),
+        ..config()
+    };
+    let h = harness_with(
+        ScriptedLlm::new(vec![Reply::text("a"), Reply::text("b")]),
+        vec![],
+        Arc::new(HeadlessApprover::default()),
+        cfg,
+    );
+    let section = PromptSection {
+        id: "s".into(),
+        order: 0,
+        text: "Section.".into(),
+        plugin: crate::plugin::PluginRef::native("prompts"),
+    };
+    h.registry
+        .install(
+            crate::plugin::PluginRef::native("prompts"),
+            Registrations { prompt_sections: vec![section], ..Registrations::default() },
+        )
+        .unwrap();
+    // Without listeners.
+    h.agent.prompt("go").await.unwrap();
+    assert_eq!(h.llm.requests()[0].system, "Base.\n\nSection.\n\nChild instructions.");
+    // A listener appending a section (as skills do) and one rewriting the
+    // instructions; the instructions stay last.
+    let _skills = h.agent.bus().on(HookPoint::SystemPrompt, -1000, |mut v| async move {
+        assert_eq!(v["instructions"], "Child instructions.");
+        let p = v["prompt"].as_str().unwrap_or_default().to_string();
+        v["prompt"] = serde_json::json!(format!("{p}\n\n# Skills"));
+        Ok(HookOutcome::Replace(v))
+    });
+    let _rewrite = h.agent.bus().on(HookPoint::SystemPrompt, 0, |mut v| async move {
+        v["instructions"] = serde_json::json!("Rewritten.");
+        Ok(HookOutcome::Replace(v))
+    });
+    h.agent.prompt("again").await.unwrap();
+    assert_eq!(h.llm.requests()[1].system, "Base.\n\nSection.\n\n# Skills\n\nRewritten.");
+}
+
+#[tokio::test]
 async fn session_event_hooks_see_committed_events() {
     let h = harness(vec![Reply::text("ok")], vec![]);
     let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
