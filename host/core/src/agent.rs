@@ -18,7 +18,9 @@
 //!     messages = the incremental projection of the log
 //!   agent/request (waterfall; may change `model` = adapter id, `max_tokens`)
 //!   stream: assistant/chunk per delivered batch, then assistant/message
-//!     (failures: RetryPolicy + agent/request-error, llm/retry, same step)
+//!     (failures: RetryPolicy + agent/request-error, llm/retry, same step;
+//!     nothing streamed is EMPTY_RESPONSE unless the finish reason is
+//!     max_tokens or content_filter, which end the turn as reported)
 //!   tool calls through the pipeline and scheduler
 //!   step/end{usage}
 //!   tool calls made? → next step · a steer arrived? → next step
@@ -705,7 +707,12 @@ impl Agent {
                 }
                 Streamed::Failed(err) => {
                     attempt += 1;
-                    match self.retry_delay(snap, at, &err, attempt).await {
+                    let decision = self.retry_delay(snap, at, &err, attempt).await;
+                    tracing::warn!(
+                        session = %inner.log.id(), turn, step, attempt, code = err.code.as_str(),
+                        retry_in_ms = decision.map(|d| d.as_millis() as u64), "model request failed: {}", err.message
+                    );
+                    match decision {
                         Some(delay) => {
                             inner.log.append(EventKind::LlmRetry(LlmRetry {
                                 turn,
@@ -723,7 +730,18 @@ impl Agent {
                                 }
                             }
                         }
-                        None => return Ok(stop(StopReason::llm_error(err.code, err.message))),
+                        None => {
+                            let too_long = inner.config.retry.retry_after_too_long(&err);
+                            let mut message = err.message;
+                            if let Some(asked) = too_long {
+                                message = format!(
+                                    "{message} (the server asked to retry after {}, longer than the {} this agent waits)",
+                                    crate::retry::describe_wait(asked),
+                                    crate::retry::describe_wait(inner.config.retry.max_retry_after)
+                                );
+                            }
+                            return Ok(stop(StopReason::llm_error(err.code, message)));
+                        }
                     }
                 }
             }
@@ -862,7 +880,11 @@ impl Agent {
         if acc.finish == Some(FinishReason::Retryable) {
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::Server, "the provider asked to retry")));
         }
-        if acc.content.is_empty() && acc.reasoning.is_empty() && acc.tool_calls.is_empty() {
+        // Nothing streamed is an empty response (retried) — unless the
+        // adapter said why: the output cap (`max_tokens`) or the provider's
+        // filter end the turn at once, as reported.
+        let explained = matches!(acc.finish, Some(FinishReason::MaxTokens | FinishReason::ContentFilter));
+        if !explained && acc.content.is_empty() && acc.reasoning.is_empty() && acc.tool_calls.is_empty() {
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::EmptyResponse, "the model returned nothing")));
         }
         Ok(Streamed::Done(acc))

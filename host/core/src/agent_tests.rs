@@ -1070,3 +1070,40 @@ async fn a_child_agent_is_cancelled_with_its_calling_tool_call() {
     let ended = events.iter().any(|e| matches!(&e.kind, EventKind::TurnEnd(t) if t.reason == StopReason::Cancelled));
     assert!(ended, "the child's turn ended cancelled: {events:?}");
 }
+
+// Finish reasons and errors from the model (issue 13, item 9).
+
+#[tokio::test]
+async fn nothing_streamed_with_a_length_or_filter_finish_ends_the_turn_at_once() {
+    for (finish, expected) in [
+        (FinishReason::MaxTokens, StopReason::MaxTokens),
+        (
+            FinishReason::ContentFilter,
+            StopReason::Error { code: "CONTENT_FILTER".into(), message: "the provider filtered the output".into() },
+        ),
+    ] {
+        let reply = Reply::items(vec![ScriptItem::Batch(vec![
+            LlmEvent::Usage(Usage { prompt_tokens: 10, completion_tokens: 0, ..Usage::default() }),
+            LlmEvent::Finish(finish),
+        ])]);
+        let h = harness(vec![reply.clone(), reply.clone(), reply.clone(), reply.clone(), reply.clone(), reply], vec![]);
+        let s = h.agent.prompt("go").await.unwrap();
+        assert_eq!(s.reason, expected, "{finish:?}");
+        assert_eq!(h.llm.requests().len(), 1, "{finish:?}: not retried as EMPTY_RESPONSE");
+        assert!(h.find(|k| matches!(k, EventKind::LlmRetry(_)).then_some(())).is_empty());
+        invariants::check(&h.events()).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_bound_stops_at_once_naming_the_time() {
+    let mut err = LlmError::new(LlmErrorCode::RateLimit, "HTTP 429: slow down [request id: req-1]");
+    err.retry_after_ms = Some(120_000);
+    let h = harness(vec![Reply { start_error: Some(err), items: vec![] }, Reply::text("never")], vec![]);
+    let s = h.agent.prompt("go").await.unwrap();
+    let StopReason::Error { code, message } = s.reason else { panic!("not an error: {:?}", s.reason) };
+    assert_eq!(code, "RATE_LIMIT");
+    assert!(message.contains("retry after 120 s") && message.contains("60 s"), "{message}");
+    assert!(message.contains("[request id: req-1]"), "{message}");
+    assert_eq!(h.llm.requests().len(), 1);
+}

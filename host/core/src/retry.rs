@@ -5,6 +5,15 @@
 //! retry is logged as `llm/retry{attempt, code, delay_ms}`. The
 //! `agent/request-error` waterfall can override the decision (see
 //! [`crate::agent`]).
+//!
+//! A server's `Retry-After` is obeyed, not shortened: up to
+//! [`RetryPolicy::max_retry_after`] (60 s by default, long enough for the
+//! usual per-minute rate windows, short enough that an interactive turn is
+//! not silently parked) the retry waits exactly that long, without jitter
+//! and regardless of `max_delay`; beyond it the policy gives up at once and
+//! the turn stops with the error's own code (`RATE_LIMIT` for a 429), its
+//! message naming the time the server asked for
+//! ([`RetryPolicy::retry_after_too_long`]).
 
 use std::time::Duration;
 
@@ -17,8 +26,10 @@ pub struct RetryPolicy {
     pub max_retries: u32,
     /// Delay before the first retry.
     pub initial_delay: Duration,
-    /// Upper bound of any delay, including a server's `Retry-After`.
+    /// Upper bound of the backoff (not of a server's `Retry-After`).
     pub max_delay: Duration,
+    /// Longest server `Retry-After` waited; a longer one ends the retries.
+    pub max_retry_after: Duration,
     /// Growth factor per retry.
     pub multiplier: f64,
     /// Relative jitter: the delay is scaled by a random factor in
@@ -29,14 +40,16 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 5 retries, 500 ms doubling to 10 s, ±10 % jitter, on `RATE_LIMIT`,
-    /// `SERVER`, `TIMEOUT`, `TRANSPORT`, `STREAM_CLOSED`, `EMPTY_RESPONSE`
-    /// (never `AUTH`, `QUOTA`, `INVALID_REQUEST` …).
+    /// 5 retries, 500 ms doubling to 10 s, ±10 % jitter, a `Retry-After`
+    /// of up to 60 s waited as asked, on `RATE_LIMIT`, `SERVER`, `TIMEOUT`,
+    /// `TRANSPORT`, `STREAM_CLOSED`, `EMPTY_RESPONSE` (never `AUTH`,
+    /// `QUOTA`, `INVALID_REQUEST` …).
     fn default() -> Self {
         Self {
             max_retries: 5,
             initial_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(10),
+            max_retry_after: Duration::from_secs(60),
             multiplier: 2.0,
             jitter: 0.1,
             retry_on: vec![
@@ -64,18 +77,40 @@ impl RetryPolicy {
 
     /// The delay before retry number `retry` (1-based) after `err`, or `None`
     /// to give up. `unit` is a random number in `[0, 1)` for the jitter. A
-    /// server's `Retry-After` replaces the backoff, capped at `max_delay`.
+    /// server's `Retry-After` replaces the backoff and is waited exactly;
+    /// one longer than `max_retry_after` gives up.
     pub fn delay(&self, err: &LlmError, retry: u32, unit: f64) -> Option<Duration> {
         if retry == 0 || retry > self.max_retries || !self.retries(err.code) {
             return None;
         }
         if let Some(ms) = err.retry_after_ms {
-            return Some(Duration::from_millis(ms).min(self.max_delay));
+            let asked = Duration::from_millis(ms);
+            return (asked <= self.max_retry_after).then_some(asked);
         }
         let base = self.initial_delay.as_secs_f64() * self.multiplier.max(1.0).powi(retry as i32 - 1);
         let factor = 1.0 + self.jitter.clamp(0.0, 1.0) * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
         let secs = (base.min(self.max_delay.as_secs_f64()) * factor).min(self.max_delay.as_secs_f64());
         Some(Duration::from_secs_f64(secs.max(0.0)))
+    }
+
+    /// When `err` is retryable but its `Retry-After` is beyond
+    /// `max_retry_after`: the time asked for (so the stop can name it).
+    pub fn retry_after_too_long(&self, err: &LlmError) -> Option<Duration> {
+        let asked = Duration::from_millis(err.retry_after_ms?);
+        (self.retries(err.code) && asked > self.max_retry_after).then_some(asked)
+    }
+}
+
+/// `asked` for a message: `90 s`, `1.5 s`, `2 h 5 min`.
+pub fn describe_wait(asked: Duration) -> String {
+    let secs = asked.as_secs();
+    if secs >= 3600 {
+        let (h, m) = (secs / 3600, secs % 3600 / 60);
+        if h > 24 * 365 { "more than a year".to_string() } else { format!("{h} h {m} min") }
+    } else if asked.subsec_millis() == 0 {
+        format!("{secs} s")
+    } else {
+        format!("{:.1} s", asked.as_secs_f64())
     }
 }
 
@@ -106,13 +141,31 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_honoured_up_to_the_cap() {
+    fn retry_after_is_waited_exactly_up_to_the_bound_then_ends_the_retries() {
         let p = RetryPolicy::default();
         let mut e = err(LlmErrorCode::RateLimit);
         e.retry_after_ms = Some(3000);
         assert_eq!(p.delay(&e, 1, 0.0), Some(Duration::from_secs(3)));
+        // Beyond max_delay (the backoff cap) but within the bound: as asked.
+        e.retry_after_ms = Some(11_000);
+        assert_eq!(p.delay(&e, 1, 0.999), Some(Duration::from_secs(11)));
         e.retry_after_ms = Some(60_000);
-        assert_eq!(p.delay(&e, 1, 0.0), Some(Duration::from_secs(10)));
+        assert_eq!(p.delay(&e, 1, 0.0), Some(Duration::from_secs(60)));
+        assert_eq!(p.retry_after_too_long(&e), None);
+        // Beyond the bound: no retry, and the time is there to name.
+        e.retry_after_ms = Some(90_000);
+        assert_eq!(p.delay(&e, 1, 0.0), None);
+        assert_eq!(p.retry_after_too_long(&e), Some(Duration::from_secs(90)));
+        e.retry_after_ms = Some(u64::MAX);
+        assert_eq!(p.delay(&e, 1, 0.0), None);
+        // Not for codes the policy would not retry anyway.
+        let mut auth = err(LlmErrorCode::Auth);
+        auth.retry_after_ms = Some(90_000);
+        assert_eq!(p.retry_after_too_long(&auth), None);
+        assert_eq!(describe_wait(Duration::from_secs(90)), "90 s");
+        assert_eq!(describe_wait(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(describe_wait(Duration::from_secs(7500)), "2 h 5 min");
+        assert_eq!(describe_wait(Duration::from_millis(u64::MAX)), "more than a year");
     }
 
     #[test]
