@@ -44,6 +44,11 @@ tools = ["write"]
         } else {
             ""
         };
+        self.profile_with(name, turns, policy)
+    }
+
+    /// A profile: fs + scripted model + `extra` plugin rows.
+    fn profile_with(&self, name: &str, turns: &str, policy: &str) -> PathBuf {
         let text = format!(
             r#"
 [agent]
@@ -571,4 +576,188 @@ text = "Done."
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!pid.is_empty() && !proc.exists(), "the MCP server ({pid}) outlived wharf acp");
+}
+
+/// A policy row: policy-fixed deciding `decision` for `tools`.
+fn policy_row(decision: &str, tools: &[&str]) -> String {
+    let tools: Vec<String> = tools.iter().map(|t| format!("{t:?}")).collect();
+    format!(
+        "\n[[plugin]]\nid = \"gate\"\npath = \"${{plugin_dir}}/policy-fixed.wasm\"\n[plugin.config]\n\
+         decision = \"{decision}\"\nreason = \"the gate decides\"\ntools = [{}]\n",
+        tools.join(", ")
+    )
+}
+
+/// The stop reason of a session's last `turn/end`, as ACP names it.
+fn logged_stop_reason(e: &Env, sid: &str) -> String {
+    let log = e.log_types(sid);
+    let end = log.iter().rfind(|v| v["type"] == "turn/end").unwrap_or_else(|| panic!("no turn/end in {log:?}"));
+    match end["data"]["reason"].as_str() {
+        Some("completed") => "end_turn".into(),
+        Some("cancelled") => "cancelled".into(),
+        other => format!("{other:?}: {end}"),
+    }
+}
+
+/// ACP: `session/request_permission` refers to a tool call the client must
+/// already know. With several parallel calls asking at once, every request
+/// comes after the `tool_call` update of its call — 50 times over.
+#[test]
+fn permission_requests_never_overtake_their_tool_call() {
+    let e = env();
+    let calls: Vec<String> =
+        (0..6).map(|_| r#"{ name = "read", arguments = { path = "README.md" } }"#.to_string()).collect();
+    let turns = format!(
+        "[[plugin.config.turns]]\ntool_calls = [{}]\n\n[[plugin.config.turns]]\ntext = \"read them\"\n",
+        calls.join(", ")
+    );
+    let p = e.profile_with("perm-order", &turns, &policy_row("ask", &["read"]));
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    for round in 0..50 {
+        let sid = c.new_session(&cwd);
+        let start = c.seen.len();
+        let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+        let mut asked = 0;
+        while asked < 6 {
+            let ask = c.wait_for("a permission request", |v| {
+                v["method"] == "session/request_permission" || (v["id"] == prompt && v.get("method").is_none())
+            });
+            assert_eq!(ask["method"], "session/request_permission", "round {round}: the prompt ended early: {ask}");
+            let call = ask["params"]["toolCall"]["toolCallId"].clone();
+            let here = c.seen.len() - 1;
+            let announced = c.seen[start..here].iter().any(|v| {
+                v["method"] == "session/update"
+                    && v["params"]["update"]["sessionUpdate"] == "tool_call"
+                    && v["params"]["update"]["toolCallId"] == call
+            });
+            assert!(announced, "round {round}: session/request_permission for {call} came before its tool_call update");
+            c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}));
+            asked += 1;
+        }
+        assert_eq!(c.result(prompt)["stopReason"], "end_turn", "round {round}");
+    }
+    c.close();
+}
+
+/// ACP cancel race: a `session/cancel` sent as soon as the turn's last
+/// update arrives lands before or after the turn ends. The rule: the prompt
+/// response is the turn's stop reason as logged — `cancelled` when the
+/// cancel stopped the turn, `end_turn` when the turn had already ended
+/// (nothing was left to cancel) — never a `cancelled` answer for a turn the
+/// log says completed, nor the reverse. 50 rounds, cancels at varied delays.
+#[test]
+fn a_cancel_racing_the_end_of_a_turn_is_answered_as_logged() {
+    let e = env();
+    let turns = "[[plugin.config.turns]]\ntext = \"The whole answer.\"\n";
+    let p = e.profile_with("cancel-race", &format!("chunk_size = 64\n{turns}"), "");
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    let mut answers = std::collections::BTreeMap::<String, usize>::new();
+    for round in 0..50u64 {
+        let sid = c.new_session(&cwd);
+        let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+        c.wait_for("the last update", |v| {
+            v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+                || (v["id"] == prompt && v.get("method").is_none())
+        });
+        if round % 5 != 0 {
+            std::thread::sleep(Duration::from_micros(400 * (round % 5)));
+        }
+        c.notify("session/cancel", json!({"sessionId": sid}));
+        let answered = c.result(prompt)["stopReason"].as_str().unwrap_or("").to_string();
+        // The log is complete once the response is out.
+        let logged = logged_stop_reason(&e, &sid);
+        assert_eq!(answered, logged, "round {round}: the response disagrees with the session log");
+        *answers.entry(answered).or_default() += 1;
+    }
+    eprintln!("answers over 50 rounds: {answers:?}");
+    c.close();
+}
+
+/// ACP v1: stdio MCP servers the client passes in `session/new` run for
+/// that session only, through the same pipeline as the profile's `[[mcp]]`
+/// rows (policies included), with the client's environment; another session
+/// does not see them, and they stop with their session (`session/close`).
+#[test]
+fn client_mcp_servers_serve_their_session_through_the_pipeline() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+text = "Asking the editor's server."
+tool_calls = [
+  { name = "mcp__ed__echo", arguments = { text = "hello from the editor" } },
+  { name = "mcp__ed__env", arguments = { name = "ED_TOKEN" } },
+  { name = "mcp__ed__pid", arguments = {} },
+  { name = "mcp__ed__add", arguments = { a = 1, b = 2 } },
+]
+
+[[plugin.config.turns]]
+text = "Done."
+"#;
+    let p = e.profile_with("client-mcp", turns, &policy_row("deny", &["mcp__ed__add"]));
+    let fx = crate::mcp::fixture().display().to_string();
+    let mut c = e.spawn(&p);
+    let init = c.initialize();
+    // Only stdio is supported, so neither http nor sse is advertised.
+    let mcp_caps = &init["agentCapabilities"]["mcpCapabilities"];
+    assert!(mcp_caps["http"] != true && mcp_caps["sse"] != true, "{init}");
+    assert!(init["agentCapabilities"]["sessionCapabilities"]["close"].is_object(), "{init}");
+    let cwd = e.cwd();
+    let servers = json!([{
+        "name": "ed", "command": fx, "args": ["stdio"],
+        "env": [{"name": "ED_TOKEN", "value": "token-${env:HOME}"}]
+    }]);
+    let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
+    let other = c.new_session(&cwd);
+
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}\n{}", c.stderr());
+    let log = e.log_types(&sid);
+    let result = |log: &[Value], name: &str| {
+        log.iter()
+            .find(|v| v["type"] == "tool/result" && v["data"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result of {name}: {log:?}"))
+    };
+    let echo = result(&log, "mcp__ed__echo");
+    assert_eq!(echo["data"]["content"], "hello from the editor", "{echo}");
+    assert_eq!(echo["data"]["plugin"], "mcp:ed");
+    // The client's environment, verbatim (no `${env:…}` expansion).
+    assert_eq!(result(&log, "mcp__ed__env")["data"]["content"], "token-${env:HOME}");
+    // The profile's policies apply.
+    assert_eq!(result(&log, "mcp__ed__add")["data"]["error_code"], "DENIED");
+    assert!(log.iter().any(|v| v["type"] == "plugin/loaded" && v["data"]["id"] == "mcp:ed"), "{log:?}");
+    let updates = c.updates();
+    assert!(
+        updates.iter().any(|u| u["sessionUpdate"] == "tool_call" && u["title"].as_str() == Some("mcp__ed__echo")),
+        "{updates:?}"
+    );
+    let pid = result(&log, "mcp__ed__pid")["data"]["content"].as_str().unwrap_or("").to_string();
+    assert!(!pid.is_empty() && PathBuf::from(format!("/proc/{pid}")).exists());
+
+    // The other session of the same workspace has no such tools.
+    let prompt = c.request("session/prompt", json!({"sessionId": other, "prompt": [{"type": "text", "text": "go"}]}));
+    c.result(prompt);
+    let log = e.log_types(&other);
+    let echo = result(&log, "mcp__ed__echo");
+    assert_eq!(echo["data"]["is_error"], true, "{echo}");
+    assert!(!log.iter().any(|v| v["type"] == "plugin/loaded" && v["data"]["id"] == "mcp:ed"), "{log:?}");
+
+    // Closing the session stops its server; the process keeps serving.
+    let close = c.request("session/close", json!({"sessionId": sid}));
+    c.result(close);
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!proc.exists(), "the session's MCP server ({pid}) outlived session/close");
+    let bad = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}));
+    assert_eq!(c.response(bad)["error"]["code"], -32602, "a closed session is unknown");
+    c.close();
 }

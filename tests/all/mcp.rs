@@ -612,3 +612,100 @@ fn config_dump_shows_mcp_rows_without_secrets() {
         assert!(!stdout.contains("literal-secret") && !stdout.contains("FILES_TOKEN"), "{stdout}");
     }
 }
+
+/// `wharf mcp serve` answers every line it cannot take as JSON-RPC: a line
+/// that is not JSON gets `-32700` with `"id": null`, a JSON value that is
+/// not a valid request gets `-32600` with the request's `id` (null when it
+/// has none or an invalid one); well-formed notifications and responses it
+/// cannot use get nothing; and the next request is served.
+#[test]
+fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
+    use std::io::Write;
+    let s = served();
+    let mut child = Command::new(wharf_bin())
+        .args(["mcp", "serve", "--profile"])
+        .arg(&s.profile)
+        .arg("-w")
+        .arg(s.ws.path())
+        .arg("--session-dir")
+        .arg(s.home.path().join("sessions"))
+        .env("HOME", s.home.path())
+        .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+        .env("WHARF_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut send = move |line: &str| {
+        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
+        stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+    };
+    let next = |what: &str| -> Value {
+        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no reply to {what}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply to {what} is not JSON ({e}): {line}"))
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+    );
+    let init = next("initialize");
+    assert_eq!(init["id"], 1, "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "wharf", "{init}");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // (line, expected code, expected id)
+    let cases: &[(&str, i64, Value)] = &[
+        (r#"{"jsonrpc": "2.0", "id": 2, "method": "#, -32700, Value::Null),
+        ("this is not json", -32700, Value::Null),
+        (r#"{"jsonrpc":"2.0","id":"a","method":"tools/list"} trailing"#, -32700, Value::Null),
+        (r#"{"jsonrpc":"2.0","id":3}"#, -32600, json!(3)),
+        (r#"{"jsonrpc":"1.0","id":4,"method":"tools/list"}"#, -32600, json!(4)),
+        (r#"{"id":"five","method":"tools/list"}"#, -32600, json!("five")),
+        (r#"{"jsonrpc":"2.0","id":6,"method":7}"#, -32600, json!(6)),
+        (r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":"x"}"#, -32600, json!(7)),
+        (r#"{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}"#, -32600, Value::Null),
+        // A known method with params it cannot take.
+        (r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}}"#, -32602, json!(8)),
+        ("[]", -32600, Value::Null),
+        ("42", -32600, Value::Null),
+        (r#"[{"jsonrpc":"2.0","id":9,"method":"tools/list"}]"#, -32600, Value::Null),
+        // Not even a valid notification (params must be structured).
+        (r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}"#, -32600, Value::Null),
+        (r#"{"jsonrpc":"2.0","method":7}"#, -32600, Value::Null),
+        // Valid, but no such method: rmcp's own answer, with the id.
+        (r#"{"jsonrpc":"2.0","id":11,"method":"no/such/method"}"#, -32601, json!(11)),
+    ];
+    for (line, code, id) in cases {
+        send(line);
+        let r = next(line);
+        assert_eq!(r["jsonrpc"], "2.0", "{line} → {r}");
+        assert_eq!(r["error"]["code"], *code, "{line} → {r}");
+        assert!(r.as_object().is_some_and(|o| o.contains_key("id")), "the error has an id member: {line} → {r}");
+        assert_eq!(r["id"], *id, "{line} → {r}");
+        assert!(r["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{r}");
+    }
+    // Well-formed notifications and responses are never answered, even
+    // ones rmcp cannot use; the next request is served and answered first.
+    send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#);
+    send(r#"{"jsonrpc":"2.0","method":"no/such/notification","params":{"a":1}}"#);
+    send(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#);
+    send("");
+    send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#);
+    let list = next("tools/list");
+    assert_eq!(list["id"], 10, "{list}");
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"word_count"), "{list}");
+    drop(send);
+    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "wharf mcp serve exited with {status}");
+    assert!(rx.try_recv().is_err(), "nothing else was sent");
+}

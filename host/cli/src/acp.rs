@@ -9,13 +9,31 @@
 //!   capabilities `embeddedContext` (text `resource` blocks are inlined into
 //!   the prompt; `text` and `resource_link` are always accepted, images and
 //!   audio are not advertised). No authentication methods.
-//! - `session/new {cwd}`: the cwd is the session's workspace (the profile is
-//!   composed for it, so `${workspace}` grants and the project's
+//! - `session/new {cwd, mcpServers}`: the cwd is the session's workspace (the
+//!   profile is composed for it, so `${workspace}` grants and the project's
 //!   `.wharf/config.toml` apply; one host per distinct cwd). Each ACP session
 //!   is one Wharf session log; the session id is the log's id.
-//! - `session/load {sessionId, cwd}`: reopens the log (crash repair
-//!   included), replays its history as `session/update` notifications, then
-//!   responds.
+//! - `mcpServers` (in `session/new` and `session/load`): the client's stdio
+//!   servers are started for that session only, as `[[mcp]]` rows of its own
+//!   (`mcp__NAME__TOOL`, plugin id `mcp:NAME`, the same pipeline: guards,
+//!   hooks, the profile's policies, approval): their tools live in a
+//!   registry layered over the host's, so other sessions never see them.
+//!   The name is cut to `[A-Za-z0-9_-]` (other characters become `_`, at
+//!   most 32 characters, `_2`… on a repeat); a server named like one of the
+//!   profile's `[[mcp]]` rows is not started (the profile's serves). The
+//!   client's `env` is passed verbatim (no `${env:…}` expansion) over the
+//!   usual clean environment. The response waits until each server has
+//!   connected or failed its first attempt (a failure is a warning on
+//!   stderr and a `plugin/reload-failed` in the log, not an error). They
+//!   stop with the session: `session/close`, or the process exiting.
+//!   `mcpCapabilities` advertises neither `http` nor `sse`; such servers are
+//!   ignored with a warning.
+//! - `session/load {sessionId, cwd, mcpServers}`: reopens the log (crash
+//!   repair included), replays its history as `session/update`
+//!   notifications, then responds. A session already open in this process
+//!   keeps the servers it has.
+//! - `session/close {sessionId}` (`sessionCapabilities.close`): cancels a
+//!   running prompt, stops the session's own MCP servers and forgets it.
 //! - `session/prompt`: the prompt becomes a `followup` in the session inbox
 //!   and the agent runs until idle. Updates stream while it runs and all of
 //!   them are sent before the response, whose `stopReason` maps the turn's
@@ -24,13 +42,22 @@
 //!   `refusal`, cancelled → `cancelled`; a failed model request is a JSON-RPC
 //!   error (`-32603`, with `data.code`). One prompt at a time per session.
 //! - `session/cancel`: cancels the running turn (the loop commits what
-//!   streamed, drains started tools, aborts the rest); the prompt then
-//!   answers `cancelled`, whatever the turn was doing. A permission request
+//!   streamed, drains started tools, aborts the rest). A permission request
 //!   still open is withdrawn with `$/cancel_request` and logged as
-//!   `approval/decided{cancelled}`.
+//!   `approval/decided{cancelled}`. **The prompt's answer is the turn's
+//!   logged stop reason**: a cancel that reaches the turn while it runs ends
+//!   it `cancelled` (and a turn that failed after a cancel answers
+//!   `cancelled` too, never an error); a cancel that arrives after the loop
+//!   has decided how the turn ends — even before the response is written —
+//!   finds nothing to cancel, and the response says what the log says
+//!   (e.g. `end_turn`). So the answer never disagrees with the log or a
+//!   later `session/load`.
 //! - `session/request_permission` (agent → client): a policy's `ask`. Options
 //!   `allow_once`, `allow_always` (the tool is allowed for the rest of the
-//!   session) and `reject_once`.
+//!   session) and `reject_once`. Questions and updates leave through one
+//!   ordered task, and the log events before a question (its `tool/call`
+//!   and `approval/requested`) are forwarded first, so a request never
+//!   precedes the `tool_call` update it refers to.
 //!
 //! Every update is a projection of the session log ([`Projector`]), the same
 //! for live streaming and for replay, so what an editor shows never drifts
@@ -61,11 +88,14 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
-use wharf_core::approval::{Approval, ChannelApprover, PendingApproval};
+use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
 use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason, ToolCallEvent, ToolResultEvent, Verdict};
 use wharf_core::plugin::HookPoint;
+use wharf_core::registry::Registry;
 
 use crate::host_ctx::{HostArgs, HostCtx};
+use crate::mcp::McpManager;
+use crate::mcp::config::McpServerConfig;
 
 /// Arguments of `wharf acp`.
 #[derive(Args, Debug)]
@@ -94,8 +124,8 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         client: Mutex::new(None),
     });
     // One handle per handler (each closure owns its clone).
-    let (on_init, on_new, on_load, on_prompt, on_cancel) =
-        (server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
+    let (on_init, on_new, on_load, on_prompt, on_cancel, on_close) =
+        (server.clone(), server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
     let result = sdk::Agent
         .v1()
         .name("wharf")
@@ -149,6 +179,17 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
             },
             sdk::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |req: acp::CloseSessionRequest, responder, _cx: Cx| {
+                let server = on_close.clone();
+                tokio::spawn(async move {
+                    let r = server.close_session(&req.session_id).await;
+                    let _ = responder.respond_with_result(r);
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
         .on_receive_notification(
             async move |n: acp::CancelNotification, _cx: Cx| {
                 if let Ok(session) = on_cancel.session(&n.session_id) {
@@ -174,7 +215,10 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
 fn initialize_response() -> acp::InitializeResponse {
     let caps = acp::AgentCapabilities::new()
         .load_session(true)
-        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true));
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+        // Stdio servers only (every agent must support them).
+        .mcp_capabilities(acp::McpCapabilities::new())
+        .session_capabilities(acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()));
     acp::InitializeResponse::new(sdk::schema::ProtocolVersion::V1)
         .agent_capabilities(caps)
         .agent_info(acp::Implementation::new("wharf", env!("CARGO_PKG_VERSION")).title("Wharf"))
@@ -245,14 +289,48 @@ impl Server {
         }
     }
 
-    async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
-        warn_mcp(req.mcp_servers.len());
-        let host = self.host_for(&req.cwd).await?;
+    /// Opens (or resumes) a session's agent; with client MCP servers, on a
+    /// registry of its own layered over the host's, once they have settled.
+    async fn open(
+        &self,
+        host: &Arc<HostCtx>,
+        resume: Option<&str>,
+        servers: &[acp::McpServer],
+    ) -> Result<Opened, sdk::Error> {
+        let rows = client_servers(servers, &host.config.mcp);
         let (approver, approvals) = ChannelApprover::new();
-        let (agent, first_seq) =
-            host.open_agent(None, Arc::new(approver), None).map_err(|e| internal(format!("{e:#}")))?;
-        let id = agent.session_id().to_string();
-        let session = Session::start(agent, host, cx, first_seq, approvals, self.approver_name())?;
+        let approver: Arc<dyn Approver> = Arc::new(approver);
+        let (agent, first_seq) = host.open_agent(resume, approver.clone(), None).map_err(|e| match resume {
+            Some(id) => invalid_params(format!("cannot load session `{id}`: {e:#}")),
+            None => internal(format!("{e:#}")),
+        })?;
+        if rows.is_empty() {
+            return Ok(Opened { agent, first_seq, approvals, mcp: None });
+        }
+        let registry = Arc::new(Registry::layered(host.plugins.registry().clone()));
+        let mcp = McpManager::start(registry.clone(), rows, &host.workspace);
+        // The same log, bus (and its listeners) and settings; only the
+        // registry differs.
+        let agent =
+            Agent::with_bus(agent.log().clone(), registry, agent.bus().clone(), approver, agent.config().clone());
+        if let Err(e) = mcp.attach_agent(&agent) {
+            mcp.stop().await;
+            return Err(internal(format!("{e:#}")));
+        }
+        if !mcp.wait_all().await {
+            for s in mcp.status().into_iter().filter(|s| s["state"] != "ready") {
+                let why = s["error"].as_str().unwrap_or("not ready").to_string();
+                tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", s["server"].as_str().unwrap_or(""));
+            }
+        }
+        Ok(Opened { agent, first_seq, approvals, mcp: Some(mcp) })
+    }
+
+    async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
+        let host = self.host_for(&req.cwd).await?;
+        let opened = self.open(&host, None, &req.mcp_servers).await?;
+        let id = opened.agent.session_id().to_string();
+        let session = Session::start(opened, host, cx, self.approver_name())?;
         lock(&self.sessions).insert(id.clone(), session);
         tracing::info!(session = %id, "acp session created");
         Ok(acp::NewSessionResponse::new(acp::SessionId::new(id)))
@@ -265,35 +343,43 @@ impl Server {
             // Already open in this process: replay its log as it is now.
             let events = session.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
             replay(&cx, &req.session_id, &session.host.workspace, drain(events, session.agent.log().last_seq()));
+            if !req.mcp_servers.is_empty() {
+                tracing::warn!(session = %id, "session/load of an open session: it keeps the MCP servers it has");
+            }
             return Ok(acp::LoadSessionResponse::new());
         }
-        warn_mcp(req.mcp_servers.len());
         let host = self.host_for(&req.cwd).await?;
-        let (approver, approvals) = ChannelApprover::new();
-        let (agent, first_seq) = host
-            .open_agent(Some(&id), Arc::new(approver), None)
-            .map_err(|e| invalid_params(format!("cannot load session `{id}`: {e:#}")))?;
+        let opened = self.open(&host, Some(&id), &req.mcp_servers).await?;
         // History before this process opened the log; what open_agent
         // appended (plugin events) and everything later streams live.
-        let history = agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
-        replay(&cx, &req.session_id, &host.workspace, drain(history, first_seq.saturating_sub(1)));
-        let session = Session::start(agent, host, cx, first_seq, approvals, self.approver_name())?;
+        let history = opened.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()));
+        let history = match history {
+            Ok(h) => h,
+            Err(e) => {
+                if let Some(m) = &opened.mcp {
+                    m.stop().await;
+                }
+                return Err(e);
+            }
+        };
+        replay(&cx, &req.session_id, &host.workspace, drain(history, opened.first_seq.saturating_sub(1)));
+        let session = Session::start(opened, host, cx, self.approver_name())?;
         lock(&self.sessions).insert(id, session);
         Ok(acp::LoadSessionResponse::new())
     }
 
+    async fn close_session(&self, id: &acp::SessionId) -> Result<acp::CloseSessionResponse, sdk::Error> {
+        let session = lock(&self.sessions).remove(id.0.as_ref()).ok_or_else(|| {
+            invalid_params(format!("unknown session `{id}` (create it with session/new or session/load)"))
+        })?;
+        session.end().await;
+        tracing::info!(session = %id, "acp session closed");
+        Ok(acp::CloseSessionResponse::new())
+    }
+
     async fn shutdown(&self) {
-        let sessions: Vec<Arc<Session>> = lock(&self.sessions).values().cloned().collect();
-        for s in &sessions {
-            s.cancel();
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        for s in &sessions {
-            while s.is_prompting() && tokio::time::Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            let _ = s.agent.log().flush().await;
-        }
+        let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
+        futures::future::join_all(sessions.iter().map(|s| s.end())).await;
         let hosts: Vec<Arc<HostCtx>> = self.hosts.lock().await.values().cloned().collect();
         for h in hosts {
             h.close().await;
@@ -301,14 +387,71 @@ impl Server {
     }
 }
 
-/// MCP servers offered by the client are not connected (only the profile's
-/// `[[mcp]]` servers are; `mcpCapabilities` advertises neither http nor sse).
-fn warn_mcp(count: usize) {
-    if count > 0 {
-        tracing::warn!(
-            "ignoring {count} MCP server(s) from the client: wharf acp connects the profile's [[mcp]] servers, not the client's"
-        );
+/// A session's agent as [`Server::open`] made it.
+struct Opened {
+    agent: Agent,
+    /// First seq the live forwarder sends.
+    first_seq: u64,
+    approvals: tokio::sync::mpsc::UnboundedReceiver<PendingApproval>,
+    /// The client's MCP servers of this session.
+    mcp: Option<Arc<McpManager>>,
+}
+
+/// Longest server name taken from a client.
+const MAX_CLIENT_SERVER_NAME: usize = 32;
+
+/// A client's server name as an `[[mcp]]` name: `[A-Za-z0-9_-]`, no `__`,
+/// at most [`MAX_CLIENT_SERVER_NAME`] characters, `client` if nothing is left.
+fn server_name(raw: &str) -> String {
+    let mut out = String::new();
+    for c in raw.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
     }
+    let cut: String = out.trim_matches('_').chars().take(MAX_CLIENT_SERVER_NAME).collect();
+    let cut = cut.trim_matches('_');
+    if cut.is_empty() { "client".to_string() } else { cut.to_string() }
+}
+
+/// The client's stdio servers as `[[mcp]]` rows of one session (see the
+/// module docs for names and what is skipped).
+fn client_servers(servers: &[acp::McpServer], profile: &[McpServerConfig]) -> Vec<McpServerConfig> {
+    let mut used = HashSet::new();
+    let mut rows = Vec::new();
+    for server in servers {
+        let s = match server {
+            acp::McpServer::Stdio(s) => s,
+            _ => {
+                tracing::warn!("ignoring an MCP server of the client: only stdio servers are supported");
+                continue;
+            }
+        };
+        let base = server_name(&s.name);
+        if profile.iter().any(|r| r.name == base) {
+            tracing::warn!("not starting the client's MCP server `{}`: the profile has a server `{base}`", s.name);
+            continue;
+        }
+        let mut name = base.clone();
+        let mut n = 2;
+        while !used.insert(name.clone()) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        // Values are the client's, verbatim: `${` is escaped from expansion.
+        let env: serde_json::Map<String, Value> =
+            s.env.iter().map(|v| (v.name.clone(), Value::String(v.value.replace("${", "$${")))).collect();
+        let row = json!({"name": name, "command": s.command.display().to_string(), "args": s.args, "env": env});
+        match serde_json::from_value::<McpServerConfig>(row).map_err(|e| e.to_string()).and_then(|r| {
+            r.validate().map_err(|(_, m)| m)?;
+            Ok(r)
+        }) {
+            Ok(r) => rows.push(r),
+            Err(e) => tracing::warn!("not starting the client's MCP server `{}`: {e}", s.name),
+        }
+    }
+    rows
 }
 
 /// Takes the events already delivered by `subscribe_from` up to `last`.
@@ -342,52 +485,67 @@ struct Session {
     own_inbox: Arc<Mutex<HashSet<String>>>,
     /// Set while a prompt runs; cancelled by `session/cancel`.
     prompt: Mutex<Option<CancellationToken>>,
+    /// The client's MCP servers of this session.
+    mcp: Option<Arc<McpManager>>,
+    /// Cancelled when the session ends (stops the forwarder).
+    closed: CancellationToken,
 }
 
 impl Session {
-    /// Starts the forwarder (log → `session/update`, from `first_seq`) and
-    /// the approval dispatcher (`ask` → `session/request_permission`).
-    fn start(
-        agent: Agent,
-        host: Arc<HostCtx>,
-        cx: Cx,
-        first_seq: u64,
-        mut approvals: tokio::sync::mpsc::UnboundedReceiver<PendingApproval>,
-        approver_name: String,
-    ) -> Result<Arc<Self>, sdk::Error> {
+    /// Starts the forwarder: log events → `session/update`s (from
+    /// `first_seq`) and `ask` → `session/request_permission`, in one task so
+    /// they leave in order.
+    fn start(opened: Opened, host: Arc<HostCtx>, cx: Cx, approver_name: String) -> Result<Arc<Self>, sdk::Error> {
+        let Opened { agent, first_seq, mut approvals, mcp } = opened;
         let id = acp::SessionId::new(agent.session_id());
         let mut rx = agent.log().subscribe_from(first_seq).map_err(|e| internal(e.to_string()))?;
         let (tx, forwarded) = watch::channel(first_seq.saturating_sub(1));
         let own_inbox: Arc<Mutex<HashSet<String>>> = Arc::default();
         let session = Arc::new(Self {
-            agent,
+            agent: agent.clone(),
             host: host.clone(),
             forwarded,
             own_inbox: own_inbox.clone(),
             prompt: Mutex::new(None),
+            mcp,
+            closed: CancellationToken::new(),
         });
 
-        let mut projector = Projector::new(host.workspace.clone(), Mode::Live, own_inbox);
-        let (fwd_cx, fwd_id, registry) = (cx.clone(), id.clone(), host.plugins.registry().clone());
+        let mut fwd = Forwarder {
+            cx,
+            id,
+            agent,
+            projector: Projector::new(host.workspace.clone(), Mode::Live, own_inbox),
+            workspace: host.workspace.clone(),
+            by: approver_name,
+            tx,
+        };
+        let closed = session.closed.clone();
         tokio::spawn(async move {
-            while let Some(ev) = rx.recv().await {
-                let snap = registry.snapshot();
-                let unguarded = snap.policies.is_empty()
-                    && snap.hooks.get(&HookPoint::ToolsPreExecute).is_none_or(|h| h.is_empty());
-                for update in projector.updates(&ev, unguarded) {
-                    if fwd_cx.send_notification(acp::SessionNotification::new(fwd_id.clone(), update)).is_err() {
-                        return;
-                    }
+            let mut asking = true;
+            loop {
+                tokio::select! {
+                    biased;
+                    () = closed.cancelled() => return,
+                    ev = rx.recv() => match ev {
+                        Some(ev) => if !fwd.event(&ev) { return },
+                        None => return,
+                    },
+                    pending = approvals.recv(), if asking => match pending {
+                        Some(pending) => {
+                            // The call's `tool/call` and `approval/requested`
+                            // were appended before the question was asked, so
+                            // they are queued already: send them first.
+                            while let Ok(ev) = rx.try_recv() {
+                                if !fwd.event(&ev) {
+                                    return;
+                                }
+                            }
+                            fwd.ask(pending);
+                        }
+                        None => asking = false,
+                    },
                 }
-                let _ = tx.send(ev.seq);
-            }
-        });
-
-        let workspace = host.workspace.clone();
-        tokio::spawn(async move {
-            while let Some(pending) = approvals.recv().await {
-                let (cx, id, workspace, by) = (cx.clone(), id.clone(), workspace.clone(), approver_name.clone());
-                tokio::spawn(ask_client(cx, id, workspace, by, pending));
             }
         });
         Ok(session)
@@ -417,8 +575,24 @@ impl Session {
         self.agent.cancel();
     }
 
+    /// Ends the session: cancels a running prompt (waiting up to 5 s for it
+    /// to answer), stops its own MCP servers, flushes the log and stops the
+    /// forwarder.
+    async fn end(&self) {
+        self.cancel();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.is_prompting() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if let Some(m) = &self.mcp {
+            m.stop().await;
+        }
+        let _ = self.agent.log().flush().await;
+        self.closed.cancel();
+    }
+
     /// Runs one prompt to its stop reason; every update is sent before this
-    /// returns.
+    /// returns. The answer is the logged stop reason (module docs).
     async fn prompt(&self, text: String, token: CancellationToken) -> Result<acp::PromptResponse, sdk::Error> {
         let result = self.run(text, &token).await;
         *lock(&self.prompt) = None;
@@ -426,14 +600,13 @@ impl Session {
         let last = self.agent.log().last_seq();
         let mut forwarded = self.forwarded.clone();
         let _ = tokio::time::timeout(Duration::from_secs(10), forwarded.wait_for(|&s| s >= last)).await;
-        if token.is_cancelled() {
-            // ACP: a cancelled prompt answers `cancelled`, whatever failed.
-            return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
-        }
-        let reason = result?;
+        let reason = match result {
+            // ACP: a cancelled prompt never answers with an error.
+            Ok(StopReason::Error { .. }) | Err(_) if token.is_cancelled() => StopReason::Cancelled,
+            r => r?,
+        };
         stop_reason(&reason).map(acp::PromptResponse::new)
     }
-
     async fn run(&self, text: String, token: &CancellationToken) -> Result<StopReason, sdk::Error> {
         if text.trim().is_empty() {
             return Err(invalid_params("the prompt is empty"));
@@ -513,58 +686,99 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
     out
 }
 
-/// Asks the client about one `ask` decision and answers the pipeline. If the
-/// pipeline stops waiting (the turn was cancelled), the request is withdrawn
-/// with `$/cancel_request` (dropping the sent request does that).
-async fn ask_client(cx: Cx, id: acp::SessionId, workspace: PathBuf, by: String, pending: PendingApproval) {
-    let PendingApproval { request, mut reply } = pending;
-    let args = request.arguments.clone();
-    let fields = acp::ToolCallUpdateFields::new()
-        .title(tool_title(&request.tool, &args))
-        .kind(tool_kind(&request.tool))
-        .status(acp::ToolCallStatus::Pending)
-        .locations(tool_locations(&workspace, &args))
-        .raw_input(args);
-    let options = vec![
-        acp::PermissionOption::new("allow_once", "Allow once", acp::PermissionOptionKind::AllowOnce),
-        acp::PermissionOption::new(
-            "allow_always",
-            format!("Always allow `{}` in this session", request.tool),
-            acp::PermissionOptionKind::AllowAlways,
-        ),
-        acp::PermissionOption::new("reject_once", "Reject", acp::PermissionOptionKind::RejectOnce),
-    ];
-    let mut meta = serde_json::Map::new();
-    meta.insert("wharf/reason".into(), Value::String(request.reason.clone()));
-    let question =
-        acp::RequestPermissionRequest::new(id, acp::ToolCallUpdate::new(request.call_id.clone(), fields), options)
-            .meta(meta);
-    let answer = tokio::select! {
-        r = cx.send_request(question).block_task() => r,
-        // The pipeline gave up waiting (turn cancelled): withdraw.
-        () = reply.closed() => return,
-    };
-    let approval = match answer {
+/// The one task that talks to the client for a session: updates and
+/// permission questions in log order.
+struct Forwarder {
+    cx: Cx,
+    id: acp::SessionId,
+    agent: Agent,
+    projector: Projector,
+    workspace: PathBuf,
+    /// `approval/decided.by` of the client's answers.
+    by: String,
+    tx: watch::Sender<u64>,
+}
+
+impl Forwarder {
+    /// Sends the updates of one event; `false` when the connection is gone.
+    fn event(&mut self, ev: &Event) -> bool {
+        let snap = self.agent.snapshot();
+        let unguarded =
+            snap.policies.is_empty() && snap.hooks.get(&HookPoint::ToolsPreExecute).is_none_or(|h| h.is_empty());
+        for update in self.projector.updates(ev, unguarded) {
+            if self.cx.send_notification(acp::SessionNotification::new(self.id.clone(), update)).is_err() {
+                return false;
+            }
+        }
+        let _ = self.tx.send(ev.seq);
+        true
+    }
+
+    /// Sends the question of one `ask` now (so it is ordered after the
+    /// updates already sent) and answers the pipeline from another task. If
+    /// the pipeline stops waiting (the turn was cancelled), the request is
+    /// withdrawn with `$/cancel_request` (dropping the sent request does that).
+    fn ask(&self, pending: PendingApproval) {
+        let PendingApproval { request, mut reply } = pending;
+        let args = request.arguments.clone();
+        let fields = acp::ToolCallUpdateFields::new()
+            .title(tool_title(&request.tool, &args))
+            .kind(tool_kind(&request.tool))
+            .status(acp::ToolCallStatus::Pending)
+            .locations(tool_locations(&self.workspace, &args))
+            .raw_input(args);
+        let options = vec![
+            acp::PermissionOption::new("allow_once", "Allow once", acp::PermissionOptionKind::AllowOnce),
+            acp::PermissionOption::new(
+                "allow_always",
+                format!("Always allow `{}` in this session", request.tool),
+                acp::PermissionOptionKind::AllowAlways,
+            ),
+            acp::PermissionOption::new("reject_once", "Reject", acp::PermissionOptionKind::RejectOnce),
+        ];
+        let mut meta = serde_json::Map::new();
+        meta.insert("wharf/reason".into(), Value::String(request.reason.clone()));
+        let question = acp::RequestPermissionRequest::new(
+            self.id.clone(),
+            acp::ToolCallUpdate::new(request.call_id.clone(), fields),
+            options,
+        )
+        .meta(meta);
+        let sent = self.cx.send_request(question);
+        let by = self.by.clone();
+        tokio::spawn(async move {
+            let answer = tokio::select! {
+                r = sent.block_task() => r,
+                // The pipeline gave up waiting (turn cancelled): withdraw.
+                () = reply.closed() => return,
+            };
+            // The pipeline may have stopped waiting meanwhile; then nobody listens.
+            let _ = reply.send(client_answer(answer, &by));
+        });
+    }
+}
+
+/// The pipeline's approval from the client's answer.
+fn client_answer(answer: Result<acp::RequestPermissionResponse, sdk::Error>, by: &str) -> Approval {
+    match answer {
         Ok(resp) => match resp.outcome {
             acp::RequestPermissionOutcome::Selected(s) => match s.option_id.0.as_ref() {
-                "allow_once" => approval(ApprovalOutcome::AllowedOnce, &by, None),
-                "allow_always" => approval(ApprovalOutcome::AllowedForSession, &by, None),
-                "reject_once" => approval(ApprovalOutcome::Rejected, &by, None),
-                other => approval(ApprovalOutcome::Rejected, &by, Some(format!("unknown option `{other}`"))),
+                "allow_once" => approval(ApprovalOutcome::AllowedOnce, by, None),
+                "allow_always" => approval(ApprovalOutcome::AllowedForSession, by, None),
+                "reject_once" => approval(ApprovalOutcome::Rejected, by, None),
+                other => approval(ApprovalOutcome::Rejected, by, Some(format!("unknown option `{other}`"))),
             },
             acp::RequestPermissionOutcome::Cancelled => {
-                approval(ApprovalOutcome::Cancelled, &by, Some("the client cancelled the request".into()))
+                approval(ApprovalOutcome::Cancelled, by, Some("the client cancelled the request".into()))
             }
-            _ => approval(ApprovalOutcome::Rejected, &by, Some("unknown outcome".into())),
+            _ => approval(ApprovalOutcome::Rejected, by, Some("unknown outcome".into())),
         },
         Err(e) => approval(
             ApprovalOutcome::Cancelled,
-            &by,
+            by,
             Some(format!("the permission request failed: {} {}", e.code.value(), e.message)),
         ),
-    };
-    // The pipeline may have stopped waiting meanwhile; then nobody listens.
-    let _ = reply.send(approval);
+    }
 }
 
 fn approval(outcome: ApprovalOutcome, by: &str, note: Option<String>) -> Approval {
@@ -849,6 +1063,29 @@ mod tests {
             ])
         );
         assert_eq!(plan_entries(&json!({"todos": ["a"]})).len(), 1);
+    }
+
+    #[test]
+    fn client_server_names_and_rows() {
+        assert_eq!(server_name("ed"), "ed");
+        assert_eq!(server_name("My Server / v2"), "My_Server_v2");
+        assert_eq!(server_name("a__b"), "a_b");
+        assert_eq!(server_name("__"), "client");
+        assert_eq!(server_name("日本"), "client");
+        assert_eq!(server_name(&"x".repeat(100)).len(), MAX_CLIENT_SERVER_NAME);
+        let stdio = |name: &str| {
+            acp::McpServer::Stdio(
+                acp::McpServerStdio::new(name, "/bin/srv").env(vec![acp::EnvVariable::new("K", "${env:HOME}")]),
+            )
+        };
+        let profile: Vec<McpServerConfig> = serde_json::from_value(json!([{"name": "taken", "command": "x"}])).unwrap();
+        let http = acp::McpServer::Http(acp::McpServerHttp::new("web", "http://127.0.0.1:1/mcp"));
+        let rows = client_servers(&[stdio("ed"), stdio("ed"), stdio("taken"), http], &profile);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["ed", "ed_2"]);
+        assert_eq!(rows[0].command.as_deref(), Some("/bin/srv"));
+        assert_eq!(rows[0].env["K"], "$${env:HOME}");
+        assert!(!rows[0].required);
     }
 
     #[test]

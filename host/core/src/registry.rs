@@ -5,9 +5,14 @@
 //! whole set atomically; unloading revokes all of it. Readers take a cheap
 //! [`Snapshot`] (an `Arc`), so a step sees one consistent view and in-flight
 //! calls keep the version they started with.
+//!
+//! A registry can be **layered** over another ([`Registry::layered`]): its
+//! snapshot is the parent's current view, then its own registrations (an
+//! ACP session's own MCP servers over the host's plugins). On a tool-name
+//! clash between the layers the parent keeps the name.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use crate::plugin::{Compactor, Hook, HookPoint, LlmAdapter, PluginRef, Policy, PromptSection, Tool};
 
@@ -131,6 +136,10 @@ impl Snapshot {
 #[derive(Default)]
 pub struct Registry {
     inner: RwLock<Inner>,
+    /// The registry this one is layered over.
+    parent: Option<Arc<Registry>>,
+    /// The merged view, with the parent's and the own generation it was built from.
+    merged: Mutex<Option<(u64, u64, Arc<Snapshot>)>>,
 }
 
 #[derive(Default)]
@@ -145,6 +154,12 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty registry layered over `parent`: its snapshots show the
+    /// parent's current registrations, then its own.
+    pub fn layered(parent: Arc<Registry>) -> Self {
+        Self { parent: Some(parent), ..Self::default() }
     }
 
     /// Installs `regs` as the registrations of `plugin.id`, atomically
@@ -189,15 +204,62 @@ impl Registry {
         removed
     }
 
-    /// The current view.
+    /// The current view (of a layered registry: the parent's, then its own).
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).snapshot.clone()
+        let own = self.inner.read().unwrap_or_else(|e| e.into_inner()).snapshot.clone();
+        let Some(parent) = &self.parent else {
+            return own;
+        };
+        let base = parent.snapshot();
+        let mut merged = self.merged.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((p, o, snap)) = merged.as_ref()
+            && *p == base.generation
+            && *o == own.generation
+        {
+            return snap.clone();
+        }
+        let snap = Arc::new(layer(&base, &own));
+        *merged = Some((base.generation, own.generation, snap.clone()));
+        snap
     }
 
-    /// The loaded version of a plugin id.
+    /// The loaded version of a plugin id (own registrations first).
     pub fn version_of(&self, plugin_id: &str) -> Option<PluginRef> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        inner.entries.get(plugin_id).map(|e| e.plugin.clone())
+        let own = inner.entries.get(plugin_id).map(|e| e.plugin.clone());
+        drop(inner);
+        own.or_else(|| self.parent.as_ref().and_then(|p| p.version_of(plugin_id)))
+    }
+}
+
+/// `own` over `base`: everything of both, `base` first, and `base` keeps a
+/// clashing tool name. Generations only grow, so their sum changes whenever
+/// either side does.
+fn layer(base: &Snapshot, own: &Snapshot) -> Snapshot {
+    let mut tools = base.tools.clone();
+    for (name, t) in &own.tools {
+        tools.entry(name.clone()).or_insert_with(|| t.clone());
+    }
+    let mut hooks = base.hooks.clone();
+    for (point, list) in &own.hooks {
+        let all = hooks.entry(*point).or_default();
+        all.extend(list.iter().cloned());
+        // Stable: equal priorities keep the parent's hooks first.
+        all.sort_by_key(|h| h.subscriptions().iter().find(|(p, _)| p == point).map_or(0, |(_, prio)| *prio));
+    }
+    let mut prompt_sections: Vec<PromptSection> =
+        base.prompt_sections.iter().chain(&own.prompt_sections).cloned().collect();
+    prompt_sections.sort_by_key(|s| s.order);
+    Snapshot {
+        generation: base.generation + own.generation,
+        tools,
+        llms: base.llms.iter().chain(&own.llms).cloned().collect(),
+        policies: base.policies.iter().chain(&own.policies).cloned().collect(),
+        hooks,
+        prompt_sections,
+        plugins: base.plugins.iter().chain(&own.plugins).cloned().collect(),
+        compactors: base.compactors.iter().chain(&own.compactors).cloned().collect(),
+        ..Snapshot::default()
     }
 }
 

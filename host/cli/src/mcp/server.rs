@@ -15,6 +15,21 @@
 //! turns never overlap. A `notifications/cancelled` cancels the call's turn.
 //! When a component is hot-reloaded the server sends
 //! `notifications/tools/list_changed`.
+//!
+//! **JSON-RPC errors at the edge.** rmcp's stdio codec drops a line it
+//! cannot decode without a reply (and answers some invalid requests without
+//! an `id`), so every line from the client goes through a check of ours
+//! first ([`check_line`]) and only lines rmcp can decode reach it: a line
+//! that is not JSON gets `-32700` with `"id": null`; a JSON value that is
+//! not a valid JSON-RPC 2.0 message (not an object — batches included —, no
+//! or another `jsonrpc`, a `method` that is not a string, an `id` that is
+//! not a string or number, `params` that are not an object or array, a
+//! request rmcp's types reject) gets `-32600` with its `id`, or `null` when
+//! it has none usable; a known method with params its type rejects gets
+//! `-32602` (rmcp would take it as a custom request and answer `-32601`);
+//! a well-formed notification or response rmcp cannot
+//! decode is dropped (JSON-RPC never answers those). Lines longer than
+//! 16 MiB are refused (`-32600`, `id` null) without being buffered whole.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -29,6 +44,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use wharf_core::events::{AssistantMessage, EventKind, StepEnd, StepStart, StopReason, TurnEnd, TurnStart};
 use wharf_core::pipeline::{StepRef, ToolPipeline};
@@ -200,7 +216,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             next_call: AtomicU64::new(1),
         }),
     };
-    let running = server.serve(rmcp::transport::stdio()).await?;
+    let running = server.serve(checked_stdio()).await?;
     // Hot reloads change the tool list.
     let peer = running.peer().clone();
     let mut changes = host.plugins.subscribe();
@@ -223,4 +239,271 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     tracing::info!("MCP client gone: {quit:?}");
     eprintln!("wharf mcp: session {} · log {}", log.id(), log.path().display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Longest line taken from the client.
+const MAX_LINE: usize = 16 << 20;
+
+/// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// The client requests rmcp has types for: one of these that decodes only
+/// as a custom request has params its type rejects (rmcp would answer
+/// "method not found").
+const KNOWN_REQUESTS: &[&str] = &[
+    "ping",
+    "initialize",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/directory/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+/// What to do with one line from the client.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// Hand it to rmcp.
+    Forward,
+    /// Answer it with this error instead.
+    Reply(Value),
+    /// Drop it (a notification or response that cannot be used).
+    Ignore,
+}
+
+fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// Classifies one line (without its newline); see the module docs.
+fn check_line(line: &[u8]) -> Line {
+    let line = line.trim_ascii();
+    if line.is_empty() {
+        return Line::Ignore;
+    }
+    let v: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => return Line::Reply(rpc_error(Value::Null, PARSE_ERROR, format!("Parse error: {e}"))),
+    };
+    let Value::Object(m) = &v else {
+        return Line::Reply(rpc_error(
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: expected a JSON-RPC object (batches are not supported)",
+        ));
+    };
+    // A usable id is echoed; a missing or invalid one is answered as null.
+    let (id, id_ok) = match m.get("id") {
+        None => (Value::Null, true),
+        Some(id @ (Value::String(_) | Value::Number(_))) => (id.clone(), true),
+        Some(_) => (Value::Null, false),
+    };
+    let invalid = |why: &str| Line::Reply(rpc_error(id.clone(), INVALID_REQUEST, format!("Invalid Request: {why}")));
+    if !id_ok {
+        return invalid("`id` must be a string or a number");
+    }
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("`jsonrpc` must be \"2.0\"");
+    }
+    let decodes = || serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(v.clone());
+    match m.get("method") {
+        Some(Value::String(_)) => {
+            if m.get("params").is_some_and(|p| !p.is_object() && !p.is_array()) {
+                return invalid("`params` must be an object or an array");
+            }
+            match (m.contains_key("id"), decodes()) {
+                (_, Ok(rmcp::model::JsonRpcMessage::Request(r)))
+                    if matches!(&r.request, rmcp::model::ClientRequest::CustomRequest(c)
+                        if KNOWN_REQUESTS.contains(&c.method.as_str())) =>
+                {
+                    let method = m.get("method").and_then(Value::as_str).unwrap_or("");
+                    Line::Reply(rpc_error(id.clone(), INVALID_PARAMS, format!("Invalid params for `{method}`")))
+                }
+                (_, Ok(_)) => Line::Forward,
+                (true, Err(e)) => invalid(&e.to_string()),
+                (false, Err(e)) => {
+                    tracing::debug!("dropping a notification rmcp cannot decode: {e}");
+                    Line::Ignore
+                }
+            }
+        }
+        Some(_) => invalid("`method` must be a string"),
+        None if m.contains_key("id") && (m.contains_key("result") ^ m.contains_key("error")) => match decodes() {
+            Ok(_) => Line::Forward,
+            Err(e) => {
+                tracing::debug!("dropping a response rmcp cannot decode: {e}");
+                Line::Ignore
+            }
+        },
+        None => invalid("no `method` (nor a response's `result` or `error`)"),
+    }
+}
+
+/// Reads one line of at most `cap` bytes (plus its newline) into `buf`.
+/// `None` at the end of input; `Some(true)` when the line was longer (it
+/// is consumed, not kept).
+async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let mut too_long = false;
+    let mut any = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(any.then_some(too_long));
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            let body = if done { take - 1 } else { take };
+            if buf.len() + body > cap {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&chunk[..body]);
+            }
+        }
+        r.consume(take);
+        if done {
+            return Ok(Some(too_long));
+        }
+    }
+}
+
+/// stdio for rmcp behind [`check_line`]: a task reads the client's lines
+/// and forwards the good ones into rmcp's input; one writer task sends
+/// rmcp's output and our error replies, whole lines each.
+fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    let (rmcp_in, mut feed) = tokio::io::duplex(1 << 16);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
+    let (lines, mut out) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = out.recv().await {
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let replies = lines.clone();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(from_rmcp);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if !line.ends_with(b"\n") {
+                        line.push(b'\n');
+                    }
+                    if lines.send(std::mem::take(&mut line)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let mut line = Vec::new();
+        loop {
+            let reply = match read_line_capped(&mut stdin, &mut line, MAX_LINE).await {
+                Ok(None) | Err(_) => break,
+                Ok(Some(true)) => Line::Reply(rpc_error(
+                    Value::Null,
+                    INVALID_REQUEST,
+                    format!("Invalid Request: a line longer than {MAX_LINE} bytes"),
+                )),
+                Ok(Some(false)) => check_line(&line),
+            };
+            match reply {
+                Line::Forward => {
+                    line.push(b'\n');
+                    if feed.write_all(&line).await.is_err() {
+                        break;
+                    }
+                }
+                Line::Reply(v) => {
+                    let mut text = v.to_string().into_bytes();
+                    text.push(b'\n');
+                    if replies.send(text).is_err() {
+                        break;
+                    }
+                }
+                Line::Ignore => {}
+            }
+        }
+        // End of input: rmcp sees its input close and stops.
+        let _ = feed.shutdown().await;
+    });
+    (rmcp_in, rmcp_out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn code(line: &str) -> (i64, Value) {
+        match check_line(line.as_bytes()) {
+            Line::Reply(v) => (v["error"]["code"].as_i64().unwrap(), v["id"].clone()),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lines_are_checked_before_rmcp() {
+        assert_eq!(code("{oops"), (PARSE_ERROR, Value::Null));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":3}"#), (INVALID_REQUEST, json!(3)));
+        assert_eq!(code(r#"{"id":"x","method":"ping"}"#), (INVALID_REQUEST, json!("x")));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#), (INVALID_REQUEST, Value::Null));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","method":1}"#), (INVALID_REQUEST, Value::Null));
+        assert_eq!(code("[]"), (INVALID_REQUEST, Value::Null));
+        assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Line::Forward);
+        assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#), Line::Forward);
+        assert_eq!(check_line(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), Line::Forward);
+        assert_eq!(check_line(b"  "), Line::Ignore);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":5}}"#),
+            (INVALID_PARAMS, json!(4))
+        );
+        assert_eq!(check_line(br#"{"jsonrpc":"2.0","id":5,"method":"x/custom"}"#), Line::Forward);
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_consumed_not_kept() {
+        let input = format!("{}\nnext\nlast", "x".repeat(100));
+        let mut r = tokio::io::BufReader::with_capacity(8, input.as_bytes());
+        let mut buf = Vec::new();
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), Some(true));
+        assert!(buf.is_empty());
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), Some(false));
+        assert_eq!(buf, b"next");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), Some(false));
+        assert_eq!(buf, b"last");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 10).await.unwrap(), None);
+    }
 }
