@@ -447,3 +447,169 @@ async fn policy_swapped_100_times_under_10000_calls() {
     assert!(decided_by.len() > 1, "the swaps did not overlap the calls");
     wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// What the loaded policy `id` decides on a call of `tool`.
+async fn decide(registry: &Registry, id: &str, tool: &str) -> wharf_core::plugin::Decision {
+    let snap = registry.snapshot();
+    let pol = snap.policies.iter().find(|p| p.plugin().id == id).unwrap_or_else(|| panic!("policy `{id}` is gone"));
+    let req = wharf_core::plugin::PolicyRequest {
+        tool: tool.into(),
+        plugin: "t".into(),
+        arguments: json!({}),
+        session_id: "s".into(),
+        agent_depth: 0,
+        workspace: None,
+    };
+    pol.evaluate(req).await.unwrap_or_else(|e| panic!("policy failed: {e}"))
+}
+
+fn deny_reason(d: &wharf_core::plugin::Decision) -> String {
+    match d {
+        wharf_core::plugin::Decision::Deny { reason } => reason.clone(),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+/// A policy config edited while the component file is broken stays pending
+/// (the policy fails closed meanwhile) and applies once the file is back —
+/// restored byte for byte, or fixed with a new build.
+async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
+    let f = fixture();
+    let base = bytes("policy-fixed");
+    let pol = f.dir.join("policy.wasm");
+    replace(&pol, &base);
+    let conf = f.dir.join("live.json");
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let (pol_c, conf_c) = (pol.clone(), conf.clone());
+    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&conf_c).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let config = json!({"decision": v["decision"], "reason": "the v2 rules"});
+        Ok(vec![spec("pol", &pol_c, config, Grant::default())])
+    });
+    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+    assert_eq!(decide(&f.registry, "pol", "write").await, wharf_core::plugin::Decision::Allow);
+
+    // The component breaks; then the operator tightens the rules.
+    replace(&pol, b"not a component");
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol")).await;
+    std::fs::write(&conf, r#"{"decision": "deny"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let ev = wait_for(&mut events, |e| {
+        matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol"
+            && c.error.as_deref().is_some_and(|m| m.contains("pending")))
+    })
+    .await;
+    let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
+    assert!(c.error.as_deref().is_some_and(|m| m.contains("denies every call")), "{c:?}");
+    // Meanwhile the old rules do not decide: the policy fails closed.
+    let reason = deny_reason(&decide(&f.registry, "pol", "write").await);
+    assert!(reason.contains("could not be applied"), "{reason}");
+
+    // The component comes back: the latest config wins.
+    let restored = if new_build { variant(&base, 1) } else { base.clone() };
+    replace(&pol, &restored);
+    let digest = wharf_runtime::cache::digest(&restored);
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol" && c.digest == digest)).await;
+    assert_eq!(deny_reason(&decide(&f.registry, "pol", "write").await), "the v2 rules");
+    assert_eq!(f.registry.version_of("pol").map(|p| p.digest), Some(digest));
+
+    // Nothing is pending any more: going back to the old rules applies them.
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol")).await;
+    assert_eq!(decide(&f.registry, "pol", "write").await, wharf_core::plugin::Decision::Allow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_edit_made_while_the_file_is_broken_applies_when_the_bytes_come_back() {
+    pending_config_applies_when_the_component_recovers(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_edit_made_while_the_file_is_broken_applies_to_the_fixed_build() {
+    pending_config_applies_when_the_component_recovers(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() {
+    let f = fixture();
+    let base = bytes("policy-fixed");
+    let pol = f.dir.join("policy.wasm");
+    replace(&pol, &base);
+    let config = json!({"decision": "deny", "reason": "no writes", "tools": ["write"]});
+    f.host.load_all(vec![spec("pol", &pol, config, Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+    // A valid component, but a compactor: it must not take the policy's place.
+    replace(&pol, &bytes("compaction"));
+    let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol")).await;
+    let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
+    let msg = c.error.clone().unwrap_or_default();
+    assert!(msg.contains("does not export policy") && msg.contains("policy.wasm"), "{msg}");
+    assert_eq!(c.digest, wharf_runtime::cache::digest(&bytes("compaction")));
+    // The old version keeps serving, and keeps denying.
+    assert_eq!(f.registry.version_of("pol").map(|p| p.digest), Some(wharf_runtime::cache::digest(&base)));
+    assert!(f.registry.snapshot().compactors.is_empty());
+    assert_eq!(deny_reason(&decide(&f.registry, "pol", "write").await), "no writes");
+    // A policy again (a new build) is accepted.
+    let fixed = variant(&base, 2);
+    replace(&pol, &fixed);
+    let digest = wharf_runtime::cache::digest(&fixed);
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol" && c.digest == digest)).await;
+    assert_eq!(deny_reason(&decide(&f.registry, "pol", "write").await), "no writes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_starts() {
+    let f = fixture();
+    let evil_fs = bytes("evil-fs");
+    let first = f.dir.join("first.wasm");
+    replace(&first, &evil_fs);
+    // `second` is the same component: every one of its tool names is taken
+    // by `first`, except the one only it has. `text` comes after both.
+    let specs = vec![
+        spec("first", &first, json!({}), Grant::default()),
+        spec("second", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["second_only"]}), Grant::default()),
+        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+    ];
+    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("the profile did not start: {e:?}"));
+    let owner = |tool: &str| f.registry.snapshot().tools.get(tool).map(|t| t.plugin().clone());
+    assert_eq!(owner("symlink").map(|p| p.id).as_deref(), Some("first"));
+    assert_eq!(owner("ok").map(|p| p.id).as_deref(), Some("first"));
+    assert_eq!(owner("second_only").map(|p| p.id).as_deref(), Some("second"));
+    assert_eq!(owner("echo").map(|p| p.id).as_deref(), Some("text"));
+    // The refusal is logged with both rows, in `second`'s `plugin/loaded`.
+    let warning = f
+        .host
+        .history()
+        .iter()
+        .find_map(|e| match e {
+            EventKind::PluginLoaded(c) if c.id == "second" => c.error.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no warning for `second`"));
+    assert!(warning.contains("`symlink`") && warning.contains("`first`") && warning.contains("`second`"), "{warning}");
+    assert!(
+        f.registry.snapshot().tool_conflicts.iter().all(|c| c.holder == "first" && c.refused == "second"),
+        "{:?}",
+        f.registry.snapshot().tool_conflicts
+    );
+
+    // A hot reload of the holder keeps its names.
+    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+    let next = variant(&evil_fs, 1);
+    replace(&first, &next);
+    let digest = wharf_runtime::cache::digest(&next);
+    wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "first" && c.digest == digest)).await;
+    assert_eq!(owner("symlink"), Some(wharf_core::plugin::PluginRef { id: "first".into(), digest }));
+    assert_eq!(owner("second_only").map(|p| p.id).as_deref(), Some("second"));
+
+    // One plugin naming a tool twice is refused at load, saying so.
+    let dup =
+        spec("dup", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["twice", "twice"]}), Grant::default());
+    let err = f.host.load_all(vec![dup]).await.err().unwrap_or_else(|| panic!("a duplicate name was accepted"));
+    assert!(err.join("\n").contains("`twice` twice"), "{err:?}");
+    assert!(f.registry.version_of("dup").is_none());
+}

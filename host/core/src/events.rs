@@ -546,7 +546,8 @@ pub struct PluginChange {
     /// Kinds it exports (`tool`, `llm` …), when loaded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<String>,
-    /// Why it failed, for `reload-failed`.
+    /// Why it failed, for `reload-failed`; for `loaded`, what of it was
+    /// refused (tool names an earlier plugin has).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -45,19 +45,42 @@ impl Registrations {
     }
 }
 
-/// A registration conflict.
+/// A registration set the registry refuses as a whole.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RegistryError {
-    /// Two plugins offer a tool of the same name.
-    #[error("tool `{tool}` of plugin `{new}` is already provided by plugin `{existing}`")]
-    DuplicateTool {
+    /// One plugin offers two tools of the same name.
+    #[error("plugin `{plugin}` offers the tool `{tool}` twice")]
+    DuplicateToolInPlugin {
         /// Tool name.
         tool: String,
-        /// Plugin that already has it.
-        existing: String,
-        /// Plugin that tried to register it.
-        new: String,
+        /// The plugin.
+        plugin: String,
     },
+}
+
+/// A tool name offered by two plugins: the plugin installed first (at start,
+/// the earlier row in profile order) has it; the other's tool is refused
+/// and stays refused while the holder offers that name. When the holder
+/// stops offering it (unload, or a version without it), the next plugin in
+/// order that offers the name gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolConflict {
+    /// Tool name.
+    pub tool: String,
+    /// Plugin id that has the name.
+    pub holder: String,
+    /// Plugin id whose tool of that name is refused.
+    pub refused: String,
+}
+
+impl std::fmt::Display for ToolConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool `{}` of plugin `{}` refused: plugin `{}`, earlier in load order, already provides it",
+            self.tool, self.refused, self.holder
+        )
+    }
 }
 
 struct Entry {
@@ -85,6 +108,8 @@ pub struct Snapshot {
     pub plugins: Vec<PluginRef>,
     /// Compactors in load order (the first one is used).
     pub compactors: Vec<Arc<dyn Compactor>>,
+    /// Tools refused because an earlier plugin has their name.
+    pub tool_conflicts: Vec<ToolConflict>,
 }
 
 impl Snapshot {
@@ -105,7 +130,13 @@ impl Snapshot {
             prompt_sections: self.prompt_sections.clone(),
             plugins: self.plugins.clone(),
             compactors: self.compactors.clone(),
+            tool_conflicts: self.tool_conflicts.clone(),
         }
+    }
+
+    /// The conflicts a plugin is part of, as holder or as the refused side.
+    pub fn conflicts_of(&self, plugin_id: &str) -> Vec<ToolConflict> {
+        self.tool_conflicts.iter().filter(|c| c.holder == plugin_id || c.refused == plugin_id).cloned().collect()
     }
 
     /// The tool specs, sorted by name.
@@ -164,23 +195,21 @@ impl Registry {
 
     /// Installs `regs` as the registrations of `plugin.id`, atomically
     /// replacing (and so revoking) whatever an earlier version registered.
-    /// Fails without changing anything on a conflict with another plugin.
+    /// A plugin keeps its place in the load order across versions.
+    ///
+    /// A tool name another plugin earlier in load order also offers is not
+    /// an error: that plugin keeps the name and this tool is refused
+    /// (listed in [`Snapshot::tool_conflicts`]; see [`ToolConflict`]).
+    /// Fails without changing anything when `regs` names one tool twice.
     pub fn install(&self, plugin: PluginRef, regs: Registrations) -> Result<(), RegistryError> {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut seen = std::collections::BTreeSet::new();
         for tool in &regs.tools {
             let name = &tool.spec().name;
-            if let Some(owner) = inner
-                .entries
-                .values()
-                .find(|e| e.plugin.id != plugin.id && e.regs.tools.iter().any(|t| &t.spec().name == name))
-            {
-                return Err(RegistryError::DuplicateTool {
-                    tool: name.clone(),
-                    existing: owner.plugin.id.clone(),
-                    new: plugin.id.clone(),
-                });
+            if !seen.insert(name.as_str()) {
+                return Err(RegistryError::DuplicateToolInPlugin { tool: name.clone(), plugin: plugin.id.clone() });
             }
         }
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         let order = match inner.entries.get(&plugin.id) {
             Some(e) => e.order,
             None => {
@@ -271,10 +300,23 @@ impl Inner {
         let mut snap = Snapshot { generation: self.generation, ..Snapshot::default() };
         let mut hooks: Vec<(i32, usize, HookPoint, Arc<dyn Hook>)> = Vec::new();
         let mut sections: Vec<(i32, usize, PromptSection)> = Vec::new();
+        // Tool name -> the plugin that has it (the first in load order).
+        let mut holders: BTreeMap<String, String> = BTreeMap::new();
         for e in entries {
             snap.plugins.push(e.plugin.clone());
             for t in &e.regs.tools {
-                snap.tools.insert(t.spec().name.clone(), t.clone());
+                let name = &t.spec().name;
+                match holders.get(name) {
+                    Some(holder) => snap.tool_conflicts.push(ToolConflict {
+                        tool: name.clone(),
+                        holder: holder.clone(),
+                        refused: e.plugin.id.clone(),
+                    }),
+                    None => {
+                        holders.insert(name.clone(), e.plugin.id.clone());
+                        snap.tools.insert(name.clone(), t.clone());
+                    }
+                }
             }
             if let Some(l) = &e.regs.llm {
                 snap.llms.push((e.plugin.id.clone(), l.clone()));
@@ -301,5 +343,73 @@ impl Inner {
         sections.sort_by_key(|(o, order, _)| (*o, *order));
         snap.prompt_sections = sections.into_iter().map(|(_, _, s)| s).collect();
         self.snapshot = Arc::new(snap);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::plugin::ToolMode;
+    use crate::testkit::FakeTool;
+
+    fn tools(plugin: &str, names: &[&str]) -> Registrations {
+        let plugin = PluginRef::native(plugin);
+        Registrations {
+            tools: names
+                .iter()
+                .map(|n| Arc::new(FakeTool::new(n, ToolMode::Parallel).plugin_ref(plugin.clone())) as Arc<dyn Tool>)
+                .collect(),
+            ..Registrations::default()
+        }
+    }
+
+    fn holder(reg: &Registry, tool: &str) -> Option<String> {
+        reg.snapshot().tools.get(tool).map(|t| t.plugin().id.clone())
+    }
+
+    #[test]
+    fn the_first_plugin_keeps_a_shared_tool_name_and_the_later_one_still_loads() {
+        let reg = Registry::new();
+        reg.install(PluginRef::native("a"), tools("a", &["read", "grep"])).unwrap();
+        // `b` claims `read` too: its other tool loads, its `read` is refused.
+        reg.install(PluginRef::native("b"), tools("b", &["read", "b_only"])).unwrap();
+        assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
+        assert_eq!(holder(&reg, "b_only").as_deref(), Some("b"));
+        let snap = reg.snapshot();
+        let c = ToolConflict { tool: "read".into(), holder: "a".into(), refused: "b".into() };
+        assert_eq!(snap.tool_conflicts, vec![c.clone()]);
+        assert_eq!(snap.conflicts_of("b"), vec![c.clone()]);
+        assert_eq!(snap.conflicts_of("a"), vec![c.clone()]);
+        let text = c.to_string();
+        assert!(text.contains("`read`") && text.contains("`a`") && text.contains("`b`"), "{text}");
+        // A reload of the holder keeps its names and its place.
+        reg.install(PluginRef::native("a"), tools("a", &["read", "grep", "new"])).unwrap();
+        assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
+        // A reload of the refused plugin is still refused.
+        reg.install(PluginRef::native("b"), tools("b", &["read"])).unwrap();
+        assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
+        // When the holder drops the name, the next plugin in order has it.
+        reg.install(PluginRef::native("a"), tools("a", &["grep"])).unwrap();
+        assert_eq!(holder(&reg, "read").as_deref(), Some("b"));
+        assert!(reg.snapshot().tool_conflicts.is_empty());
+        // Order is load order, not the order of the latest install: `a`
+        // (loaded first) takes the name back when it offers it again.
+        reg.install(PluginRef::native("a"), tools("a", &["grep", "read"])).unwrap();
+        assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
+        reg.revoke("a");
+        assert_eq!(holder(&reg, "read").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_plugin_offering_one_name_twice_is_refused_whole() {
+        let reg = Registry::new();
+        reg.install(PluginRef::native("a"), tools("a", &["x"])).unwrap();
+        let err = reg.install(PluginRef::native("a"), tools("a", &["y", "y"])).unwrap_err();
+        assert_eq!(err, RegistryError::DuplicateToolInPlugin { tool: "y".into(), plugin: "a".into() });
+        assert!(err.to_string().contains("`y` twice"), "{err}");
+        // Nothing changed: the old version still serves.
+        assert_eq!(holder(&reg, "x").as_deref(), Some("a"));
+        assert!(holder(&reg, "y").is_none());
     }
 }

@@ -227,6 +227,7 @@ impl Runtime {
         let engine = WharfEngine::new(&opts.engine)?;
         let mut linker: Linker<HostState> = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        crate::fs_guard::add_to_linker(&mut linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         crate::bindings::Host_::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
             &mut linker,
@@ -576,9 +577,19 @@ impl PluginVersion {
                     }
                 })
                 .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
-                let mut tools = Vec::new();
+                let mut tools: Vec<wharf_core::plugin::ToolSpec> = Vec::new();
                 for s in specs {
-                    tools.push(convert_spec(s)?);
+                    let spec = convert_spec(s)?;
+                    if spec.name.starts_with("mcp__") {
+                        return Err(format!(
+                            "tool name `{}` is reserved (`mcp__` names belong to MCP servers)",
+                            spec.name
+                        ));
+                    }
+                    if tools.iter().any(|t| t.name == spec.name) {
+                        return Err(format!("tool.list-tools() names the tool `{}` twice", spec.name));
+                    }
+                    tools.push(spec);
                 }
                 self.tools = tools;
             }

@@ -37,12 +37,14 @@ fn kinds_of(v: &PluginVersion) -> Vec<String> {
     v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect()
 }
 
-fn loaded(v: &PluginVersion) -> EventKind {
+/// `plugin/loaded`; `warning` says what of it was refused (tool names an
+/// earlier plugin has).
+fn loaded(v: &PluginVersion, warning: Option<String>) -> EventKind {
     EventKind::PluginLoaded(PluginChange {
         id: v.id.clone(),
         digest: v.digest.clone(),
         kinds: kinds_of(v),
-        error: None,
+        error: warning,
     })
 }
 
@@ -80,8 +82,35 @@ pub struct PluginHost {
 #[derive(Default)]
 struct HostInner {
     versions: BTreeMap<String, Arc<PluginVersion>>,
+    /// The spec each loaded version was loaded with.
     specs: BTreeMap<String, PluginSpec>,
+    /// Config changes that could not be applied yet (the component failed
+    /// to load with them), latest per id: the next load of the row uses
+    /// it, so the latest config wins once the component recovers.
+    pending: BTreeMap<String, PluginSpec>,
     history: Vec<EventKind>,
+}
+
+/// Stands in for a policy whose latest config could not be applied: the old
+/// rules might allow what the new ones deny, so every call is denied until
+/// the row loads with its latest config (fail closed).
+struct FailClosedPolicy {
+    plugin: wharf_core::plugin::PluginRef,
+    reason: String,
+}
+
+impl wharf_core::plugin::Policy for FailClosedPolicy {
+    fn plugin(&self) -> &wharf_core::plugin::PluginRef {
+        &self.plugin
+    }
+
+    fn evaluate(
+        &self,
+        _request: wharf_core::plugin::PolicyRequest,
+    ) -> wharf_core::plugin::BoxFuture<'_, Result<wharf_core::plugin::Decision, String>> {
+        let reason = self.reason.clone();
+        Box::pin(async move { Ok(wharf_core::plugin::Decision::Deny { reason }) })
+    }
 }
 
 impl PluginHost {
@@ -183,13 +212,37 @@ impl PluginHost {
     }
 
     fn install(&self, spec: PluginSpec, v: Arc<PluginVersion>) -> Result<(), String> {
-        self.registry.install(v.plugin_ref(), registrations(&v)).map_err(|e| e.to_string())?;
+        // A new version keeps every kind its row had: a policy row whose
+        // file became a compactor must not silently stop deciding.
+        if let Some(old) = self.lock().versions.get(&v.id).cloned() {
+            let lost: Vec<String> =
+                old.kinds.iter().filter(|k| !v.kinds.contains(k)).map(|k| format!("{k:?}").to_lowercase()).collect();
+            if !lost.is_empty() {
+                return Err(format!(
+                    "{}: the new version does not export {} (row `{}` has [{}], the new version [{}]); \
+                     a reload must keep every kind of its row, so the old version keeps serving",
+                    v.path.display(),
+                    lost.join(", "),
+                    v.id,
+                    kinds_of(&old).join(", "),
+                    kinds_of(&v).join(", "),
+                ));
+            }
+        }
+        self.registry.install(v.plugin_ref(), registrations(&v)).map_err(|e| format!("{}: {e}", v.path.display()))?;
+        let conflicts = self.registry.snapshot().conflicts_of(&v.id);
+        for c in &conflicts {
+            tracing::warn!("{c}");
+        }
+        let warning =
+            (!conflicts.is_empty()).then(|| conflicts.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("; "));
         let old = {
             let mut st = self.lock();
             st.specs.insert(spec.id.clone(), spec);
+            st.pending.remove(&v.id);
             st.versions.insert(v.id.clone(), v.clone())
         };
-        self.publish(loaded(&v));
+        self.publish(loaded(&v, warning));
         if let Some(old) = old
             && (old.digest != v.digest || !Arc::ptr_eq(&old, &v))
         {
@@ -202,7 +255,8 @@ impl PluginHost {
     /// keeps serving and `plugin/reload-failed` is published.
     pub async fn reload(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
         let _guard = self.swap_lock.lock().await;
-        self.reload_locked(spec).await
+        let pending = self.lock().pending.contains_key(&spec.id);
+        self.reload_locked(spec, pending).await
     }
 
     /// Like [`reload`](Self::reload) from bytes already read (the watcher
@@ -216,33 +270,79 @@ impl PluginHost {
             Ok(r) => r,
             Err(e) => Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") }),
         };
-        self.finish_reload(spec, compiled)
+        let pending = self.lock().pending.contains_key(&spec.id);
+        self.finish_reload(spec, compiled, pending)
     }
 
-    async fn reload_locked(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
+    async fn reload_locked(&self, spec: PluginSpec, pending: bool) -> Result<Arc<PluginVersion>, String> {
         let compiled = self.compile(spec.clone()).await;
-        self.finish_reload(spec, compiled)
+        self.finish_reload(spec, compiled, pending)
     }
 
+    /// Installs a compiled version, or publishes why not. With `pending`
+    /// (`spec` is a config change not applied yet), a failure keeps `spec`
+    /// pending for the next load of the row.
     fn finish_reload(
         &self,
         spec: PluginSpec,
         compiled: Result<Arc<PluginVersion>, LoadError>,
+        pending: bool,
     ) -> Result<Arc<PluginVersion>, String> {
         let id = spec.id.clone();
-        match compiled {
-            Ok(v) => {
-                self.install(spec, v.clone()).inspect_err(|e| {
-                    self.publish(failed(&id, &v.digest, e));
-                })?;
-                Ok(v)
-            }
+        let (digest, msg) = match compiled {
+            Ok(v) => match self.install(spec.clone(), v.clone()) {
+                Ok(()) => return Ok(v),
+                Err(e) => (v.digest.clone(), e),
+            },
             Err(e) => {
-                let msg = e.to_string();
                 let digest = std::fs::read(&spec.path).map(|b| crate::cache::digest(&b)).unwrap_or_default();
-                self.publish(failed(&id, &digest, &msg));
-                Err(msg)
+                (digest, e.to_string())
             }
+        };
+        let msg = if pending { format!("{msg}; {}", self.keep_pending(spec)) } else { msg };
+        self.publish(failed(&id, &digest, &msg));
+        Err(msg)
+    }
+
+    /// Keeps a config change that could not be applied for the next load of
+    /// its row; a loaded policy fails closed meanwhile. Returns what that
+    /// means, for the log.
+    fn keep_pending(&self, spec: PluginSpec) -> String {
+        let id = spec.id.clone();
+        let old = {
+            let mut st = self.lock();
+            st.pending.insert(id.clone(), spec);
+            st.versions.get(&id).cloned()
+        };
+        let mut note = format!("the new config of `{id}` stays pending and applies when the component loads");
+        if let Some(old) = old.filter(|v| v.kinds.contains(&crate::component::Kind::Policy)) {
+            let reason = format!(
+                "policy `{id}` denies every call: its new config could not be applied yet (the component failed to load)"
+            );
+            let mut regs = registrations(&old);
+            regs.policy = Some(Arc::new(FailClosedPolicy { plugin: old.plugin_ref(), reason }));
+            match self.registry.install(old.plugin_ref(), regs) {
+                Ok(()) => note.push_str("; meanwhile the policy denies every call"),
+                Err(e) => tracing::error!("cannot fail policy `{id}` closed: {e}"),
+            }
+        }
+        tracing::warn!("{note}");
+        note
+    }
+
+    /// Drops a pending config change of `id` (the config went back to what
+    /// is loaded), restoring the loaded version's own registrations.
+    fn drop_pending(&self, id: &str) {
+        let loaded = {
+            let mut st = self.lock();
+            st.pending.remove(id);
+            st.versions.get(id).cloned()
+        };
+        if let Some(v) = loaded {
+            if let Err(e) = self.registry.install(v.plugin_ref(), registrations(&v)) {
+                tracing::error!("cannot restore plugin `{id}`: {e}");
+            }
+            tracing::info!("the config of `{id}` is back to the loaded one; nothing pending");
         }
     }
 
@@ -257,6 +357,7 @@ impl PluginHost {
         let old = {
             let mut st = self.lock();
             st.specs.remove(id);
+            st.pending.remove(id);
             st.versions.remove(id)
         };
         match old {
@@ -269,23 +370,33 @@ impl PluginHost {
     }
 
     /// Applies a new set of specs: loads added ids, unloads removed ones and
-    /// reloads those whose path, config, grant or mode changed.
+    /// reloads those whose path, config, grant or mode changed. A change
+    /// that fails to load stays pending: the next load of the row (its file
+    /// fixed or restored) uses the latest config.
     pub async fn apply(&self, specs: Vec<PluginSpec>) -> Vec<String> {
         let _guard = self.swap_lock.lock().await;
-        let current = self.lock().specs.clone();
+        let (current, pending) = {
+            let st = self.lock();
+            (st.specs.clone(), st.pending.clone())
+        };
         let mut errors = Vec::new();
         let new_ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
-        for id in current.keys() {
+        for id in current.keys().chain(pending.keys()) {
             if !new_ids.contains(id) {
                 self.unload_locked(id);
             }
         }
         for spec in specs {
-            let changed = match current.get(&spec.id) {
-                None => true,
-                Some(old) => !same_spec(old, &spec),
-            };
-            if changed && let Err(e) = self.reload_locked(spec).await {
+            if current.get(&spec.id).is_some_and(|old| same_spec(old, &spec)) {
+                if pending.contains_key(&spec.id) {
+                    self.drop_pending(&spec.id);
+                }
+                continue;
+            }
+            if pending.get(&spec.id).is_some_and(|p| same_spec(p, &spec)) {
+                continue;
+            }
+            if let Err(e) = self.reload_locked(spec, true).await {
                 errors.push(e);
             }
         }
@@ -372,9 +483,15 @@ impl PluginHost {
                     }
                 }
             }
-            let specs = self.lock().specs.clone();
+            // Every row, with its pending config where one is waiting.
+            let (mut specs, pending) = {
+                let st = self.lock();
+                (st.specs.clone(), st.pending.clone())
+            };
+            specs.extend(pending.clone());
             let now = Instant::now();
             for (id, spec) in specs {
+                let is_pending = pending.contains_key(&id);
                 let touched = changed.iter().any(|p| *p == canon(&spec.path));
                 let due = retries.get(&id).is_some_and(|(_, at)| *at <= now);
                 if !touched && !due {
@@ -396,11 +513,18 @@ impl PluginHost {
                 .await;
                 let current = self.lock().versions.get(&id).map(|v| v.digest.clone());
                 let result = match read {
-                    Ok(Ok((_, digest))) if current.as_deref() == Some(digest.as_str()) => {
+                    // Identical bytes are a no-op, unless a config change is
+                    // waiting for this component to load again.
+                    Ok(Ok((_, digest))) if !is_pending && current.as_deref() == Some(digest.as_str()) => {
                         retries.remove(&id);
                         continue;
                     }
-                    Ok(Ok((bytes, _))) => self.reload_bytes(spec, bytes).await,
+                    Ok(Ok((bytes, _))) => {
+                        if is_pending {
+                            tracing::info!("loading `{id}` with its pending config");
+                        }
+                        self.reload_bytes(spec, bytes).await
+                    }
                     // Unreadable (mid-write, removed): the loader reports why.
                     _ => self.reload(spec).await,
                 };

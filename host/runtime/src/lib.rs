@@ -14,6 +14,7 @@ pub mod cache;
 pub mod component;
 pub mod engine;
 pub mod error;
+pub mod fs_guard;
 pub mod grants;
 pub mod host;
 pub mod net;

@@ -1,0 +1,143 @@
+//! Filesystem hardening against a hostile component (`tests/plugins/evil-fs`):
+//! a component with a read-write grant cannot leave a symlink that points
+//! out of the grant — not by `symlink-at`, and not by hard-linking or
+//! renaming a link so that its relative target means something else. Links
+//! that point below their own directory still work, and the next call is
+//! served.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use wharf_runtime::grants::{Access, DirGrant, Grant};
+use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+
+fn runtime() -> Arc<Runtime> {
+    let cache = wharf_tests::target_dir().join("test-cache");
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })
+        .unwrap_or_else(|e| panic!("runtime: {e:#}"))
+}
+
+/// Calls a tool; returns (is_error, content).
+async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, String) {
+    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
+    match v.call_tool(tool, &args.to_string(), &ctx).await {
+        Ok(o) => (o.is_error, o.content),
+        Err(e) => (true, format!("{}: {}", e.code, e.message)),
+    }
+}
+
+struct Ws {
+    _tmp: tempfile::TempDir,
+    /// The parent of the grant (outside it).
+    outer: PathBuf,
+    /// The read-write grant.
+    ws: PathBuf,
+    v: Arc<PluginVersion>,
+}
+
+fn setup() -> Ws {
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outer = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let ws = outer.join("ws");
+    std::fs::create_dir_all(ws.join("sub/deep")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("sub/file.txt"), "inside\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(outer.join("secret.txt"), "outside\n").unwrap_or_else(|e| panic!("{e}"));
+    let grant =
+        Grant { dirs: vec![DirGrant::new(&ws, Access::Rw).unwrap_or_else(|e| panic!("{e}"))], ..Grant::default() };
+    let spec = PluginSpec {
+        id: "evil-fs".into(),
+        path: wharf_tests::plugin("evil-fs"),
+        config: json!({}),
+        grant,
+        warm: false,
+    };
+    let v = runtime().load(&spec).unwrap_or_else(|e| panic!("load evil-fs: {e}"));
+    Ws { _tmp: tmp, outer, ws, v }
+}
+
+fn is_symlink(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).map(|m| m.file_type().is_symlink()).unwrap_or(false)
+}
+
+async fn assert_still_serving(v: &PluginVersion) {
+    let (err, content) = call(v, "ok", json!({})).await;
+    assert!(!err && content == "ok", "normal call after a refusal failed: {content}");
+}
+
+#[tokio::test]
+async fn symlinks_pointing_out_of_the_grant_are_refused() {
+    let w = setup();
+    let secret = w.outer.join("secret.txt");
+    let outward = [
+        ("../secret.txt", w.ws.join("up")),
+        ("../../etc/passwd", w.ws.join("sub/passwd")),
+        ("../../../../../../../../etc/passwd", w.ws.join("sub/deep/passwd")),
+        ("/etc/passwd", w.ws.join("abs")),
+        ("/", w.ws.join("root")),
+        (secret.to_str().unwrap_or_default(), w.ws.join("abs_secret")),
+        ("sub/../../secret.txt", w.ws.join("dotdot_mid")),
+        // Inside the grant from `sub/`, but `..` is refused whatever follows:
+        // the link's meaning would change if `sub/` were moved.
+        ("../sub/file.txt", w.ws.join("sub/sibling")),
+        ("", w.ws.join("empty")),
+    ];
+    for (target, link) in &outward {
+        let (err, content) = call(&w.v, "symlink", json!({"target": target, "link": link})).await;
+        assert!(err, "symlink {} -> {target} was created: {content}", link.display());
+        assert!(content.contains("not-permitted") || target.is_empty(), "{target}: {content}");
+        assert!(!is_symlink(link), "{} exists on the host", link.display());
+    }
+    // Links below their own directory still work.
+    let inside =
+        [("sub/file.txt", w.ws.join("down")), ("file.txt", w.ws.join("sub/same_dir")), (".", w.ws.join("dot"))];
+    for (target, link) in &inside {
+        let (err, content) = call(&w.v, "symlink", json!({"target": target, "link": link})).await;
+        assert!(!err, "symlink {} -> {target} refused: {content}", link.display());
+        assert_eq!(std::fs::read_link(link).unwrap_or_default(), Path::new(target));
+    }
+    assert_eq!(std::fs::read_to_string(w.ws.join("down")).unwrap_or_default(), "inside\n");
+    assert_still_serving(&w.v).await;
+}
+
+#[tokio::test]
+async fn hard_links_and_renames_cannot_move_a_link_outward() {
+    let w = setup();
+    // A link the user planted, pointing inside the grant from where it is
+    // (`sub/deep/../../sub/file.txt` is `sub/file.txt`) but outside from the
+    // grant's root: moving it up must be refused.
+    let planted = w.ws.join("sub/deep/up");
+    std::os::unix::fs::symlink("../../sub/file.txt", &planted).unwrap_or_else(|e| panic!("{e}"));
+    let abs = w.ws.join("sub/abs");
+    std::os::unix::fs::symlink("/etc/passwd", &abs).unwrap_or_else(|e| panic!("{e}"));
+    for tool in ["hard_link", "rename"] {
+        for (from, to) in [(&planted, w.ws.join("moved_up")), (&abs, w.ws.join("sub/deep/abs_copy"))] {
+            let (err, content) = call(&w.v, tool, json!({"from": from, "to": to})).await;
+            assert!(err, "{tool} {} -> {} succeeded: {content}", from.display(), to.display());
+            assert!(content.contains("not-permitted"), "{tool}: {content}");
+            assert!(!is_symlink(&to), "{tool} left {} on the host", to.display());
+            assert!(is_symlink(from), "{tool} removed {}", from.display());
+        }
+    }
+    // A link created by the component (downward only) can be moved and
+    // hard-linked anywhere in the grant: it still points below itself.
+    let link = w.ws.join("sub/down");
+    let (err, content) = call(&w.v, "symlink", json!({"target": "deep", "link": link})).await;
+    assert!(!err, "{content}");
+    let (err, content) = call(&w.v, "hard_link", json!({"from": link, "to": w.ws.join("sub/deep/down2")})).await;
+    assert!(!err, "hard link of a downward link refused: {content}");
+    let (err, content) = call(&w.v, "rename", json!({"from": link, "to": w.ws.join("down_moved")})).await;
+    assert!(!err, "rename of a downward link refused: {content}");
+    assert_eq!(std::fs::read_link(w.ws.join("down_moved")).unwrap_or_default(), Path::new("deep"));
+    // Files and directories still move and link as before.
+    let (err, content) =
+        call(&w.v, "hard_link", json!({"from": w.ws.join("sub/file.txt"), "to": w.ws.join("file_link.txt")})).await;
+    assert!(!err, "hard link of a file refused: {content}");
+    let (err, content) = call(&w.v, "rename", json!({"from": w.ws.join("sub/deep"), "to": w.ws.join("deep")})).await;
+    assert!(!err, "rename of a directory refused: {content}");
+    // Nothing escapes through the grant's parent either.
+    let (err, _) = call(&w.v, "rename", json!({"from": w.ws.join("file_link.txt"), "to": w.outer.join("x")})).await;
+    assert!(err);
+    assert!(!w.outer.join("x").exists());
+    assert_still_serving(&w.v).await;
+}
