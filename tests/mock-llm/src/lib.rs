@@ -42,8 +42,10 @@
 //!   `usage_in_finish_chunk`, `chunk_chars` (default 8; 0 = whole strings),
 //!   `keepalive_every` (a `: keep-alive` comment after every N chunks),
 //!   `write_bytes` (split the body into N-byte writes, cutting lines and
-//!   UTF-8 sequences), `chunk_delay_ms`, `headers_delay_ms`, `model`, and
-//!   one `fault` ([`Fault`], tagged by `type`):
+//!   UTF-8 sequences), `chunk_delay_ms`, `headers_delay_ms`, `model`,
+//!   `headers` (extra response headers as `[name, value]` pairs, e.g. a
+//!   provider's `x-request-id`), and one `fault` ([`Fault`], tagged by
+//!   `type`):
 //!   - `reset {after_chunks}`: the TCP connection is reset (RST);
 //!   - `stall {after_chunks, ms, keepalive_every_ms}`: pause, optionally
 //!     sending `: keep-alive`, then carry on;
@@ -55,7 +57,8 @@
 //! - `error` ([`ErrorReply`]): `status` with an OpenAI-style body
 //!   `{"error":{"message","type","param":null,"code"}}` (defaults per
 //!   status after DeepSeek's table: 400, 401, 402, 403, 422, 429, 500,
-//!   503 …), optional `retry_after` (the `Retry-After` header), or a raw
+//!   503 …; `message`, `type`, `code` override them), optional
+//!   `retry_after` (the `Retry-After` header), extra `headers`, or a raw
 //!   `body`.
 //! - `context_overflow {limit}`: DeepSeek's 400 "This model's maximum
 //!   context length is … tokens …".
@@ -100,7 +103,8 @@
 //! # Inspection over HTTP (for the binary)
 //!
 //! `GET /_mock/requests` and `GET /_mock/violations` return the records as
-//! JSON; `POST /_mock/replies` queues more replies; `GET /v1/models` lists
+//! JSON (each request with its arrival time, `received_ms` since the mock
+//! started, so a test can measure how long a client waited between tries); `POST /_mock/replies` queues more replies; `GET /v1/models` lists
 //! `mock-model`.
 
 pub mod checks;

@@ -257,6 +257,8 @@ pub struct StreamReply {
     pub model: Option<String>,
     /// A fault to inject.
     pub fault: Option<Fault>,
+    /// Extra response headers (e.g. `["x-request-id", "req-1"]`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Default for StreamReply {
@@ -276,6 +278,7 @@ impl Default for StreamReply {
             headers_delay_ms: 0,
             model: None,
             fault: None,
+            headers: Vec::new(),
         }
     }
 }
@@ -388,12 +391,22 @@ pub struct ErrorReply {
     /// Replace the whole body with this text.
     #[serde(default)]
     pub body: Option<String>,
+    /// Extra response headers (e.g. `["x-request-id", "req-1"]`).
+    #[serde(default)]
+    pub headers: Vec<(String, String)>,
 }
 
 impl ErrorReply {
     /// An error with the defaults for `status`.
     pub fn new(status: u16) -> Self {
-        Self { status, message: None, error_type: None, code: None, retry_after: None, body: None }
+        Self { status, message: None, error_type: None, code: None, retry_after: None, body: None, headers: Vec::new() }
+    }
+
+    /// The same error with an extra response header.
+    #[must_use]
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
     }
 
     /// The same error with a `Retry-After` value.

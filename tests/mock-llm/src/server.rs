@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -58,6 +58,10 @@ pub struct RecordedRequest {
     pub reply: String,
     /// Violations found in this request.
     pub violations: Vec<Violation>,
+    /// When it arrived: milliseconds since the mock started (to check how
+    /// long a client waited between requests, e.g. for `Retry-After`).
+    #[serde(default)]
+    pub received_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +73,8 @@ pub(crate) struct State {
     pub(crate) violations: Vec<Violation>,
     /// Tool-call id → reasoning streamed with it.
     pub(crate) served_reasoning: HashMap<String, String>,
+    /// When the mock started.
+    pub(crate) started: Option<Instant>,
 }
 
 /// Shared server state.
@@ -81,6 +87,7 @@ impl Shared {
             queue: script.replies.into(),
             default_reply: script.default_reply,
             checks: script.checks,
+            started: Some(Instant::now()),
             ..State::default()
         })))
     }
@@ -298,6 +305,7 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             Err(e) => format!("error {} (mock)", e.status),
         };
         state.violations.extend(violations.iter().cloned());
+        let received_ms = state.started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0);
         state.requests.push(RecordedRequest {
             index,
             method: parts.method.to_string(),
@@ -308,6 +316,7 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             raw_body: String::from_utf8_lossy(&bytes).into_owned(),
             reply: described,
             violations,
+            received_ms,
         });
         (index, reply)
     };
@@ -331,12 +340,7 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             if let Ok(v) = HeaderValue::from_str(&raw.content_type) {
                 res.headers_mut().insert(CONTENT_TYPE, v);
             }
-            for (k, v) in raw.headers {
-                if let (Ok(k), Ok(v)) = (hyper::header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(&v))
-                {
-                    res.headers_mut().append(k, v);
-                }
-            }
+            add_headers(&mut res, &raw.headers);
             res
         }
         Ok(Reply::Stream(s)) => {
@@ -349,6 +353,7 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             let mut res = Response::new(ChannelBody { rx }.boxed());
             res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
             res.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            add_headers(&mut res, &s.headers);
             res
         }
     }
@@ -371,7 +376,17 @@ fn error_response(e: &ErrorReply) -> Response<ResBody> {
     if let Some(v) = e.retry_after.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
         res.headers_mut().insert(RETRY_AFTER, v);
     }
+    add_headers(&mut res, &e.headers);
     res
+}
+
+/// Appends scripted headers (invalid names or values are left out).
+fn add_headers(res: &mut Response<ResBody>, headers: &[(String, String)]) {
+    for (k, v) in headers {
+        if let (Ok(k), Ok(v)) = (hyper::header::HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(v)) {
+            res.headers_mut().append(k, v);
+        }
+    }
 }
 
 /// Plays a plan into the body channel. Stops quietly when the client goes

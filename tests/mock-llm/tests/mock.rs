@@ -338,6 +338,26 @@ async fn http_errors_map_to_stable_codes() {
     mock.assert_no_violations();
 }
 
+#[tokio::test]
+async fn scripted_headers_and_arrival_times() {
+    let replies = vec![
+        Reply::Error(ErrorReply::new(429).with_retry_after("1").with_header("x-request-id", "req-429")),
+        Reply::Stream(StreamReply {
+            text: "hi".into(),
+            headers: vec![("x-request-id".into(), "req-ok".into())],
+            ..StreamReply::default()
+        }),
+    ];
+    let mock = MockLlm::start(Script::new(replies)).await.unwrap();
+    let resp = chat(&mock, &simple_body()).await;
+    assert_eq!((resp.status, resp.headers["x-request-id"].to_str().unwrap()), (429, "req-429"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let resp = chat(&mock, &simple_body()).await;
+    assert_eq!((resp.status, resp.headers["x-request-id"].to_str().unwrap()), (200, "req-ok"));
+    let reqs = mock.requests();
+    assert!(reqs[1].received_ms >= reqs[0].received_ms + 200, "{} then {}", reqs[0].received_ms, reqs[1].received_ms);
+}
+
 fn faulty(fault: Fault) -> Reply {
     Reply::Stream(
         StreamReply { text: "hello world, how are you".into(), chunk_chars: 4, ..StreamReply::default() }
