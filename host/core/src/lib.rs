@@ -39,6 +39,8 @@ pub mod plugin;
 pub mod policy;
 pub mod projection;
 pub mod registry;
+#[cfg(test)]
+mod registry_layer_tests;
 pub mod retry;
 pub mod scheduler;
 pub mod schema;
