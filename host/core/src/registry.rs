@@ -266,8 +266,19 @@ impl Registry {
 /// either side does.
 fn layer(base: &Snapshot, own: &Snapshot) -> Snapshot {
     let mut tools = base.tools.clone();
+    let mut tool_conflicts: Vec<ToolConflict> =
+        base.tool_conflicts.iter().chain(&own.tool_conflicts).cloned().collect();
     for (name, t) in &own.tools {
-        tools.entry(name.clone()).or_insert_with(|| t.clone());
+        match tools.get(name) {
+            Some(holder) => tool_conflicts.push(ToolConflict {
+                tool: name.clone(),
+                holder: holder.plugin().id.clone(),
+                refused: t.plugin().id.clone(),
+            }),
+            None => {
+                tools.insert(name.clone(), t.clone());
+            }
+        }
     }
     let mut hooks = base.hooks.clone();
     for (point, list) in &own.hooks {
@@ -288,7 +299,7 @@ fn layer(base: &Snapshot, own: &Snapshot) -> Snapshot {
         prompt_sections,
         plugins: base.plugins.iter().chain(&own.plugins).cloned().collect(),
         compactors: base.compactors.iter().chain(&own.compactors).cloned().collect(),
-        ..Snapshot::default()
+        tool_conflicts,
     }
 }
 
@@ -399,6 +410,19 @@ mod tests {
         assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
         reg.revoke("a");
         assert_eq!(holder(&reg, "read").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_layered_registry_lists_the_names_its_parent_kept() {
+        let parent = Arc::new(Registry::new());
+        parent.install(PluginRef::native("a"), tools("a", &["read"])).unwrap();
+        let child = Registry::layered(parent);
+        child.install(PluginRef::native("mcp:s"), tools("mcp:s", &["read", "own"])).unwrap();
+        let snap = child.snapshot();
+        assert_eq!(snap.tools.get("read").map(|t| t.plugin().id.clone()).as_deref(), Some("a"));
+        assert!(snap.tools.contains_key("own"));
+        let c = ToolConflict { tool: "read".into(), holder: "a".into(), refused: "mcp:s".into() };
+        assert_eq!(snap.tool_conflicts, vec![c]);
     }
 
     #[test]
