@@ -244,6 +244,7 @@ impl Agent {
             bus: bus.clone(),
             approver: approver.clone(),
             config: config.clone(),
+            event_bytes: Default::default(),
         });
         let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone())
             .with_services(services.clone());

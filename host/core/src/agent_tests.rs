@@ -651,7 +651,11 @@ async fn tool_panic_becomes_an_error_result() {
         vec![FakeTool::new("boom", ToolMode::Parallel).behaviour(|_| panic!("tool bug"))],
     );
     assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
-    assert_eq!(h.results()[0].error_code.as_deref(), Some(codes::TOOL_PANICKED));
+    // A panic in the task is the host's bug, never labelled as the tool's.
+    let r = &h.results()[0];
+    assert_eq!(r.error_code.as_deref(), Some(codes::HOST_PANIC));
+    assert!(r.content.contains("internal error in the host") && r.content.contains("tool bug"), "{}", r.content);
+    assert!(!r.content.contains("tool crashed"), "{}", r.content);
 }
 
 #[tokio::test]
@@ -1004,6 +1008,54 @@ async fn plugins_record_todo_lists_through_session_services() {
     assert_eq!(todos.len(), 1);
     assert_eq!(todos[0][0]["status"], "in_progress");
     assert_eq!(svc.depth(), 0);
+}
+
+#[tokio::test]
+async fn plugin_events_are_bounded_per_event_call_and_session() {
+    use crate::plugin::{ServiceError, SessionServices};
+    use crate::services::{MAX_EVENT_BYTES, MAX_EVENT_BYTES_PER_SESSION, MAX_EVENTS_PER_CALL};
+    let h = harness(vec![Reply::text("ok")], vec![]);
+    let ctx = h.agent.inner.services.clone();
+    let list = |bytes: usize| serde_json::json!({"items": [{"content": "t".repeat(bytes), "status": "pending"}]});
+    let invalid = |r: Result<(), ServiceError>| match r {
+        Err(ServiceError::Invalid(m)) => m,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // One event over the size bound.
+    let svc = ctx.for_call("c0", crate::plugin::PluginRef::native("evil"), CancellationToken::new());
+    let m = invalid(svc.record_event("todo/updated", list(MAX_EVENT_BYTES)));
+    assert!(m.contains(&format!("at most {MAX_EVENT_BYTES} bytes")), "{m}");
+    // Events per call.
+    for _ in 0..MAX_EVENTS_PER_CALL {
+        svc.record_event("todo/updated", list(10)).unwrap();
+    }
+    let m = invalid(svc.record_event("todo/updated", list(10)));
+    assert!(m.contains(&format!("at most {MAX_EVENTS_PER_CALL} events")), "{m}");
+    // Bytes per session, across calls.
+    let big = MAX_EVENT_BYTES - 1024;
+    let mut refused = None;
+    for call in 0..(MAX_EVENT_BYTES_PER_SESSION / big / MAX_EVENTS_PER_CALL + 2) {
+        let svc = ctx.for_call(&format!("c{}", call + 1), crate::plugin::PluginRef::native("evil"), CancellationToken::new());
+        for _ in 0..MAX_EVENTS_PER_CALL {
+            if let Err(e) = svc.record_event("todo/updated", list(big)) {
+                refused = Some(e);
+                break;
+            }
+        }
+        if refused.is_some() {
+            break;
+        }
+    }
+    let m = invalid(refused.map_or(Ok(()), Err));
+    assert!(m.contains("this session's plugin events reached their limit"), "{m}");
+    let bytes: usize = h
+        .find(|k| match k {
+            EventKind::TodoUpdated(t) => Some(t.items.to_string().len()),
+            _ => None,
+        })
+        .iter()
+        .sum();
+    assert!(bytes <= MAX_EVENT_BYTES_PER_SESSION, "{bytes}");
 }
 
 #[tokio::test]

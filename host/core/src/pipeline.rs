@@ -16,7 +16,7 @@
 //!   → schema validation again if the arguments were rewritten
 //!   → execute: Tool::call with a child of the turn's cancellation token,
 //!     a deadline (TIMEOUT) and, after cancellation, a grace period (ABORTED);
-//!     a panicking tool becomes TOOL_PANICKED
+//!     a panic in the task running it (host code) becomes HOST_PANIC
 //!   → tools/post-execute hooks (waterfall over {…, outcome}; Replace swaps the
 //!     outcome, Reject turns it into a BLOCKED error) — executed calls only
 //!   → finalize: output over OutputLimits::max_model_bytes keeps its head and
@@ -71,8 +71,10 @@ pub mod codes {
     pub const ABORTED: &str = "ABORTED";
     /// The call exceeded its deadline.
     pub const TIMEOUT: &str = "TIMEOUT";
-    /// The tool implementation panicked.
-    pub const TOOL_PANICKED: &str = "TOOL_PANICKED";
+    /// The host panicked while running the call (a bug in Wharf: tool
+    /// implementations are host code around a component or an MCP server;
+    /// a component's own crash is a `TRAP`).
+    pub const HOST_PANIC: &str = "HOST_PANIC";
     /// A post-execute hook blocked the result.
     pub const BLOCKED: &str = "BLOCKED";
 }

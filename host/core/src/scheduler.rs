@@ -152,18 +152,27 @@ impl Run<'_> {
             return false;
         };
         let (id, finished) = match joined {
-            Ok((id, f)) => (id, Some(f)),
-            Err(e) => (e.id(), None),
+            Ok((id, f)) => (id, Ok(f)),
+            Err(e) => (e.id(), Err(e)),
         };
         if let Some(i) = self.ids.remove(&id) {
-            let f = finished.unwrap_or_else(|| {
-                let plugin = self.snap.tools.get(&self.calls[i].name).map(|t| t.plugin().clone());
-                Finished {
-                    outcome: ToolOutcome::error(codes::TOOL_PANICKED, "Error: the tool crashed (panicked)"),
-                    plugin,
-                    duration: None,
-                    arguments: serde_json::Value::Null,
-                }
+            let f = finished.unwrap_or_else(|e| {
+                let call = &self.calls[i];
+                let plugin = self.snap.tools.get(&call.name).map(|t| t.plugin().clone());
+                // The task runs host code (the runtime around a component,
+                // an MCP client): a panic there is a bug in the host, never
+                // something the tool did (a component's crash is a trap).
+                let outcome = if e.is_panic() {
+                    let why = panic_message(e.into_panic());
+                    tracing::error!(call = %call.id, tool = %call.name, "the host panicked running a tool call: {why}");
+                    ToolOutcome::error(
+                        codes::HOST_PANIC,
+                        format!("Error: internal error in the host while running this call (a bug in Wharf, not in the tool): {why}"),
+                    )
+                } else {
+                    ToolOutcome::error(codes::ABORTED, "Error: the call was aborted")
+                };
+                Finished { outcome, plugin, duration: None, arguments: serde_json::Value::Null }
             });
             self.slots[i] = Slot::Finished(f);
         }
@@ -195,4 +204,17 @@ impl Run<'_> {
         }
         Ok(())
     }
+}
+
+/// The text of a panic payload (`panic!` with a literal or a format).
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    let text = match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(p) => p.downcast_ref::<&str>().map_or_else(|| "(no message)".to_string(), |s| (*s).to_string()),
+    };
+    let mut text = crate::util::escape_line(&text).into_owned();
+    if crate::util::truncate_str(&mut text, 1024) {
+        text.push('…');
+    }
+    text
 }

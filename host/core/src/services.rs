@@ -3,7 +3,12 @@
 //! agent's log, registry, bus and approver.
 //!
 //! - **record_event**: typed plugin-reported events (`todo/updated`),
-//!   validated before they reach the log.
+//!   validated and bounded before they reach the log: at most
+//!   [`MAX_EVENT_BYTES`] of JSON per event, [`MAX_EVENTS_PER_CALL`] events
+//!   per call and [`MAX_EVENT_BYTES_PER_SESSION`] per session (per agent:
+//!   counted from when the agent was created, so a resumed session starts a
+//!   new budget). Recording needs no grant: the kinds are fixed, typed and
+//!   validated, and these bounds cap what one component can add to the log.
 //! - **complete**: one tool-less request to the session's adapter; retried on
 //!   transient errors like a step, but nothing is logged as a message.
 //! - **run_agent**: a child agent (subagent) with its own session log whose
@@ -18,6 +23,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +41,14 @@ use crate::util;
 
 /// Most items a todo list may hold.
 pub const MAX_TODO_ITEMS: usize = 200;
+/// Largest event a plugin may record, bytes of JSON text (a full todo list
+/// of 200 items with 300-byte entries fits).
+pub const MAX_EVENT_BYTES: usize = 64 << 10;
+/// Most events one call may record (a todo tool records one).
+pub const MAX_EVENTS_PER_CALL: usize = 16;
+/// Most bytes of plugin-recorded events one session (one agent) may add to
+/// its log.
+pub const MAX_EVENT_BYTES_PER_SESSION: usize = 8 << 20;
 
 /// What every call's services share: one per agent.
 #[derive(Clone)]
@@ -44,13 +58,16 @@ pub struct SessionContext {
     pub(crate) bus: Arc<Bus>,
     pub(crate) approver: Arc<dyn Approver>,
     pub(crate) config: AgentConfig,
+    /// Bytes of plugin-recorded events so far (see
+    /// [`MAX_EVENT_BYTES_PER_SESSION`]).
+    pub(crate) event_bytes: Arc<AtomicUsize>,
 }
 
 impl SessionContext {
     /// Services for one call by `caller` (a tool call id, or `compaction`),
     /// cancelled with `cancel`.
     pub fn for_call(self: &Arc<Self>, call_id: &str, caller: PluginRef, cancel: CancellationToken) -> CallServices {
-        CallServices { ctx: self.clone(), call_id: call_id.to_string(), caller, cancel }
+        CallServices { ctx: self.clone(), call_id: call_id.to_string(), caller, cancel, events: AtomicUsize::new(0) }
     }
 }
 
@@ -61,6 +78,61 @@ pub struct CallServices {
     /// The plugin making the call (for logs).
     caller: PluginRef,
     cancel: CancellationToken,
+    /// Events this call recorded.
+    events: AtomicUsize,
+}
+
+/// Counts the bytes of a value's JSON text without building it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        if self.0 > MAX_EVENT_BYTES {
+            // Stop serializing: the event is too big already.
+            return Err(std::io::Error::other("too big"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes of `data`'s JSON text, or `None` past [`MAX_EVENT_BYTES`].
+fn event_size(data: &Value) -> Option<usize> {
+    let mut n = ByteCount(0);
+    serde_json::to_writer(&mut n, data).ok().map(|()| n.0)
+}
+
+impl CallServices {
+    /// Checks the bounds of one more event of `size` bytes and reserves it
+    /// in the call's and the session's budgets.
+    fn reserve_event(&self, size: usize) -> Result<(), ServiceError> {
+        let done = self.events.load(Ordering::Relaxed);
+        if done >= MAX_EVENTS_PER_CALL {
+            return Err(ServiceError::Invalid(format!(
+                "a call may record at most {MAX_EVENTS_PER_CALL} events; this one already recorded {done}"
+            )));
+        }
+        let budget = &self.ctx.event_bytes;
+        let mut used = budget.load(Ordering::Relaxed);
+        loop {
+            if used + size > MAX_EVENT_BYTES_PER_SESSION {
+                return Err(ServiceError::Invalid(format!(
+                    "this session's plugin events reached their limit of {MAX_EVENT_BYTES_PER_SESSION} bytes \
+                     ({used} bytes recorded); no more events are recorded"
+                )));
+            }
+            match budget.compare_exchange_weak(used, used + size, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => used = now,
+            }
+        }
+        self.events.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 impl SessionServices for CallServices {
@@ -71,16 +143,21 @@ impl SessionServices for CallServices {
     fn record_event(&self, kind: &str, data: Value) -> Result<(), ServiceError> {
         match kind {
             "todo/updated" => {
+                let size = event_size(&data).ok_or_else(|| {
+                    ServiceError::Invalid(format!("an event holds at most {MAX_EVENT_BYTES} bytes of JSON"))
+                })?;
                 let items = validate_todo(&data).map_err(ServiceError::Invalid)?;
+                self.reserve_event(size)?;
                 self.ctx
                     .log
                     .append(EventKind::TodoUpdated(TodoUpdated { items }))
                     .map(|_| ())
                     .map_err(|e| ServiceError::Failed(e.to_string()))
             }
-            other => {
-                Err(ServiceError::Invalid(format!("unknown event kind `{other}` (plugins may record: todo/updated)")))
-            }
+            other => Err(ServiceError::Invalid(format!(
+                "unknown event kind `{}` (plugins may record: todo/updated)",
+                util::escape_line(util::cut_str(other, 64))
+            ))),
         }
     }
 

@@ -1,4 +1,5 @@
-//! Small helpers: RFC 3339 timestamps, cheap randomness and sortable ids.
+//! Small helpers: RFC 3339 timestamps, cheap randomness, sortable ids, and
+//! text cut on character boundaries or escaped for one log line.
 //!
 //! Kept dependency-free on purpose: the core needs only UTC formatting (never
 //! parsing) and non-cryptographic randomness (backoff jitter, id suffixes).
@@ -74,9 +75,85 @@ pub fn short_id() -> String {
     format!("{:012x}", random_u64() & 0xffff_ffff_ffff)
 }
 
+/// The largest character boundary of `s` at or below `max` bytes.
+pub fn floor_char_boundary(s: &str, max: usize) -> usize {
+    let mut i = max.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// `s` cut to at most `max` bytes, on a character boundary (never panics).
+pub fn cut_str(s: &str, max: usize) -> &str {
+    &s[..floor_char_boundary(s, max)]
+}
+
+/// Truncates `s` to at most `max` bytes on a character boundary; returns
+/// whether anything was cut.
+pub fn truncate_str(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let cut = floor_char_boundary(s, max);
+    s.truncate(cut);
+    true
+}
+
+/// Whether `c` must not appear raw in a log line.
+fn breaks_a_line(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// `s` as one log line: newlines, carriage returns, tabs and every other
+/// control character (and the Unicode line/paragraph separators) escaped as
+/// `\n`, `\r`, `\t`, `\u{..}`, so text from a component can never start a
+/// line that looks like the host's own.
+pub fn escape_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(breaks_a_line) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if breaks_a_line(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        let s = "ab\u{e9}cd"; // `é` is 2 bytes, at 2..4
+        assert_eq!(cut_str(s, 3), "ab");
+        assert_eq!(cut_str(s, 4), "ab\u{e9}");
+        assert_eq!(cut_str(s, 100), s);
+        let mut t = "\u{1f600}\u{1f600}".to_string();
+        assert!(truncate_str(&mut t, 5));
+        assert_eq!(t, "\u{1f600}");
+        assert!(!truncate_str(&mut t, 4));
+        for max in 0..10 {
+            assert!(cut_str("\u{e9}\u{1f600}x", max).len() <= max);
+        }
+    }
+
+    #[test]
+    fn log_lines_cannot_be_forged() {
+        assert_eq!(escape_line("plain é"), "plain é");
+        assert_eq!(
+            escape_line("a\nINFO wharf: forged\r\t\u{1b}[31m\u{2028}"),
+            "a\\nINFO wharf: forged\\r\\t\\u{1b}[31m\\u{2028}"
+        );
+        assert!(!escape_line("x\ny\rz").contains(['\n', '\r']));
+    }
 
     #[test]
     fn formats_known_instants() {
