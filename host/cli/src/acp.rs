@@ -588,6 +588,10 @@ impl Session {
             m.stop().await;
         }
         let _ = self.agent.log().flush().await;
+        // Let the forwarder send what the last turn logged before it stops.
+        let last = self.agent.log().last_seq();
+        let mut forwarded = self.forwarded.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(2), forwarded.wait_for(|&s| s >= last)).await;
         self.closed.cancel();
     }
 
