@@ -254,7 +254,7 @@ fn sessions_newest_first_and_unique_prefixes() {
     assert!(o.stderr.contains("matches 2 sessions"), "{}", o.stderr);
     let o = e.run(&["sessions", "show", "1999", "--session-dir", &sd]);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("no session `1999`"), "{}", o.stderr);
+    assert!(o.stderr.contains("session `1999` not found"), "{}", o.stderr);
 }
 
 #[test]

@@ -134,7 +134,8 @@ pub fn resolve_session(store: &Store, prefix: &str) -> Result<String> {
     let matches: Vec<&str> = list.iter().map(|s| s.id.as_str()).filter(|id| id.starts_with(prefix)).collect();
     match matches.as_slice() {
         [one] => Ok((*one).to_string()),
-        [] => anyhow::bail!("no session `{prefix}` in {}", store.root().display()),
+        // Typed, so surfaces can tell "not found" (the web API's 404).
+        [] => Err(wharf_core::store::StoreError::NotFound(prefix.to_string()).into()),
         many => {
             let shown: Vec<&str> = many.iter().take(5).copied().collect();
             let more = if many.len() > shown.len() { ", …" } else { "" };
