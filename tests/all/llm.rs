@@ -579,6 +579,99 @@ fn context_overflow_is_context_window_exceeded_not_retried() {
 }
 
 #[test]
+fn nothing_streamed_with_finish_length_ends_the_turn_with_max_tokens_at_once() {
+    // Scripted six times: the old loop retried it as EMPTY_RESPONSE.
+    let cut = stream(json!({"finish": "length", "usage": {"prompt_tokens": 50, "completion_tokens": 64}}));
+    let case = Case::new(script(vec![cut; 6]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.check(&run);
+    assert_eq!(run.reason(), "max_tokens", "{}", run.explain());
+    assert!(run.retries().is_empty(), "{:?}", run.retries());
+    assert_eq!(case.mock.requests().len(), 1, "one request, no retry");
+}
+
+#[test]
+fn nothing_streamed_with_finish_content_filter_is_content_filter_at_once() {
+    let filtered = stream(json!({"finish": "content_filter"}));
+    let case = Case::new(script(vec![filtered; 6]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.check(&run);
+    assert_eq!((run.reason().as_str(), run.turn_end()["code"].as_str()), ("error", Some("CONTENT_FILTER")));
+    assert!(run.retries().is_empty(), "{:?}", run.retries());
+    assert_eq!(case.mock.requests().len(), 1, "one request, no retry");
+}
+
+#[test]
+fn context_overflow_wordings_are_context_window_exceeded() {
+    for message in [
+        "request too large for model context",
+        "the request exceeds the available context size, try increasing it",
+        "prompt is too long: 215000 tokens > 200000 maximum",
+    ] {
+        let reply = json!({"kind": "error", "status": 400, "message": message, "type": "invalid_request_error"});
+        let (_, run) = http_error(reply, "CONTEXT_WINDOW_EXCEEDED", false);
+        assert!(run.turn_end()["message"].as_str().unwrap_or("").contains(message), "{}", run.explain());
+    }
+    // Not every "exceeds maximum" is about the context.
+    let reply = json!({"kind": "error", "status": 400,
+        "message": "invalid input: temperature exceeds maximum allowed value"});
+    http_error(reply, "INVALID_REQUEST", false);
+}
+
+#[test]
+fn a_retry_after_within_the_bound_is_waited_in_full() {
+    // 11 s: more than the backoff cap (10 s) the old policy shortened it to,
+    // within the 60 s the agent waits.
+    let (case, run) = http_error(json!({"kind": "error", "status": 429, "retry_after": "11"}), "RATE_LIMIT", true);
+    assert_eq!(run.retries()[0].1, 11_000);
+    let reqs = case.mock.requests();
+    let waited = reqs[1].received_ms - reqs[0].received_ms;
+    assert!(waited >= 11_000, "the retry came {waited} ms after the 429");
+}
+
+#[test]
+fn a_retry_after_beyond_the_bound_stops_with_rate_limit_naming_the_time() {
+    let reply = json!({"kind": "error", "status": 429, "message": "slow down", "retry_after": "120",
+        "headers": [["x-request-id", "req-429"]]});
+    let (_, run) = http_error(reply, "RATE_LIMIT", false);
+    let message = run.turn_end()["message"].as_str().unwrap_or("").to_string();
+    assert!(message.contains("retry after 120 s") && message.contains("60 s"), "{message}");
+    assert!(message.contains("[request id: req-429]"), "{message}");
+    // (`http_error` checked: one request, no `llm/retry`.)
+}
+
+#[test]
+fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() {
+    let busy = json!({"kind": "error", "status": 503, "retry_after": "0",
+        "headers": [["x-deepseek-request-id", "deepseek-503"]]});
+    let case = Case::new(script(vec![busy, ok_reply()]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    let retry = run.of_type("llm/retry");
+    assert_eq!(retry.len(), 1);
+    assert!(retry[0]["message"].as_str().unwrap_or("").ends_with("[request id: deepseek-503]"), "{retry:?}");
+    // In the stored session log, and in the host's own log (stderr).
+    let stored =
+        ok(serde_json::to_string(&case.log(&run).iter().map(|e| ok(serde_json::to_value(e))).collect::<Vec<_>>()));
+    assert!(stored.contains("deepseek-503"), "not in the session log");
+    assert!(run.stderr.contains("deepseek-503"), "not in the host log: {}", run.stderr);
+    // A failure mid-stream names the id of the response head.
+    let case = Case::new(script(vec![
+        stream(json!({"text": "cut", "fault": {"type": "missing_done"},
+        "headers": [["x-request-id", "req-stream"]]})),
+        ok_reply(),
+    ]));
+    let run = case.run(&Row::deepseek(), "go");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let retry = run.of_type("llm/retry");
+    assert_eq!(retry.len(), 1, "{}", run.explain());
+    assert!(retry[0]["message"].as_str().unwrap_or("").contains("[request id: req-stream]"), "{retry:?}");
+}
+
+#[test]
 fn retries_are_bounded() {
     let busy = json!({"kind": "error", "status": 503, "retry_after": "0"});
     let case = Case::new(script(vec![busy.clone(); 7]));
