@@ -307,6 +307,10 @@ fn config_errors_are_said_once_and_name_the_workspace() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("profile.toml"), "{}", o.stderr);
     assert_eq!(o.stderr.matches("No such file or directory").count(), 1, "{}", o.stderr);
+    let o = e.run(&["doctor", "-p", &missing]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    let line = o.stdout.lines().find(|l| l.starts_with("[FAIL] profile")).unwrap_or_default();
+    assert_eq!(line.matches("No such file or directory").count(), 1, "{}", o.stdout);
 
     // A workspace that is not a directory (or cannot be listed) is reported
     // as the workspace, not as its `.wharf/config.toml`.

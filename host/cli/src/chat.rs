@@ -390,7 +390,7 @@ impl Chat {
                         Ok(Action::Start(handle)) => running = Some(Running { handle, cancelling: false }),
                         Ok(Action::Compact) => self.compact_now().await,
                         Ok(Action::Quit) => return self.quit(running.take()).await,
-                        Err(e) => self.out.line(&self.out.warn(&format!("error: {e:#}"))),
+                        Err(e) => self.out.line(&self.out.warn(&format!("error: {}", crate::output::error_text(&e)))),
                     }
                     show_prompt = true;
                 }

@@ -81,7 +81,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     match config {
         Err(e) => {
             failed = true;
-            println!("[FAIL] profile `{}`: {e:#}", args.profile);
+            println!("[FAIL] profile `{}`: {}", args.profile, crate::output::error_text(&e));
         }
         Ok(config) => {
             println!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len());

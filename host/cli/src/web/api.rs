@@ -109,7 +109,7 @@ impl From<anyhow::Error> for ApiError {
     fn from(e: anyhow::Error) -> Self {
         match e.downcast::<StoreError>() {
             Ok(s) => s.into(),
-            Err(e) => ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+            Err(e) => ApiError(StatusCode::INTERNAL_SERVER_ERROR, crate::output::error_text(&e)),
         }
     }
 }
