@@ -449,7 +449,8 @@ const AFTER: &str = "eval \"${FAULT_AFTER:-true}\"";
 /// Whether private mount namespaces work here (needed by the tmpfs and
 /// read-only tests). Where they cannot be created (a container without
 /// CAP_SYS_ADMIN and without user namespaces) those two tests report why and
-/// skip, unless `WHARF_REQUIRE_FAULT_NS=1` makes that a failure; the
+/// skip (`wharf_tests::skip`: a failure when `CI` or
+/// `WHARF_REQUIRE_FAULT_NS=1` is set); the
 /// `RLIMIT_FSIZE` disk-full test runs everywhere.
 fn mount_ns_available() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -470,7 +471,7 @@ fn mount_ns_available() -> bool {
     if std::env::var("WHARF_REQUIRE_FAULT_NS").is_ok_and(|v| v == "1") {
         panic!("{msg}");
     }
-    eprintln!("SKIPPED: {msg}");
+    wharf_tests::skip(&wharf_tests::current_test(), &msg);
     false
 }
 

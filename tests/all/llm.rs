@@ -914,7 +914,9 @@ fn openai_adapter_with_a_key_and_max_tokens_field() {
 #[test]
 fn real_deepseek_api_when_a_key_is_set() {
     let Some(key) = std::env::var("DEEPSEEK_API_KEY").ok().filter(|k| !k.trim().is_empty()) else {
-        eprintln!("skipped real_deepseek_api_when_a_key_is_set: DEEPSEEK_API_KEY is not set");
+        // Expected without the secret (forks, clean clones, CI without it):
+        // listed in the skip summary, never a failure.
+        wharf_tests::skip_optional("llm::real_deepseek_api_when_a_key_is_set", "DEEPSEEK_API_KEY is not set");
         return;
     };
     let model = std::env::var("WHARF_DEEPSEEK_MODEL").unwrap_or_else(|_| "deepseek-v4-flash".into());

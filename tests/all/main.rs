@@ -6,6 +6,7 @@ mod chat;
 mod cli_edges;
 mod cli_plugin;
 mod faults;
+mod fresh_machine;
 mod hardening_fs;
 mod llm;
 mod mcp;

@@ -66,3 +66,66 @@ pub fn wharf(home: &Path) -> Command {
         .env("WHARF_LOG", "warn");
     c
 }
+
+/// The marker starting every skip line: `WHARF-SKIP <test>: <reason>`.
+pub const SKIP_MARKER: &str = "WHARF-SKIP";
+
+/// The marker of an expected skip (an optional secret is absent):
+/// `WHARF-SKIP-OPTIONAL <test>: <reason>`. Listed, never a failure.
+pub const OPTIONAL_SKIP_MARKER: &str = "WHARF-SKIP-OPTIONAL";
+
+/// The variable naming a file every skip line is appended to
+/// (`cargo xtask test` sets it and prints the lines as a summary).
+pub const SKIP_FILE_ENV: &str = "WHARF_SKIP_FILE";
+
+/// The name of the running test: libtest names each test's thread after
+/// it (`module::test`); `"?"` elsewhere.
+pub fn current_test() -> String {
+    std::thread::current().name().filter(|n| *n != "main").unwrap_or("?").to_string()
+}
+
+/// Whether `CI` is set (to anything but the empty string).
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// One skip line, newlines in `reason` flattened (the line is parsed).
+pub fn skip_line(marker: &str, test: &str, reason: &str) -> String {
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{marker} {}: {}", flat(test), flat(reason))
+}
+
+fn report_skip(line: &str) {
+    use std::io::Write;
+    // Straight to the process's stderr: libtest captures `eprintln!` of a
+    // passing test, and a skip must be seen.
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    if let Some(path) = std::env::var_os(SKIP_FILE_ENV) {
+        // One short `O_APPEND` write per line: parallel tests do not interleave.
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        if let Ok(mut f) = file {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+}
+
+/// Reports that `test` did not test what it is about because of `reason`
+/// (a missing toolchain, browser, namespace support …): prints
+/// `WHARF-SKIP <test>: <reason>` to stderr (uncaptured) and to the file in
+/// `$WHARF_SKIP_FILE`; `cargo xtask test` lists every such line at the end.
+/// When `CI` is set it panics instead: in CI a skip is a failure. The
+/// caller returns after it.
+pub fn skip(test: &str, reason: &str) {
+    let line = skip_line(SKIP_MARKER, test, reason);
+    if in_ci() {
+        panic!("{line} (CI is set, so a skip is a failure)");
+    }
+    report_skip(&line);
+}
+
+/// Like [`skip`] for what is expected to be absent even in CI (a real
+/// provider's API key, which forks and clean clones do not have): listed as
+/// `WHARF-SKIP-OPTIONAL <test>: <reason>`, never a failure.
+pub fn skip_optional(test: &str, reason: &str) {
+    report_skip(&skip_line(OPTIONAL_SKIP_MARKER, test, reason));
+}

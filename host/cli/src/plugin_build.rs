@@ -417,9 +417,15 @@ fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<b
         let Some(npm) = find_program("npm", "WHARF_NPM", &[]) else {
             bail!("npm not found: install Node.js (20 or newer) to build JavaScript plugins")
         };
+        // With a lockfile, `npm ci`: it installs exactly what is locked and
+        // never rewrites the lockfile (`npm install` refreshes it, so a build
+        // would modify a checked-in project). Without one, `npm install`.
+        let locked = p.dir.join("package-lock.json").is_file();
+        let step = if locked { "npm ci" } else { "npm install" };
         let mut cmd = Command::new(npm);
-        cmd.args(["install", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&p.dir);
-        if !run_step(&mut cmd, "npm install")? {
+        cmd.args([if locked { "ci" } else { "install" }, "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&p.dir);
+        if !run_step(&mut cmd, step)? {
             return Ok(false);
         }
     }

@@ -1,0 +1,98 @@
+//! Tests on a fresh machine: a test that cannot run what it is about says
+//! so (`wharf_tests::skip`, listed by `cargo xtask test`, a failure under
+//! `CI`), and building the JavaScript example never rewrites a tracked
+//! lockfile (`cargo xtask bench` and the plugin tests build it).
+
+use std::path::Path;
+use std::process::Command;
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Not a test of its own: the child run by
+/// `a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci`. Does
+/// nothing unless `WHARF_SKIP_PROBE` is set.
+#[test]
+fn skip_probe() {
+    if std::env::var_os("WHARF_SKIP_PROBE").is_some() {
+        wharf_tests::skip(&wharf_tests::current_test(), "probe: nothing to\ntest here");
+    }
+}
+
+#[test]
+fn a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci() {
+    let dir = ok(tempfile::tempdir());
+    let file = dir.path().join("skips.txt");
+    let exe = ok(std::env::current_exe());
+    let probe = |ci: Option<&str>| {
+        let mut c = Command::new(&exe);
+        // Captured output, as `cargo test` runs it.
+        c.args(["fresh_machine::skip_probe", "--exact", "--test-threads", "2"])
+            .env("WHARF_SKIP_PROBE", "1")
+            .env(wharf_tests::SKIP_FILE_ENV, &file)
+            .env_remove("CI");
+        if let Some(v) = ci {
+            c.env("CI", v);
+        }
+        ok(c.output())
+    };
+    let line = "WHARF-SKIP fresh_machine::skip_probe: probe: nothing to test here";
+    let out = probe(None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "a skip alone is not a failure: {stderr}");
+    assert!(stderr.lines().any(|l| l == line), "the skip line is not on stderr: {stderr}");
+    assert_eq!(ok(std::fs::read_to_string(&file)), format!("{line}\n"));
+    // An empty CI counts as unset; any value makes the skip a failure.
+    assert!(probe(Some("")).status.success());
+    let out = probe(Some("true"));
+    assert!(!out.status.success(), "under CI a skip must fail the test");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("CI is set, so a skip is a failure"));
+}
+
+fn on_path(name: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+}
+
+fn copy(from: &Path, to: &Path) {
+    ok(std::fs::create_dir_all(to.parent().unwrap_or(to)));
+    ok(std::fs::copy(from, to));
+}
+
+#[test]
+fn building_a_js_plugin_never_rewrites_its_lockfile() {
+    if !on_path("npm") || !on_path("node") {
+        wharf_tests::skip("fresh_machine::building_a_js_plugin_never_rewrites_its_lockfile", "npm or node is missing");
+        return;
+    }
+    // The example with its SDK beside it (`"wharf-sdk": "file:../.."`), and
+    // a lockfile that no longer matches the SDK's package.json exactly: what
+    // `npm install` would rewrite.
+    let root = wharf_tests::root();
+    let tmp = ok(tempfile::tempdir());
+    let sdk = tmp.path().join("sdk/js");
+    copy(&root.join("sdk/js/package.json"), &sdk.join("package.json"));
+    let example = sdk.join("examples/json_diff");
+    for f in ["package.json", "app.js"] {
+        copy(&root.join("sdk/js/examples/json_diff").join(f), &example.join(f));
+    }
+    let lock = ok(std::fs::read_to_string(root.join("sdk/js/examples/json_diff/package-lock.json")));
+    let stale: String = lock.lines().filter(|l| !l.contains("preview2-shim")).map(|l| format!("{l}\n")).collect();
+    ok(std::fs::write(example.join("package-lock.json"), &stale));
+    let out = ok(wharf_tests::wharf(tmp.path())
+        .args(["plugin", "build"])
+        .arg(&example)
+        .arg("-o")
+        .arg(tmp.path().join("json_diff.wasm"))
+        .output());
+    // The build itself may stop later for want of componentize-js; the npm
+    // step ran either way.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(example.join("node_modules/wharf-sdk").exists(), "the dependencies were not installed: {stderr}");
+    assert_eq!(
+        ok(std::fs::read_to_string(example.join("package-lock.json"))),
+        stale,
+        "the build rewrote the lockfile: {stderr}"
+    );
+}
