@@ -1035,7 +1035,8 @@ async fn plugin_events_are_bounded_per_event_call_and_session() {
     let big = MAX_EVENT_BYTES - 1024;
     let mut refused = None;
     for call in 0..(MAX_EVENT_BYTES_PER_SESSION / big / MAX_EVENTS_PER_CALL + 2) {
-        let svc = ctx.for_call(&format!("c{}", call + 1), crate::plugin::PluginRef::native("evil"), CancellationToken::new());
+        let svc =
+            ctx.for_call(&format!("c{}", call + 1), crate::plugin::PluginRef::native("evil"), CancellationToken::new());
         for _ in 0..MAX_EVENTS_PER_CALL {
             if let Err(e) = svc.record_event("todo/updated", list(big)) {
                 refused = Some(e);

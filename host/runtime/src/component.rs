@@ -17,14 +17,65 @@ use crate::error::LoadError;
 use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
 use crate::state::{HostState, LimitError, PluginShared};
 
+/// Bytes a call's results may hold beyond the output cap before the copy out
+/// of the guest is stopped (wasmtime's hostcall fuel is the output cap plus
+/// this): room for the record around the output, so an output just over the
+/// cap still gets the precise `OUTPUT_LIMIT` message.
+pub const FUEL_SLACK: usize = 64 << 10;
+/// Bytes one describe call (`info`, `list-tools`, `subscriptions` +
+/// `prompt-sections`, `model`) may hand the host.
+pub const DESCRIBE_BUDGET: usize = 4 << 20;
+/// Most tools one plugin may register.
+pub const MAX_TOOLS: usize = 128;
+/// Longest tool description, bytes.
+pub const MAX_TOOL_DESCRIPTION: usize = 16 << 10;
+/// Longest tool input schema, bytes of JSON text.
+pub const MAX_TOOL_SCHEMA: usize = 64 << 10;
+/// Most prompt sections one plugin may register.
+pub const MAX_PROMPT_SECTIONS: usize = 16;
+/// Longest prompt section, bytes.
+pub const MAX_PROMPT_SECTION: usize = 64 << 10;
+/// Most hook subscriptions one plugin may register.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+/// Longest name, version, section id or model name in a self-description,
+/// bytes.
+pub const MAX_NAME: usize = 128;
+/// Longest plugin description, bytes.
+pub const MAX_PLUGIN_DESCRIPTION: usize = 4 << 10;
+/// Most host patterns or env names a plugin may request.
+pub const MAX_REQUESTS: usize = 64;
+/// Longest tool error code: a token of `A-Z`, `0-9`, `_`.
+pub const MAX_ERROR_CODE: usize = 64;
+/// What an error message over the output cap is cut to, bytes.
+pub const ERROR_MESSAGE_CUT: usize = 4096;
+
+/// Text from a component fit for a one-line message: cut to `max` bytes on
+/// a character boundary (with `…`) and with control characters escaped.
+fn shown(text: &str, max: usize) -> String {
+    let cut = wharf_core::util::cut_str(text, max);
+    let mut out = wharf_core::util::escape_line(cut).into_owned();
+    if cut.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Whether `code` is a valid tool error code.
+fn valid_code(code: &str) -> bool {
+    !code.is_empty()
+        && code.len() <= MAX_ERROR_CODE
+        && code.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// Runs `$body` against a fresh instance of `$v` (bound to `$store` and
 /// `$inst`) with the wall-clock limit around it: epochs stop guest code, the
 /// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
-/// Evaluates to `Result<_, CallError>`.
+/// `$fuel` bounds the bytes one lift may copy out of the guest (its results,
+/// or the arguments of one import call). Evaluates to `Result<_, CallError>`.
 macro_rules! sandboxed {
-    ($v:expr, $effective:expr, $timeout_ms:expr, |$store:ident, $inst:ident| $body:block) => {{
+    ($v:expr, $effective:expr, $timeout_ms:expr, $fuel:expr, |$store:ident, $inst:ident| $body:block) => {{
         let timeout_ms: u64 = $timeout_ms;
-        match $v.new_store($effective) {
+        match $v.new_store($effective, $fuel) {
             Err(e) => Err(e),
             Ok(mut $store) => {
                 $store.data_mut().begin_call(timeout_ms);
@@ -453,13 +504,29 @@ fn convert_request(r: wt::GrantRequest) -> GrantRequest {
     }
 }
 
-/// Maps an error out of a wasm call to a stable code.
+/// Maps an error out of a wasm call to a stable code. The message keeps
+/// the root cause: the error's chain (without wasmtime's backtrace context),
+/// on one line.
 pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallError {
     if let Some(l) = err.downcast_ref::<LimitError>().or(state.limits.hit.as_ref()) {
         return match l {
             LimitError::Timeout(_) => CallError::new("TIMEOUT", l.to_string()),
             LimitError::Memory(_) | LimitError::Table(_) => CallError::new("MEMORY_LIMIT", l.to_string()),
         };
+    }
+    let cause = root_causes(err);
+    // wasmtime's `HostcallFuelExhausted` is private: recognised by its text.
+    if cause.contains("fuel allocated for hostcalls has been exhausted") {
+        return CallError::new(
+            "OUTPUT_LIMIT",
+            format!(
+                "the plugin tried to hand the host more than {} bytes in one go (output limit {} bytes): {cause}",
+                state.hostcall_fuel, state.effective.output_limit_bytes
+            ),
+        );
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return CallError::new("TRAP", format!("the plugin exited with status {} ({cause})", exit.0));
     }
     if let Some(trap) = err.downcast_ref::<Trap>() {
         return match trap {
@@ -472,10 +539,36 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
                 // overflowing it wraps the stack pointer and faults there.
                 CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack (deep recursion)")
             }
-            other => CallError::new("TRAP", format!("the plugin trapped: {other}")),
+            other => CallError::new("TRAP", format!("the plugin trapped: {other} ({cause})")),
         };
     }
-    CallError::new("TRAP", format!("the plugin failed: {}", first_line(err)))
+    CallError::new("TRAP", format!("the plugin failed: {cause}"))
+}
+
+/// Longest cause chain kept in a call error, bytes.
+const MAX_CAUSE: usize = 2048;
+
+/// The error's chain, outermost first, joined by `: `, on one line: the
+/// contexts wasmtime adds (`error while executing at wasm backtrace: …`)
+/// are left out, so what remains is what went wrong.
+fn root_causes(err: &wasmtime::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.chain() {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or("").trim();
+        if first.is_empty() || first.starts_with("error while executing at wasm backtrace") {
+            continue;
+        }
+        let text = wharf_core::util::escape_line(text.trim()).into_owned();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+    }
+    let mut out = if parts.is_empty() { first_line(err) } else { parts.join(": ") };
+    if wharf_core::util::truncate_str(&mut out, MAX_CAUSE) {
+        out.push('…');
+    }
+    out
 }
 
 /// Whether the trap's backtrace is a deep run of one function: the shape of
@@ -506,10 +599,21 @@ impl PluginVersion {
         &self.shared.config
     }
 
-    fn new_store(&self, effective: Arc<Effective>) -> Result<Store<HostState>, CallError> {
-        let state = HostState::new(self.shared.clone(), effective)
+    /// Bytes one lift out of a call's store may copy: the output cap plus
+    /// [`FUEL_SLACK`].
+    fn call_fuel(&self) -> usize {
+        self.effective.output_limit_bytes.saturating_add(FUEL_SLACK)
+    }
+
+    fn new_store(&self, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
+        let mut state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
+        state.hostcall_fuel = fuel;
         let mut store = Store::new(self.engine.engine(), state);
+        // What one lift may copy out of the guest (results of an export, or
+        // the arguments of one import call): the host's memory for a call
+        // stays within the memory grant + this + a constant.
+        store.set_hostcall_fuel(fuel);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(1);
         // Yield to the executor every tick (fairness for other tasks) until
@@ -545,13 +649,14 @@ impl PluginVersion {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
-            let info = sandboxed!(self, none, 10_000, |store, inst| {
+            let info = sandboxed!(self, none, 10_000, DESCRIBE_BUDGET, |store, inst| {
                 {
                     let guest = self.indices.plugin.load(&mut store, &inst)?;
                     guest.call_info(&mut store).await
                 }
             })
             .map_err(|e| format!("plugin.info() failed: {e}"))?;
+            check_info(&info)?;
             self.info = PluginInfo {
                 name: info.name,
                 version: info.version,
@@ -560,23 +665,29 @@ impl PluginVersion {
             };
             self.effective = Arc::new(grant.intersect(&self.info.requests));
             if let Some(idx) = self.indices.configure.as_ref().filter(|_| validate) {
-                let verdict = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                let verdict = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
                     {
                         let guest = idx.load(&mut store, &inst)?;
                         guest.call_validate(&mut store).await
                     }
                 })
                 .map_err(|e| format!("configure.validate() failed: {e}"))?;
-                verdict.map_err(|msg| format!("invalid configuration: {msg}"))?;
+                verdict.map_err(|msg| format!("invalid configuration: {}", shown(&msg, 1024)))?;
             }
             if let Some(tool_idx) = &self.indices.tool {
-                let specs = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                let specs = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
                     {
                         let guest = tool_idx.load(&mut store, &inst)?;
                         guest.call_list_tools(&mut store).await
                     }
                 })
                 .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
+                if specs.len() > MAX_TOOLS {
+                    return Err(format!(
+                        "tool.list-tools() returned {} tools; a plugin may register at most {MAX_TOOLS}",
+                        specs.len()
+                    ));
+                }
                 let mut tools: Vec<wharf_core::plugin::ToolSpec> = Vec::new();
                 for s in specs {
                     let spec = convert_spec(s)?;
@@ -594,23 +705,31 @@ impl PluginVersion {
                 self.tools = tools;
             }
             if let Some(hooks_idx) = &self.indices.hooks {
-                let (subs, sections) = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
-                    let guest = hooks_idx.load(&mut store, &inst)?;
-                    let subs = guest.call_subscriptions(&mut store).await?;
-                    let sections = guest.call_prompt_sections(&mut store).await?;
-                    Ok::<_, wasmtime::Error>((subs, sections))
-                })
-                .map_err(|e| format!("hooks.subscriptions() failed: {e}"))?;
+                let (subs, sections) =
+                    sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+                        let guest = hooks_idx.load(&mut store, &inst)?;
+                        let subs = guest.call_subscriptions(&mut store).await?;
+                        let sections = guest.call_prompt_sections(&mut store).await?;
+                        Ok::<_, wasmtime::Error>((subs, sections))
+                    })
+                    .map_err(|e| format!("hooks.subscriptions() failed: {e}"))?;
+                check_hooks(&subs, &sections)?;
                 self.hook_subscriptions =
                     subs.into_iter().map(|s| (crate::adapters::from_wit_point(s.point), s.priority)).collect();
                 self.prompt_sections = sections.into_iter().map(|s| (s.id, s.order, s.text)).collect();
             }
             if let Some(llm_idx) = &self.indices.llm {
-                let m = sandboxed!(self, self.effective.clone(), 10_000, |store, inst| {
+                let m = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
                     let guest = llm_idx.load(&mut store, &inst)?;
                     guest.call_model(&mut store).await
                 })
                 .map_err(|e| format!("llm.model() failed: {e}"))?;
+                if m.model.len() > MAX_NAME {
+                    return Err(format!(
+                        "llm.model(): model name `{}` is longer than {MAX_NAME} bytes",
+                        shown(&m.model, 64)
+                    ));
+                }
                 self.model_info =
                     Some(wharf_core::plugin::ModelInfo { model: m.model, context_window: m.context_window });
             }
@@ -637,7 +756,7 @@ impl PluginVersion {
         let res = if self.warm.is_some() {
             self.call_warm(name, arguments, &wctx, ctx.services.clone()).await
         } else {
-            sandboxed!(self, self.effective.clone(), timeout, |store, inst| {
+            sandboxed!(self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
                 {
                     store.data_mut().services = ctx.services.clone();
                     let guest = tool_idx.load(&mut store, &inst)?;
@@ -668,11 +787,7 @@ impl PluginVersion {
                 Ok(wharf_core::plugin::ToolOutcome { content: out.content, is_error: false, error_code: None, details })
             }
             Err(e) => {
-                let mut message = e.message;
-                if message.len() > self.effective.output_limit_bytes {
-                    message.truncate(self.effective.output_limit_bytes.min(4096));
-                }
-                let code = if e.code.is_empty() { "TOOL_ERROR".to_string() } else { e.code };
+                let (code, message) = tool_error(e, self.effective.output_limit_bytes);
                 Ok(wharf_core::plugin::ToolOutcome {
                     content: message,
                     is_error: true,
@@ -688,7 +803,7 @@ impl PluginVersion {
         let Some(idx) = &self.indices.policy else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a policy", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_evaluate(&mut store, &req).await
         })
@@ -703,7 +818,7 @@ impl PluginVersion {
         let Some(idx) = &self.indices.hooks else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no hooks", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_handle(&mut store, point, &payload).await
         })
@@ -714,7 +829,7 @@ impl PluginVersion {
         let Some(idx) = &self.indices.skills else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no skills", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_catalog(&mut store).await
         })
@@ -730,7 +845,7 @@ impl PluginVersion {
         let Some(idx) = &self.indices.compactor else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a compactor", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, |store, inst| {
+        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             store.data_mut().services = Some(services);
             let guest = idx.load(&mut store, &inst)?;
             guest.call_summarize(&mut store, messages, target_tokens).await
@@ -750,7 +865,7 @@ impl PluginVersion {
             )));
         };
         let timeout_ms = self.effective.timeout_ms;
-        let mut store = self.new_store(self.effective.clone()).map_err(StartError::Sandbox)?;
+        let mut store = self.new_store(self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?;
         store.data_mut().begin_call(timeout_ms);
         let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
         let fut = async {
@@ -787,7 +902,7 @@ impl PluginVersion {
         let mut w = match taken {
             Some(w) => w,
             None => {
-                let mut store = self.new_store(self.effective.clone())?;
+                let mut store = self.new_store(self.effective.clone(), self.call_fuel())?;
                 store.data_mut().begin_call(self.effective.timeout_ms);
                 let inst =
                     self.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
@@ -818,7 +933,21 @@ fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String>
         && s.name.len() <= 64
         && s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if !valid_name {
-        return Err(format!("tool name `{}` is invalid (want [a-zA-Z0-9_-]{{1,64}})", s.name));
+        return Err(format!("tool name `{}` is invalid (want [a-zA-Z0-9_-]{{1,64}})", shown(&s.name, 64)));
+    }
+    if s.description.len() > MAX_TOOL_DESCRIPTION {
+        return Err(format!(
+            "tool `{}`: description of {} bytes is longer than {MAX_TOOL_DESCRIPTION} bytes",
+            s.name,
+            s.description.len()
+        ));
+    }
+    if s.input_schema.len() > MAX_TOOL_SCHEMA {
+        return Err(format!(
+            "tool `{}`: input schema of {} bytes is larger than {MAX_TOOL_SCHEMA} bytes",
+            s.name,
+            s.input_schema.len()
+        ));
     }
     let schema: serde_json::Value = serde_json::from_str(&s.input_schema)
         .map_err(|e| format!("tool `{}`: input schema is not JSON: {e}", s.name))?;
@@ -834,4 +963,90 @@ fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String>
             wt::ToolMode::Exclusive => wharf_core::plugin::ToolMode::Exclusive,
         },
     })
+}
+
+/// A tool's error as (code, message) for the outcome. The code must be a
+/// token of `A-Z`, `0-9`, `_` of at most [`MAX_ERROR_CODE`] bytes; an empty
+/// one becomes `TOOL_ERROR`, anything else `TOOL_ERROR` with the original
+/// (cut, escaped) noted in the message. A message over the output cap is cut
+/// to [`ERROR_MESSAGE_CUT`] bytes on a character boundary.
+fn tool_error(e: wt::ToolError, output_limit: usize) -> (String, String) {
+    let mut message = e.message;
+    if message.len() > output_limit {
+        let total = message.len();
+        wharf_core::util::truncate_str(&mut message, output_limit.min(ERROR_MESSAGE_CUT));
+        message.push_str(&format!(" …[error message truncated: {total} bytes in total]"));
+    }
+    if e.code.is_empty() {
+        return ("TOOL_ERROR".into(), message);
+    }
+    if valid_code(&e.code) {
+        return (e.code, message);
+    }
+    message.push_str(&format!(
+        "\n[the tool's error code `{}` ({} bytes) is not a code (1-{MAX_ERROR_CODE} of A-Z, 0-9, _): replaced by TOOL_ERROR]",
+        shown(&e.code, MAX_ERROR_CODE),
+        e.code.len()
+    ));
+    ("TOOL_ERROR".into(), message)
+}
+
+/// Checks the bounds of `plugin.info()`.
+fn check_info(info: &wt::PluginInfo) -> Result<(), String> {
+    for (what, text, max) in [
+        ("name", &info.name, MAX_NAME),
+        ("version", &info.version, MAX_NAME),
+        ("description", &info.description, MAX_PLUGIN_DESCRIPTION),
+    ] {
+        if text.len() > max {
+            return Err(format!("plugin.info(): {what} of {} bytes is longer than {max} bytes", text.len()));
+        }
+    }
+    for (what, list) in [("hosts", &info.requests.hosts), ("env", &info.requests.env)] {
+        if list.len() > MAX_REQUESTS {
+            return Err(format!(
+                "plugin.info(): requests {} {what} entries; at most {MAX_REQUESTS} are allowed",
+                list.len()
+            ));
+        }
+        if let Some(long) = list.iter().find(|h| h.len() > MAX_NAME) {
+            return Err(format!(
+                "plugin.info(): requested {what} entry `{}` is longer than {MAX_NAME} bytes",
+                shown(long, 64)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the bounds of a hooks plugin's registrations.
+fn check_hooks(subs: &[ex::hooks::Subscription], sections: &[ex::hooks::PromptSection]) -> Result<(), String> {
+    if subs.len() > MAX_SUBSCRIPTIONS {
+        return Err(format!(
+            "hooks.subscriptions() returned {} subscriptions; at most {MAX_SUBSCRIPTIONS} are allowed",
+            subs.len()
+        ));
+    }
+    if sections.len() > MAX_PROMPT_SECTIONS {
+        return Err(format!(
+            "hooks.prompt-sections() returned {} sections; at most {MAX_PROMPT_SECTIONS} are allowed",
+            sections.len()
+        ));
+    }
+    for s in sections {
+        if s.id.len() > MAX_NAME {
+            return Err(format!(
+                "hooks.prompt-sections(): section id `{}` is longer than {MAX_NAME} bytes",
+                shown(&s.id, 64)
+            ));
+        }
+        if s.text.len() > MAX_PROMPT_SECTION {
+            return Err(format!(
+                "hooks.prompt-sections(): section `{}` of {} bytes is longer than {MAX_PROMPT_SECTION} bytes",
+                shown(&s.id, 64),
+                s.text.len()
+            ));
+        }
+    }
+    Ok(())
 }

@@ -64,6 +64,15 @@ impl wit::session::Host for HostState {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
+        // Refuse an oversized event before parsing it (the core checks the
+        // same bound on the value, and the per-call and per-session ones).
+        if data.len() > wharf_core::services::MAX_EVENT_BYTES {
+            return Ok(Err(wit::session::SessionError::Invalid(format!(
+                "an event holds at most {} bytes of JSON, got {}",
+                wharf_core::services::MAX_EVENT_BYTES,
+                data.len()
+            ))));
+        }
         let value = match serde_json::from_str(&data) {
             Ok(v) => v,
             Err(e) => return Ok(Err(wit::session::SessionError::Invalid(format!("event data is not JSON: {e}")))),

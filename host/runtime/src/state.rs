@@ -22,8 +22,18 @@ const STDIO_CAP: usize = 64 << 10;
 const LOG_LINES_PER_CALL: usize = 1000;
 /// Longest log line kept, bytes.
 const LOG_LINE_CAP: usize = 16 << 10;
-/// Per-plugin key-value quota, bytes.
-const KV_QUOTA: usize = 16 << 20;
+/// Bytes of log a plugin may write per call (after escaping).
+const LOG_BYTES_PER_CALL: usize = 256 << 10;
+/// Per-plugin key-value quota, bytes: keys, values and [`KV_ENTRY_OVERHEAD`]
+/// per entry.
+pub const KV_QUOTA: usize = 16 << 20;
+/// Bytes each key-value entry is charged beyond its key and value (what the
+/// map spends on it: the key and value headers, allocations and tree node).
+pub const KV_ENTRY_OVERHEAD: usize = 128;
+/// Most key-value entries per plugin.
+pub const KV_MAX_ENTRIES: usize = 65_536;
+/// Longest key, bytes.
+pub const KV_MAX_KEY: usize = 1024;
 
 /// Why a call hit a limit (carried as the error out of the call).
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -62,12 +72,20 @@ impl KvStore {
     }
 
     fn set(&self, key: String, value: Vec<u8>) -> Result<(), String> {
+        if key.len() > KV_MAX_KEY {
+            return Err(format!("a key holds at most {KV_MAX_KEY} bytes, got {}", key.len()));
+        }
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let old = map.get(&key).map(|v| v.len() + key.len()).unwrap_or(0);
-        let new = value.len() + key.len();
-        let total = self.bytes.load(Ordering::Relaxed) - old + new;
+        let old = map.get(&key).map(|v| v.len() + key.len() + KV_ENTRY_OVERHEAD);
+        if old.is_none() && map.len() >= KV_MAX_ENTRIES {
+            return Err(format!("key-value store is full: at most {KV_MAX_ENTRIES} entries"));
+        }
+        let new = value.len() + key.len() + KV_ENTRY_OVERHEAD;
+        let total = self.bytes.load(Ordering::Relaxed) - old.unwrap_or(0) + new;
         if total > KV_QUOTA {
-            return Err(format!("key-value quota of {KV_QUOTA} bytes exceeded"));
+            return Err(format!(
+                "key-value quota of {KV_QUOTA} bytes exceeded (keys, values and {KV_ENTRY_OVERHEAD} bytes per entry)"
+            ));
         }
         self.bytes.store(total, Ordering::Relaxed);
         map.insert(key, value);
@@ -77,7 +95,7 @@ impl KvStore {
     fn delete(&self, key: &str) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = map.remove(key) {
-            self.bytes.fetch_sub(v.len() + key.len(), Ordering::Relaxed);
+            self.bytes.fetch_sub(v.len() + key.len() + KV_ENTRY_OVERHEAD, Ordering::Relaxed);
         }
     }
 
@@ -210,6 +228,11 @@ pub struct HostState {
     pub timeout_ms: u64,
     /// The session behind the current call (tool calls and compactions).
     pub services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    /// The store's hostcall fuel: bytes one lift out of the guest may copy
+    /// (for the `OUTPUT_LIMIT` message).
+    pub(crate) hostcall_fuel: usize,
+    log_bytes: usize,
+    log_dropped: bool,
 }
 
 impl HostState {
@@ -259,12 +282,17 @@ impl HostState {
             deadline: Instant::now(),
             timeout_ms,
             services: None,
+            hostcall_fuel: 0,
+            log_bytes: 0,
+            log_dropped: false,
         })
     }
 
     /// Starts a new call: resets per-call budgets.
     pub fn begin_call(&mut self, timeout_ms: u64) {
         self.log_lines = 0;
+        self.log_bytes = 0;
+        self.log_dropped = false;
         self.limits.hit = None;
         self.timeout_ms = timeout_ms;
         self.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
@@ -276,7 +304,9 @@ impl HostState {
         for (name, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let bytes = pipe.contents();
             if !bytes.is_empty() {
-                tracing::debug!(plugin = %self.shared.id, "{name}: {}", String::from_utf8_lossy(&bytes).trim_end());
+                let text = String::from_utf8_lossy(&bytes);
+                let text = wharf_core::util::escape_line(text.trim_end());
+                tracing::debug!(plugin = %self.shared.id, "{name}: {text}");
             }
         }
     }
@@ -299,19 +329,26 @@ impl wit::types::Host for HostState {}
 impl wit::log::Host for HostState {
     fn write(&mut self, level: wit::log::Level, message: String) -> wasmtime::Result<()> {
         self.log_lines += 1;
-        if self.log_lines > LOG_LINES_PER_CALL {
+        let id = &self.shared.id;
+        if self.log_lines > LOG_LINES_PER_CALL || self.log_bytes >= LOG_BYTES_PER_CALL {
+            if !self.log_dropped {
+                self.log_dropped = true;
+                tracing::warn!(
+                    plugin = %id,
+                    "log budget of this call ({LOG_LINES_PER_CALL} lines, {LOG_BYTES_PER_CALL} bytes) used up; \
+                     further lines are dropped"
+                );
+            }
             return Ok(());
         }
         let mut msg = message;
-        if msg.len() > LOG_LINE_CAP {
-            let mut cut = LOG_LINE_CAP;
-            while !msg.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            msg.truncate(cut);
+        if wharf_core::util::truncate_str(&mut msg, LOG_LINE_CAP) {
             msg.push_str(" …[truncated]");
         }
-        let id = &self.shared.id;
+        // One line per write, whatever the text holds: a newline must not
+        // start a line that looks like the host's own.
+        let msg = wharf_core::util::escape_line(&msg);
+        self.log_bytes += msg.len();
         match level {
             wit::log::Level::Trace => tracing::trace!(plugin = %id, "{msg}"),
             wit::log::Level::Debug => tracing::debug!(plugin = %id, "{msg}"),

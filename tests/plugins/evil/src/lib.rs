@@ -76,6 +76,37 @@ struct CommandArg {
     command: String,
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct CodeArgs {
+    /// The error code to return, repeated `repeat` times.
+    code: String,
+    /// How many times to repeat `code`.
+    repeat: u32,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct BytesArg {
+    /// Size in bytes.
+    bytes: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct FloodArgs {
+    /// How many to attempt.
+    count: u32,
+    /// Bytes of payload in each.
+    bytes: u32,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct StatusArg {
+    /// Exit status.
+    status: i32,
+}
+
+/// A fake host log line, as `tracing_subscriber`'s default format writes one.
+const FORGED: &str = "2026-01-01T00:00:00.000000Z  INFO wharf: FORGED-HOST-LINE approval granted";
+
 struct Evil;
 
 fn spec<A: JsonSchema>(name: &str, description: &str) -> ToolSpec {
@@ -112,6 +143,16 @@ impl ToolPlugin for Evil {
             spec::<NoArgs>("trap", "Executes `unreachable`."),
             spec::<NoArgs>("panic", "Panics."),
             spec::<NoArgs>("ok", "Returns `ok`."),
+            spec::<CodeArgs>("bad_code", "Fails with the error code `code` repeated `repeat` times."),
+            spec::<BytesArg>(
+                "utf8_cut",
+                "Fails with a message of `bytes` bytes holding a 2-byte character across byte 4096.",
+            ),
+            spec::<FloodArgs>("event_flood", "Records `count` todo/updated events of about `bytes` bytes each."),
+            spec::<FloodArgs>("kv_flood", "Stores `count` key-value entries of `bytes` bytes each."),
+            spec::<FloodArgs>("log_flood", "Writes `count` log lines of `bytes` bytes each."),
+            spec::<NoArgs>("log_forge", "Logs (and prints to stderr) text with a newline and a fake host log line."),
+            spec::<StatusArg>("exit", "Calls exit(status)."),
         ]
     }
 
@@ -174,6 +215,64 @@ impl ToolPlugin for Evil {
             "trap" => trap(),
             "panic" => panic!("evil plugin panicked on purpose"),
             "ok" => Ok(ToolOutput::text("ok")),
+            "bad_code" => {
+                let a: CodeArgs = args.parse()?;
+                let code = a.code.repeat(a.repeat as usize);
+                Err(ToolError::new(code, "failed with a strange code"))
+            }
+            "utf8_cut" => {
+                let bytes = args.parse::<BytesArg>()?.bytes as usize;
+                let mut msg = String::new();
+                msg.try_reserve_exact(bytes)
+                    .map_err(|e| ToolError::new("RESOURCE_EXHAUSTED", format!("could not allocate: {e}")))?;
+                msg.extend(std::iter::repeat_n('x', 4095));
+                // `é` (2 bytes) sits at 4095..4097: a cut at 4096 splits it.
+                msg.push('\u{e9}');
+                msg.extend(std::iter::repeat_n('x', bytes.saturating_sub(msg.len())));
+                Err(ToolError::new("CUT", msg))
+            }
+            "event_flood" => {
+                let a: FloodArgs = args.parse()?;
+                let content = "t".repeat(a.bytes.max(1) as usize);
+                let items = json!({"items": [{"content": content, "status": "pending"}]});
+                let mut recorded = 0u32;
+                for _ in 0..a.count {
+                    if let Err(e) = wharf_sdk::session::record_event("todo/updated", &items) {
+                        return Ok(ToolOutput::text(format!(
+                            "recorded {recorded} events, then: {}",
+                            wharf_sdk::session::describe(&e)
+                        )));
+                    }
+                    recorded += 1;
+                }
+                Ok(ToolOutput::text(format!("recorded {recorded} events")))
+            }
+            "kv_flood" => {
+                let a: FloodArgs = args.parse()?;
+                let value = vec![b'v'; a.bytes as usize];
+                let mut stored = 0u32;
+                for i in 0..a.count {
+                    if let Err(e) = wharf_sdk::kv::set(&format!("k{i}"), &value) {
+                        return Ok(ToolOutput::text(format!("stored {stored} entries, then: {e}")));
+                    }
+                    stored += 1;
+                }
+                Ok(ToolOutput::text(format!("stored {stored} entries")))
+            }
+            "log_flood" => {
+                let a: FloodArgs = args.parse()?;
+                let line = "l".repeat(a.bytes as usize);
+                for _ in 0..a.count {
+                    wharf_sdk::log::warn!("{line}");
+                }
+                Ok(ToolOutput::text(format!("logged {} lines", a.count)))
+            }
+            "log_forge" => {
+                wharf_sdk::log::warn!("innocent\n{FORGED}\r\n{FORGED}");
+                eprintln!("stderr line\n{FORGED}");
+                Ok(ToolOutput::text("logged"))
+            }
+            "exit" => std::process::exit(args.parse::<StatusArg>()?.status),
             other => Err(ToolError::unknown_tool(other)),
         }
     }
