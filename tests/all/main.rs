@@ -19,5 +19,6 @@ mod sandbox;
 mod shell;
 mod system_prompt;
 mod todo_skills;
+mod tool_names;
 mod web;
 mod web_fetch;
