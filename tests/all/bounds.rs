@@ -49,6 +49,8 @@ struct Measured {
 
 /// Runs `cmd`, collecting its output, and reaps it with `wait4` for its own
 /// peak RSS.
+// The child is reaped by `wait4`, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn measured(mut cmd: Command) -> Measured {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = ok(cmd.spawn());
