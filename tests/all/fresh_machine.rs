@@ -48,6 +48,8 @@ fn a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci() {
     let out = probe(Some("true"));
     assert!(!out.status.success(), "under CI a skip must fail the test");
     assert!(String::from_utf8_lossy(&out.stdout).contains("CI is set, so a skip is a failure"));
+    // …and is still listed (three runs: three lines).
+    assert_eq!(ok(std::fs::read_to_string(&file)), format!("{line}\n").repeat(3));
 }
 
 fn on_path(name: &str) -> bool {

@@ -113,14 +113,14 @@ fn report_skip(line: &str) {
 /// (a missing toolchain, browser, namespace support …): prints
 /// `WHARF-SKIP <test>: <reason>` to stderr (uncaptured) and to the file in
 /// `$WHARF_SKIP_FILE`; `cargo xtask test` lists every such line at the end.
-/// When `CI` is set it panics instead: in CI a skip is a failure. The
-/// caller returns after it.
+/// When `CI` is set it then panics: in CI a skip is a failure (still listed
+/// in the summary). The caller returns after it.
 pub fn skip(test: &str, reason: &str) {
     let line = skip_line(SKIP_MARKER, test, reason);
+    report_skip(&line);
     if in_ci() {
         panic!("{line} (CI is set, so a skip is a failure)");
     }
-    report_skip(&line);
 }
 
 /// Like [`skip`] for what is expected to be absent even in CI (a real

@@ -5,8 +5,11 @@
 //!   and copies them to `target/plugins/NAME.wasm`.
 //! - `cargo xtask demo`: builds everything and runs an offline agent session
 //!   with real components (and a real model when `DEEPSEEK_API_KEY` is set).
-//! - `cargo xtask test`: builds the plugins and runs every test.
+//! - `cargo xtask test`: builds the plugins and runs every test, then lists
+//!   every skipped test with its reason (a failure when `CI` is set).
 //! - `cargo xtask lint`: `cargo fmt --check` and clippy with `-D warnings`.
+//! - `cargo xtask install [--prefix DIR] [--release]`: `DIR/bin/wharf` and
+//!   the first-party components in `DIR/lib/wharf/plugins` ([`install`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +19,8 @@ use anyhow::{Context, Result, bail};
 mod bench;
 mod faults;
 mod fuzz;
+mod install;
+mod skips;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -28,8 +33,9 @@ fn main() -> Result<()> {
         Some("bench") => bench::run(&root, &args[1..]),
         Some("faults") => faults::run(&root, &args[1..]),
         Some("fuzz") => fuzz::run(&root, &args[1..]),
+        Some("install") => install::run(&root, &args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint | bench | faults | fuzz>");
+            eprintln!("usage: cargo xtask <build-plugins | demo | test | lint | bench | faults | fuzz | install>");
             std::process::exit(2);
         }
     }
@@ -144,11 +150,28 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
 
+/// Builds the plugins and runs every test, then prints the skip summary
+/// ([`skips`]) — also when tests failed; with `CI` set a skip fails it.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     build_plugins(root)?;
     run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
+    let skip_file = target_dir(root).join("test-skips.txt");
+    std::fs::create_dir_all(target_dir(root))?;
+    std::fs::write(&skip_file, "")?;
+    let result = run_tests(root, extra, &skip_file);
+    let (summary, skip_failure) = skips::summary(&skips::read(&skip_file), skips::in_ci());
+    eprintln!("\n{summary}");
+    result?;
+    if skip_failure {
+        bail!("tests were skipped and CI is set (see the summary above)");
+    }
+    Ok(())
+}
+
+fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
+    cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast", "--workspace", "--exclude", "wharf-sdk"]);
     for c in &crates {
         cmd.args(["--exclude", &c.package]);
@@ -160,6 +183,7 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     // not change the host's and wasmtime is compiled once. The fixtures
     // under tests/plugins are wasm-only.
     let mut cmd = Command::new("cargo");
+    cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]);
     for c in crates.iter().filter(|c| !c.fixture) {
         cmd.args(["-p", &c.package]);
