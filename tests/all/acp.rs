@@ -696,6 +696,12 @@ tool_calls = [
 
 [[plugin.config.turns]]
 text = "Done."
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__pid", arguments = {} }]
+
+[[plugin.config.turns]]
+text = "Done again."
 "#;
     let p = e.profile_with("client-mcp", turns, &policy_row("deny", &["mcp__ed__add"]));
     let fx = crate::mcp::fixture().display().to_string();
@@ -759,5 +765,19 @@ text = "Done."
     assert!(!proc.exists(), "the session's MCP server ({pid}) outlived session/close");
     let bad = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}));
     assert_eq!(c.response(bad)["error"]["code"], -32602, "a closed session is unknown");
+
+    // session/load starts the servers it is given, afresh.
+    let load = c.request("session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": servers}));
+    c.result(load);
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let log = e.log_types(&sid);
+    let again = log
+        .iter()
+        .rfind(|v| v["type"] == "tool/result" && v["data"]["name"] == "mcp__ed__pid")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(again["data"]["is_error"], false, "{again}");
+    assert_ne!(again["data"]["content"].as_str().unwrap_or(""), pid, "a new server process");
     c.close();
 }

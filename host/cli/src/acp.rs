@@ -33,7 +33,8 @@
 //!   notifications, then responds. A session already open in this process
 //!   keeps the servers it has.
 //! - `session/close {sessionId}` (`sessionCapabilities.close`): cancels a
-//!   running prompt, stops the session's own MCP servers and forgets it.
+//!   running prompt and stops the session's own MCP servers; a later
+//!   `session/load` continues it (with the servers that request passes).
 //! - `session/prompt`: the prompt becomes a `followup` in the session inbox
 //!   and the agent runs until idle. Updates stream while it runs and all of
 //!   them are sent before the response, whose `stopReason` maps the turn's
@@ -121,6 +122,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
         args: args.host,
         hosts: tokio::sync::Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
+        closed: Mutex::new(HashMap::new()),
         client: Mutex::new(None),
     });
     // One handle per handler (each closure owns its clone).
@@ -239,6 +241,10 @@ struct Server {
     /// concurrent `session/new` calls for one cwd share one load.
     hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<HostCtx>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions closed by `session/close`: their log stays open in this
+    /// process (the host still logs plugin changes to it), so a later
+    /// `session/load` continues it.
+    closed: Mutex<HashMap<String, (Agent, Arc<HostCtx>)>>,
     /// The client's name from `initialize`, for `approval/decided.by`.
     client: Mutex<Option<String>>,
 }
@@ -294,25 +300,45 @@ impl Server {
     async fn open(
         &self,
         host: &Arc<HostCtx>,
-        resume: Option<&str>,
+        origin: Origin<'_>,
         servers: &[acp::McpServer],
     ) -> Result<Opened, sdk::Error> {
         let rows = client_servers(servers, &host.config.mcp);
         let (approver, approvals) = ChannelApprover::new();
         let approver: Arc<dyn Approver> = Arc::new(approver);
-        let (agent, first_seq) = host.open_agent(resume, approver.clone(), None).map_err(|e| match resume {
-            Some(id) => invalid_params(format!("cannot load session `{id}`: {e:#}")),
-            None => internal(format!("{e:#}")),
-        })?;
-        if rows.is_empty() {
-            return Ok(Opened { agent, first_seq, approvals, mcp: None });
+        let (base, first_seq, reused) = match origin {
+            Origin::Closed(old) => {
+                let next = old.log().last_seq() + 1;
+                (old, next, true)
+            }
+            Origin::New | Origin::Resume(_) => {
+                let resume = match origin {
+                    Origin::Resume(id) => Some(id),
+                    _ => None,
+                };
+                let (agent, first_seq) = host.open_agent(resume, approver.clone(), None).map_err(|e| match resume {
+                    Some(id) => invalid_params(format!("cannot load session `{id}`: {e:#}")),
+                    None => internal(format!("{e:#}")),
+                })?;
+                (agent, first_seq, false)
+            }
+        };
+        if rows.is_empty() && !reused {
+            return Ok(Opened { agent: base, first_seq, approvals, mcp: None });
         }
-        let registry = Arc::new(Registry::layered(host.plugins.registry().clone()));
-        let mcp = McpManager::start(registry.clone(), rows, &host.workspace);
-        // The same log, bus (and its listeners) and settings; only the
-        // registry differs.
-        let agent =
-            Agent::with_bus(agent.log().clone(), registry, agent.bus().clone(), approver, agent.config().clone());
+        let (registry, mcp) = if rows.is_empty() {
+            (host.plugins.registry().clone(), None)
+        } else {
+            let registry = Arc::new(Registry::layered(host.plugins.registry().clone()));
+            let mcp = McpManager::start(registry.clone(), rows, &host.workspace);
+            (registry, Some(mcp))
+        };
+        // The same log, bus (and its listeners) and settings; the registry
+        // and the approver are this session's.
+        let agent = Agent::with_bus(base.log().clone(), registry, base.bus().clone(), approver, base.config().clone());
+        let Some(mcp) = mcp else {
+            return Ok(Opened { agent, first_seq, approvals, mcp: None });
+        };
         if let Err(e) = mcp.attach_agent(&agent) {
             mcp.stop().await;
             return Err(internal(format!("{e:#}")));
@@ -328,7 +354,7 @@ impl Server {
 
     async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
         let host = self.host_for(&req.cwd).await?;
-        let opened = self.open(&host, None, &req.mcp_servers).await?;
+        let opened = self.open(&host, Origin::New, &req.mcp_servers).await?;
         let id = opened.agent.session_id().to_string();
         let session = Session::start(opened, host, cx, self.approver_name())?;
         lock(&self.sessions).insert(id.clone(), session);
@@ -348,8 +374,24 @@ impl Server {
             }
             return Ok(acp::LoadSessionResponse::new());
         }
-        let host = self.host_for(&req.cwd).await?;
-        let opened = self.open(&host, Some(&id), &req.mcp_servers).await?;
+        let closed = lock(&self.closed).remove(&id);
+        let (host, opened) = match closed {
+            Some((agent, host)) => {
+                let same = std::fs::canonicalize(&req.cwd).is_ok_and(|c| c == host.workspace);
+                if !same {
+                    let theirs = host.workspace.display().to_string();
+                    lock(&self.closed).insert(id.clone(), (agent, host));
+                    return Err(invalid_params(format!("session `{id}` belongs to workspace {theirs}")));
+                }
+                let opened = self.open(&host, Origin::Closed(agent), &req.mcp_servers).await?;
+                (host, opened)
+            }
+            None => {
+                let host = self.host_for(&req.cwd).await?;
+                let opened = self.open(&host, Origin::Resume(&id), &req.mcp_servers).await?;
+                (host, opened)
+            }
+        };
         // History before this process opened the log; what open_agent
         // appended (plugin events) and everything later streams live.
         let history = opened.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()));
@@ -373,6 +415,7 @@ impl Server {
             invalid_params(format!("unknown session `{id}` (create it with session/new or session/load)"))
         })?;
         session.end().await;
+        lock(&self.closed).insert(id.0.to_string(), (session.agent.clone(), session.host.clone()));
         tracing::info!(session = %id, "acp session closed");
         Ok(acp::CloseSessionResponse::new())
     }
@@ -385,6 +428,16 @@ impl Server {
             h.close().await;
         }
     }
+}
+
+/// Where [`Server::open`] takes a session's log from.
+enum Origin<'a> {
+    /// A new session.
+    New,
+    /// A stored session, by id.
+    Resume(&'a str),
+    /// A session closed earlier in this process (its log is still open).
+    Closed(Agent),
 }
 
 /// A session's agent as [`Server::open`] made it.
