@@ -628,7 +628,7 @@ pub fn exposed_name(server: &str, tool: &str, used: &mut std::collections::HashS
     if name.len() > MAX_TOOL_NAME || clean != tool {
         let h = hex::encode(Sha256::digest(tool.as_bytes()));
         if name.len() > MAX_TOOL_NAME {
-            name.truncate(MAX_TOOL_NAME - 9);
+            wharf_core::util::truncate_str(&mut name, MAX_TOOL_NAME - 9);
             name = format!("{name}_{}", &h[..8]);
         }
     }
@@ -637,7 +637,7 @@ pub fn exposed_name(server: &str, tool: &str, used: &mut std::collections::HashS
     while !used.insert(candidate.clone()) {
         let suffix = format!("_{n}");
         let mut base = name.clone();
-        base.truncate(MAX_TOOL_NAME - suffix.len());
+        wharf_core::util::truncate_str(&mut base, MAX_TOOL_NAME - suffix.len());
         candidate = format!("{base}{suffix}");
         n += 1;
     }
@@ -830,6 +830,12 @@ mod tests {
         let long = exposed_name("fx", &"x".repeat(100), &mut used);
         assert_eq!(long.len(), 64);
         assert!(long.starts_with("mcp__fx__xxx"));
+        // A server name the cut would split (a client may pass any name).
+        let server = format!("a{}", "\u{e9}".repeat(40));
+        let multi = exposed_name(&server, "t", &mut used);
+        assert!(multi.len() <= 64 && multi.starts_with("mcp__a\u{e9}"), "{multi}");
+        let again = exposed_name(&server, "t", &mut used);
+        assert!(again.len() <= 64 && again != multi, "{again}");
     }
 
     #[test]
