@@ -650,7 +650,9 @@ fn permission_requests_never_overtake_their_tool_call() {
 #[test]
 fn a_cancel_racing_the_end_of_a_turn_is_answered_as_logged() {
     let e = env();
-    let turns = "[[plugin.config.turns]]\ntext = \"The whole answer.\"\n";
+    // One chunk, then the final batch (finish, usage) 3 ms later: cancels
+    // sent 0–6 ms after the chunk land on both sides of the turn's end.
+    let turns = "[[plugin.config.turns]]\ntext = \"The whole answer.\"\ndelay_ms = 3\n";
     let p = e.profile_with("cancel-race", &format!("chunk_size = 64\n{turns}"), "");
     let mut c = e.spawn(&p);
     c.initialize();
@@ -663,9 +665,7 @@ fn a_cancel_racing_the_end_of_a_turn_is_answered_as_logged() {
             v["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
                 || (v["id"] == prompt && v.get("method").is_none())
         });
-        if round % 5 != 0 {
-            std::thread::sleep(Duration::from_micros(400 * (round % 5)));
-        }
+        std::thread::sleep(Duration::from_millis(round % 7));
         c.notify("session/cancel", json!({"sessionId": sid}));
         let answered = c.result(prompt)["stopReason"].as_str().unwrap_or("").to_string();
         // The log is complete once the response is out.
