@@ -55,9 +55,11 @@ pub struct HostArgs {
     pub no_watch: bool,
 }
 
-/// Where the built components are: `$WHARF_PLUGIN_DIR`, else `plugins/`
-/// next to the binary's directory (an installed layout, and `target/plugins`
-/// for a binary in `target/debug`), else `./target/plugins`.
+/// Where the built components are: `$WHARF_PLUGIN_DIR`, else, next to the
+/// binary's directory, `lib/wharf/plugins` (the layout `cargo xtask install
+/// --prefix DIR` writes: `DIR/bin/wharf`, `DIR/lib/wharf/plugins`) or
+/// `plugins` (`target/plugins` for a binary in `target/debug`), else
+/// `./target/plugins`.
 pub fn plugin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WHARF_PLUGIN_DIR") {
         return PathBuf::from(d);
@@ -65,12 +67,43 @@ pub fn plugin_dir() -> PathBuf {
     if let Ok(exe) = std::env::current_exe()
         && let Some(d) = exe.parent().and_then(Path::parent)
     {
-        let candidate = d.join("plugins");
-        if candidate.is_dir() {
-            return candidate;
+        for candidate in [d.join("lib").join("wharf").join("plugins"), d.join("plugins")] {
+            if candidate.is_dir() {
+                return candidate;
+            }
         }
     }
     PathBuf::from("target/plugins")
+}
+
+/// Fails, naming `WHARF_PLUGIN_DIR` and the install command, when enabled
+/// rows point into the plugin directory at components that are not there
+/// (a binary copied away from its components); other missing paths are left
+/// to the loader's own error.
+fn check_plugin_dir(config: &Config, dir: &Path) -> Result<()> {
+    let dir = &std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let missing: Vec<String> = config
+        .plugins
+        .iter()
+        .filter(|p| p.path.starts_with(dir) && !p.path.exists())
+        .filter_map(|p| p.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let how = if std::env::var_os("WHARF_PLUGIN_DIR").is_some() {
+        "from $WHARF_PLUGIN_DIR"
+    } else {
+        "found next to the binary or in ./target/plugins; WHARF_PLUGIN_DIR is not set"
+    };
+    anyhow::bail!(
+        "the components this profile needs are not in the plugin directory {} ({how}); missing: {}.\n\
+         Install wharf with its components: `cargo xtask install --prefix DIR` in a Wharf checkout \
+         (then run DIR/bin/wharf, which finds DIR/lib/wharf/plugins), or set WHARF_PLUGIN_DIR to a \
+         directory holding them (`cargo xtask build-plugins` builds them into target/plugins).",
+        dir.display(),
+        missing.join(", ")
+    )
 }
 
 fn home() -> Option<PathBuf> {
@@ -246,6 +279,7 @@ impl HostCtx {
     pub async fn start_with(args: &HostArgs, edit: impl FnOnce(&mut Config) -> Result<()>) -> Result<Self> {
         let mut config = args.load_config()?;
         edit(&mut config)?;
+        check_plugin_dir(&config, &plugin_dir())?;
         let workspace = args.workspace()?;
         let runtime = Runtime::new(RuntimeOptions {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },

@@ -1,0 +1,83 @@
+//! The install path: `cargo xtask install --prefix DIR`, then `DIR/bin/wharf
+//! run … --profile demo` from an unrelated directory finds its components in
+//! `DIR/lib/wharf/plugins`; a binary copied away from its components says
+//! how to fix that (`WHARF_PLUGIN_DIR`, `cargo xtask install`).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `BIN run TASK --profile demo` in a fresh workspace holding a README,
+/// with a temp HOME and no `WHARF_PLUGIN_DIR`.
+fn demo_run(bin: &Path, home: &Path, ws: &Path) -> Output {
+    ok(std::fs::write(ws.join("README.md"), "# A project\n\nIt does one thing well.\n"));
+    ok(Command::new(bin)
+        .current_dir(ws)
+        .env("HOME", home)
+        .env_remove("WHARF_PLUGIN_DIR")
+        .env_remove("DEEPSEEK_API_KEY")
+        .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+        .args(["run", "Summarise the README.", "--profile", "demo", "--no-watch"])
+        .output())
+}
+
+#[test]
+fn installed_wharf_runs_the_demo_from_any_directory() {
+    let prefix = ok(tempfile::tempdir());
+    let out = ok(Command::new("cargo")
+        .current_dir(wharf_tests::root())
+        .env_remove("WHARF_PLUGIN_DIR")
+        .args(["xtask", "install", "--prefix"])
+        .arg(prefix.path())
+        .output());
+    assert!(out.status.success(), "install failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let bin = prefix.path().join("bin/wharf");
+    let plugins = prefix.path().join("lib/wharf/plugins");
+    assert!(bin.is_file(), "{}", bin.display());
+    for c in ["fs", "text", "llm-scripted", "context", "skills", "llm-deepseek"] {
+        assert!(plugins.join(format!("{c}.wasm")).is_file(), "{c}.wasm not installed");
+    }
+    assert!(!plugins.join("evil.wasm").exists(), "test fixtures are not installed");
+
+    let (home, ws) = (ok(tempfile::tempdir()), ok(tempfile::tempdir()));
+    let out = demo_run(&bin, home.path(), ws.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = ok(std::fs::read_to_string(ws.path().join("SUMMARY.md")));
+    assert!(!summary.trim().is_empty(), "the scripted model wrote SUMMARY.md through the fs component");
+    let doctor = ok(Command::new(&bin).current_dir(ws.path()).env("HOME", home.path()).arg("doctor").output());
+    let stdout = String::from_utf8_lossy(&doctor.stdout);
+    assert!(stdout.contains(&format!("plugin dir: {}", plugins.display())), "{stdout}");
+}
+
+#[test]
+fn a_binary_without_its_components_names_the_fix() {
+    let prefix = ok(tempfile::tempdir());
+    ok(std::fs::create_dir_all(prefix.path().join("bin")));
+    let bin = prefix.path().join("bin/wharf");
+    ok(std::fs::copy(wharf_tests::wharf_bin(), &bin));
+    let (home, ws) = (ok(tempfile::tempdir()), ok(tempfile::tempdir()));
+    let out = demo_run(&bin, home.path(), ws.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("WHARF_PLUGIN_DIR"), "{stderr}");
+    assert!(stderr.contains("cargo xtask install --prefix DIR"), "{stderr}");
+    assert!(stderr.contains("missing: fs.wasm, text.wasm, llm-scripted.wasm"), "{stderr}");
+    // WHARF_PLUGIN_DIR fixes it.
+    let out = ok(Command::new(&bin)
+        .current_dir(ws.path())
+        .env("HOME", home.path())
+        .env("WHARF_PLUGIN_DIR", wharf_tests::target_dir().join("plugins"))
+        .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+        .args(["run", "Summarise the README.", "--profile", "demo", "--no-watch"])
+        .output());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
