@@ -89,8 +89,10 @@
 //!
 //! # Strings
 //!
-//! Every string may use `${workspace}`, `${plugin_dir}`, `${home}` and
-//! `${profile_dir}` (the directory of the file that holds the string; it has
+//! Every string may use `${workspace}`, `${repo_root}` (the nearest ancestor
+//! of the workspace, or the workspace itself, holding `.git`; else the
+//! workspace), `${plugin_dir}`, `${home}` and `${profile_dir}` (the
+//! directory of the file that holds the string; it has
 //! no value in embedded profiles and `-c`); `$${` is a literal `${`; any
 //! other `${name}` is an error. The values of an `[[mcp]]` row's `env` and
 //! `headers` tables may also use `${env:NAME}`: it is kept as written and
@@ -539,8 +541,10 @@ impl Config {
 
 /// Loads and composes every layer named by `opts`; see the crate docs.
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+    let workspace = absolute(&opts.workspace)?;
     let vars = Vars {
-        workspace: absolute(&opts.workspace)?,
+        repo_root: vars::repo_root(&workspace),
+        workspace,
         plugin_dir: absolute(&opts.plugin_dir)?,
         home: opts.home.as_deref().map(absolute).transpose()?,
         profile_dir: None,

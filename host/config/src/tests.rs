@@ -452,7 +452,8 @@ dirs = ["~/d:rw", "rel", "${workspace}/sub/./x:ro"]
     assert!(matches!(&e, ConfigError::Variable { error: VarError::Unknown(n), .. } if n == "user"), "{e}");
     assert_eq!(at(&e), (env.path("ws/.wharf/config.toml").display().to_string(), Some(2), Some(17)));
     assert!(
-        e.to_string().ends_with("unknown variable `${user}` (known: workspace, plugin_dir, home, profile_dir)"),
+        e.to_string()
+            .ends_with("unknown variable `${user}` (known: workspace, repo_root, plugin_dir, home, profile_dir)"),
         "{e}"
     );
 

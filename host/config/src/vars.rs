@@ -3,7 +3,7 @@
 use std::path::{Component, Path, PathBuf};
 
 /// The variable names a string may use.
-pub const VARIABLES: &[&str] = &["workspace", "plugin_dir", "home", "profile_dir"];
+pub const VARIABLES: &[&str] = &["workspace", "repo_root", "plugin_dir", "home", "profile_dir"];
 
 /// The values of the variables a configuration string may use. The caller
 /// supplies them; [`crate::load`] builds them from its [`crate::LoadOptions`]
@@ -12,6 +12,10 @@ pub const VARIABLES: &[&str] = &["workspace", "plugin_dir", "home", "profile_dir
 pub struct Vars {
     /// `${workspace}`: the session workspace directory.
     pub workspace: PathBuf,
+    /// `${repo_root}`: the nearest ancestor of the workspace (or the
+    /// workspace itself) that holds `.git`, else the workspace; see
+    /// [`repo_root`].
+    pub repo_root: PathBuf,
     /// `${plugin_dir}`: where the built components are.
     pub plugin_dir: PathBuf,
     /// `${home}` and a leading `~/`: the user's home directory, if known.
@@ -25,7 +29,7 @@ pub struct Vars {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VarError {
     /// `${name}` with a name that is not a variable.
-    #[error("unknown variable `${{{0}}}` (known: workspace, plugin_dir, home, profile_dir)")]
+    #[error("unknown variable `${{{0}}}` (known: workspace, repo_root, plugin_dir, home, profile_dir)")]
     Unknown(String),
     /// A known variable that has no value here (no home directory; no
     /// containing file for `${profile_dir}`).
@@ -53,6 +57,13 @@ fn unset_hint(name: &str) -> &'static str {
     }
 }
 
+/// The repository root of `workspace`: the nearest directory from the
+/// workspace up that holds `.git` (a directory, or a file for worktrees and
+/// submodules), else the workspace itself.
+pub fn repo_root(workspace: &Path) -> PathBuf {
+    workspace.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok()).unwrap_or(workspace).to_path_buf()
+}
+
 impl Vars {
     /// The same values with `profile_dir` set.
     pub fn with_profile_dir(&self, dir: Option<PathBuf>) -> Self {
@@ -62,6 +73,7 @@ impl Vars {
     fn value(&self, name: &str) -> Result<&Path, VarError> {
         let v = match name {
             "workspace" => Some(self.workspace.as_path()),
+            "repo_root" => Some(self.repo_root.as_path()),
             "plugin_dir" => Some(self.plugin_dir.as_path()),
             "home" => self.home.as_deref(),
             "profile_dir" => self.profile_dir.as_deref(),
@@ -175,7 +187,13 @@ mod tests {
     use super::*;
 
     fn vars() -> Vars {
-        Vars { workspace: "/ws".into(), plugin_dir: "/plugins".into(), home: Some("/home/u".into()), profile_dir: None }
+        Vars {
+            workspace: "/ws".into(),
+            repo_root: "/ws".into(),
+            plugin_dir: "/plugins".into(),
+            home: Some("/home/u".into()),
+            profile_dir: None,
+        }
     }
 
     #[test]
@@ -186,6 +204,21 @@ mod tests {
         assert_eq!(v.expand("${nope}"), Err(VarError::Unknown("nope".into())));
         assert_eq!(v.expand("${profile_dir}"), Err(VarError::Unset("profile_dir".into())));
         assert_eq!(v.expand("${home"), Err(VarError::Unterminated));
+    }
+
+    #[test]
+    fn repo_root_is_the_nearest_ancestor_with_git_else_the_workspace() {
+        let base = std::env::temp_dir().join(format!("wharf-repo-root-{}", std::process::id()));
+        let ws = base.join("repo/a/b");
+        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        let inside = repo_root(&ws);
+        // The temp dir itself may sit in a repository; nothing below `base` has `.git` yet.
+        assert!(!inside.starts_with(&base) || inside == ws, "{}", inside.display());
+        std::fs::create_dir_all(base.join("repo/.git")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repo_root(&ws), base.join("repo"));
+        std::fs::write(ws.join(".git"), "gitdir: elsewhere").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(repo_root(&ws), ws);
+        let _ = std::fs::remove_dir_all(base);
     }
 
     #[test]

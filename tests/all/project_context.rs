@@ -1,0 +1,199 @@
+//! Project context on the wire: the shipped `default` profile's `context`
+//! component puts `~/.wharf/AGENTS.md` and the `AGENTS.md` files (or
+//! `CLAUDE.md` where a directory has none) from the repository root down to
+//! the workspace into the system prompt, which `wharf-mock-llm` records. The
+//! DeepSeek row of the profile is pointed at the mock with `-c`.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+
+const KEY: &str = "sk-context-test-0123456789";
+const MODEL: &str = "deepseek-v4-flash";
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn write(path: &Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        ok(std::fs::create_dir_all(dir));
+    }
+    ok(std::fs::write(path, text));
+}
+
+/// A temp HOME, a directory tree for the workspace, and a mock model.
+struct World {
+    home: tempfile::TempDir,
+    tree: tempfile::TempDir,
+    mock: MockLlm,
+}
+
+impl World {
+    fn new(replies: Value) -> Self {
+        for p in ["fs", "text", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "llm-deepseek"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let script: Script = ok(serde_json::from_value(json!({
+            "checks": {"api_key": KEY, "model": MODEL},
+            "replies": replies,
+            "default": {"kind": "stream", "text": "Default."},
+        })));
+        let mock = ok(MockLlm::start_background(script));
+        let home = ok(tempfile::tempdir());
+        let tree = ok(tempfile::tempdir());
+        Self { home, tree, mock }
+    }
+
+    /// A path in the tree, canonical (as the workspace is shown to the model).
+    fn path(&self, rel: &str) -> PathBuf {
+        let base = ok(std::fs::canonicalize(self.tree.path()));
+        base.join(rel)
+    }
+
+    /// `wharf run TASK --profile default` in `ws`, the model at the mock.
+    fn run(&self, ws: &Path, extra: &[&str]) -> Output {
+        let port = self.mock.addr().port();
+        let mut c = wharf_tests::wharf(self.home.path());
+        c.current_dir(ws).env("DEEPSEEK_API_KEY", KEY).env("WHARF_LOG", "info").args([
+            "run",
+            "Follow the project rules.",
+            "--profile",
+            "default",
+            "--no-watch",
+            "--session-dir",
+            &self.home.path().join("sessions").display().to_string(),
+            "-c",
+            &format!("plugin.deepseek.config.base_url={}/v1", self.mock.url()),
+            "-c",
+            &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
+        ]);
+        c.args(extra);
+        let out = ok(c.output());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.mock.assert_no_violations();
+        out
+    }
+}
+
+/// The system message of a recorded request.
+fn system(req: &RecordedRequest) -> String {
+    let msgs = req.body.as_ref().and_then(|b| b["messages"].as_array().cloned()).unwrap_or_default();
+    assert_eq!(msgs.first().map(|m| m["role"].clone()), Some(json!("system")), "{}", req.raw_body);
+    msgs[0]["content"].as_str().unwrap_or_default().to_string()
+}
+
+/// The `## PATH` headings of the project-instructions section, in order.
+fn headings(prompt: &str) -> Vec<String> {
+    let Some(at) = prompt.find("# Project instructions") else { return Vec::new() };
+    prompt[at..].lines().filter_map(|l| l.strip_prefix("## ")).map(str::to_string).collect()
+}
+
+#[test]
+fn agents_files_from_the_repository_root_down_and_the_global_one() {
+    let w = World::new(json!([{"kind": "stream", "text": "Done."}]));
+    write(&w.home.path().join(".wharf/AGENTS.md"), "GLOBAL: answer in English.\n");
+    write(&w.path("AGENTS.md"), "ABOVE: outside the repository, never read.\n");
+    ok(std::fs::create_dir_all(w.path("repo/.git")));
+    write(&w.path("repo/AGENTS.md"), "ROOT: run cargo fmt.\n");
+    write(&w.path("repo/CLAUDE.md"), "ROOT-CLAUDE: shadowed by AGENTS.md.\n");
+    write(&w.path("repo/crates/CLAUDE.md"), "MIDDLE: a CLAUDE.md where there is no AGENTS.md.\n");
+    let ws = w.path("repo/crates/app");
+    ok(std::fs::create_dir_all(&ws));
+
+    let out = w.run(&ws, &[]);
+    let reqs = w.mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let prompt = system(&reqs[0]);
+    let home = ok(std::fs::canonicalize(w.home.path()));
+    assert_eq!(
+        headings(&prompt),
+        [
+            home.join(".wharf/AGENTS.md").display().to_string(),
+            w.path("repo/AGENTS.md").display().to_string(),
+            w.path("repo/crates/CLAUDE.md").display().to_string(),
+        ],
+        "only the files that exist, global first, then root → workspace:\n{prompt}"
+    );
+    let (g, r, m) = (
+        prompt.find("GLOBAL: answer in English."),
+        prompt.find("ROOT: run cargo fmt."),
+        prompt.find("MIDDLE: a CLAUDE.md"),
+    );
+    assert!(g.is_some() && r.is_some() && m.is_some() && g < r && r < m, "{prompt}");
+    assert!(!prompt.contains("ABOVE:"), "a file above the repository root: {prompt}");
+    assert!(!prompt.contains("ROOT-CLAUDE"), "CLAUDE.md next to an AGENTS.md: {prompt}");
+    // The base prompt comes first.
+    assert!(!prompt.starts_with("# Project instructions"), "{prompt}");
+    // Which files were loaded is in the log.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.contains("context: loaded")).unwrap_or_default();
+    assert!(line.contains(&w.path("repo/AGENTS.md").display().to_string()), "{stderr}");
+    assert!(line.contains(&w.path("repo/crates/CLAUDE.md").display().to_string()), "{line}");
+}
+
+#[test]
+fn without_a_repository_only_the_workspace_and_no_section_without_files() {
+    let w = World::new(json!([{"kind": "stream", "text": "Done."}, {"kind": "stream", "text": "Done."}]));
+    write(&w.path("AGENTS.md"), "PARENT: not a repository, so never read.\n");
+    let ws = w.path("ws");
+    write(&ws.join("AGENTS.md"), "WORKSPACE: keep changes small.\n");
+    // The repository walk must stop at the workspace even if the temp dir
+    // is inside a repository.
+    if w.path("").ancestors().any(|d| d.join(".git").exists()) {
+        wharf_tests::skip(&wharf_tests::current_test(), "the temp directory is inside a git repository");
+        return;
+    }
+    w.run(&ws, &[]);
+    let prompt = system(&w.mock.requests()[0]);
+    assert_eq!(headings(&prompt), [ws.join("AGENTS.md").display().to_string()], "{prompt}");
+    assert!(prompt.contains("WORKSPACE: keep changes small."), "{prompt}");
+    assert!(!prompt.contains("PARENT:"), "{prompt}");
+
+    // No file at all (and no ~/.wharf): no section.
+    let empty = w.path("empty");
+    ok(std::fs::create_dir_all(&empty));
+    w.run(&empty, &[]);
+    let prompt = system(&w.mock.requests()[1]);
+    assert!(!prompt.contains("# Project instructions"), "{prompt}");
+}
+
+#[test]
+fn re_read_at_every_step_and_bounded() {
+    let big = format!("BIG: {}", "é".repeat(200));
+    let w = World::new(json!([
+        {"kind": "stream", "tool_calls": [{
+            "id": "call_1",
+            "name": "write",
+            "arguments": json!({"path": "AGENTS.md", "content": "WRITTEN: appears from the next step.\n"}).to_string(),
+        }]},
+        {"kind": "stream", "text": "Done."},
+    ]));
+    let ws = w.path("ws");
+    ok(std::fs::create_dir_all(ws.join(".git")));
+    write(&ws.join("sub/AGENTS.md"), "SUB: not an ancestor, never read.\n");
+    write(&w.home.path().join(".wharf/AGENTS.md"), &big);
+    // 102 bytes: "BIG: ", 48 two-byte characters and half of the next, which is dropped.
+    w.run(&ws, &["-c", "plugin.context.config.max_bytes=102", "-c", "agent.ask=allow"]);
+    let reqs = w.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let first = system(&reqs[0]);
+    let kept = format!("BIG: {}", "é".repeat(48));
+    assert!(first.contains(&format!("{kept}\n")), "cut on a character boundary: {first}");
+    assert!(!first.contains(&format!("{kept}é")), "{first}");
+    assert!(first.contains("[truncated: the first 101 of 405 bytes of "), "{first}");
+    assert!(!first.contains("WRITTEN:") && !first.contains("SUB:"), "{first}");
+    // The model wrote AGENTS.md in step 1; step 2's prompt has it, and it
+    // takes the budget first (it is the most specific file).
+    let second = system(&reqs[1]);
+    assert!(second.contains("WRITTEN: appears from the next step."), "{second}");
+    assert!(!second.contains(&kept), "the global file got what was left: {second}");
+}
