@@ -297,6 +297,23 @@ async fn a_guest_exit_keeps_its_status() {
     assert!(!content.contains('\n'), "{content}");
 }
 
+#[test]
+fn a_resource_flood_hits_the_table_limit_with_its_cause() {
+    // 2 million header-field resources: ~1 million (wasmtime's default
+    // table size) of host allocations without a bound of our own.
+    let args = json!({"count": 2_000_000});
+    let m = plugin_call("evil", "resource_flood", &args, &[]);
+    let v = result(&m);
+    let content = v["content"].as_str().unwrap_or("");
+    assert_eq!(v["error_code"], "MEMORY_LIMIT", "{v}");
+    assert!(content.contains("more than 16384 host resources") && content.contains("resource table"), "{v}");
+    assert!(!content.contains("wasm backtrace"), "{v}");
+    assert_within_bound(&m, 256, "resource flood");
+    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let (code, _) = rt.block_on(then_next_call_served("resource_flood", args, Grant::default()));
+    assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"));
+}
+
 #[tokio::test]
 async fn a_trap_names_its_kind() {
     let (code, content) = then_next_call_served("trap", json!({}), Grant::default()).await;

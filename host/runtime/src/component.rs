@@ -525,6 +525,16 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
             ),
         );
     }
+    if matches!(
+        err.downcast_ref::<wasmtime::component::ResourceTableError>(),
+        Some(wasmtime::component::ResourceTableError::Full)
+    ) || cause.contains("resource table has no free keys")
+    {
+        return CallError::new(
+            "MEMORY_LIMIT",
+            format!("the plugin holds more than {} host resources at once: {cause}", crate::state::MAX_RESOURCES),
+        );
+    }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return CallError::new("TRAP", format!("the plugin exited with status {} ({cause})", exit.0));
     }

@@ -30,6 +30,10 @@ pub const KV_QUOTA: usize = 16 << 20;
 /// Bytes each key-value entry is charged beyond its key and value (what the
 /// map spends on it: the key and value headers, allocations and tree node).
 pub const KV_ENTRY_OVERHEAD: usize = 128;
+/// Most host resources (files, streams, HTTP fields, …) one store may hold
+/// at once: each costs host memory, so a component must not create millions
+/// (wasmtime's default is 1 000 000).
+pub const MAX_RESOURCES: usize = 16_384;
 /// Most key-value entries per plugin.
 pub const KV_MAX_ENTRIES: usize = 65_536;
 /// Longest key, bytes.
@@ -261,7 +265,11 @@ impl HostState {
         let timeout_ms = effective.timeout_ms;
         Ok(Self {
             wasi: b.build(),
-            table: ResourceTable::new(),
+            table: {
+                let mut t = ResourceTable::new();
+                t.set_max_capacity(MAX_RESOURCES);
+                t
+            },
             http: WasiHttpCtx::new(),
             http_policy: HttpPolicy {
                 hosts: Arc::new(effective.hosts.clone()),

@@ -99,6 +99,12 @@ struct FloodArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct CountArg {
+    /// How many.
+    count: u32,
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct StatusArg {
     /// Exit status.
     status: i32,
@@ -153,6 +159,7 @@ impl ToolPlugin for Evil {
             spec::<FloodArgs>("log_flood", "Writes `count` log lines of `bytes` bytes each."),
             spec::<NoArgs>("log_forge", "Logs (and prints to stderr) text with a newline and a fake host log line."),
             spec::<StatusArg>("exit", "Calls exit(status)."),
+            spec::<CountArg>("resource_flood", "Creates `count` host resources (HTTP header fields) and keeps them."),
         ]
     }
 
@@ -273,6 +280,7 @@ impl ToolPlugin for Evil {
                 Ok(ToolOutput::text("logged"))
             }
             "exit" => std::process::exit(args.parse::<StatusArg>()?.status),
+            "resource_flood" => http::resource_flood(args.parse::<CountArg>()?.count),
             other => Err(ToolError::unknown_tool(other)),
         }
     }
@@ -362,6 +370,15 @@ mod http {
         ToolError::new("HTTP", format!("{what}: {e:?}"))
     }
 
+    /// Creates `count` header-field resources and keeps every handle.
+    pub fn resource_flood(count: u32) -> ToolResult {
+        let mut kept = Vec::new();
+        for _ in 0..count {
+            kept.push(Fields::new());
+        }
+        Ok(ToolOutput::text(format!("holding {} resources", kept.len())))
+    }
+
     pub fn get(url: &str) -> ToolResult {
         let (scheme, rest) = if let Some(r) = url.strip_prefix("https://") {
             (Scheme::Https, r)
@@ -407,5 +424,9 @@ mod http {
 
     pub fn get(_url: &str) -> ToolResult {
         Err(ToolError::new("UNSUPPORTED", "http_get only runs as a component"))
+    }
+
+    pub fn resource_flood(_count: u32) -> ToolResult {
+        Err(ToolError::new("UNSUPPORTED", "resource_flood only runs as a component"))
     }
 }
