@@ -2,7 +2,8 @@
 //! component puts `~/.wharf/AGENTS.md` and the `AGENTS.md` files (or
 //! `CLAUDE.md` where a directory has none) from the repository root down to
 //! the workspace into the system prompt, which `wharf-mock-llm` records. The
-//! DeepSeek row of the profile is pointed at the mock with `-c`.
+//! DeepSeek row of the profile is pointed at the mock with `-c`. `wharf
+//! doctor` lists the files a workspace's prompt gets.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -138,6 +139,16 @@ fn agents_files_from_the_repository_root_down_and_the_global_one() {
     let line = stderr.lines().find(|l| l.contains("context: loaded")).unwrap_or_default();
     assert!(line.contains(&w.path("repo/AGENTS.md").display().to_string()), "{stderr}");
     assert!(line.contains(&w.path("repo/crates/CLAUDE.md").display().to_string()), "{line}");
+    // And `wharf doctor` in the workspace says what the prompt gets.
+    let doctor = ok(wharf_tests::wharf(w.home.path()).current_dir(&ws).arg("doctor").output());
+    let stdout = String::from_utf8_lossy(&doctor.stdout);
+    let want = format!(
+        "[ok  ]   system prompt: adds {}, {}, {}",
+        home.join(".wharf/AGENTS.md").display(),
+        w.path("repo/AGENTS.md").display(),
+        w.path("repo/crates/CLAUDE.md").display()
+    );
+    assert!(stdout.lines().any(|l| l == want), "want {want:?} in\n{stdout}");
 }
 
 #[test]

@@ -3,8 +3,11 @@
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
+use wharf_core::plugin::HookPoint;
+use wharf_runtime::adapters::to_wit_point;
+use wharf_runtime::bindings::exports::wharf::plugin::hooks::Outcome;
 use wharf_runtime::engine::EngineOptions;
-use wharf_runtime::{Runtime, RuntimeOptions};
+use wharf_runtime::{PluginVersion, Runtime, RuntimeOptions};
 
 use crate::host_ctx::{HostArgs, plugin_dir, specs};
 
@@ -113,6 +116,9 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                                     v.cache,
                                     v.load_time.as_secs_f64() * 1e3
                                 );
+                                if v.hook_subscriptions.iter().any(|(p, _)| *p == HookPoint::SystemPrompt) {
+                                    println!("{}", prompt_preview(&v).await);
+                                }
                             }
                             Err(e) => {
                                 failed = true;
@@ -125,6 +131,30 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         }
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// What a `system-prompt` listener adds to an empty prompt in this
+/// workspace: the `## ` headings of its text (for `context`, the instruction
+/// files it loads), else its size.
+async fn prompt_preview(v: &PluginVersion) -> String {
+    let payload =
+        serde_json::json!({"session_id": "doctor", "turn": 0, "step": 0, "prompt": "", "instructions": ""}).to_string();
+    let prompt = match v.call_hook(to_wit_point(HookPoint::SystemPrompt), payload).await {
+        Ok(Outcome::Replace(text)) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::String(s)) => s,
+            Ok(v) => v.get("prompt").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(),
+            Err(e) => return format!("[warn]   system prompt: the listener answered invalid JSON: {e}"),
+        },
+        Ok(Outcome::Pass) => return "[ok  ]   system prompt: nothing added here".to_string(),
+        Ok(Outcome::Reject(r)) => return format!("[warn]   system prompt: rejected: {r}"),
+        Err(e) => return format!("[warn]   system prompt: {e}"),
+    };
+    let parts: Vec<&str> = prompt.lines().filter_map(|l| l.strip_prefix("## ")).collect();
+    if parts.is_empty() {
+        format!("[ok  ]   system prompt: adds {} bytes", prompt.trim().len())
+    } else {
+        format!("[ok  ]   system prompt: adds {}", parts.join(", "))
+    }
 }
 
 /// Keys every profile may use, reported even when no row names them.
