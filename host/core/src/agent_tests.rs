@@ -854,11 +854,8 @@ async fn system_prompt_from_sections_through_waterfall_and_tools_per_step() {
 
 #[tokio::test]
 async fn system_prompt_is_base_then_sections_then_instructions() {
-    let cfg = AgentConfig {
-        system_prompt: "Base.\n".into(),
-        instructions: Some("Child instructions.".into()),
-        ..config()
-    };
+    let cfg =
+        AgentConfig { system_prompt: "Base.\n".into(), instructions: Some("Child instructions.".into()), ..config() };
     let h = harness_with(
         ScriptedLlm::new(vec![Reply::text("a"), Reply::text("b")]),
         vec![],
