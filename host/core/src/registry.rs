@@ -359,12 +359,13 @@ impl Inner {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plugin::ToolMode;
     use crate::testkit::FakeTool;
 
-    fn tools(plugin: &str, names: &[&str]) -> Registrations {
+    /// Registrations of fake parallel tools owned by `plugin`.
+    pub(crate) fn tools(plugin: &str, names: &[&str]) -> Registrations {
         let plugin = PluginRef::native(plugin);
         Registrations {
             tools: names
@@ -375,7 +376,8 @@ mod tests {
         }
     }
 
-    fn holder(reg: &Registry, tool: &str) -> Option<String> {
+    /// The id of the plugin that holds `tool` in the current snapshot.
+    pub(crate) fn holder(reg: &Registry, tool: &str) -> Option<String> {
         reg.snapshot().tools.get(tool).map(|t| t.plugin().id.clone())
     }
 

@@ -3,24 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::plugin::{Decision, PluginRef, Tool, ToolMode};
+use crate::plugin::{Decision, PluginRef};
+use crate::registry::tests::{holder, tools};
 use crate::registry::{Registrations, Registry};
-use crate::testkit::{FakePolicy, FakeTool};
-
-fn tools(plugin: &str, names: &[&str]) -> Registrations {
-    let plugin = PluginRef::native(plugin);
-    Registrations {
-        tools: names
-            .iter()
-            .map(|n| Arc::new(FakeTool::new(n, ToolMode::Parallel).plugin_ref(plugin.clone())) as Arc<dyn Tool>)
-            .collect(),
-        ..Registrations::default()
-    }
-}
-
-fn holder(reg: &Registry, tool: &str) -> Option<String> {
-    reg.snapshot().tools.get(tool).map(|t| t.plugin().id.clone())
-}
+use crate::testkit::FakePolicy;
 
 #[test]
 fn a_layered_registry_shows_the_parent_then_its_own() {
