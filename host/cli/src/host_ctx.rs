@@ -12,8 +12,9 @@
 //! server is unavailable, and [`HostCtx::close`] (or dropping the host)
 //! stops the servers.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -241,6 +242,32 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
     Ok(out)
 }
 
+/// Config keys changed while the host runs (`/model`, `/permissions`):
+/// plugin id → top-level keys merged over the row's `config`. They stay in
+/// force across hot reloads of the config files, until the process ends.
+pub type LiveOverrides = Arc<Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>>;
+
+/// Merges the live overrides into the specs of their rows.
+pub fn apply_live(specs: &mut [PluginSpec], live: &LiveOverrides) {
+    let live = live.lock().unwrap_or_else(|e| e.into_inner());
+    for spec in specs.iter_mut() {
+        if let Some(set) = live.get(&spec.id) {
+            merge_keys(&mut spec.config, set);
+        }
+    }
+}
+
+fn merge_keys(config: &mut serde_json::Value, set: &serde_json::Map<String, serde_json::Value>) {
+    if !config.is_object() {
+        *config = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if let Some(obj) = config.as_object_mut() {
+        for (k, v) in set {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+}
+
 /// A running host: config, plugins and the session store.
 pub struct HostCtx {
     /// The composed config.
@@ -255,6 +282,9 @@ pub struct HostCtx {
     pub args: HostArgs,
     /// The configured MCP servers (`None` when there are none).
     pub mcp: Option<Arc<McpManager>>,
+    /// Config keys changed at run time (see [`HostCtx::reconfigure_plugin`]).
+    #[allow(dead_code)] // used by /model and /permissions (in progress)
+    pub live: LiveOverrides,
     _watch: Option<WatchHandle>,
 }
 
@@ -305,13 +335,17 @@ impl HostCtx {
             protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),
         );
         let store = Store::new(session_dir);
+        let live: LiveOverrides = Arc::default();
         let watch = if args.no_watch {
             None
         } else {
             let opts = args.load_options()?;
+            let live = live.clone();
             let source: SpecSource = Arc::new(move || {
                 let c = wharf_config::load(&opts).map_err(|e| e.to_string())?;
-                specs(&c)
+                let mut s = specs(&c)?;
+                apply_live(&mut s, &live);
+                Ok(s)
             });
             match plugins.watch(config.watch.clone(), Some(source)) {
                 Ok(w) => Some(w),
@@ -321,7 +355,53 @@ impl HostCtx {
                 }
             }
         };
-        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, _watch: watch })
+        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, live, _watch: watch })
+    }
+
+    /// The effective `config` of plugin row `id`: the composed config with
+    /// the live overrides merged over it (`None`: no such row).
+    #[allow(dead_code)]
+    pub fn plugin_config(&self, id: &str) -> Option<serde_json::Value> {
+        let row = self.config.plugins.iter().find(|r| r.id == id)?;
+        let mut config = row.config.clone();
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = live.get(id) {
+            merge_keys(&mut config, set);
+        }
+        Some(config)
+    }
+
+    /// Changes top-level keys of plugin `id`'s config while the host runs
+    /// and reloads the plugin with it (a hot swap: calls in flight finish on
+    /// the old version). The change survives later hot reloads; if the new
+    /// version fails to load, the old one keeps serving and the change is
+    /// dropped.
+    #[allow(dead_code)]
+    pub async fn reconfigure_plugin(&self, id: &str, set: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        if !self.config.plugins.iter().any(|r| r.id == id) {
+            anyhow::bail!("no plugin `{id}` in the profile");
+        }
+        let before = {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let before = live.get(id).cloned();
+            let entry = live.entry(id.to_string()).or_default();
+            for (k, v) in &set {
+                entry.insert(k.clone(), v.clone());
+            }
+            before
+        };
+        let mut all = specs(&self.config).map_err(anyhow::Error::msg)?;
+        apply_live(&mut all, &self.live);
+        let spec = all.into_iter().find(|s| s.id == id).context("the plugin row disappeared")?;
+        if let Err(e) = self.plugins.reload(spec).await {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            match before {
+                Some(b) => live.insert(id.to_string(), b),
+                None => live.remove(id),
+            };
+            anyhow::bail!("cannot reconfigure `{id}`: {e}");
+        }
+        Ok(())
     }
 
     /// Waits until every required MCP server has connected or failed its
