@@ -12,6 +12,7 @@ mod plugin_new;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
+mod usage;
 mod web;
 
 use std::path::PathBuf;
