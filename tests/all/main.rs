@@ -1,6 +1,7 @@
 //! One integration-test binary (saves link time), one module per area.
 
 mod acp;
+mod anthropic;
 mod bounds;
 mod capabilities;
 mod chat;

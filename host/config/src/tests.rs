@@ -87,7 +87,7 @@ fn at(e: &ConfigError) -> (String, Option<u32>, Option<u32>) {
 fn every_shipped_profile_loads_and_validates() {
     let env = Env::new();
     let names: Vec<&str> = shipped_profiles().iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["default", "demo", "demo-deepseek", "guarded", "openai", "polyglot"]);
+    assert_eq!(names, ["anthropic", "default", "demo", "demo-deepseek", "guarded", "openai", "polyglot"]);
     for (name, _) in shipped_profiles() {
         let c = env.load(&env.opts(name));
         assert!(!c.plugins.is_empty(), "{name}");

@@ -107,6 +107,7 @@
 //! started, so a test can measure how long a client waited between tries); `POST /_mock/replies` queues more replies; `GET /v1/models` lists
 //! `mock-model`.
 
+pub mod anthropic;
 pub mod checks;
 pub mod plan;
 pub mod script;

@@ -1,0 +1,321 @@
+//! The `llm-anthropic` component end to end: `wharf run --output jsonl`
+//! through the real component, over `wasi:http`, against the validating
+//! Messages API mock (`wharf_mock_llm::anthropic`) on loopback. The mock
+//! refuses (400/401) and records every request that breaks a rule, so each
+//! test also asserts that it saw none.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wharf_mock_llm::anthropic::{AnthropicMock, AnthropicScript};
+
+const KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
+const KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
+const MODEL: &str = "claude-test-1";
+/// A distinctive signature: it must go back unchanged and appear nowhere else.
+const SIGNATURE: &str = "EqQBCkYIBxgCKkCsig+TEST/opaque==Zm9vYmFy";
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+struct Case {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    sessions: PathBuf,
+    mock: AnthropicMock,
+}
+
+struct Run {
+    code: i32,
+    events: Vec<Value>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+impl Run {
+    fn of_type(&self, t: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == t).map(|e| &e["data"]).collect()
+    }
+
+    fn turn_end(&self) -> Value {
+        self.of_type("turn/end").last().map(|d| (*d).clone()).unwrap_or(Value::Null)
+    }
+
+    fn retries(&self) -> Vec<(String, u64)> {
+        self.of_type("llm/retry")
+            .iter()
+            .map(|d| (d["code"].as_str().unwrap_or("").to_string(), d["delay_ms"].as_u64().unwrap_or(0)))
+            .collect()
+    }
+
+    fn session_id(&self) -> String {
+        self.of_type("session/start").first().and_then(|d| d["id"].as_str()).unwrap_or("").to_string()
+    }
+
+    fn explain(&self) -> String {
+        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+impl Case {
+    fn new(replies: Value) -> Self {
+        let script: AnthropicScript =
+            ok(serde_json::from_value(json!({"api_key": KEY, "model": MODEL, "replies": replies})));
+        let mock = ok(AnthropicMock::start_background(script));
+        let home = ok(tempfile::tempdir());
+        let ws = ok(tempfile::tempdir());
+        ok(std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n"));
+        let sessions = home.path().join("sessions");
+        Self { home, ws, sessions, mock }
+    }
+
+    fn profile(&self, extra: &str) -> PathBuf {
+        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin("llm-anthropic");
+        let text = format!(
+            r#"
+[agent]
+adapter = "model"
+max_steps = 6
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-anthropic.wasm"
+[plugin.config]
+base_url = "{url}"
+model = "{MODEL}"
+api_key_env = "{KEY_ENV}"
+idle_timeout_ms = 3000
+{extra}
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+env = ["{KEY_ENV}"]
+timeout_ms = 20000
+"#,
+            url = self.mock.url(),
+            port = self.mock.addr().port(),
+        );
+        let path = self.home.path().join("profile.toml");
+        ok(std::fs::write(&path, text));
+        path
+    }
+
+    fn run(&self, extra: &str, task: &str) -> Run {
+        let profile = self.profile(extra);
+        let t0 = Instant::now();
+        let out = ok(wharf_tests::wharf(self.home.path())
+            .current_dir(self.ws.path())
+            .env(KEY_ENV, KEY)
+            .env("WHARF_LOG", "warn")
+            .args(["run", task, "--profile", &profile.display().to_string()])
+            .args(["--session-dir", &self.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
+            .output());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let events = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
+            .collect();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            events,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed: t0.elapsed(),
+        }
+    }
+
+    fn sessions_show(&self, id: &str) -> String {
+        let out = ok(wharf_tests::wharf(self.home.path())
+            .current_dir(self.ws.path())
+            .args(["sessions", "show", id, "--session-dir", &self.sessions.display().to_string()])
+            .output());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every request body the mock received.
+    fn bodies(&self) -> Vec<Value> {
+        self.mock.requests().into_iter().map(|r| r.body.unwrap_or(Value::Null)).collect()
+    }
+}
+
+fn count_cache_control(v: &Value) -> usize {
+    match v {
+        Value::Object(o) => {
+            usize::from(o.contains_key("cache_control")) + o.values().map(count_cache_control).sum::<usize>()
+        }
+        Value::Array(a) => a.iter().map(count_cache_control).sum(),
+        _ => 0,
+    }
+}
+
+fn text_reply(text: &str) -> Value {
+    json!({"kind": "stream", "blocks": [{"type": "text", "text": text}]})
+}
+
+#[test]
+fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
+    let case = Case::new(json!([{
+        "kind": "stream",
+        "blocks": [{"type": "text", "text": "Hello from the Messages API — ünïcode."}],
+        "chunk_chars": 3,
+        "usage": {"input_tokens": 40, "output_tokens": 12, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}
+    }]));
+    let run = case.run("max_tokens = 1024", "Say hello");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.mock.assert_no_violations();
+    // Streamed: several chunks whose text is the message.
+    let chunks = run.of_type("assistant/chunk");
+    assert!(chunks.len() > 1, "{}", run.explain());
+    let msg = run.of_type("assistant/message")[0].clone();
+    assert_eq!(msg["content"], "Hello from the Messages API — ünïcode.");
+    assert_eq!(msg["finish"], "stop");
+    let u = &msg["usage"];
+    assert_eq!(
+        (&u["prompt_tokens"], &u["cache_hit_tokens"], &u["cache_miss_tokens"], &u["completion_tokens"]),
+        (&json!(1240), &json!(1000), &json!(240), &json!(12)),
+        "{msg}"
+    );
+    // On the wire: headers, the body shape, at most four cache breakpoints:
+    // the system prompt, the last tool and the last message.
+    let req = &case.mock.requests()[0];
+    assert_eq!(req.headers.get("anthropic-version").map(String::as_str), Some("2023-06-01"));
+    assert!(req.key_present && !req.headers.contains_key("x-api-key"));
+    let body = req.body.clone().unwrap_or(Value::Null);
+    assert_eq!((&body["model"], &body["max_tokens"], &body["stream"]), (&json!(MODEL), &json!(1024), &json!(true)));
+    assert!(body.get("thinking").is_none(), "thinking is off unless configured");
+    let n = count_cache_control(&body);
+    assert!((1..=4).contains(&n), "{n} breakpoints: {body}");
+    let last_tool = body["tools"].as_array().and_then(|t| t.last()).cloned().unwrap_or(Value::Null);
+    assert_eq!(last_tool["cache_control"], json!({"type": "ephemeral"}), "{body}");
+    assert!(body["tools"].as_array().is_some_and(|t| t.iter().all(|t| t["input_schema"]["type"] == "object")));
+    let last_block = body["messages"][0]["content"].as_array().and_then(|c| c.last()).cloned().unwrap_or(Value::Null);
+    assert_eq!(last_block["cache_control"], json!({"type": "ephemeral"}));
+    assert_eq!(last_block["text"], "Say hello");
+    if let Some(system) = body["system"].as_array().and_then(|s| s.last()) {
+        assert_eq!(system["cache_control"], json!({"type": "ephemeral"}));
+    }
+}
+
+#[test]
+fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows_them() {
+    let case = Case::new(json!([
+        {"kind": "stream", "blocks": [
+            {"type": "thinking", "thinking": "I should read a.txt first.", "signature": SIGNATURE},
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "toolu_01A", "name": "read", "input": {"path": "a.txt"}}
+        ]},
+        {"kind": "stream", "blocks": [
+            {"type": "thinking", "thinking": "It says alpha.", "signature": "EqSecondSig=="},
+            {"type": "text", "text": "The file says alpha."}
+        ]}
+    ]));
+    let run = case.run("max_tokens = 4096\nthinking_budget = 2048", "What is in a.txt?");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.mock.assert_no_violations();
+    let bodies = case.bodies();
+    assert_eq!(bodies.len(), 2, "{}", run.explain());
+    assert_eq!(bodies[0]["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
+    // The second request: the assistant turn with its thinking (signature
+    // byte-identical) first, then its text and tool_use; the tool result in
+    // the next user message, answering that id.
+    let msgs = bodies[1]["messages"].as_array().cloned().unwrap_or_default();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{}", bodies[1]);
+    let turn = msgs[1]["content"].as_array().cloned().unwrap_or_default();
+    assert_eq!(turn[0], json!({"type": "thinking", "thinking": "I should read a.txt first.", "signature": SIGNATURE}));
+    assert_eq!(turn[1]["text"], "Reading it.");
+    assert_eq!(turn[2]["type"], "tool_use");
+    assert_eq!((&turn[2]["id"], &turn[2]["input"]), (&json!("toolu_01A"), &json!({"path": "a.txt"})));
+    let result = &msgs[2]["content"][0];
+    assert_eq!((&result["type"], &result["tool_use_id"]), (&json!("tool_result"), &json!("toolu_01A")));
+    assert!(result["content"].as_str().unwrap_or("").contains("alpha: the first file"), "{result}");
+    assert!(count_cache_control(&bodies[1]) <= 4);
+
+    // The reasoning is in the log; the signature nowhere.
+    let messages = run.of_type("assistant/message");
+    assert_eq!(messages[0]["reasoning"], "I should read a.txt first.");
+    assert_eq!(messages[1]["content"], "The file says alpha.");
+    assert!(!run.stdout.contains(SIGNATURE) && !run.stderr.contains(SIGNATURE));
+    let shown = case.sessions_show(&run.session_id());
+    assert!(shown.contains("The file says alpha."), "{shown}");
+    assert!(!shown.contains(SIGNATURE) && !shown.contains("EqSecondSig"), "{shown}");
+    for entry in walk(case.sessions.clone()) {
+        let text = String::from_utf8_lossy(&ok(std::fs::read(&entry))).into_owned();
+        assert!(!text.contains(SIGNATURE), "{} holds the signature", entry.display());
+    }
+}
+
+fn walk(dir: PathBuf) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(&dir) else { return out };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk(p)) } else { out.push(p) }
+    }
+    out
+}
+
+#[test]
+fn anthropic_429_with_retry_after_529_overloaded_and_a_mid_stream_error_are_retried() {
+    let case = Case::new(json!([
+        {"kind": "error", "status": 429, "retry_after": "1", "message": "Number of requests has exceeded your rate limit"},
+        {"kind": "error", "status": 529, "message": "Overloaded"},
+        {"kind": "stream", "blocks": [{"type": "text", "text": "partial answer"}, {"type": "text", "text": "never"}], "error_after_blocks": 1},
+        text_reply("Recovered.")
+    ]));
+    let run = case.run("", "hello");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.mock.assert_no_violations();
+    let retries = run.retries();
+    let codes: Vec<&str> = retries.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(codes, ["RATE_LIMIT", "SERVER", "SERVER"], "{}", run.explain());
+    // `retry-after: 1` replaces the backoff and is waited.
+    assert_eq!(retries[0].1, 1000);
+    let received: Vec<u64> = case.mock.requests().iter().map(|r| r.received_ms).collect();
+    assert!(received[1] - received[0] >= 1000, "{received:?}");
+    assert!(run.elapsed >= Duration::from_secs(1));
+    let messages = run.of_type("assistant/message");
+    assert_eq!(messages.last().map(|m| m["content"].clone()), Some(json!("Recovered.")));
+    assert_eq!(case.mock.requests().len(), 4);
+}
+
+#[test]
+fn anthropic_401_is_auth_not_retried_and_names_the_key_variable() {
+    let case = Case::new(json!([{"kind": "error", "status": 401, "message": "invalid x-api-key"}]));
+    let run = case.run("", "hello");
+    assert_eq!(run.code, 1, "{}", run.explain());
+    case.mock.assert_no_violations();
+    assert!(run.retries().is_empty());
+    let end = run.turn_end();
+    assert_eq!(end["code"], "AUTH", "{}", run.explain());
+    let message = end["message"].as_str().unwrap_or("");
+    assert!(message.contains(KEY_ENV) && message.contains("invalid x-api-key"), "{message}");
+    assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
+}
+
+#[test]
+fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() {
+    let case = Case::new(json!([text_reply("unreachable")]));
+    let profile = case.profile("");
+    let out = ok(wharf_tests::wharf(case.home.path())
+        .current_dir(case.ws.path())
+        .env(KEY_ENV, "sk-ant-wrong")
+        .args(["run", "hi", "--profile", &profile.display().to_string()])
+        .args(["--session-dir", &case.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
+        .output());
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"AUTH\"") && stdout.contains(KEY_ENV), "{stdout}");
+    let v = case.mock.violations();
+    assert!(v.iter().any(|v| v.rule == "x_api_key"), "{v:?}");
+}
