@@ -54,6 +54,50 @@ pub struct HostArgs {
     /// Do not watch component and config files for changes.
     #[arg(long = "no-watch")]
     pub no_watch: bool,
+    /// The model: `NAME` (for the configured adapter), `ADAPTER/NAME` or
+    /// `ADAPTER:NAME`, or an adapter's plugin id (its configured model).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+}
+
+/// What a `--model` / `/model` argument names: an adapter plugin row and,
+/// unless only the adapter was named, a model id for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    /// Plugin id of the adapter.
+    pub adapter: String,
+    /// The model id (`None`: keep the adapter's).
+    pub model: Option<String>,
+}
+
+/// Resolves a model argument against the config's rows: `ADAPTER/NAME` and
+/// `ADAPTER:NAME` when `ADAPTER` is a row id (model ids may themselves hold
+/// `/` or `:`, as `qwen3:8b` does), a bare row id, else a model of
+/// `current`.
+pub fn resolve_model_spec(config: &Config, current: Option<&str>, spec: &str) -> Result<ModelChoice> {
+    let spec = spec.trim();
+    anyhow::ensure!(!spec.is_empty(), "empty model name");
+    anyhow::ensure!(
+        spec.len() <= 200 && !spec.contains(char::is_control),
+        "not a model name: `{}`",
+        wharf_core::util::cut_str(spec, 60)
+    );
+    for sep in ['/', ':'] {
+        if let Some((a, m)) = spec.split_once(sep)
+            && config.plugin(a).is_some()
+            && !m.trim().is_empty()
+        {
+            return Ok(ModelChoice { adapter: a.to_string(), model: Some(m.trim().to_string()) });
+        }
+    }
+    if config.plugin(spec).is_some() {
+        return Ok(ModelChoice { adapter: spec.to_string(), model: None });
+    }
+    let adapter = current
+        .map(str::to_string)
+        .or_else(|| crate::usage::default_adapter(config))
+        .context("no model adapter is configured (set `agent.adapter`)")?;
+    Ok(ModelChoice { adapter, model: Some(spec.to_string()) })
 }
 
 /// Where the built components are: `$WHARF_PLUGIN_DIR`, else, next to the
@@ -182,6 +226,21 @@ pub fn resolve_session(store: &Store, prefix: &str) -> Result<String> {
     }
 }
 
+/// Whether a session header's workspace is `workspace` (absolute).
+pub fn same_workspace(header: &SessionStart, workspace: &Path) -> bool {
+    header.workspace.as_deref().is_some_and(|theirs| {
+        Path::new(theirs) == workspace || std::fs::canonicalize(theirs).is_ok_and(|p| p == workspace)
+    })
+}
+
+/// The newest top-level session (not a subagent's) whose header names
+/// `workspace`.
+pub fn latest_session(store: &Store, workspace: &Path) -> Result<Option<String>> {
+    let mut list = store.list()?;
+    list.retain(|s| s.header.spawned_by.is_none() && same_workspace(&s.header, workspace));
+    Ok(list.into_iter().max_by(|a, b| (&a.header.created, &a.id).cmp(&(&b.header.created, &b.id))).map(|s| s.id))
+}
+
 /// The header of a session log (its first line), if it reads as one.
 fn read_header(path: &Path) -> Option<SessionStart> {
     use std::io::{BufRead, Read};
@@ -283,8 +342,10 @@ pub struct HostCtx {
     /// The configured MCP servers (`None` when there are none).
     pub mcp: Option<Arc<McpManager>>,
     /// Config keys changed at run time (see [`HostCtx::reconfigure_plugin`]).
-    #[allow(dead_code)] // used by /model and /permissions (in progress)
     pub live: LiveOverrides,
+    /// The adapter new agents use (`agent.adapter`, changed by `--model` /
+    /// `/model ADAPTER…`; `None`: the first loaded).
+    adapter: Arc<Mutex<Option<String>>>,
     _watch: Option<WatchHandle>,
 }
 
@@ -309,6 +370,17 @@ impl HostCtx {
     pub async fn start_with(args: &HostArgs, edit: impl FnOnce(&mut Config) -> Result<()>) -> Result<Self> {
         let mut config = args.load_config()?;
         edit(&mut config)?;
+        let live: LiveOverrides = Arc::default();
+        // `--model`: a live override from the start, so config reloads keep it.
+        if let Some(spec) = &args.model {
+            let choice = resolve_model_spec(&config, config.agent.adapter.as_deref(), spec)?;
+            if let Some(m) = &choice.model {
+                let mut set = serde_json::Map::new();
+                set.insert("model".into(), serde_json::Value::String(m.clone()));
+                live.lock().unwrap_or_else(|e| e.into_inner()).insert(choice.adapter.clone(), set);
+            }
+            config.agent.adapter = Some(choice.adapter);
+        }
         check_plugin_dir(&config, &plugin_dir())?;
         let workspace = args.workspace()?;
         let runtime = Runtime::new(RuntimeOptions {
@@ -319,7 +391,8 @@ impl HostCtx {
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
-        let initial = specs(&config).map_err(anyhow::Error::msg)?;
+        let mut initial = specs(&config).map_err(anyhow::Error::msg)?;
+        apply_live(&mut initial, &live);
         if let Err(errors) = plugins.load_all(initial).await {
             if let Some(m) = &mcp {
                 m.stop().await;
@@ -335,7 +408,6 @@ impl HostCtx {
             protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),
         );
         let store = Store::new(session_dir);
-        let live: LiveOverrides = Arc::default();
         let watch = if args.no_watch {
             None
         } else {
@@ -355,12 +427,12 @@ impl HostCtx {
                 }
             }
         };
-        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, live, _watch: watch })
+        let adapter = Arc::new(Mutex::new(config.agent.adapter.clone()));
+        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, live, adapter, _watch: watch })
     }
 
     /// The effective `config` of plugin row `id`: the composed config with
     /// the live overrides merged over it (`None`: no such row).
-    #[allow(dead_code)]
     pub fn plugin_config(&self, id: &str) -> Option<serde_json::Value> {
         let row = self.config.plugins.iter().find(|r| r.id == id)?;
         let mut config = row.config.clone();
@@ -376,7 +448,6 @@ impl HostCtx {
     /// the old version). The change survives later hot reloads; if the new
     /// version fails to load, the old one keeps serving and the change is
     /// dropped.
-    #[allow(dead_code)]
     pub async fn reconfigure_plugin(&self, id: &str, set: serde_json::Map<String, serde_json::Value>) -> Result<()> {
         if !self.config.plugins.iter().any(|r| r.id == id) {
             anyhow::bail!("no plugin `{id}` in the profile");
@@ -404,6 +475,83 @@ impl HostCtx {
         Ok(())
     }
 
+    /// The adapter new agents use: the chosen one, else the first loaded.
+    pub fn adapter(&self) -> Option<String> {
+        let chosen = self.adapter.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        chosen.or_else(|| self.plugins.registry().snapshot().llm(None).map(|a| a.plugin().id.clone()))
+    }
+
+    /// The adapter and model in force: the model is the adapter's effective
+    /// `model` config key, else what the loaded version reports.
+    pub fn current_model(&self) -> Option<(String, String)> {
+        let adapter = self.adapter()?;
+        let model = self
+            .plugin_config(&adapter)
+            .and_then(|c| c.get("model").and_then(serde_json::Value::as_str).map(str::to_string))
+            .or_else(|| self.plugins.versions().get(&adapter).and_then(|v| v.model_info.clone()).map(|i| i.model))?;
+        Some((adapter, model))
+    }
+
+    /// Switches the model (see [`resolve_model_spec`]): a new model of an
+    /// adapter reconfigures that plugin (a hot swap; the next request
+    /// carries it), a new adapter serves agents built from now on (see
+    /// [`HostCtx::rebuild_agent`]). Returns the adapter and model in force.
+    pub async fn switch_model(&self, spec: &str) -> Result<(String, String)> {
+        let current = self.adapter();
+        let choice = resolve_model_spec(&self.config, current.as_deref(), spec)?;
+        let loaded = self.plugins.registry().snapshot().llm(Some(&choice.adapter)).is_some();
+        anyhow::ensure!(loaded, "`{}` is not a loaded model adapter", choice.adapter);
+        if let Some(m) = &choice.model {
+            let now = self.plugin_config(&choice.adapter);
+            if now.as_ref().and_then(|c| c.get("model")).and_then(serde_json::Value::as_str) != Some(m.as_str()) {
+                let mut set = serde_json::Map::new();
+                set.insert("model".into(), serde_json::Value::String(m.clone()));
+                self.reconfigure_plugin(&choice.adapter, set).await?;
+            }
+        }
+        *self.adapter.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice.adapter);
+        self.current_model().context("the adapter reports no model")
+    }
+
+    /// Logs the adapter and model in force into `log` as a
+    /// [`crate::usage::MODEL_EVENT`] when they differ from the last logged
+    /// (`reason`: `initial`, `resume`, `change`).
+    pub fn log_model(&self, log: &wharf_core::store::SessionLog, reason: &str) -> Result<()> {
+        let Some((adapter, model)) = self.current_model() else {
+            return Ok(());
+        };
+        let logged = self.store.load(log.id()).ok().and_then(|l| crate::usage::logged_model(&l.events));
+        if logged.as_ref().is_some_and(|(a, m)| *a == adapter && *m == model) {
+            return Ok(());
+        }
+        let data = serde_json::json!({ "adapter": adapter, "model": model, "reason": reason });
+        log.append_ignorable(crate::usage::MODEL_EVENT, data)?;
+        Ok(())
+    }
+
+    /// A new agent over `old`'s session log with the current settings (the
+    /// adapter in force). `old` must be idle; it should be dropped.
+    pub fn rebuild_agent(&self, old: &Agent, approver: Arc<dyn Approver>, max_steps: Option<u32>) -> Result<Agent> {
+        let agent =
+            Agent::new(old.log().clone(), self.plugins.registry().clone(), approver, self.agent_config(max_steps));
+        if let Some(m) = &self.mcp {
+            let _guard = m.attach_agent(&agent)?;
+        }
+        Ok(agent)
+    }
+
+    /// The latest session of this workspace (by creation time), for
+    /// `--continue`.
+    pub fn latest_session(&self) -> Result<String> {
+        latest_session(&self.store, &self.workspace)?.with_context(|| {
+            format!(
+                "no session to continue in workspace {} (sessions in {}); start one without --continue",
+                self.workspace.display(),
+                self.store.root().display()
+            )
+        })
+    }
+
     /// Waits until every required MCP server has connected or failed its
     /// first attempt; `Err` names each that is not available (turns of
     /// agents from [`open_agent`](Self::open_agent) then end `blocked` with
@@ -426,7 +574,7 @@ impl HostCtx {
     pub fn agent_config(&self, max_steps: Option<u32>) -> AgentConfig {
         AgentConfig {
             max_steps: max_steps.unwrap_or(self.config.agent.max_steps).max(1),
-            llm: self.config.agent.adapter.clone(),
+            llm: self.adapter.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             pipeline: PipelineConfig {
                 tool_pool: self.config.agent.tool_pool.max(1) as usize,
                 output: OutputLimits {
@@ -507,6 +655,7 @@ impl HostCtx {
         for ev in self.plugins.history() {
             log.append(ev)?;
         }
+        self.log_model(&log, if resume.is_some() { "resume" } else { "initial" })?;
         let mut rx = self.plugins.subscribe();
         let live = log.clone();
         tokio::spawn(async move {

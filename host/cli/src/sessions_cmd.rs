@@ -1,31 +1,41 @@
 //! `wharf sessions list|show|export|fork`: views over the stored logs.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Subcommand;
-use wharf_core::events::EventKind;
-use wharf_core::store::{ExportFormat, Store};
+use wharf_core::events::{Event, EventKind, SessionStart};
+use wharf_core::store::{ExportFormat, SessionSummary, Store};
 
-use crate::host_ctx::resolve_session;
+use crate::host_ctx::{HostArgs, resolve_session, same_workspace};
 use crate::output::Stdout;
 use crate::render::TextRenderer;
+use crate::usage::{self, UsageSummary};
 
 /// Session subcommands.
 #[derive(Subcommand, Debug)]
 pub enum SessionsCommand {
-    /// List sessions, newest first.
+    /// List this workspace's sessions, newest first, with status, steps,
+    /// tokens and cost.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Every stored session, of any workspace.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        pricing: Pricing,
     },
-    /// Show a session's transcript and token usage.
+    /// Show a session's transcript, token usage, cost and context use.
     Show {
         /// Session id (a unique prefix is enough).
         id: String,
+        #[command(flatten)]
+        pricing: Pricing,
     },
     /// Export a session log (JSONL by default).
     Export {
@@ -43,6 +53,45 @@ pub enum SessionsCommand {
         #[arg(long)]
         at: u64,
     },
+}
+
+/// Where prices come from and which workspace is "this" one.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Pricing {
+    /// Price with this profile's adapter tables (default: each session's own profile).
+    #[arg(long, short = 'p', value_name = "PROFILE")]
+    profile: Option<String>,
+    /// The workspace (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
+
+/// Configs to price sessions with, loaded once per profile name (a profile
+/// that no longer loads prices nothing).
+struct Prices {
+    pricing: Pricing,
+    loaded: HashMap<String, Option<wharf_config::Config>>,
+}
+
+impl Prices {
+    fn new(pricing: Pricing) -> Self {
+        Self { pricing, loaded: HashMap::new() }
+    }
+
+    fn workspace(&self) -> Result<PathBuf> {
+        HostArgs { workspace: self.pricing.workspace.clone(), ..HostArgs::default() }.workspace()
+    }
+
+    fn summarize(&mut self, header: &SessionStart, events: &[Event]) -> Option<UsageSummary> {
+        let profile =
+            self.pricing.profile.clone().or_else(|| header.profile.clone()).unwrap_or_else(|| "default".into());
+        let workspace = self.pricing.workspace.clone();
+        let config = self.loaded.entry(profile.clone()).or_insert_with(|| {
+            let args = HostArgs { profile, workspace, ..HostArgs::default() };
+            args.load_config().map_err(|e| tracing::debug!("cannot load the profile for prices: {e:#}")).ok()
+        });
+        config.as_ref().map(|c| usage::summarize(c, events))
+    }
 }
 
 fn store(dir: Option<PathBuf>) -> Result<Store> {
@@ -66,14 +115,27 @@ pub fn run(cmd: SessionsCommand, dir: Option<PathBuf>) -> Result<ExitCode> {
 
 fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
     match cmd {
-        SessionsCommand::List { json } => {
+        SessionsCommand::List { json, all, pricing } => {
+            let mut prices = Prices::new(pricing);
             let mut list = store.list()?;
+            if !all {
+                let ws = prices.workspace()?;
+                list.retain(|s| same_workspace(&s.header, &ws));
+            }
             // Newest first: by creation time, then id (ids start with it).
             list.sort_by(|a, b| (&b.header.created, &b.id).cmp(&(&a.header.created, &a.id)));
+            let rows: Vec<(SessionSummary, UsageSummary)> = list
+                .into_iter()
+                .map(|s| {
+                    let events = store.load(&s.id).map(|l| l.events).unwrap_or_default();
+                    let u = prices.summarize(&s.header, &events).unwrap_or_else(|| usage::summarize_unpriced(&events));
+                    (s, u)
+                })
+                .collect();
             if json {
-                let v: Vec<serde_json::Value> = list
+                let v: Vec<serde_json::Value> = rows
                     .iter()
-                    .map(|s| {
+                    .map(|(s, u)| {
                         serde_json::json!({
                             "id": s.id,
                             "title": s.title,
@@ -82,17 +144,43 @@ fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
                             "parent": s.header.parent,
                             "path": s.path,
                             "bytes": s.bytes,
+                            "status": u.status,
+                            "steps": u.steps,
+                            "tokens": u.prompt_tokens + u.completion_tokens,
+                            "cost": u.cost,
+                            "currency": u.currency,
+                            "model": u.model,
                         })
                     })
                     .collect();
                 writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+            } else if rows.is_empty() {
+                let hint = if all { "" } else { " in this workspace (--all lists every one)" };
+                writeln!(out, "no sessions{hint}")?;
             } else {
-                for s in list {
-                    writeln!(out, "{}  {}  {}", s.id, s.header.created, s.title.as_deref().unwrap_or("(no prompt)"))?;
+                writeln!(
+                    out,
+                    "{:<26}  {:<20}  {:<11}  {:>5}  {:>9}  {:>10}  title",
+                    "id", "created", "status", "steps", "tokens", "cost"
+                )?;
+                for (s, u) in rows {
+                    let cost =
+                        u.cost.map(|c| usage::format_cost(c, u.currency.as_deref())).unwrap_or_else(|| "-".into());
+                    let created = wharf_core::util::cut_str(&s.header.created, 19).replace('T', " ");
+                    let title = s.title.as_deref().unwrap_or("(no prompt)");
+                    writeln!(
+                        out,
+                        "{:<26}  {created:<20}  {:<11}  {:>5}  {:>9}  {cost:>10}  {}",
+                        s.id,
+                        u.status,
+                        u.steps,
+                        u.prompt_tokens + u.completion_tokens,
+                        one_line(title, 60)
+                    )?;
                 }
             }
         }
-        SessionsCommand::Show { id } => {
+        SessionsCommand::Show { id, pricing } => {
             let id = resolve_session(store, &id)?;
             let loaded = store.load(&id)?;
             for w in &loaded.warnings {
@@ -138,6 +226,9 @@ fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
                 usage.completion_tokens,
                 usage.reasoning_tokens
             )?;
+            if let Some(u) = Prices::new(pricing).summarize(&loaded.header, &loaded.events) {
+                writeln!(out, "{}", usage::describe(&u))?;
+            }
         }
         SessionsCommand::Export { id, json } => {
             let id = resolve_session(store, &id)?;
@@ -152,4 +243,9 @@ fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
 }

@@ -251,6 +251,49 @@ pub fn summarize(config: &Config, events: &[Event]) -> UsageSummary {
     out
 }
 
+/// Tokens, steps and status without a config (no prices, no window).
+pub fn summarize_unpriced(events: &[Event]) -> UsageSummary {
+    let mut s = UsageSummary { cost_complete: true, status: "new".into(), ..UsageSummary::default() };
+    for ev in events {
+        match &ev.kind {
+            EventKind::TurnStart(_) => s.status = "running".into(),
+            EventKind::TurnEnd(t) => s.status = t.reason.as_str().to_string(),
+            EventKind::StepEnd(e) => {
+                s.steps += 1;
+                if let Some(u) = &e.usage {
+                    s.prompt_tokens += u.prompt_tokens;
+                    s.completion_tokens += u.completion_tokens;
+                }
+            }
+            _ => {}
+        }
+    }
+    s.cost_complete = s.steps == 0;
+    s
+}
+
+/// One line: model, cost (with the cache split) and context use.
+pub fn describe(u: &UsageSummary) -> String {
+    let model = match (&u.adapter, &u.model) {
+        (Some(a), Some(m)) => format!("{a}/{m}"),
+        (_, Some(m)) => m.clone(),
+        _ => "(unknown model)".into(),
+    };
+    let cost = match u.cost {
+        Some(c) if u.cost_complete => format!("cost {}", format_cost(c, u.currency.as_deref())),
+        Some(c) => format!("cost ≥ {} (some steps unpriced)", format_cost(c, u.currency.as_deref())),
+        None => "cost unknown (no price for the model)".into(),
+    };
+    let context = match u.context_percent {
+        Some(p) => format!("context {} / {} tokens ({p:.1} %)", u.context_used_tokens, u.context_window),
+        None => format!("context {} tokens (window unknown)", u.context_used_tokens),
+    };
+    format!(
+        "model {model} · {cost} · cache hit {} / miss {} prompt tokens · {context}",
+        u.cache_hit_tokens, u.cache_miss_tokens
+    )
+}
+
 /// A cost for display: `$0.0123` for USD, else `0.0123 EUR`; more digits
 /// for tiny amounts so that a cheap turn does not show as zero.
 pub fn format_cost(cost: f64, currency: Option<&str>) -> String {

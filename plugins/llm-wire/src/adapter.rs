@@ -21,6 +21,7 @@
 //! | `max_tokens_field` | `max_tokens` or `max_completion_tokens` | DeepSeek: `max_tokens`; OpenAI-compatible: `max_completion_tokens` |
 //! | `idle_timeout_ms` | longest silence (no byte, not even a `: keep-alive`) while waiting for the response head or the stream, before `TIMEOUT` | 120000 |
 //! | `context_window` | reported by `model()` for surfaces and compaction | 131072 |
+//! | `prices."MODEL"` | per-model table for the host's cost figures (`input_cache_hit`, `input_cache_miss`, `output` per 1M tokens, `currency`); its `context_window` wins over the key above for that model | none |
 //!
 //! The key itself is never part of the configuration: only the variable's
 //! name is. Every error message is passed through [`redact`](crate::error::redact) with the key.
@@ -137,6 +138,18 @@ pub struct AdapterConfig {
     pub idle_timeout_ms: Option<u64>,
     /// Context window, tokens.
     pub context_window: Option<u32>,
+    /// Per-model prices for the host's cost figures (`prices."MODEL"`);
+    /// the adapter reads only each model's `context_window`.
+    pub prices: std::collections::BTreeMap<String, ModelEntry>,
+}
+
+/// One model's row of `prices`: the host reads the prices, the adapter the
+/// window (other keys are the host's and ignored here).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ModelEntry {
+    /// The model's context window, tokens (wins over the top-level key).
+    pub context_window: Option<u32>,
 }
 
 impl AdapterConfig {
@@ -151,7 +164,8 @@ impl AdapterConfig {
     /// configuration is incomplete.
     pub fn model_info(&self) -> (String, u32) {
         let model = self.model.clone().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "(unconfigured)".into());
-        (model, self.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW))
+        let window = self.prices.get(&model).and_then(|p| p.context_window).or(self.context_window);
+        (model, window.unwrap_or(DEFAULT_CONTEXT_WINDOW))
     }
 }
 
