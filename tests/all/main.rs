@@ -13,6 +13,7 @@ mod hardening_fs;
 mod install;
 mod llm;
 mod mcp;
+mod permissions;
 mod plugins_langs;
 mod policy;
 mod project_context;

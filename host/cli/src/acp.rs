@@ -59,6 +59,12 @@
 //!   ordered task, and the log events before a question (its `tool/call`
 //!   and `approval/requested`) are forwarded first, so a request never
 //!   precedes the `tool_call` update it refers to.
+//! - Session modes are the permission presets (`read-only`, `ask`, `auto`,
+//!   `full-access`; `session/new` and `session/load` answer `modes` with the
+//!   current one when the profile has a `permissions` row).
+//!   `session/set_mode` switches the preset of the workspace's host, so
+//!   every session open in that workspace changes; the others get a
+//!   `current_mode_update`.
 //!
 //! Every update is a projection of the session log ([`Projector`]), the same
 //! for live streaming and for replay, so what an editor shows never drifts
@@ -128,6 +134,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     // One handle per handler (each closure owns its clone).
     let (on_init, on_new, on_load, on_prompt, on_cancel, on_close) =
         (server.clone(), server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
+    let on_mode = server.clone();
     let result = sdk::Agent
         .v1()
         .name("wharf")
@@ -186,6 +193,17 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                 let server = on_close.clone();
                 tokio::spawn(async move {
                     let r = server.close_session(&req.session_id).await;
+                    let _ = responder.respond_with_result(r);
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::SetSessionModeRequest, responder, cx: Cx| {
+                let server = on_mode.clone();
+                tokio::spawn(async move {
+                    let r = server.set_mode(req, cx).await;
                     let _ = responder.respond_with_result(r);
                 });
                 Ok(())
@@ -356,10 +374,11 @@ impl Server {
         let host = self.host_for(&req.cwd).await?;
         let opened = self.open(&host, Origin::New, &req.mcp_servers).await?;
         let id = opened.agent.session_id().to_string();
+        let modes = session_modes(&host);
         let session = Session::start(opened, host, cx, self.approver_name())?;
         lock(&self.sessions).insert(id.clone(), session);
         tracing::info!(session = %id, "acp session created");
-        Ok(acp::NewSessionResponse::new(acp::SessionId::new(id)))
+        Ok(acp::NewSessionResponse::new(acp::SessionId::new(id)).modes(modes))
     }
 
     async fn load_session(&self, req: acp::LoadSessionRequest, cx: Cx) -> Result<acp::LoadSessionResponse, sdk::Error> {
@@ -372,7 +391,7 @@ impl Server {
             if !req.mcp_servers.is_empty() {
                 tracing::warn!(session = %id, "session/load of an open session: it keeps the MCP servers it has");
             }
-            return Ok(acp::LoadSessionResponse::new());
+            return Ok(acp::LoadSessionResponse::new().modes(session_modes(&session.host)));
         }
         let closed = lock(&self.closed).remove(&id);
         let (host, opened) = match closed {
@@ -405,9 +424,35 @@ impl Server {
             }
         };
         replay(&cx, &req.session_id, &host.workspace, drain(history, opened.first_seq.saturating_sub(1)));
+        let modes = session_modes(&host);
         let session = Session::start(opened, host, cx, self.approver_name())?;
         lock(&self.sessions).insert(id, session);
-        Ok(acp::LoadSessionResponse::new())
+        Ok(acp::LoadSessionResponse::new().modes(modes))
+    }
+
+    /// `session/set_mode`: switches the permission preset of the session's
+    /// workspace host (shared by every session open in that workspace, which
+    /// each get a `current_mode_update`).
+    async fn set_mode(
+        &self,
+        req: acp::SetSessionModeRequest,
+        cx: Cx,
+    ) -> Result<acp::SetSessionModeResponse, sdk::Error> {
+        let session = self.session(&req.session_id)?;
+        crate::permissions::preset(&req.mode_id.0).map_err(|e| invalid_params(format!("{e:#}")))?;
+        let preset =
+            crate::permissions::switch(&session.host, &req.mode_id.0).await.map_err(|e| internal(format!("{e:#}")))?;
+        let others: Vec<String> = lock(&self.sessions)
+            .iter()
+            .filter(|(id, s)| Arc::ptr_eq(&s.host, &session.host) && id.as_str() != req.session_id.0.as_ref())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in others {
+            let update = acp::SessionUpdate::CurrentModeUpdate(acp::CurrentModeUpdate::new(preset));
+            let _ = cx.send_notification(acp::SessionNotification::new(acp::SessionId::new(id), update));
+        }
+        tracing::info!(session = %req.session_id, "permission preset: {preset}");
+        Ok(acp::SetSessionModeResponse::new())
     }
 
     async fn close_session(&self, id: &acp::SessionId) -> Result<acp::CloseSessionResponse, sdk::Error> {
@@ -428,6 +473,21 @@ impl Server {
             h.close().await;
         }
     }
+}
+
+/// The ACP session modes: the permission presets, when the profile has a
+/// `permissions` row.
+fn session_modes(host: &HostCtx) -> Option<acp::SessionModeState> {
+    let current = crate::permissions::current(host)?;
+    let mut modes: Vec<acp::SessionMode> = crate::permissions::PRESETS
+        .iter()
+        .map(|(id, what)| acp::SessionMode::new(*id, *id).description(what.to_string()))
+        .collect();
+    // A profile's own mode (e.g. `workspace-write`) is listed too.
+    if crate::permissions::describe(&current).is_none() {
+        modes.push(acp::SessionMode::new(current.clone(), current.clone()));
+    }
+    Some(acp::SessionModeState::new(current, modes))
 }
 
 /// Where [`Server::open`] takes a session's log from.

@@ -67,6 +67,7 @@ Type a message and press Enter. While a turn runs, text you type is queued for i
   /sessions   list stored sessions                        /resume ID  switch to a session (prefix ok)
   /new        start a new session                         /plugins    loaded plugins and reload events
   /model      the model adapter and token usage           /compact    compact the history
+  /permissions [PRESET]  show or switch: read-only, ask, auto, full-access
   /help       this help                                   /quit       quit";
 
 /// Runs `wharf chat`.
@@ -528,6 +529,7 @@ impl Chat {
             }
             "plugins" => self.show_plugins(),
             "model" => self.show_model(),
+            "permissions" => self.permissions_command(rest),
             _ => o.line(&o.warn(&format!("unknown command /{name} (try /help)"))),
         }
         Ok(Action::Nothing)

@@ -6,6 +6,7 @@ mod doctor;
 mod host_ctx;
 mod mcp;
 mod output;
+mod permissions;
 mod plugin_build;
 mod plugin_cmd;
 mod plugin_new;

@@ -81,8 +81,16 @@ fn replay_turns(store: &wharf_core::Store, id: &str) -> Result<serde_json::Value
 /// Runs `wharf run`.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     anyhow::ensure!(!args.task.trim().is_empty(), "the task is empty: say what the agent should do");
+    // Nobody can answer an ask here: the `ask` preset runs as `auto`.
+    let mut headless = false;
     let host = match &args.replay {
-        None => HostCtx::start(&args.host).await?,
+        None => {
+            HostCtx::start_with(&args.host, |config| {
+                headless = crate::permissions::headless(config);
+                Ok(())
+            })
+            .await?
+        }
         Some(id) => {
             let dir = match &args.host.session_dir {
                 Some(d) => d.clone(),
@@ -91,7 +99,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             let store = wharf_core::Store::new(dir);
             let id = crate::host_ctx::resolve_session(&store, id)?;
             let turns = replay_turns(&store, &id)?;
-            HostCtx::start_with(&args.host, move |config| {
+            HostCtx::start_with(&args.host, |config| {
+                headless = crate::permissions::headless(config);
                 config.plugins.retain(|p| p.id != "replay");
                 config.plugins.push(wharf_config::PluginRow {
                     id: "replay".into(),
@@ -110,6 +119,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
             .await?
         }
     };
+    if headless {
+        crate::permissions::pin_headless(&host);
+    }
     let approver = host.headless_approver();
     let (agent, first_seq) = host.open_agent(args.resume.as_deref(), approver, args.max_steps)?;
     let session_id = agent.session_id().to_string();

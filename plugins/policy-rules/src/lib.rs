@@ -8,10 +8,11 @@
 //! id = "rules"
 //! path = "${plugin_dir}/policy-rules.wasm"
 //! [plugin.config]
-//! mode = "workspace-write"            # read-only | workspace-write | full-access (optional)
+//! mode = "ask"                        # read-only | ask | auto | workspace-write | full-access (optional)
 //! # default = "deny"                  # allow | deny | ask: only without a `mode` (default "deny")
 //! # read_only_tools = ["search_*"]    # added to the built-in read-only tools
 //! # command_tools = ["python"]        # added to the built-in command tools
+//! # sandboxed_tools = ["bash"]        # command tools `auto` runs without asking (none built in)
 //! # path_keys = ["path", "target"]    # replace the built-in path argument names
 //! # command_keys = ["command"]        # replace the built-in command argument names
 //!
@@ -42,6 +43,12 @@
 //!    usual: any deny wins, then ask, then rewrites, then allow).
 //! 2. No rule matched: the **mode preset** decides.
 //!    - `read-only`: read-only tools run; anything else is denied.
+//!    - `ask` (the interactive default of Wharf's profiles): read-only
+//!      tools run; anything else — commands, writes inside the workspace or
+//!      outside, unknown tools — asks.
+//!    - `auto`: as `workspace-write`, and the `sandboxed_tools` (tools whose
+//!      plugin confines them in the OS sandbox, like Wharf's `bash`) run
+//!      without asking.
 //!    - `workspace-write`: read-only tools run; a tool with path arguments
 //!      runs when every path is inside the workspace and asks otherwise;
 //!      command tools ask; any other tool asks.
@@ -110,7 +117,7 @@ mod rules;
 
 use wharf_sdk::prelude::*;
 
-pub use crate::rules::{DecidedBy, Rules};
+pub use crate::rules::{DecidedBy, MODES, Rules};
 
 /// The prefix of every reason given for an invalid configuration.
 pub const INVALID: &str = "policy-rules config invalid";

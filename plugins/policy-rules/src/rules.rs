@@ -40,6 +40,12 @@ pub const COMMAND_KEYS: &[&str] = &["command", "cmd", "script"];
 pub enum Mode {
     /// Read-only tools run; everything else is denied.
     ReadOnly,
+    /// Read-only tools run; everything else (commands, writes anywhere,
+    /// unknown tools) asks: the interactive default.
+    Ask,
+    /// Like [`Mode::WorkspaceWrite`], and the `sandboxed_tools` (the OS
+    /// sandboxed `bash`) run without asking.
+    Auto,
     /// Read-only tools run; writes inside the workspace run, writes outside
     /// it, commands and unknown tools ask.
     WorkspaceWrite,
@@ -51,22 +57,27 @@ impl Mode {
     fn parse(s: &str) -> Result<Self, String> {
         match s {
             "read-only" => Ok(Self::ReadOnly),
+            "ask" => Ok(Self::Ask),
+            "auto" => Ok(Self::Auto),
             "workspace-write" => Ok(Self::WorkspaceWrite),
             "full-access" => Ok(Self::FullAccess),
-            other => {
-                Err(format!("`mode` must be \"read-only\", \"workspace-write\" or \"full-access\", not \"{other}\""))
-            }
+            other => Err(format!("`mode` must be one of {}, not \"{other}\"", MODES.join(", "))),
         }
     }
 
     fn name(self) -> &'static str {
         match self {
             Self::ReadOnly => "read-only",
+            Self::Ask => "ask",
+            Self::Auto => "auto",
             Self::WorkspaceWrite => "workspace-write",
             Self::FullAccess => "full-access",
         }
     }
 }
+
+/// Every `mode` value, mildest first.
+pub const MODES: &[&str] = &["read-only", "ask", "auto", "workspace-write", "full-access"];
 
 /// What a rule does when it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +152,7 @@ struct RawConfig {
     rules: Vec<Value>,
     read_only_tools: Option<OneOrMany>,
     command_tools: Option<OneOrMany>,
+    sandboxed_tools: Option<OneOrMany>,
     path_keys: Option<OneOrMany>,
     command_keys: Option<OneOrMany>,
 }
@@ -190,6 +202,7 @@ pub struct Rules {
     pub rules: Vec<Rule>,
     read_only: Vec<TextGlob>,
     command_tools: Vec<TextGlob>,
+    sandboxed_tools: Vec<TextGlob>,
     path_keys: Vec<String>,
     command_keys: Vec<String>,
 }
@@ -302,7 +315,8 @@ impl Rules {
         };
         if raw.mode.is_none() && raw.default.is_none() && raw.rules.is_empty() {
             errors.push(
-                "nothing configured: set a `mode` (read-only, workspace-write, full-access), `rules` or a `default`"
+                "nothing configured: set a `mode` (read-only, ask, auto, workspace-write, full-access), `rules` or a \
+                 `default`"
                     .into(),
             );
         }
@@ -314,6 +328,10 @@ impl Rules {
         if let Some(v) = raw.command_tools {
             command_tools.extend(name_globs(v.into_vec(), "command_tools", &mut errors));
         }
+        let sandboxed_tools = match raw.sandboxed_tools {
+            Some(v) => name_globs(v.into_vec(), "sandboxed_tools", &mut errors),
+            None => Vec::new(),
+        };
         let path_keys = match raw.path_keys {
             Some(v) => keys(v.into_vec(), "path_keys", &mut errors),
             None => PATH_KEYS.iter().map(|s| s.to_string()).collect(),
@@ -338,7 +356,7 @@ impl Rules {
         if !errors.is_empty() {
             return Err(errors.join("; "));
         }
-        Ok(Self { mode, default, rules, read_only, command_tools, path_keys, command_keys })
+        Ok(Self { mode, default, rules, read_only, command_tools, sandboxed_tools, path_keys, command_keys })
     }
 }
 
@@ -603,14 +621,22 @@ impl Rules {
             Mode::FullAccess => Decision::Allow,
             _ if self.is_read_only(tool) => Decision::Allow,
             Mode::ReadOnly => Decision::deny(format!("read-only mode: `{tool}` is not known to be read-only")),
-            Mode::WorkspaceWrite => {
+            Mode::Ask if self.is_command(call) => Decision::ask(format!("ask mode: `{tool}` runs commands")),
+            Mode::Ask if !call.paths(&self.path_keys).is_empty() => {
+                Decision::ask(format!("ask mode: `{tool}` may change files"))
+            }
+            Mode::Ask => Decision::ask(format!("ask mode: `{tool}` is not known to be read-only")),
+            // The OS sandbox, not this policy, confines what those run.
+            Mode::Auto if self.sandboxed_tools.iter().any(|g| g.matches(tool)) => Decision::Allow,
+            Mode::WorkspaceWrite | Mode::Auto => {
+                let name = mode.name();
                 if self.is_command(call) {
-                    return Decision::ask(format!("workspace-write mode: `{tool}` runs commands"));
+                    return Decision::ask(format!("{name} mode: `{tool}` runs commands"));
                 }
                 let paths = call.paths(&self.path_keys);
                 if paths.is_empty() {
                     return Decision::ask(format!(
-                        "workspace-write mode: `{tool}` is not known to be read-only and names no path to check"
+                        "{name} mode: `{tool}` is not known to be read-only and names no path to check"
                     ));
                 }
                 let outside: Vec<&str> = paths
@@ -621,7 +647,7 @@ impl Rules {
                 if outside.is_empty() {
                     return Decision::Allow;
                 }
-                let mut msg = format!("workspace-write mode: `{tool}` writes outside the workspace:");
+                let mut msg = format!("{name} mode: `{tool}` writes outside the workspace:");
                 for p in outside {
                     let _ = write!(msg, " `{p}`");
                 }

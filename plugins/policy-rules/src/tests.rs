@@ -237,6 +237,41 @@ fn presets() {
 }
 
 #[test]
+fn ask_preset_asks_for_everything_that_is_not_a_read() {
+    let ask = rules(json!({"mode": "ask", "read_only_tools": ["todo_*"]}));
+    for t in ["read", "list", "grep", "todo_write"] {
+        assert_eq!(kind(&ask, t, json!({"path": "a"})), "allow", "{t}");
+    }
+    let (k, why) = eval(&ask, "bash", json!({"command": "ls"}));
+    assert_eq!((k.as_str(), why.as_str()), ("ask", "ask mode: `bash` runs commands"));
+    let (k, why) = eval(&ask, "write", json!({"path": "inside.txt", "content": "x"}));
+    assert_eq!((k.as_str(), why.as_str()), ("ask", "ask mode: `write` may change files"));
+    assert_eq!(kind(&ask, "edit", json!({"path": "/etc/hosts"})), "ask");
+    assert_eq!(kind(&ask, "web_fetch", json!({"url": "https://x"})), "ask");
+    let (_, by) = ask.evaluate(&req("write", json!({"path": "a"})));
+    assert_eq!(by, DecidedBy::Mode("ask"));
+    // A rule still decides first.
+    let ask = rules(json!({"mode": "ask", "rules": [{"tool": "bash", "command": "ls*", "action": "allow"}]}));
+    assert_eq!(kind(&ask, "bash", json!({"command": "ls -la"})), "allow");
+    assert_eq!(kind(&ask, "bash", json!({"command": "rm x"})), "ask");
+}
+
+#[test]
+fn auto_preset_runs_sandboxed_tools_and_workspace_writes() {
+    let auto = rules(json!({"mode": "auto", "sandboxed_tools": ["bash"]}));
+    assert_eq!(kind(&auto, "bash", json!({"command": "cargo test"})), "allow", "sandboxed");
+    assert_eq!(kind(&auto, "write", json!({"path": "src/a.rs"})), "allow", "inside the workspace");
+    let (k, why) = eval(&auto, "write", json!({"path": "/etc/hosts"}));
+    assert_eq!((k.as_str(), why.as_str()), ("ask", "auto mode: `write` writes outside the workspace: `/etc/hosts`"));
+    assert_eq!(kind(&auto, "python", json!({"script": "x"})), "ask", "a command tool not listed as sandboxed");
+    assert_eq!(kind(&auto, "web_fetch", json!({"url": "https://x"})), "ask");
+    // Without `sandboxed_tools` no command runs unasked.
+    let auto = rules(json!({"mode": "auto"}));
+    assert_eq!(kind(&auto, "bash", json!({"command": "ls"})), "ask");
+    assert!(refused(json!({"mode": "auto", "sandboxed_tools": []})).contains("`sandboxed_tools` is an empty list"));
+}
+
+#[test]
 fn default_action_without_mode() {
     let r = rules(json!({"rules": [{"tool": "read", "action": "allow"}]}));
     let (k, why) = eval(&r, "write", json!({}));
