@@ -35,12 +35,15 @@ pub struct RunArgs {
     pub max_steps: Option<u32>,
     /// Continue an existing session (a unique prefix of its id is enough)
     /// instead of starting a new one; it must belong to this workspace.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with = "continue_")]
     pub resume: Option<String>,
+    /// Continue this workspace's latest session.
+    #[arg(long = "continue", id = "continue_")]
+    pub continue_: bool,
     /// Replay a recorded session's model outputs instead of calling a model
     /// (regression tests, bug reports): the tools run again for real (a
     /// unique prefix of the id is enough).
-    #[arg(long, value_name = "SESSION_ID", conflicts_with = "resume")]
+    #[arg(long, value_name = "SESSION_ID", conflicts_with_all = ["resume", "continue_", "model"])]
     pub replay: Option<String>,
 }
 
@@ -123,7 +126,11 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         crate::permissions::pin_headless(&host);
     }
     let approver = host.headless_approver();
-    let (agent, first_seq) = host.open_agent(args.resume.as_deref(), approver, args.max_steps)?;
+    let resume = match (&args.resume, args.continue_) {
+        (_, true) => Some(host.latest_session()?),
+        (r, false) => r.clone(),
+    };
+    let (agent, first_seq) = host.open_agent(resume.as_deref(), approver, args.max_steps)?;
     let session_id = agent.session_id().to_string();
     let log_path = agent.log().path().to_path_buf();
     let mut rx = agent.log().subscribe_from(first_seq)?;
@@ -172,8 +179,22 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), printer).await;
 
     let usage = summary.usage;
+    // Cost and context use of this turn, from the log (the model of each step).
+    let turn = host.store.load(&session_id).ok().and_then(|l| {
+        let u = crate::usage::summarize(&host.config, &l.events);
+        u.turns.last().cloned().map(|t| (t, u))
+    });
+    let priced = match &turn {
+        Some((t, u)) => {
+            let cost = t.cost.map(|c| format!(" · cost {}", crate::usage::format_cost(c, u.currency.as_deref())));
+            let context = u.context_percent.map(|p| format!(" · context {p:.1} %")).unwrap_or_default();
+            let model = u.model.as_deref().map(|m| format!(" · {m}")).unwrap_or_default();
+            format!("{model}{}{context}", cost.unwrap_or_default())
+        }
+        None => String::new(),
+    };
     eprintln!(
-        "session {session_id} · {} · {} step(s) · tokens {} in / {} out · log {}",
+        "session {session_id} · {} · {} step(s) · tokens {} in / {} out{priced} · log {}",
         reason_text(&summary.reason),
         summary.steps,
         usage.prompt_tokens,
