@@ -294,6 +294,11 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 private_network: row.grant.private_network,
                 model: row.grant.model,
                 agents: row.grant.agents,
+                tools: match &row.grant.tools {
+                    wharf_config::ToolsConfig::All(true) => wharf_runtime::grants::ToolsGrant::All,
+                    wharf_config::ToolsConfig::All(false) => wharf_runtime::grants::ToolsGrant::None,
+                    wharf_config::ToolsConfig::Only(n) => wharf_runtime::grants::ToolsGrant::Only(n.clone()),
+                },
             },
             warm: row.warm,
         });

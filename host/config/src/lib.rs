@@ -334,6 +334,26 @@ pub struct GrantConfig {
     /// The `agents` import (child agents).
     #[serde(default)]
     pub agents: bool,
+    /// The `tools` import: `true` for every tool of the session, or the
+    /// names of the tools the plugin may call.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+}
+
+/// `grant.tools`: `true`/`false` or a list of tool names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolsConfig {
+    /// Every tool (`true`) or none (`false`).
+    All(bool),
+    /// Only these tools.
+    Only(Vec<String>),
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self::All(false)
+    }
 }
 
 /// One enabled `[[plugin]]` row of the composed config.

@@ -45,6 +45,8 @@ pub(crate) enum Shape {
     Bool,
     /// An array of strings of one kind.
     List(Item),
+    /// `true`/`false` or an array of strings of one kind (`grant.tools`).
+    BoolOrList(Item),
     /// A table with these keys only.
     Table(&'static [Field]),
     /// A table with any keys (a plugin's `config`); strings expanded.
@@ -130,6 +132,7 @@ pub(crate) const GRANT: &[Field] = &[
     f("private_network", Shape::Bool),
     f("model", Shape::Bool),
     f("agents", Shape::Bool),
+    f("tools", Shape::BoolOrList(Item::Str)),
 ];
 
 pub(crate) const ROW: &[Field] = &[
@@ -359,8 +362,8 @@ pub(crate) fn check_node(
                 ));
             }
         }
-        (Shape::Bool, Val::Bool(_)) => {}
-        (Shape::List(item), Val::Array(items)) => {
+        (Shape::Bool | Shape::BoolOrList(_), Val::Bool(_)) => {}
+        (Shape::List(item) | Shape::BoolOrList(item), Val::Array(items)) => {
             for n in items.iter_mut() {
                 let Val::Str(s) = &mut n.val else {
                     return Err(ConfigError::Type {
@@ -417,6 +420,7 @@ fn expected_name(shape: Shape) -> &'static str {
         Shape::Int { .. } => "an integer",
         Shape::Bool => "a boolean",
         Shape::List(_) => "an array of strings",
+        Shape::BoolOrList(_) => "a boolean or an array of strings",
         Shape::Table(_) | Shape::Free => "a table",
         Shape::Plugins => "an array of tables ([[plugin]] rows)",
         Shape::McpRows => "an array of tables ([[mcp]] rows)",

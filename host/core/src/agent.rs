@@ -245,9 +245,12 @@ impl Agent {
             approver: approver.clone(),
             config: config.clone(),
             event_bytes: Default::default(),
+            grants: Default::default(),
         });
-        let pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone())
+        let mut pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone())
             .with_services(services.clone());
+        // Calls made by programs share the session's approvals.
+        pipeline.grants = services.grants.clone();
         Self {
             inner: Arc::new(Inner {
                 log,

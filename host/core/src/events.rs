@@ -490,6 +490,10 @@ pub struct ToolCallEvent {
     pub name: String,
     /// Raw argument text as the model produced it.
     pub arguments: String,
+    /// For a call a program made (`run_code`): the id of the calling call.
+    /// Such calls are not part of the model's conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// `tool/result`.
@@ -750,6 +754,7 @@ mod tests {
                 id: "c".into(),
                 name: "n".into(),
                 arguments: "{}".into(),
+                parent: None,
             }),
             EventKind::ToolResult(ToolResultEvent {
                 turn: 1,

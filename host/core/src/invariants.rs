@@ -44,6 +44,8 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
     let mut turn: Option<u64> = None;
     let mut last_step = 0u32;
     let mut step: Option<Step> = None;
+    let mut inner: HashSet<String> = HashSet::new();
+    let mut inner_answered: HashSet<String> = HashSet::new();
     if events.is_empty() {
         return Err("empty log".into());
     }
@@ -58,6 +60,22 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
             None => Err(format!("belongs to step {t}.{s} but no step is open")),
         };
         match &ev.kind {
+            // Calls a program made (`run_code`): inside their step, outside
+            // the model's order; each answered at most once.
+            EventKind::ToolCall(c) if c.parent.is_some() => {
+                in_step(c.turn, c.step, &step).or_else(at)?;
+                if !inner.insert(c.id.clone()) {
+                    return at(format!("inner call `{}` logged twice", c.id));
+                }
+            }
+            EventKind::ToolResult(r) if inner.contains(&r.call_id) => {
+                if !inner_answered.insert(r.call_id.clone()) {
+                    return at(format!("inner call `{}` answered twice", r.call_id));
+                }
+            }
+            EventKind::PolicyDecision(d) if inner.contains(&d.call_id) => {}
+            EventKind::ApprovalAsked(a) if inner.contains(&a.call_id) => {}
+            EventKind::ApprovalDecided(a) if inner.contains(&a.call_id) => {}
             EventKind::SessionStart(_) if i != 0 => return at("session/start after the first event".into()),
             EventKind::SessionStart(_) => {}
             _ if i == 0 => return at("the first event must be session/start".into()),
@@ -201,7 +219,14 @@ mod tests {
     }
 
     fn call(id: &str) -> EventKind {
-        EventKind::ToolCall(ToolCallEvent { turn: 1, step: 1, id: id.into(), name: "t".into(), arguments: "{}".into() })
+        EventKind::ToolCall(ToolCallEvent {
+            turn: 1,
+            step: 1,
+            id: id.into(),
+            name: "t".into(),
+            arguments: "{}".into(),
+            parent: None,
+        })
     }
 
     fn result(id: &str) -> EventKind {

@@ -139,10 +139,14 @@ pub struct ToolPipeline {
     pub(crate) bus: Arc<Bus>,
     approver: Arc<dyn Approver>,
     pub(crate) config: PipelineConfig,
-    /// Tools allowed for the rest of the session by an approval.
-    grants: Mutex<HashSet<String>>,
+    /// Tools allowed for the rest of the session by an approval (shared
+    /// with the pipelines of calls programs make).
+    pub(crate) grants: Arc<Mutex<HashSet<String>>>,
     /// Session services handed to each call.
     pub(crate) services: Option<Arc<crate::services::SessionContext>>,
+    /// For the calls a program makes: the calling call's id (logged as
+    /// `tool/call.parent`).
+    pub(crate) parent: Option<String>,
 }
 
 /// Where a call is in its step.
@@ -179,7 +183,15 @@ pub(crate) enum Prepared {
 impl ToolPipeline {
     /// A pipeline writing to `log`.
     pub fn new(log: SessionLog, bus: Arc<Bus>, approver: Arc<dyn Approver>, config: PipelineConfig) -> Self {
-        Self { log, bus, approver, config, grants: Mutex::new(HashSet::new()), services: None }
+        Self { log, bus, approver, config, grants: Default::default(), services: None, parent: None }
+    }
+
+    /// The pipeline of the calls a program in call `parent` makes: the same
+    /// session grants, every call logged with `parent`.
+    pub(crate) fn inner_of(mut self, parent: String, grants: Arc<Mutex<HashSet<String>>>) -> Self {
+        self.parent = Some(parent);
+        self.grants = grants;
+        self
     }
 
     /// Hands `services` to every call (the `session`, `model` and `agents`
@@ -214,6 +226,7 @@ impl ToolPipeline {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
+            parent: self.parent.clone(),
         }))?;
         Ok(())
     }

@@ -162,6 +162,31 @@ pub trait SessionServices: Send + Sync {
     fn complete(&self, request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>>;
     /// Runs a child agent to the end of its turn.
     fn run_agent(&self, task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>>;
+    /// The session's tools the caller may call: those in `allowed` (all
+    /// when `None`), never the caller's own.
+    fn list_tools(&self, allowed: Option<&[String]>) -> Result<Vec<ToolSpec>, ServiceError> {
+        let _ = allowed;
+        Err(ServiceError::NoSession)
+    }
+    /// Runs `calls` through the whole tool pipeline as one scheduled batch,
+    /// each logged with this call as its parent; outcomes in order.
+    fn call_tools(
+        &self,
+        calls: Vec<ToolRequest>,
+        allowed: Option<Vec<String>>,
+    ) -> BoxFuture<'_, Result<Vec<ToolOutcome>, ServiceError>> {
+        let _ = (calls, allowed);
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
+}
+
+/// One call a program asks for (the `tools` import).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRequest {
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON text.
+    pub arguments: String,
 }
 
 /// Writes compaction summaries (a `compactor` plugin).

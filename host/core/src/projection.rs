@@ -68,6 +68,8 @@ pub struct Projection {
     usage: Usage,
     inbox: BTreeMap<u64, PendingInboxItem>,
     inbox_order: u64,
+    /// Ids of calls a program made (`tool/call` with a `parent`).
+    inner_calls: HashSet<String>,
 }
 
 impl Projection {
@@ -142,6 +144,12 @@ impl Projection {
                     );
                 }
             }
+            // A program's calls (`run_code`) are not the model's: they stay
+            // out of the conversation and of the step's repair.
+            EventKind::ToolCall(c) if c.parent.is_some() => {
+                self.inner_calls.insert(c.id.clone());
+            }
+            EventKind::ToolResult(r) if self.inner_calls.contains(&r.call_id) => {}
             EventKind::ToolCall(c) => {
                 if let Some(s) = &mut self.open_step {
                     s.logged_calls.push(ToolCall {

@@ -118,24 +118,35 @@ impl Run<'_> {
                 self.slots[i] = Slot::Finished(ToolPipeline::aborted_before_dispatch(plugin));
                 break;
             }
+            let services = self.p.services.as_ref().map(|s| {
+                Arc::new(s.for_tool_call(
+                    &call.id,
+                    ready.tool.plugin().clone(),
+                    cancel.clone(),
+                    self.at,
+                    self.p.parent.is_some(),
+                ))
+            });
+            let inflight = services.as_ref().map(|s| s.inflight());
             let invocation = ToolInvocation {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: ready.arguments,
                 session_id: self.p.log.id().to_string(),
                 workspace: self.p.config.workspace.clone(),
-                services: self.p.services.as_ref().map(|s| {
-                    Arc::new(s.for_call(&call.id, ready.tool.plugin().clone(), cancel.clone()))
-                        as Arc<dyn crate::plugin::SessionServices>
-                }),
+                services: services.map(|s| s as Arc<dyn crate::plugin::SessionServices>),
             };
-            let fut = execute(
-                ready.tool,
-                invocation,
-                cancel.clone(),
-                self.p.timeout_for(&call.name),
-                self.p.config.cancel_grace,
-            );
+            let grace = self.p.config.cancel_grace;
+            let run = execute(ready.tool, invocation, cancel.clone(), self.p.timeout_for(&call.name), grace);
+            // The calls a program made log their results before the
+            // program's own (bounded by the grace period).
+            let fut = async move {
+                let finished = run.await;
+                if let Some(inflight) = inflight {
+                    let _ = tokio::time::timeout(grace, inflight.write()).await;
+                }
+                finished
+            };
             let handle = self.running.spawn(fut);
             self.ids.insert(handle.id(), i);
             if exclusive {

@@ -32,8 +32,10 @@ use crate::agent::{Agent, AgentConfig};
 use crate::approval::Approver;
 use crate::bus::Bus;
 use crate::events::{EventKind, SpawnedBy, TodoUpdated};
+use crate::pipeline::StepRef;
 use crate::plugin::{
-    AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError, SessionServices,
+    AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError,
+    SessionServices, ToolOutcome, ToolRequest, ToolSpec,
 };
 use crate::registry::Registry;
 use crate::store::{NewSession, SessionLog, Store};
@@ -61,13 +63,42 @@ pub struct SessionContext {
     /// Bytes of plugin-recorded events so far (see
     /// [`MAX_EVENT_BYTES_PER_SESSION`]).
     pub(crate) event_bytes: Arc<AtomicUsize>,
+    /// The session's "allowed for the session" approvals, shared with the
+    /// pipelines of the calls programs make.
+    pub(crate) grants: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl SessionContext {
     /// Services for one call by `caller` (a tool call id, or `compaction`),
     /// cancelled with `cancel`.
     pub fn for_call(self: &Arc<Self>, call_id: &str, caller: PluginRef, cancel: CancellationToken) -> CallServices {
-        CallServices { ctx: self.clone(), call_id: call_id.to_string(), caller, cancel, events: AtomicUsize::new(0) }
+        CallServices {
+            ctx: self.clone(),
+            call_id: call_id.to_string(),
+            caller,
+            cancel,
+            events: AtomicUsize::new(0),
+            at: None,
+            nested: false,
+            inner_calls: AtomicUsize::new(0),
+            inflight: Default::default(),
+        }
+    }
+
+    /// Services for tool call `call_id` of step `at`; `nested` when a
+    /// program made the call (it may not call tools in turn).
+    pub(crate) fn for_tool_call(
+        self: &Arc<Self>,
+        call_id: &str,
+        caller: PluginRef,
+        cancel: CancellationToken,
+        at: StepRef,
+        nested: bool,
+    ) -> CallServices {
+        let mut s = self.for_call(call_id, caller, cancel);
+        s.at = Some(at);
+        s.nested = nested;
+        s
     }
 }
 
@@ -80,6 +111,15 @@ pub struct CallServices {
     cancel: CancellationToken,
     /// Events this call recorded.
     events: AtomicUsize,
+    /// The step of the tool call (none for a compaction).
+    at: Option<StepRef>,
+    /// The call was made by a program (`tool/call.parent`).
+    nested: bool,
+    /// Calls this call made through [`SessionServices::call_tools`].
+    inner_calls: AtomicUsize,
+    /// Held (read) by every batch of inner calls still running: the
+    /// scheduler waits for it before committing this call's result.
+    inflight: Arc<tokio::sync::RwLock<()>>,
 }
 
 /// Counts the bytes of a value's JSON text without building it.
@@ -167,6 +207,115 @@ impl SessionServices for CallServices {
 
     fn run_agent(&self, task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>> {
         Box::pin(self.run_child(task))
+    }
+
+    fn list_tools(&self, allowed: Option<&[String]>) -> Result<Vec<ToolSpec>, ServiceError> {
+        Ok(self.tool_view(allowed)?.tool_specs())
+    }
+
+    fn call_tools(
+        &self,
+        calls: Vec<ToolRequest>,
+        allowed: Option<Vec<String>>,
+    ) -> BoxFuture<'_, Result<Vec<ToolOutcome>, ServiceError>> {
+        Box::pin(self.run_inner(calls, allowed))
+    }
+}
+
+/// Most calls one tool call may make through
+/// [`SessionServices::call_tools`] (over all its batches).
+pub const MAX_INNER_CALLS: usize = 1000;
+/// Most calls in one batch.
+pub const MAX_BATCH: usize = 256;
+
+impl CallServices {
+    /// What this call may see of the session's tools: the agent's set,
+    /// narrowed to `allowed`, without the caller's own tools (a program
+    /// cannot start another program).
+    fn tool_view(&self, allowed: Option<&[String]>) -> Result<Arc<crate::registry::Snapshot>, ServiceError> {
+        if self.nested {
+            return Err(ServiceError::Invalid("a call made by a program cannot call tools itself".into()));
+        }
+        if self.at.is_none() {
+            return Err(ServiceError::NoSession);
+        }
+        let snap = self.ctx.registry.snapshot();
+        let names: BTreeSet<String> = snap
+            .tools
+            .iter()
+            .filter(|(n, t)| {
+                t.plugin().id != self.caller.id
+                    && self.ctx.config.tools.as_ref().is_none_or(|s| s.contains(*n))
+                    && allowed.is_none_or(|a| a.iter().any(|x| x == *n))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        Ok(Arc::new(snap.restricted(&names)))
+    }
+
+    /// The scheduler waits on this before committing the call's result.
+    pub(crate) fn inflight(&self) -> Arc<tokio::sync::RwLock<()>> {
+        self.inflight.clone()
+    }
+
+    async fn run_inner(
+        &self,
+        calls: Vec<ToolRequest>,
+        allowed: Option<Vec<String>>,
+    ) -> Result<Vec<ToolOutcome>, ServiceError> {
+        let snap = self.tool_view(allowed.as_deref())?;
+        let Some(at) = self.at else { return Err(ServiceError::NoSession) };
+        if calls.len() > MAX_BATCH {
+            return Err(ServiceError::Invalid(format!("a batch holds at most {MAX_BATCH} calls, got {}", calls.len())));
+        }
+        let first = self.inner_calls.fetch_add(calls.len(), Ordering::Relaxed);
+        if first + calls.len() > MAX_INNER_CALLS {
+            return Err(ServiceError::Invalid(format!(
+                "a call may make at most {MAX_INNER_CALLS} tool calls; this one already made {first}"
+            )));
+        }
+        if self.cancel.is_cancelled() {
+            return Err(ServiceError::Cancelled);
+        }
+        let tool_calls: Vec<crate::plugin::ToolCall> = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| crate::plugin::ToolCall {
+                id: format!("{}.{}", self.call_id, first + i + 1),
+                name: util::cut_str(&c.name, 128).to_string(),
+                arguments: c.arguments,
+            })
+            .collect();
+        let ctx = &self.ctx;
+        let pipeline = crate::pipeline::ToolPipeline::new(
+            ctx.log.clone(),
+            ctx.bus.clone(),
+            ctx.approver.clone(),
+            ctx.config.pipeline.clone(),
+        )
+        .with_services(ctx.clone())
+        .inner_of(self.call_id.clone(), ctx.grants.clone());
+        let cancel = self.cancel.clone();
+        let guard = self.inflight.clone().read_owned().await;
+        // Its own task: when the caller is dropped (cancelled), the batch
+        // still logs a result for every call it logged.
+        let task = tokio::spawn(async move {
+            let _guard = guard;
+            pipeline.run(&snap, at, &tool_calls, &cancel).await
+        });
+        let results = task
+            .await
+            .map_err(|e| ServiceError::Failed(format!("the batch of tool calls failed: {e}")))?
+            .map_err(|e| ServiceError::Failed(format!("the session log failed: {e}")))?;
+        Ok(results
+            .into_iter()
+            .map(|r| ToolOutcome {
+                content: r.content,
+                is_error: r.is_error,
+                error_code: r.error_code,
+                details: r.details,
+            })
+            .collect())
     }
 }
 

@@ -1000,6 +1000,7 @@ impl SessionLog {
                         id: c.id.clone(),
                         name: c.name.clone(),
                         arguments: c.arguments.clone(),
+                        parent: None,
                     }))?);
                 }
                 out.push(self.append(EventKind::ToolResult(ToolResultEvent {
@@ -1277,6 +1278,7 @@ mod tests {
             id: "c1".into(),
             name: "a".into(),
             arguments: "{}".into(),
+            parent: None,
         }))
         .unwrap();
         let id = log.id().to_string();

@@ -9,6 +9,7 @@ wasmtime::component::bindgen!({
         "wharf:plugin/process": async | trappable,
         "wharf:plugin/model": async | trappable,
         "wharf:plugin/agents": async | trappable,
+        "wharf:plugin/tools": async | trappable,
         default: trappable,
     },
     exports: { default: async },

@@ -108,6 +108,22 @@ pub struct Grant {
     /// The `agents` import: running child agents (subagents).
     #[serde(default)]
     pub agents: bool,
+    /// The `tools` import: calling the session's tools through the pipeline.
+    #[serde(default)]
+    pub tools: ToolsGrant,
+}
+
+/// Which of the session's tools a plugin may call (`grant.tools`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolsGrant {
+    /// None: the `tools` import answers `not-granted`.
+    #[default]
+    None,
+    /// Every tool of the session (except the plugin's own).
+    All,
+    /// Only these names.
+    Only(Vec<String>),
 }
 
 /// What the component asks for (from its `plugin.info()`).
@@ -174,6 +190,9 @@ pub struct Effective {
     /// See [`Grant::agents`].
     #[serde(default)]
     pub agents: bool,
+    /// See [`Grant::tools`].
+    #[serde(default)]
+    pub tools: ToolsGrant,
     /// Things asked for but not granted (for `inspect`/`doctor`).
     pub denied: Vec<String>,
 }
@@ -263,6 +282,7 @@ impl Grant {
             private_network: self.private_network,
             model: self.model,
             agents: self.agents,
+            tools: self.tools.clone(),
             denied,
         }
     }

@@ -1,13 +1,17 @@
-//! The `session`, `model` and `agents` imports: a component working for a
-//! session reaches it through the [`SessionServices`] the core hands to
-//! each call. `model` and `agents` also need the operator's grant.
+//! The `session`, `model`, `agents` and `tools` imports: a component
+//! working for a session reaches it through the [`SessionServices`] the
+//! core hands to each call. `model`, `agents` and `tools` also need the
+//! operator's grant.
 
 use std::sync::Arc;
 
-use wharf_core::plugin::{AgentTask, CompleteRequest, Message, Role, ServiceError, SessionServices, ToolCall};
+use wharf_core::plugin::{
+    AgentTask, CompleteRequest, Message, Role, ServiceError, SessionServices, ToolCall, ToolMode, ToolRequest,
+};
 
 use crate::bindings::wharf::plugin as wit;
 use crate::bindings::wharf::plugin::types as wt;
+use crate::grants::ToolsGrant;
 use crate::state::HostState;
 
 fn to_wit_error(e: ServiceError) -> wit::session::SessionError {
@@ -127,5 +131,103 @@ impl wit::agents::Host for HostState {
                 steps: o.steps,
             })
             .map_err(to_wit_error))
+    }
+}
+
+/// Most calls one `call-batch` may carry.
+const MAX_BATCH: usize = wharf_core::services::MAX_BATCH;
+
+impl HostState {
+    /// The `tools` grant as a name filter (`None`: every tool), or why not.
+    fn tools_grant(&self) -> Result<Option<Vec<String>>, wit::session::SessionError> {
+        match &self.effective.tools {
+            ToolsGrant::None => Err(wit::session::SessionError::NotGranted("tools".into())),
+            ToolsGrant::All => Ok(None),
+            ToolsGrant::Only(names) => Ok(Some(names.clone())),
+        }
+    }
+}
+
+impl wit::tools::Host for HostState {
+    async fn list_tools(&mut self) -> wasmtime::Result<Result<Vec<wt::ToolSpec>, wit::session::SessionError>> {
+        let allowed = match self.tools_grant() {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let services = match self.session_for(None) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        Ok(services
+            .list_tools(allowed.as_deref())
+            .map(|specs| {
+                specs
+                    .into_iter()
+                    .map(|t| wt::ToolSpec {
+                        name: t.name,
+                        description: t.description,
+                        input_schema: t.input_schema.to_string(),
+                        mode: match t.mode {
+                            ToolMode::Parallel => wt::ToolMode::Parallel,
+                            ToolMode::Exclusive => wt::ToolMode::Exclusive,
+                        },
+                    })
+                    .collect()
+            })
+            .map_err(to_wit_error))
+    }
+
+    async fn call_batch(
+        &mut self,
+        calls: Vec<wit::tools::ToolRequest>,
+    ) -> wasmtime::Result<Result<Vec<Result<wt::ToolOutput, wt::ToolError>>, wit::session::SessionError>> {
+        let allowed = match self.tools_grant() {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let services = match self.session_for(None) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        if calls.len() > MAX_BATCH {
+            return Ok(Err(wit::session::SessionError::Invalid(format!(
+                "a batch holds at most {MAX_BATCH} calls, got {}",
+                calls.len()
+            ))));
+        }
+        let requests = calls.into_iter().map(|c| ToolRequest { name: c.name, arguments: c.arguments }).collect();
+        // The program's own deadline (`limit-time`) also bounds the calls
+        // it waits for; past it the call stops like any guest past its time.
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        let outcomes = match tokio::time::timeout_at(deadline, services.call_tools(requests, allowed)).await {
+            Ok(r) => r,
+            Err(_) => return Err(crate::state::LimitError::Timeout(self.timeout_ms).into()),
+        };
+        Ok(outcomes
+            .map(|list| {
+                list.into_iter()
+                    .map(|o| {
+                        if o.is_error {
+                            Err(wt::ToolError {
+                                code: o.error_code.unwrap_or_else(|| "TOOL_ERROR".into()),
+                                message: o.content,
+                            })
+                        } else {
+                            Ok(wt::ToolOutput { content: o.content, details: o.details.map(|d| d.to_string()) })
+                        }
+                    })
+                    .collect()
+            })
+            .map_err(to_wit_error))
+    }
+
+    async fn limit_time(&mut self, ms: u64) -> wasmtime::Result<()> {
+        // Only ever shortens the call's deadline (the grant's is the cap).
+        let at = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        if at < self.deadline {
+            self.deadline = at;
+            self.timeout_ms = ms;
+        }
+        Ok(())
     }
 }
