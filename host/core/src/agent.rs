@@ -446,16 +446,25 @@ impl Agent {
         let mut summary =
             TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
         let mut step: u32 = 0;
+        // Attachment steps (`@path`) do not count against the step budget.
+        let mut attach_steps: u32 = 0;
         let reason = loop {
             if token.is_cancelled() {
                 break StopReason::Cancelled;
             }
-            if step >= inner.config.max_steps {
+            if step >= inner.config.max_steps + attach_steps {
                 break StopReason::MaxSteps;
             }
             step += 1;
-            self.claim(step == 1)?;
+            let claimed = self.claim(step == 1)?;
             let snap = self.snapshot();
+            if self.attach(&snap, StepRef { turn, step }, &claimed, token).await? {
+                attach_steps += 1;
+                step += 1;
+                if token.is_cancelled() {
+                    break StopReason::Cancelled;
+                }
+            }
             self.auto_compact(&snap, turn, token).await?;
             if let Some(reason) = self.pre_step(&snap, turn, step).await {
                 break StopReason::Blocked { message: reason };
@@ -562,8 +571,41 @@ impl Agent {
         lock(&self.inner.inbox).iter().any(|i| i.kind == InboxKind::Steer)
     }
 
-    /// Moves inbox items into the conversation (logged).
-    fn claim(&self, first_step: bool) -> Result<(), StoreError> {
+    /// `@path` attachments of the claimed messages ([`crate::attach`]): a
+    /// step of `read` calls through the pipeline before the model request.
+    /// Returns whether that step was taken (as step `at.step`).
+    async fn attach(
+        &self,
+        snap: &Arc<Snapshot>,
+        at: StepRef,
+        claimed: &[String],
+        token: &CancellationToken,
+    ) -> Result<bool, AgentError> {
+        let inner = &self.inner;
+        let ws = inner.config.pipeline.workspace.as_deref().map(std::path::Path::new);
+        let mut paths: Vec<String> = Vec::new();
+        for text in claimed {
+            for p in crate::attach::find(text, ws) {
+                if !paths.contains(&p) && paths.len() < crate::attach::MAX_ATTACHMENTS {
+                    paths.push(p);
+                }
+            }
+        }
+        if paths.is_empty() {
+            return Ok(false);
+        }
+        let calls = crate::attach::calls(&paths, at.turn);
+        inner.log.append(EventKind::StepStart(StepStart { turn: at.turn, step: at.step }))?;
+        let acc = Acc { tool_calls: calls.clone(), ..Acc::default() };
+        self.commit_message(at, &acc, false)?;
+        inner.pipeline.run(snap, at, &calls, token).await?;
+        inner.log.append(EventKind::StepEnd(StepEnd { turn: at.turn, step: at.step, usage: None }))?;
+        Ok(true)
+    }
+
+    /// Moves inbox items into the conversation (logged); returns their texts.
+    fn claim(&self, first_step: bool) -> Result<Vec<String>, StoreError> {
+        let mut claimed = Vec::new();
         let mut inbox = lock(&self.inner.inbox);
         let mut followup_taken = !first_step;
         let mut i = 0;
@@ -591,9 +633,9 @@ impl Agent {
                 content: item.text.clone(),
                 inbox_id: Some(item.id.clone()),
             }))?;
-            inbox.remove(i);
+            claimed.push(inbox.remove(i).text);
         }
-        Ok(())
+        Ok(claimed)
     }
 
     fn payload(&self, turn: u64, step: u32) -> serde_json::Map<String, Value> {

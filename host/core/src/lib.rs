@@ -21,6 +21,7 @@
 //! - [`scheduler`] — parallel pool, exclusive barriers, model-order commits.
 //! - [`retry`] — backoff policy for failed model requests.
 //! - [`agent`] — the agent loop: inbox, turns, steps, cancellation.
+//! - [`attach`] — `@path` attachments in user prompts.
 //! - [`compaction`] — when and what to compact; the `compaction/summary` step.
 //! - [`services`] — what plugins may ask of their session (events, the
 //!   model, subagents).
@@ -30,6 +31,7 @@
 
 pub mod agent;
 pub mod approval;
+pub mod attach;
 pub mod bus;
 pub mod compaction;
 pub mod events;
