@@ -25,4 +25,5 @@ mod system_prompt;
 mod todo_skills;
 mod tool_names;
 mod web;
+mod web_ui;
 mod web_fetch;

@@ -699,24 +699,22 @@ fn stored_session_with_todos(dir: &std::path::Path) -> String {
     log.id().to_string()
 }
 
-fn which(bin: &str) -> Option<PathBuf> {
+pub fn which(bin: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(bin)).find(|p| p.is_file())
 }
 
-#[test]
-fn browser_prompt_stream_approve_result_and_cancel() {
+/// Chromium, node and tests/browser with playwright-core installed; `None`
+/// (reported as a skip of `test`) when chromium or node is missing.
+pub fn browser_tools(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
     let chromium = std::env::var_os("CHROMIUM")
         .map(PathBuf::from)
         .or_else(|| Some(PathBuf::from("/usr/bin/chromium")).filter(|p| p.is_file()))
         .or_else(|| which("chromium"));
     let node = which("node");
     let (Some(chromium), Some(node)) = (chromium, node) else {
-        wharf_tests::skip(
-            "web::browser_prompt_stream_approve_result_and_cancel",
-            "chromium or node is not installed (apt-get install -y chromium nodejs npm)",
-        );
-        return;
+        wharf_tests::skip(test, "chromium or node is not installed (apt-get install -y chromium nodejs npm)");
+        return None;
     };
     let dir = wharf_tests::root().join("tests/browser");
     if !dir.join("node_modules/playwright-core").is_dir() {
@@ -729,6 +727,14 @@ fn browser_prompt_stream_approve_result_and_cancel() {
             .unwrap_or(false);
         assert!(ok, "npm ci in tests/browser failed (it installs playwright-core)");
     }
+    Some((chromium, node, dir))
+}
+
+#[test]
+fn browser_prompt_stream_approve_result_and_cancel() {
+    let Some((chromium, node, dir)) = browser_tools("web::browser_prompt_stream_approve_result_and_cancel") else {
+        return;
+    };
     let w = start(GATED, &[], &[]);
     let todo = stored_session_with_todos(&w.sessions);
     let shots = wharf_tests::target_dir().join("browser-shots");

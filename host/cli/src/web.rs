@@ -22,17 +22,19 @@
 //!   browsers send cross-origin) must be `http://` + the request's own
 //!   allowed `Host`, and `Sec-Fetch-Site: cross-site` is refused: 403.
 //! - Pages are plain HTML/CSS/JS embedded in the binary, served with a strict
-//!   Content-Security-Policy; everything from sessions is inserted as text.
+//!   Content-Security-Policy; everything from sessions is inserted as text,
+//!   except model markdown, which the server renders and sanitises
+//!   (`render.rs`: raw HTML shown as text, `ammonia` over the result).
 //!
 //! # API (JSON unless noted)
 //!
 //! | method and path | what |
 //! |---|---|
 //! | `GET /api/info` | version, profile, workspace |
-//! | `GET /api/sessions` | stored sessions, newest first, with `live`/`running` |
+//! | `GET /api/sessions?workspace=DIR` | stored sessions (of that workspace only, if given), newest first, with `live`/`running`, `workspace` and `usage` |
 //! | `POST /api/sessions` `{text?}` | new session (a live agent); `text` is its first prompt |
-//! | `GET /api/sessions/{id}` | one session's summary |
-//! | `GET /api/sessions/{id}/events?from=SEQ` | SSE: the log from `SEQ` (or `Last-Event-ID`+1), then live |
+//! | `GET /api/sessions/{id}` | one session's summary (with `usage`) |
+//! | `GET /api/sessions/{id}/events?from=SEQ` | SSE: the log from `SEQ` (or `Last-Event-ID`+1), then live; assistant messages carry `html` (sanitised markdown), `edit`/`write` calls a unified `diff` |
 //! | `POST /api/sessions/{id}/prompt` `{text}` | queue a followup (resumes the session if needed) |
 //! | `POST /api/sessions/{id}/cancel` | cancel the running turn |
 //! | `POST /api/sessions/{id}/approvals/{call}` `{outcome}` | answer an `ask`: `allowed-once`, `allowed-for-session`, `rejected` |
@@ -42,6 +44,7 @@
 //! | `GET /api/plugins/events` | SSE: plugin and MCP status changes, history first |
 
 mod api;
+mod render;
 mod security;
 
 use std::net::{IpAddr, SocketAddr};

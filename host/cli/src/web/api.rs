@@ -20,6 +20,7 @@ use wharf_core::events::{ApprovalOutcome, Event, EventKind};
 use wharf_core::store::StoreError;
 use wharf_core::{Agent, Projection};
 
+use super::render::Decorator;
 use super::{Access, security};
 use crate::host_ctx::HostCtx;
 use crate::mcp::McpManager;
@@ -78,6 +79,8 @@ pub struct App {
     live: Mutex<HashMap<String, Arc<Live>>>,
     opened: broadcast::Sender<String>,
     shutdown: CancellationToken,
+    /// Usage per session, keyed by the log size it was computed at.
+    usage: Mutex<HashMap<String, (u64, Value)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -125,7 +128,15 @@ impl App {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let (opened, _) = broadcast::channel(64);
-        Arc::new(Self { host, mcp, max_steps, live: Mutex::new(HashMap::new()), opened, shutdown })
+        Arc::new(Self {
+            host,
+            mcp,
+            max_steps,
+            live: Mutex::new(HashMap::new()),
+            opened,
+            shutdown,
+            usage: Mutex::default(),
+        })
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
@@ -231,9 +242,49 @@ async fn info(State(app): State<Arc<App>>) -> Json<Value> {
     }))
 }
 
-fn summary_json(app: &App, s: &wharf_core::store::SessionSummary) -> Value {
+/// A session's tokens, cost and context use, recomputed when its log grew.
+fn usage_of(app: &App, s: &wharf_core::store::SessionSummary) -> Value {
+    if let Some((bytes, v)) = lock(&app.usage).get(&s.id)
+        && *bytes == s.bytes
+    {
+        return v.clone();
+    }
+    let v = match app.host.store.load(&s.id) {
+        Ok(loaded) => usage_json(app, &loaded.events),
+        Err(e) => {
+            tracing::debug!(session = %s.id, "usage: {e}");
+            return Value::Null;
+        }
+    };
+    lock(&app.usage).insert(s.id.clone(), (s.bytes, v.clone()));
+    v
+}
+
+/// Per-turn rows kept in a usage answer (the latest ones).
+const MAX_USAGE_TURNS: usize = 200;
+
+/// The usage summary of `events` ([`crate::usage::summarize`]: tokens, cost
+/// from the adapter's price table, context-window use), plus `total_tokens`.
+fn usage_json(app: &App, events: &[Event]) -> Value {
+    let mut u = crate::usage::summarize(&app.host.config, events);
+    let extra = u.turns.len().saturating_sub(MAX_USAGE_TURNS);
+    u.turns.drain(..extra);
+    let total = u.prompt_tokens + u.completion_tokens;
+    let mut v = serde_json::to_value(&u).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("total_tokens".into(), json!(total));
+    }
+    v
+}
+
+fn summary_json(app: &App, s: &wharf_core::store::SessionSummary, turns: bool) -> Value {
     let live = app.live(&s.id);
+    let mut usage = usage_of(app, s);
+    if !turns && let Some(o) = usage.as_object_mut() {
+        o.remove("turns");
+    }
     json!({
+        "usage": usage,
         "id": s.id,
         "title": s.title,
         "created": s.header.created,
@@ -247,10 +298,22 @@ fn summary_json(app: &App, s: &wharf_core::store::SessionSummary) -> Value {
     })
 }
 
-async fn list_sessions(State(app): State<Arc<App>>) -> ApiResult<Json<Value>> {
+#[derive(Deserialize, Default)]
+struct ListQuery {
+    /// Only sessions whose header names this workspace.
+    workspace: Option<String>,
+}
+
+async fn list_sessions(State(app): State<Arc<App>>, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
     let mut list = app.host.store.list()?;
     list.reverse();
-    Ok(Json(Value::Array(list.iter().map(|s| summary_json(&app, s)).collect())))
+    let want = q.workspace.filter(|w| !w.is_empty());
+    Ok(Json(Value::Array(
+        list.iter()
+            .filter(|s| want.as_deref().is_none_or(|w| s.header.workspace.as_deref() == Some(w)))
+            .map(|s| summary_json(&app, s, false))
+            .collect(),
+    )))
 }
 
 async fn session(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
@@ -259,7 +322,7 @@ async fn session(State(app): State<Arc<App>>, Path(id): Path<String>) -> ApiResu
         .iter()
         .find(|s| s.id == id)
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("session `{id}` not found")))?;
-    Ok(Json(summary_json(&app, s)))
+    Ok(Json(summary_json(&app, s, true)))
 }
 
 #[derive(Deserialize, Default)]
@@ -361,8 +424,8 @@ async fn approve(
     Ok(Json(json!({"ok": true})))
 }
 
-fn sse_event(ev: &Event) -> Option<SseEvent> {
-    let line = ev.to_json_line().ok()?;
+fn sse_event(dec: &mut Decorator, ev: &Event) -> Option<SseEvent> {
+    let line = dec.json(ev)?;
     Some(SseEvent::default().id(ev.seq.to_string()).data(line))
 }
 
@@ -397,10 +460,11 @@ async fn session_events(
     let shutdown = app.shutdown.clone();
     let app2 = app.clone();
     tokio::spawn(async move {
+        let mut dec = Decorator::default();
         let mut next = from;
         if let Some(events) = stored {
             for ev in events.iter().filter(|e| e.seq >= from) {
-                let Some(e) = sse_event(ev) else { continue };
+                let Some(e) = sse_event(&mut dec, ev) else { continue };
                 if tx.send(e).await.is_err() {
                     return;
                 }
@@ -434,7 +498,7 @@ async fn session_events(
             tokio::select! {
                 ev = events.recv() => match ev {
                     Some(ev) => {
-                        let Some(e) = sse_event(&ev) else { continue };
+                        let Some(e) = sse_event(&mut dec, &ev) else { continue };
                         if tx.send(e).await.is_err() { return; }
                     }
                     None => return,

@@ -1,6 +1,8 @@
 // wharf web: a view over session logs. Everything shown is rebuilt from the
 // session's events (streamed over SSE); actions go to the API and come back
-// as events. Session text is always inserted as text, never as HTML.
+// as events. Session text is always inserted as text, never as HTML — except
+// an assistant message's `html`, which the server rendered from markdown and
+// sanitised (web/render.rs); the CSP forbids inline script besides.
 'use strict';
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -48,10 +50,41 @@ function shortTime(rfc) {
   return isNaN(d) ? rfc : d.toLocaleString();
 }
 
+function fmtInt(n) { return Number(n || 0).toLocaleString('en-US'); }
+
+// "12.3k tokens · $0.0123 · 45% context" from a session's `usage`.
+function usageText(u, long) {
+  if (!u) return '';
+  const parts = [];
+  const tokens = u.total_tokens ?? ((u.prompt_tokens || 0) + (u.completion_tokens || 0));
+  if (tokens) parts.push(long ? `${fmtInt(u.prompt_tokens)} in / ${fmtInt(u.completion_tokens)} out tokens` : `${fmtInt(tokens)} tokens`);
+  if (typeof u.cost === 'number') {
+    const cur = u.currency || '';
+    const amount = u.cost.toFixed(u.cost < 1 ? 4 : 2);
+    parts.push(cur === 'USD' || cur === '$' ? `$${amount}` : `${amount}${cur ? ` ${cur}` : ''}`);
+  }
+  const pct = u.context_percent ?? u.context_pct;
+  if (typeof pct === 'number') parts.push(`${Math.round(pct)}% context`);
+  return parts.join(' · ');
+}
+
 // ---------------------------------------------------------------------------
 // Session list
 
 let sessionsCache = [];
+let homeWorkspace = null;
+
+// The workspace filter: '' is every workspace; starts at the one `wharf web` runs in.
+function fillWorkspaces() {
+  const sel = $('#workspace-filter');
+  const seen = new Set(sessionsCache.map((s) => s.workspace).filter(Boolean));
+  if (homeWorkspace) seen.add(homeWorkspace);
+  const want = sel.dataset.value ?? homeWorkspace ?? '';
+  const opts = [el('option', { value: '', text: 'All workspaces' })];
+  for (const w of [...seen].sort()) opts.push(el('option', { value: w, text: w === homeWorkspace ? `${w} (this)` : w }));
+  sel.replaceChildren(...opts);
+  sel.value = seen.has(want) ? want : '';
+}
 
 async function refreshSessions() {
   try {
@@ -60,17 +93,22 @@ async function refreshSessions() {
     showError(`sessions: ${e.message}`);
     return;
   }
+  fillWorkspaces();
+  const ws = $('#workspace-filter').value;
   const ul = $('#sessions');
   ul.replaceChildren();
   for (const s of sessionsCache) {
-    const a = el('a', { href: `#/s/${encodeURIComponent(s.id)}`, 'data-id': s.id, class: current && current.id === s.id ? 'active' : '' },
+    if (ws && s.workspace !== ws) continue;
+    const cost = usageText(s.usage, false);
+    const a = el('a', { href: `#/s/${encodeURIComponent(s.id)}`, 'data-id': s.id, 'data-workspace': s.workspace || '', class: current && current.id === s.id ? 'active' : '' },
       el('span', { class: 'title', text: s.title || '(no prompt yet)' }),
-      el('span', { class: 'meta', text: `${shortTime(s.created)}${s.parent ? ' · fork' : ''}${s.running ? ' · running' : s.live ? ' · open' : ''}` }));
+      el('span', { class: 'meta', text: `${shortTime(s.created)}${s.parent ? ' · fork' : ''}${s.running ? ' · running' : s.live ? ' · open' : ''}` }),
+      cost ? el('span', { class: 'meta usage', text: cost }) : null);
     ul.append(el('li', {}, a));
   }
   if (current) {
     const s = sessionsCache.find((x) => x.id === current.id);
-    if (s) { current.live = s.live; updateControls(); }
+    if (s) { current.live = s.live; showUsage(s.usage); updateControls(); }
   }
 }
 
@@ -91,6 +129,14 @@ function resetView() {
   $('#todo-list').replaceChildren();
   $('#todos').hidden = true;
   $('#session-meta').textContent = '';
+  $('#session-usage').textContent = '';
+  follow = true;
+}
+
+function showUsage(u) {
+  const t = usageText(u, true);
+  $('#session-usage').textContent = t;
+  $('#session-usage').hidden = !t;
 }
 
 async function openSession(id) {
@@ -104,6 +150,7 @@ async function openSession(id) {
     if (!current || current.id !== id) return;
     current.live = s.live;
     if (s.title) $('#session-title').textContent = s.title;
+    showUsage(s.usage);
   } catch (e) {
     showError(e.message);
   }
@@ -147,16 +194,25 @@ function updateControls() {
 
 function transcript() { return $('#transcript'); }
 
-function append(node) {
-  const t = transcript();
-  const atBottom = t.scrollHeight - t.scrollTop - t.clientHeight < 80;
-  t.append(node);
-  if (atBottom) t.scrollTop = t.scrollHeight;
-}
+// Follow the latest message: on when a session opens (so the replayed log
+// ends scrolled to its last message), off when the reader scrolls up, on
+// again when they scroll back to the bottom.
+let follow = true;
+let autoScrolling = false;
+
+function atBottom(t) { return t.scrollHeight - t.scrollTop - t.clientHeight < 40; }
 
 function stickToBottom() {
+  if (!follow) return;
   const t = transcript();
-  if (t.scrollHeight - t.scrollTop - t.clientHeight < 160) t.scrollTop = t.scrollHeight;
+  autoScrolling = true;
+  t.scrollTop = t.scrollHeight;
+  requestAnimationFrame(() => { autoScrolling = false; });
+}
+
+function append(node) {
+  transcript().append(node);
+  stickToBottom();
 }
 
 function sys(text, cls) {
@@ -186,18 +242,51 @@ function toolCard(s, id, name) {
   if (!c) {
     const node = el('div', { class: 'tool-card', 'data-call-id': id, 'data-tool': name });
     const status = el('span', { class: 'status', text: 'pending' });
-    node.append(el('div', { class: 'tool-head' }, el('span', { class: 'tool-name', text: name }), el('span', { class: 'muted small', text: id }), status));
+    const summary = el('span', { class: 'tool-summary', text: name });
+    node.append(el('div', { class: 'tool-head', title: id }, summary, status));
     const args = el('pre', { class: 'tool-args' });
+    const argsBox = el('details', { class: 'tool-args-box' }, el('summary', { text: 'arguments' }), args);
+    const diff = el('pre', { class: 'diff', hidden: true });
     const policy = el('div', { class: 'policy', hidden: true });
     const approval = el('div', { class: 'approval', hidden: true });
     const result = el('pre', { class: 'tool-result', hidden: true });
     const meta = el('div', { class: 'muted small tool-meta', hidden: true });
-    node.append(args, policy, approval, result, meta);
+    node.append(argsBox, diff, policy, approval, result, meta);
     append(node);
-    c = { node, status, args, policy, approval, result, meta };
+    c = { node, status, summary, args, argsBox, diff, policy, approval, result, meta, name };
     s.calls.set(id, c);
   }
   return c;
+}
+
+// One line for a call: `read README.md`, `bash: cargo test`, `grep TODO`.
+function callSummary(name, raw) {
+  let a;
+  try { a = typeof raw === 'string' ? JSON.parse(raw) : raw; } catch { a = null; }
+  const firstLine = (v) => String(v).split('\n')[0].slice(0, 160);
+  if (!a || typeof a !== 'object') return name;
+  if (typeof a.command === 'string') return `${name}: ${firstLine(a.command)}`;
+  for (const k of ['path', 'file_path', 'pattern', 'query', 'url', 'name']) {
+    if (typeof a[k] === 'string' && a[k]) return `${name} ${firstLine(a[k])}`;
+  }
+  const first = Object.values(a).find((v) => typeof v === 'string' || typeof v === 'number');
+  return first !== undefined ? `${name} ${firstLine(first)}` : name;
+}
+
+// A unified diff, each line coloured by its first character.
+function showDiff(c, text) {
+  if (typeof text !== 'string' || !text) return;
+  const lines = text.replace(/\n$/, '').split('\n');
+  c.diff.replaceChildren(...lines.map((l) => {
+    let cls = 'ctx';
+    if (l.startsWith('+++') || l.startsWith('---')) cls = 'file';
+    else if (l.startsWith('@@')) cls = 'hunk';
+    else if (l.startsWith('+')) cls = 'add';
+    else if (l.startsWith('-')) cls = 'del';
+    return el('span', { class: `dl ${cls}`, text: `${l}\n` });
+  }));
+  c.diff.hidden = false;
+  c.node.classList.add('has-diff');
 }
 
 async function answer(s, callId, outcome) {
@@ -258,7 +347,12 @@ function apply(s, ev) {
       const b = assistantBlock(s, d.turn, d.step);
       b.node.classList.remove('streaming');
       b.node.classList.add('final');
-      b.text.textContent = d.content || '';
+      if (typeof ev.html === 'string') {
+        b.text.innerHTML = ev.html;
+        b.text.classList.add('md');
+      } else {
+        b.text.textContent = d.content || '';
+      }
       if (d.reasoning) { b.details.hidden = false; b.reasoningPre.textContent = d.reasoning; }
       if (!d.content && !d.reasoning && (d.tool_calls || []).length) b.node.hidden = true;
       if (d.interrupted) b.node.append(el('div', { class: 'interrupted', text: 'interrupted' }));
@@ -267,6 +361,8 @@ function apply(s, ev) {
     case 'tool/call': {
       const c = toolCard(s, d.id, d.name);
       c.args.textContent = pretty(d.arguments || '{}');
+      c.summary.textContent = callSummary(d.name, d.arguments || '{}');
+      showDiff(c, ev.diff);
       c.status.textContent = 'running';
       break;
     }
@@ -302,6 +398,7 @@ function apply(s, ev) {
       const c = toolCard(s, d.call_id, d.name);
       c.result.hidden = false;
       c.result.textContent = d.content;
+      showDiff(c, ev.diff);
       c.result.classList.toggle('error', !!d.is_error);
       c.node.classList.add(d.is_error ? 'error' : 'ok');
       c.status.textContent = d.is_error ? `error ${d.error_code || ''}`.trim() : 'done';
@@ -320,6 +417,7 @@ function apply(s, ev) {
     case 'turn/end': {
       s.running = false;
       listSoon();
+      refreshUsage(s);
       s.lastBoundary = ev.seq;
       for (const b of s.steps.values()) b.node.classList.remove('streaming');
       const line = sys(`turn ${d.turn} ended: ${reasonText(d)}`, 'turn-end');
@@ -371,6 +469,14 @@ function apply(s, ev) {
       if (!ev.ignorable) sys(`${ev.type}`);
   }
   updateControls();
+  stickToBottom();
+}
+
+async function refreshUsage(s) {
+  try {
+    const r = await api('GET', `/api/sessions/${encodeURIComponent(s.id)}`);
+    if (current === s) showUsage(r.usage);
+  } catch { /* shown on the next list refresh */ }
 }
 
 async function forkAt(s, seq) {
@@ -495,6 +601,7 @@ function route() {
     closePlugins();
     $('#plugins-view').hidden = true;
     if (m) {
+      document.body.classList.remove('sidebar-open');
       $('#empty-view').hidden = true;
       $('#session-view').hidden = false;
       openSession(decodeURIComponent(m[1]));
@@ -528,8 +635,17 @@ async function init() {
   });
   $('#fork').addEventListener('click', () => { if (current) forkAt(current, null); });
   window.addEventListener('hashchange', route);
+  transcript().addEventListener('scroll', () => {
+    if (!autoScrolling) follow = atBottom(transcript());
+  });
+  $('#workspace-filter').addEventListener('change', (e) => {
+    e.target.dataset.value = e.target.value;
+    refreshSessions();
+  });
+  $('#toggle-sidebar').addEventListener('click', () => document.body.classList.toggle('sidebar-open'));
   try {
     const info = await api('GET', '/api/info');
+    homeWorkspace = info.workspace;
     $('#profile').textContent = `profile ${info.profile} · ${info.workspace}`;
   } catch (e) {
     showError(e.message);
