@@ -48,8 +48,11 @@ pub struct ChatArgs {
     pub host: HostArgs,
     /// Continue an existing session (a unique prefix of its id is enough)
     /// instead of starting a new one; it must belong to this workspace.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with = "continue_")]
     pub resume: Option<String>,
+    /// Continue this workspace's latest session.
+    #[arg(long = "continue", id = "continue_")]
+    pub continue_: bool,
     /// Step budget per turn (overrides `agent.max_steps`).
     #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
     pub max_steps: Option<u32>,
@@ -64,9 +67,9 @@ const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 const HELP: &str = "\
 Type a message and press Enter. While a turn runs, text you type is queued for its next step.
   Ctrl-C      cancel the running turn (twice: quit)      Ctrl-D  quit
-  /sessions   list stored sessions                        /resume ID  switch to a session (prefix ok)
+  /sessions   list stored sessions                        /resume [ID]  switch to a session (prefix ok; none: pick)
   /new        start a new session                         /plugins    loaded plugins and reload events
-  /model      the model adapter and token usage           /compact    compact the history
+  /model [NAME]  show, or switch (NAME, ADAPTER/NAME)      /compact    compact the history
   /permissions [PRESET]  show or switch: read-only, ask, auto, full-access
   /help       this help                                   /quit       quit";
 
@@ -88,8 +91,10 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         render: Renderer::new(!args.hide_reasoning, out.color),
         out,
         max_steps: args.max_steps,
+        picker: Vec::new(),
     };
-    chat.switch(args.resume.as_deref())?;
+    let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
+    chat.switch(resume.as_deref())?;
     chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
     let input = spawn_stdin_reader();
     chat.run(approvals, input, &mut interrupts).await
@@ -222,6 +227,8 @@ struct Chat {
     render: Renderer,
     out: Out,
     max_steps: Option<u32>,
+    /// Session ids a bare `/resume` offered, by number (the next line picks).
+    picker: Vec<String>,
 }
 
 impl Chat {
@@ -449,11 +456,12 @@ impl Chat {
             Ok(Ok(Some(s))) => {
                 let u = s.usage;
                 let text = format!(
-                    "— {} · {} step(s) · tokens {} in / {} out",
+                    "— {} · {} step(s) · tokens {} in / {} out{}",
                     reason_text(&s.reason),
                     s.steps,
                     u.prompt_tokens,
-                    u.completion_tokens
+                    u.completion_tokens,
+                    self.turn_cost_text()
                 );
                 let line = match s.reason {
                     StopReason::Completed => o.dim(&text),
@@ -469,6 +477,16 @@ impl Chat {
 
     fn handle_line(&mut self, line: &str, running: bool) -> Result<Action> {
         let trimmed = line.trim();
+        if let Some(pick) = self.picked(trimmed) {
+            match pick {
+                Some(id) if self.agent.as_ref().is_some_and(|a| a.session_id() == id) => {
+                    self.out.line(&self.out.dim("already in that session"))
+                }
+                Some(id) if !running => self.switch(Some(&id))?,
+                _ => self.out.line(&self.out.dim("(no session picked)")),
+            }
+            return Ok(Action::Nothing);
+        }
         if trimmed.is_empty() {
             return Ok(Action::Nothing);
         }
@@ -511,7 +529,7 @@ impl Chat {
                     return busy("/resume");
                 }
                 if rest.is_empty() {
-                    o.line(&o.warn("usage: /resume ID (see /sessions)"));
+                    self.resume_picker()?;
                     return Ok(Action::Nothing);
                 }
                 let id = self.resolve_session(rest)?;
@@ -528,7 +546,7 @@ impl Chat {
                 self.switch(None)?;
             }
             "plugins" => self.show_plugins(),
-            "model" => self.show_model(),
+            "model" => self.model_command(rest, running)?,
             "permissions" => self.permissions_command(rest),
             _ => o.line(&o.warn(&format!("unknown command /{name} (try /help)"))),
         }

@@ -1,10 +1,179 @@
 //! `/model`, context-window use and cost in `wharf chat`.
+//!
+//! Every figure comes from the session log ([`crate::usage::summarize`]):
+//! the model each step ran on is the one the last `session/model` event
+//! before it names, priced with the adapter config's `prices` table.
+
+use anyhow::Result;
 
 use super::Chat;
+use crate::usage::{self, UsageSummary};
+
+/// At most this many sessions are offered by the `/resume` picker.
+const PICKER_SIZE: usize = 10;
 
 impl Chat {
+    fn usage_summary(&self) -> Option<UsageSummary> {
+        let agent = self.agent.as_ref()?;
+        let loaded = self.host.store.load(agent.session_id()).ok()?;
+        Some(usage::summarize(&self.host.config, &loaded.events))
+    }
+
     /// The model part of the status line (model, context %, cost).
     pub(super) fn model_status(&self) -> Option<String> {
-        None
+        let (_, model) = self.host.current_model()?;
+        let mut parts = vec![model];
+        if let Some(u) = self.usage_summary() {
+            if let Some(p) = u.context_percent {
+                parts.push(format!("ctx {p:.0}%"));
+            }
+            if let Some(c) = u.cost {
+                let turn = u.turns.last().and_then(|t| t.cost).unwrap_or(0.0);
+                let cur = u.currency.as_deref();
+                parts.push(format!("{} session · {} turn", usage::format_cost(c, cur), usage::format_cost(turn, cur)));
+            }
+        }
+        Some(parts.join(" · "))
+    }
+
+    /// The cost part of the per-turn summary line (empty when unpriced).
+    pub(super) fn turn_cost_text(&self) -> String {
+        let Some(u) = self.usage_summary() else {
+            return String::new();
+        };
+        let cur = u.currency.as_deref();
+        let mut s = String::new();
+        if let Some(c) = u.turns.last().and_then(|t| t.cost) {
+            s.push_str(&format!(" · {}", usage::format_cost(c, cur)));
+            if let Some(total) = u.cost {
+                s.push_str(&format!(" ({} this session)", usage::format_cost(total, cur)));
+            }
+        }
+        if let Some(p) = u.context_percent {
+            s.push_str(&format!(" · context {p:.1} %"));
+        }
+        s
+    }
+
+    /// `/model` shows the adapter, model, configured adapters and usage;
+    /// `/model NAME` (or `ADAPTER/NAME`, `ADAPTER:NAME`, `ADAPTER`) switches
+    /// and logs the change, so the next request carries the new model.
+    pub(super) fn model_command(&mut self, arg: &str, running: bool) -> Result<()> {
+        if arg.is_empty() {
+            self.show_model_status();
+            return Ok(());
+        }
+        if running {
+            self.out.line(&self.out.warn("/model NAME is not possible while a turn runs (Ctrl-C cancels it)"));
+            return Ok(());
+        }
+        let before = self.host.adapter();
+        // The chat loop is synchronous here; the switch is a short plugin
+        // reload (the component is compiled already).
+        let host = &self.host;
+        let switched =
+            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(host.switch_model(arg)));
+        let (adapter, model) = match switched {
+            Ok(m) => m,
+            Err(e) => {
+                self.out.line(&self.out.warn(&format!("/model: {}", crate::output::error_text(&e))));
+                return Ok(());
+            }
+        };
+        // Another adapter: the session's agent is rebuilt to use it.
+        if before.as_deref() != Some(adapter.as_str())
+            && let Some(old) = self.agent.take()
+        {
+            let agent = self.host.rebuild_agent(&old, self.approver.clone(), self.max_steps)?;
+            self.agents.insert(agent.session_id().to_string(), agent.clone());
+            self.agent = Some(agent);
+        }
+        if let Some(agent) = &self.agent {
+            self.host.log_model(agent.log(), "change")?;
+        }
+        self.out.line(&self.out.dim(&format!("model: {adapter}/{model}")));
+        Ok(())
+    }
+
+    fn show_model_status(&self) {
+        self.show_model();
+        let o = &self.out;
+        let current = self.host.adapter();
+        let adapters: Vec<String> = self
+            .host
+            .config
+            .plugins
+            .iter()
+            .filter(|r| r.config.get("model").is_some())
+            .map(|r| {
+                let model = self
+                    .host
+                    .current_model()
+                    .filter(|(a, _)| *a == r.id)
+                    .map(|(_, m)| m)
+                    .or_else(|| r.config.get("model").and_then(serde_json::Value::as_str).map(str::to_string));
+                let mark = if current.as_deref() == Some(r.id.as_str()) { "*" } else { " " };
+                let priced: Vec<&str> = r
+                    .config
+                    .get("prices")
+                    .and_then(|p| p.as_object())
+                    .map(|m| m.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let priced =
+                    if priced.is_empty() { String::new() } else { format!(" · priced: {}", priced.join(", ")) };
+                format!("  {mark} {}/{}{priced}", r.id, model.unwrap_or_default())
+            })
+            .collect();
+        if !adapters.is_empty() {
+            o.line("adapters (switch with /model NAME, /model ADAPTER/NAME or /model ADAPTER)");
+            for a in adapters {
+                o.line(&a);
+            }
+        }
+        if let Some(u) = self.usage_summary() {
+            o.line(&format!("cost     {}", usage::describe(&u)));
+        }
+    }
+
+    /// `/resume` without an id: this workspace's latest sessions, numbered;
+    /// typing a number next opens one.
+    pub(super) fn resume_picker(&mut self) -> Result<()> {
+        let mut list = self.host.store.list()?;
+        list.retain(|s| {
+            s.header.spawned_by.is_none() && crate::host_ctx::same_workspace(&s.header, &self.host.workspace)
+        });
+        list.sort_by(|a, b| (&b.header.created, &b.id).cmp(&(&a.header.created, &a.id)));
+        list.truncate(PICKER_SIZE);
+        let o = &self.out;
+        if list.is_empty() {
+            o.line(&o.dim("no sessions in this workspace yet"));
+            return Ok(());
+        }
+        let current = self.agent.as_ref().map(|a| a.session_id().to_string()).unwrap_or_default();
+        o.line(&o.bold("recent sessions in this workspace:"));
+        for (i, s) in list.iter().enumerate() {
+            let mark = if s.id == current { "*" } else { " " };
+            let title = s.title.as_deref().unwrap_or("(no prompt)");
+            o.line(&format!(
+                "{mark}{:>2}. {}  {}  {}",
+                i + 1,
+                s.id,
+                o.dim(&s.header.created),
+                super::one_line(title, 60)
+            ));
+        }
+        o.line(&o.dim("type a number to resume it (anything else cancels)"));
+        self.picker = list.into_iter().map(|s| s.id).collect();
+        Ok(())
+    }
+
+    /// The answer to a pending `/resume` picker: `Some(id)` for a listed
+    /// number; any line ends the picker.
+    pub(super) fn picked(&mut self, line: &str) -> Option<Option<String>> {
+        if self.picker.is_empty() {
+            return None;
+        }
+        let list = std::mem::take(&mut self.picker);
+        Some(line.trim().parse::<usize>().ok().and_then(|n| n.checked_sub(1)).and_then(|i| list.get(i).cloned()))
     }
 }
