@@ -5,6 +5,7 @@ mod anthropic;
 mod bounds;
 mod capabilities;
 mod chat;
+mod chat_render;
 mod cli_edges;
 mod cli_plugin;
 mod faults;

@@ -14,6 +14,7 @@ mod render;
 mod run_cmd;
 mod sessions_cmd;
 mod usage;
+mod term;
 mod web;
 
 use std::path::PathBuf;

@@ -4,32 +4,37 @@ use std::io::Write;
 
 use wharf_core::events::{Event, EventKind};
 
-/// Renders events as a readable transcript.
-#[derive(Default)]
+use crate::term::Tools;
+use crate::term::markdown::Markdown;
+
+/// Renders events as a readable transcript: assistant markdown (styled
+/// when `color`, verbatim otherwise), tool calls as one-line summaries,
+/// results as multi-line previews or diffs.
 pub struct TextRenderer {
     in_text: bool,
     in_reasoning: bool,
+    md: Markdown,
+    at_line_start: bool,
+    tools: Tools,
     /// Show reasoning deltas (dimmed).
     pub show_reasoning: bool,
     /// Use ANSI styles (see [`crate::output::color`]).
     pub color: bool,
 }
 
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
-}
-
 impl TextRenderer {
     /// A renderer; `show_reasoning` prints reasoning deltas (dimmed when
     /// `color`).
     pub fn new(show_reasoning: bool, color: bool) -> Self {
-        Self { in_text: false, in_reasoning: false, show_reasoning, color }
+        Self {
+            in_text: false,
+            in_reasoning: false,
+            md: Markdown::new(color),
+            at_line_start: true,
+            tools: Tools::default(),
+            show_reasoning,
+            color,
+        }
     }
 
     /// Ends a streamed block (and the dimming of reasoning).
@@ -37,11 +42,15 @@ impl TextRenderer {
         if self.in_reasoning && self.color {
             let _ = write!(out, "\x1b[0m");
         }
-        if self.in_text || self.in_reasoning {
+        if self.in_text && self.md.finish(out) {
+            self.at_line_start = false;
+        }
+        if self.in_reasoning || (self.in_text && !self.at_line_start) {
             let _ = writeln!(out);
         }
         self.in_text = false;
         self.in_reasoning = false;
+        self.at_line_start = true;
     }
 
     /// Writes one event.
@@ -61,7 +70,9 @@ impl TextRenderer {
                         self.end_stream(out);
                         self.in_text = true;
                     }
-                    let _ = write!(out, "{}", c.text);
+                    self.md.push(&c.text, out);
+                    // Colour mode writes whole lines only.
+                    self.at_line_start = self.color || c.text.ends_with('\n');
                 }
                 let _ = out.flush();
             }
@@ -73,7 +84,7 @@ impl TextRenderer {
             }
             EventKind::ToolCall(c) => {
                 self.end_stream(out);
-                let _ = writeln!(out, "⏺ {}({})", c.name, one_line(&c.arguments, 120));
+                let _ = writeln!(out, "⏺ {}", self.tools.call(c));
             }
             EventKind::ToolResult(r) => {
                 self.end_stream(out);
@@ -86,7 +97,12 @@ impl TextRenderer {
                     (Some(p), Some(v)) => format!(" [{p}@{}]", v.get(..12).unwrap_or(v)),
                     _ => String::new(),
                 };
-                let _ = writeln!(out, "  ⎿ {status}{by}: {}", one_line(&r.content, 160));
+                let (head, body) = self.tools.result(r, self.color);
+                let head = if head.is_empty() { String::new() } else { format!(": {head}") };
+                let _ = writeln!(out, "  ⎿ {status}{by}{head}");
+                for line in body {
+                    let _ = writeln!(out, "{line}");
+                }
             }
             EventKind::ApprovalDecided(_) | EventKind::PolicyDecision(_) => {}
             EventKind::PluginReloadFailed(p) => {
@@ -110,5 +126,70 @@ impl TextRenderer {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use wharf_core::events::{AssistantChunk, ToolCallEvent, ToolResultEvent};
+
+    fn ev(kind: EventKind) -> Event {
+        Event { seq: 1, time: String::new(), ignorable: false, kind }
+    }
+
+    fn chunk(text: &str) -> Event {
+        ev(EventKind::AssistantChunk(AssistantChunk { turn: 1, step: 1, text: text.into(), reasoning: String::new() }))
+    }
+
+    fn transcript(color: bool) -> String {
+        let mut r = TextRenderer::new(false, color);
+        let mut out = Vec::new();
+        for e in [
+            chunk("# Pl"),
+            chunk("an\n```sh\nls\n"),
+            chunk("```\ndone"),
+            ev(EventKind::ToolCall(ToolCallEvent {
+                turn: 1,
+                step: 1,
+                id: "c".into(),
+                name: "edit".into(),
+                arguments: r#"{"path":"f.txt","old_string":"old\n","new_string":"new\n"}"#.into(),
+                parent: None,
+            })),
+            ev(EventKind::ToolResult(ToolResultEvent {
+                turn: 1,
+                step: 1,
+                call_id: "c".into(),
+                name: "edit".into(),
+                content: "Edited f.txt: replaced 1 occurrence.".into(),
+                is_error: false,
+                error_code: None,
+                plugin: None,
+                version: None,
+                truncated: false,
+                original_bytes: None,
+                full_content: None,
+                duration_ms: None,
+                details: Some(serde_json::json!({"line": 2})),
+            })),
+        ] {
+            r.render(&e, &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn run_output_summarises_calls_and_diffs_edits() {
+        let plain = transcript(false);
+        assert_eq!(
+            plain,
+            "# Plan\n```sh\nls\n```\ndone\n⏺ edit f.txt\n  ⎿ ok: Edited f.txt: replaced 1 occurrence.\n    @@ -2,1 +2,1 @@\n    -old\n    +new\n"
+        );
+        let color = transcript(true);
+        assert!(color.contains("\x1b[1;4;35mPlan"), "{color:?}");
+        assert!(color.contains("\x1b[31m-old\x1b[0m") && color.contains("\x1b[32m+new\x1b[0m"), "{color:?}");
+        assert!(!color.contains("# Plan"));
     }
 }

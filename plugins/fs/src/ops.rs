@@ -173,18 +173,19 @@ pub fn read(cx: &Cx<'_>, a: ReadArgs) -> ToolResult {
 /// `write`: creates or replaces a file (replacing needs a fresh read).
 pub fn write(cx: &Cx<'_>, a: WriteArgs) -> ToolResult {
     let path = cx.resolve(&a.path)?;
-    let existed = match fs::metadata(&path) {
+    let previous = match fs::metadata(&path) {
         Ok(meta) => {
             if let Some(e) = not_a_file(cx, &path, &meta) {
                 return Err(e);
             }
             let current = fs::read(&path).map_err(|e| cx.io(&path, &e))?;
             cx.check_fresh(&path, &current)?;
-            true
+            Some(current)
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(cx.io(&path, &e)),
     };
+    let existed = previous.is_some();
     if let Some(parent) = path.parent().filter(|p| !p.exists()) {
         fs::create_dir_all(parent).map_err(|e| cx.io(parent, &e))?;
     }
@@ -194,8 +195,15 @@ pub fn write(cx: &Cx<'_>, a: WriteArgs) -> ToolResult {
     let lines = a.content.lines().count();
     let verb = if existed { "Overwrote" } else { "Created" };
     let plural = if lines == 1 { "" } else { "s" };
+    let mut details = json!({"path": shown, "bytes": a.content.len(), "created": !existed});
+    // No diff against binary content.
+    match previous.as_deref().map(std::str::from_utf8) {
+        None => add_diff(&mut details, "", &a.content),
+        Some(Ok(old)) => add_diff(&mut details, old, &a.content),
+        Some(Err(_)) => {}
+    }
     Ok(ToolOutput::text(format!("{verb} {shown} ({} bytes, {lines} line{plural})", a.content.len()))
-        .with_details(&json!({"path": shown, "bytes": a.content.len(), "created": !existed})))
+        .with_details(&details))
 }
 
 /// `edit`: exact string replacement in a file read in this session.
@@ -258,8 +266,38 @@ pub fn edit(cx: &Cx<'_>, a: EditArgs) -> ToolResult {
     }
     let replaced = if replace_all { count } else { 1 };
     let plural = if replaced == 1 { "" } else { "s" };
+    let mut details = json!({"path": shown, "replacements": replaced, "line": start_line});
+    add_diff(&mut details, &text, &updated);
     Ok(ToolOutput::text(format!("Edited {shown}: replaced {replaced} occurrence{plural}.\n{snippet}"))
-        .with_details(&json!({"path": shown, "replacements": replaced, "line": start_line})))
+        .with_details(&details))
+}
+
+/// Most bytes of old plus new content diffed for the details.
+const DIFF_INPUT_MAX: usize = 256 * 1024;
+/// Most bytes of the diff kept in the details (cut at a line end).
+const DIFF_MAX: usize = 16 * 1024;
+
+/// Adds `diff` (unified, hunks only, three lines of context) of `old` →
+/// `new` to a result's details, for surfaces to show; `diff_truncated` when
+/// it was cut. Nothing when the content is too large to diff.
+fn add_diff(details: &mut serde_json::Value, old: &str, new: &str) {
+    if old.len() + new.len() > DIFF_INPUT_MAX || old == new {
+        return;
+    }
+    let mut diff = similar::TextDiff::from_lines(old, new).unified_diff().context_radius(3).to_string();
+    let truncated = diff.len() > DIFF_MAX;
+    if truncated {
+        let mut cut = DIFF_MAX;
+        while !diff.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let end = diff[..cut].rfind('\n').map_or(0, |i| i + 1);
+        diff.truncate(end);
+    }
+    details["diff"] = json!(diff);
+    if truncated {
+        details["diff_truncated"] = json!(true);
+    }
 }
 
 /// `list`: directory entries, `/` after directories, down to `depth`.

@@ -170,3 +170,21 @@ fn unknown_tool_and_bad_args() {
     assert_eq!(env.err("nope", json!({})), "UNKNOWN_TOOL");
     assert_eq!(env.err("read", json!({"offset": 1})), "INVALID_ARGUMENT");
 }
+
+#[test]
+fn write_and_edit_details_carry_a_unified_diff() {
+    let env = Env::new();
+    let details = |o: ToolOutput| -> serde_json::Value { serde_json::from_str(o.details.as_deref().unwrap()).unwrap() };
+    let created = details(env.call("s1", "write", json!({"path": "f.txt", "content": "a\nb\n"})).unwrap());
+    assert_eq!(created["diff"], "@@ -0,0 +1,2 @@\n+a\n+b\n");
+    let over = details(env.call("s1", "write", json!({"path": "f.txt", "content": "a\nc\n"})).unwrap());
+    assert_eq!(over["diff"], "@@ -1,2 +1,2 @@\n a\n-b\n+c\n");
+    let edit = details(env.call("s1", "edit", json!({"path": "f.txt", "old_string": "a", "new_string": "z"})).unwrap());
+    assert_eq!(edit["diff"], "@@ -1,2 +1,2 @@\n-a\n+z\n c\n");
+    // Large changes keep a bounded diff, cut at a line end.
+    let big: String = (0..6000).map(|i| format!("line {i}\n")).collect();
+    let large = details(env.call("s1", "write", json!({"path": "f.txt", "content": big})).unwrap());
+    let diff = large["diff"].as_str().unwrap();
+    assert!(diff.len() <= 16 * 1024 && diff.ends_with('\n'), "{}", diff.len());
+    assert_eq!(large["diff_truncated"], true);
+}

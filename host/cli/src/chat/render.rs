@@ -7,11 +7,15 @@ use serde_json::Value;
 use wharf_core::events::{ApprovalOutcome, Event, EventKind};
 
 use crate::run_cmd::reason_text;
+use crate::term::Tools;
+use crate::term::markdown::Markdown;
 
 use super::one_line;
 
 /// Renders session events for the chat (adapted from `render::TextRenderer`:
-/// colour, approvals, plugin reloads, todo lists, history mode).
+/// colour, approvals, plugin reloads, todo lists, history mode): assistant
+/// markdown styled as it streams, tool calls as one-line summaries, file
+/// changes as diffs.
 pub(super) struct Renderer {
     pub(super) in_text: bool,
     pub(super) in_reasoning: bool,
@@ -21,11 +25,26 @@ pub(super) struct Renderer {
     pub(super) history: bool,
     /// Inbox ids of messages typed in this chat (already on screen).
     pub(super) own_inbox: HashSet<String>,
+    /// The streaming assistant message's markdown state.
+    md: Markdown,
+    /// Whether the last text written ended a line.
+    at_line_start: bool,
+    tools: Tools,
 }
 
 impl Renderer {
     pub(super) fn new(show_reasoning: bool, color: bool) -> Self {
-        Self { in_text: false, in_reasoning: false, show_reasoning, color, history: false, own_inbox: HashSet::new() }
+        Self {
+            in_text: false,
+            in_reasoning: false,
+            show_reasoning,
+            color,
+            history: false,
+            own_inbox: HashSet::new(),
+            md: Markdown::new(color),
+            at_line_start: true,
+            tools: Tools::default(),
+        }
     }
 
     fn paint(&self, code: &str, s: &str) -> String {
@@ -36,11 +55,15 @@ impl Renderer {
         if self.in_reasoning && self.color {
             let _ = write!(out, "\x1b[0m");
         }
-        if self.in_text || self.in_reasoning {
+        if self.in_text && self.md.finish(out) {
+            self.at_line_start = false;
+        }
+        if self.in_reasoning || (self.in_text && !self.at_line_start) {
             let _ = writeln!(out);
         }
         self.in_text = false;
         self.in_reasoning = false;
+        self.at_line_start = true;
         let _ = out.flush();
     }
 
@@ -70,13 +93,16 @@ impl Renderer {
                         self.end_stream(out);
                         self.in_text = true;
                     }
-                    let _ = write!(out, "{}", c.text);
+                    self.md.push(&c.text, out);
+                    // Colour mode writes whole lines only.
+                    self.at_line_start = self.color || c.text.ends_with('\n');
                 }
                 let _ = out.flush();
             }
             EventKind::AssistantMessage(m) => {
                 if self.history && !m.content.is_empty() {
-                    let _ = writeln!(out, "{}", m.content);
+                    let text = Markdown::render_all(self.color, &m.content);
+                    let _ = writeln!(out, "{}", text.trim_end_matches('\n'));
                 }
                 self.end_stream(out);
                 if m.interrupted {
@@ -85,7 +111,8 @@ impl Renderer {
             }
             EventKind::ToolCall(c) => {
                 self.end_stream(out);
-                let _ = writeln!(out, "{} {}({})", self.paint("36", "⏺"), c.name, one_line(&c.arguments, 120));
+                let summary = self.tools.call(c);
+                let _ = writeln!(out, "{} {summary}", self.paint("36", "⏺"));
             }
             EventKind::ToolResult(r) => {
                 self.end_stream(out);
@@ -99,12 +126,12 @@ impl Renderer {
                     _ => String::new(),
                 };
                 let ms = r.duration_ms.map(|d| format!(" {d} ms")).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "  ⎿ {status}{}: {}",
-                    self.paint("2", &format!("{by}{ms}")),
-                    one_line(&r.content, 160)
-                );
+                let (head, body) = self.tools.result(r, self.color);
+                let head = if head.is_empty() { String::new() } else { format!(": {head}") };
+                let _ = writeln!(out, "  ⎿ {status}{}{head}", self.paint("2", &format!("{by}{ms}")));
+                for line in body {
+                    let _ = writeln!(out, "{line}");
+                }
             }
             EventKind::ApprovalDecided(d) if !self.history => {
                 self.end_stream(out);

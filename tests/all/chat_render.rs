@@ -1,0 +1,223 @@
+//! What `wharf chat` prints on a terminal (issue 14, item 2): the model's
+//! markdown rendered (heading styled, code block highlighted, fences split
+//! across stream chunks), tool calls as one-line summaries and an `edit` as
+//! a unified diff; with `NO_COLOR` the markdown is printed as it is.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+const PROFILE: &str = r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "fs"
+path = "${plugin_dir}/fs.wasm"
+[plugin.grant]
+dirs = ["${workspace}:rw"]
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-render"
+chunk_size = 5
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "read", arguments = { path = "README.md" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "edit", arguments = { path = "README.md", old_string = "A sample project.", new_string = "A rendered project." } }]
+[[plugin.config.turns]]
+text = '''
+## Result
+
+- changed **one** line
+- see `README.md`
+
+```rust
+fn answer() -> u32 { 42 }
+```
+All set.'''
+"#;
+
+/// A `wharf chat` on a pseudo-terminal, everything it prints collected.
+struct Pty {
+    child: Child,
+    master: File,
+    output: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Pty {
+    fn spawn(mut cmd: Command) -> Self {
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize { ws_row: 50, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
+        // SAFETY: openpty writes two descriptors; null name and termios are allowed.
+        let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size) };
+        assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
+        // SAFETY: both descriptors were just opened and are owned here.
+        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let dup = || slave.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        cmd.stdin(dup()).stdout(dup()).stderr(dup());
+        // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
+        // pty (its stdin) its controlling terminal.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+        drop(slave);
+        let master = File::from(master);
+        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let out = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                out.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]);
+            }
+        });
+        Self { child, master, output }
+    }
+
+    fn raw(&self) -> String {
+        String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    fn line(&mut self, s: &str) {
+        self.master.write_all(format!("{s}\r").as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
+        self.master.flush().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Waits until the screen (without ANSI escapes) shows `needle`.
+    fn expect(&self, needle: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !strip_ansi(&self.raw()).contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {needle:?}; screen:\n{}",
+                strip_ansi(&self.raw())
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if c != '\r' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs the scripted edit-and-explain turn; returns the raw terminal output.
+fn chat(home: &Path, ws: &Path, no_color: bool) -> String {
+    for p in ["fs", "llm-scripted"] {
+        let _ = wharf_tests::plugin(p);
+    }
+    std::fs::write(ws.join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let profile = home.join("render.toml");
+    std::fs::write(&profile, PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = wharf_tests::wharf(home);
+    cmd.args(["chat", "--profile", &profile.display().to_string()])
+        .args(["--session-dir", &home.join("sessions").display().to_string()])
+        .current_dir(ws)
+        .env("TERM", "dumb")
+        .env_remove("NO_COLOR");
+    if no_color {
+        cmd.env("NO_COLOR", "1");
+    }
+    let mut t = Pty::spawn(cmd);
+    t.expect("› ");
+    t.line("tidy the readme");
+    t.expect("All set.");
+    t.expect("— completed");
+    let raw = t.raw();
+    t.line("/quit");
+    raw
+}
+
+#[test]
+fn markdown_and_an_edit_diff_are_rendered() {
+    let (home, ws) =
+        (tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")), tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")));
+    let raw = chat(home.path(), ws.path(), false);
+    let screen = strip_ansi(&raw);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README.md")).unwrap_or_default(),
+        "# Sample\n\nA rendered project.\n"
+    );
+
+    // Calls summarised, not JSON; the edit as a unified diff in colour.
+    assert!(screen.contains("⏺ read README.md"), "{screen}");
+    assert!(screen.contains("⏺ edit README.md"), "{screen}");
+    assert!(!screen.contains("\"old_string\""), "{screen}");
+    for line in ["@@ -1,3 +1,3 @@", " # Sample", "-A sample project.", "+A rendered project."] {
+        assert!(
+            screen.lines().any(|l| l.trim_start_matches(' ') == line.trim_start_matches(' ')),
+            "{line:?} missing:\n{screen}"
+        );
+    }
+    assert!(raw.contains("\x1b[31m-A sample project.\x1b[0m") && raw.contains("\x1b[32m+A rendered project.\x1b[0m"));
+
+    // The heading is styled without its hashes, list items get bullets, the
+    // code block (streamed five characters at a time) is highlighted.
+    assert!(screen.lines().any(|l| l == "Result"), "{screen}");
+    assert!(!screen.contains("## Result"), "{screen}");
+    assert!(screen.contains("• changed one line") && screen.contains("• see README.md"), "{screen}");
+    let code = raw
+        .lines()
+        .find(|l| strip_ansi(l).starts_with("fn answer()"))
+        .unwrap_or_else(|| panic!("no code line:\n{screen}"));
+    assert!(code.matches("\x1b[38;2;").count() >= 3, "not highlighted: {code:?}");
+    assert!(screen.contains("```rust\nfn answer() -> u32 { 42 }\n```\nAll set."), "{screen}");
+}
+
+#[test]
+fn no_color_prints_the_markdown_as_is() {
+    let (home, ws) =
+        (tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")), tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")));
+    let raw = chat(home.path(), ws.path(), true);
+    let answer = raw.replace('\r', "");
+    assert!(answer.contains("## Result\n\n- changed **one** line\n- see `README.md`\n\n```rust\nfn answer() -> u32 { 42 }\n```\nAll set."), "{answer}");
+    assert!(!raw.contains("\x1b[38;2;") && !raw.contains("\x1b[31m"), "colour under NO_COLOR: {raw:?}");
+    // Still a diff, in plain text.
+    assert!(answer.contains("    -A sample project.\n    +A rendered project."), "{answer}");
+}
