@@ -168,6 +168,7 @@ fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
         "kind": "stream",
         "blocks": [{"type": "text", "text": "Hello from the Messages API — ünïcode."}],
         "chunk_chars": 3,
+        "event_delay_ms": 15,
         "usage": {"input_tokens": 40, "output_tokens": 12, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}
     }]));
     let run = case.run("max_tokens = 1024", "Say hello");
@@ -176,6 +177,8 @@ fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
     // Streamed: several chunks whose text is the message.
     let chunks = run.of_type("assistant/chunk");
     assert!(chunks.len() > 1, "{}", run.explain());
+    let streamed: String = chunks.iter().map(|c| c["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(streamed, "Hello from the Messages API — ünïcode.");
     let msg = run.of_type("assistant/message")[0].clone();
     assert_eq!(msg["content"], "Hello from the Messages API — ünïcode.");
     assert_eq!(msg["finish"], "stop");

@@ -290,3 +290,120 @@ pub fn finish_reason(r: Option<&str>) -> FinishReason {
         _ => FinishReason::Stop,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::config::Config;
+    use serde_json::json;
+    use wharf_llm_wire::{Message, Request, Role, ToolCall as WireCall};
+
+    fn sse(events: &[Value]) -> String {
+        events.iter().map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())).collect()
+    }
+
+    fn turn() -> String {
+        sse(&[
+            json!({"type":"message_start","message":{"usage":{"input_tokens":7,"cache_read_input_tokens":100,"cache_creation_input_tokens":20,"output_tokens":1}}}),
+            json!({"type":"ping"}),
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Let me "}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"look."}}),
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"SIG-1"}}),
+            json!({"type":"content_block_stop","index":0}),
+            json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Reading."}}),
+            json!({"type":"content_block_stop","index":1}),
+            json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"pa"}}),
+            json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"th\":\"a\"}"}}),
+            json!({"type":"content_block_stop","index":2}),
+            json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}),
+            json!({"type":"message_stop"}),
+        ])
+    }
+
+    #[test]
+    fn a_turn_decodes_byte_by_byte_and_its_thinking_goes_back() {
+        let mut d = Decoder::new();
+        let mut events = Vec::new();
+        for b in turn().as_bytes() {
+            events.extend(d.feed(std::slice::from_ref(b)).unwrap().events);
+        }
+        events.extend(d.finish().unwrap().events);
+        let reasoning: String =
+            events.iter().filter_map(|e| if let Event::Reasoning(r) = e { Some(r.as_str()) } else { None }).collect();
+        assert_eq!(reasoning, "Let me look.");
+        assert!(events.contains(&Event::Text("Reading.".into())));
+        assert!(events.contains(&Event::ToolCall(ToolCall {
+            id: "toolu_1".into(),
+            name: "read".into(),
+            arguments: "{\"path\":\"a\"}".into()
+        })));
+        assert!(events.contains(&Event::Usage(Usage {
+            prompt_tokens: 127,
+            completion_tokens: 42,
+            cache_hit_tokens: 100,
+            cache_miss_tokens: 27,
+            reasoning_tokens: 0
+        })));
+        assert_eq!(events.last(), Some(&Event::Finish(FinishReason::ToolCalls)));
+
+        // The next request carries the block, signature unchanged, first.
+        let s =
+            Config::from_json(r#"{"model":"m","max_tokens":4096,"thinking_budget":1024}"#).unwrap().resolve().unwrap();
+        let call = WireCall { id: "toolu_1".into(), name: "read".into(), arguments: "{\"path\":\"a\"}".into() };
+        let req = Request {
+            system: "sys".into(),
+            messages: vec![
+                Message::user("go"),
+                Message {
+                    role: Role::Assistant,
+                    content: "Reading.".into(),
+                    reasoning: Some("Let me look.".into()),
+                    tool_calls: vec![call],
+                    tool_call_id: None,
+                },
+                Message {
+                    role: Role::Tool,
+                    content: "alpha".into(),
+                    reasoning: None,
+                    tool_calls: vec![],
+                    tool_call_id: Some("toolu_1".into()),
+                },
+            ],
+            tools: vec![],
+            max_tokens: None,
+        };
+        let body = crate::request::build(&req, &s);
+        let turn = &body["messages"][1]["content"];
+        assert_eq!(turn[0], json!({"type":"thinking","thinking":"Let me look.","signature":"SIG-1"}));
+        assert_eq!(turn[2]["input"], json!({"path":"a"}));
+        assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
+        assert_eq!(body["thinking"]["budget_tokens"], 1024);
+        // Another reasoning text: not found, so thinking is off for the request.
+        let mut other = req.clone();
+        other.messages[1].reasoning = Some("something else".into());
+        let body = crate::request::build(&other, &s);
+        assert_eq!(body["messages"][1]["content"][0]["type"], "text");
+        assert!(body.get("thinking").is_none());
+    }
+
+    #[test]
+    fn errors_and_truncation() {
+        let mut d = Decoder::new();
+        let e = d
+            .feed(b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Server);
+        let mut d = Decoder::new();
+        d.feed(turn().split("message_delta").next().unwrap().as_bytes()).unwrap();
+        assert_eq!(d.finish().unwrap_err().code, ErrorCode::StreamClosed);
+        assert_eq!(Decoder::new().feed(b"data: {nope\n\n").unwrap_err().code, ErrorCode::MalformedResponse);
+        assert_eq!(finish_reason(Some("refusal")), FinishReason::ContentFilter);
+        assert_eq!(finish_reason(Some("max_tokens")), FinishReason::MaxTokens);
+        assert_eq!(finish_reason(Some("end_turn")), FinishReason::Stop);
+    }
+}

@@ -35,7 +35,8 @@
 //! /`_stop`, `message_delta` (`stop_reason`, default `tool_use` when a tool
 //! is used else `end_turn`; output usage) and `message_stop`; `usage`
 //! fields go to `message_start`; `error_after_blocks` ends the stream with
-//! an `error` event of `error_type` instead) or `error` ([`ErrorReply`]:
+//! an `error` event of `error_type` instead; `event_delay_ms` paces the
+//! events) or `error` ([`ErrorReply`]:
 //! `status`, `error_type`, `message`, `retry_after`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -107,6 +108,8 @@ pub struct StreamReply {
     pub error_after_blocks: Option<usize>,
     /// That event's `error.type` (default `overloaded_error`).
     pub error_type: Option<String>,
+    /// Pause between events, ms (0: the whole body at once).
+    pub event_delay_ms: u64,
 }
 
 /// An error reply.
@@ -389,7 +392,12 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
                     st.served_thinking.insert(id, blocks);
                 }
                 let label = if s.error_after_blocks.is_some() { "stream (error event)" } else { "stream" };
-                (label.to_string(), respond(200, "text/event-stream", &[], text))
+                let response = if s.event_delay_ms > 0 {
+                    paced(text, s.event_delay_ms)
+                } else {
+                    respond(200, "text/event-stream", &[], text)
+                };
+                (label.to_string(), response)
             }
         }
     };
@@ -405,6 +413,39 @@ async fn handle(req: Request<Incoming>, shared: Shared) -> Response<Body> {
         received_ms,
     });
     response
+}
+
+/// A body fed by a channel.
+struct ChanBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChanBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.get_mut().0.poll_recv(cx).map(|b| b.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+/// The SSE body one event at a time, `delay_ms` apart.
+fn paced(text: String, delay_ms: u64) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        for event in text.split_inclusive("\n\n") {
+            if tx.send(Bytes::from(event.to_string())).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+        }
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(ChanBody(rx).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::from_static(b"mock: bad response")).boxed()))
 }
 
 struct Checker {
