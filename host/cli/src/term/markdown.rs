@@ -88,6 +88,7 @@ impl Markdown {
     }
 
     /// Whether text is held back waiting for its newline.
+    #[cfg(test)]
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
