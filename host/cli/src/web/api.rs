@@ -424,7 +424,7 @@ async fn approve(
     Ok(Json(json!({"ok": true})))
 }
 
-fn sse_event(dec: &mut Decorator, ev: &Event) -> Option<SseEvent> {
+fn sse_event(dec: &Decorator, ev: &Event) -> Option<SseEvent> {
     let line = dec.json(ev)?;
     Some(SseEvent::default().id(ev.seq.to_string()).data(line))
 }
@@ -460,11 +460,11 @@ async fn session_events(
     let shutdown = app.shutdown.clone();
     let app2 = app.clone();
     tokio::spawn(async move {
-        let mut dec = Decorator::default();
+        let dec = Decorator;
         let mut next = from;
         if let Some(events) = stored {
             for ev in events.iter().filter(|e| e.seq >= from) {
-                let Some(e) = sse_event(&mut dec, ev) else { continue };
+                let Some(e) = sse_event(&dec, ev) else { continue };
                 if tx.send(e).await.is_err() {
                     return;
                 }
@@ -498,7 +498,7 @@ async fn session_events(
             tokio::select! {
                 ev = events.recv() => match ev {
                     Some(ev) => {
-                        let Some(e) = sse_event(&mut dec, &ev) else { continue };
+                        let Some(e) = sse_event(&dec, &ev) else { continue };
                         if tx.send(e).await.is_err() { return; }
                     }
                     None => return,

@@ -3,8 +3,6 @@
 //! added to the events the stream sends (`html`, `diff` next to `data`);
 //! the log is not changed.
 
-use std::collections::VecDeque;
-
 use serde_json::{Value, json};
 use wharf_core::events::{Event, EventKind};
 use wharf_core::util::cut_str;
@@ -15,8 +13,6 @@ const MAX_MARKDOWN: usize = 256 * 1024;
 const MAX_DIFF_SIDE: usize = 128 * 1024;
 /// A diff longer than this is cut (on a line).
 const MAX_DIFF: usize = 64 * 1024;
-/// `write` calls remembered until their result (for the previous content).
-const MAX_PENDING_WRITES: usize = 32;
 
 /// Renders model markdown to HTML that is safe to insert: raw HTML in the
 /// text is shown as text, and the result goes through `ammonia` (no
@@ -81,41 +77,41 @@ fn call_diff(name: &str, arguments: &str) -> Option<(String, String, String)> {
     }
 }
 
-/// The previous content a `write` result's details may carry.
-fn previous_content(details: &Value) -> Option<&str> {
-    ["previous", "previous_content", "old_content", "before"].iter().find_map(|k| details.get(*k)?.as_str())
+/// The diff an `edit`/`write` result's details carry (the `fs` component
+/// diffs the file's previous content against the new one, hunks only), with
+/// a file header, cut to the bound.
+fn result_diff(details: &Value) -> Option<String> {
+    let hunks = details.get("diff")?.as_str()?;
+    let path = details.get("path").and_then(Value::as_str).map_or("file", |p| cut_str(p, 512));
+    let mut out = format!("--- a/{path}\n+++ b/{path}\n");
+    let cut = cut_str(hunks, MAX_DIFF);
+    out.push_str(cut);
+    if cut.len() < hunks.len() {
+        out.truncate(out.rfind('\n').map_or(out.len(), |i| i + 1));
+        out.push_str("… (diff cut)\n");
+    } else if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    Some(out)
 }
 
-/// Per-stream state: `write` calls waiting for their result.
+/// Adds what the page shows but cannot compute to events on their way out.
 #[derive(Default)]
-pub struct Decorator {
-    writes: VecDeque<(String, String, String)>,
-}
+pub struct Decorator;
 
 impl Decorator {
     /// The event as the stream sends it: its JSON line, plus `html` for
-    /// assistant messages and `diff` for `edit`/`write` calls and results.
-    pub fn json(&mut self, ev: &Event) -> Option<String> {
+    /// assistant messages and `diff` for `edit`/`write` calls (from the
+    /// arguments: old → new string, or the new file all added) and their
+    /// results (from the file's previous content, when the details have it).
+    pub fn json(&self, ev: &Event) -> Option<String> {
         let extra = match &ev.kind {
             EventKind::AssistantMessage(m) if !m.content.is_empty() => Some(("html", markdown(&m.content))),
-            EventKind::ToolCall(c) => call_diff(&c.name, &c.arguments).map(|(path, old, new)| {
-                let diff = unified_diff(&path, &old, &new);
-                if c.name == "write" {
-                    if self.writes.len() >= MAX_PENDING_WRITES {
-                        self.writes.pop_front();
-                    }
-                    self.writes.push_back((c.id.clone(), path, new));
-                }
-                ("diff", diff)
-            }),
-            EventKind::ToolResult(r) if r.name == "write" && !r.is_error => {
-                let pos = self.writes.iter().position(|(id, _, _)| *id == r.call_id);
-                let pending = pos.and_then(|i| self.writes.remove(i));
-                let details: Option<Value> = r.details.clone();
-                match (pending, details.as_ref().and_then(previous_content)) {
-                    (Some((_, path, new)), Some(old)) => Some(("diff", unified_diff(&path, old, &new))),
-                    _ => None,
-                }
+            EventKind::ToolCall(c) => {
+                call_diff(&c.name, &c.arguments).map(|(path, old, new)| ("diff", unified_diff(&path, &old, &new)))
+            }
+            EventKind::ToolResult(r) if matches!(r.name.as_str(), "edit" | "write") && !r.is_error => {
+                r.details.as_ref().and_then(result_diff).map(|d| ("diff", d))
             }
             _ => None,
         };
@@ -154,6 +150,22 @@ mod tests {
     fn code_classes_other_than_a_language_are_dropped() {
         let html = markdown("```\" onclick=\"x\nhi\n```");
         assert!(!html.contains("onclick"), "{html}");
+    }
+
+    #[test]
+    fn a_write_result_with_the_previous_content_diff_replaces_the_call_diff() {
+        let call: Event = serde_json::from_value(serde_json::json!({"seq": 5, "time": "", "type": "tool/call",
+            "data": {"turn": 1, "step": 1, "id": "c1", "name": "write", "arguments": "{\"path\":\"a.txt\",\"content\":\"x\\ny\\n\"}"}}))
+        .unwrap();
+        let v: Value = serde_json::from_str(&Decorator.json(&call).unwrap()).unwrap();
+        assert_eq!(v["diff"], "--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +1,2 @@\n+x\n+y\n", "{v}");
+        let result: Event = serde_json::from_value(serde_json::json!({"seq": 6, "time": "", "type": "tool/result",
+            "data": {"turn": 1, "step": 1, "call_id": "c1", "name": "write", "content": "ok",
+                     "details": {"path": "a.txt", "diff": "@@ -1,2 +1,2 @@\n-x\n+x\n y\n"}}}))
+        .unwrap();
+        let v: Value = serde_json::from_str(&Decorator.json(&result).unwrap()).unwrap();
+        assert_eq!(v["diff"], "--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n-x\n+x\n y\n", "{v}");
+        assert_eq!(v["data"]["content"], "ok");
     }
 
     #[test]
