@@ -108,6 +108,8 @@ fn verdict(events: &[Value], call: &str) -> String {
 }
 
 fn turn(tool: &str, args: Value) -> String {
+    // The arguments as a JSON string (the scripted model takes either).
+    let args = serde_json::to_string(&args.to_string()).unwrap_or_default();
     format!("\n[[plugin.config.turns]]\ntool_calls = [{{ name = \"{tool}\", arguments = {args} }}]\n")
 }
 
