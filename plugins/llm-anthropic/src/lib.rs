@@ -204,10 +204,7 @@ impl<B: ResponseBody> Completion<B> {
                     }
                 }
             }
-            let mut out = match self.decoder.feed(&buf) {
-                Ok(out) => out,
-                Err(e) => return Err(e),
-            };
+            let mut out = self.decoder.feed(&buf)?;
             if out.done {
                 self.body = None;
                 return Ok(Some(out.events));

@@ -41,17 +41,17 @@ fn assistant_blocks(m: &Message, thinking_out: &mut bool) -> Vec<Value> {
     let ids: Vec<String> = m.tool_calls.iter().map(|c| c.id.clone()).collect();
     let reasoning = m.reasoning.as_deref().unwrap_or("");
     *thinking_out = false;
-    if !reasoning.is_empty() || !ids.is_empty() {
-        if let Some(kept) = thinking::load(reasoning, &ids) {
-            *thinking_out = true;
-            for b in kept {
-                blocks.push(match b {
-                    Block::Thinking { thinking, signature } => {
-                        json!({"type": "thinking", "thinking": thinking, "signature": signature})
-                    }
-                    Block::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
-                });
-            }
+    if (!reasoning.is_empty() || !ids.is_empty())
+        && let Some(kept) = thinking::load(reasoning, &ids)
+    {
+        *thinking_out = true;
+        for b in kept {
+            blocks.push(match b {
+                Block::Thinking { thinking, signature } => {
+                    json!({"type": "thinking", "thinking": thinking, "signature": signature})
+                }
+                Block::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
+            });
         }
     }
     if !m.content.is_empty() {

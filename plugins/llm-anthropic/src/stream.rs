@@ -182,11 +182,7 @@ impl Decoder {
                 let d = v.get("delta").unwrap_or(&Value::Null);
                 let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
                 match d.get("type").and_then(Value::as_str).unwrap_or("") {
-                    "text_delta" => {
-                        if !s("text").is_empty() {
-                            out.push(Event::Text(s("text").to_string()));
-                        }
-                    }
+                    "text_delta" if !s("text").is_empty() => out.push(Event::Text(s("text").to_string())),
                     "thinking_delta" => {
                         let t = s("thinking").to_string();
                         if let Some(Open::Thinking { text, .. }) = self.block(index) {
