@@ -20,6 +20,7 @@ mod policy;
 mod project_context;
 mod reload;
 mod run;
+mod sessions_usage;
 mod sandbox;
 mod shell;
 mod system_prompt;
