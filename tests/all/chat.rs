@@ -1,6 +1,8 @@
 //! `wharf chat` end to end through a pseudo-terminal (`openpty`): a prompt
 //! with the demo profile and the slash commands, approvals answered at the
-//! prompt, Ctrl-C cancelling a slow turn, Ctrl-C twice and Ctrl-D quitting.
+//! prompt, Ctrl-C cancelling a slow turn, Ctrl-C twice and Ctrl-D quitting;
+//! the line editor (history across restarts, bracketed paste, no escape
+//! sequence sent), steering during a turn, and `@path` attachments.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -222,10 +224,10 @@ fn demo_prompt_and_slash_commands() {
     t.expect("› ");
     t.line("Summarize this workspace");
     t.expect("I should see what is in the workspace first.");
-    t.expect("⏺ list(");
+    t.expect("⏺ list");
     t.expect("⎿ ok");
-    t.expect("⏺ read(");
-    t.expect("⏺ write(");
+    t.expect("⏺ read ");
+    t.expect("⏺ write");
     t.expect("Done: I listed the workspace");
     t.expect("— completed · 4 step(s)");
     t.expect("› ");
@@ -246,7 +248,7 @@ fn demo_prompt_and_slash_commands() {
     t.line("/nope");
     t.expect("unknown command /nope");
     t.line("/help");
-    t.expect("/resume ID");
+    t.expect("/sessions");
 
     // A new session, then back to the first one (opened in this process).
     t.line("/new");
@@ -313,7 +315,7 @@ fn ctrl_c_cancels_a_slow_turn_and_twice_quits() {
 chunk_size = 4
 
 [[plugin.config.turns]]
-text = "This answer streams very slowly, four characters at a time, so that the test can cancel it midway."
+text = "Starting.\nThis answer streams very slowly, four characters at a time, so that the test can cancel it midway."
 delay_ms = 150
 "#;
     let p = e.profile("slow", turns, false);
@@ -321,7 +323,8 @@ delay_ms = 150
     t.expect("› ");
     let started = Instant::now();
     t.line("talk");
-    t.expect("This answer");
+    // On a terminal, streamed text is printed above the input line by line.
+    t.expect("Starting.");
     t.send("\x03");
     t.expect("cancelling the turn");
     t.expect("[interrupted]");
@@ -333,7 +336,7 @@ delay_ms = 150
     assert_eq!(end["data"]["reason"], "cancelled");
     let msg = events.iter().rfind(|v| v["type"] == "assistant/message").cloned().unwrap_or_default();
     assert_eq!(msg["data"]["interrupted"], true);
-    assert!(msg["data"]["content"].as_str().unwrap_or("").starts_with("This answer"));
+    assert!(msg["data"]["content"].as_str().unwrap_or("").starts_with("Starting."));
 
     // At an idle prompt, one Ctrl-C only warns; a second one quits.
     std::thread::sleep(Duration::from_millis(2200));
@@ -417,4 +420,153 @@ model = true
     );
     t.send("\x04");
     assert!(t.wait().success());
+}
+
+/// Every `user/message` text of the latest session.
+fn user_messages(e: &Env) -> Vec<String> {
+    e.events()
+        .iter()
+        .filter(|v| v["type"] == "user/message")
+        .map(|v| v["data"]["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn editor_history_paste_and_no_escape_sequences() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+text = "One."
+[[plugin.config.turns]]
+text = "Two."
+[[plugin.config.turns]]
+text = "Three."
+[[plugin.config.turns]]
+text = "Four."
+"#;
+    let p = e.profile("edit", turns, false);
+    let profile = p.display().to_string();
+    let mut t = e.chat(&profile, &[]);
+    t.expect("› ");
+    t.line("first prompt");
+    t.expect("One.");
+    t.expect("— completed");
+    // Up alone sends nothing; Up then Enter sends the previous prompt again.
+    t.send("\x1b[A");
+    std::thread::sleep(Duration::from_millis(400));
+    t.send("\r");
+    t.expect("Two.");
+    t.expect("— completed");
+    // A bracketed two-line paste is one message; Ctrl-J adds a newline too.
+    t.send("\x1b[200~a\nb\x1b[201~");
+    t.send("\r");
+    t.expect("Three.");
+    t.expect("— completed");
+    t.send("x\ny\r");
+    t.expect("Four.");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    let msgs = user_messages(&e);
+    assert_eq!(msgs, vec!["first prompt", "first prompt", "a\nb", "x\ny"], "{msgs:?}");
+    assert!(!msgs.iter().any(|m| m.contains('\x1b')), "{msgs:?}");
+
+    // The history survives a restart in the same workspace.
+    let mut t = e.chat(&profile, &[]);
+    t.expect("› ");
+    t.send("\x1b[A\x1b[A\x1b[A");
+    std::thread::sleep(Duration::from_millis(400));
+    t.send("\r");
+    t.expect("— ");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    // Three entries back from the newest ("x\ny", "a\nb", "first prompt").
+    assert_eq!(user_messages(&e), vec!["first prompt"]);
+}
+
+#[test]
+fn text_typed_during_a_turn_becomes_one_steer() {
+    let e = env();
+    let turns = r#"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "Starting.\nThis answer streams slowly, four characters at a time, while the user types a steer."
+delay_ms = 100
+[[plugin.config.turns]]
+text = "Steered."
+"#;
+    let p = e.profile("steer", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("talk");
+    t.expect("Starting.");
+    t.line("also mention tests");
+    t.expect("↳ queued for the next step: also mention tests");
+    t.expect("Steered.");
+    t.expect("— completed · 2 step(s)");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    let events = e.events();
+    let steers: Vec<&serde_json::Value> =
+        events.iter().filter(|v| v["type"] == "inbox/spliced" && v["data"]["op"] == "added").collect();
+    assert_eq!(steers.len(), 2, "the prompt and one steer: {steers:?}");
+    assert_eq!(steers[1]["data"]["kind"], "steer");
+    assert_eq!(steers[1]["data"]["text"], "also mention tests");
+    assert_eq!(user_messages(&e), vec!["talk", "also mention tests"]);
+}
+
+#[test]
+fn at_path_attaches_a_file_and_reports_a_denied_one() {
+    let e = env();
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "top secret").unwrap_or_else(|e| panic!("{e}"));
+    // The script picks its turn by the assistant messages sent so far, and
+    // each attachment step is one: turns 1 and 3 are never played.
+    let turns = r#"
+[[plugin.config.turns]]
+text = "(the first attachment step)"
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+[[plugin.config.turns]]
+text = "(the second attachment step)"
+[[plugin.config.turns]]
+text = "Noted."
+"#;
+    let p = e.profile("attach", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("summarise @README.md please");
+    t.expect("⏺ read ");
+    t.expect("The tool said: ");
+    t.expect("A sample project.");
+    t.expect("— completed");
+    t.line(&format!("and @{}", secret.display()));
+    t.expect("⏺ read ");
+    t.expect("⎿ error ");
+    t.expect("Noted.");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    let events = e.events();
+    let calls: Vec<&serde_json::Value> = events.iter().filter(|v| v["type"] == "tool/call").collect();
+    let results: Vec<&serde_json::Value> = events.iter().filter(|v| v["type"] == "tool/result").collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0]["data"]["name"], "read");
+    assert!(calls[0]["data"]["arguments"].as_str().unwrap_or_default().contains("README.md"));
+    assert!(results[0]["data"]["content"].as_str().unwrap_or_default().contains("A sample project."));
+    assert_ne!(results[0]["data"]["is_error"], true);
+    // The file outside the workspace is not granted: an error result, no content.
+    assert_eq!(results[1]["data"]["is_error"], true, "{:?}", results[1]);
+    assert!(!results[1]["data"]["content"].as_str().unwrap_or_default().contains("top secret"));
+    // The attachment step comes before the first model request of its turn.
+    let first_result = events.iter().position(|v| v["type"] == "tool/result").unwrap_or(usize::MAX);
+    let first_chunk = events.iter().position(|v| v["type"] == "assistant/chunk").unwrap_or(0);
+    assert!(first_result < first_chunk, "the read ran after the model was asked");
 }

@@ -1,10 +1,17 @@
 //! `wharf chat`: an interactive terminal session.
 //!
-//! A prompt line reads input (plain line reading: the terminal's own line
-//! editing, no TUI). What the agent does streams below it, rendered from the
-//! session log as events are appended, so the screen is a view of the log:
-//! reasoning (dimmed), text, tool calls with their result, approvals, plugin
-//! reloads.
+//! On a terminal a line editor ([`editor`], `reedline`) owns the input line
+//! and what the agent does is printed above it, rendered from the session log
+//! as events are appended, so the screen is a view of the log: reasoning
+//! (dimmed), text, tool calls with their result, approvals, plugin reloads.
+//! Without a terminal input is read line by line (escape sequences removed).
+//!
+//! - **Editing**: history per workspace (Up/Down, Ctrl-R search), Alt-Enter
+//!   or Ctrl-J for a newline, a bracketed paste is one message, Tab completes
+//!   `@path`. The status line is the right prompt (a dim line before the
+//!   prompt without a terminal).
+//! - **`@path`** attaches a workspace file: the agent reads it through the
+//!   `read` tool before the first model request (`wharf_core::attach`).
 //!
 //! - **Approvals** (a policy's `ask`) are answered at the prompt: `y` allows
 //!   once, `a` allows the tool for the rest of the session, `n` rejects.
@@ -12,13 +19,16 @@
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
 //!   quits, after the running turn if there is one.
-//! - Text typed while a turn runs is queued as a `steer` message for the
-//!   next step.
+//! - Text submitted while a turn runs is queued as a `steer` message for the
+//!   next step (`↳ queued for the next step: …`). Ctrl-C drops the queued
+//!   messages the model has not seen yet together with the turn, and says so
+//!   for each one (`↳ dropped: …`); they stay in the history (Up).
 //! - Slash commands: `/help`, `/sessions`, `/resume ID` (a unique prefix is
 //!   enough), `/new`, `/plugins`, `/model`, `/compact`, `/quit`.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,14 +38,16 @@ use clap::Args;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
-use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason};
+use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxOp, StopReason};
 use wharf_core::{Agent, AgentError, TurnSummary};
 
+mod editor;
 mod model;
 mod permissions;
 mod render;
 mod status;
 
+use editor::{Input, Screen};
 use render::Renderer;
 
 use crate::host_ctx::{HostArgs, HostCtx};
@@ -65,8 +77,11 @@ pub struct ChatArgs {
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
 const HELP: &str = "\
-Type a message and press Enter. While a turn runs, text you type is queued for its next step.
-  Ctrl-C      cancel the running turn (twice: quit)      Ctrl-D  quit
+Type a message and press Enter. While a turn runs, Enter queues the text for its next step.
+  Alt-Enter or Ctrl-J  new line (a paste is one message)   Up/Down, Ctrl-R  history of this workspace
+  @path       attach a workspace file (read before the model is asked; Tab completes)
+  Ctrl-C      cancel the running turn and drop its queued messages (listed); twice: quit
+  Ctrl-D      quit
   /sessions   list stored sessions                        /resume [ID]  switch to a session (prefix ok; none: pick)
   /new        start a new session                         /plugins    loaded plugins and reload events
   /model [NAME]  show, or switch (NAME, ADAPTER/NAME)      /compact    compact the history
@@ -81,6 +96,9 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let (approver, approvals) = ChannelApprover::new();
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
+    let mut term = editor::start(&host.workspace);
+    let mut out = out;
+    out.attach(&term);
     let mut chat = Chat {
         host,
         approver: Arc::new(approver),
@@ -91,13 +109,21 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         render: Renderer::new(!args.hide_reasoning, out.color),
         out,
         max_steps: args.max_steps,
+        steers: HashMap::new(),
+        bye: None,
         picker: Vec::new(),
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
     chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
-    let input = spawn_stdin_reader();
-    chat.run(approvals, input, &mut interrupts).await
+    let input = std::mem::replace(&mut term.input, mpsc::unbounded_channel().1);
+    let r = chat.run(approvals, input, &mut interrupts).await;
+    chat.out.detach();
+    term.shutdown();
+    if let Some(line) = chat.bye.take() {
+        chat.out.line(&line);
+    }
+    r
 }
 
 /// Starts the host, with a spinner on stderr while components compile.
@@ -143,39 +169,71 @@ async fn load_with_progress(args: &HostArgs, count: usize) -> Result<HostCtx> {
     Ok(host)
 }
 
-/// Lines from stdin (`None` at end of input), read on a plain thread.
-fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Option<String>> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut lock = stdin.lock();
-        loop {
-            let mut line = String::new();
-            match lock.read_line(&mut line) {
-                Ok(0) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-                Ok(_) => {
-                    let line = line.trim_end_matches(['\n', '\r']).to_string();
-                    if tx.send(Some(line)).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// Terminal output with optional colour.
+/// Terminal output with optional colour: straight to stdout, or above the
+/// line editor's input line through its printer.
 struct Out {
     color: bool,
+    screen: Option<RefCell<Screen>>,
+    prompt: Option<Arc<std::sync::Mutex<editor::PromptState>>>,
+    repaint: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Out {
     fn new() -> Self {
-        Self { color: crate::output::color() }
+        Self { color: crate::output::color(), screen: None, prompt: None, repaint: None }
+    }
+
+    /// Prints through the line editor of `term`, if it has one.
+    fn attach(&mut self, term: &editor::Terminal) {
+        if let Some(p) = &term.printer {
+            self.screen = Some(RefCell::new(Screen::new(p.clone())));
+            self.prompt = Some(term.prompt.clone());
+            self.repaint = term.repaint.clone();
+        }
+    }
+
+    /// Back to stdout (the editor is ending).
+    fn detach(&mut self) {
+        if let Some(s) = self.screen.take() {
+            s.into_inner().finish();
+        }
+        self.prompt = None;
+    }
+
+    /// Writes with `f` to the screen (stdout or the editor's printer).
+    fn draw(&self, f: impl FnOnce(&mut dyn Write)) {
+        match &self.screen {
+            Some(s) => f(&mut *s.borrow_mut()),
+            None => {
+                let mut o = std::io::stdout().lock();
+                f(&mut o);
+                let _ = o.flush();
+            }
+        }
+    }
+
+    /// Ends a partial line held for the editor's printer.
+    fn finish(&self) {
+        if let Some(s) = &self.screen {
+            s.borrow_mut().finish();
+        }
+    }
+
+    /// Sets the editor's prompt and status line; `false` without an editor.
+    fn set_prompt(&self, left: &str, right: &str) -> bool {
+        let Some(p) = &self.prompt else {
+            return false;
+        };
+        let mut st = p.lock().unwrap_or_else(|e| e.into_inner());
+        if st.left != left || st.right != right {
+            st.left = left.to_string();
+            st.right = right.to_string();
+            drop(st);
+            if let Some(r) = &self.repaint {
+                r();
+            }
+        }
+        true
     }
 
     fn paint(&self, code: &str, s: &str) -> String {
@@ -195,12 +253,17 @@ impl Out {
     }
 
     fn line(&self, s: &str) {
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{s}");
-        let _ = o.flush();
+        self.finish();
+        self.draw(|o| {
+            let _ = writeln!(o, "{s}");
+        });
     }
 
+    /// A prompt without a line editor (the editor draws its own).
     fn prompt(&self, s: &str) {
+        if self.screen.is_some() {
+            return;
+        }
         let mut o = std::io::stdout().lock();
         let _ = write!(o, "{s}");
         let _ = o.flush();
@@ -227,6 +290,10 @@ struct Chat {
     render: Renderer,
     out: Out,
     max_steps: Option<u32>,
+    /// Steers queued by this chat that the model has not seen yet (id → text).
+    steers: HashMap<String, String>,
+    /// The goodbye line, printed once the editor has let go of the terminal.
+    bye: Option<String>,
     /// Session ids a bare `/resume` offered, by number (the next line picks).
     picker: Vec<String>,
 }
@@ -284,15 +351,16 @@ impl Chat {
         for ev in &loaded.events[first..] {
             r.render(ev, &mut buf);
         }
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(&buf);
-        let _ = o.flush();
+        self.out.draw(|o| {
+            let _ = o.write_all(&buf);
+        });
+        self.out.finish();
     }
 
     async fn run(
         &mut self,
         mut approvals: mpsc::UnboundedReceiver<PendingApproval>,
-        mut input: mpsc::UnboundedReceiver<Option<String>>,
+        mut input: mpsc::UnboundedReceiver<Input>,
         interrupts: &mut tokio::signal::unix::Signal,
     ) -> Result<ExitCode> {
         let mut running: Option<Running> = None;
@@ -301,6 +369,7 @@ impl Chat {
         let mut last_ctrl_c: Option<Instant> = None;
         let mut show_prompt = true;
         let mut quit_after_turn = false;
+        let mut ctrl_c = false;
         loop {
             if asking.is_none() {
                 asking = next_question(&mut queue);
@@ -308,12 +377,52 @@ impl Chat {
                     self.ask(p);
                 }
             }
+            self.update_prompt(asking.is_some(), running.is_some());
             if show_prompt && running.is_none() && asking.is_none() {
                 if quit_after_turn {
                     return self.quit(None).await;
                 }
+                if self.out.screen.is_none() {
+                    let status = self.status_line();
+                    if !status.is_empty() {
+                        self.out.line(&self.out.dim(&status));
+                    }
+                }
                 self.out.prompt(&self.out.bold("› "));
                 show_prompt = false;
+            }
+            if ctrl_c {
+                ctrl_c = false;
+                let now = Instant::now();
+                let double = last_ctrl_c.is_some_and(|t| now.duration_since(t) < DOUBLE_CTRL_C);
+                last_ctrl_c = Some(now);
+                self.end_stream();
+                if double {
+                    return self.quit(running.take()).await;
+                }
+                match running.as_mut() {
+                    Some(r) => {
+                        r.cancelling = true;
+                        if let Ok(a) = self.agent() {
+                            a.cancel();
+                        }
+                        // Questions of this turn are withdrawn by the loop.
+                        asking = None;
+                        queue.clear();
+                        let queued = match self.steers.len() {
+                            0 => String::new(),
+                            n => format!("; {n} queued message(s) dropped with it"),
+                        };
+                        self.out
+                            .line(&self.out.warn(&format!("^C cancelling the turn{queued}… (Ctrl-C again to quit)")));
+                    }
+                    None => {
+                        asking = None;
+                        self.out.line(&self.out.dim("^C (press Ctrl-C again to quit, or type /quit)"));
+                        show_prompt = true;
+                    }
+                }
+                continue;
             }
             let cancelling = running.as_ref().is_some_and(|r| r.cancelling);
             let turn_done = async {
@@ -331,43 +440,16 @@ impl Chat {
             tokio::select! {
                 biased;
                 Some(ev) = events => {
-                    let mut o = std::io::stdout().lock();
                     if ev.seq > self.quiet_until {
-                        self.render.render(&ev, &mut o);
-                    }
-                    let _ = o.flush();
-                }
-                _ = interrupts.recv() => {
-                    let now = Instant::now();
-                    let double = last_ctrl_c.is_some_and(|t| now.duration_since(t) < DOUBLE_CTRL_C);
-                    last_ctrl_c = Some(now);
-                    self.render.end_stream(&mut std::io::stdout());
-                    if double {
-                        return self.quit(running.take()).await;
-                    }
-                    match running.as_mut() {
-                        Some(r) => {
-                            r.cancelling = true;
-                            if let Ok(a) = self.agent() {
-                                a.cancel();
-                            }
-                            // Questions of this turn are withdrawn by the loop.
-                            asking = None;
-                            queue.clear();
-                            self.out.line(&self.out.warn("^C cancelling the turn… (Ctrl-C again to quit)"));
-                        }
-                        None => {
-                            asking = None;
-                            self.out.line(&self.out.dim("^C (press Ctrl-C again to quit, or type /quit)"));
-                            show_prompt = true;
-                        }
+                        self.event(&ev);
                     }
                 }
+                _ = interrupts.recv() => ctrl_c = true,
                 r = turn_done => {
                     running = None;
                     asking = None;
                     queue.clear();
-                    self.render.end_stream(&mut std::io::stdout());
+                    self.end_stream();
                     self.turn_finished(r);
                     show_prompt = true;
                 }
@@ -375,7 +457,18 @@ impl Chat {
                     queue.push_back(p);
                 }
                 line = input.recv() => {
-                    let Some(Some(line)) = line else {
+                    let line = match line {
+                        Some(Input::Line(l)) => Some(l),
+                        Some(Input::Interrupt) => {
+                            ctrl_c = true;
+                            None
+                        }
+                        Some(Input::Eof) | None => None,
+                    };
+                    let Some(line) = line else {
+                        if ctrl_c {
+                            continue;
+                        }
                         // End of input (Ctrl-D).
                         if running.is_some() {
                             self.out.line(&self.out.dim("(end of input: quitting when this turn ends; Ctrl-C cancels it)"));
@@ -417,6 +510,49 @@ impl Chat {
         }
     }
 
+    /// Renders one new log event; reports queued steers the model saw or
+    /// that a cancel dropped.
+    fn event(&mut self, ev: &Event) {
+        if let EventKind::InboxSpliced(s) = &ev.kind
+            && let Some(text) = self.steers.get(&s.id).cloned()
+        {
+            match s.op {
+                InboxOp::Discarded => {
+                    self.steers.remove(&s.id);
+                    self.end_stream();
+                    self.out.line(&self.out.warn(&format!("↳ dropped (not sent): {}", one_line(&text, 160))));
+                }
+                InboxOp::Claimed => {
+                    self.steers.remove(&s.id);
+                }
+                _ => {}
+            }
+        }
+        let render = &mut self.render;
+        self.out.draw(|o| render.render(ev, o));
+    }
+
+    fn end_stream(&mut self) {
+        let render = &mut self.render;
+        self.out.draw(|o| render.end_stream(o));
+        self.out.finish();
+    }
+
+    /// The editor's prompt for the loop's state, with the status line.
+    fn update_prompt(&self, asking: bool, running: bool) {
+        if self.out.prompt.is_none() {
+            return;
+        }
+        let left = if asking {
+            "allow? [y/a/n] › "
+        } else if running {
+            "↳ "
+        } else {
+            "› "
+        };
+        self.out.set_prompt(&self.out.bold(left), &self.out.dim(&self.status_line()));
+    }
+
     fn ask(&self, p: &PendingApproval) {
         let r = &p.request;
         let args = serde_json::to_string(&r.arguments).unwrap_or_default();
@@ -425,7 +561,13 @@ impl Chat {
         if !r.reason.is_empty() {
             o.line(&o.dim(&format!("  reason: {}", r.reason)));
         }
-        o.prompt(&o.bold("  allow? [y]es once · [a]lways this session · [n]o › "));
+        let question = "  allow? [y]es once · [a]lways this session · [n]o › ";
+        if o.screen.is_some() {
+            // The editor's prompt asks; the question stays on screen.
+            o.line(&o.bold(question.trim_end_matches(" › ")));
+        } else {
+            o.prompt(&o.bold(question));
+        }
     }
 
     /// `/compact`: the compactor summarises all but the latest exchange; the
@@ -496,8 +638,9 @@ impl Chat {
         let agent = self.agent()?.clone();
         if running {
             let id = agent.steer(trimmed)?;
-            self.render.own_inbox.insert(id);
-            self.out.line(&self.out.dim("↳ queued for the next step"));
+            self.render.own_inbox.insert(id.clone());
+            self.steers.insert(id, trimmed.to_string());
+            self.out.line(&self.out.dim(&format!("↳ queued for the next step: {}", one_line(trimmed, 160))));
             return Ok(Action::Nothing);
         }
         let id = agent.followup(trimmed)?;
@@ -686,7 +829,7 @@ impl Chat {
         self.host.close().await;
         if let Ok(a) = self.agent() {
             let id = a.session_id().to_string();
-            self.out.line(&self.out.dim(&format!("bye · session {id} · resume with `wharf chat --resume {id}`")));
+            self.bye = Some(self.out.dim(&format!("bye · session {id} · resume with `wharf chat --resume {id}`")));
         }
         Ok(ExitCode::SUCCESS)
     }

@@ -1,0 +1,430 @@
+//! The input side of `wharf chat`: a `reedline` line editor on a terminal, a
+//! plain line reader otherwise.
+//!
+//! On a terminal the editor owns the input line for the whole session (on a
+//! thread of its own) and everything chat prints goes through its external
+//! printer, so output appears above the line being typed and never mixes
+//! with it. History is kept per workspace in
+//! `~/.wharf/history/<hash of the workspace>.txt` ([`HISTORY_ENTRIES`]
+//! entries); Up/Down and Ctrl-R search it; Alt-Enter or Ctrl-J inserts a
+//! newline; a bracketed paste is one message even with newlines; Tab
+//! completes `@path` from the workspace.
+//!
+//! Without a terminal (pipes, tests) lines are read plainly; a bracketed
+//! paste (`ESC[200~ … ESC[201~`) is still one message, and escape sequences
+//! and other control characters are removed so none reaches the model.
+
+use std::borrow::Cow;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+
+use reedline::{
+    ColumnarMenu, Completer, EditCommand, Emacs, ExternalPrinter, FileBackedHistory, KeyCode, KeyModifiers,
+    MenuBuilder, Prompt, PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent,
+    ReedlineMenu, Signal, Span, Suggestion, default_emacs_keybindings,
+};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use wharf_core::util::cut_str;
+
+/// History entries kept per workspace.
+pub(super) const HISTORY_ENTRIES: usize = 1000;
+
+/// Longest message accepted from the input (bytes); longer input is cut.
+pub(super) const MAX_INPUT_BYTES: usize = 256 * 1024;
+
+/// Most `@path` completions offered at once.
+const MAX_COMPLETIONS: usize = 200;
+
+/// What the input side reports.
+#[derive(Debug)]
+pub(super) enum Input {
+    /// A submitted message (may hold newlines).
+    Line(String),
+    /// Ctrl-C in the editor (the terminal is raw, so no SIGINT).
+    Interrupt,
+    /// End of input (Ctrl-D).
+    Eof,
+}
+
+/// The prompt texts, changed by the chat loop and read at every repaint.
+#[derive(Default)]
+pub(super) struct PromptState {
+    /// Left prompt (`› `, the approval question, …).
+    pub(super) left: String,
+    /// Right prompt: the status line.
+    pub(super) right: String,
+}
+
+/// Where chat writes and what it reads.
+pub(super) struct Terminal {
+    pub(super) input: mpsc::UnboundedReceiver<Input>,
+    /// The editor's printer: `Some` while a line editor owns the terminal.
+    pub(super) printer: Option<SyncSender<String>>,
+    pub(super) prompt: Arc<Mutex<PromptState>>,
+    /// Repaints the editor's prompt (after [`PromptState`] changed).
+    pub(super) repaint: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Stops the editor: set, then join `thread`, so the terminal leaves raw
+    /// mode before the process exits.
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Terminal {
+    /// Ends the line editor (if any) and waits, briefly, for it to restore
+    /// the terminal; later output goes straight to stdout.
+    pub(super) fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        self.printer = None;
+    }
+}
+
+/// The history file of `workspace`.
+pub(super) fn history_path(home: &Path, workspace: &Path) -> PathBuf {
+    let digest = Sha256::digest(workspace.to_string_lossy().as_bytes());
+    let hash = hex::encode(&digest[..8]);
+    home.join(".wharf").join("history").join(format!("{hash}.txt"))
+}
+
+/// Starts the input side: the line editor when stdin and stdout are a
+/// terminal, else the plain reader.
+pub(super) fn start(workspace: &Path) -> Terminal {
+    let prompt = Arc::new(Mutex::new(PromptState { left: "› ".into(), right: String::new() }));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let stop = Arc::new(AtomicBool::new(false));
+    if !tty {
+        spawn_plain(tx);
+        return Terminal { input: rx, printer: None, prompt, repaint: None, stop, thread: None };
+    }
+    let history = std::env::var_os("HOME").map(|h| history_path(Path::new(&h), workspace));
+    let printer = ExternalPrinter::<String>::new(1024);
+    let sender = printer.sender();
+    let mut editor = build_editor(history.as_deref(), workspace.to_path_buf(), printer).with_break_signal(stop.clone());
+    let signal = editor.repaint_signal();
+    let repaint: Arc<dyn Fn() + Send + Sync> = Arc::new(move || signal.request_repaint());
+    let p = prompt.clone();
+    let quit = stop.clone();
+    let thread = std::thread::spawn(move || run_editor(editor, p, tx, quit));
+    Terminal { input: rx, printer: Some(sender), prompt, repaint: Some(repaint), stop, thread: Some(thread) }
+}
+
+fn build_editor(history: Option<&Path>, workspace: PathBuf, printer: ExternalPrinter<String>) -> Reedline {
+    let mut keys = default_emacs_keybindings();
+    for (m, k) in [(KeyModifiers::ALT, KeyCode::Enter), (KeyModifiers::CONTROL, KeyCode::Char('j'))] {
+        keys.add_binding(m, k, ReedlineEvent::Edit(vec![EditCommand::InsertNewline]));
+    }
+    keys.add_binding(
+        KeyModifiers::NONE,
+        KeyCode::Tab,
+        ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
+    );
+    let menu = ColumnarMenu::default().with_name("completion_menu");
+    let mut editor = Reedline::create()
+        .with_edit_mode(Box::new(Emacs::new(keys)))
+        .with_completer(Box::new(PathCompleter { workspace }))
+        .with_menu(ReedlineMenu::EngineCompleter(Box::new(menu)))
+        .use_bracketed_paste(true)
+        .with_external_printer(printer);
+    if let Some(path) = history {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        match FileBackedHistory::with_file(HISTORY_ENTRIES, path.to_path_buf()) {
+            Ok(h) => editor = editor.with_history(Box::new(h)),
+            Err(e) => eprintln!("wharf: history {} not available: {e}", path.display()),
+        }
+    }
+    editor
+}
+
+fn run_editor(
+    mut editor: Reedline,
+    prompt: Arc<Mutex<PromptState>>,
+    tx: mpsc::UnboundedSender<Input>,
+    stop: Arc<AtomicBool>,
+) {
+    let prompt = ChatPrompt(prompt);
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let input = match editor.read_line(&prompt) {
+            Ok(Signal::ExternalBreak(_)) => return,
+            Ok(Signal::Success(text)) => Input::Line(bounded(&text)),
+            Ok(Signal::CtrlC) => Input::Interrupt,
+            Ok(Signal::CtrlD) => Input::Eof,
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("wharf: line editor: {e}");
+                Input::Eof
+            }
+        };
+        let eof = matches!(input, Input::Eof);
+        if tx.send(input).is_err() || eof {
+            return;
+        }
+    }
+}
+
+fn bounded(text: &str) -> String {
+    cut_str(text, MAX_INPUT_BYTES).to_string()
+}
+
+struct ChatPrompt(Arc<Mutex<PromptState>>);
+
+impl ChatPrompt {
+    fn with<R>(&self, f: impl FnOnce(&PromptState) -> R) -> R {
+        f(&self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Prompt for ChatPrompt {
+    fn render_prompt_left(&self) -> Cow<'_, str> {
+        Cow::Owned(self.with(|p| p.left.clone()))
+    }
+
+    fn render_prompt_right(&self) -> Cow<'_, str> {
+        Cow::Owned(self.with(|p| p.right.clone()))
+    }
+
+    fn render_prompt_indicator(&self, _mode: PromptEditMode) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+
+    fn render_prompt_multiline_indicator(&self) -> Cow<'_, str> {
+        Cow::Borrowed("┆ ")
+    }
+
+    fn render_prompt_history_search_indicator(&self, search: PromptHistorySearch) -> Cow<'_, str> {
+        let failing = if matches!(search.status, PromptHistorySearchStatus::Failing) { "failing " } else { "" };
+        Cow::Owned(format!("({failing}reverse-search: {}) ", search.term))
+    }
+}
+
+/// Tab completion of the `@path` token under the cursor from the workspace.
+struct PathCompleter {
+    workspace: PathBuf,
+}
+
+impl Completer for PathCompleter {
+    fn complete(&mut self, line: &str, pos: usize) -> reedline::CompletionResult {
+        reedline::CompletionResult::fresh(complete_path(&self.workspace, line, pos))
+    }
+}
+
+/// The completions of the `@path` token ending at `pos` (a byte offset):
+/// entries of its directory, relative to `workspace`, whose name starts with
+/// what was typed; directories end with `/`. Bounded to [`MAX_COMPLETIONS`].
+pub(super) fn complete_path(workspace: &Path, line: &str, pos: usize) -> Vec<Suggestion> {
+    let Some(before) = line.get(..pos) else {
+        return Vec::new();
+    };
+    let start = before.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
+    let Some(typed) = before[start..].strip_prefix('@') else {
+        return Vec::new();
+    };
+    let (dir, prefix) = match typed.rfind('/') {
+        Some(i) => (&typed[..=i], &typed[i + 1..]),
+        None => ("", typed),
+    };
+    let Ok(entries) = std::fs::read_dir(workspace.join(dir)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<(String, bool)> = entries
+        .filter_map(|e| e.ok())
+        .take(MAX_COMPLETIONS * 20)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let hidden = name.starts_with('.') && !prefix.starts_with('.');
+            (name.starts_with(prefix) && !hidden).then(|| (name, e.file_type().is_ok_and(|t| t.is_dir())))
+        })
+        .collect();
+    names.sort();
+    names.truncate(MAX_COMPLETIONS);
+    names
+        .into_iter()
+        .map(|(name, is_dir)| {
+            let slash = if is_dir { "/" } else { "" };
+            Suggestion {
+                value: format!("@{dir}{name}{slash}"),
+                span: Span::new(start, pos),
+                append_whitespace: !is_dir,
+                ..Suggestion::default()
+            }
+        })
+        .collect()
+}
+
+fn spawn_plain(tx: mpsc::UnboundedSender<Input>) {
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut lock = stdin.lock();
+        let mut pending: Option<String> = None;
+        loop {
+            let mut raw = Vec::new();
+            match lock.read_until(b'\n', &mut raw) {
+                Ok(0) | Err(_) => {
+                    if let Some(p) = pending.take() {
+                        let _ = tx.send(Input::Line(clean(&p)));
+                    }
+                    let _ = tx.send(Input::Eof);
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let line = String::from_utf8_lossy(&raw);
+            let line = line.trim_end_matches(['\n', '\r']);
+            // A bracketed paste spans lines until its end marker.
+            let text = match pending.take() {
+                Some(mut p) => {
+                    p.push('\n');
+                    p.push_str(line);
+                    p
+                }
+                None => line.to_string(),
+            };
+            let open = text.rfind(PASTE_START).is_some_and(|s| !text[s..].contains(PASTE_END));
+            if open && text.len() < MAX_INPUT_BYTES {
+                pending = Some(text);
+                continue;
+            }
+            if tx.send(Input::Line(clean(&text))).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+const PASTE_START: &str = "\x1b[200~";
+const PASTE_END: &str = "\x1b[201~";
+
+/// `text` without escape sequences (CSI, OSC, two-byte escapes) and control
+/// characters other than newline and tab; bounded to [`MAX_INPUT_BYTES`].
+pub(super) fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_INPUT_BYTES));
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('\x40'..='\x7e').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC: up to BEL or ST.
+                Some(']') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                // SS3 and other two-character escapes (ESC O A, Alt-x).
+                Some('O') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+        if out.len() >= MAX_INPUT_BYTES {
+            break;
+        }
+    }
+    bounded(&out)
+}
+
+/// Text printed above the editor's line: whole lines go to the printer, a
+/// partial line waits for its end (or [`Screen::finish`]).
+pub(super) struct Screen {
+    printer: SyncSender<String>,
+    partial: Vec<u8>,
+}
+
+impl Screen {
+    pub(super) fn new(printer: SyncSender<String>) -> Self {
+        Self { printer, partial: Vec::new() }
+    }
+
+    /// Sends the partial line, if any.
+    pub(super) fn finish(&mut self) {
+        if !self.partial.is_empty() {
+            let line = String::from_utf8_lossy(&self.partial).into_owned();
+            self.partial.clear();
+            let _ = self.printer.send(line);
+        }
+    }
+}
+
+impl Write for Screen {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for &b in buf {
+            if b == b'\n' {
+                let line = String::from_utf8_lossy(&self.partial).into_owned();
+                self.partial.clear();
+                let _ = self.printer.send(line.trim_end_matches('\r').to_string());
+            } else if b != b'\r' || !self.partial.is_empty() {
+                self.partial.push(b);
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn clean_removes_escape_sequences() {
+        assert_eq!(clean("\x1b[A"), "");
+        assert_eq!(clean("hi\x1b[1;5Cthere\x1bOA"), "hithere");
+        assert_eq!(clean("\x1b[200~a\nb\x1b[201~"), "a\nb");
+        assert_eq!(clean("t\x1b]0;title\x07ok\x08"), "tok");
+    }
+
+    #[test]
+    fn completes_paths_from_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/main.rs"), "").unwrap();
+        std::fs::write(dir.path().join("README.md"), "").unwrap();
+        let s = complete_path(dir.path(), "see @R", 6);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].value, "@README.md");
+        assert_eq!((s[0].span.start, s[0].span.end), (4, 6));
+        let s = complete_path(dir.path(), "@s", 2);
+        assert_eq!(s[0].value, "@src/");
+        let s = complete_path(dir.path(), "@src/m", 6);
+        assert_eq!(s[0].value, "@src/main.rs");
+        assert!(complete_path(dir.path(), "no at", 5).is_empty());
+    }
+
+    #[test]
+    fn history_is_per_workspace() {
+        let a = history_path(Path::new("/h"), Path::new("/w/a"));
+        let b = history_path(Path::new("/h"), Path::new("/w/b"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("/h/.wharf/history"));
+    }
+}
