@@ -78,10 +78,11 @@ fn say(turn: u64, step: u32, text: &str, tool_calls: Vec<ToolCall>) -> K {
     })
 }
 
-fn result(turn: u64, call: &str, name: &str, content: &str) -> K {
+fn result(turn: u64, call: &str, name: &str, content: &str, details: Value) -> K {
     // From JSON: the optional fields keep their defaults as the type grows.
     let r: ToolResultEvent = serde_json::from_value(json!({
         "turn": turn, "step": 1, "call_id": call, "name": name, "content": content, "plugin": "fs", "duration_ms": 1,
+        "details": details,
     }))
     .unwrap_or_else(|e| panic!("{e}"));
     K::ToolResult(r)
@@ -139,9 +140,11 @@ fn markdown_session(dir: &std::path::Path, workspace: &str) -> String {
                 .unwrap_or_else(|e| panic!("{e}"));
         kinds.push(K::ToolCall(call));
     }
-    kinds.push(result(1, "call-edit", "edit", "Edited src/lib.rs"));
-    kinds.push(result(1, "call-write", "write", "Wrote NOTES.md"));
-    kinds.push(result(1, "call-bash", "bash", "running 3 tests\ntest a ... ok\ntest b ... ok"));
+    // The fs component's details: the whole file's hunks (real line numbers).
+    let hunks = "@@ -3,3 +3,3 @@\n use x;\n-fn old() {}\n+fn new() {}\n fn keep() {}\n";
+    kinds.push(result(1, "call-edit", "edit", "Edited src/lib.rs", json!({"path": "src/lib.rs", "diff": hunks})));
+    kinds.push(result(1, "call-write", "write", "Wrote NOTES.md", json!({"path": "NOTES.md", "created": true})));
+    kinds.push(result(1, "call-bash", "bash", "running 3 tests\ntest a ... ok\ntest b ... ok", Value::Null));
     kinds.push(K::StepEnd(StepEnd { turn: 1, step: 1, usage: Some(usage(1000, 100, 600)) }));
     kinds.push(K::StepStart(StepStart { turn: 1, step: 2 }));
     kinds.push(say(1, 2, MARKDOWN, vec![]));
@@ -244,6 +247,11 @@ fn the_event_stream_carries_sanitised_html_and_diffs() {
     let diff = edit.as_ref().and_then(|e| e["diff"].as_str()).unwrap_or_else(|| panic!("no edit diff: {events:?}"));
     assert!(diff.contains("--- a/src/lib.rs\n+++ b/src/lib.rs\n"), "{diff}");
     assert!(diff.contains("\n-fn old() {}\n+fn new() {}\n fn keep() {}"), "{diff}");
+    let edited = events.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "edit").cloned();
+    let diff = edited.as_ref().and_then(|e| e["diff"].as_str()).unwrap_or_default();
+    assert!(diff.starts_with("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -3,3 +3,3 @@\n use x;\n-fn old"), "{diff}");
+    let written = events.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "write").cloned();
+    assert!(written.is_some_and(|e| e.get("diff").is_none()), "no details diff: the call's stays");
     let write = events.iter().find(|e| e["type"] == "tool/call" && e["data"]["name"] == "write").cloned();
     let diff = write.as_ref().and_then(|e| e["diff"].as_str()).unwrap_or_default();
     assert!(diff.contains("\n+line one\n+line two\n"), "a new file is all added: {diff}");

@@ -127,6 +127,8 @@ try {
   const del = await page.$$eval(`${edit} pre.diff .dl.del`, (l) => l.map((x) => x.textContent));
   const add = await page.$$eval(`${edit} pre.diff .dl.add`, (l) => l.map((x) => x.textContent));
   check(del.length === 1 && del[0].startsWith('-fn old() {}'), `removed line: ${del}`);
+  const hunk = await page.textContent(`${edit} pre.diff .dl.hunk`);
+  check(hunk.startsWith('@@ -3,3'), `the result's diff (file line numbers) replaced the call's: ${hunk}`);
   check(add.length === 1 && add[0].startsWith('+fn new() {}'), `added line: ${add}`);
   const colours = await page.evaluate((sel) => {
     const c = (q) => getComputedStyle(document.querySelector(`${sel} pre.diff ${q}`)).backgroundColor;
