@@ -141,7 +141,13 @@ mod tests {
             !html.contains("<img") && !html.contains("<script") && !html.contains("<a href=\"javascript"),
             "{html}"
         );
-        assert!(!html.contains("href=\"javascript"), "{html}");
+        // No tag keeps a `javascript:` URL (the escaped raw `<a>` is text).
+        let tags: Vec<&str> = html.split('<').skip(1).map(|t| t.split('>').next().unwrap_or("")).collect();
+        assert!(tags.iter().all(|t| !t.contains("javascript:")), "{tags:?}");
+        assert!(
+            html.contains("<a rel=\"noopener noreferrer nofollow\">x</a>"),
+            "the javascript: link lost its href: {html}"
+        );
         assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"), "raw HTML shown as text: {html}");
         assert!(html.contains("href=\"https://example.com\""), "{html}");
     }
