@@ -1,5 +1,6 @@
 //! One integration-test binary (saves link time), one module per area.
 
+mod code_mode;
 mod acp;
 mod anthropic;
 mod bounds;
