@@ -93,7 +93,7 @@ model = "scripted-chat"
 
 /// A child on a pseudo-terminal: its controlling terminal, so `\x03` is
 /// SIGINT and `\x04` at the start of a line is end of input.
-struct Pty {
+pub(crate) struct Pty {
     child: Child,
     master: File,
     output: Arc<Mutex<Vec<u8>>>,
@@ -102,7 +102,7 @@ struct Pty {
 }
 
 impl Pty {
-    fn spawn(mut cmd: Command) -> Self {
+    pub(crate) fn spawn(mut cmd: Command) -> Self {
         let (mut master, mut slave) = (0, 0);
         let size = libc::winsize { ws_row: 50, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
         // SAFETY: openpty writes two descriptors; null name and termios are allowed.
@@ -142,21 +142,21 @@ impl Pty {
     }
 
     /// Everything printed so far, without ANSI escapes.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         strip_ansi(&String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())))
     }
 
-    fn send(&mut self, s: &str) {
+    pub(crate) fn send(&mut self, s: &str) {
         self.master.write_all(s.as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
         self.master.flush().unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn line(&mut self, s: &str) {
+    pub(crate) fn line(&mut self, s: &str) {
         self.send(&format!("{s}\r"));
     }
 
     /// Waits until `needle` appears after the previous match.
-    fn expect(&mut self, needle: &str) {
+    pub(crate) fn expect(&mut self, needle: &str) {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let screen = self.screen();
@@ -174,7 +174,7 @@ impl Pty {
         }
     }
 
-    fn wait(&mut self) -> ExitStatus {
+    pub(crate) fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(s) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {

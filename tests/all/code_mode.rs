@@ -198,35 +198,3 @@ fn without_the_grant_a_program_cannot_call_tools() {
     assert_eq!(r[0]["error_code"], "NOT_GRANTED", "{}", r[0]);
     assert!(!run.events.iter().any(|e| e["data"]["parent"].is_string()), "{}", run.dump());
 }
-
-#[test]
-#[ignore = "hangs in the first landing (not yet diagnosed): see the report of issue 15"]
-fn adversarial_programs_reach_nothing_around_the_pipeline() {
-    let env = env();
-    let probes = r#"
-const kinds = {
-  require: typeof require, fetch: typeof fetch, process: typeof process, Deno: typeof Deno,
-  XMLHttpRequest: typeof XMLHttpRequest, enqueue: typeof __wharf_enqueue, print: typeof __wharf_print,
-};
-let frozen = false;
-try { tools.read = async () => "forged"; frozen = tools.read.toString().includes("forged") === false; } catch (e) { frozen = true; }
-let self_call = null;
-try { await tools.call("run_code", {code: "1"}); } catch (e) { self_call = e.code; }
-let outside = null;
-try { await tools.read({path: "/etc/passwd"}); } catch (e) { outside = e.code; }
-({kinds, frozen, self_call, has_run_code: "run_code" in tools, outside_ok: outside !== null})
-"#;
-    let run = run_programs(&env, "adversary", "", "tools = true", &[(probes, None)]);
-    assert_eq!(run.code, 0, "{}", run.dump());
-    let r = code_results(&run);
-    let content = r[0]["content"].as_str().unwrap_or_default();
-    let json_text = content.rsplit_once("result: ").map(|(_, j)| j).unwrap_or_default();
-    let v: Value = serde_json::from_str(json_text).unwrap_or_else(|e| panic!("{e}: {content}"));
-    for (k, t) in v["kinds"].as_object().cloned().unwrap_or_default() {
-        assert_eq!(t, "undefined", "`{k}` is reachable: {content}");
-    }
-    assert_eq!(v["frozen"], true, "{content}");
-    assert_eq!(v["self_call"], "UNKNOWN_TOOL", "run_code cannot call run_code: {content}");
-    assert_eq!(v["has_run_code"], false, "{content}");
-    assert_eq!(v["outside_ok"], true, "{content}");
-}

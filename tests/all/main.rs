@@ -1,6 +1,5 @@
 //! One integration-test binary (saves link time), one module per area.
 
-mod code_mode;
 mod acp;
 mod anthropic;
 mod bounds;
@@ -9,6 +8,8 @@ mod chat;
 mod chat_render;
 mod cli_edges;
 mod cli_plugin;
+mod code_mode;
+mod daily_driver;
 mod faults;
 mod fresh_machine;
 mod hardening_fs;
@@ -21,12 +22,12 @@ mod policy;
 mod project_context;
 mod reload;
 mod run;
-mod sessions_usage;
 mod sandbox;
+mod sessions_usage;
 mod shell;
 mod system_prompt;
 mod todo_skills;
 mod tool_names;
 mod web;
-mod web_ui;
 mod web_fetch;
+mod web_ui;

@@ -173,7 +173,7 @@ fn text_output_and_sessions_commands() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("⏺ read("), "{stdout}");
+    assert!(stdout.contains("⏺ read "), "{stdout}");
     assert!(stdout.contains("It is a sample project."), "{stdout}");
     assert!(stderr.contains("completed"), "{stderr}");
     let id = stderr.split_whitespace().nth(1).unwrap_or("").to_string();

@@ -13,8 +13,8 @@ mod plugin_new;
 mod render;
 mod run_cmd;
 mod sessions_cmd;
-mod usage;
 mod term;
+mod usage;
 mod web;
 
 use std::path::PathBuf;

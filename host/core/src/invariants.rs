@@ -68,11 +68,10 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
                     return at(format!("inner call `{}` logged twice", c.id));
                 }
             }
-            EventKind::ToolResult(r) if inner.contains(&r.call_id) => {
-                if !inner_answered.insert(r.call_id.clone()) {
-                    return at(format!("inner call `{}` answered twice", r.call_id));
-                }
+            EventKind::ToolResult(r) if inner.contains(&r.call_id) && !inner_answered.insert(r.call_id.clone()) => {
+                return at(format!("inner call `{}` answered twice", r.call_id));
             }
+            EventKind::ToolResult(r) if inner.contains(&r.call_id) => {}
             EventKind::PolicyDecision(d) if inner.contains(&d.call_id) => {}
             EventKind::ApprovalAsked(a) if inner.contains(&a.call_id) => {}
             EventKind::ApprovalDecided(a) if inner.contains(&a.call_id) => {}

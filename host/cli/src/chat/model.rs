@@ -139,28 +139,24 @@ impl Chat {
     /// typing a number next opens one.
     pub(super) fn resume_picker(&mut self) -> Result<()> {
         let mut list = self.host.store.list()?;
+        // The session open now is not offered: it is where the user is.
+        let current = self.agent.as_ref().map(|a| a.session_id().to_string()).unwrap_or_default();
         list.retain(|s| {
-            s.header.spawned_by.is_none() && crate::host_ctx::same_workspace(&s.header, &self.host.workspace)
+            s.id != current
+                && s.header.spawned_by.is_none()
+                && crate::host_ctx::same_workspace(&s.header, &self.host.workspace)
         });
         list.sort_by(|a, b| (&b.header.created, &b.id).cmp(&(&a.header.created, &a.id)));
         list.truncate(PICKER_SIZE);
         let o = &self.out;
         if list.is_empty() {
-            o.line(&o.dim("no sessions in this workspace yet"));
+            o.line(&o.dim("no other sessions in this workspace yet"));
             return Ok(());
         }
-        let current = self.agent.as_ref().map(|a| a.session_id().to_string()).unwrap_or_default();
         o.line(&o.bold("recent sessions in this workspace:"));
         for (i, s) in list.iter().enumerate() {
-            let mark = if s.id == current { "*" } else { " " };
             let title = s.title.as_deref().unwrap_or("(no prompt)");
-            o.line(&format!(
-                "{mark}{:>2}. {}  {}  {}",
-                i + 1,
-                s.id,
-                o.dim(&s.header.created),
-                super::one_line(title, 60)
-            ));
+            o.line(&format!("{:>3}. {}  {}  {}", i + 1, s.id, o.dim(&s.header.created), super::one_line(title, 60)));
         }
         o.line(&o.dim("type a number to resume it (anything else cancels)"));
         self.picker = list.into_iter().map(|s| s.id).collect();

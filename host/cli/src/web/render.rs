@@ -45,6 +45,10 @@ pub fn markdown(text: &str) -> String {
         })
         .clean(&out)
         .to_string()
+        // The text of a message is what the model wrote, not the renderer's
+        // trailing newline.
+        .trim_end()
+        .to_string()
 }
 
 /// A unified diff of `old` → `new` for `path` (3 lines of context), cut to
