@@ -224,7 +224,9 @@ fn sessions_newest_first_and_unique_prefixes() {
 
     let o = e.run(&["sessions", "list", "--session-dir", &sd]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let ids: Vec<&str> = o.stdout.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    // Below the column header.
+    let ids: Vec<&str> = o.stdout.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(o.stdout.starts_with("id"), "{}", o.stdout);
     assert_eq!(ids, [newer.as_str(), older.as_str()], "newest first");
     let o = e.run(&["sessions", "list", "--json", "--session-dir", &sd]);
     let v: serde_json::Value = ok(serde_json::from_str(&o.stdout));

@@ -134,7 +134,7 @@ let denied = null;
 try { await tools.write({path: "secrets/key.txt", content: "hunter2"}); }
 catch (e) { denied = e.code; }
 await tools.write({path: "ok.txt", content: "fine"});
-denied
+return denied;
 "#;
     let run = run_programs(&env, "deny", &rules, "tools = true", &[(program, None)]);
     assert_eq!(run.code, 0, "{}", run.dump());

@@ -208,10 +208,15 @@ fn text_output_and_sessions_commands() {
     let fork_id = String::from_utf8_lossy(&fork.stdout).trim().to_string();
     let forked = e.log(&fork_id);
     assert_eq!(wharf_core::derive_messages(&forked), wharf_core::derive_messages(&log));
-    // A fork point inside a turn is refused.
+    // A fork point inside a turn (its first step's start) is refused.
+    let inside = log
+        .iter()
+        .find(|ev| matches!(ev.kind, wharf_core::events::EventKind::StepStart(_)))
+        .map(|ev| ev.seq.to_string())
+        .unwrap_or_else(|| panic!("no step"));
     let bad = e
         .wharf()
-        .args(["sessions", "fork", &id, "--at", "5", "--session-dir", &sessions])
+        .args(["sessions", "fork", &id, "--at", &inside, "--session-dir", &sessions])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bad.status.code(), Some(2));

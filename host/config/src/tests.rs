@@ -87,7 +87,7 @@ fn at(e: &ConfigError) -> (String, Option<u32>, Option<u32>) {
 fn every_shipped_profile_loads_and_validates() {
     let env = Env::new();
     let names: Vec<&str> = shipped_profiles().iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, ["anthropic", "default", "demo", "demo-deepseek", "guarded", "openai", "polyglot"]);
+    assert_eq!(names, ["anthropic", "code", "default", "demo", "demo-deepseek", "guarded", "openai", "polyglot"]);
     for (name, _) in shipped_profiles() {
         let c = env.load(&env.opts(name));
         assert!(!c.plugins.is_empty(), "{name}");
@@ -115,8 +115,16 @@ fn default_profile_uses_deepseek() {
     assert_eq!(c.agent.adapter.as_deref(), Some("deepseek"));
     let ds = c.plugin("deepseek").unwrap_or_else(|| panic!("no deepseek"));
     assert_eq!(ds.path, env.path("plugins/llm-deepseek.wasm"));
+    // Per-model prices (per 1M tokens) and context windows ride along.
+    let flash = &ds.config["prices"]["deepseek-v4-flash"];
+    assert_eq!(flash["currency"], "USD");
+    assert!(flash["input_cache_hit"].as_f64() < flash["input_cache_miss"].as_f64());
+    let mut conn = ds.config.clone();
+    if let Some(o) = conn.as_object_mut() {
+        o.remove("prices");
+    }
     assert_eq!(
-        ds.config,
+        conn,
         json!({"base_url": "https://api.deepseek.com", "model": "deepseek-v4-flash", "api_key_env": "DEEPSEEK_API_KEY"})
     );
     assert_eq!(ds.grant.hosts, ["api.deepseek.com"]);
@@ -483,7 +491,7 @@ fn missing_optional_layers_are_skipped_and_required_ones_are_not() {
     let e = env.fail(&env.opts("nope"));
     assert_eq!(
         e.to_string(),
-        "unknown profile `nope` (shipped: default, demo, demo-deepseek, guarded, openai, polyglot; or give a path to a .toml file)"
+        "unknown profile `nope` (shipped: anthropic, code, default, demo, demo-deepseek, guarded, openai, polyglot; or give a path to a .toml file)"
     );
 
     // A present but unreadable optional layer (here: a directory) is an error.

@@ -50,8 +50,8 @@ one step (globbing then reading many files, aggregating results). In the program
 returns the tool's text output (a Promise; start several before awaiting, e.g. `await Promise.all(paths.map(p => \
 tools.read({path: p})))`, and they run concurrently); `tools.call(name, args)` calls any tool by name; a refused or \
 failed call rejects with an Error whose `code` says why (catch it to go on). `console.log(...)` prints. The result \
-is what was printed plus the program's value as JSON: the last expression, a top-level `return`, or the value of \
-an `async function main()`. Top-level `await` works. There is no `require`, `fetch`, `process` or filesystem.";
+is what was printed plus the program's value as JSON: the last expression (in a program without top-level `await`), \
+a top-level `return`, or the value of an `async function main()`. Top-level `await` works. There is no `require`, `fetch`, `process` or filesystem.";
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
