@@ -39,7 +39,7 @@
 pub mod config;
 pub mod errors;
 #[cfg(target_arch = "wasm32")]
-mod http;
+use wharf_llm_wire::component::wasi_http as http;
 pub mod request;
 pub mod stream;
 pub mod thinking;

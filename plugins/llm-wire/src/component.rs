@@ -37,8 +37,10 @@ use crate::error::{ErrorCode, WireError};
 use crate::request::{Message, Request, Role, ToolCall, ToolSpec};
 use crate::stream::{Event, FinishReason};
 
+/// The `wasi:http` transport, shared with adapters that speak another wire
+/// format over the same exchange (`llm-anthropic`).
 #[cfg(target_arch = "wasm32")]
-mod wasi_http;
+pub mod wasi_http;
 
 #[cfg(target_arch = "wasm32")]
 type Body = wasi_http::WasiBody;
