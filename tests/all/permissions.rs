@@ -6,17 +6,15 @@
 //! ACP `session/new` reports the presets as modes and `session/set_mode`
 //! switches them.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::chat::Pty;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -161,7 +159,7 @@ fn chat_asks_before_bash_and_write_and_permissions_switches() {
     t.expect("Second done.");
     t.expect("› ");
     t.line("/quit");
-    t.wait();
+    assert!(t.wait().success(), "wharf chat exited with an error:\n{}", t.screen());
 
     let screen = t.screen();
     assert_eq!(screen.matches("approval needed").count(), 3, "{screen}");
@@ -340,118 +338,4 @@ impl Drop for Rpc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// A child on a pseudo-terminal (its controlling terminal).
-struct Pty {
-    child: Child,
-    master: File,
-    output: Arc<Mutex<Vec<u8>>>,
-    cursor: usize,
-}
-
-impl Pty {
-    fn spawn(mut cmd: Command) -> Self {
-        let (mut master, mut slave) = (0, 0);
-        let size = libc::winsize { ws_row: 50, ws_col: 200, ws_xpixel: 0, ws_ypixel: 0 };
-        // SAFETY: openpty writes two descriptors; null name and termios are allowed.
-        let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size) };
-        assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
-        // SAFETY: both descriptors were just opened and are owned here.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let dup = || slave.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        cmd.stdin(dup()).stdout(dup()).stderr(dup());
-        // SAFETY: setsid and ioctl are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
-        drop(slave);
-        let master = File::from(master);
-        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let out = output.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                out.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]);
-            }
-        });
-        Self { child, master, output, cursor: 0 }
-    }
-
-    fn screen(&self) -> String {
-        strip_ansi(&String::from_utf8_lossy(&self.output.lock().unwrap_or_else(|e| e.into_inner())))
-    }
-
-    fn line(&mut self, s: &str) {
-        self.master.write_all(format!("{s}\r").as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
-        self.master.flush().unwrap_or_else(|e| panic!("{e}"));
-    }
-
-    fn expect(&mut self, needle: &str) {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let screen = self.screen();
-            if let Some(i) = screen.get(self.cursor..).and_then(|s| s.find(needle)) {
-                self.cursor += i + needle.len();
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {needle:?}; screen after the last match:\n{}",
-                &screen[self.cursor.min(screen.len())..]
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn wait(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
-                assert!(s.success(), "wharf chat exited with {s}:\n{}", self.screen());
-                return;
-            }
-            assert!(Instant::now() < deadline, "wharf chat did not exit; screen:\n{}", self.screen());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Pty {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        if c != '\r' {
-            out.push(c);
-        }
-    }
-    out
 }
