@@ -9,7 +9,10 @@
 //!   cold/warm and RSS, session-log rates, hot-reload latency (the large
 //!   component is the Python example `csv_query`, built once with
 //!   `wharf plugin build` into `target/bench/large/`);
-//! - `sessions` (tests/benches): concurrent sessions against the mock LLM.
+//! - `sessions` (tests/benches): concurrent sessions against the mock LLM;
+//! - `code_mode`, `wire`, `fleet` (tests/benches): Code Mode against one
+//!   tool per step, wire-level step overhead / edit loop / cold start, and
+//!   the PostgreSQL store and `wharf serve`.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -180,6 +183,19 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         c.env("WHARF_BENCH_SESSIONS", "100");
     }
     sections.push(Section { key: "sessions", title: "Concurrent sessions", result: sh(&mut c) });
+
+    // Issue 15/17/18 benches: each writes its own `KEY.md` and `KEY.json`.
+    for (key, title) in [
+        ("code_mode", "Code Mode"),
+        ("wire", "Wire-level step overhead, edit loop and cold start"),
+        ("fleet", "Fleet: PostgreSQL store and wharf serve"),
+    ] {
+        let mut c = bench_cmd(root, "wharf-tests", key);
+        if quick {
+            c.env("WHARF_BENCH_QUICK", "1");
+        }
+        sections.push(Section { key, title, result: sh(&mut c) });
+    }
 
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     let (machine_md, machine_json) = machine;

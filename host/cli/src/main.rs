@@ -10,8 +10,10 @@ mod permissions;
 mod plugin_build;
 mod plugin_cmd;
 mod plugin_new;
+mod plugin_oci;
 mod render;
 mod run_cmd;
+mod serve_cmd;
 mod sessions_cmd;
 mod term;
 mod usage;
@@ -58,6 +60,8 @@ enum Command {
     Plugin(PluginCli),
     /// Local web UI: sessions, live events, approvals, plugins.
     Web(web::WebArgs),
+    /// A long-running multi-session host with an HTTP API.
+    Serve(serve_cmd::ServeArgs),
     /// MCP: serve the profile's tools over stdio; list configured servers' tools.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
@@ -75,6 +79,8 @@ enum PluginCli {
     New(plugin_new::NewArgs),
     /// Build a plugin project into a component and check it.
     Build(plugin_build::BuildArgs),
+    #[command(flatten)]
+    Oci(plugin_oci::OciCommand),
 }
 
 #[derive(Subcommand)]
@@ -133,7 +139,9 @@ fn main() -> ExitCode {
             Command::Plugin(PluginCli::Existing(cmd)) => plugin_cmd::run(cmd).await,
             Command::Plugin(PluginCli::New(args)) => plugin_new::run(args).await,
             Command::Plugin(PluginCli::Build(args)) => plugin_build::run(args).await,
+            Command::Plugin(PluginCli::Oci(cmd)) => plugin_oci::run(cmd).await,
             Command::Web(args) => web::run(args).await,
+            Command::Serve(args) => serve_cmd::run(args).await,
             Command::Mcp(cmd) => mcp::run(cmd).await,
             Command::Doctor(args) => doctor::run(args).await,
         }

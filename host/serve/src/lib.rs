@@ -1,0 +1,1 @@
+//! The HTTP API of a multi-session Wharf host, used by `wharf serve` and `wharf web`.

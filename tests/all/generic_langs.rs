@@ -1,0 +1,1 @@
+//! Tests: generic_langs (issue 16/17; being written).

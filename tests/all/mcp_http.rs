@@ -1,0 +1,1 @@
+//! Tests: mcp_http (issue 16/17; being written).

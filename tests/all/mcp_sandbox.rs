@@ -1,0 +1,1 @@
+//! Tests: mcp_sandbox (issue 16/17; being written).

@@ -1,0 +1,1 @@
+//! Tests: oci (issue 16/17; being written).

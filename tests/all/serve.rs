@@ -1,0 +1,1 @@
+//! Tests: serve (issue 16/17; being written).

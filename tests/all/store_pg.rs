@@ -1,0 +1,1 @@
+//! Tests: store_pg (issue 16/17; being written).
