@@ -100,6 +100,10 @@ macro_rules! sandboxed {
     }};
 }
 
+// After `sandboxed!`, which it uses.
+#[path = "generic.rs"]
+pub mod generic;
+
 /// A plugin kind, detected from a component's exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -179,7 +183,8 @@ pub struct Runtime {
 
 /// Typed indices of each export kind, resolved once per version.
 struct Indices {
-    plugin: ex::plugin::GuestIndices,
+    /// `None` for a generic component (see [`generic`]).
+    plugin: Option<ex::plugin::GuestIndices>,
     configure: Option<ex::configure::GuestIndices>,
     tool: Option<ex::tool::GuestIndices>,
     llm: Option<ex::llm::GuestIndices>,
@@ -224,6 +229,8 @@ pub struct PluginVersion {
     shared: Arc<PluginShared>,
     engine: Arc<WharfEngine>,
     warm: Option<Mutex<Vec<WarmInstance>>>,
+    /// A generic component's functions (see [`generic`]).
+    generic: Option<Arc<generic::GenericExports>>,
 }
 
 struct WarmInstance {
@@ -275,7 +282,13 @@ impl std::fmt::Debug for CallContext {
 impl Runtime {
     /// A runtime with its own engine.
     pub fn new(opts: RuntimeOptions) -> anyhow::Result<Arc<Self>> {
-        let engine = WharfEngine::new(&opts.engine)?;
+        // The incremental (per-function) compile cache lives beside the
+        // artifact cache unless the engine options name another place.
+        let mut engine_opts = opts.engine.clone();
+        if engine_opts.incremental_dir.is_none() {
+            engine_opts.incremental_dir = opts.cache_dir.as_ref().map(|d| d.join("incremental"));
+        }
+        let engine = WharfEngine::new(&engine_opts)?;
         let mut linker: Linker<HostState> = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         crate::fs_guard::add_to_linker(&mut linker)?;
@@ -330,31 +343,47 @@ impl Runtime {
             .get_or_compile(self.engine.engine(), &digest, bytes)
             .map_err(|e| LoadError::Compile { path: path.clone(), reason: first_line(&e) })?;
         let load_time = t0.elapsed();
-        let (wit_version, kinds) = inspect_names(&path, self.engine.engine(), &component)?;
+        let generic = generic::detect(&path, self.engine.engine(), &component, bytes)?.map(Arc::new);
+        let (wit_version, kinds) = match generic {
+            Some(_) => (String::new(), vec![Kind::Tool]),
+            None => inspect_names(&path, self.engine.engine(), &component)?,
+        };
         let pre = self.linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
         let bad = |e: wasmtime::Error| LoadError::Invalid { path: path.clone(), reason: first_line(&e) };
-        let indices = Indices {
-            plugin: ex::plugin::GuestIndices::new(&pre).map_err(bad)?,
-            // Optional: components built before `configure` existed load as before.
-            configure: ex::configure::GuestIndices::new(&pre).ok(),
-            tool: kinds.contains(&Kind::Tool).then(|| ex::tool::GuestIndices::new(&pre)).transpose().map_err(bad)?,
-            llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(&pre)).transpose().map_err(bad)?,
-            policy: kinds
-                .contains(&Kind::Policy)
-                .then(|| ex::policy::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(bad)?,
-            hooks: kinds.contains(&Kind::Hooks).then(|| ex::hooks::GuestIndices::new(&pre)).transpose().map_err(bad)?,
-            skills: kinds
-                .contains(&Kind::Skills)
-                .then(|| ex::skills::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(bad)?,
-            compactor: kinds
-                .contains(&Kind::Compactor)
-                .then(|| ex::compactor::GuestIndices::new(&pre))
-                .transpose()
-                .map_err(bad)?,
+        let indices = if generic.is_some() {
+            generic::no_indices()
+        } else {
+            Indices {
+                plugin: Some(ex::plugin::GuestIndices::new(&pre).map_err(bad)?),
+                // Optional: components built before `configure` existed load as before.
+                configure: ex::configure::GuestIndices::new(&pre).ok(),
+                tool: kinds
+                    .contains(&Kind::Tool)
+                    .then(|| ex::tool::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(bad)?,
+                llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(&pre)).transpose().map_err(bad)?,
+                policy: kinds
+                    .contains(&Kind::Policy)
+                    .then(|| ex::policy::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(bad)?,
+                hooks: kinds
+                    .contains(&Kind::Hooks)
+                    .then(|| ex::hooks::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(bad)?,
+                skills: kinds
+                    .contains(&Kind::Skills)
+                    .then(|| ex::skills::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(bad)?,
+                compactor: kinds
+                    .contains(&Kind::Compactor)
+                    .then(|| ex::compactor::GuestIndices::new(&pre))
+                    .transpose()
+                    .map_err(bad)?,
+            }
         };
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
         let shared =
@@ -383,9 +412,15 @@ impl Runtime {
             indices,
             shared,
             engine: self.engine.clone(),
-            warm: spec.warm.then(|| Mutex::new(Vec::new())),
+            warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
+            generic,
         };
-        version.describe(&spec.grant, validate).map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
+        if version.generic.is_some() {
+            version.describe_generic(&spec.grant)
+        } else {
+            version.describe(&spec.grant, validate)
+        }
+        .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         Ok(Arc::new(version))
     }
 }
@@ -659,9 +694,10 @@ impl PluginVersion {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
+            let plugin_idx = self.indices.plugin.as_ref().ok_or("exports no wharf:plugin/plugin")?;
             let info = sandboxed!(self, none, 10_000, DESCRIBE_BUDGET, |store, inst| {
                 {
-                    let guest = self.indices.plugin.load(&mut store, &inst)?;
+                    let guest = plugin_idx.load(&mut store, &inst)?;
                     guest.call_info(&mut store).await
                 }
             })
@@ -754,6 +790,9 @@ impl PluginVersion {
         arguments: &str,
         ctx: &CallContext,
     ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+        if let Some(g) = &self.generic {
+            return self.call_generic(g, name, arguments, ctx).await;
+        }
         let Some(tool_idx) = &self.indices.tool else {
             return Err(CallError::new("NOT_A_TOOL", format!("plugin `{}` exports no tools", self.id)));
         };

@@ -22,6 +22,7 @@ pub mod process;
 pub mod services;
 pub mod skills;
 pub mod state;
+pub mod wit_json;
 
 pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 pub use error::LoadError;

@@ -1,0 +1,472 @@
+//! Generic components: a component that exports plain WIT functions and no
+//! `wharf:plugin` interface loads as a tool plugin whose tools are its
+//! exported functions.
+//!
+//! A child module of `component` (it shares the sandbox: [`super::sandboxed`],
+//! the store set-up, the limits and the output checks of every other call).
+//!
+//! - **Which functions.** Every function the component exports, at the top
+//!   level or inside an exported instance (interface), nested instances
+//!   included. Exports of `wasi:` packages (`wasi:cli/run`,
+//!   `wasi:http/incoming-handler`) are not tools; a component with nothing
+//!   else is not a plugin at all.
+//! - **Names.** The interface's name (for `example:types/kinds@0.1.0`,
+//!   `kinds`) and the function's, joined by `_`, kebab-case turned to
+//!   snake_case: `kinds.next-char` → `kinds_next_char`; a top-level function
+//!   keeps its own name (`greet`). Two functions that map to one name, a
+//!   name over 64 bytes, or a function that takes or returns a resource,
+//!   stream, future or error-context refuse the whole component at load,
+//!   with the function (and parameter) named.
+//! - **Schemas and values.** [`crate::wit_json`].
+//! - **Descriptions.** The function's doc comment when the component carries
+//!   its WIT docs (the `package-docs` custom section, read with wit-parser),
+//!   then its WIT signature.
+//! - **Grants.** A generic component cannot ask for anything, so it gets
+//!   exactly what its row grants (`dirs` with their access, `hosts`, `env`,
+//!   `process`) and nothing by default; limits as for any plugin.
+//! - **Calls.** A fresh instance per call (the row's `warm` is ignored),
+//!   through wasmtime's dynamic API ([`Func::call_async`] with [`Val`]s). A
+//!   top-level `result`'s `err` is a tool error (`TOOL_ERROR`, the message
+//!   the error's string, or its JSON); any other result is the tool's
+//!   output, as JSON text.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, ComponentExportIndex, Func, Val};
+
+use super::{
+    CallContext, CallError, Indices, MAX_TOOL_DESCRIPTION, MAX_TOOL_SCHEMA, MAX_TOOLS, PluginInfo, PluginVersion,
+    classify_error, parse_name,
+};
+use crate::bindings::wharf::plugin::types as wt;
+use crate::error::LoadError;
+use crate::grants::{FsRequest, Grant, GrantRequest};
+use crate::wit_json::{self, WitType};
+
+/// Longest tool name.
+const MAX_TOOL_NAME: usize = 64;
+/// Most functions named in one load refusal.
+const MAX_REFUSALS_SHOWN: usize = 3;
+
+/// One exported function, as a tool.
+#[derive(Debug, Clone)]
+pub struct GenericFunction {
+    /// The tool's name (`kinds_add`).
+    pub tool: String,
+    /// The function as written in WIT terms (`kinds.add`, `greet`).
+    pub display: String,
+    /// Parameters, in order.
+    pub params: Vec<(String, WitType)>,
+    /// Result type, if any.
+    pub result: Option<WitType>,
+    /// The doc comment, when the component carries its WIT docs.
+    pub docs: Option<String>,
+    index: ComponentExportIndex,
+}
+
+impl GenericFunction {
+    /// The WIT signature: `func(a: s32, b: s32) -> s32`.
+    pub fn signature(&self) -> String {
+        let params: Vec<String> = self.params.iter().map(|(n, t)| format!("{n}: {}", t.wit())).collect();
+        match &self.result {
+            Some(r) => format!("func({}) -> {}", params.join(", "), r.wit()),
+            None => format!("func({})", params.join(", ")),
+        }
+    }
+
+    /// The tool description: the doc comment (if any), then the signature.
+    pub fn description(&self) -> String {
+        let sig = format!("WIT: `{}: {}`", self.display, self.signature());
+        let mut out = match &self.docs {
+            Some(d) if !d.trim().is_empty() => format!("{}\n\n{sig}", d.trim()),
+            _ => sig,
+        };
+        if wharf_core::util::truncate_str(&mut out, MAX_TOOL_DESCRIPTION - 3) {
+            out.push('…');
+        }
+        out
+    }
+}
+
+/// What a generic component exports.
+#[derive(Debug, Clone)]
+pub struct GenericExports {
+    /// The functions, as tools, in export order.
+    pub functions: Vec<GenericFunction>,
+    /// The package of the first exported interface (`example:types`), if any.
+    pub package: Option<String>,
+    /// Its version (`0.1.0`), if any.
+    pub version: Option<String>,
+}
+
+/// A kebab-case WIT name as a tool-name part.
+fn snake(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// `[method]counter.bump` → `counter.bump`, `[constructor]counter` →
+/// `counter.constructor`, for messages.
+fn readable(name: &str) -> String {
+    if let Some(r) = name.strip_prefix("[constructor]") {
+        return format!("{r}.constructor");
+    }
+    for p in ["[method]", "[static]", "[async method]", "[async static]", "[async]"] {
+        if let Some(r) = name.strip_prefix(p) {
+            return r.to_string();
+        }
+    }
+    name.to_string()
+}
+
+struct Walk<'a> {
+    engine: &'a wasmtime::Engine,
+    component: &'a Component,
+    found: Vec<GenericFunction>,
+    refused: Vec<String>,
+}
+
+impl Walk<'_> {
+    fn func(&mut self, prefix: &[String], name: &str, index: ComponentExportIndex, f: &ComponentFunc) {
+        let mut shown_parts: Vec<String> = prefix.to_vec();
+        shown_parts.push(readable(name));
+        let display = shown_parts.join(".");
+        let mut params = Vec::new();
+        let mut bad = None;
+        for (p, ty) in f.params() {
+            match WitType::from_wasmtime(&ty) {
+                Ok(t) => params.push((p.to_string(), t)),
+                Err(e) => {
+                    bad.get_or_insert_with(|| format!("function `{display}` parameter `{p}` {e}"));
+                }
+            }
+        }
+        let mut results = f.results();
+        let result = match results.next().map(|t| WitType::from_wasmtime(&t)) {
+            None => None,
+            Some(Ok(t)) => Some(t),
+            Some(Err(e)) => {
+                bad.get_or_insert_with(|| format!("function `{display}` result {e}"));
+                None
+            }
+        };
+        if let Some(b) = bad {
+            self.refused.push(b);
+            return;
+        }
+        let mut parts: Vec<String> = prefix.iter().map(|p| snake(p)).collect();
+        parts.push(snake(name));
+        let tool = parts.join("_");
+        self.found.push(GenericFunction { tool, display, params, result, docs: None, index });
+    }
+
+    fn instance(
+        &mut self,
+        prefix: &[String],
+        parent: ComponentExportIndex,
+        inst: &wasmtime::component::types::ComponentInstance,
+    ) {
+        for (name, item) in inst.exports(self.engine) {
+            let Some(index) = self.component.get_export_index(Some(&parent), name) else { continue };
+            match &item.ty {
+                ComponentItem::ComponentFunc(f) => self.func(prefix, name, index, f),
+                ComponentItem::ComponentInstance(i) => {
+                    let mut p = prefix.to_vec();
+                    p.push(short_name(name).to_string());
+                    self.instance(&p, index, i);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// `ns:pkg/iface@ver` → `iface`; a plain name stays.
+fn short_name(name: &str) -> &str {
+    parse_name(name).map_or(name, |(_, iface, _)| iface)
+}
+
+/// The component's generic exports: `Ok(None)` when it is not a generic
+/// component (it exports a `wharf:plugin` interface, or no function outside
+/// `wasi:` packages); an error when a function cannot be a tool or the
+/// derived names collide.
+pub(crate) fn detect(
+    path: &Path,
+    engine: &wasmtime::Engine,
+    component: &Component,
+    bytes: &[u8],
+) -> Result<Option<GenericExports>, LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<(String, ComponentItem)> = ty.exports(engine).map(|(n, e)| (n.to_string(), e.ty)).collect();
+    if exports.iter().any(|(n, _)| parse_name(n).is_some_and(|(p, _, _)| p == crate::bindings::WIT_PACKAGE)) {
+        return Ok(None);
+    }
+    let mut walk = Walk { engine, component, found: Vec::new(), refused: Vec::new() };
+    let mut package = None;
+    let mut version = None;
+    for (name, item) in &exports {
+        let parsed = parse_name(name);
+        if parsed.is_some_and(|(p, _, _)| p.starts_with("wasi:")) {
+            continue;
+        }
+        let Some(index) = component.get_export_index(None, name.as_str()) else { continue };
+        match item {
+            ComponentItem::ComponentFunc(f) => walk.func(&[], name, index, f),
+            ComponentItem::ComponentInstance(i) => {
+                if let Some((p, _, v)) = parsed
+                    && package.is_none()
+                {
+                    package = Some(p.to_string());
+                    version = v.map(str::to_string);
+                }
+                walk.instance(&[short_name(name).to_string()], index, i);
+            }
+            _ => {}
+        }
+    }
+    let invalid = |reason: String| LoadError::Invalid { path: path.to_path_buf(), reason };
+    if !walk.refused.is_empty() {
+        let n = walk.refused.len();
+        let mut reason = walk.refused.into_iter().take(MAX_REFUSALS_SHOWN).collect::<Vec<_>>().join("; ");
+        if n > MAX_REFUSALS_SHOWN {
+            reason.push_str(&format!("; and {} more", n - MAX_REFUSALS_SHOWN));
+        }
+        return Err(invalid(format!("cannot load as a generic component: {reason}")));
+    }
+    if walk.found.is_empty() {
+        return Ok(None);
+    }
+    if walk.found.len() > MAX_TOOLS {
+        return Err(invalid(format!(
+            "exports {} functions; a plugin may register at most {MAX_TOOLS} tools",
+            walk.found.len()
+        )));
+    }
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for f in &walk.found {
+        if f.tool.len() > MAX_TOOL_NAME {
+            return Err(invalid(format!(
+                "function `{}`: its tool name `{}…` is longer than {MAX_TOOL_NAME} bytes",
+                f.display,
+                wharf_core::util::cut_str(&f.tool, MAX_TOOL_NAME)
+            )));
+        }
+        if let Some(other) = seen.insert(&f.tool, &f.display) {
+            return Err(invalid(format!(
+                "functions `{other}` and `{}` both become the tool `{}`; tool names must be unique",
+                f.display, f.tool
+            )));
+        }
+    }
+    let mut functions = walk.found;
+    let docs = read_docs(bytes);
+    for f in &mut functions {
+        f.docs = docs.get(&f.display).cloned();
+    }
+    Ok(Some(GenericExports { functions, package, version }))
+}
+
+/// Function doc comments from the component's WIT docs (the `package-docs`
+/// custom section, which wit-parser applies when it decodes a component),
+/// keyed like [`GenericFunction::display`]. Empty when the component carries
+/// none or cannot be decoded.
+fn read_docs(bytes: &[u8]) -> HashMap<String, String> {
+    use wit_parser::{WorldItem, WorldKey};
+    let mut out = HashMap::new();
+    let Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) = wit_parser::decoding::decode(bytes) else {
+        return out;
+    };
+    let Some(world) = resolve.worlds.get(world) else { return out };
+    for (key, item) in &world.exports {
+        match item {
+            WorldItem::Function(f) => {
+                if let Some(d) = &f.docs.contents {
+                    out.insert(readable(&f.name), d.clone());
+                }
+            }
+            WorldItem::Interface { id, .. } => {
+                let name = match key {
+                    WorldKey::Name(n) => n.clone(),
+                    WorldKey::Interface(i) => resolve.id_of(*i).unwrap_or_default(),
+                };
+                let short = short_name(&name).to_string();
+                let Some(iface) = resolve.interfaces.get(*id) else { continue };
+                for (fname, f) in &iface.functions {
+                    if let Some(d) = &f.docs.contents {
+                        out.insert(format!("{short}.{}", readable(fname)), d.clone());
+                    }
+                }
+            }
+            WorldItem::Type { .. } => {}
+        }
+    }
+    out
+}
+
+/// Indices of a version that exports no `wharf:plugin` interface.
+pub(super) fn no_indices() -> Indices {
+    Indices {
+        plugin: None,
+        configure: None,
+        tool: None,
+        llm: None,
+        policy: None,
+        hooks: None,
+        skills: None,
+        compactor: None,
+    }
+}
+
+/// What a generic component is given: everything its row grants, as if it
+/// had asked for it.
+fn request_of(grant: &Grant) -> GrantRequest {
+    GrantRequest {
+        filesystem: if grant.dirs.is_empty() { FsRequest::None } else { FsRequest::ReadWrite },
+        hosts: grant.hosts.clone(),
+        env: grant.env.clone(),
+        process: grant.process,
+        memory_mb: None,
+    }
+}
+
+impl PluginVersion {
+    /// The generic exports, when this version is a generic component.
+    pub fn generic(&self) -> Option<&GenericExports> {
+        self.generic.as_deref()
+    }
+
+    /// Describes a generic component: its info, grants and tools come from
+    /// its types, not from calls.
+    pub(super) fn describe_generic(&mut self, grant: &Grant) -> Result<(), String> {
+        let Some(g) = self.generic.clone() else { return Ok(()) };
+        let stem = self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        self.info = PluginInfo {
+            name: g.package.clone().unwrap_or(stem),
+            version: g.version.clone().unwrap_or_default(),
+            description: format!("generic WIT component: {} exported functions as tools", g.functions.len()),
+            requests: request_of(grant),
+        };
+        self.effective = std::sync::Arc::new(grant.intersect(&self.info.requests));
+        let mut tools = Vec::with_capacity(g.functions.len());
+        for f in &g.functions {
+            let schema = wit_json::params_schema(&f.params);
+            let size = schema.to_string().len();
+            if size > MAX_TOOL_SCHEMA {
+                return Err(format!(
+                    "function `{}`: its input schema of {size} bytes is larger than {MAX_TOOL_SCHEMA} bytes",
+                    f.display
+                ));
+            }
+            tools.push(wharf_core::plugin::ToolSpec {
+                name: f.tool.clone(),
+                description: f.description(),
+                input_schema: schema,
+                mode: wharf_core::plugin::ToolMode::Parallel,
+            });
+        }
+        self.tools = tools;
+        Ok(())
+    }
+
+    /// Calls the function behind tool `name` with JSON `arguments`, in a
+    /// fresh sandbox.
+    pub(super) async fn call_generic(
+        &self,
+        g: &GenericExports,
+        name: &str,
+        arguments: &str,
+        ctx: &CallContext,
+    ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+        let Some(f) = g.functions.iter().find(|f| f.tool == name) else {
+            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no tool `{name}`", self.id)));
+        };
+        let bad_args = |message: String| {
+            Ok(wharf_core::plugin::ToolOutcome {
+                content: message,
+                is_error: true,
+                error_code: Some("INVALID_ARGUMENTS".into()),
+                details: None,
+            })
+        };
+        let args: serde_json::Value =
+            match serde_json::from_str(if arguments.trim().is_empty() { "{}" } else { arguments }) {
+                Ok(v) => v,
+                Err(e) => return bad_args(format!("the arguments are not JSON: {e}")),
+            };
+        let params = match wit_json::params_to_vals(&f.params, &args) {
+            Ok(p) => p,
+            Err(e) => return bad_args(format!("invalid arguments for `{}`: {e}", f.tool)),
+        };
+        let index = f.index;
+        let display = f.display.clone();
+        let slots = usize::from(f.result.is_some());
+        let results =
+            sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+                {
+                    store.data_mut().services = ctx.services.clone();
+                    let func: Func = inst
+                        .get_func(&mut store, index)
+                        .ok_or_else(|| wasmtime::format_err!("the component has no function `{display}`"))?;
+                    let mut results = vec![Val::Bool(false); slots];
+                    func.call_async(&mut store, &params, &mut results).await?;
+                    Ok::<_, wasmtime::Error>(results)
+                }
+            })?;
+        let res = match (&f.result, results.first()) {
+            (None, _) => Ok(wt::ToolOutput { content: "null".into(), details: None }),
+            (Some(WitType::Result(ok, er)), Some(Val::Result(r))) => {
+                let (side, payload, is_ok) = match r {
+                    Ok(p) => (ok, p, true),
+                    Err(p) => (er, p, false),
+                };
+                let json = match (side.as_deref(), payload.as_deref()) {
+                    (Some(t), Some(v)) => Some(wit_json::to_json(t, v, "result").map_err(mismatch)?),
+                    (None, None) => None,
+                    _ => {
+                        return Err(mismatch(wit_json::ConvError {
+                            path: "result".into(),
+                            message: "the payload does not match the declared result".into(),
+                        }));
+                    }
+                };
+                if is_ok {
+                    Ok(wt::ToolOutput { content: json.map_or_else(|| "null".into(), |j| j.to_string()), details: None })
+                } else {
+                    let message = match json {
+                        Some(serde_json::Value::String(s)) => s,
+                        Some(other) => other.to_string(),
+                        None => format!("`{}` returned an error", f.display),
+                    };
+                    Err(wt::ToolError { code: "TOOL_ERROR".into(), message })
+                }
+            }
+            (Some(t), Some(v)) => Ok(wt::ToolOutput {
+                content: wit_json::to_json(t, v, "result").map_err(mismatch)?.to_string(),
+                details: None,
+            }),
+            (Some(_), None) => return Err(CallError::new("TRAP", "the component returned no result")),
+        };
+        self.finish_tool(res)
+    }
+}
+
+fn mismatch(e: wit_json::ConvError) -> CallError {
+    CallError::new("TRAP", format!("the component's result does not match its type: {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_snake_case_and_resource_functions_readable() {
+        assert_eq!(snake("next-char"), "next_char");
+        assert_eq!(readable("[method]counter.bump"), "counter.bump");
+        assert_eq!(readable("[constructor]counter"), "counter.constructor");
+        assert_eq!(short_name("example:types/kinds@0.1.0"), "kinds");
+        assert_eq!(short_name("kinds"), "kinds");
+    }
+}
