@@ -1,6 +1,16 @@
-//! The embedded session store: one JSONL file per session.
+//! The session store: the append-only log of every session, behind a
+//! [`Backend`] seam.
 //!
-//! # Layout
+//! [`Store`] and [`SessionLog`] are the API the rest of the tree uses; seq
+//! assignment, the projection, crash repair, fork and export live here, the
+//! same for every backend. Persistence is a [`Backend`] (see [`backend`] for
+//! the contract): the embedded default is one JSONL file per session
+//! ([`JsonlBackend`], [`Store::new`]), described below; `wharf-store-pg`
+//! keeps sessions in PostgreSQL with leases and fencing tokens instead of
+//! file locks ([`Store::with_backend`]). Every backend stores the text of
+//! [`Event::to_json_line`], so an event's JSON is byte-identical in both.
+//!
+//! # Layout (JSONL)
 //!
 //! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
 //! [`crate::events`]); `<root>/<id>.lock` is the advisory lock file (it holds
@@ -56,19 +66,24 @@
 //! the rollback fails, the writer refuses further appends
 //! ([`StoreError::Poisoned`]); reopening repairs the torn tail.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
+pub mod backend;
+#[cfg(any(test, feature = "test-suite"))]
+pub mod conformance;
+mod jsonl;
+
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+pub use backend::{Backend, Encoded, LeaseInfo, RawLog, RemoteInput, Syncer, Writer};
+pub use jsonl::JsonlBackend;
+
 use crate::events::{
-    ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, SessionRepaired,
+    ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, InboxKind, SessionRepaired,
     SessionStart, StepEnd, StopReason, ToolCallEvent, ToolResultEvent, TurnEnd,
 };
 use crate::plugin::{Message, Usage};
@@ -199,6 +214,42 @@ pub enum StoreError {
     /// Neither `$WHARF_HOME` nor `$HOME` is set.
     #[error("cannot find the session directory: neither $WHARF_HOME nor $HOME is set")]
     NoHome,
+    /// Another host holds the session's lease (a database store).
+    #[error("session `{id}` is open on {holder} (lease expires in {expires_in_ms} ms unless renewed)")]
+    Leased {
+        /// Session id.
+        id: String,
+        /// The lease holder (host and pid).
+        holder: String,
+        /// Time left on the lease.
+        expires_in_ms: u64,
+    },
+    /// This writer's lease was taken over: its appends are refused.
+    #[error(
+        "session `{id}`: this writer no longer holds the session ({detail}); its append was refused, reopen the session"
+    )]
+    Fenced {
+        /// Session id.
+        id: String,
+        /// Who holds it now and with which token.
+        detail: String,
+    },
+    /// The store could not be reached or answered with an error.
+    #[error("session store {location}: {detail}")]
+    Unavailable {
+        /// The store (URL without password).
+        location: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The backend cannot do this.
+    #[error("the session store at {location} does not support {op}")]
+    Unsupported {
+        /// The operation.
+        op: String,
+        /// The store.
+        location: String,
+    },
 }
 
 fn pid_text(pid: Option<u32>) -> String {
@@ -209,7 +260,7 @@ fn pid_text(pid: Option<u32>) -> String {
 }
 
 /// Maps an OS error to a typed store error.
-fn io_error(op: impl Into<String>, path: &Path, e: io::Error) -> StoreError {
+pub(crate) fn io_error(op: impl Into<String>, path: &Path, e: io::Error) -> StoreError {
     let (op, path) = (op.into(), path.to_path_buf());
     match e.raw_os_error() {
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::DiskFull { op, path },
@@ -257,6 +308,9 @@ pub struct LoadedSession {
     pub header: SessionStart,
     /// Every event, in seq order.
     pub events: Vec<Event>,
+    /// The stored text of each event (same length as `events`): what
+    /// [`Store::import`] copies byte for byte.
+    pub lines: Vec<String>,
     /// What the loader tolerated.
     pub warnings: Vec<LoadWarning>,
 }
@@ -268,7 +322,7 @@ impl LoadedSession {
     }
 }
 
-/// A session's entry in a listing (read from the head of its file).
+/// A session's entry in a listing (read from the head of its log).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSummary {
     /// Session id.
@@ -277,9 +331,9 @@ pub struct SessionSummary {
     pub header: SessionStart,
     /// First user message, shortened to 80 characters, if found near the top.
     pub title: Option<String>,
-    /// Log file.
+    /// Log file (for another backend: `LOCATION#id`).
     pub path: PathBuf,
-    /// File size.
+    /// Size of the log in bytes (its JSONL form).
     pub bytes: u64,
 }
 
@@ -325,17 +379,29 @@ impl Default for StoreOptions {
     }
 }
 
-/// A directory of session logs.
-#[derive(Debug, Clone)]
+/// Where sessions are kept: a directory of JSONL logs ([`Store::new`], the
+/// default) or any other [`Backend`] ([`Store::with_backend`]). Cheap to clone.
+#[derive(Clone)]
 pub struct Store {
-    root: PathBuf,
+    backend: Arc<dyn Backend>,
     options: StoreOptions,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("backend", &self.backend).field("options", &self.options).finish()
+    }
+}
+
 impl Store {
-    /// A store rooted at `root` (created on first write).
+    /// A JSONL store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into(), options: StoreOptions::default() }
+        Self::with_backend(Arc::new(JsonlBackend::new(root)))
+    }
+
+    /// A store over any backend (e.g. PostgreSQL, `wharf-store-pg`).
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
+        Self { backend, options: StoreOptions::default() }
     }
 
     /// Replaces the options.
@@ -355,18 +421,51 @@ impl Store {
         }
     }
 
-    /// The root directory.
+    /// The root directory (for another backend: its location, e.g. a URL
+    /// without password).
     pub fn root(&self) -> &Path {
-        &self.root
+        self.backend.root()
     }
 
-    /// The log file of a session id.
+    /// The log file of a session id (for another backend: `LOCATION#id`).
     pub fn path_of(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.jsonl"))
+        self.backend.path_of(id)
     }
 
-    fn lock_path(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.lock"))
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Whether session `id` exists.
+    pub fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        validate_id(id)?;
+        self.backend.exists(id)
+    }
+
+    /// Who holds the write right of `id`, where the backend can tell (a
+    /// database lease); `None` for the JSONL store.
+    pub fn lease(&self, id: &str) -> Result<Option<LeaseInfo>, StoreError> {
+        validate_id(id)?;
+        self.backend.lease(id)
+    }
+
+    /// Stores an input item for the owner of session `id`, which may run on
+    /// another host; the owner receives it from [`SessionLog::take_inputs`].
+    /// [`StoreError::Unsupported`] for the JSONL store (one host: deliver
+    /// to the agent directly).
+    pub fn push_input(&self, id: &str, kind: InboxKind, text: &str) -> Result<String, StoreError> {
+        validate_id(id)?;
+        self.backend.push_input(id, kind, text)
+    }
+
+    /// Streams the committed events of session `id` with `seq >= from_seq`,
+    /// whichever host writes them, without gaps or duplicates.
+    /// [`StoreError::Unsupported`] for the JSONL store (use
+    /// [`SessionLog::subscribe_from`] on the writer).
+    pub fn watch(&self, id: &str, from_seq: u64) -> Result<mpsc::UnboundedReceiver<Event>, StoreError> {
+        validate_id(id)?;
+        self.backend.watch(id, from_seq)
     }
 
     /// Creates a new session, writes its header and syncs it.
@@ -403,6 +502,25 @@ impl Store {
         self.create_with(opts.id.as_deref(), header, &[])
     }
 
+    /// Takes a fresh id (or `fixed_id`) and its writer.
+    fn create_writer(&self, fixed_id: Option<&str>) -> Result<(String, Box<dyn Writer>), StoreError> {
+        if let Some(id) = fixed_id {
+            validate_id(id)?;
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let id = fixed_id.map(str::to_string).unwrap_or_else(util::new_session_id);
+            match self.backend.create(&id, &self.options) {
+                Ok(w) => return Ok((id, w)),
+                // A generated id collided with another session: draw another.
+                Err(StoreError::Locked { .. } | StoreError::AlreadyExists(_) | StoreError::Leased { .. })
+                    if fixed_id.is_none() && attempt < 8 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Creates a session whose header is built by `header(id)` and whose next
     /// events are copied verbatim from `seed` (which must continue at seq 2).
     fn create_with(
@@ -411,70 +529,73 @@ impl Store {
         header: impl Fn(&str) -> SessionStart,
         seed: &[Event],
     ) -> Result<SessionLog, StoreError> {
-        if let Some(id) = fixed_id {
-            validate_id(id)?;
-        }
-        fs::create_dir_all(&self.root).map_err(|e| io_error("creating the session directory", &self.root, e))?;
-        let mut attempt = 0;
-        let (id, file, lock) = loop {
-            attempt += 1;
-            let id = fixed_id.map(str::to_string).unwrap_or_else(util::new_session_id);
-            let lock = match acquire_lock(&self.lock_path(&id), &id) {
-                Ok(l) => l,
-                // A generated id collided with a live session: draw another.
-                Err(StoreError::Locked { .. }) if fixed_id.is_none() && attempt < 8 => continue,
-                Err(e) => return Err(e),
-            };
-            let path = self.path_of(&id);
-            match OpenOptions::new().append(true).create_new(true).open(&path) {
-                Ok(f) => break (id, f, lock),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    if fixed_id.is_some() || attempt >= 8 {
-                        return Err(StoreError::AlreadyExists(id));
-                    }
-                }
-                Err(e) => return Err(io_error("creating", &path, e)),
-            }
-        };
-        let path = self.path_of(&id);
-        let log = SessionLog::start(id.clone(), path.clone(), file, lock, 0, Projection::new(), &self.options);
+        let (id, writer) = self.create_writer(fixed_id)?;
+        let log = SessionLog::start(id.clone(), self.backend.path_of(&id), writer, Projection::new());
         let written = (|| {
             log.append(EventKind::SessionStart(header(&id)))?;
-            for ev in seed {
-                log.append_verbatim(ev)?;
+            for chunk in seed.chunks(IMPORT_BATCH) {
+                let batch = chunk
+                    .iter()
+                    .map(|ev| Ok((ev.clone(), ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                log.append_verbatim(batch)?;
             }
-            log.sync_now()?;
-            sync_dir(&self.root)
+            log.sync_now()
         })();
         if let Err(e) = written {
-            // A brand-new file with no committed history: remove it rather
-            // than leave a session without a header behind.
+            // A brand-new session with no committed history: remove it
+            // rather than leave a session without a header behind.
             drop(log);
-            let _ = fs::remove_file(&path);
-            let _ = fs::remove_file(self.lock_path(&id));
+            self.backend.discard(&id);
+            return Err(e);
+        }
+        Ok(log)
+    }
+
+    /// Copies a session given as its stored lines (e.g. [`LoadedSession::lines`]
+    /// of another store) into this store under the same id, byte for byte,
+    /// and syncs it. [`StoreError::AlreadyExists`] if the id is taken.
+    pub fn import(&self, lines: &[String]) -> Result<SessionLog, StoreError> {
+        let mut events = Vec::with_capacity(lines.len());
+        for (i, l) in lines.iter().enumerate() {
+            let ev = Event::decode(l).map_err(|e| StoreError::Corrupt {
+                path: PathBuf::from("<import>"),
+                line: i as u64 + 1,
+                detail: e.to_string(),
+            })?;
+            events.push(ev);
+        }
+        let id = match events.first().map(|e| &e.kind) {
+            Some(EventKind::SessionStart(h)) => h.id.clone(),
+            _ => return Err(StoreError::MissingHeader { path: PathBuf::from("<import>") }),
+        };
+        let (id, writer) = self.create_writer(Some(&id))?;
+        let log = SessionLog::start(id.clone(), self.backend.path_of(&id), writer, Projection::new());
+        let written = (|| {
+            let mut it = events.into_iter().zip(lines.iter().cloned()).peekable();
+            while it.peek().is_some() {
+                let batch: Vec<(Event, String)> = it.by_ref().take(IMPORT_BATCH).collect();
+                log.append_verbatim(batch)?;
+            }
+            log.sync_now()
+        })();
+        if let Err(e) = written {
+            drop(log);
+            self.backend.discard(&id);
             return Err(e);
         }
         Ok(log)
     }
 
     /// Opens an existing session for appending (resume): takes the writer
-    /// lock, loads the log, repairs a torn tail and an open turn (by
-    /// appending only) and syncs.
+    /// lock (or lease), loads the log, repairs a torn tail and an open turn
+    /// (by appending only) and syncs.
     pub fn open(&self, id: &str) -> Result<(SessionLog, OpenReport), StoreError> {
         validate_id(id)?;
-        let path = self.path_of(id);
-        if !path.exists() {
-            return Err(StoreError::NotFound(id.to_string()));
-        }
-        let lock = acquire_lock(&self.lock_path(id), id)?;
-        let loaded = read_log(&path)?;
-        let file = OpenOptions::new().append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
+        let (writer, loaded) = self.backend.open(id, &self.options)?;
         let projection = Projection::from_events(&loaded.events);
-        let log = SessionLog::start(id.to_string(), path, file, lock, loaded.file_len, projection, &self.options);
+        let log = SessionLog::start(id.to_string(), self.backend.path_of(id), writer, projection);
         let mut report = OpenReport { warnings: loaded.warnings, repairs: vec![] };
-        if loaded.needs_newline {
-            log.write_raw(b"\n")?;
-        }
         if let Some((line, bytes)) = loaded.torn {
             report
                 .repairs
@@ -490,42 +611,19 @@ impl Store {
     /// Reads a session without taking the writer lock.
     pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
         validate_id(id)?;
-        let path = self.path_of(id);
-        if !path.exists() {
-            return Err(StoreError::NotFound(id.to_string()));
-        }
-        let loaded = read_log(&path)?;
+        let loaded = self.backend.load(id)?;
         let header = match loaded.events.first().map(|e| &e.kind) {
             Some(EventKind::SessionStart(h)) => h.clone(),
-            _ => return Err(StoreError::MissingHeader { path }),
+            _ => return Err(StoreError::MissingHeader { path: self.backend.path_of(id) }),
         };
-        Ok(LoadedSession { header, events: loaded.events, warnings: loaded.warnings })
+        Ok(LoadedSession { header, events: loaded.events, lines: loaded.lines, warnings: loaded.warnings })
     }
 
-    /// Lists sessions, oldest first, reading only the head of each file.
-    /// Files without a readable header are skipped (with a `tracing` warning).
+    /// Lists sessions, oldest first (by id), reading only the head of each.
+    /// Sessions without a readable header are skipped (with a `tracing`
+    /// warning).
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(io_error("listing", &self.root, e)),
-        };
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error("listing", &self.root, e))?;
-            let path = entry.path();
-            let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl")) else {
-                continue;
-            };
-            if validate_id(id).is_err() {
-                continue;
-            }
-            match read_summary(&path, id) {
-                Ok(Some(s)) => out.push(s),
-                Ok(None) => tracing::warn!(path = %path.display(), "skipping session file without a header"),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping unreadable session file"),
-            }
-        }
+        let mut out = self.backend.list()?;
         out.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(out)
     }
@@ -596,7 +694,10 @@ impl Store {
     }
 }
 
-fn validate_id(id: &str) -> Result<(), StoreError> {
+/// Events per backend call when copying (fork, import).
+const IMPORT_BATCH: usize = 512;
+
+pub(crate) fn validate_id(id: &str) -> Result<(), StoreError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && !id.starts_with('.')
@@ -604,145 +705,12 @@ fn validate_id(id: &str) -> Result<(), StoreError> {
     if ok { Ok(()) } else { Err(StoreError::InvalidId(id.to_string())) }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    let d = File::open(dir).map_err(|e| io_error("opening", dir, e))?;
-    d.sync_all().map_err(|e| io_error("syncing", dir, e))
-}
-
-fn acquire_lock(path: &Path, id: &str) -> Result<File, StoreError> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| io_error("opening the lock file", path, e))?;
-    // SAFETY: flock on a file descriptor we own for the duration of the call.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let pid = f.read_to_string(&mut s).ok().and_then(|_| s.trim().parse().ok());
-            return Err(StoreError::Locked { id: id.to_string(), pid });
-        }
-        return Err(io_error("locking", path, err));
-    }
-    // The pid is informational (for the error above); the lock is the flock.
-    let _ = f.set_len(0).and_then(|_| write!(f, "{}", std::process::id()));
-    Ok(f)
-}
-
-struct RawLoad {
-    events: Vec<Event>,
-    warnings: Vec<LoadWarning>,
-    /// Torn trailing line: (line, bytes).
-    torn: Option<(u64, u64)>,
-    /// The file does not end with a newline.
-    needs_newline: bool,
-    file_len: u64,
-}
-
-fn read_log(path: &Path) -> Result<RawLoad, StoreError> {
-    let bytes = fs::read(path).map_err(|e| io_error("reading", path, e))?;
-    parse_log(path, &bytes)
-}
-
-fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLoad, StoreError> {
-    let mut events: Vec<Event> = Vec::new();
-    let mut warnings = Vec::new();
-    // An unparseable line waiting to be judged: torn tail if nothing follows,
-    // excused if the next event is `session/repaired` naming it, else corrupt.
-    let mut pending_bad: Option<(u64, u64, String)> = None;
-    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-        let line_no = i as u64 + 1;
-        if line.is_empty() {
-            continue;
-        }
-        let decoded = std::str::from_utf8(line)
-            .map_err(|e| crate::events::DecodeError::Malformed(format!("invalid UTF-8: {e}")))
-            .and_then(Event::decode);
-        match decoded {
-            Ok(ev) => {
-                if let Some((bad_line, _, detail)) = pending_bad.take() {
-                    match &ev.kind {
-                        EventKind::SessionRepaired(r) if r.torn_line == bad_line => {
-                            warnings.push(LoadWarning::RepairedTornLine { line: bad_line })
-                        }
-                        _ => return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail }),
-                    }
-                }
-                let expected = events.len() as u64 + 1;
-                if ev.seq != expected {
-                    return Err(StoreError::SeqGap {
-                        path: path.to_path_buf(),
-                        line: line_no,
-                        expected,
-                        found: ev.seq,
-                    });
-                }
-                if expected == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
-                    return Err(StoreError::MissingHeader { path: path.to_path_buf() });
-                }
-                events.push(ev);
-            }
-            Err(crate::events::DecodeError::UnknownType(type_name)) => {
-                return Err(StoreError::UnknownEventType { path: path.to_path_buf(), line: line_no, type_name });
-            }
-            Err(crate::events::DecodeError::Malformed(detail)) => {
-                if let Some((bad_line, _, detail)) = pending_bad {
-                    return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail });
-                }
-                pending_bad = Some((line_no, line.len() as u64, detail));
-            }
-        }
-    }
-    let torn = pending_bad.map(|(line, len, detail)| {
-        warnings.push(LoadWarning::TornTail { line, bytes: len, detail });
-        (line, len)
-    });
-    if events.is_empty() {
-        return Err(StoreError::MissingHeader { path: path.to_path_buf() });
-    }
-    Ok(RawLoad {
-        events,
-        warnings,
-        torn,
-        needs_newline: bytes.last().is_some_and(|b| *b != b'\n'),
-        file_len: bytes.len() as u64,
-    })
-}
-
-fn read_summary(path: &Path, id: &str) -> Result<Option<SessionSummary>, StoreError> {
-    let f = File::open(path).map_err(|e| io_error("reading", path, e))?;
-    let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut header = None;
-    let mut title = None;
-    for line in BufReader::new(f).lines().take(64) {
-        let Ok(line) = line else { break };
-        let Ok(ev) = Event::decode(&line) else { continue };
-        match ev.kind {
-            EventKind::SessionStart(h) if header.is_none() => header = Some(h),
-            EventKind::UserMessage(m) => {
-                let mut t: String = m.content.chars().take(80).collect();
-                if m.content.chars().count() > 80 {
-                    t.push('…');
-                }
-                title = Some(t);
-                break;
-            }
-            _ => {}
-        }
-    }
-    Ok(header.map(|header| SessionSummary { id: id.to_string(), header, title, path: path.to_path_buf(), bytes }))
-}
-
 // ---------------------------------------------------------------------------
 // The writer.
 
 /// An open session log: the single writer of one session. Cheap to clone
-/// (all clones share the writer); the lock is released when the last clone is
-/// dropped, after a final sync.
+/// (all clones share the writer); the lock (or lease) is released when the
+/// last clone is dropped, after a final sync.
 #[derive(Clone)]
 pub struct SessionLog {
     shared: Arc<Shared>,
@@ -757,129 +725,26 @@ impl std::fmt::Debug for SessionLog {
 struct Shared {
     id: String,
     path: PathBuf,
+    sync: Arc<dyn Syncer>,
     state: Mutex<State>,
-    sync: Arc<SyncCtl>,
-    syncer: Option<JoinHandle<()>>,
 }
 
 struct State {
-    file: File,
-    /// Length of the file up to the last good line.
-    len: u64,
+    writer: Box<dyn Writer>,
     next_seq: u64,
     projection: Projection,
     subscribers: Vec<mpsc::UnboundedSender<Event>>,
-    poisoned: Option<String>,
-    _lock: File,
-    #[cfg(test)]
-    fail_next_write: Option<(usize, i32)>,
-}
-
-struct SyncCtl {
-    file: Option<File>,
-    path: PathBuf,
-    flags: Mutex<SyncFlags>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct SyncFlags {
-    written: u64,
-    synced: u64,
-    shutdown: bool,
-}
-
-impl SyncCtl {
-    fn flags(&self) -> MutexGuard<'_, SyncFlags> {
-        self.flags.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn sync_now(&self) -> Result<(), StoreError> {
-        let target = self.flags().written;
-        if let Some(f) = &self.file {
-            f.sync_data().map_err(|e| io_error("syncing", &self.path, e))?;
-        }
-        let mut flags = self.flags();
-        flags.synced = flags.synced.max(target);
-        Ok(())
-    }
-
-    fn run(&self, interval: Duration) {
-        let mut guard = self.flags();
-        loop {
-            // `wait_timeout_while` checks the flag first, so a shutdown
-            // requested before we wait is never missed.
-            let (g, _) =
-                self.cv.wait_timeout_while(guard, interval, |f| !f.shutdown).unwrap_or_else(|e| e.into_inner());
-            let (dirty, shutdown) = (g.written > g.synced, g.shutdown);
-            drop(g);
-            if dirty && let Err(e) = self.sync_now() {
-                tracing::warn!(error = %e, "background sync of session log failed");
-            }
-            if shutdown {
-                return;
-            }
-            guard = self.flags();
-        }
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.sync.flags().shutdown = true;
-        self.sync.cv.notify_all();
-        match self.syncer.take() {
-            Some(h) => {
-                let _ = h.join();
-            }
-            None => {
-                let _ = self.sync.sync_now();
-            }
-        }
-    }
 }
 
 impl SessionLog {
-    fn start(
-        id: String,
-        path: PathBuf,
-        file: File,
-        lock: File,
-        len: u64,
-        projection: Projection,
-        options: &StoreOptions,
-    ) -> SessionLog {
-        let sync = Arc::new(SyncCtl {
-            file: file.try_clone().ok(),
-            path: path.clone(),
-            flags: Mutex::new(SyncFlags::default()),
-            cv: Condvar::new(),
-        });
+    fn start(id: String, path: PathBuf, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
         let next_seq = projection.last_seq() + 1;
-        let interval = options.sync_interval;
-        let ctl = sync.clone();
-        let syncer = std::thread::Builder::new()
-            .name("wharf-log-sync".into())
-            .spawn(move || ctl.run(interval))
-            .map_err(|e| tracing::warn!(error = %e, "no background sync thread; syncing on flush only"))
-            .ok();
         SessionLog {
             shared: Arc::new(Shared {
                 id,
                 path,
-                state: Mutex::new(State {
-                    file,
-                    len,
-                    next_seq,
-                    projection,
-                    subscribers: Vec::new(),
-                    poisoned: None,
-                    _lock: lock,
-                    #[cfg(test)]
-                    fail_next_write: None,
-                }),
-                sync,
-                syncer,
+                sync: writer.syncer(),
+                state: Mutex::new(State { writer, next_seq, projection, subscribers: Vec::new() }),
             }),
         }
     }
@@ -893,19 +758,36 @@ impl SessionLog {
         &self.shared.id
     }
 
-    /// Log file path.
+    /// Log file path (for another backend: `LOCATION#id`).
     pub fn path(&self) -> &Path {
         &self.shared.path
     }
 
-    /// Appends one event (seq and time assigned here) and returns it. The line
-    /// is written before this returns; syncing is batched (see the module docs).
-    /// An [`EventKind::Unknown`] is always written as ignorable.
+    /// Appends one event (seq and time assigned here) and returns it. The
+    /// event is stored before this returns; syncing is batched (see the
+    /// module docs). An [`EventKind::Unknown`] is always written as ignorable.
     pub fn append(&self, kind: EventKind) -> Result<Event, StoreError> {
         let ignorable = matches!(kind, EventKind::Unknown { .. });
         let mut st = self.state();
         let ev = Event { seq: st.next_seq, time: util::now_rfc3339(), ignorable, kind };
-        self.commit(&mut st, ev)
+        let line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
+        let mut out = self.commit(&mut st, vec![(ev, line)])?;
+        out.pop().ok_or_else(|| StoreError::Encode("empty commit".into()))
+    }
+
+    /// Appends several events with consecutive seqs in one backend call (one
+    /// write, or one database transaction), all or nothing.
+    pub fn append_batch(&self, kinds: Vec<EventKind>) -> Result<Vec<Event>, StoreError> {
+        let mut st = self.state();
+        let time = util::now_rfc3339();
+        let mut batch = Vec::with_capacity(kinds.len());
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let ignorable = matches!(kind, EventKind::Unknown { .. });
+            let ev = Event { seq: st.next_seq + i as u64, time: time.clone(), ignorable, kind };
+            let line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
+            batch.push((ev, line));
+        }
+        self.commit(&mut st, batch)
     }
 
     /// Appends an event of a type the core does not define (e.g. a plugin's
@@ -914,43 +796,33 @@ impl SessionLog {
         self.append(EventKind::Unknown { type_name: type_name.to_string(), data })
     }
 
-    /// Appends a copied event keeping its seq and time (fork).
-    fn append_verbatim(&self, ev: &Event) -> Result<Event, StoreError> {
+    /// Appends copied events keeping their seq, time and text (fork, import).
+    fn append_verbatim(&self, batch: Vec<(Event, String)>) -> Result<Vec<Event>, StoreError> {
         let mut st = self.state();
-        if ev.seq != st.next_seq {
-            return Err(StoreError::Encode(format!("verbatim event has seq {}, expected {}", ev.seq, st.next_seq)));
-        }
-        self.commit(&mut st, ev.clone())
-    }
-
-    fn commit(&self, st: &mut State, ev: Event) -> Result<Event, StoreError> {
-        if let Some(cause) = &st.poisoned {
-            return Err(StoreError::Poisoned { id: self.shared.id.clone(), cause: cause.clone() });
-        }
-        let mut line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
-        line.push('\n');
-        if let Err(e) = write_bytes(st, line.as_bytes()) {
-            let op = format!("appending event {} ({}) to", ev.seq, ev.type_name());
-            let err = io_error(op, &self.shared.path, e);
-            // Roll back whatever part of the line reached the file.
-            if let Err(e2) = st.file.set_len(st.len) {
-                st.poisoned = Some(format!("{err}; rollback failed: {e2}"));
+        for (i, (ev, _)) in batch.iter().enumerate() {
+            let want = st.next_seq + i as u64;
+            if ev.seq != want {
+                return Err(StoreError::Encode(format!("verbatim event has seq {}, expected {want}", ev.seq)));
             }
-            return Err(err);
         }
-        st.len += line.len() as u64;
-        st.next_seq += 1;
-        st.projection.apply(&ev);
-        st.subscribers.retain(|tx| tx.send(ev.clone()).is_ok());
-        self.shared.sync.flags().written += 1;
-        Ok(ev)
+        self.commit(&mut st, batch)
     }
 
-    fn write_raw(&self, bytes: &[u8]) -> Result<(), StoreError> {
-        let mut st = self.state();
-        write_bytes(&mut st, bytes).map_err(|e| io_error("repairing", &self.shared.path, e))?;
-        st.len += bytes.len() as u64;
-        Ok(())
+    fn commit(&self, st: &mut State, batch: Vec<(Event, String)>) -> Result<Vec<Event>, StoreError> {
+        if batch.is_empty() {
+            return Ok(vec![]);
+        }
+        let enc: Vec<Encoded<'_>> = batch.iter().map(|(event, line)| Encoded { event, line }).collect();
+        st.writer.append(&enc)?;
+        drop(enc);
+        let mut out = Vec::with_capacity(batch.len());
+        for (ev, _) in batch {
+            st.next_seq += 1;
+            st.projection.apply(&ev);
+            st.subscribers.retain(|tx| tx.send(ev.clone()).is_ok());
+            out.push(ev);
+        }
+        Ok(out)
     }
 
     /// Closes an open turn by appending (see the module docs): crash repair
@@ -1027,13 +899,13 @@ impl SessionLog {
     }
 
     fn sync_now(&self) -> Result<(), StoreError> {
-        self.shared.sync.sync_now()
+        self.shared.sync.sync()
     }
 
     /// Syncs every event appended so far to stable storage (`fdatasync`).
     pub async fn flush(&self) -> Result<(), StoreError> {
         let ctl = self.shared.sync.clone();
-        match tokio::task::spawn_blocking(move || ctl.sync_now()).await {
+        match tokio::task::spawn_blocking(move || ctl.sync()).await {
             Ok(r) => r,
             Err(_) => self.sync_now(),
         }
@@ -1058,14 +930,24 @@ impl SessionLog {
     pub fn subscribe_from(&self, from_seq: u64) -> Result<mpsc::UnboundedReceiver<Event>, StoreError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut st = self.state();
-        let bytes = fs::read(&self.shared.path).map_err(|e| io_error("reading", &self.shared.path, e))?;
-        let end = (st.len as usize).min(bytes.len());
-        let loaded = parse_log(&self.shared.path, &bytes[..end])?;
-        for ev in loaded.events.into_iter().filter(|e| e.seq >= from_seq) {
+        for ev in st.writer.read_from(from_seq)? {
             let _ = tx.send(ev);
         }
         st.subscribers.push(tx);
         Ok(rx)
+    }
+
+    /// The stream of input that other hosts stored for this session with
+    /// [`Store::push_input`] (pending items first); `None` for the JSONL
+    /// store or once taken. The owner logs each item (`inbox/spliced`) and
+    /// then calls [`ack_input`](Self::ack_input).
+    pub fn take_inputs(&self) -> Option<mpsc::UnboundedReceiver<RemoteInput>> {
+        self.state().writer.take_inputs()
+    }
+
+    /// Marks a stored input item as delivered.
+    pub fn ack_input(&self, id: &str) -> Result<(), StoreError> {
+        self.state().writer.ack_input(id)
     }
 
     /// The session header.
@@ -1116,17 +998,8 @@ impl SessionLog {
     /// Makes the next write fail after `n` bytes with OS error `errno`.
     #[cfg(test)]
     pub(crate) fn fail_next_write(&self, n: usize, errno: i32) {
-        self.state().fail_next_write = Some((n, errno));
+        self.state().writer.fail_next_write(n, errno);
     }
-}
-
-fn write_bytes(st: &mut State, bytes: &[u8]) -> io::Result<()> {
-    #[cfg(test)]
-    if let Some((n, errno)) = st.fail_next_write.take() {
-        st.file.write_all(&bytes[..n.min(bytes.len())])?;
-        return Err(io::Error::from_raw_os_error(errno));
-    }
-    st.file.write_all(bytes)
 }
 
 #[cfg(test)]
@@ -1435,6 +1308,16 @@ mod tests {
             store.create(NewSession { id: Some("fixed".into()), ..Default::default() }),
             Err(StoreError::AlreadyExists(_))
         ));
+    }
+
+    #[test]
+    fn jsonl_backend_keeps_the_store_contract() {
+        let dirs = std::cell::RefCell::new(Vec::new());
+        conformance::run_all(&|| {
+            let (d, s) = store();
+            dirs.borrow_mut().push(d);
+            s
+        });
     }
 
     #[tokio::test]

@@ -1,1 +1,1076 @@
-//! PostgreSQL backend of the session-log store: events, leases with fencing, inbox and LISTEN/NOTIFY fan-out.
+//! PostgreSQL backend of the session-log store: events, leases with fencing,
+//! inbox and LISTEN/NOTIFY fan-out.
+//!
+//! [`connect`] opens a pool (`deadpool-postgres` over `tokio-postgres`),
+//! applies the embedded migrations (`migrations/*.sql`, under an advisory
+//! lock, recorded in `wharf_schema`) and returns a [`PgBackend`] for
+//! [`wharf_core::Store::with_backend`]; [`store`] does both.
+//!
+//! - **Events** are rows `(session_id, seq, body)`; `body` is the text the
+//!   core encoded, so it is byte-identical to the JSONL line. An append is
+//!   one call of the SQL function `wharf_append`: one transaction that
+//!   checks the fencing token, checks that the batch continues the log
+//!   (`last_seq + 1`), inserts the batch and notifies `wharf_events`.
+//! - **Durability** mirrors the JSONL store: appends commit with
+//!   `synchronous_commit = off` (they survive the death of the host at once,
+//!   and of the database server after its WAL writer's next flush, within
+//!   about 3 × `wal_writer_delay`); [`SessionLog::flush`](wharf_core::SessionLog::flush)
+//!   renews the lease with a synchronous commit, which waits for the WAL
+//!   flush that covers every earlier append. [`PgOptions::durable_appends`]
+//!   makes every append wait instead.
+//! - **Lease**: [`Backend::open`] takes a free or expired lease and bumps its
+//!   fencing token; while held, a background task renews it every
+//!   [`PgOptions::renew_every`]; every append renews it too. An append whose
+//!   token is no longer current (another host took the session over) is
+//!   refused with [`StoreError::Fenced`]. Dropping the writer releases the
+//!   lease.
+//! - **Failures**: connection-level errors (server restarting, refused,
+//!   closed) are retried with backoff for [`PgOptions::retry_for`]; a retried
+//!   append whose first attempt did commit is recognised by its bytes. Then
+//!   the error is [`StoreError::Unavailable`] naming the cause, and nothing
+//!   of the failed batch is in the log.
+//! - **Inbox**: [`Backend::push_input`] stores an item for the session's
+//!   owner on any host and notifies `wharf_inbox`; the owner's writer
+//!   streams pending items ([`Writer::take_inputs`]) until acknowledged.
+//! - **Watch**: [`Backend::watch`] streams another writer's events, woken by
+//!   `LISTEN wharf_events` on one connection per backend (with a slow poll as
+//!   a safety net, and a catch-up after the listener reconnects).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::NoTls;
+use wharf_core::events::{Event, EventKind, InboxKind};
+use wharf_core::store::backend::{TITLE_SCAN, decode_rows, summary_title};
+use wharf_core::store::{
+    Backend, Encoded, LeaseInfo, RawLog, RemoteInput, SessionSummary, StoreError, StoreOptions, Syncer, Writer,
+};
+
+/// The embedded migrations, applied in order at [`connect`].
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_sessions.sql"))];
+
+/// Advisory lock key serialising migrations across hosts.
+const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
+
+/// Whether `s` names a PostgreSQL store (`postgres://` or `postgresql://`).
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// Tuning of the PostgreSQL backend.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+    /// How often an open writer renews its lease.
+    pub renew_every: Duration,
+    /// How long connection-level failures are retried before an operation
+    /// fails with [`StoreError::Unavailable`].
+    pub retry_for: Duration,
+    /// Pool size.
+    pub pool_size: usize,
+    /// Wait for the WAL flush on every append (default: on flush only).
+    pub durable_appends: bool,
+    /// Name recorded as the lease holder (default `HOSTNAME:PID`).
+    pub holder: String,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_millis(1500),
+            renew_every: Duration::from_millis(500),
+            retry_for: Duration::from_secs(15),
+            pool_size: 16,
+            durable_appends: false,
+            holder: default_holder(),
+        }
+    }
+}
+
+fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Connects and returns a [`wharf_core::Store`] over PostgreSQL.
+pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::Store, StoreError> {
+    Ok(wharf_core::Store::with_backend(Arc::new(connect(url, options)?)))
+}
+
+/// Connects to `url`, applies the migrations and returns the backend.
+pub fn connect(url: &str, options: PgOptions) -> Result<PgBackend, StoreError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Unavailable {
+        location: redact(url),
+        detail: format!("invalid PostgreSQL URL: {e}"),
+    })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    config.application_name("wharf");
+    let location = PathBuf::from(display_url(&config));
+    let (htx, hrx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("wharf-pg".into())
+        .spawn(move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => {
+                let _ = htx.send(Ok(rt.handle().clone()));
+                rt.block_on(async {
+                    let _ = stop_rx.await;
+                });
+            }
+            Err(e) => {
+                let _ = htx.send(Err(e));
+            }
+        })
+        .map_err(|e| unavailable(&location, format!("cannot start the database thread: {e}")))?;
+    let handle = hrx
+        .recv()
+        .map_err(|_| unavailable(&location, "the database thread stopped".into()))?
+        .map_err(|e| unavailable(&location, format!("cannot start the database runtime: {e}")))?;
+    let mgr = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let pool_size = options.pool_size.max(1);
+    let pool = run_on(&handle, async move {
+        Pool::builder(mgr)
+            .max_size(pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .build()
+    })
+    .ok_or_else(|| unavailable(&location, "the database thread stopped".into()))?
+    .map_err(|e| unavailable(&location, format!("cannot build the connection pool: {e}")))?;
+    let inner = Arc::new(Inner {
+        location,
+        config,
+        pool,
+        handle,
+        options,
+        wakers: Mutex::new(Wakers::default()),
+        listening: AtomicBool::new(false),
+        _stop: stop_tx,
+    });
+    let i2 = inner.clone();
+    inner.call(async move { i2.migrate().await })?;
+    Ok(PgBackend { inner })
+}
+
+/// `postgres://user:***@host/db` → `postgres://user@host/db` for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let cred = &url[s + 3..at];
+            let user = cred.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..s + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn display_url(c: &tokio_postgres::Config) -> String {
+    let host = match c.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    let user = c.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    format!("postgres://{user}{host}:{port}/{}", c.get_dbname().unwrap_or(""))
+}
+
+fn unavailable(location: &Path, detail: String) -> StoreError {
+    StoreError::Unavailable { location: location.display().to_string(), detail }
+}
+
+/// Runs `fut` on the backend's runtime thread and waits for it from any
+/// thread (also from inside another runtime, where `Handle::block_on`
+/// panics). `None` if the runtime stopped.
+fn run_on<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv().ok()
+}
+
+/// A PostgreSQL session store. Cheap to clone.
+#[derive(Clone)]
+pub struct PgBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PgBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgBackend").field("location", &self.inner.location).finish()
+    }
+}
+
+#[derive(Default)]
+struct Wakers {
+    events: HashMap<String, Vec<mpsc::UnboundedSender<()>>>,
+    inbox: HashMap<String, Vec<mpsc::UnboundedSender<()>>>,
+}
+
+struct Inner {
+    location: PathBuf,
+    config: tokio_postgres::Config,
+    pool: Pool,
+    handle: tokio::runtime::Handle,
+    options: PgOptions,
+    wakers: Mutex<Wakers>,
+    listening: AtomicBool,
+    /// Dropped with the backend: stops the runtime thread.
+    _stop: oneshot::Sender<()>,
+}
+
+/// A failure inside one attempt.
+enum Fail {
+    /// Worth retrying (connection-level).
+    Transient(String),
+    /// Final.
+    Fatal(StoreError),
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Fatal(e)
+    }
+}
+
+fn pg_fail(what: &str, e: tokio_postgres::Error) -> Fail {
+    use tokio_postgres::error::SqlState;
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
+        None => format!("{what}: {e}"),
+    };
+    match e.code() {
+        None => Fail::Transient(detail),
+        Some(c)
+            if *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CRASH_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+                || c.code().starts_with("08") =>
+        {
+            Fail::Transient(detail)
+        }
+        Some(_) => Fail::Fatal(StoreError::Unavailable { location: String::new(), detail }),
+    }
+}
+
+fn pool_fail(e: deadpool_postgres::PoolError) -> Fail {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_fail("connecting", e),
+        other => Fail::Transient(format!("connecting: {other}")),
+    }
+}
+
+impl Inner {
+    fn lock_wakers(&self) -> MutexGuard<'_, Wakers> {
+        self.wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `fut` on the backend's runtime and waits for it (from any thread).
+    fn call<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        run_on(&self.handle, fut).unwrap_or_else(|| Err(self.err("the database thread stopped".into())))
+    }
+
+    fn err(&self, detail: String) -> StoreError {
+        unavailable(&self.location, detail)
+    }
+
+    /// Retries `attempt` on connection-level failures for `retry_for`.
+    async fn retry<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Fail>>,
+    {
+        let start = tokio::time::Instant::now();
+        let mut delay = Duration::from_millis(50);
+        let mut warned = false;
+        loop {
+            match attempt().await {
+                Ok(v) => {
+                    if warned {
+                        tracing::info!(store = %self.location.display(), "{what}: the session store is back");
+                    }
+                    return Ok(v);
+                }
+                Err(Fail::Fatal(StoreError::Unavailable { location, detail })) if location.is_empty() => {
+                    return Err(self.err(detail));
+                }
+                Err(Fail::Fatal(e)) => return Err(e),
+                Err(Fail::Transient(detail)) => {
+                    if start.elapsed() >= self.options.retry_for {
+                        return Err(self.err(format!(
+                            "{detail} (gave up after retrying for {} s)",
+                            self.options.retry_for.as_secs_f32()
+                        )));
+                    }
+                    if !warned {
+                        tracing::warn!(store = %self.location.display(), "{detail}; retrying");
+                        warned = true;
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, Fail> {
+        self.pool.get().await.map_err(pool_fail)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.retry("applying migrations", || async {
+            let mut c = self.client().await?;
+            let tx = c.transaction().await.map_err(|e| pg_fail("migrating", e))?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+                .await
+                .map_err(|e| pg_fail("migrating", e))?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS wharf_schema (version int PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())",
+            )
+            .await
+            .map_err(|e| pg_fail("migrating", e))?;
+            let row = tx
+                .query_one("SELECT coalesce(max(version), 0) FROM wharf_schema", &[])
+                .await
+                .map_err(|e| pg_fail("migrating", e))?;
+            let current: i32 = row.get(0);
+            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+                tx.batch_execute(sql).await.map_err(|e| pg_fail(&format!("applying migration {version}"), e))?;
+                tx.execute("INSERT INTO wharf_schema (version) VALUES ($1)", &[version])
+                    .await
+                    .map_err(|e| pg_fail("migrating", e))?;
+            }
+            tx.commit().await.map_err(|e| pg_fail("migrating", e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.options.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    async fn lease_info(&self, id: &str) -> Result<Option<LeaseInfo>, StoreError> {
+        self.retry("reading the lease", || async {
+            let c = self.client().await?;
+            let row = c
+                .query_opt(
+                    "SELECT coalesce(lease_holder, ''), lease_token,
+                            CASE WHEN lease_expires > now()
+                                 THEN ceil(extract(epoch FROM lease_expires - now()) * 1000)::bigint END
+                       FROM wharf_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(|e| pg_fail("reading the lease", e))?;
+            Ok(row.map(|r| LeaseInfo {
+                holder: r.get(0),
+                token: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+                expires_in_ms: r.get::<_, Option<i64>>(2).map(|m| u64::try_from(m).unwrap_or(0)),
+            }))
+        })
+        .await
+    }
+
+    async fn renew(&self, id: &str, token: i64, durable: bool) -> Result<bool, Fail> {
+        let c = self.client().await?;
+        let row = c
+            .query_one(
+                "SELECT wharf_renew($1, $2, $3, $4, $5)",
+                &[&id, &token, &self.options.holder, &self.ttl_ms(), &durable],
+            )
+            .await
+            .map_err(|e| pg_fail("renewing the lease", e))?;
+        Ok(row.get(0))
+    }
+
+    async fn fenced(&self, id: &str, token: i64) -> StoreError {
+        let detail = match self.lease_info(id).await {
+            Ok(Some(l)) => format!("{} holds it with fencing token {}, this writer had {token}", l.holder, l.token),
+            Ok(None) => "the session was deleted".into(),
+            Err(e) => format!("fencing token {token} is stale ({e})"),
+        };
+        StoreError::Fenced { id: id.to_string(), detail }
+    }
+
+    async fn load(&self, id: &str, from_seq: i64) -> Result<Vec<(u64, String)>, StoreError> {
+        self.retry("reading events", || async {
+            let c = self.client().await?;
+            let rows = c
+                .query(
+                    "SELECT seq, body FROM wharf_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
+                    &[&id, &from_seq],
+                )
+                .await
+                .map_err(|e| pg_fail("reading events", e))?;
+            Ok(rows.iter().map(|r| (u64::try_from(r.get::<_, i64>(0)).unwrap_or(0), r.get::<_, String>(1))).collect())
+        })
+        .await
+    }
+
+    async fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        self.retry("looking up a session", || async {
+            let c = self.client().await?;
+            let row = c
+                .query_one("SELECT EXISTS (SELECT 1 FROM wharf_sessions WHERE id = $1)", &[&id])
+                .await
+                .map_err(|e| pg_fail("looking up a session", e))?;
+            Ok(row.get(0))
+        })
+        .await
+    }
+
+    /// Starts the LISTEN connection once.
+    fn ensure_listener(self: &Arc<Self>) {
+        if self.listening.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        self.handle.spawn(async move {
+            let mut delay = Duration::from_millis(100);
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let config = inner.config.clone();
+                drop(inner);
+                match listen_once(&weak, config).await {
+                    Ok(()) => delay = Duration::from_millis(100),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "session store listener lost; reconnecting");
+                        delay = (delay * 2).min(Duration::from_secs(2));
+                    }
+                }
+                tokio::time::sleep(delay).await;
+            }
+        });
+    }
+
+    fn wake_all(&self) {
+        let w = self.lock_wakers();
+        for tx in w.events.values().chain(w.inbox.values()).flatten() {
+            let _ = tx.send(());
+        }
+    }
+
+    fn wake(&self, channel: &str, payload: &str) {
+        let id = payload.split(' ').next().unwrap_or("");
+        let mut w = self.lock_wakers();
+        let map = if channel == "wharf_inbox" { &mut w.inbox } else { &mut w.events };
+        if let Some(list) = map.get_mut(id) {
+            list.retain(|tx| tx.send(()).is_ok());
+            if list.is_empty() {
+                map.remove(id);
+            }
+        }
+    }
+
+    fn register(&self, inbox: bool, id: &str) -> mpsc::UnboundedReceiver<()> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut w = self.lock_wakers();
+        let map = if inbox { &mut w.inbox } else { &mut w.events };
+        map.entry(id.to_string()).or_default().push(tx);
+        rx
+    }
+}
+
+/// One LISTEN connection until it fails; wakes everybody after connecting
+/// (notifications sent while it was down are caught up by a re-read).
+async fn listen_once(weak: &std::sync::Weak<Inner>, config: tokio_postgres::Config) -> Result<(), String> {
+    let (client, mut conn) = config.connect(NoTls).await.map_err(|e| e.to_string())?;
+    let (ntx, mut nrx) = mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if ntx.send((n.channel().to_string(), n.payload().to_string())).is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("the listener connection closed".to_string()),
+            }
+        }
+    });
+    client.batch_execute("LISTEN wharf_events; LISTEN wharf_inbox").await.map_err(|e| e.to_string())?;
+    if let Some(inner) = weak.upgrade() {
+        inner.wake_all();
+    }
+    while let Some((channel, payload)) = nrx.recv().await {
+        let Some(inner) = weak.upgrade() else { return Ok(()) };
+        inner.wake(&channel, &payload);
+    }
+    drop(client);
+    match driver.await {
+        Ok(r) => r,
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The safety-net poll of watchers and inbox streams.
+const POLL: Duration = Duration::from_secs(2);
+
+impl Backend for PgBackend {
+    fn root(&self) -> &Path {
+        &self.inner.location
+    }
+
+    fn path_of(&self, id: &str) -> PathBuf {
+        PathBuf::from(format!("{}#{id}", self.inner.location.display()))
+    }
+
+    fn create(&self, id: &str, _options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let token = self.inner.call(async move {
+            inner
+                .retry("creating a session", || async {
+                    let c = inner.client().await?;
+                    let n = c
+                        .execute(
+                            "INSERT INTO wharf_sessions (id, lease_token, lease_holder, lease_expires)
+                             VALUES ($1, 1, $2, now() + $3 * interval '1 millisecond')
+                             ON CONFLICT (id) DO NOTHING",
+                            &[&sid, &inner.options.holder, &inner.ttl_ms()],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("creating a session", e))?;
+                    if n == 0 {
+                        return Err(Fail::Fatal(StoreError::AlreadyExists(sid.clone())));
+                    }
+                    Ok(1i64)
+                })
+                .await
+        })?;
+        Ok(Box::new(PgWriter::start(self.inner.clone(), id.to_string(), token, 0)))
+    }
+
+    fn discard(&self, id: &str) {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let r = self.inner.call(async move {
+            inner
+                .retry("removing a failed session", || async {
+                    let c = inner.client().await?;
+                    c.execute("DELETE FROM wharf_sessions WHERE id = $1 AND last_seq = 0", &[&sid])
+                        .await
+                        .map_err(|e| pg_fail("removing a failed session", e))?;
+                    Ok(())
+                })
+                .await
+        });
+        if let Err(e) = r {
+            tracing::warn!(error = %e, session = id, "could not remove a half-created session");
+        }
+    }
+
+    fn open(&self, id: &str, _options: &StoreOptions) -> Result<(Box<dyn Writer>, RawLog), StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let (token, last_seq) = self.inner.call(async move {
+            let got = inner
+                .retry("taking the lease", || async {
+                    let c = inner.client().await?;
+                    let row = c
+                        .query_opt(
+                            "UPDATE wharf_sessions
+                                SET lease_token = lease_token + 1, lease_holder = $2,
+                                    lease_expires = now() + $3 * interval '1 millisecond'
+                              WHERE id = $1 AND (lease_expires IS NULL OR lease_expires <= now())
+                          RETURNING lease_token, last_seq",
+                            &[&sid, &inner.options.holder, &inner.ttl_ms()],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("taking the lease", e))?;
+                    Ok(row.map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1))))
+                })
+                .await?;
+            match got {
+                Some(t) => Ok(t),
+                None => match inner.lease_info(&sid).await? {
+                    None => Err(StoreError::NotFound(sid.clone())),
+                    Some(l) => Err(StoreError::Leased {
+                        id: sid.clone(),
+                        holder: l.holder,
+                        expires_in_ms: l.expires_in_ms.unwrap_or(0),
+                    }),
+                },
+            }
+        })?;
+        let mut writer = PgWriter::start(self.inner.clone(), id.to_string(), token, last_seq);
+        let raw = decode_rows(&self.path_of(id), writer.read_rows(1)?)?;
+        writer.ack_logged_inputs(&raw.events);
+        Ok((Box::new(writer), raw))
+    }
+
+    fn load(&self, id: &str) -> Result<RawLog, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let rows = self.inner.call(async move {
+            let rows = inner.load(&sid, 1).await?;
+            if rows.is_empty() && !inner.exists(&sid).await? {
+                return Err(StoreError::NotFound(sid));
+            }
+            Ok(rows)
+        })?;
+        decode_rows(&self.path_of(id), rows)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let inner = self.inner.clone();
+        let rows = self.inner.call(async move {
+            inner
+                .retry("listing sessions", || async {
+                    let c = inner.client().await?;
+                    let rows = c
+                        .query(
+                            "SELECT s.id, e.body, s.title, s.bytes FROM wharf_sessions s
+                               JOIN wharf_events e ON e.session_id = s.id AND e.seq = 1",
+                            &[],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("listing sessions", e))?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.get::<_, String>(0),
+                                r.get::<_, String>(1),
+                                r.get::<_, Option<String>>(2),
+                                r.get::<_, i64>(3),
+                            )
+                        })
+                        .collect::<Vec<_>>())
+                })
+                .await
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, body, title, bytes) in rows {
+            match Event::decode(&body).map(|e| e.kind) {
+                Ok(EventKind::SessionStart(header)) => out.push(SessionSummary {
+                    path: self.path_of(&id),
+                    id,
+                    header,
+                    title,
+                    bytes: u64::try_from(bytes).unwrap_or(0),
+                }),
+                _ => tracing::warn!(session = %id, "skipping a session without a readable header"),
+            }
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        self.inner.call(async move { inner.exists(&sid).await })
+    }
+
+    fn lease(&self, id: &str) -> Result<Option<LeaseInfo>, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        self.inner.call(async move { inner.lease_info(&sid).await })
+    }
+
+    fn push_input(&self, id: &str, kind: InboxKind, text: &str) -> Result<String, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let text = text.to_string();
+        let kind = kind_name(kind).to_string();
+        self.inner.call(async move {
+            let got = inner
+                .retry("storing input", || async {
+                    let c = inner.client().await?;
+                    let row = c
+                        .query_opt(
+                            "WITH i AS (INSERT INTO wharf_inbox (session_id, kind, body)
+                                        SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM wharf_sessions WHERE id = $1)
+                                        RETURNING id)
+                             SELECT id, pg_notify('wharf_inbox', $1) FROM i",
+                            &[&sid, &kind, &text],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("storing input", e))?;
+                    Ok(row.map(|r| r.get::<_, i64>(0)))
+                })
+                .await?;
+            match got {
+                Some(n) => Ok(input_id(n)),
+                None => Err(StoreError::NotFound(sid)),
+            }
+        })
+    }
+
+    fn watch(&self, id: &str, from_seq: u64) -> Result<mpsc::UnboundedReceiver<Event>, StoreError> {
+        if !self.exists(id)? {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        self.inner.ensure_listener();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut wake = self.inner.register(false, id);
+        let weak = Arc::downgrade(&self.inner);
+        let sid = id.to_string();
+        let location = self.path_of(id);
+        self.inner.handle.spawn(async move {
+            let mut next = i64::try_from(from_seq.max(1)).unwrap_or(i64::MAX);
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                match inner.load(&sid, next).await {
+                    Ok(rows) => {
+                        for (seq, body) in rows {
+                            match Event::decode(&body) {
+                                Ok(ev) => {
+                                    if tx.send(ev).is_err() {
+                                        return;
+                                    }
+                                    next = i64::try_from(seq).unwrap_or(i64::MAX) + 1;
+                                }
+                                Err(e) => {
+                                    tracing::warn!(session = %location.display(), seq, error = %e, "watch stopped at an unreadable event");
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "watching a session"),
+                }
+                drop(inner);
+                tokio::select! {
+                    _ = wake.recv() => { while wake.try_recv().is_ok() {} }
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(rx)
+    }
+}
+
+fn kind_name(k: InboxKind) -> &'static str {
+    match k {
+        InboxKind::Followup => "followup",
+        InboxKind::Steer => "steer",
+        InboxKind::Inject => "inject",
+    }
+}
+
+fn kind_of(s: &str) -> InboxKind {
+    match s {
+        "steer" => InboxKind::Steer,
+        "inject" => InboxKind::Inject,
+        _ => InboxKind::Followup,
+    }
+}
+
+/// Inbox item ids of this store: `pg-N`.
+fn input_id(n: i64) -> String {
+    format!("pg-{n}")
+}
+
+fn parse_input_id(id: &str) -> Option<i64> {
+    id.strip_prefix("pg-").and_then(|n| n.parse().ok())
+}
+
+// ---------------------------------------------------------------------------
+// The writer.
+
+struct PgWriter {
+    inner: Arc<Inner>,
+    id: String,
+    token: i64,
+    sync: Arc<PgSyncer>,
+    stop_renew: Option<oneshot::Sender<()>>,
+    inputs_taken: bool,
+    stop_inputs: Option<oneshot::Sender<()>>,
+}
+
+struct PgSyncer {
+    inner: Arc<Inner>,
+    id: String,
+    token: i64,
+}
+
+impl Syncer for PgSyncer {
+    fn sync(&self) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        let (id, token) = (self.id.clone(), self.token);
+        self.inner.call(async move {
+            let ok = inner.retry("syncing", || inner.renew(&id, token, true)).await?;
+            if ok { Ok(()) } else { Err(inner.fenced(&id, token).await) }
+        })
+    }
+}
+
+impl PgWriter {
+    fn start(inner: Arc<Inner>, id: String, token: i64, _last_seq: i64) -> PgWriter {
+        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        let weak = Arc::downgrade(&inner);
+        let every = inner.options.renew_every;
+        let (rid, rtoken) = (id.clone(), token);
+        inner.handle.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stop_rx => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                let Some(inner) = weak.upgrade() else { return };
+                match inner.renew(&rid, rtoken, false).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(session = %rid, token = rtoken, "lease lost: another host took the session over");
+                        return;
+                    }
+                    Err(Fail::Transient(d)) | Err(Fail::Fatal(StoreError::Unavailable { detail: d, .. })) => {
+                        tracing::warn!(session = %rid, "could not renew the lease: {d}")
+                    }
+                    Err(Fail::Fatal(e)) => tracing::warn!(session = %rid, error = %e, "could not renew the lease"),
+                }
+            }
+        });
+        let sync = Arc::new(PgSyncer { inner: inner.clone(), id: id.clone(), token });
+        PgWriter { inner, id, token, sync, stop_renew: Some(stop_tx), inputs_taken: false, stop_inputs: None }
+    }
+
+    fn read_rows(&mut self, from_seq: u64) -> Result<Vec<(u64, String)>, StoreError> {
+        let inner = self.inner.clone();
+        let id = self.id.clone();
+        let from = i64::try_from(from_seq).unwrap_or(i64::MAX);
+        self.inner.call(async move { inner.load(&id, from).await })
+    }
+
+    /// Marks delivered the stored inputs that the log already shows as
+    /// queued (`inbox/spliced` with a `pg-N` id): a previous owner logged
+    /// them and died before acknowledging.
+    fn ack_logged_inputs(&mut self, events: &[Event]) {
+        let ids: Vec<i64> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::InboxSpliced(s) => parse_input_id(&s.id),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let sid = self.id.clone();
+        let r = self.inner.call(async move {
+            inner
+                .retry("acknowledging input", || async {
+                    let c = inner.client().await?;
+                    c.execute(
+                        "UPDATE wharf_inbox SET delivered = now() WHERE session_id = $1 AND id = ANY($2) AND delivered IS NULL",
+                        &[&sid, &ids],
+                    )
+                    .await
+                    .map_err(|e| pg_fail("acknowledging input", e))?;
+                    Ok(())
+                })
+                .await
+        });
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "could not acknowledge logged input");
+        }
+    }
+}
+
+impl Writer for PgWriter {
+    fn append(&mut self, batch: &[Encoded<'_>]) -> Result<(), StoreError> {
+        let Some(first) = batch.first() else { return Ok(()) };
+        let first_seq = i64::try_from(first.event.seq).unwrap_or(i64::MAX);
+        let bodies: Vec<String> = batch.iter().map(|e| e.line.to_string()).collect();
+        let bytes: i64 = batch.iter().map(|e| e.line.len() as i64 + 1).sum();
+        let title = batch.iter().filter(|e| e.event.seq <= TITLE_SCAN).find_map(|e| summary_title(e.event));
+        let inner = self.inner.clone();
+        let (id, token) = (self.id.clone(), self.token);
+        let what = format!("appending event {} ({})", first.event.seq, first.event.type_name());
+        self.inner.call(async move {
+            let status = inner
+                .retry(&what, || async {
+                    let c = inner.client().await?;
+                    let row = c
+                        .query_one(
+                            "SELECT wharf_append($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                            &[
+                                &id,
+                                &token,
+                                &inner.options.holder,
+                                &inner.ttl_ms(),
+                                &first_seq,
+                                &bodies,
+                                &bytes,
+                                &title,
+                                &inner.options.durable_appends,
+                            ],
+                        )
+                        .await
+                        .map_err(|e| pg_fail(&what, e))?;
+                    Ok(row.get::<_, String>(0))
+                })
+                .await?;
+            match status.as_str() {
+                "ok" => Ok(()),
+                "fenced" => Err(inner.fenced(&id, token).await),
+                "missing" => Err(StoreError::NotFound(id)),
+                "gap" => Err(StoreError::Poisoned {
+                    id,
+                    cause: format!(
+                        "the database does not end at seq {} (events acknowledged earlier are missing)",
+                        first_seq - 1
+                    ),
+                }),
+                _ => Err(StoreError::Poisoned {
+                    id,
+                    cause: format!("other events are already stored at seq {first_seq}"),
+                }),
+            }
+        })
+    }
+
+    fn syncer(&self) -> Arc<dyn Syncer> {
+        self.sync.clone()
+    }
+
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>, StoreError> {
+        let rows = self.read_rows(from_seq)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (seq, body) in rows {
+            let ev = Event::decode(&body).map_err(|e| StoreError::Corrupt {
+                path: PathBuf::from(format!("{}#{}", self.inner.location.display(), self.id)),
+                line: seq,
+                detail: e.to_string(),
+            })?;
+            out.push(ev);
+        }
+        Ok(out)
+    }
+
+    fn take_inputs(&mut self) -> Option<mpsc::UnboundedReceiver<RemoteInput>> {
+        if self.inputs_taken {
+            return None;
+        }
+        self.inputs_taken = true;
+        self.inner.ensure_listener();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
+        self.stop_inputs = Some(stop_tx);
+        let mut wake = self.inner.register(true, &self.id);
+        let weak = Arc::downgrade(&self.inner);
+        let sid = self.id.clone();
+        self.inner.handle.spawn(async move {
+            let mut after = 0i64;
+            loop {
+                let Some(inner) = weak.upgrade() else { return };
+                let rows = inner
+                    .retry("reading input", || async {
+                        let c = inner.client().await?;
+                        let rows = c
+                            .query(
+                                "SELECT id, kind, body FROM wharf_inbox
+                                  WHERE session_id = $1 AND delivered IS NULL AND id > $2 ORDER BY id",
+                                &[&sid, &after],
+                            )
+                            .await
+                            .map_err(|e| pg_fail("reading input", e))?;
+                        Ok(rows
+                            .iter()
+                            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1), r.get::<_, String>(2)))
+                            .collect::<Vec<_>>())
+                    })
+                    .await;
+                drop(inner);
+                match rows {
+                    Ok(rows) => {
+                        for (n, kind, text) in rows {
+                            after = after.max(n);
+                            if tx.send(RemoteInput { id: input_id(n), kind: kind_of(&kind), text }).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reading stored input"),
+                }
+                tokio::select! {
+                    _ = wake.recv() => { while wake.try_recv().is_ok() {} }
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = &mut stop_rx => return,
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Some(rx)
+    }
+
+    fn ack_input(&mut self, id: &str) -> Result<(), StoreError> {
+        let Some(n) = parse_input_id(id) else { return Ok(()) };
+        let inner = self.inner.clone();
+        let sid = self.id.clone();
+        self.inner.call(async move {
+            inner
+                .retry("acknowledging input", || async {
+                    let c = inner.client().await?;
+                    c.execute(
+                        "UPDATE wharf_inbox SET delivered = now() WHERE session_id = $1 AND id = $2",
+                        &[&sid, &n],
+                    )
+                    .await
+                    .map_err(|e| pg_fail("acknowledging input", e))?;
+                    Ok(())
+                })
+                .await
+        })
+    }
+}
+
+impl Drop for PgWriter {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop_renew.take() {
+            let _ = s.send(());
+        }
+        if let Some(s) = self.stop_inputs.take() {
+            let _ = s.send(());
+        }
+        // Release the lease (a synchronous commit: also the final sync), so
+        // another host can open the session at once.
+        let inner = self.inner.clone();
+        let (id, token) = (self.id.clone(), self.token);
+        let r = self.inner.call(async move {
+            let attempt = async {
+                let c = inner.client().await.map_err(|_| ())?;
+                c.execute(
+                    "UPDATE wharf_sessions SET lease_expires = NULL WHERE id = $1 AND lease_token = $2",
+                    &[&id, &token],
+                )
+                .await
+                .map_err(|_| ())
+            };
+            match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+                Ok(Ok(_)) => Ok(()),
+                _ => Err(StoreError::Unavailable { location: String::new(), detail: "releasing the lease".into() }),
+            }
+        });
+        if r.is_err() {
+            tracing::warn!(session = %self.id, "could not release the lease; it expires on its own");
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The embedded backend: one JSONL file per session (see the
+//! [module docs](super) for the layout, durability and repair rules).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::backend::{Backend, Encoded, RawLog, Syncer, TITLE_SCAN, Writer, summary_title};
+use super::{LoadWarning, SessionSummary, StoreError, StoreOptions, io_error};
+use crate::events::{Event, EventKind};
+
+/// A directory of `<id>.jsonl` logs and `<id>.lock` lock files.
+#[derive(Debug, Clone)]
+pub struct JsonlBackend {
+    root: PathBuf,
+}
+
+impl JsonlBackend {
+    /// A backend rooted at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    fn lock_path(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.lock"))
+    }
+}
+
+impl Backend for JsonlBackend {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path_of(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.jsonl"))
+    }
+
+    fn create(&self, id: &str, options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError> {
+        fs::create_dir_all(&self.root).map_err(|e| io_error("creating the session directory", &self.root, e))?;
+        let lock = acquire_lock(&self.lock_path(id), id)?;
+        let path = self.path_of(id);
+        let file = match OpenOptions::new().append(true).create_new(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(StoreError::AlreadyExists(id.into())),
+            Err(e) => return Err(io_error("creating", &path, e)),
+        };
+        Ok(Box::new(JsonlWriter::start(id.to_string(), path, file, lock, 0, options, Some(self.root.clone()))))
+    }
+
+    fn discard(&self, id: &str) {
+        let _ = fs::remove_file(self.path_of(id));
+        let _ = fs::remove_file(self.lock_path(id));
+    }
+
+    fn open(&self, id: &str, options: &StoreOptions) -> Result<(Box<dyn Writer>, RawLog), StoreError> {
+        let path = self.path_of(id);
+        if !path.exists() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let lock = acquire_lock(&self.lock_path(id), id)?;
+        let (raw, meta) = read_log(&path)?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
+        let mut w = JsonlWriter::start(id.to_string(), path, file, lock, meta.file_len, options, None);
+        if meta.needs_newline {
+            w.write_raw(b"\n")?;
+        }
+        Ok((Box::new(w), raw))
+    }
+
+    fn load(&self, id: &str) -> Result<RawLog, StoreError> {
+        let path = self.path_of(id);
+        if !path.exists() {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(read_log(&path)?.0)
+    }
+
+    fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(io_error("listing", &self.root, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("listing", &self.root, e))?;
+            let path = entry.path();
+            let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if super::validate_id(id).is_err() {
+                continue;
+            }
+            match read_summary(&path, id) {
+                Ok(Some(s)) => out.push(s),
+                Ok(None) => tracing::warn!(path = %path.display(), "skipping session file without a header"),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "skipping unreadable session file"),
+            }
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.path_of(id).is_file())
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    let d = File::open(dir).map_err(|e| io_error("opening", dir, e))?;
+    d.sync_all().map_err(|e| io_error("syncing", dir, e))
+}
+
+fn acquire_lock(path: &Path, id: &str) -> Result<File, StoreError> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io_error("opening the lock file", path, e))?;
+    // SAFETY: flock on a file descriptor we own for the duration of the call.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let mut s = String::new();
+            let pid = f.read_to_string(&mut s).ok().and_then(|_| s.trim().parse().ok());
+            return Err(StoreError::Locked { id: id.to_string(), pid });
+        }
+        return Err(io_error("locking", path, err));
+    }
+    // The pid is informational (for the error above); the lock is the flock.
+    let _ = f.set_len(0).and_then(|_| write!(f, "{}", std::process::id()));
+    Ok(f)
+}
+
+struct FileMeta {
+    /// The file does not end with a newline.
+    needs_newline: bool,
+    file_len: u64,
+}
+
+fn read_log(path: &Path) -> Result<(RawLog, FileMeta), StoreError> {
+    let bytes = fs::read(path).map_err(|e| io_error("reading", path, e))?;
+    let raw = parse_log(path, &bytes)?;
+    Ok((raw, FileMeta { needs_newline: bytes.last().is_some_and(|b| *b != b'\n'), file_len: bytes.len() as u64 }))
+}
+
+fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLog, StoreError> {
+    let mut events: Vec<Event> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    let mut warnings = Vec::new();
+    // An unparseable line waiting to be judged: torn tail if nothing follows,
+    // excused if the next event is `session/repaired` naming it, else corrupt.
+    let mut pending_bad: Option<(u64, u64, String)> = None;
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line_no = i as u64 + 1;
+        if line.is_empty() {
+            continue;
+        }
+        let text =
+            std::str::from_utf8(line).map_err(|e| crate::events::DecodeError::Malformed(format!("invalid UTF-8: {e}")));
+        let decoded = text.and_then(|t| Event::decode(t).map(|ev| (ev, t)));
+        match decoded {
+            Ok((ev, text)) => {
+                if let Some((bad_line, _, detail)) = pending_bad.take() {
+                    match &ev.kind {
+                        EventKind::SessionRepaired(r) if r.torn_line == bad_line => {
+                            warnings.push(LoadWarning::RepairedTornLine { line: bad_line })
+                        }
+                        _ => return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail }),
+                    }
+                }
+                let expected = events.len() as u64 + 1;
+                if ev.seq != expected {
+                    return Err(StoreError::SeqGap {
+                        path: path.to_path_buf(),
+                        line: line_no,
+                        expected,
+                        found: ev.seq,
+                    });
+                }
+                if expected == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
+                    return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+                }
+                events.push(ev);
+                lines.push(text.to_string());
+            }
+            Err(crate::events::DecodeError::UnknownType(type_name)) => {
+                return Err(StoreError::UnknownEventType { path: path.to_path_buf(), line: line_no, type_name });
+            }
+            Err(crate::events::DecodeError::Malformed(detail)) => {
+                if let Some((bad_line, _, detail)) = pending_bad {
+                    return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail });
+                }
+                pending_bad = Some((line_no, line.len() as u64, detail));
+            }
+        }
+    }
+    let torn = pending_bad.map(|(line, len, detail)| {
+        warnings.push(LoadWarning::TornTail { line, bytes: len, detail });
+        (line, len)
+    });
+    if events.is_empty() {
+        return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+    }
+    Ok(RawLog { events, lines, warnings, torn })
+}
+
+fn read_summary(path: &Path, id: &str) -> Result<Option<SessionSummary>, StoreError> {
+    let f = File::open(path).map_err(|e| io_error("reading", path, e))?;
+    let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut header = None;
+    let mut title = None;
+    for line in BufReader::new(f).lines().take(TITLE_SCAN as usize) {
+        let Ok(line) = line else { break };
+        let Ok(ev) = Event::decode(&line) else { continue };
+        if let EventKind::SessionStart(h) = &ev.kind {
+            if header.is_none() {
+                header = Some(h.clone());
+            }
+            continue;
+        }
+        if let Some(t) = summary_title(&ev) {
+            title = Some(t);
+            break;
+        }
+    }
+    Ok(header.map(|header| SessionSummary { id: id.to_string(), header, title, path: path.to_path_buf(), bytes }))
+}
+
+// ---------------------------------------------------------------------------
+// The writer.
+
+struct JsonlWriter {
+    id: String,
+    path: PathBuf,
+    file: File,
+    /// Length of the file up to the last good line.
+    len: u64,
+    poisoned: Option<String>,
+    sync: Arc<SyncCtl>,
+    syncer: Option<JoinHandle<()>>,
+    _lock: File,
+    #[cfg(test)]
+    fail_next_write: Option<(usize, i32)>,
+}
+
+struct SyncCtl {
+    file: Option<File>,
+    path: PathBuf,
+    flags: Mutex<SyncFlags>,
+    cv: Condvar,
+    /// Synced (once) after the first data sync of a new session.
+    dir: Mutex<Option<PathBuf>>,
+}
+
+#[derive(Default)]
+struct SyncFlags {
+    written: u64,
+    synced: u64,
+    shutdown: bool,
+}
+
+impl SyncCtl {
+    fn flags(&self) -> MutexGuard<'_, SyncFlags> {
+        self.flags.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn sync_now(&self) -> Result<(), StoreError> {
+        let target = self.flags().written;
+        if let Some(f) = &self.file {
+            f.sync_data().map_err(|e| io_error("syncing", &self.path, e))?;
+        }
+        let mut dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = dir.as_ref() {
+            sync_dir(d)?;
+            *dir = None;
+        }
+        drop(dir);
+        let mut flags = self.flags();
+        flags.synced = flags.synced.max(target);
+        Ok(())
+    }
+
+    fn run(&self, interval: Duration) {
+        let mut guard = self.flags();
+        loop {
+            // `wait_timeout_while` checks the flag first, so a shutdown
+            // requested before we wait is never missed.
+            let (g, _) =
+                self.cv.wait_timeout_while(guard, interval, |f| !f.shutdown).unwrap_or_else(|e| e.into_inner());
+            let (dirty, shutdown) = (g.written > g.synced, g.shutdown);
+            drop(g);
+            if dirty && let Err(e) = self.sync_now() {
+                tracing::warn!(error = %e, "background sync of session log failed");
+            }
+            if shutdown {
+                return;
+            }
+            guard = self.flags();
+        }
+    }
+}
+
+impl Syncer for SyncCtl {
+    fn sync(&self) -> Result<(), StoreError> {
+        self.sync_now()
+    }
+}
+
+impl JsonlWriter {
+    fn start(
+        id: String,
+        path: PathBuf,
+        file: File,
+        lock: File,
+        len: u64,
+        options: &StoreOptions,
+        new_dir: Option<PathBuf>,
+    ) -> JsonlWriter {
+        let sync = Arc::new(SyncCtl {
+            file: file.try_clone().ok(),
+            path: path.clone(),
+            flags: Mutex::new(SyncFlags::default()),
+            cv: Condvar::new(),
+            dir: Mutex::new(new_dir),
+        });
+        let interval = options.sync_interval;
+        let ctl = sync.clone();
+        let syncer = std::thread::Builder::new()
+            .name("wharf-log-sync".into())
+            .spawn(move || ctl.run(interval))
+            .map_err(|e| tracing::warn!(error = %e, "no background sync thread; syncing on flush only"))
+            .ok();
+        JsonlWriter {
+            id,
+            path,
+            file,
+            len,
+            poisoned: None,
+            sync,
+            syncer,
+            _lock: lock,
+            #[cfg(test)]
+            fail_next_write: None,
+        }
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
+        #[cfg(test)]
+        if let Some((n, errno)) = self.fail_next_write.take() {
+            self.file.write_all(&bytes[..n.min(bytes.len())])?;
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.file.write_all(bytes)
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.write_bytes(bytes).map_err(|e| io_error("repairing", &self.path, e))?;
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+impl Writer for JsonlWriter {
+    fn append(&mut self, batch: &[Encoded<'_>]) -> Result<(), StoreError> {
+        if let Some(cause) = &self.poisoned {
+            return Err(StoreError::Poisoned { id: self.id.clone(), cause: cause.clone() });
+        }
+        let Some(first) = batch.first() else { return Ok(()) };
+        let mut buf = String::with_capacity(batch.iter().map(|e| e.line.len() + 1).sum());
+        for e in batch {
+            buf.push_str(e.line);
+            buf.push('\n');
+        }
+        if let Err(e) = self.write_bytes(buf.as_bytes()) {
+            let op = format!("appending event {} ({}) to", first.event.seq, first.event.type_name());
+            let err = io_error(op, &self.path, e);
+            // Roll back whatever part of the line reached the file.
+            if let Err(e2) = self.file.set_len(self.len) {
+                self.poisoned = Some(format!("{err}; rollback failed: {e2}"));
+            }
+            return Err(err);
+        }
+        self.len += buf.len() as u64;
+        self.sync.flags().written += batch.len() as u64;
+        Ok(())
+    }
+
+    fn syncer(&self) -> Arc<dyn Syncer> {
+        self.sync.clone()
+    }
+
+    fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>, StoreError> {
+        let bytes = fs::read(&self.path).map_err(|e| io_error("reading", &self.path, e))?;
+        let end = (self.len as usize).min(bytes.len());
+        let loaded = parse_log(&self.path, &bytes[..end])?;
+        Ok(loaded.events.into_iter().filter(|e| e.seq >= from_seq).collect())
+    }
+
+    #[cfg(test)]
+    fn fail_next_write(&mut self, n: usize, errno: i32) {
+        self.fail_next_write = Some((n, errno));
+    }
+}
+
+impl Drop for JsonlWriter {
+    fn drop(&mut self) {
+        self.sync.flags().shutdown = true;
+        self.sync.cv.notify_all();
+        match self.syncer.take() {
+            Some(h) => {
+                let _ = h.join();
+            }
+            None => {
+                let _ = self.sync.sync_now();
+            }
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The PostgreSQL backend against a real server started on loopback
+//! (`wharf_tests::pg`): the whole store contract, leases and fencing,
+//! takeover with repair, a database restart, the shared inbox, watching
+//! another writer, and copies JSONL → PostgreSQL → JSONL.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use wharf_core::events::{EventKind, InboxKind, TurnStart};
+use wharf_core::store::conformance::{self, OPEN_TURN_REPAIRS, turn, types, user};
+use wharf_core::store::{NewSession, Store, StoreError};
+use wharf_store_pg::PgOptions;
+use wharf_tests::pg::PgServer;
+
+fn server(test: &str) -> Option<&'static PgServer> {
+    match PgServer::shared() {
+        Ok(s) => Some(s),
+        Err(reason) => {
+            wharf_tests::skip(test, &reason);
+            None
+        }
+    }
+}
+
+fn pg_store(url: &str, options: PgOptions) -> Store {
+    wharf_store_pg::store(url, options).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Options of a host whose lease is short and never renewed in the
+/// background (as if paused), so tests decide when it expires.
+fn paused(holder: &str) -> PgOptions {
+    PgOptions {
+        lease: Duration::from_millis(300),
+        renew_every: Duration::from_secs(3600),
+        holder: holder.into(),
+        ..PgOptions::default()
+    }
+}
+
+fn recv_within<T>(rx: &mut mpsc::UnboundedReceiver<T>, within: Duration) -> Option<T> {
+    let end = Instant::now() + within;
+    loop {
+        if let Ok(v) = rx.try_recv() {
+            return Some(v);
+        }
+        if Instant::now() >= end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn postgres_backend_keeps_the_store_contract() {
+    let Some(pg) = server("postgres_backend_keeps_the_store_contract") else { return };
+    conformance::run_all(&|| pg_store(&pg.database().unwrap(), PgOptions::default()));
+}
+
+#[test]
+fn open_while_leased_names_the_holder() {
+    let Some(pg) = server("open_while_leased_names_the_holder") else { return };
+    let url = pg.database().unwrap();
+    let a = pg_store(&url, PgOptions { holder: "host-a:1".into(), ..PgOptions::default() });
+    let b = pg_store(&url, PgOptions { holder: "host-b:2".into(), ..PgOptions::default() });
+    let log = a.create(NewSession::default()).unwrap();
+    let err = b.open(log.id()).unwrap_err();
+    assert!(matches!(&err, StoreError::Leased { holder, .. } if holder == "host-a:1"), "{err}");
+    assert!(err.to_string().contains("is open on host-a:1"), "{err}");
+    // The lease is renewed in the background: still held after several
+    // lease lengths.
+    std::thread::sleep(Duration::from_millis(3200));
+    assert!(matches!(b.open(log.id()), Err(StoreError::Leased { .. })));
+    let lease = b.lease(log.id()).unwrap().unwrap();
+    assert_eq!((lease.holder.as_str(), lease.token), ("host-a:1", 1));
+    assert!(lease.expires_in_ms.is_some());
+    // Released on drop: another host opens at once, with the next token.
+    let id = log.id().to_string();
+    drop(log);
+    assert_eq!(b.lease(&id).unwrap().unwrap().expires_in_ms, None);
+    let (_log, _) = b.open(&id).unwrap();
+    assert_eq!(b.lease(&id).unwrap().unwrap().token, 2);
+}
+
+#[test]
+fn stale_writer_is_refused_by_fencing() {
+    let Some(pg) = server("stale_writer_is_refused_by_fencing") else { return };
+    let url = pg.database().unwrap();
+    let a = pg_store(&url, paused("host-a:1"));
+    let b = pg_store(&url, paused("host-b:2"));
+    let log_a = a.create(NewSession::default()).unwrap();
+    turn(&log_a, 1, "from a");
+    let id = log_a.id().to_string();
+    std::thread::sleep(Duration::from_millis(400)); // A's lease expires (A is "paused").
+    let (log_b, report) = b.open(&id).unwrap();
+    assert!(report.repairs.is_empty());
+    let err = log_a.append(user("late write from a")).unwrap_err();
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("host-b:2 holds it with fencing token 2, this writer had 1"), "{msg}");
+    assert!(matches!(log_a.flush_blocking(), Err(StoreError::Fenced { .. })));
+    turn(&log_b, 2, "from b");
+    drop(log_a); // A's release does not touch B's lease.
+    assert_eq!(b.lease(&id).unwrap().unwrap().token, 2);
+    let loaded = b.load(&id).unwrap();
+    assert_eq!(loaded.events.len(), 13);
+    assert!(!loaded.lines.iter().any(|l| l.contains("late write")));
+    wharf_core::invariants::check(&loaded.events).unwrap();
+    drop(log_b);
+}
+
+#[test]
+fn takeover_after_expiry_runs_crash_repair() {
+    let Some(pg) = server("takeover_after_expiry_runs_crash_repair") else { return };
+    let url = pg.database().unwrap();
+    let a = pg_store(&url, paused("host-a:1"));
+    let b = pg_store(&url, paused("host-b:2"));
+    let log = a.create(NewSession::default()).unwrap();
+    conformance::open_turn_with_calls(&log);
+    let id = log.id().to_string();
+    let before = b.load(&id).unwrap().lines;
+    // A dies mid-turn: no release, no renewal.
+    std::mem::forget(log);
+    assert!(matches!(b.open(&id), Err(StoreError::Leased { .. })));
+    let start = Instant::now();
+    let (log_b, report) = loop {
+        match b.open(&id) {
+            Ok(r) => break r,
+            Err(StoreError::Leased { .. }) if start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(types(&report.repairs), OPEN_TURN_REPAIRS);
+    turn(&log_b, 2, "continued on b");
+    drop(log_b);
+    let after = b.load(&id).unwrap();
+    assert!(after.lines.starts_with(&before), "history was rewritten");
+    wharf_core::invariants::check(&after.events).unwrap();
+}
+
+#[test]
+fn database_restart_mid_session_loses_nothing() {
+    let test = "database_restart_mid_session_loses_nothing";
+    if wharf_tests::pg::bin_dir().is_none() {
+        wharf_tests::skip(test, "PostgreSQL is not installed");
+        return;
+    }
+    let pg = Arc::new(PgServer::start().unwrap_or_else(|e| panic!("{e}")));
+    let store = pg_store(&pg.url(), PgOptions { retry_for: Duration::from_secs(30), ..PgOptions::default() });
+    let log = store.create(NewSession::default()).unwrap();
+    turn(&log, 1, "before");
+    log.flush_blocking().unwrap();
+
+    // Down briefly: appends wait (retrying) and then succeed.
+    pg.stop().unwrap();
+    let pg2 = pg.clone();
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        pg2.restart_after_stop().unwrap();
+    });
+    let t0 = Instant::now();
+    turn(&log, 2, "during");
+    assert!(t0.elapsed() >= Duration::from_millis(1000), "the append did not wait for the server");
+    restarter.join().unwrap();
+
+    // Down longer than the retry window: a clear error, nothing half-written,
+    // and the same seq is used once the server is back.
+    let short = pg_store(&pg.url(), PgOptions { retry_for: Duration::from_millis(500), ..PgOptions::default() });
+    let log2 = short.create(NewSession::default()).unwrap();
+    pg.stop().unwrap();
+    let err = log2.append(user("lost?")).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{msg}");
+    assert!(msg.contains("appending event 2 (user/message)") && msg.contains("gave up after retrying"), "{msg}");
+    pg.restart_after_stop().unwrap();
+    assert_eq!(log2.append(user("again")).unwrap().seq, 2);
+    turn(&log, 3, "after");
+    let (id, id2) = (log.id().to_string(), log2.id().to_string());
+    drop(log);
+    drop(log2);
+    let loaded = store.load(&id).unwrap();
+    assert_eq!(loaded.events.len(), 19);
+    wharf_core::invariants::check(&loaded.events).unwrap();
+    let seqs: Vec<u64> = loaded.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=19).collect::<Vec<_>>());
+    assert_eq!(store.load(&id2).unwrap().events.len(), 2);
+}
+
+#[test]
+fn input_sent_to_any_host_reaches_the_owner() {
+    let Some(pg) = server("input_sent_to_any_host_reaches_the_owner") else { return };
+    let url = pg.database().unwrap();
+    let owner = pg_store(&url, PgOptions::default());
+    let other = pg_store(&url, PgOptions::default());
+    let log = owner.create(NewSession::default()).unwrap();
+    let early = other.push_input(log.id(), InboxKind::Followup, "queued before").unwrap();
+    let mut inputs = log.take_inputs().unwrap();
+    assert!(log.take_inputs().is_none());
+    let got = recv_within(&mut inputs, Duration::from_secs(5)).expect("pending input");
+    assert_eq!((got.id.as_str(), got.kind, got.text.as_str()), (early.as_str(), InboxKind::Followup, "queued before"));
+    log.ack_input(&got.id).unwrap();
+    let t0 = Instant::now();
+    let live = other.push_input(log.id(), InboxKind::Steer, "steer now").unwrap();
+    let got = recv_within(&mut inputs, Duration::from_secs(5)).expect("live input");
+    assert_eq!((got.id.as_str(), got.kind), (live.as_str(), InboxKind::Steer));
+    assert!(t0.elapsed() < Duration::from_secs(1), "woken by NOTIFY, not the poll: {:?}", t0.elapsed());
+    assert!(matches!(other.push_input("nope", InboxKind::Steer, "x"), Err(StoreError::NotFound(_))));
+    // Unacknowledged input is delivered again to the next owner.
+    let id = log.id().to_string();
+    drop(inputs);
+    drop(log);
+    let (log, _) = other.open(&id).unwrap();
+    let mut inputs = log.take_inputs().unwrap();
+    let again = recv_within(&mut inputs, Duration::from_secs(5)).expect("redelivered");
+    assert_eq!(again.id, live);
+    assert!(recv_within(&mut inputs, Duration::from_millis(300)).is_none());
+}
+
+#[test]
+fn another_host_watches_the_writers_events() {
+    let Some(pg) = server("another_host_watches_the_writers_events") else { return };
+    let url = pg.database().unwrap();
+    let writer = pg_store(&url, PgOptions::default());
+    let reader = pg_store(&url, PgOptions::default());
+    let log = writer.create(NewSession::default()).unwrap();
+    log.append(user("one")).unwrap();
+    let mut rx = reader.watch(log.id(), 2).unwrap();
+    assert_eq!(recv_within(&mut rx, Duration::from_secs(5)).unwrap().seq, 2);
+    let t0 = Instant::now();
+    log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
+    let ev = recv_within(&mut rx, Duration::from_secs(5)).unwrap();
+    assert_eq!(ev.seq, 3);
+    assert!(t0.elapsed() < Duration::from_secs(1), "woken by NOTIFY, not the poll: {:?}", t0.elapsed());
+    log.append_batch(vec![user("a"), user("b")]).unwrap();
+    let seqs: Vec<u64> = (0..2).map(|_| recv_within(&mut rx, Duration::from_secs(5)).unwrap().seq).collect();
+    assert_eq!(seqs, vec![4, 5]);
+    assert!(recv_within(&mut rx, Duration::from_millis(200)).is_none(), "no duplicates");
+}
+
+#[test]
+fn copy_jsonl_to_postgres_and_back_is_byte_identical() {
+    let Some(pg) = server("copy_jsonl_to_postgres_and_back_is_byte_identical") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Store::new(tmp.path().join("a"));
+    let log = src.create(NewSession { workspace: Some("/w".into()), ..Default::default() }).unwrap();
+    turn(&log, 1, "héllo \"quoted\" \u{1F600}");
+    log.append_ignorable("x/plugin", serde_json::json!({"nested": {"k": [1, 2.5, null]}})).unwrap();
+    turn(&log, 2, "second");
+    let id = log.id().to_string();
+    let path = log.path().to_path_buf();
+    drop(log);
+    let db = pg_store(&pg.database().unwrap(), PgOptions::default());
+    drop(db.import(&src.load(&id).unwrap().lines).unwrap());
+    let back = Store::new(tmp.path().join("b"));
+    drop(back.import(&db.load(&id).unwrap().lines).unwrap());
+    assert_eq!(std::fs::read(back.path_of(&id)).unwrap(), std::fs::read(&path).unwrap());
+    let listed = db.list().unwrap();
+    assert_eq!(listed[0].bytes, std::fs::metadata(&path).unwrap().len());
+}

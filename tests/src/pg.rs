@@ -1,0 +1,196 @@
+//! A throwaway PostgreSQL server for tests: `initdb` in a temp directory,
+//! `pg_ctl` on a free loopback port, trust authentication, stopped (and its
+//! directory removed) when dropped — or, for a server shared by a whole test
+//! binary, when the test process exits (a watchdog process).
+//!
+//! Debian's `postgresql` package provides the binaries
+//! (`/usr/lib/postgresql/*/bin`, or `$WHARF_PG_BIN`). `initdb` refuses to
+//! run as root, so as root every server command runs as user `postgres`
+//! (`runuser`) in a directory owned by it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running PostgreSQL server.
+#[derive(Debug)]
+pub struct PgServer {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+static SHARED: OnceLock<Result<PgServer, String>> = OnceLock::new();
+
+/// The directory with `initdb` and `pg_ctl`, if installed.
+pub fn bin_dir() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("WHARF_PG_BIN").map(PathBuf::from).filter(|p| p.join("pg_ctl").is_file()) {
+        return Some(p);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").is_file() && p.join("pg_ctl").is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().ok().is_some_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+impl PgServer {
+    /// One server for the whole test process (each test should use its own
+    /// database: [`PgServer::database`]). `Err` is the reason to skip.
+    pub fn shared() -> Result<&'static PgServer, String> {
+        SHARED.get_or_init(PgServer::start).as_ref().map_err(Clone::clone)
+    }
+
+    /// Starts a server of its own (for tests that stop or restart it).
+    /// `Err` is the reason to skip (no binaries) or what failed.
+    pub fn start() -> Result<PgServer, String> {
+        let bin = bin_dir().ok_or("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)")?;
+        let as_postgres = is_root();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("wharf-pg-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sock")).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let server = PgServer { bin, dir, port: free_port()?, as_postgres };
+        if as_postgres {
+            server.sh("chown", &["-R", "postgres:postgres", &server.dir.display().to_string()], false)?;
+        }
+        let data = server.data().display().to_string();
+        server.sh("initdb", &["-D", &data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"], true)?;
+        server.watchdog();
+        server.pg_start()?;
+        Ok(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Runs `prog` (a server binary when `server`), as `postgres` when root.
+    fn sh(&self, prog: &str, args: &[&str], server: bool) -> Result<(), String> {
+        let path = if server { self.bin.join(prog) } else { PathBuf::from(prog) };
+        let mut cmd = if self.as_postgres && server {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&path);
+            c
+        } else {
+            Command::new(&path)
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running {}: {e}", path.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {} failed: {}{}",
+                path.display(),
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// Stops the server and removes its directory when this process exits,
+    /// however it exits.
+    fn watchdog(&self) {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = if self.as_postgres {
+            format!("runuser -u postgres -- '{}' -D '{}' stop -m immediate", pg_ctl.display(), self.data().display())
+        } else {
+            format!("'{}' -D '{}' stop -m immediate", pg_ctl.display(), self.data().display())
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} >/dev/null 2>&1; rm -rf '{dir}'",
+            pid = std::process::id(),
+            dir = self.dir.display()
+        );
+        let _ = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+    }
+
+    fn pg_start(&self) -> Result<(), String> {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            self.port,
+            self.dir.join("sock").display()
+        );
+        let data = self.data().display().to_string();
+        let log = self.dir.join("server.log").display().to_string();
+        self.sh("pg_ctl", &["-D", &data, "-l", &log, "-w", "-t", "60", "-o", &opts, "start"], true)
+    }
+
+    /// Stops the server (`fast`: clients are disconnected, committed work
+    /// kept).
+    pub fn stop(&self) -> Result<(), String> {
+        let data = self.data().display().to_string();
+        self.sh("pg_ctl", &["-D", &data, "-w", "-m", "fast", "stop"], true)
+    }
+
+    /// Starts it again on the same port.
+    pub fn restart_after_stop(&self) -> Result<(), String> {
+        self.pg_start()
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The URL of database `db`.
+    pub fn url_of(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The URL of the default database.
+    pub fn url(&self) -> String {
+        self.url_of("postgres")
+    }
+
+    /// Creates a fresh database (named after a counter) and returns its URL.
+    pub fn database(&self) -> Result<String, String> {
+        let name = format!("t{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        let port = self.port.to_string();
+        self.sh("createdb", &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", &name], true)?;
+        Ok(self.url_of(&name))
+    }
+
+    /// The server's log (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let data = self.data().display().to_string();
+        let _ = self.sh("pg_ctl", &["-D", &data, "-m", "immediate", "stop"], true);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
