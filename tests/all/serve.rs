@@ -1,1 +1,386 @@
-//! Tests: serve (issue 16/17; being written).
+//! `wharf serve` end to end over raw HTTP: every route of the OpenAPI
+//! document (and the token, Host and Origin rules on each), SSE resume by
+//! `Last-Event-ID` with no event lost or repeated, prompt / steer /
+//! followup, approvals pending in two sessions at once, idle unload and
+//! reload on demand (with a stream open across it), and fork.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::web::{Sse, Web, open_sse, request, start_command};
+
+/// The approval-gated profile of the web tests: the first turn asks before
+/// `word_count`, then echoes its result; later turns tell a slow story.
+const GATED: &str = r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[[plugin]]
+id = "text"
+path = "${plugin_dir}/text.wasm"
+[plugin.grant]
+dirs = ["${workspace}:ro"]
+
+[[plugin]]
+id = "gate"
+path = "${plugin_dir}/policy-fixed.wasm"
+[plugin.config]
+decision = "ask"
+reason = "word counts need a human"
+tools = ["word_count"]
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-serve"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "Let me count the words in README.md."
+tool_calls = [{ name = "word_count", arguments = { path = "README.md" } }]
+
+[[plugin.config.turns]]
+text = "The count is: "
+echo_last_tool_result = true
+
+[[plugin.config.turns]]
+text = "Once upon a time there was a harness whose every capability was a sandboxed component."
+delay_ms = 100
+"#;
+
+fn serve(extra: &[&str]) -> Web {
+    start_command("serve", GATED, extra, &[])
+}
+
+fn str_of(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or_else(|| panic!("no `{k}` in {v}")).to_string()
+}
+
+/// Creates a session with a first prompt; its id.
+fn new_session(w: &Web, text: &str) -> String {
+    let (code, r) = w.call("POST", "/api/sessions", Some(json!({ "text": text })));
+    assert_eq!(code, 200, "{r}");
+    str_of(&r, "id")
+}
+
+/// Waits (polling the API) until session `id` has a pending approval; its call id.
+fn pending_call(w: &Web, id: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let (code, r) = w.call("GET", &format!("/api/sessions/{id}/approvals"), None);
+        assert_eq!(code, 200, "{r}");
+        if let Some(q) = r["pending"].as_array().and_then(|p| p.first()) {
+            assert_eq!(q["tool"], "word_count", "{q}");
+            return str_of(q, "call_id");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no approval question in session {id}");
+}
+
+fn answer(w: &Web, id: &str, call: &str, outcome: &str) {
+    let (code, r) =
+        w.call("POST", &format!("/api/sessions/{id}/approvals/{call}"), Some(json!({ "outcome": outcome })));
+    assert_eq!(code, 200, "{r}");
+}
+
+/// Session events until the `n`-th `turn/end`, with their seqs.
+fn until_turn_ends(sse: &mut Sse, n: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut ends = 0;
+    while ends < n {
+        let e = sse.next().unwrap_or_else(|| panic!("stream ended after {:?}", types(&out)));
+        let v = e.json();
+        assert_eq!(e.id.as_deref().map(str::to_string), v["seq"].as_u64().map(|s| s.to_string()), "SSE id is the seq");
+        if v["type"] == "turn/end" {
+            ends += 1;
+        }
+        out.push(v);
+    }
+    out
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["type"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+fn seqs(events: &[Value]) -> Vec<u64> {
+    events.iter().map(|e| e["seq"].as_u64().unwrap_or(0)).collect()
+}
+
+fn summary(w: &Web, id: &str) -> Value {
+    let (code, s) = w.call("GET", &format!("/api/sessions/{id}"), None);
+    assert_eq!(code, 200, "{s}");
+    s
+}
+
+#[test]
+fn every_documented_route_answers_and_needs_the_token() {
+    let w = serve(&[]);
+    let (p, t) = (w.port, w.token.clone());
+    let auth = ("X-Wharf-Token", t.as_str());
+    let (code, doc) = w.call("GET", "/api/openapi.json", None);
+    assert_eq!(code, 200);
+    let id = new_session(&w, "How many words?");
+    let call = pending_call(&w, &id);
+    let paths = doc["paths"].as_object().unwrap_or_else(|| panic!("no paths: {doc}"));
+    let mut operations = 0;
+    for (path, ops) in paths {
+        let concrete = path.replace("{id}", &id).replace("{call}", "nope");
+        for method in ops.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+            let method = method.to_uppercase();
+            operations += 1;
+            let streaming = concrete.ends_with("/events");
+            let body = (method == "POST").then_some("{}");
+            // No token, a wrong token: 401, whatever the route.
+            for headers in [vec![], vec![("X-Wharf-Token", "0123456789abcdef-wrong")]] {
+                let r = request(p, &method, &concrete, &headers, body);
+                assert_eq!(r.status, 401, "{method} {path} without the token: {}", r.body);
+            }
+            // A foreign Host: 403; a cross-origin request (or stream): 403.
+            let evil_host = format!("evil.example:{p}");
+            let r = request(p, &method, &concrete, &[auth, ("Host", &evil_host)], body);
+            assert_eq!(r.status, 403, "{method} {path} with a foreign Host");
+            if method == "POST" || streaming {
+                let evil = ("Origin", "http://evil.example");
+                let status = if streaming {
+                    open_sse(p, &concrete, &[auth, evil]).0
+                } else {
+                    request(p, &method, &concrete, &[auth, evil], body).status
+                };
+                assert_eq!(status, 403, "{method} {path} cross-origin");
+            }
+            // With the token the route exists (whatever it answers to `{}`).
+            if streaming {
+                let (status, sse) = open_sse(p, &concrete, &[auth]);
+                assert_eq!(status, 200, "{method} {path}");
+                drop(sse);
+            } else if !concrete.ends_with("/cancel") {
+                let r = request(p, &method, &concrete, &[auth], body);
+                assert_ne!(r.status, 405, "{method} {path} is documented but not routed");
+                assert!(r.status != 404 || r.body != r#"{"error":"not found"}"#, "{method} {path}: {}", r.body);
+                assert!(r.status < 500, "{method} {path}: {} {}", r.status, r.body);
+            }
+        }
+    }
+    assert!(operations >= 18, "{operations} operations documented");
+    // Anything else is a JSON 404 (no UI in `serve`), behind the token too.
+    assert_eq!(request(p, "GET", "/api/nothing", &[auth], None).status, 404);
+    assert_eq!(request(p, "GET", "/api/nothing", &[], None).status, 401);
+    assert_eq!(request(p, "GET", "/", &[auth], None).status, 404);
+    assert_eq!(request(p, "GET", "/app.js", &[auth], None).status, 404);
+    // The question asked above is still there and still answerable.
+    answer(&w, &id, &call, "rejected");
+}
+
+#[test]
+fn sse_resumes_by_last_event_id_with_no_event_lost_or_repeated() {
+    let w = serve(&[]);
+    let id = new_session(&w, "How many words?");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events?from=1"), &[]);
+    // Read a few events, then drop the connection mid-turn.
+    let mut got: Vec<Value> = Vec::new();
+    while got.len() < 6 {
+        got.push(sse.next().unwrap_or_else(|| panic!("stream ended")).json());
+    }
+    drop(sse);
+    let last = got.last().and_then(|e| e["seq"].as_u64()).unwrap_or(0).to_string();
+    let call = pending_call(&w, &id);
+    answer(&w, &id, &call, "allowed-once");
+    // `from=1` is ignored when `Last-Event-ID` is sent.
+    let mut again = w.events(&format!("/api/sessions/{id}/events?from=1"), &[("Last-Event-ID", &last)]);
+    got.extend(until_turn_ends(&mut again, 1));
+    let streamed = seqs(&got);
+    let logged: Vec<u64> = w.log(&id).iter().map(|e| e.seq).collect();
+    let end = streamed.last().copied().unwrap_or(0);
+    assert_eq!(streamed, logged.iter().copied().filter(|s| *s <= end).collect::<Vec<_>>());
+    assert_eq!(streamed, (1..=end).collect::<Vec<_>>(), "consecutive, from 1");
+    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    // The history route pages the same events.
+    let (_, h) = w.call("GET", &format!("/api/sessions/{id}/history?from=3&limit=2"), None);
+    assert_eq!(seqs(h["events"].as_array().unwrap_or(&vec![])), vec![3, 4], "{h}");
+    assert_eq!(h["next"], 5);
+}
+
+#[test]
+fn prompt_steer_and_followup() {
+    let w = serve(&[]);
+    let id = new_session(&w, "How many words?");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let call = pending_call(&w, &id);
+    let s = summary(&w, &id);
+    assert_eq!((s["live"].clone(), s["running"].clone(), s["pending_approvals"].clone()), (json!(true), json!(true), json!(1)));
+    // A turn is running (waiting for the approval): a prompt is refused,
+    // a steer joins this turn, a followup waits for the next.
+    let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "again"})));
+    assert_eq!(code, 409, "{r}");
+    let (code, st) = w.call("POST", &format!("/api/sessions/{id}/steer"), Some(json!({"text": "Be brief."})));
+    assert_eq!(code, 200, "{st}");
+    let (code, fu) = w.call("POST", &format!("/api/sessions/{id}/followup"), Some(json!({"text": "Now a story."})));
+    assert_eq!(code, 200, "{fu}");
+    for route in ["prompt", "steer", "followup"] {
+        let path = format!("/api/sessions/{id}/{route}");
+        assert_eq!(w.call("POST", &path, Some(json!({"text": "  "}))).0, 400, "{route}: empty");
+        assert_eq!(w.call("POST", &format!("/api/sessions/nope/{route}"), Some(json!({"text": "x"}))).0, 404);
+    }
+    answer(&w, &id, &call, "allowed-once");
+    let events = until_turn_ends(&mut sse, 2);
+    let first_end = events.iter().position(|e| e["type"] == "turn/end").unwrap_or(0);
+    let claimed = |inbox: &Value| {
+        events
+            .iter()
+            .position(|e| e["type"] == "inbox/spliced" && e["data"]["op"] == "claimed" && e["data"]["id"] == *inbox)
+            .unwrap_or_else(|| panic!("{inbox} never claimed: {:?}", types(&events)))
+    };
+    assert!(claimed(&st["inbox_id"]) < first_end, "the steer joined the running turn");
+    assert!(claimed(&fu["inbox_id"]) > first_end, "the followup waited for the next turn");
+    let turns: BTreeSet<u64> =
+        events.iter().filter(|e| e["type"] == "turn/end").filter_map(|e| e["data"]["turn"].as_u64()).collect();
+    assert_eq!(turns.len(), 2);
+    // Idle now: a prompt starts a turn.
+    let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "More."})));
+    assert_eq!(code, 200, "{r}");
+    until_turn_ends(&mut sse, 1);
+    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn an_approval_pending_in_one_session_does_not_block_another() {
+    let w = serve(&[]);
+    let a = new_session(&w, "How many words? (a)");
+    let b = new_session(&w, "How many words? (b)");
+    let mut sse_b = w.events(&format!("/api/sessions/{b}/events"), &[]);
+    let call_a = pending_call(&w, &a);
+    let call_b = pending_call(&w, &b);
+    // B goes on while A's question waits.
+    answer(&w, &b, &call_b, "allowed-once");
+    let events = until_turn_ends(&mut sse_b, 1);
+    let end = events.last().cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed", "{end}");
+    let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
+    assert_eq!(result["data"]["is_error"], false, "{result}");
+    let sa = summary(&w, &a);
+    assert_eq!((sa["running"].clone(), sa["pending_approvals"].clone()), (json!(true), json!(1)), "{sa}");
+    // An answer for A's call sent to B finds nothing; A still waits.
+    let (code, _) = w.call("POST", &format!("/api/sessions/{b}/approvals/{call_a}"), Some(json!({"outcome": "rejected"})));
+    assert_eq!(code, 404);
+    assert_eq!(pending_call(&w, &a), call_a);
+    // Then A is denied, and ends.
+    let mut sse_a = w.events(&format!("/api/sessions/{a}/events"), &[]);
+    answer(&w, &a, &call_a, "rejected");
+    let events = until_turn_ends(&mut sse_a, 1);
+    let decided = events.iter().find(|e| e["type"] == "approval/decided").cloned().unwrap_or_default();
+    assert_eq!((decided["data"]["outcome"].clone(), decided["data"]["by"].clone()), (json!("rejected"), json!("serve")));
+    let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
+    assert_eq!(result["data"]["is_error"], true, "a denied call is an error result: {result}");
+    for id in [&a, &b] {
+        wharf_core::invariants::check(&w.log(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+    }
+}
+
+#[test]
+fn an_idle_session_is_unloaded_and_reloads_on_demand() {
+    let w = serve(&["--idle-timeout", "0.5"]);
+    let id = new_session(&w, "How many words?");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    // A pending approval keeps it loaded well past the timeout.
+    let call = pending_call(&w, &id);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(summary(&w, &id)["live"], true);
+    answer(&w, &id, &call, "allowed-once");
+    let mut got = until_turn_ends(&mut sse, 1);
+    // Quiet now: unloaded within a few timeouts, its log closed (another
+    // writer could take it).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while summary(&w, &id)["live"] == true {
+        assert!(Instant::now() < deadline, "never unloaded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, info) = w.call("GET", "/api/info", None);
+    assert_eq!(info["loaded"], 0, "{info}");
+    let store = wharf_core::Store::new(&w.sessions);
+    let (log, _) = store.open(&id).unwrap_or_else(|e| panic!("the log is still held: {e}"));
+    drop(log);
+    // A prompt loads it again; the stream opened before the unload goes on.
+    let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "A story?"})));
+    assert_eq!(code, 200, "{r}");
+    assert_eq!(summary(&w, &id)["live"], true);
+    got.extend(until_turn_ends(&mut sse, 1));
+    let streamed = seqs(&got);
+    let first = streamed.first().copied().unwrap_or(0);
+    let last = streamed.last().copied().unwrap_or(0);
+    assert_eq!(streamed, (first..=last).collect::<Vec<_>>(), "no event lost or repeated across the unload");
+    let text: String = got
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .map(|e| e["data"]["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(text.ends_with("a sandboxed component."), "the reloaded session's turn ran: {text}");
+    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    // The explicit route: quiet → unloaded; then nothing to unload.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut r = w.call("POST", &format!("/api/sessions/{id}/unload"), None).1;
+    while r["unloaded"] != true && summary(&w, &id)["live"] == true {
+        assert!(Instant::now() < deadline, "{r}");
+        std::thread::sleep(Duration::from_millis(50));
+        r = w.call("POST", &format!("/api/sessions/{id}/unload"), None).1;
+    }
+    assert_eq!(w.call("POST", &format!("/api/sessions/{id}/unload"), None).1["unloaded"], false);
+}
+
+#[test]
+fn fork_at_the_last_turn_and_at_a_seq() {
+    let w = serve(&[]);
+    let id = new_session(&w, "How many words?");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let call = pending_call(&w, &id);
+    answer(&w, &id, &call, "allowed-once");
+    let events = until_turn_ends(&mut sse, 1);
+    let end_seq = events.last().and_then(|e| e["seq"].as_u64()).unwrap_or(0);
+    drop(sse);
+    let (code, f) = w.call("POST", &format!("/api/sessions/{id}/fork"), None);
+    assert_eq!(code, 200, "{f}");
+    assert_eq!((f["at_seq"].as_u64(), f["parent"].as_str()), (Some(end_seq), Some(id.as_str())), "{f}");
+    let fork = str_of(&f, "id");
+    let s = summary(&w, &fork);
+    assert_eq!((s["parent"].as_str(), s["fork_seq"].as_u64(), s["live"].clone()), (Some(id.as_str()), Some(end_seq), json!(true)), "{s}");
+    // The fork holds the parent's events up to the fork point and takes turns of its own.
+    let mut fsse = w.events(&format!("/api/sessions/{fork}/events?from=1"), &[]);
+    let (code, _) = w.call("POST", &format!("/api/sessions/{fork}/prompt"), Some(json!({"text": "A story?"})));
+    assert_eq!(code, 200);
+    let fevents = until_turn_ends(&mut fsse, 2);
+    assert_eq!(fevents.iter().filter(|e| e["type"] == "user/message").count(), 2, "{:?}", types(&fevents));
+    wharf_core::invariants::check(&w.log(&fork)).unwrap_or_else(|e| panic!("{e}"));
+    let parent_len = w.log(&id).len();
+    assert_eq!(w.log(&id).last().map(|e| e.seq), Some(end_seq), "the parent is unchanged ({parent_len} events)");
+    // Not a turn boundary, or no such session.
+    let inside = events.iter().find(|e| e["type"] == "turn/start").and_then(|e| e["seq"].as_u64()).unwrap_or(0) + 1;
+    assert_eq!(w.call("POST", &format!("/api/sessions/{id}/fork"), Some(json!({"at_seq": inside}))).0, 400);
+    assert_eq!(w.call("POST", "/api/sessions/nope/fork", Some(json!({}))).0, 404);
+}
+
+#[test]
+fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = |args: &[&str]| {
+        let out = wharf_tests::wharf(home.path())
+            .args(["serve", "--port", "0", "--profile", "demo", "--no-watch"])
+            .args(args)
+            .env_remove("WHARF_WEB_TOKEN")
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--bind", "0.0.0.0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+    let (code, err) = run(&["--bind", "0.0.0.0", "--allow-remote"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("token"), "{err}");
+    let (code, err) = run(&["--idle-timeout", "-1"]);
+    assert_eq!(code, 2, "{err}");
+}

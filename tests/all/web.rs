@@ -22,6 +22,8 @@ pub struct Web {
     ws: Option<tempfile::TempDir>,
     pub sessions: PathBuf,
     stderr: PathBuf,
+    /// The subcommand: `web` or `serve`.
+    command: &'static str,
 }
 
 impl Drop for Web {
@@ -35,6 +37,11 @@ impl Drop for Web {
 
 /// Writes a profile into a fresh home and starts `wharf web` on a free port.
 pub fn start(profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
+    start_command("web", profile, extra, env)
+}
+
+/// Like [`start`], with `wharf COMMAND` (`web` or `serve`).
+pub fn start_command(command: &'static str, profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
     let _ = wharf_tests::plugin("text");
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -42,10 +49,11 @@ pub fn start(profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
         .unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(home.path().join("profile.toml"), profile).unwrap_or_else(|e| panic!("{e}"));
     let sessions = home.path().join("sessions");
-    launch(home, ws, sessions, extra, env)
+    launch(command, home, ws, sessions, extra, env)
 }
 
 fn launch(
+    command: &'static str,
     home: tempfile::TempDir,
     ws: tempfile::TempDir,
     sessions: PathBuf,
@@ -54,7 +62,7 @@ fn launch(
 ) -> Web {
     let stderr = home.path().join("web.stderr");
     let mut cmd = wharf_tests::wharf(home.path());
-    cmd.args(["web", "--port", "0", "--profile"])
+    cmd.args([command, "--port", "0", "--profile"])
         .arg(home.path().join("profile.toml"))
         .arg("-w")
         .arg(ws.path())
@@ -83,13 +91,23 @@ fn launch(
         Err(_) => {
             let _ = child.kill();
             let err = std::fs::read_to_string(&stderr).unwrap_or_default();
-            panic!("wharf web printed no URL: {err}");
+            panic!("wharf {command} printed no URL: {err}");
         }
     };
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap_or_else(|| panic!("unexpected first line {url}"));
     let (port, token) = rest.split_once("/?token=").unwrap_or_else(|| panic!("no token in {url}"));
     let port: u16 = port.parse().unwrap_or_else(|e| panic!("{e}: {url}"));
-    Web { child: Some(child), port, token: token.to_string(), url, home: Some(home), ws: Some(ws), sessions, stderr }
+    Web {
+        child: Some(child),
+        port,
+        token: token.to_string(),
+        url,
+        home: Some(home),
+        ws: Some(ws),
+        sessions,
+        stderr,
+        command,
+    }
 }
 
 impl Web {
@@ -101,7 +119,7 @@ impl Web {
         }
         let (home, ws) = (self.home.take(), self.ws.take());
         let (Some(home), Some(ws)) = (home, ws) else { panic!("restart twice") };
-        launch(home, ws, self.sessions.clone(), &[], &[])
+        launch(self.command, home, ws, self.sessions.clone(), &[], &[])
     }
 
     pub fn stderr(&self) -> String {

@@ -280,7 +280,11 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
             .collect::<Result<Vec<_>, _>>()?;
         out.push(PluginSpec {
             id: row.id.clone(),
-            path: row.path.clone(),
+            // An OCI row: the pinned (and verified) file in the local store.
+            path: match &row.source {
+                Some(_) => crate::plugin_oci::resolve_row(row, config)?,
+                None => row.path.clone(),
+            },
             config: row.config.clone(),
             grant: Grant {
                 dirs,

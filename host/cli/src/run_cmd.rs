@@ -115,6 +115,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
                     }),
                     grant: wharf_config::GrantConfig::default(),
                     warm: false,
+                    source: None,
+                    digest: None,
+                    verify: None,
                 });
                 config.agent.adapter = Some("replay".into());
                 Ok(())

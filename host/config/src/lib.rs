@@ -84,8 +84,19 @@
 //!   deep-merges. A `-c` that names an unknown key or a plugin id that no
 //!   layer defined is an error; rows cannot be added with `-c`.
 //!
-//! After merging, every enabled row must have a `path`, and `agent.adapter`
-//! (if set) must name an enabled row.
+//! After merging, every enabled row must have a `path` or a `source`, and
+//! `agent.adapter` (if set) must name an enabled row.
+//!
+//! # Components from OCI registries
+//!
+//! A row may take its component from a registry instead of a file:
+//! `source = "oci://HOST/REPO:TAG"` (or `…@sha256:…`), `digest =
+//! "sha256:…"` (the pinned manifest digest; `wharf plugin lock` writes
+//! it) and `verify = { key = "PATH.pub" }` (a cosign signature must verify
+//! with this PEM public key). A top-level `[verify]` table with a `key`
+//! applies to every row with a `source` and no `verify` of its own. When
+//! `source` is set, `path` is not used. `digest` and `verify` need a
+//! `source`.
 //!
 //! # Strings
 //!
@@ -362,8 +373,23 @@ impl Default for ToolsConfig {
 pub struct PluginRow {
     /// Stable id, `[a-z0-9_-]+`.
     pub id: String,
-    /// The component file (expanded, absolute).
+    /// The component file (expanded, absolute). Not used when `source` is
+    /// set (empty when the row sets no `path`): the host resolves the
+    /// component from the OCI store.
+    #[serde(default)]
     pub path: PathBuf,
+    /// `oci://HOST/REPO:TAG` or `oci://HOST/REPO@sha256:…`: the component
+    /// comes from an OCI registry through the local store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The pinned manifest digest (`sha256:…`) of `source`: any other bytes
+    /// are refused (`wharf plugin lock` writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The key a cosign signature of the component must verify with
+    /// (overrides the profile-wide `[verify]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyConfig>,
     /// The plugin's own configuration, given to the component as JSON
     /// (an object; empty if none).
     #[serde(default)]
@@ -374,6 +400,14 @@ pub struct PluginRow {
     /// Reuse instances between calls.
     #[serde(default)]
     pub warm: bool,
+}
+
+/// `verify = { key = "PATH.pub" }` of a row, or the profile-wide `[verify]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    /// A PEM (SPKI) ECDSA P-256 public key (expanded, absolute).
+    pub key: PathBuf,
 }
 
 /// One `[[mcp]]` row: an MCP server whose tools the agent gets as
@@ -504,6 +538,9 @@ pub struct Config {
     pub session: SessionConfig,
     /// `[engine]`.
     pub engine: EngineConfig,
+    /// `[verify]`: the key for every row with a `source` that has no
+    /// `verify` of its own.
+    pub verify: Option<VerifyConfig>,
     /// Enabled plugin rows, in order of first definition.
     pub plugins: Vec<PluginRow>,
     /// Enabled `[[mcp]]` rows, in order of first definition.
@@ -616,6 +653,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         agent: typed.agent,
         session: typed.session,
         engine: typed.engine,
+        verify: typed.verify,
         plugins: typed.plugin,
         mcp: typed.mcp,
         sources: loader.sources,
@@ -632,6 +670,8 @@ struct Composed {
     agent: AgentConfig,
     session: SessionConfig,
     engine: EngineConfig,
+    #[serde(default)]
+    verify: Option<VerifyConfig>,
     #[serde(default)]
     plugin: Vec<PluginRow>,
     #[serde(default)]
@@ -773,12 +813,13 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
             disabled.push(id);
             continue;
         }
-        if t.get("path").is_none() {
+        if t.get("path").is_none() && t.get("source").is_none() {
             return Err(ConfigError::invalid(
                 &id_at,
-                format!("plugin `{id}` has no `path` (a row that adds a new id must set one)"),
+                format!("plugin `{id}` has no `path` or `source` (a row that adds a new id must set one)"),
             ));
         }
+        check_source(&id, &t)?;
         let dflt = Location::default_value();
         let fill = |t: &mut Table, key: &str, val: Val| {
             if t.get(key).is_none() {
@@ -823,6 +864,40 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
     }
     order(&mut root, ROOT);
     Ok(root)
+}
+
+/// A row's `source`, `digest` and `verify` (issue 16): `source` is an
+/// `oci://` reference, `digest` a `sha256:` pin, and both `digest` and
+/// `verify` need a `source`.
+fn check_source(id: &str, t: &Table) -> Result<(), ConfigError> {
+    let source = t.get("source");
+    if let Some(Node { val: Val::Str(s), at }) = source
+        && !(s.starts_with("oci://") && s.len() > "oci://".len())
+    {
+        return Err(ConfigError::invalid(
+            at,
+            format!("plugin `{id}`: `source` must be oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:…, found \"{s}\""),
+        ));
+    }
+    if let Some(Node { val: Val::Str(d), at }) = t.get("digest") {
+        let ok = d.strip_prefix("sha256:").is_some_and(|h| {
+            h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        });
+        if !ok {
+            return Err(ConfigError::invalid(
+                at,
+                format!("plugin `{id}`: `digest` must be sha256: and 64 lowercase hex digits, found \"{d}\""),
+            ));
+        }
+    }
+    for key in ["digest", "verify"] {
+        if source.is_none()
+            && let Some(n) = t.get(key)
+        {
+            return Err(ConfigError::invalid(&n.at, format!("plugin `{id}`: `{key}` needs a `source` (oci://…)")));
+        }
+    }
+    Ok(())
 }
 
 /// Drops disabled `[[mcp]]` rows and checks each kept row as a whole.

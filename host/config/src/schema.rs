@@ -138,6 +138,9 @@ pub(crate) const GRANT: &[Field] = &[
 pub(crate) const ROW: &[Field] = &[
     f("id", Shape::Id),
     f("path", Shape::Path),
+    f("source", Shape::Str),
+    f("digest", Shape::Str),
+    f("verify", Shape::Table(VERIFY)),
     f("enabled", Shape::Bool),
     f("warm", Shape::Bool),
     f("config", Shape::Free),
@@ -158,10 +161,15 @@ pub(crate) const MCP: &[Field] = &[
     f("enabled", Shape::Bool),
 ];
 
+/// `verify = { key = "PATH.pub" }` of a row, or `[verify]` for every row
+/// with a `source`: the PEM public key cosign signatures must verify with.
+pub(crate) const VERIFY: &[Field] = &[f("key", Shape::Path)];
+
 pub(crate) const ROOT: &[Field] = &[
     f("agent", Shape::Table(AGENT)),
     f("session", Shape::Table(SESSION)),
     f("engine", Shape::Table(ENGINE)),
+    f("verify", Shape::Table(VERIFY)),
     f("plugin", Shape::Plugins),
     f("mcp", Shape::McpRows),
 ];

@@ -1,1 +1,107 @@
-//! The HTTP API of a multi-session Wharf host, used by `wharf serve` and `wharf web`.
+//! The HTTP API of a multi-session Wharf host, used by `wharf serve` and
+//! `wharf web` (whose page is a client of this API, served alongside it).
+//!
+//! The server is a view over the session store: every answer is built from
+//! session events (read back from the log, then streamed live from
+//! [`wharf_core::store::SessionLog::subscribe_from`]) and every action goes
+//! through a session's agent (`followup`, `steer`, `cancel`) or its approval
+//! channel, whose answers the pipeline logs. Each session has its own agent,
+//! serving task and approval questions, so a question pending in one never
+//! blocks another. A session idle for [`ServeOptions::idle_timeout`] is
+//! unloaded (agent dropped, log flushed and closed) and loaded again by the
+//! next request that needs it; event streams open across an unload keep
+//! going (from the file, then live again), with no event lost or repeated.
+//!
+//! The crate does not know how to build an agent: the embedding process
+//! implements [`SessionHost`] (the CLI does, over its configured plugins,
+//! MCP servers and store). The routes are documented in `docs/api.md` and
+//! `docs/openapi.json` (served at `GET /api/openapi.json`; a test checks it
+//! against [`route_table`]).
+//!
+//! # Security
+//!
+//! - [`check_bind`]: loopback by default; a non-loopback address needs
+//!   `allow_remote` **and** a configured token (at least 16 characters).
+//! - Every request needs the token: `Authorization: Bearer TOKEN`,
+//!   `X-Wharf-Token: TOKEN`, or the `HttpOnly`, `SameSite=Strict` cookie set
+//!   by opening `/?token=TOKEN` (then redirected to `/`). Missing or wrong:
+//!   401.
+//! - The `Host` header must name the server (`127.0.0.1:PORT`,
+//!   `localhost:PORT`, `[::1]:PORT`, the bound address, or an allowed
+//!   host): 403 otherwise (DNS rebinding).
+//! - On state-changing requests and event streams, an `Origin` header must
+//!   be `http://` + the request's own allowed `Host`, and `Sec-Fetch-Site:
+//!   cross-site` is refused: 403.
+//! - Answers carry a strict Content-Security-Policy, `nosniff`,
+//!   `no-referrer`, `DENY` framing and `no-store`.
+
+mod access;
+mod api;
+mod host;
+pub mod render;
+mod security;
+mod server;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::middleware;
+use wharf_core::store::StoreError;
+
+pub use access::{
+    Access, BindRequest, MIN_TOKEN_LEN, allowed_hosts, check_bind, check_token, random_token, shown_addr,
+};
+pub use api::{MAX_HISTORY, MAX_TEXT, OPENAPI, route_table};
+pub use host::{HostFuture, PluginFeed, SessionHost};
+pub use security::guard;
+pub use server::{ServeOptions, Server};
+
+/// A failure of the server (not of one request).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The bind address or token breaks the rules.
+    #[error("{0}")]
+    Bind(String),
+    /// The session store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The host failed (building an agent, …).
+    #[error("{0}")]
+    Host(String),
+}
+
+impl ServeError {
+    /// A host error: a store error stays typed (so "not found" is a 404).
+    pub fn from_host(e: anyhow::Error) -> Self {
+        match e.downcast::<StoreError>() {
+            Ok(s) => ServeError::Store(s),
+            Err(e) => {
+                let mut out = String::new();
+                for cause in e.chain() {
+                    let text = cause.to_string();
+                    if text.is_empty() || out.ends_with(&text) {
+                        continue;
+                    }
+                    if !out.is_empty() {
+                        out.push_str(": ");
+                    }
+                    out.push_str(&text);
+                }
+                ServeError::Host(out)
+            }
+        }
+    }
+}
+
+/// The whole service: the API routes, `extra` routes (e.g. the web UI's
+/// pages) beside them, a JSON 404 for anything else, all behind the token,
+/// Host and Origin checks.
+pub fn router(server: Arc<Server>, access: Access, extra: Option<Router>) -> Router {
+    let mut r = api::api_router(server);
+    if let Some(extra) = extra {
+        r = r.merge(extra);
+    }
+    r.fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "not found"}))) })
+        .layer(middleware::from_fn_with_state(access, security::guard))
+}

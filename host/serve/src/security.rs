@@ -1,5 +1,5 @@
-//! Host, Origin and token checks for every request (see the module docs of
-//! [`crate::web`]).
+//! Host, Origin and token checks for every request (the rules are in the
+//! crate docs).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -7,7 +7,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::Access;
+use crate::access::Access;
 
 /// Compares without leaking where the first difference is.
 fn same(a: &[u8], b: &[u8]) -> bool {
@@ -51,7 +51,7 @@ fn refuse(status: StatusCode, api: bool, message: &str) -> Response {
         (status, axum::Json(json!({"error": message}))).into_response()
     } else {
         let body = format!(
-            "<!doctype html><meta charset=utf-8><title>wharf web</title>\
+            "<!doctype html><meta charset=utf-8><title>wharf</title>\
              <p style=\"font-family:sans-serif\">{}</p>",
             message.replace('&', "&amp;").replace('<', "&lt;")
         );
@@ -110,7 +110,8 @@ pub async fn guard(State(access): State<Access>, req: Request, next: Next) -> Re
             return refuse(
                 StatusCode::UNAUTHORIZED,
                 api,
-                "unauthorized: open the address `wharf web` printed at start (it carries the access token)",
+                "unauthorized: open the address the server printed at start (it carries the access token), \
+                 or send it as `Authorization: Bearer TOKEN`",
             );
         }
     }

@@ -496,7 +496,7 @@ async function sendPrompt(ev) {
   if (!text || !current) return;
   $('#send').disabled = true;
   try {
-    await api('POST', `/api/sessions/${encodeURIComponent(current.id)}/prompt`, { text });
+    await api('POST', `/api/sessions/${encodeURIComponent(current.id)}/followup`, { text });
     box.value = '';
     current.live = true;
     updateControls();

@@ -1,0 +1,352 @@
+//! The server state: the sessions loaded in this process (each with its own
+//! agent, serving task and approval questions), and the idle unloader.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+use wharf_core::Agent;
+use wharf_core::approval::{Approval, ApprovalRequest, ChannelApprover};
+use wharf_core::store::StoreError;
+
+use crate::ServeError;
+use crate::host::SessionHost;
+
+/// Settings of a server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// A loaded session with no turn running, no approval pending and no
+    /// queued input for this long is unloaded (its agent dropped, its log
+    /// closed); the next request that needs it loads it again. `None`:
+    /// never.
+    pub idle_timeout: Option<Duration>,
+    /// Pending approval questions kept per session (more are answered
+    /// `rejected` by dropping them).
+    pub max_pending_approvals: usize,
+    /// Who answered, as logged in `approval/decided` (`by`): e.g. `web`, `api`.
+    pub surface: String,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self { idle_timeout: Some(Duration::from_secs(15 * 60)), max_pending_approvals: 64, surface: "api".into() }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A session loaded in this server: its agent and the approval questions
+/// waiting for an answer (runtime handles only; what they mean is in the
+/// log).
+pub(crate) struct Live {
+    pub agent: Agent,
+    pub approvals: Arc<Approvals>,
+    /// Stops the serving task and the host's work for this agent.
+    stop: CancellationToken,
+    /// Fired when the session is unloaded (event streams fall back to the file).
+    pub closed: CancellationToken,
+    serving: tokio::task::JoinHandle<()>,
+    last_used: Mutex<Instant>,
+}
+
+impl Live {
+    /// Marks the session used now (the idle clock restarts).
+    pub fn touch(&self) {
+        *lock(&self.last_used) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        lock(&self.last_used).elapsed()
+    }
+
+    /// Whether nothing is happening or waiting in this session.
+    fn quiet(&self) -> bool {
+        !self.agent.is_running() && self.approvals.is_empty() && self.agent.log().pending_inbox().is_empty()
+    }
+}
+
+/// A question waiting for an answer.
+struct Pending {
+    request: ApprovalRequest,
+    reply: oneshot::Sender<Approval>,
+}
+
+/// Approval questions by call id. The pipeline logs `approval/asked` just
+/// before it asks, so an answer may arrive a moment before its question:
+/// [`Approvals::take`] waits briefly for it.
+#[derive(Default)]
+pub(crate) struct Approvals {
+    pending: Mutex<HashMap<String, Pending>>,
+    arrived: tokio::sync::Notify,
+}
+
+impl Approvals {
+    fn put(&self, request: ApprovalRequest, reply: oneshot::Sender<Approval>, max: usize) {
+        let mut p = lock(&self.pending);
+        p.retain(|_, q| !q.reply.is_closed());
+        if p.len() >= max {
+            // Dropping the sender answers `cancelled`; bounded memory.
+            tracing::warn!(session = %request.session_id, "too many pending approvals; dropping one");
+            return;
+        }
+        p.insert(request.call_id.clone(), Pending { request, reply });
+        drop(p);
+        self.arrived.notify_waiters();
+    }
+
+    fn is_empty(&self) -> bool {
+        let mut p = lock(&self.pending);
+        p.retain(|_, q| !q.reply.is_closed());
+        p.is_empty()
+    }
+
+    /// The open questions, as JSON.
+    pub fn list(&self) -> Vec<Value> {
+        let mut p = lock(&self.pending);
+        p.retain(|_, q| !q.reply.is_closed());
+        let mut out: Vec<Value> = p
+            .values()
+            .map(|q| {
+                json!({
+                    "call_id": q.request.call_id,
+                    "tool": q.request.tool,
+                    "arguments": q.request.arguments,
+                    "reason": q.request.reason,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a["call_id"].as_str().cmp(&b["call_id"].as_str()));
+        out
+    }
+
+    /// The reply channel of `call`'s question, waiting up to 2 s for it.
+    pub async fn take(&self, call: &str) -> Option<oneshot::Sender<Approval>> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let arrived = self.arrived.notified();
+            if let Some(q) = lock(&self.pending).remove(call) {
+                return Some(q.reply);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return None;
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Sessions {
+    live: HashMap<String, Arc<Live>>,
+    /// Sessions being unloaded: fired when their log is closed.
+    unloading: HashMap<String, CancellationToken>,
+}
+
+/// The state of a server.
+pub struct Server {
+    pub(crate) host: Arc<dyn SessionHost>,
+    pub(crate) options: ServeOptions,
+    sessions: Mutex<Sessions>,
+    /// Ids of sessions as they are loaded (event streams wait for these).
+    pub(crate) opened: broadcast::Sender<String>,
+    pub(crate) shutdown: CancellationToken,
+    /// Usage per session, keyed by the log size it was computed at.
+    pub(crate) usage: Mutex<HashMap<String, (u64, Value)>>,
+}
+
+impl Server {
+    /// A server over `host`; stops its sessions' work when `shutdown` fires.
+    /// Starts the idle unloader (needs a Tokio runtime).
+    pub fn new(host: Arc<dyn SessionHost>, options: ServeOptions, shutdown: CancellationToken) -> Arc<Self> {
+        let (opened, _) = broadcast::channel(256);
+        let server = Arc::new(Self {
+            host,
+            options,
+            sessions: Mutex::default(),
+            opened,
+            shutdown,
+            usage: Mutex::default(),
+        });
+        if let Some(idle) = server.options.idle_timeout {
+            let weak = Arc::downgrade(&server);
+            let stop = server.shutdown.clone();
+            let every = (idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                    let Some(server) = weak.upgrade() else { return };
+                    server.unload_idle(idle);
+                }
+            });
+        }
+        server
+    }
+
+    /// The loaded session `id`, if it is.
+    pub(crate) fn live(&self, id: &str) -> Option<Arc<Live>> {
+        lock(&self.sessions).live.get(id).cloned()
+    }
+
+    /// Whether session `id` is loaded here.
+    pub fn is_loaded(&self, id: &str) -> bool {
+        lock(&self.sessions).live.contains_key(id)
+    }
+
+    /// Ids of the loaded sessions.
+    pub fn loaded(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.sessions).live.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Runs `f` on session `id` loaded for turns (loading it, or creating a
+    /// new session when `id` is `None`), with no unload in between.
+    pub(crate) async fn with_session<T>(
+        &self,
+        id: Option<&str>,
+        f: impl FnOnce(&Arc<Live>) -> T,
+    ) -> Result<T, ServeError> {
+        // A log being closed by an unload cannot be opened until it is, and
+        // a host's clean-up of an old agent may hold it a moment longer.
+        let mut attempts = 0u32;
+        let mut f = Some(f);
+        loop {
+            let wait = {
+                let mut s = lock(&self.sessions);
+                let loaded = id.and_then(|id| s.live.get(id).cloned());
+                let unloading = id.and_then(|id| s.unloading.get(id).cloned());
+                if let Some(l) = loaded {
+                    l.touch();
+                    let f = f.take().ok_or(ServeError::Host("session callback reused".into()))?;
+                    return Ok(f(&l));
+                }
+                match unloading {
+                    Some(done) => Some(done),
+                    None => match self.load(&mut s, id) {
+                        Ok(l) => {
+                            let f = f.take().ok_or(ServeError::Host("session callback reused".into()))?;
+                            let out = f(&l);
+                            drop(s);
+                            let _ = self.opened.send(l.agent.session_id().to_string());
+                            return Ok(out);
+                        }
+                        Err(ServeError::Store(StoreError::Locked { .. })) if attempts < 40 && id.is_some() => {
+                            attempts += 1;
+                            None
+                        }
+                        Err(e) => return Err(e),
+                    },
+                }
+            };
+            match wait {
+                Some(done) => done.cancelled().await,
+                None => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    /// Builds the agent of a session and starts serving its turns.
+    fn load(&self, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
+        let (approver, mut questions) = ChannelApprover::new();
+        let stop = self.shutdown.child_token();
+        let agent = self.host.open_agent(id, Arc::new(approver), stop.clone()).map_err(ServeError::from_host)?;
+        let approvals: Arc<Approvals> = Arc::default();
+        let pending = approvals.clone();
+        let max = self.options.max_pending_approvals.max(1);
+        tokio::spawn(async move {
+            while let Some(q) = questions.recv().await {
+                pending.put(q.request, q.reply, max);
+            }
+        });
+        let (runner, token, host) = (agent.clone(), stop.clone(), self.host.clone());
+        let serving = tokio::spawn(async move {
+            tokio::select! {
+                r = host.ready() => if let Err(e) = r { tracing::warn!("{e}") },
+                _ = token.cancelled() => return,
+            }
+            if let Err(e) = runner.serve(token).await {
+                tracing::error!(session = %runner.session_id(), "the agent stopped: {e}");
+            }
+        });
+        let id = agent.session_id().to_string();
+        let l = Arc::new(Live {
+            agent,
+            approvals,
+            stop,
+            closed: CancellationToken::new(),
+            serving,
+            last_used: Mutex::new(Instant::now()),
+        });
+        s.live.insert(id, l.clone());
+        Ok(l)
+    }
+
+    /// Unloads the sessions quiet for longer than `idle`.
+    fn unload_idle(self: &Arc<Self>, idle: Duration) {
+        let ids: Vec<String> = {
+            let s = lock(&self.sessions);
+            s.live.iter().filter(|(_, l)| l.quiet() && l.idle_for() >= idle).map(|(id, _)| id.clone()).collect()
+        };
+        for id in ids {
+            self.unload_if(&id, |l| l.quiet() && l.idle_for() >= idle);
+        }
+    }
+
+    /// Unloads session `id` now if it is loaded and quiet; whether it was.
+    pub fn unload(self: &Arc<Self>, id: &str) -> bool {
+        self.unload_if(id, Live::quiet)
+    }
+
+    fn unload_if(self: &Arc<Self>, id: &str, cond: impl Fn(&Live) -> bool) -> bool {
+        let (l, done) = {
+            let mut s = lock(&self.sessions);
+            if !s.live.get(id).is_some_and(|l| cond(l)) {
+                return false;
+            }
+            let Some(l) = s.live.remove(id) else { return false };
+            let done = CancellationToken::new();
+            s.unloading.insert(id.to_string(), done.clone());
+            (l, done)
+        };
+        tracing::info!(session = %id, "unloading an idle session");
+        let server = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            close(l).await;
+            lock(&server.sessions).unloading.remove(&id);
+            done.cancel();
+        });
+        true
+    }
+
+    /// Stops every loaded session (their logs are flushed).
+    pub async fn close(&self) {
+        let all: Vec<Arc<Live>> = lock(&self.sessions).live.drain().map(|(_, l)| l).collect();
+        for l in all {
+            l.agent.cancel();
+            close(l).await;
+        }
+    }
+}
+
+/// Stops a session's serving task, flushes its log and drops it.
+async fn close(l: Arc<Live>) {
+    l.stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while !l.serving.is_finished() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    if let Err(e) = l.agent.log().flush().await {
+        tracing::warn!("flushing {}: {e}", l.agent.session_id());
+    }
+    l.closed.cancel();
+}
