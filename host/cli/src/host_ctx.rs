@@ -642,6 +642,19 @@ impl HostCtx {
         approver: Arc<dyn Approver>,
         max_steps: Option<u32>,
     ) -> Result<(Agent, u64)> {
+        self.open_agent_until(resume, approver, max_steps, tokio_util::sync::CancellationToken::new())
+    }
+
+    /// Like [`open_agent`](Self::open_agent); the task that logs later
+    /// plugin changes into the session ends when `stop` fires, so the log
+    /// can close (a server unloading an idle session).
+    pub fn open_agent_until(
+        &self,
+        resume: Option<&str>,
+        approver: Arc<dyn Approver>,
+        max_steps: Option<u32>,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<(Agent, u64)> {
         let resume = resume.map(|p| resolve_session(&self.store, p)).transpose()?;
         let resume = resume.as_deref();
         let log = match resume {
@@ -668,7 +681,11 @@ impl HostCtx {
         let mut rx = self.plugins.subscribe();
         let live = log.clone();
         tokio::spawn(async move {
-            while let Ok(ev) = rx.recv().await {
+            loop {
+                let ev = tokio::select! {
+                    r = rx.recv() => match r { Ok(ev) => ev, Err(_) => return },
+                    _ = stop.cancelled() => return,
+                };
                 if live.append(ev).is_err() {
                     return;
                 }
