@@ -1,8 +1,618 @@
-//! `cargo xtask bench` section `wire` (being written).
+//! `cargo xtask bench` section `wire`: what a peer on the wire sees.
+//!
+//! 1. **Per-step overhead on the wire.** `wharf run` with the real
+//!    `llm-deepseek` component against the loopback mock LLM, a 9-step
+//!    session with one `fs` read per step. The mock stamps when each
+//!    request's head arrives and when each response stream ended; the gap
+//!    between the two is what the harness adds per step (read the stream's
+//!    end, run the tool in its sandbox, append to the log, build and send the
+//!    next request). Baseline, measured in the same run against the same
+//!    mock: a minimal native client doing the same loop (read the SSE stream
+//!    to its end, read the file, serialise the whole history, send the next
+//!    request on a keep-alive connection), and the same client opening a new
+//!    TCP connection per request (what a fresh `wasi:http` context without a
+//!    pool costs on top).
+//! 2. **Cold first run** of the default profile (its components compiled
+//!    from nothing, empty cache) until the first model request arrives,
+//!    against the same with a warm cache and the bare process start
+//!    (`wharf --version`).
+//! 3. **Edit loop**: a Python (componentize-py) and a JavaScript
+//!    (componentize-js) tool: change one line, rebuild (timed separately),
+//!    then time until the new version serves a call — with an empty cache
+//!    (cold) and with the cache holding the previous build (the on-disk
+//!    incremental compilation cache). Baseline: loading the same bytes
+//!    again (the artifact cache hit).
+//!
+//! Writes `target/bench/wire.md` and `wire.json`. `WHARF_BENCH_QUICK=1`
+//! shrinks the counts.
 
-fn main() {
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    let _ = std::fs::create_dir_all(&out);
-    let _ = std::fs::write(out.join("wire.md"), "not measured yet\n");
-    let _ = std::fs::write(out.join("wire.json"), "{}\n");
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail, ensure};
+use serde_json::{Value, json};
+use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_runtime::grants::Grant;
+use wharf_runtime::{CallContext, PluginSpec, Runtime, RuntimeOptions};
+
+/// Steps per session (one `fs` read each) and the final answer.
+const STEPS: usize = 9;
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+/// The q-quantile (nearest rank) of `v`; 0 for an empty set.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let s = sorted(v.to_vec());
+    if s.is_empty() {
+        return 0.0;
+    }
+    let i = ((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i]
+}
+
+fn median(v: &[f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+fn unix_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+fn quick() -> bool {
+    std::env::var_os("WHARF_BENCH_QUICK").is_some()
+}
+
+/// The `wharf` binary `cargo xtask bench` built (else build it).
+fn wharf_binary() -> PathBuf {
+    let built = wharf_tests::target_dir().join("debug/wharf");
+    if built.exists() { built } else { wharf_tests::wharf_bin() }
+}
+
+/// The scripted session: `STEPS` replies with one `read` each, then text.
+fn step_script() -> anyhow::Result<Script> {
+    let mut replies = Vec::new();
+    for i in 0..STEPS {
+        replies.push(json!({
+            "kind": "stream",
+            "reasoning": format!("Step {i}: read the next file."),
+            "text": "",
+            "tool_calls": [{"id": format!("call_{i}"), "name": "read",
+                "arguments": format!("{{\"path\": \"file_{i}.txt\"}}")}],
+        }));
+    }
+    replies.push(json!({"kind": "stream", "text": "All files read."}));
+    Ok(serde_json::from_value(json!({"replies": replies}))?)
+}
+
+/// Gaps (µs) between a stream's end and the next request's arrival, and
+/// how many TCP connections carried the requests.
+fn gaps(reqs: &[RecordedRequest]) -> anyhow::Result<(Vec<f64>, usize)> {
+    let mut out = Vec::new();
+    for w in reqs.windows(2) {
+        let end = w[0].stream_end_unix_us.with_context(|| format!("request {} has no stream end", w[0].index))?;
+        out.push(w[1].received_unix_us as f64 - end as f64);
+    }
+    let mut conns: Vec<u64> = reqs.iter().map(|r| r.connection).collect();
+    conns.sort_unstable();
+    conns.dedup();
+    Ok((out, conns.len()))
+}
+
+fn workspace_files(ws: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(ws)?;
+    for i in 0..STEPS {
+        let text: String = (0..40).map(|l| format!("file {i} line {l}: some text to read back\n")).collect();
+        std::fs::write(ws.join(format!("file_{i}.txt")), text)?;
+    }
+    Ok(())
+}
+
+/// One `wharf run` of the 9-step session; its gaps and connections.
+fn wharf_session(tmp: &Path, run: usize) -> anyhow::Result<(Vec<f64>, usize)> {
+    let mock = MockLlm::start_background(step_script()?)?;
+    let dir = tmp.join(format!("wharf-run-{run}"));
+    let ws = dir.join("ws");
+    workspace_files(&ws)?;
+    let port = mock.addr().port();
+    let profile = dir.join("profile.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            r#"
+[agent]
+adapter = "model"
+max_steps = {max}
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-deepseek.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "bench-model"
+api_key_env = "WHARF_BENCH_LLM_KEY"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+env = ["WHARF_BENCH_LLM_KEY"]
+"#,
+            max = STEPS + 2,
+            url = mock.url()
+        ),
+    )?;
+    let out = Command::new(wharf_binary())
+        .current_dir(&ws)
+        .env("HOME", &dir)
+        .env("WHARF_CACHE_DIR", tmp.join("cache"))
+        .env("WHARF_BENCH_LLM_KEY", "sk-bench")
+        .env("WHARF_LOG", "warn")
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["run", "Read every file.", "--no-watch", "--output", "jsonl", "--profile"])
+        .arg(&profile)
+        .arg("--session-dir")
+        .arg(dir.join("sessions"))
+        .output()?;
+    ensure!(out.status.success(), "wharf run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let reqs = mock.requests();
+    ensure!(reqs.len() == STEPS + 1, "the mock saw {} requests, expected {}", reqs.len(), STEPS + 1);
+    // Every step's request must carry the file the previous step read.
+    let last = &reqs[STEPS].raw_body;
+    ensure!(last.contains("file 8 line 39"), "the last request lacks the last file's content");
+    gaps(&reqs)
+}
+
+/// A minimal HTTP/1.1 client over one stream: POST, then read the chunked
+/// SSE response to its end.
+fn post(stream: &mut TcpStream, reader: &mut BufReader<TcpStream>, host: &str, body: &str) -> anyhow::Result<String> {
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer sk-bench\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    stream.flush()?;
+    let mut line = String::new();
+    let mut chunked = false;
+    let mut length = None;
+    loop {
+        line.clear();
+        ensure!(reader.read_line(&mut line)? > 0, "connection closed in the head");
+        let l = line.trim_end().to_ascii_lowercase();
+        if l.is_empty() {
+            break;
+        }
+        chunked |= l == "transfer-encoding: chunked";
+        if let Some(v) = l.strip_prefix("content-length:") {
+            length = v.trim().parse::<usize>().ok();
+        }
+    }
+    let mut text = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            reader.read_line(&mut line)?;
+            let n = usize::from_str_radix(line.trim(), 16).context("chunk size")?;
+            let mut chunk = vec![0; n + 2];
+            reader.read_exact(&mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(&chunk[..n]);
+        }
+    } else if let Some(n) = length {
+        let mut b = vec![0; n];
+        reader.read_exact(&mut b)?;
+        text = b;
+    } else {
+        bail!("response without a length");
+    }
+    Ok(String::from_utf8_lossy(&text).into_owned())
+}
+
+/// The tool calls and text in an SSE body (just enough for the script).
+fn parse_sse(body: &str) -> (String, Vec<(String, String, String)>) {
+    let (mut text, mut reasoning) = (String::new(), String::new());
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for l in body.lines() {
+        let Some(data) = l.strip_prefix("data: ") else { continue };
+        let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+        let Some(d) = v["choices"].get(0).map(|c| &c["delta"]) else { continue };
+        text.push_str(d["content"].as_str().unwrap_or(""));
+        reasoning.push_str(d["reasoning_content"].as_str().unwrap_or(""));
+        for tc in d["tool_calls"].as_array().into_iter().flatten() {
+            let i = tc["index"].as_u64().unwrap_or(0) as usize;
+            if calls.len() <= i {
+                calls.resize(i + 1, Default::default());
+            }
+            if let Some(id) = tc["id"].as_str() {
+                calls[i].0 = id.to_string();
+            }
+            if let Some(n) = tc["function"]["name"].as_str() {
+                calls[i].1.push_str(n);
+            }
+            calls[i].2.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+        }
+    }
+    let _ = reasoning;
+    (text, calls)
+}
+
+/// The native baseline: the same session without a sandbox or a harness.
+/// `reconnect`: a new TCP connection per request.
+fn native_session(tmp: &Path, run: usize, reconnect: bool) -> anyhow::Result<(Vec<f64>, usize)> {
+    let mock = MockLlm::start_background(step_script()?)?;
+    let ws = tmp.join(format!("native-{run}-{reconnect}"));
+    workspace_files(&ws)?;
+    let host = mock.addr().to_string();
+    let tools = json!([{"type": "function", "function": {"name": "read", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]);
+    let mut messages = vec![
+        json!({"role": "system", "content": "You read files."}),
+        json!({"role": "user", "content": "Read every file."}),
+    ];
+    let mut conn: Option<(TcpStream, BufReader<TcpStream>)> = None;
+    for _ in 0..=STEPS {
+        let body = json!({"model": "bench-model", "messages": messages, "tools": tools, "stream": true,
+            "stream_options": {"include_usage": true}})
+        .to_string();
+        if reconnect || conn.is_none() {
+            let s = TcpStream::connect(mock.addr())?;
+            s.set_nodelay(true)?;
+            let r = BufReader::new(s.try_clone()?);
+            conn = Some((s, r));
+        }
+        let Some((s, r)) = conn.as_mut() else { bail!("no connection") };
+        let sse = post(s, r, &host, &body)?;
+        let (text, calls) = parse_sse(&sse);
+        if calls.is_empty() {
+            messages.push(json!({"role": "assistant", "content": text}));
+            break;
+        }
+        let reasoning: String = sse
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter_map(|v| v["choices"].get(0)?["delta"]["reasoning_content"].as_str().map(str::to_string))
+            .collect();
+        let tc: Vec<Value> = calls
+            .iter()
+            .map(
+                |(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+            )
+            .collect();
+        messages.push(json!({"role": "assistant", "content": text, "reasoning_content": reasoning, "tool_calls": tc}));
+        for (id, _, args) in &calls {
+            let a: Value = serde_json::from_str(args)?;
+            let content = std::fs::read_to_string(ws.join(a["path"].as_str().unwrap_or_default()))?;
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+        }
+    }
+    let reqs = mock.requests();
+    ensure!(reqs.len() == STEPS + 1, "native: {} requests", reqs.len());
+    gaps(&reqs)
+}
+
+struct StepFigures {
+    wharf: Vec<f64>,
+    native: Vec<f64>,
+    native_reconnect: Vec<f64>,
+    wharf_connections: Vec<usize>,
+}
+
+fn step_overhead(tmp: &Path) -> anyhow::Result<StepFigures> {
+    let runs = if quick() { 2 } else { 6 };
+    let mut f = StepFigures { wharf: vec![], native: vec![], native_reconnect: vec![], wharf_connections: vec![] };
+    // A first run fills the compile cache (its figures are dropped).
+    let _ = wharf_session(tmp, 999)?;
+    for run in 0..runs {
+        // Interleaved, so load on the machine hits all three alike.
+        let (g, c) = wharf_session(tmp, run)?;
+        f.wharf.extend(g);
+        f.wharf_connections.push(c);
+        f.native.extend(native_session(tmp, run, false)?.0);
+        f.native_reconnect.extend(native_session(tmp, run, true)?.0);
+    }
+    Ok(f)
+}
+
+/// Cold first run of the default profile: spawn → first model request, µs.
+fn first_request(tmp: &Path, cache: &Path, tag: &str) -> anyhow::Result<f64> {
+    let script: Script = serde_json::from_value(json!({"replies": [{"kind": "stream", "text": "done"}]}))?;
+    let mock = MockLlm::start_background(script)?;
+    let dir = tmp.join(format!("cold-{tag}"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("README.md"), "# x\n")?;
+    let port = mock.addr().port();
+    let t0 = unix_us();
+    let out = Command::new(wharf_binary())
+        .current_dir(&dir)
+        .env("HOME", &dir)
+        .env("WHARF_CACHE_DIR", cache)
+        .env("DEEPSEEK_API_KEY", "sk-bench")
+        .env("WHARF_LOG", "warn")
+        .args(["run", "hello", "--profile", "default", "--no-watch", "--output", "jsonl", "--session-dir"])
+        .arg(dir.join("sessions"))
+        .arg("-c")
+        .arg(format!("plugin.deepseek.config.base_url={}/v1", mock.url()))
+        .arg("-c")
+        .arg(format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"))
+        .output()?;
+    ensure!(out.status.success(), "wharf run (default profile) failed: {}", String::from_utf8_lossy(&out.stderr));
+    let reqs = mock.requests();
+    let first = reqs.first().context("no model request")?;
+    Ok(first.received_unix_us as f64 - t0 as f64)
+}
+
+struct ColdFigures {
+    cold: Vec<f64>,
+    warm: Vec<f64>,
+    process: Vec<f64>,
+    components: usize,
+}
+
+fn cold_start(tmp: &Path) -> anyhow::Result<ColdFigures> {
+    let runs = if quick() { 1 } else { 3 };
+    let components = std::fs::read_to_string(wharf_tests::root().join("profiles/default.toml"))?
+        .lines()
+        .filter(|l| l.trim() == "[[plugin]]")
+        .count();
+    let mut f = ColdFigures { cold: vec![], warm: vec![], process: vec![], components };
+    for i in 0..runs {
+        let cache = tmp.join(format!("cold-cache-{i}"));
+        f.cold.push(first_request(tmp, &cache, &format!("c{i}"))?);
+        f.warm.push(first_request(tmp, &cache, &format!("w{i}"))?);
+        let t = Instant::now();
+        let st = Command::new(wharf_binary()).arg("--version").output()?;
+        ensure!(st.status.success(), "wharf --version failed");
+        f.process.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(f)
+}
+
+/// One example's edit-loop figures, ms.
+struct EditFigures {
+    name: String,
+    kib: u64,
+    rebuild: Vec<f64>,
+    cold: Vec<f64>,
+    cached: Vec<f64>,
+    same_bytes: Vec<f64>,
+}
+
+/// Copies `src` to `dst` (no `node_modules`, `target`, `__pycache__`).
+fn copy_dir(src: &Path, dst: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let name = e.file_name();
+        if ["node_modules", "target", "__pycache__"].iter().any(|n| name == *n) {
+            continue;
+        }
+        let p = e.path();
+        if p.is_dir() { copy_dir(&p, &dst.join(&name))? } else { std::fs::copy(&p, dst.join(&name)).map(|_| ())? }
+    }
+    Ok(())
+}
+
+fn build(dir: &Path, out: &Path) -> anyhow::Result<f64> {
+    let t = Instant::now();
+    let o = Command::new(wharf_binary()).args(["plugin", "build"]).arg(dir).arg("-o").arg(out).output()?;
+    ensure!(o.status.success() && out.exists(), "wharf plugin build failed: {}", String::from_utf8_lossy(&o.stderr));
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Load `path` as a new version and serve one call: ms.
+async fn serve_once(rt: &Runtime, path: &Path, tool: &str, args: &str, grant: &Grant) -> anyhow::Result<f64> {
+    let spec = PluginSpec {
+        id: "edited".into(),
+        path: path.to_path_buf(),
+        config: json!({}),
+        grant: grant.clone(),
+        warm: false,
+    };
+    let t = Instant::now();
+    let v = tokio::task::block_in_place(|| rt.load(&spec)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None, services: None };
+    let out = v.call_tool(tool, args, &ctx).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    ensure!(!format!("{out:?}").is_empty(), "empty outcome");
+    Ok(ms)
+}
+
+async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
+    let root = wharf_tests::root();
+    let (example, file, from, tool, args) = match lang {
+        "python" => (
+            root.join("sdk/python/examples/csv_query"),
+            "app.py",
+            "description=\"Query CSV files: select",
+            "csv_query",
+            json!({"path": tmp.join("t.csv"), "select": ["a"]}).to_string(),
+        ),
+        _ => (
+            root.join("sdk/js/examples/json_diff"),
+            "app.js",
+            "description: \"Structural diff of two JSON values",
+            "json_diff",
+            json!({"before": {"a": 1}, "after": {"a": 2}}).to_string(),
+        ),
+    };
+    std::fs::write(tmp.join("t.csv"), "a,b\n1,2\n3,4\n")?;
+    let dir = tmp.join(format!("edit-{lang}"));
+    copy_dir(&example, &dir)?;
+    if lang == "js" {
+        // The example's `file:../..` dependency, without `npm ci`.
+        std::fs::create_dir_all(dir.join("node_modules"))?;
+        std::os::unix::fs::symlink(root.join("sdk/js"), dir.join("node_modules/wharf-sdk"))?;
+    }
+    let mut grant = Grant::default();
+    grant.dirs = vec![
+        wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", tmp.display())).map_err(|e| anyhow::anyhow!("{e}"))?,
+    ];
+    let edits = if quick() { 1 } else { 3 };
+    let src = dir.join(file);
+    let original = std::fs::read_to_string(&src)?;
+    ensure!(original.contains(from), "{file} no longer has the line this bench edits");
+    let mut f =
+        EditFigures { name: lang.into(), kib: 0, rebuild: vec![], cold: vec![], cached: vec![], same_bytes: vec![] };
+    let v0 = dir.join("v0.wasm");
+    build(&dir, &v0)?;
+    f.kib = std::fs::metadata(&v0)?.len() / 1024;
+    for i in 1..=edits {
+        // Change one line: the tool's description.
+        std::fs::write(&src, original.replacen(from, &format!("{from} (edit {i})"), 1))?;
+        let vi = dir.join(format!("v{i}.wasm"));
+        f.rebuild.push(build(&dir, &vi)?);
+        // Cold: a runtime with an empty cache directory.
+        let cold_dir = tmp.join(format!("edit-cache-cold-{lang}-{i}"));
+        let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cold_dir), ..Default::default() })?;
+        f.cold.push(serve_once(&rt, &vi, tool, &args, &grant).await?);
+        // Cached: the cache holds the previous build (as after the last
+        // edit), a fresh process (runtime) loads the new one.
+        let warm_dir = tmp.join(format!("edit-cache-warm-{lang}-{i}"));
+        let rt = Runtime::new(RuntimeOptions { cache_dir: Some(warm_dir.clone()), ..Default::default() })?;
+        let prev = dir.join(format!("v{}.wasm", i - 1));
+        serve_once(&rt, &prev, tool, &args, &grant).await?;
+        drop(rt);
+        let rt = Runtime::new(RuntimeOptions { cache_dir: Some(warm_dir), ..Default::default() })?;
+        f.cached.push(serve_once(&rt, &vi, tool, &args, &grant).await?);
+        // Baseline: the same bytes again in a fresh runtime (artifact hit).
+        let rt2 = Runtime::new(RuntimeOptions {
+            cache_dir: Some(tmp.join(format!("edit-cache-warm-{lang}-{i}"))),
+            ..Default::default()
+        })?;
+        f.same_bytes.push(serve_once(&rt2, &vi, tool, &args, &grant).await?);
+    }
+    Ok(f)
+}
+
+fn ms(us: f64) -> f64 {
+    us / 1e3
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "**met**" } else { "**not met**" }
+}
+
+fn main() -> anyhow::Result<()> {
+    let out = wharf_tests::target_dir().join("bench");
+    std::fs::create_dir_all(&out)?;
+    for p in ["fs", "llm-deepseek", "text", "shell", "web", "todo", "skills", "context", "compaction", "subagent"] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let tmp = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+
+    let steps = step_overhead(tmp.path())?;
+    let (w_med, w_p90) = (median(&steps.wharf), quantile(&steps.wharf, 0.9));
+    let (n_med, n_p90) = (median(&steps.native), quantile(&steps.native, 0.9));
+    let (r_med, r_p90) = (median(&steps.native_reconnect), quantile(&steps.native_reconnect, 0.9));
+    let conns = steps.wharf_connections.iter().max().copied().unwrap_or(0);
+
+    let cold = cold_start(tmp.path())?;
+    let (c_med, wm_med, p_med) = (median(&cold.cold), median(&cold.warm), median(&cold.process));
+
+    let mut edits = Vec::new();
+    let mut edit_skips = Vec::new();
+    for lang in ["python", "js"] {
+        match rt.block_on(edit_loop(tmp.path(), lang)) {
+            Ok(f) => edits.push(f),
+            Err(e) => {
+                eprintln!("wire bench: edit loop ({lang}) not measured: {e:#}");
+                edit_skips.push(format!("{lang}: {e:#}"));
+            }
+        }
+    }
+
+    let mut md = format!(
+        "Per-step overhead on the wire: `wharf run` with `llm-deepseek` against the loopback mock, {STEPS} steps \
+         with one `fs` read each, {} sessions; the gap is from the end of one response stream to the arrival \
+         of the next request, as the mock stamps them.\n\n\
+         | figure | median | p90 | ratio to native keep-alive (median) | target |\n| --- | --- | --- | --- | --- |\n\
+         | wharf (llm-deepseek, fs) | {:.3} ms | {:.3} ms | {:.1}× | ≤ 0.5 ms: {} |\n\
+         | baseline: native client, keep-alive | {:.3} ms | {:.3} ms | 1.0× | |\n\
+         | baseline: native client, new TCP connection per request | {:.3} ms | {:.3} ms | {:.1}× | |\n\n\
+         TCP connections per wharf session ({} requests): {conns}.\n\n",
+        steps.wharf_connections.len(),
+        ms(w_med),
+        ms(w_p90),
+        w_med / n_med.max(1.0),
+        met(ms(w_med) <= 0.5),
+        ms(n_med),
+        ms(n_p90),
+        ms(r_med),
+        ms(r_p90),
+        r_med / n_med.max(1.0),
+        STEPS + 1,
+    );
+    md.push_str(&format!(
+        "Cold first run of the default profile ({} components, empty compile cache) until the first model \
+         request arrives at the mock:\n\n| figure | median | ratio to warm cache | target |\n| --- | --- | --- | --- |\n\
+         | cold (empty cache) | {:.0} ms | {:.1}× | ≤ 400 ms: {} |\n| warm cache | {:.0} ms | 1.0× | |\n\
+         | baseline: `wharf --version` (process start) | {:.0} ms | {:.2}× | |\n\n",
+        cold.components,
+        ms(c_med),
+        c_med / wm_med.max(1.0),
+        met(ms(c_med) <= 400.0),
+        ms(wm_med),
+        ms(p_med),
+        p_med / wm_med.max(1.0),
+    ));
+    md.push_str(
+        "Edit loop: change one line (the tool's description), rebuild (reported separately), then time until \
+         the new version serves one call in a fresh runtime.\n\n\
+         | example | size | rebuild | cold (empty cache) | with the cache of the previous build | ratio cold / cached | baseline: same bytes again | target ≤ 1 s (cached) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for e in &edits {
+        let (cm, ca, sb) = (median(&e.cold), median(&e.cached), median(&e.same_bytes));
+        md.push_str(&format!(
+            "| {} | {} KiB | {:.1} s | {:.0} ms | {:.0} ms | {:.1}× | {:.0} ms | {} |\n",
+            e.name,
+            e.kib,
+            median(&e.rebuild) / 1e3,
+            cm,
+            ca,
+            cm / ca.max(0.001),
+            sb,
+            met(ca <= 1000.0)
+        ));
+    }
+    for s in &edit_skips {
+        md.push_str(&format!("| {s} | not measured | | | | | | |\n"));
+    }
+    md.push('\n');
+    std::fs::write(out.join("wire.md"), &md)?;
+    let edits_json: Vec<Value> = edits
+        .iter()
+        .map(|e| {
+            json!({"example": e.name, "kib": e.kib, "rebuild_ms": median(&e.rebuild), "cold_ms": median(&e.cold),
+                "cached_ms": median(&e.cached), "same_bytes_ms": median(&e.same_bytes),
+                "cold_all_ms": e.cold, "cached_all_ms": e.cached})
+        })
+        .collect();
+    let j = json!({
+        "steps": STEPS,
+        "gap_ms": {"wharf": {"median": ms(w_med), "p90": ms(w_p90)}, "native_keepalive": {"median": ms(n_med), "p90": ms(n_p90)},
+            "native_reconnect": {"median": ms(r_med), "p90": ms(r_p90)}, "ratio_to_native": w_med / n_med.max(1.0),
+            "wharf_connections_per_session": conns, "target_ms": 0.5, "met": ms(w_med) <= 0.5},
+        "cold_start_ms": {"cold": ms(c_med), "warm": ms(wm_med), "process": ms(p_med), "components": cold.components,
+            "ratio_cold_to_warm": c_med / wm_med.max(1.0), "target_ms": 400, "met": ms(c_med) <= 400.0},
+        "edit_loop": edits_json,
+        "edit_loop_not_measured": edit_skips,
+    });
+    std::fs::write(out.join("wire.json"), serde_json::to_string_pretty(&j)?)?;
+    println!("{md}");
+    let _ = Duration::ZERO;
+    Ok(())
 }

@@ -124,3 +124,86 @@ impl CompileCache {
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).remove(digest);
     }
 }
+
+/// Cranelift's incremental compilation cache on disk: one file per compiled
+/// function, named by the sha-256 of Cranelift's cache key (which covers the
+/// function's IR, the ISA and the compiler flags). A component rebuilt from
+/// an edited Python or JavaScript source keeps its interpreter's functions
+/// unchanged, so recompiling it mostly reads them back from here.
+///
+/// Entries are written atomically (temp file + rename) and read back as
+/// opaque bytes that Cranelift checks (a version/key header) before use; a
+/// file that does not parse is a miss and is recompiled. Writes stop once
+/// the directory holds [`IncrementalStore::MAX_BYTES`] written by this
+/// process, so a runaway build cannot fill the disk.
+#[derive(Debug)]
+pub struct IncrementalStore {
+    dir: PathBuf,
+    written: std::sync::atomic::AtomicU64,
+    hits: std::sync::atomic::AtomicU64,
+    misses: std::sync::atomic::AtomicU64,
+}
+
+impl IncrementalStore {
+    /// Bytes one process writes at most.
+    pub const MAX_BYTES: u64 = 2 << 30;
+    /// Largest entry read back (one function's compiled code).
+    const MAX_ENTRY: u64 = 64 << 20;
+
+    /// A store in `dir` (created on the first write).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir, written: Default::default(), hits: Default::default(), misses: Default::default() }
+    }
+
+    fn path(&self, key: &[u8]) -> PathBuf {
+        let h = hex::encode(Sha256::digest(key));
+        self.dir.join(&h[..2]).join(&h[2..])
+    }
+
+    /// (hits, misses) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+    }
+}
+
+impl wasmtime::CacheStore for IncrementalStore {
+    fn get(&self, key: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let path = self.path(key);
+        let found = std::fs::metadata(&path)
+            .ok()
+            .filter(|m| m.len() <= Self::MAX_ENTRY)
+            .and_then(|_| std::fs::read(&path).ok());
+        match found {
+            Some(v) => {
+                self.hits.fetch_add(1, Relaxed);
+                Some(std::borrow::Cow::Owned(v))
+            }
+            None => {
+                self.misses.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let len = value.len() as u64;
+        if self.written.fetch_add(len, Relaxed) + len > Self::MAX_BYTES {
+            return false;
+        }
+        let path = self.path(key);
+        let Some(parent) = path.parent() else { return false };
+        if std::fs::create_dir_all(parent).is_err() {
+            return false;
+        }
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let tmp = path.with_extension(format!("tmp{}-{}", std::process::id(), SEQ.fetch_add(1, Relaxed)));
+        if std::fs::write(&tmp, &value).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return false;
+        }
+        std::fs::rename(&tmp, &path).is_ok()
+    }
+}

@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// Bytes of each linear memory kept resident (zeroed with memset) when a
     /// pooling slot is reused, instead of being decommitted and faulted in.
     pub keep_resident: usize,
+    /// Directory of Cranelift's incremental compilation cache (per-function
+    /// artifacts, see [`crate::cache::IncrementalStore`]); `None` disables
+    /// it. `WHARF_INCREMENTAL=0` disables it too.
+    pub incremental_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -56,7 +60,14 @@ impl Default for EngineOptions {
             // 512 KiB covers stack, data and the first heap pages, so a
             // fresh instance takes no page faults; more only adds memset.
             .unwrap_or(512 << 10);
-        Self { pooling, max_instances, max_memory_mb: 4096, max_wasm_stack: 1 << 20, keep_resident }
+        Self {
+            pooling,
+            max_instances,
+            max_memory_mb: 4096,
+            max_wasm_stack: 1 << 20,
+            keep_resident,
+            incremental_dir: None,
+        }
     }
 }
 
@@ -97,6 +108,14 @@ impl WharfEngine {
         c.async_stack_size(opts.max_wasm_stack + (2 << 20));
         c.memory_init_cow(true);
         c.parallel_compilation(true);
+        if let Some(dir) = &opts.incremental_dir
+            && std::env::var("WHARF_INCREMENTAL").map(|v| v != "0").unwrap_or(true)
+        {
+            let store = Arc::new(crate::cache::IncrementalStore::new(dir.clone()));
+            if let Err(e) = c.enable_incremental_compilation(store) {
+                tracing::warn!("incremental compilation cache disabled: {e:#}");
+            }
+        }
         if pooling {
             let mut p = PoolingAllocationConfig::new();
             let n = opts.max_instances.max(1);

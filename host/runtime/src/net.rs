@@ -16,9 +16,30 @@
 //! it for SNI and certificate verification, so a second lookup may return a
 //! different address. A rebound name then only reaches a server that presents
 //! a valid certificate for that name, which an internal service will not.
+//!
+//! **Connection pool.** A vetted request is sent by [`send_pooled`], which
+//! keeps HTTP/1.1 keep-alive connections per (plugin, scheme, connect
+//! authority) across stores: a model adapter gets a fresh `wasi:http`
+//! context for every stream, and without the pool each model request paid
+//! a TCP (and TLS) handshake. The pool sits *behind* the checks: every
+//! request is vetted first, and a connection is only ever reused for the
+//! same plugin and the same destination it was opened to (for plain `http`,
+//! the pinned address), so the allowlist and the private-address rule hold
+//! per request exactly as before.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::client::conn::http1::SendRequest;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
 use crate::grants::host_allowed;
 
@@ -157,6 +178,284 @@ pub fn names_literal_host(pat: &str) -> bool {
         }
     };
     name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
+}
+
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(60);
+/// Idle connections kept per key, and in all.
+const POOL_PER_KEY: usize = 4;
+const POOL_TOTAL: usize = 256;
+/// How long a pooled connection may take to report ready before a new one
+/// is opened instead (it is normally ready at once).
+const POOL_READY_WAIT: Duration = Duration::from_millis(50);
+
+/// Which connections may serve a request: same plugin, scheme and connect
+/// authority (for TLS also the server name, which is the authority's host).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PoolKey {
+    plugin: Arc<str>,
+    tls: bool,
+    authority: String,
+}
+
+struct IdleConn {
+    sender: SendRequest<WasiBody>,
+    since: Instant,
+}
+
+/// Idle keep-alive connections, process-wide (see the module docs).
+#[derive(Default)]
+pub struct ConnPool {
+    idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
+    opened: AtomicU64,
+    reused: AtomicU64,
+}
+
+/// Connections opened and reused so far (for benches and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// New TCP connections.
+    pub opened: u64,
+    /// Requests sent on a pooled connection.
+    pub reused: u64,
+}
+
+impl ConnPool {
+    fn take(&self, key: &PoolKey) -> Option<SendRequest<WasiBody>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.get_mut(key)?;
+        while let Some(c) = list.pop() {
+            if !c.sender.is_closed() && c.since.elapsed() < POOL_IDLE {
+                return Some(c.sender);
+            }
+        }
+        idle.remove(key);
+        None
+    }
+
+    fn put(&self, key: PoolKey, sender: SendRequest<WasiBody>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let total: usize = idle.values().map(Vec::len).sum();
+        if total >= POOL_TOTAL {
+            // Forget the stale ones; if still full, do not keep this one.
+            idle.retain(|_, l| {
+                l.retain(|c| !c.sender.is_closed() && c.since.elapsed() < POOL_IDLE);
+                !l.is_empty()
+            });
+            if idle.values().map(Vec::len).sum::<usize>() >= POOL_TOTAL {
+                return;
+            }
+        }
+        let list = idle.entry(key).or_default();
+        if list.len() < POOL_PER_KEY {
+            list.push(IdleConn { sender, since: Instant::now() });
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats { opened: self.opened.load(Ordering::Relaxed), reused: self.reused.load(Ordering::Relaxed) }
+    }
+}
+
+/// The process-wide connection pool.
+pub fn pool() -> &'static ConnPool {
+    static POOL: OnceLock<ConnPool> = OnceLock::new();
+    POOL.get_or_init(ConnPool::default)
+}
+
+/// The TLS client configuration (webpki roots), built once: building it
+/// parses every root certificate.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static TLS: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = match rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions() {
+            Ok(b) => b.with_root_certificates(roots).with_no_client_auth(),
+            // The ring provider supports the default versions; keep the
+            // process-default builder as a fallback anyway.
+            Err(_) => rustls::ClientConfig::builder()
+                .with_root_certificates(rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.into() })
+                .with_no_client_auth(),
+        };
+        Arc::new(config)
+    })
+    .clone()
+}
+
+/// The TLS server name for `authority` (`host:port`, IPv6 in brackets).
+fn server_name(authority: &str) -> Result<rustls::pki_types::ServerName<'static>, HttpError> {
+    use rustls::pki_types::ServerName;
+    if let Ok(addr) = authority.parse::<SocketAddr>() {
+        return Ok(ServerName::from(addr.ip()));
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    ServerName::try_from(host).map(|n| n.to_owned()).map_err(|_| HttpError::HttpRequestUriInvalid)
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// Opens a connection to `authority` and spawns its driver task.
+async fn connect(authority: &str, tls: bool, timeout: Duration) -> Result<SendRequest<WasiBody>, HttpError> {
+    let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(authority)).await {
+        Ok(s) => s.map_err(HttpError::Connect)?,
+        Err(_) => return Err(HttpError::ConnectionTimeout),
+    };
+    // Requests are written in several pieces (head, body chunks): without
+    // this, Nagle holds the last piece until the previous one is ACKed.
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Stream> = if tls {
+        let name = server_name(authority)?;
+        let connector = tokio_rustls::TlsConnector::from(tls_config());
+        match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+            Ok(s) => Box::new(s.map_err(HttpError::Tls)?),
+            Err(_) => return Err(HttpError::ConnectionTimeout),
+        }
+    } else {
+        Box::new(tcp)
+    };
+    let io = wasmtime_wasi_http::io::TokioIo::new(stream);
+    let (sender, conn) = match tokio::time::timeout(timeout, hyper::client::conn::http1::handshake(io)).await {
+        Ok(r) => r?,
+        Err(_) => return Err(HttpError::ConnectionTimeout),
+    };
+    pool().opened.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("pooled HTTP connection ended: {e}");
+        }
+    });
+    Ok(sender)
+}
+
+/// What [`send_pooled`] returns: the response and the I/O future the
+/// `wasi:http` hook contract asks for (the connection is driven by its own
+/// task, so this one completes at once).
+pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), HttpError>> + Send>);
+
+/// Sends a request that already passed [`vet`] (its URI is the one to
+/// connect to: pinned for plain `http`), on a pooled keep-alive connection
+/// of `plugin` to the same destination when one is idle, else on a new one.
+/// Timeouts as `wasmtime_wasi_http::default_send_request`'s.
+pub async fn send_pooled(
+    plugin: &Arc<str>,
+    mut req: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+) -> Result<Sent, HttpError> {
+    let uri = req.uri();
+    let authority = uri.authority().ok_or(HttpError::HttpRequestUriInvalid)?;
+    let tls = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+    let authority = match authority.port() {
+        Some(_) => authority.to_string(),
+        None => format!("{authority}:{}", if tls { 443 } else { 80 }),
+    };
+    let opt =
+        |f: fn(&RequestOptions) -> Option<Duration>| options.as_ref().and_then(f).unwrap_or(Duration::from_secs(600));
+    let connect_timeout = opt(|o| o.connect_timeout);
+    let first_byte_timeout = opt(|o| o.first_byte_timeout);
+    let between_bytes = opt(|o| o.between_bytes_timeout).max(Duration::from_nanos(1));
+    // Origin form on the wire (scheme and authority only go to proxies).
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    *req.uri_mut() = http::Uri::builder().path_and_query(path).build().map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let key = PoolKey { plugin: plugin.clone(), tls, authority };
+
+    // A pooled connection first; if the server closed it before the
+    // request went out, hyper hands the request back and a new one is used.
+    let mut req = Some(req);
+    let mut attempt = 0;
+    let (sender, res) = loop {
+        attempt += 1;
+        let Some(r) = req.take() else { return Err(HttpError::InternalError(Some("request lost".into()))) };
+        let pooled = if attempt <= 2 { pool().take(&key) } else { None };
+        let (mut sender, reused) = match pooled {
+            Some(mut s) => match tokio::time::timeout(POOL_READY_WAIT, s.ready()).await {
+                Ok(Ok(())) => (s, true),
+                _ => {
+                    req = Some(r);
+                    continue;
+                }
+            },
+            None => (connect(&key.authority, tls, connect_timeout).await?, false),
+        };
+        let sent = tokio::time::timeout(first_byte_timeout, sender.try_send_request(r)).await;
+        match sent {
+            Err(_) => return Err(HttpError::ConnectionReadTimeout),
+            Ok(Ok(res)) => {
+                if reused {
+                    pool().reused.fetch_add(1, Ordering::Relaxed);
+                }
+                break (sender, res);
+            }
+            Ok(Err(mut e)) => match e.take_message() {
+                Some(r) if reused => req = Some(r),
+                _ => return Err(HttpError::from(e.into_error())),
+            },
+        }
+    };
+    // The sender goes back to the pool when the body has been read to its
+    // end (a body dropped early closes the connection with it).
+    let (parts, incoming) = res.into_parts();
+    let mut timeout = tokio::time::interval(between_bytes);
+    timeout.reset();
+    let body = PooledBody { incoming, timeout, back: Some((key, sender)) };
+    Ok((http::Response::from_parts(parts, body.boxed_unsync()), Box::new(async { Ok(()) })))
+}
+
+/// A response body that returns its connection to the pool at its end and
+/// applies the between-bytes timeout.
+struct PooledBody {
+    incoming: hyper::body::Incoming,
+    timeout: tokio::time::Interval,
+    back: Option<(PoolKey, SendRequest<WasiBody>)>,
+}
+
+impl http_body::Body for PooledBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(None) => {
+                if let Some((key, sender)) = this.back.take() {
+                    pool().put(key, sender);
+                }
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.back = None;
+                Poll::Ready(Some(Err(if e.is_timeout() { HttpError::HttpResponseTimeout } else { HttpError::from(e) })))
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                this.timeout.reset();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => match this.timeout.poll_tick(cx) {
+                Poll::Ready(_) => {
+                    this.back = None;
+                    Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // Until the end was polled the connection has not gone back yet.
+        self.back.is_none() && self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.incoming.size_hint()
+    }
 }
 
 /// `None` for a public (globally routable) address, else the class that

@@ -136,7 +136,6 @@ impl WasiHttpHooks for HttpPolicy {
         let plugin = self.plugin.clone();
         let private_network = self.private_network;
         Box::new(async move {
-            use http_body_util::BodyExt;
             let uri = request.uri();
             let host = uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
             let https = uri.scheme_str() == Some("https");
@@ -166,8 +165,9 @@ impl WasiHttpHooks for HttpPolicy {
                     None => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
                 }
             }
-            let (res, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((res.map(BodyExt::boxed_unsync), Box::new(io) as Box<dyn Future<Output = _> + Send>))
+            // Pooled keep-alive connections per plugin and destination
+            // (crate::net::send_pooled); the checks above ran for this request.
+            crate::net::send_pooled(&plugin, request, options).await
         })
     }
 }

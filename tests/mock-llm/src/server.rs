@@ -62,6 +62,30 @@ pub struct RecordedRequest {
     /// long a client waited between requests, e.g. for `Retry-After`).
     #[serde(default)]
     pub received_ms: u64,
+    /// Wire timestamps: when the request head was parsed, in microseconds
+    /// since the Unix epoch (comparable across processes on one machine).
+    #[serde(default)]
+    pub received_unix_us: u64,
+    /// When the body had been read, µs since the Unix epoch.
+    #[serde(default)]
+    pub body_unix_us: u64,
+    /// When a streamed reply's body ended (the server saw its last frame
+    /// and wrote the terminating chunk), µs since the Unix epoch; `None`
+    /// for other replies or a stream that did not end cleanly.
+    #[serde(default)]
+    pub stream_end_unix_us: Option<u64>,
+    /// Which TCP connection carried the request (0-based, in accept order),
+    /// so a client's connection reuse can be seen.
+    #[serde(default)]
+    pub connection: u64,
+}
+
+/// Microseconds since the Unix epoch, now.
+pub(crate) fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 #[derive(Debug, Default)]
@@ -148,8 +172,11 @@ impl AsyncWrite for Conn {
 }
 
 /// A response body fed by a channel; an `Err` item aborts the connection.
+/// When the channel ends cleanly, the end time is stamped on request
+/// `index`'s record.
 struct ChannelBody {
     rx: mpsc::Receiver<Result<Bytes, io::Error>>,
+    stamp: Option<(Shared, usize)>,
 }
 
 impl Body for ChannelBody {
@@ -157,18 +184,30 @@ impl Body for ChannelBody {
     type Error = io::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx.poll_recv(cx).map(|item| item.map(|r| r.map(Frame::data)))
+        let polled = self.rx.poll_recv(cx);
+        if let Poll::Ready(None) = polled
+            && let Some((shared, index)) = self.stamp.take()
+        {
+            let now = unix_us();
+            if let Some(r) = shared.lock().requests.get_mut(index) {
+                r.stream_end_unix_us = Some(now);
+            }
+        }
+        polled.map(|item| item.map(|r| r.map(Frame::data)))
     }
 }
 
 /// Accepts connections until `shutdown` turns true.
 pub(crate) async fn serve(listener: TcpListener, shared: Shared, mut shutdown: watch::Receiver<bool>) {
+    let mut next_connection = 0u64;
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
         let Ok((stream, _)) = accepted else { continue };
+        let connection = next_connection;
+        next_connection += 1;
         let _ = stream.set_nodelay(true);
         let reset = Arc::new(AtomicBool::new(false));
         let conn = Conn { inner: stream, reset: reset.clone() };
@@ -178,7 +217,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared, mut shutdown: w
             let service = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 let reset = reset.clone();
-                async move { Ok::<_, Infallible>(handle(req, shared, reset).await) }
+                async move { Ok::<_, Infallible>(handle(req, shared, reset, connection).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(conn), service);
             tokio::select! {
@@ -200,10 +239,13 @@ fn json_response(status: StatusCode, value: &Value) -> Response<ResBody> {
     full(status, "application/json", value.to_string())
 }
 
-async fn handle(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) -> Response<ResBody> {
+async fn handle(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>, connection: u64) -> Response<ResBody> {
+    let arrived = unix_us();
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
-        (&Method::POST, "/v1/chat/completions" | "/chat/completions") => chat(req, shared, reset).await,
+        (&Method::POST, "/v1/chat/completions" | "/chat/completions") => {
+            chat(req, shared, reset, Wire { arrived, connection }).await
+        }
         (&Method::GET, "/_mock/requests") => {
             let value = serde_json::to_value(&shared.lock().requests).unwrap_or(Value::Null);
             json_response(StatusCode::OK, &value)
@@ -245,12 +287,19 @@ async fn push_replies(req: Request<Incoming>, shared: Shared) -> Response<ResBod
 /// The DeepSeek message for a missing pass-back.
 const REASONING_400: &str = "The reasoning_content in the thinking mode must be passed back to the API.";
 
-async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) -> Response<ResBody> {
+/// Where and when a request arrived.
+struct Wire {
+    arrived: u64,
+    connection: u64,
+}
+
+async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>, wire: Wire) -> Response<ResBody> {
     let (parts, body) = req.into_parts();
     let bytes = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    let body_unix_us = unix_us();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let mut headers = BTreeMap::new();
     for name in parts.headers.keys() {
@@ -317,6 +366,10 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             reply: described,
             violations,
             received_ms,
+            received_unix_us: wire.arrived,
+            body_unix_us,
+            stream_end_unix_us: None,
+            connection: wire.connection,
         });
         (index, reply)
     };
@@ -350,7 +403,7 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>) ->
             let steps = plan(&s, &model, index);
             let (tx, rx) = mpsc::channel(16);
             tokio::spawn(drive(steps, s.write_bytes, s.chunk_delay_ms, tx, reset));
-            let mut res = Response::new(ChannelBody { rx }.boxed());
+            let mut res = Response::new(ChannelBody { rx, stamp: Some((shared.clone(), index)) }.boxed());
             res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
             res.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             add_headers(&mut res, &s.headers);
