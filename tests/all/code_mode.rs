@@ -198,3 +198,557 @@ fn without_the_grant_a_program_cannot_call_tools() {
     assert_eq!(r[0]["error_code"], "NOT_GRANTED", "{}", r[0]);
     assert!(!run.events.iter().any(|e| e["data"]["parent"].is_string()), "{}", run.dump());
 }
+
+// ---------------------------------------------------------------------------
+// Helpers for runs the policy module's `Env::run` cannot make: the DeepSeek
+// mock (a key in the child's environment), a streamed run to interrupt.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use wharf_mock_llm::{MockLlm, Script};
+
+use crate::policy::{Run, session_id};
+
+/// The variable holding the mock's key (granted to the adapter by name).
+const KEY_ENV: &str = "WHARF_TEST_CODE_KEY";
+const KEY: &str = "sk-code-mode-test";
+
+fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The `fs` row, then `rows`, with `[agent] adapter = ADAPTER`.
+fn profile_text(adapter: &str, rows: &str) -> String {
+    format!(
+        "[agent]\nadapter = \"{adapter}\"\nmax_steps = 20\n\n[[plugin]]\nid = \"fs\"\npath = \"${{plugin_dir}}/fs.wasm\"\n\
+         [plugin.grant]\ndirs = [\"${{workspace}}:rw\"]\n{rows}\n"
+    )
+}
+
+/// Writes a profile next to the sessions directory.
+fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
+    let dir = env.sessions.parent().map(Path::to_path_buf).unwrap_or_else(|| env.sessions.clone());
+    let path = dir.join(format!("{name}.toml"));
+    ok(std::fs::write(&path, text));
+    path
+}
+
+/// The DeepSeek adapter row pointing at `mock`.
+fn deepseek_row(mock: &MockLlm) -> String {
+    let _ = wharf_tests::plugin("llm-deepseek");
+    format!(
+        "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
+         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\nidle_timeout_ms = 5000\n\
+         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\ntimeout_ms = 20000\n",
+        mock.url(),
+        mock.addr().port()
+    )
+}
+
+/// The `[[mcp]]` row of the test MCP server (`mcp__fx__*` tools).
+fn mcp_row() -> String {
+    let fx = crate::mcp::fixture().display().to_string();
+    format!("\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\"]\nrequired = true\n")
+}
+
+/// `wharf run TASK --output jsonl` as a command (not started).
+fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command {
+    for p in ["fs", "llm-scripted", "policy-rules", "policy-fixed", "code", "subagent"] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut c = wharf_tests::wharf(&home);
+    let ws = env.path("");
+    c.current_dir(&ws).env(KEY_ENV, KEY).args([
+        "run",
+        task,
+        "--profile",
+        &profile.display().to_string(),
+        "--workspace",
+        &ws.display().to_string(),
+        "--session-dir",
+        &env.sessions.display().to_string(),
+        "--output",
+        "jsonl",
+        "--no-watch",
+    ]);
+    c.args(extra);
+    c
+}
+
+fn parse_events(stdout: &str) -> Vec<Value> {
+    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// The stored log of session `id`, checked against the invariants.
+fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
+    let log = ok(wharf_core::Store::new(&env.sessions).load(id));
+    if let Err(e) = wharf_core::invariants::check(&log.events) {
+        panic!("session log breaks an invariant: {e}");
+    }
+    log.events
+}
+
+/// Runs `wharf run` to its end; the stored log is checked.
+fn run_to_end(env: &Env, profile: &Path, extra: &[&str]) -> Run {
+    let out = ok(run_command(env, profile, "do the task", extra).output());
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        events: parse_events(&String::from_utf8_lossy(&out.stdout)),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    if let Some(id) = session_id(&run.stderr) {
+        let _ = stored(env, &id);
+    }
+    run
+}
+
+fn stream(fields: Value) -> Value {
+    let mut v = json!({"kind": "stream"});
+    if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
+        o.extend(f.clone());
+    }
+    v
+}
+
+fn mock(replies: Vec<Value>) -> MockLlm {
+    let script: Script = ok(serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": replies})));
+    ok(MockLlm::start_background(script))
+}
+
+/// A mock reply calling `run_code` with `code`.
+fn run_code_reply(id: &str, code: &str) -> Value {
+    let args = json!({"language": "javascript", "code": code}).to_string();
+    stream(json!({"tool_calls": [{"id": id, "name": "run_code", "arguments": args}]}))
+}
+
+/// The `run_code` tool's description in a request body the mock received.
+fn run_code_description(body: &Value) -> String {
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let t = tools.iter().find(|t| t["function"]["name"] == "run_code");
+    t.and_then(|t| t["function"]["description"].as_str()).unwrap_or_default().to_string()
+}
+
+const TWENTY_FILES: &str = r#"
+const listing = await tools.glob({pattern: "data/*.txt"});
+const paths = listing.split("\n").map(l => l.trim()).filter(l => l.endsWith(".txt"));
+const texts = await Promise.all(paths.map(p => tools.read({path: p})));
+return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")).length};
+"#;
+
+fn twenty_files(env: &Env) {
+    ok(std::fs::create_dir_all(env.path("data")));
+    for i in 0..20 {
+        let body = if i % 3 == 0 { format!("file {i} has the needle\n") } else { format!("file {i}\n") };
+        ok(std::fs::write(env.path(&format!("data/f{i:02}.txt")), body));
+    }
+}
+
+#[test]
+fn deepseek_mock_sees_the_tool_catalogue_and_one_step_for_twenty_files() {
+    let env = env();
+    twenty_files(&env);
+    let mock = mock(vec![
+        run_code_reply("call_code", TWENTY_FILES),
+        stream(json!({"text": "Seven of the twenty files mention the needle."})),
+    ]);
+    let rows = format!("{}{}", code_row("tools = true"), deepseek_row(&mock));
+    let profile = write_profile(&env, "mock20", &profile_text("model", &rows));
+    let run = run_to_end(&env, &profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    mock.assert_no_violations();
+
+    // Two model requests for the whole task, not 21.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{}", run.dump());
+    let first = requests[0].body.clone().unwrap_or_default();
+    // The description names the callable tools with their argument shapes,
+    // never run_code itself.
+    let description = run_code_description(&first);
+    assert!(description.contains("Tools a program can call now"), "{description}");
+    assert!(description.contains("- tools.read({"), "{description}");
+    assert!(description.contains("path: string"), "{description}");
+    assert!(description.contains("- tools.glob({"), "{description}");
+    assert!(!description.contains("tools.run_code"), "{description}");
+
+    // The second request carries the program's result as one tool message;
+    // none of the 21 inner calls reached the conversation.
+    let second = requests[1].body.clone().unwrap_or_default();
+    let messages = second["messages"].as_array().cloned().unwrap_or_default();
+    let tool_msgs: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_msgs.len(), 1, "{second}");
+    assert_eq!(tool_msgs[0]["tool_call_id"], "call_code");
+    let content = tool_msgs[0]["content"].as_str().unwrap_or_default();
+    assert!(content.contains(r#"result: {"files":20,"with_needle":7}"#), "{content}");
+    let assistant_calls: usize = messages.iter().map(|m| m["tool_calls"].as_array().map_or(0, Vec::len)).sum();
+    assert_eq!(assistant_calls, 1, "{second}");
+    // The log has the 21 inner calls under the run_code call.
+    assert_eq!(inner_calls(&run, "call_code").len(), 21, "{}", run.dump());
+}
+
+#[test]
+fn an_inner_mcp_tool_call_goes_through_the_pipeline_and_the_catalogue_follows_the_grant() {
+    let env = env();
+    let program = r#"
+const echoed = await tools.mcp__fx__echo({text: "hello over mcp"});
+const sum = await tools.mcp__fx__add({a: 2, b: 3});
+let refused = null;
+try { await tools.mcp__fx__pid({}); } catch (e) { refused = e.code; }
+return {echoed, sum, refused};
+"#;
+    let mock = mock(vec![run_code_reply("call_mcp", program), stream(json!({"text": "done"}))]);
+    let rows = format!(
+        "{}{}{}",
+        code_row(r#"tools = ["read", "mcp__fx__echo", "mcp__fx__add"]"#),
+        deepseek_row(&mock),
+        mcp_row()
+    );
+    let profile = write_profile(&env, "mockmcp", &profile_text("model", &rows));
+    let run = run_to_end(&env, &profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let requests = mock.requests();
+    let description = run_code_description(&requests[0].body.clone().unwrap_or_default());
+    // Exactly the granted tools, MCP ones with their schemas.
+    assert!(description.contains("- tools.mcp__fx__echo({text: string})"), "{description}");
+    assert!(description.contains("- tools.mcp__fx__add({"), "{description}");
+    assert!(description.contains("- tools.read({"), "{description}");
+    for absent in ["tools.glob", "tools.write", "tools.mcp__fx__pid", "tools.mcp__fx__slow"] {
+        assert!(!description.contains(absent), "{absent} in {description}");
+    }
+    let r = code_results(&run);
+    let content = r[0]["content"].as_str().unwrap_or_default();
+    assert!(content.contains(r#""echoed":"hello over mcp","sum":"sum: 5","refused":"#), "{content}\n{}", run.dump());
+    let inner = inner_calls(&run, "call_mcp");
+    assert_eq!(inner.len(), 3, "{}", run.dump());
+    for c in &inner[..2] {
+        let res = run.one("tool/result", c["data"]["id"].as_str().unwrap_or_default());
+        assert_eq!(res["data"]["plugin"], "mcp:fx", "{res}");
+        assert_eq!(res["data"]["is_error"], false, "{res}");
+    }
+    // The tool the grant leaves out was refused before reaching the server.
+    let refused = run.one("tool/result", inner[2]["data"]["id"].as_str().unwrap_or_default());
+    assert_eq!(refused["data"]["is_error"], true, "{refused}");
+    assert!(refused["data"]["plugin"].is_null(), "{refused}");
+}
+
+#[test]
+fn adversarial_programs_reach_nothing_around_the_pipeline() {
+    let env = env();
+    let globals = r#"
+const probe = {};
+for (const n of ["require", "process", "fetch", "Deno", "Bun", "std", "os", "WebAssembly", "XMLHttpRequest",
+                 "WebSocket", "Worker", "importScripts", "__wharf_enqueue", "__wharf_print"]) probe[n] = typeof globalThis[n];
+let imported = "imported";
+try { await import("/etc/passwd"); } catch (e) { imported = "refused"; }
+let imported2 = "imported";
+try { await import("fs"); } catch (e) { imported2 = "refused"; }
+const viaFunction = Function("return typeof this.process")();
+return {probe, imported, imported2, viaFunction};
+"#;
+    let around = r#"
+const out = {};
+const tries = [["write", {path: "pwned.txt", content: "x"}], ["run_code", {code: "1"}], ["bash", {command: "id"}],
+               ["read", {path: "/etc/passwd"}], ["read", {path: "../../../../etc/passwd"}]];
+for (const [name, args] of tries) {
+  const key = name + ":" + (args.path || "");
+  try { const r = await tools.call(name, args); out[key] = "ran: " + r.slice(0, 60); }
+  catch (e) { out[key] = e.code; }
+}
+try { await tools.run_code({code: "1"}); out.direct = "ran"; } catch (e) { out.direct = e.code; }
+return out;
+"#;
+    let forge = r#"
+const tamper = [];
+try { tools.read = () => Promise.resolve("forged"); } catch (e) { tamper.push("assign"); }
+try { delete tools.read; } catch (e) { tamper.push("delete"); }
+const real = await tools.read({path: "README.md"});
+globalThis.Promise = function () { throw new Error("fake promise"); };
+JSON.stringify = () => '{"path":"forged.txt"}';
+Map.prototype.get = () => undefined;
+const again = await tools.read({path: "README.md"});
+return {real: real.includes("A sample project"), again: again.includes("A sample project"), tamper};
+"#;
+    let run = run_programs(
+        &env,
+        "adversarial",
+        "",
+        r#"tools = ["read", "glob"]"#,
+        &[(globals, None), (around, None), (forge, None), ("6 * 7", None)],
+    );
+    // The session went on to its last turn.
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let r = code_results(&run);
+    assert_eq!(r.len(), 4, "{}", run.dump());
+    let value = |i: usize| -> Value {
+        let c = r[i]["content"].as_str().unwrap_or_default();
+        let json = c.rsplit_once("result: ").map(|(_, j)| j).unwrap_or_else(|| panic!("no result in {c}"));
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {c}"))
+    };
+    let g = value(0);
+    for (name, ty) in g["probe"].as_object().cloned().unwrap_or_default() {
+        assert_eq!(ty, "undefined", "`{name}` is reachable: {g}");
+    }
+    assert_eq!(g["imported"], "refused", "{g}");
+    assert_eq!(g["imported2"], "refused", "{g}");
+    assert_eq!(g["viaFunction"], "undefined", "{g}");
+
+    let a = value(1);
+    for key in ["write:pwned.txt", "run_code:", "bash:", "read:/etc/passwd", "read:../../../../etc/passwd", "direct"] {
+        let v = a[key].as_str().unwrap_or_default();
+        assert!(!v.is_empty() && !v.starts_with("ran"), "{key}: {a}");
+    }
+    assert!(!env.path("pwned.txt").exists());
+    // Every attempt is in the log as an inner call with a refused result.
+    let parent = r[1]["call_id"].as_str().unwrap_or_default().to_string();
+    let inner = inner_calls(&run, &parent);
+    assert_eq!(inner.len(), 6, "{}", run.dump());
+    for c in &inner {
+        let res = run.one("tool/result", c["data"]["id"].as_str().unwrap_or_default());
+        assert_eq!(res["data"]["is_error"], true, "{res}");
+    }
+
+    let f = value(2);
+    assert_eq!(f["real"], true, "{f}");
+    assert_eq!(f["again"], true, "{f}");
+    assert_eq!(f["tamper"], json!([]), "sloppy-mode writes fail silently: {f}");
+    let parent = r[2]["call_id"].as_str().unwrap_or_default().to_string();
+    let inner = inner_calls(&run, &parent);
+    assert_eq!(inner.len(), 2, "{}", run.dump());
+    for c in &inner {
+        assert_eq!(c["data"]["arguments"], r#"{"path":"README.md"}"#, "{c}");
+        let res = run.one("tool/result", c["data"]["id"].as_str().unwrap_or_default());
+        assert_eq!(res["data"]["plugin"], "fs", "{res}");
+    }
+    assert!(r[3]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[3]);
+}
+
+#[test]
+fn run_code_cannot_start_itself_and_subagents_bound_the_depth() {
+    let env = env();
+    let program = r#"
+let direct;
+try { await tools.call("run_code", {code: "1"}); direct = "ran"; } catch (e) { direct = e.code; }
+let nested;
+try { nested = await tools.subagent({task: "CHILD: go deeper"}); } catch (e) { nested = "refused: " + e.message; }
+return {direct, nested: String(nested).slice(0, 4000)};
+"#;
+    let call = |table: &str| {
+        let args = json!({"language": "javascript", "code": program}).to_string();
+        format!(
+            "\n[[{table}]]\ntool_calls = [{{ name = \"run_code\", arguments = {} }}]\n[[{table}]]\ntext = \"The tool said: \"\n\
+             echo_last_tool_result = true\nfinish = \"stop\"\n",
+            toml_str(&args)
+        )
+    };
+    let model = format!(
+        "\n[[plugin]]\nid = \"scripted\"\npath = \"${{plugin_dir}}/llm-scripted.wasm\"\n[plugin.config]\nmodel = \"scripted\"\n{}\n\
+         [[plugin.config.branches]]\nwhen = \"CHILD\"\n{}",
+        call("plugin.config.turns"),
+        call("plugin.config.branches.turns")
+    );
+    let sub = policy("subagent", "subagent", "", "agents = true\ntimeout_ms = 120000");
+    let rows = format!("{sub}{}{model}", code_row("tools = true\ntimeout_ms = 120000"));
+    let profile = write_profile(&env, "recursion", &profile_text("scripted", &rows));
+    let t0 = Instant::now();
+    let run = run_to_end(&env, &profile, &[]);
+    assert!(t0.elapsed() < Duration::from_secs(120), "bounded");
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let text = run.last_text();
+    // Every level's direct call was refused; levels 1-3 ran a program each,
+    // the fourth subagent was refused.
+    assert_eq!(text.matches("UNKNOWN_TOOL").count(), 4, "{text}");
+    assert!(text.contains("nest at most 3 deep"), "{text}");
+}
+
+/// Spawns `wharf run` with its stdout streamed, returning the child and a
+/// channel of its lines.
+fn spawn_streamed(
+    env: &Env,
+    profile: &Path,
+    task: &str,
+    extra: &[&str],
+) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = ok(run_command(env, profile, task, extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
+}
+
+/// Reads lines until `n` inner calls of `name` were dispatched (their
+/// `tool/call` logged), returning the lines so far.
+fn until_inner_calls(rx: &mpsc::Receiver<String>, name: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut lines = Vec::new();
+    loop {
+        let seen = lines
+            .iter()
+            .filter_map(|l: &String| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["type"] == "tool/call" && e["data"]["parent"].is_string() && e["data"]["name"] == name)
+            .count();
+        if seen >= n {
+            return lines;
+        }
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) => lines.push(l),
+            Err(_) => panic!("the program's inner calls never started: {lines:#?}"),
+        }
+    }
+}
+
+const SLOW_PROGRAM: &str = r#"
+console.log("starting");
+const r = await Promise.all([tools.mcp__fx__slow({ms: 60000}), tools.mcp__fx__slow({ms: 60000})]);
+return r;
+"#;
+
+fn slow_profile(env: &Env, name: &str) -> PathBuf {
+    let rows =
+        format!("{}{}{}", code_row("tools = true\ntimeout_ms = 120000"), mcp_row(), scripted(&[(SLOW_PROGRAM, None)]));
+    write_profile(env, name, &profile_text("scripted", &rows))
+}
+
+#[test]
+fn sigint_mid_program_stops_it_and_its_inner_calls() {
+    let env = env();
+    let profile = slow_profile(&env, "sigint");
+    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
+    let mut lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(ok(Command::new("kill").args(["-INT", &child.id().to_string()]).status()).success());
+    let t0 = Instant::now();
+    let status = ok(child.wait());
+    assert!(t0.elapsed() < Duration::from_secs(15), "wharf did not stop promptly after SIGINT");
+    lines.extend(rx.iter());
+    let events = parse_events(&lines.join("\n"));
+    let run = Run { code: status.code().unwrap_or(-1), events, stderr: String::new() };
+    assert_eq!(run.code, 1, "{}", run.dump());
+    let end = run.events.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "cancelled", "{}", run.dump());
+    // The program and both inner calls ended as interrupted, the inner ones
+    // logged before the program's.
+    let r = code_results(&run);
+    assert_eq!(r.len(), 1, "{}", run.dump());
+    assert_eq!(r[0]["is_error"], true, "{}", r[0]);
+    assert!(r[0]["error_code"].as_str().unwrap_or_default().starts_with("ABORTED"), "{}", r[0]);
+    let parent = r[0]["call_id"].as_str().unwrap_or_default().to_string();
+    let inner = inner_calls(&run, &parent);
+    assert_eq!(inner.len(), 2, "{}", run.dump());
+    for c in &inner {
+        let res = run.one("tool/result", c["data"]["id"].as_str().unwrap_or_default());
+        assert!(res["data"]["error_code"].as_str().unwrap_or_default().starts_with("ABORTED"), "{res}");
+        let seq = res["seq"].as_u64().unwrap_or_default();
+        let parent_seq = run.one("tool/result", &parent)["seq"].as_u64().unwrap_or_default();
+        assert!(seq < parent_seq, "inner results first: {}", run.dump());
+    }
+    let id = run
+        .events
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .and_then(|e| e["data"]["id"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    if !id.is_empty() {
+        let _ = stored(&env, &id);
+    }
+}
+
+#[test]
+fn resume_after_kill_9_during_a_program_repairs_the_log() {
+    let env = env();
+    let profile = slow_profile(&env, "kill9");
+    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
+    let lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
+    std::thread::sleep(Duration::from_millis(300));
+    ok(child.kill());
+    let _ = ok(child.wait());
+    let id = parse_events(&lines.join("\n"))
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .and_then(|e| e["data"]["id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| {
+            let entries = ok(std::fs::read_dir(&env.sessions));
+            entries
+                .flatten()
+                .find_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(str::to_string))
+                .unwrap_or_else(|| panic!("no session file"))
+        });
+    // The crashed log is a valid prefix: the program's call open.
+    let crashed = ok(wharf_core::Store::new(&env.sessions).load(&id));
+    ok(wharf_core::invariants::check_prefix(&crashed.events));
+
+    let out = ok(run_command(&env, &profile, "again", &["--resume", &id]).output());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = stored(&env, &id);
+    let values: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    // The repaired log closed the program's call and its inner calls.
+    let results = |id: &str| values.iter().filter(|e| e["type"] == "tool/result" && e["data"]["call_id"] == id).count();
+    let calls: Vec<&Value> = values.iter().filter(|e| e["type"] == "tool/call").collect();
+    assert_eq!(calls.len(), 3, "{values:#?}");
+    for c in calls {
+        assert_eq!(results(c["data"]["id"].as_str().unwrap_or_default()), 1, "{c}\n{values:#?}");
+    }
+}
+
+#[test]
+fn an_inner_call_asks_for_approval_in_chat() {
+    let env = env();
+    let program = r#"
+const a = await tools.write({path: "approved.txt", content: "yes"});
+let b;
+try { await tools.write({path: "rejected.txt", content: "no"}); b = "written"; } catch (e) { b = e.code; }
+return {a, b};
+"#;
+    let ask =
+        policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
+    let rows = format!("{ask}{}{}", code_row("tools = true"), scripted(&[(program, None)]));
+    let profile = write_profile(&env, "chat", &profile_text("scripted", &rows));
+    let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut cmd = wharf_tests::wharf(&home);
+    cmd.args([
+        "chat",
+        "--profile",
+        &profile.display().to_string(),
+        "--session-dir",
+        &env.sessions.display().to_string(),
+    ])
+    .current_dir(env.path(""))
+    .env("TERM", "dumb");
+    let mut t = crate::chat::Pty::spawn(cmd);
+    t.expect("› ");
+    t.line("write two files with a program");
+    t.expect("approval needed: write(");
+    t.expect("allow? [y]es once");
+    t.line("y");
+    t.expect("approval needed: write(");
+    t.expect("allow?");
+    t.line("n");
+    t.expect("The tool said:");
+    t.expect("— completed");
+    t.line("/quit");
+    assert!(t.wait().success());
+    assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
+    assert!(!env.path("rejected.txt").exists());
+    let store = wharf_core::Store::new(&env.sessions);
+    let list = ok(store.list());
+    let id = list.last().map(|s| s.id.clone()).unwrap_or_default();
+    let values: Vec<Value> = stored(&env, &id).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let inner: Vec<&Value> =
+        values.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"].is_string()).collect();
+    assert_eq!(inner.len(), 2, "{values:#?}");
+    let result = |id: &str| values.iter().find(|e| e["type"] == "tool/result" && e["data"]["call_id"] == id).cloned();
+    let rejected = result(inner[1]["data"]["id"].as_str().unwrap_or_default()).unwrap_or_default();
+    assert_eq!(rejected["data"]["error_code"], "APPROVAL_REJECTED", "{rejected}");
+    let code = values.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "run_code").cloned();
+    let content = code.as_ref().and_then(|c| c["data"]["content"].as_str()).unwrap_or_default().to_string();
+    assert!(content.contains(r#""b":"APPROVAL_REJECTED""#), "{content}");
+}

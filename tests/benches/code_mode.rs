@@ -1,8 +1,303 @@
-//! `cargo xtask bench` section `code_mode` (being written).
+//! `cargo xtask bench` section `code_mode`: Code Mode (`run_code`) against
+//! one tool call per model step, every figure measured in this run through
+//! `wharf run` with the real components:
+//!
+//! - **the 20-file task** (glob `data/*.txt`, read the 20 files, count the
+//!   ones holding a word) against the DeepSeek mock (`wharf-mock-llm`, real
+//!   `llm-deepseek` component): model requests and the prompt the mock
+//!   received (bytes of the request bodies, and tokens estimated at 4 bytes
+//!   each — the mock's own usage figures are scripted, not measured), Code
+//!   Mode vs one tool per step;
+//! - **one inner call vs a direct call**: a program making `N` sequential
+//!   `tools.read` calls, timed inside the program (`Date.now()`), per call,
+//!   against a direct `read` call of the model, timed from its `tool/call`
+//!   to its `tool/result` in the log (the pipeline, the fresh `fs` sandbox
+//!   and the log writes: what a direct call costs besides the model step),
+//!   as a ratio (target ≤ 2×);
+//! - **program start-up**: `run_code` with the program `1` (a fresh
+//!   instance of the 4 MB component, the boa context, the prelude), the
+//!   executions' `duration_ms`, against a direct `read`'s.
+//!
+//! Writes `target/bench/code_mode.md` and `code_mode.json`. With
+//! `WHARF_BENCH_QUICK` the counts shrink.
 
-fn main() {
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    let _ = std::fs::create_dir_all(&out);
-    let _ = std::fs::write(out.join("code_mode.md"), "not measured yet\n");
-    let _ = std::fs::write(out.join("code_mode.json"), "{}\n");
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use wharf_mock_llm::{MockLlm, Script};
+
+const KEY_ENV: &str = "WHARF_BENCH_CODE_KEY";
+
+struct World {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+}
+
+impl World {
+    fn new() -> anyhow::Result<Self> {
+        let w = Self { home: tempfile::tempdir()?, ws: tempfile::tempdir()? };
+        std::fs::create_dir_all(w.ws.path().join("data"))?;
+        for i in 0..20 {
+            let body = if i % 3 == 0 { format!("file {i} has the needle\n") } else { format!("file {i}\n") };
+            std::fs::write(w.ws.path().join(format!("data/f{i:02}.txt")), body)?;
+        }
+        std::fs::write(w.ws.path().join("small.txt"), "hello from the benchmark\n")?;
+        Ok(w)
+    }
+
+    fn profile(&self, name: &str, adapter: &str, rows: &str) -> anyhow::Result<PathBuf> {
+        let text = format!(
+            "[agent]\nadapter = \"{adapter}\"\nmax_steps = 100\n\n[[plugin]]\nid = \"fs\"\npath = \"${{plugin_dir}}/fs.wasm\"\n\
+             [plugin.grant]\ndirs = [\"${{workspace}}:rw\"]\n\n[[plugin]]\nid = \"code\"\npath = \"${{plugin_dir}}/code.wasm\"\n\
+             [plugin.config]\nmax_calls = 500\n[plugin.grant]\ntools = true\ntimeout_ms = 120000\n{rows}\n"
+        );
+        let path = self.home.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
+    /// `wharf run --output jsonl`: the events.
+    fn run(&self, profile: &Path) -> anyhow::Result<Vec<Value>> {
+        let sessions = self.home.path().join("sessions");
+        let out = wharf_tests::wharf(self.home.path())
+            .current_dir(self.ws.path())
+            .env(KEY_ENV, "sk-bench")
+            .args(["run", "do the task", "--profile"])
+            .arg(profile)
+            .arg("--session-dir")
+            .arg(&sessions)
+            .args(["--output", "jsonl", "--no-watch"])
+            .output()
+            .context("spawn wharf")?;
+        let events: Vec<Value> =
+            String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        if out.status.code() != Some(0) {
+            bail!("wharf run failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(events)
+    }
+}
+
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// Scripted turns: each a list of (tool, arguments) calls, then a final text.
+fn scripted(turns: &[Vec<(&str, Value)>]) -> String {
+    let mut s = String::from(
+        "\n[[plugin]]\nid = \"scripted\"\npath = \"${plugin_dir}/llm-scripted.wasm\"\n[plugin.config]\nmodel = \"bench\"\n",
+    );
+    for calls in turns {
+        let list: Vec<String> = calls
+            .iter()
+            .map(|(n, a)| format!("{{ name = \"{n}\", arguments = {} }}", toml_str(&a.to_string())))
+            .collect();
+        s.push_str(&format!("\n[[plugin.config.turns]]\ntool_calls = [{}]\n", list.join(", ")));
+    }
+    s.push_str("\n[[plugin.config.turns]]\ntext = \"done\"\nfinish = \"stop\"\n");
+    s
+}
+
+fn time_ms(e: &Value) -> Option<i64> {
+    // `YYYY-MM-DDTHH:MM:SS.mmmZ`: one run never crosses a day boundary
+    // that matters for deltas of a few ms, but keep the date in anyway.
+    let t = e["time"].as_str()?;
+    let (date, clock) = t.split_once('T')?;
+    let day: i64 = date.rsplit('-').next()?.parse().ok()?;
+    let clock = clock.trim_end_matches('Z');
+    let mut parts = clock.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(((day * 24 + h) * 60 + m) * 60_000 + (s * 1000.0).round() as i64)
+}
+
+/// Mean ms from each `tool/call` of `name` to its `tool/result`.
+fn call_to_result_ms(events: &[Value], name: &str) -> anyhow::Result<f64> {
+    let mut total = 0i64;
+    let mut n = 0i64;
+    for c in events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["name"] == name) {
+        let id = &c["data"]["id"];
+        let r = events
+            .iter()
+            .find(|e| e["type"] == "tool/result" && &e["data"]["call_id"] == id)
+            .context("a call without a result")?;
+        if r["data"]["is_error"] == true {
+            bail!("{name} failed: {r}");
+        }
+        total += time_ms(r).unwrap_or(0) - time_ms(c).unwrap_or(0);
+        n += 1;
+    }
+    if n == 0 {
+        bail!("no {name} calls");
+    }
+    Ok(total as f64 / n as f64)
+}
+
+/// Mean `duration_ms` of the results of `name`.
+fn mean_duration(events: &[Value], name: &str) -> anyhow::Result<f64> {
+    let ds: Vec<f64> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/result" && e["data"]["name"] == name)
+        .filter_map(|e| e["data"]["duration_ms"].as_f64())
+        .collect();
+    if ds.is_empty() {
+        bail!("no {name} results");
+    }
+    Ok(ds.iter().sum::<f64>() / ds.len() as f64)
+}
+
+/// The model-visible content of the one `run_code` result of a run.
+fn code_result(events: &[Value]) -> anyhow::Result<String> {
+    let r = events
+        .iter()
+        .rfind(|e| e["type"] == "tool/result" && e["data"]["name"] == "run_code")
+        .context("no run_code result")?;
+    if r["data"]["is_error"] == true {
+        bail!("run_code failed: {r}");
+    }
+    Ok(r["data"]["content"].as_str().unwrap_or_default().to_string())
+}
+
+struct Requests {
+    count: usize,
+    bytes: usize,
+}
+
+/// The 20-file task against the DeepSeek mock with `replies`.
+fn twenty_files(world: &World, name: &str, replies: Vec<Value>) -> anyhow::Result<Requests> {
+    let script: Script = serde_json::from_value(json!({ "replies": replies }))?;
+    let mock = MockLlm::start_background(script)?;
+    let row = format!(
+        "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
+         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\n\
+         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\ntimeout_ms = 20000\n",
+        mock.url(),
+        mock.addr().port()
+    );
+    let profile = world.profile(name, "model", &row)?;
+    let events = world.run(&profile)?;
+    let reads = events.iter().filter(|e| e["type"] == "tool/result" && e["data"]["name"] == "read").count();
+    if reads != 20 {
+        bail!("{name}: {reads} reads instead of 20");
+    }
+    let requests = mock.requests();
+    Ok(Requests { count: requests.len(), bytes: requests.iter().map(|r| r.raw_body.len()).sum() })
+}
+
+fn stream(fields: Value) -> Value {
+    let mut v = json!({"kind": "stream"});
+    if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
+        o.extend(f.clone());
+    }
+    v
+}
+
+fn call_reply(id: &str, name: &str, args: &Value) -> Value {
+    stream(json!({"tool_calls": [{"id": id, "name": name, "arguments": args.to_string()}]}))
+}
+
+const PROGRAM_20: &str = r#"
+const listing = await tools.glob({pattern: "data/*.txt"});
+const paths = listing.split("\n").map(l => l.trim()).filter(l => l.endsWith(".txt"));
+const texts = await Promise.all(paths.map(p => tools.read({path: p})));
+return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")).length};
+"#;
+
+fn main() -> anyhow::Result<()> {
+    let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
+    let n_inner: usize = if quick { 10 } else { 50 };
+    let n_direct: usize = if quick { 5 } else { 20 };
+    let n_start: usize = if quick { 3 } else { 10 };
+    for p in ["fs", "code", "llm-scripted", "llm-deepseek"] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let world = World::new()?;
+
+    // 1. The 20-file task.
+    let code_args = json!({"language": "javascript", "code": PROGRAM_20});
+    let code = twenty_files(
+        &world,
+        "code20",
+        vec![call_reply("call_code", "run_code", &code_args), stream(json!({"text": "Seven files."}))],
+    )?;
+    let mut replies = vec![call_reply("call_glob", "glob", &json!({"pattern": "data/*.txt"}))];
+    for i in 0..20 {
+        replies.push(call_reply(&format!("call_read_{i}"), "read", &json!({"path": format!("data/f{i:02}.txt")})));
+    }
+    replies.push(stream(json!({"text": "Seven files."})));
+    let direct = twenty_files(&world, "direct20", replies)?;
+
+    // 2. One inner call vs one direct call.
+    let program = format!(
+        "const t0 = Date.now();\nfor (let i = 0; i < {n_inner}; i++) await tools.read({{path: \"small.txt\"}});\n\
+         return (Date.now() - t0) / {n_inner};"
+    );
+    let profile = world.profile("inner", "scripted", &scripted(&[vec![("run_code", json!({"code": program}))]]))?;
+    let events = world.run(&profile)?;
+    let content = code_result(&events)?;
+    let inner_ms: f64 = content
+        .rsplit_once("result: ")
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .with_context(|| format!("no timing in {content}"))?;
+    let inner_logged_ms = call_to_result_ms(&events, "read")?;
+    let turns: Vec<Vec<(&str, Value)>> = (0..n_direct).map(|_| vec![("read", json!({"path": "small.txt"}))]).collect();
+    let profile = world.profile("direct", "scripted", &scripted(&turns))?;
+    let events = world.run(&profile)?;
+    let direct_ms = call_to_result_ms(&events, "read")?;
+    let direct_exec_ms = mean_duration(&events, "read")?;
+
+    // 3. Program start-up.
+    let turns: Vec<Vec<(&str, Value)>> = (0..n_start).map(|_| vec![("run_code", json!({"code": "1"}))]).collect();
+    let profile = world.profile("startup", "scripted", &scripted(&turns))?;
+    let events = world.run(&profile)?;
+    let startup_ms = mean_duration(&events, "run_code")?;
+    let size = std::fs::metadata(wharf_tests::plugin("code")).map(|m| m.len()).unwrap_or(0);
+
+    let ratio = if direct_ms > 0.0 { inner_ms / direct_ms } else { f64::NAN };
+    let json = json!({
+        "twenty_files": {
+            "code_mode": {"model_requests": code.count, "request_bytes": code.bytes, "prompt_tokens_est": code.bytes / 4},
+            "one_tool_per_step": {"model_requests": direct.count, "request_bytes": direct.bytes, "prompt_tokens_est": direct.bytes / 4},
+        },
+        "inner_call": {
+            "calls": n_inner,
+            "per_call_in_program_ms": inner_ms,
+            "per_call_logged_ms": inner_logged_ms,
+            "direct_call_logged_ms": direct_ms,
+            "direct_call_execution_ms": direct_exec_ms,
+            "ratio_inner_to_direct": ratio,
+            "target_ratio": 2.0,
+        },
+        "startup": {"runs": n_start, "run_code_1_ms": startup_ms, "read_execution_ms": direct_exec_ms, "component_bytes": size},
+    });
+    let md = format!(
+        "| Measure | Code Mode | One tool per step |\n|---|---|---|\n\
+         | 20-file task: model requests | {} | {} |\n\
+         | 20-file task: request bytes the mock received | {} | {} |\n\
+         | 20-file task: prompt tokens (estimated, bytes/4) | {} | {} |\n\n\
+         | Measure | Value |\n|---|---|\n\
+         | one inner call, timed in the program ({n_inner} sequential `tools.read`) | {inner_ms:.2} ms |\n\
+         | one inner call, `tool/call` → `tool/result` in the log | {inner_logged_ms:.2} ms |\n\
+         | one direct `read`, `tool/call` → `tool/result` in the log ({n_direct} steps) | {direct_ms:.2} ms |\n\
+         | inner / direct | {ratio:.2}× (target ≤ 2×) |\n\
+         | program start-up: `run_code` of `1`, execution ({n_start} runs) | {startup_ms:.1} ms |\n\
+         | a direct `read`'s execution, for scale | {direct_exec_ms:.1} ms |\n\
+         | `code.wasm` size | {:.1} MB |\n\n\
+         Log times have millisecond resolution; the in-program figure is a mean over {n_inner} calls.\n",
+        code.count,
+        direct.count,
+        code.bytes,
+        direct.bytes,
+        code.bytes / 4,
+        direct.bytes / 4,
+        size as f64 / 1e6,
+    );
+    let out = wharf_tests::target_dir().join("bench");
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("code_mode.md"), &md)?;
+    std::fs::write(out.join("code_mode.json"), serde_json::to_string_pretty(&json)? + "\n")?;
+    println!("{md}");
+    Ok(())
 }

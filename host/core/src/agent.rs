@@ -734,7 +734,8 @@ impl Agent {
             let message = format!("no LLM adapter {which}is loaded");
             return Ok(stop(StopReason::Error { code: "NO_ADAPTER".into(), message }));
         };
-        let request = LlmRequest { system, messages: inner.log.messages(), tools: snap.tool_specs(), max_tokens };
+        let tools = crate::catalog::model_specs(snap);
+        let request = LlmRequest { system, messages: inner.log.messages(), tools, max_tokens };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {

@@ -33,6 +33,7 @@ pub mod agent;
 pub mod approval;
 pub mod attach;
 pub mod bus;
+pub mod catalog;
 pub mod compaction;
 pub mod events;
 pub mod invariants;

@@ -239,6 +239,23 @@ pub trait Tool: Send + Sync {
     /// Executes one call. Must honour `cancel` (return promptly with an
     /// `ABORTED` error when it fires) and never panic.
     fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome>;
+    /// The session's tools this tool's calls may call in turn (Code Mode:
+    /// the runtime's `tools` grant); `None` for an ordinary tool. The agent
+    /// appends the catalogue of those tools to the description the model
+    /// sees ([`crate::catalog`]).
+    fn reach(&self) -> Option<&ToolReach> {
+        None
+    }
+}
+
+/// Which of the session's tools a tool may call (see [`Tool::reach`]);
+/// never the tools of its own plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolReach {
+    /// Every tool of the session.
+    All,
+    /// Only these names.
+    Only(Vec<String>),
 }
 
 /// Role of a chat message.

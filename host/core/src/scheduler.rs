@@ -118,11 +118,15 @@ impl Run<'_> {
                 self.slots[i] = Slot::Finished(ToolPipeline::aborted_before_dispatch(plugin));
                 break;
             }
+            // The call's own token: cancelled with the step, and when the
+            // call ends however it ends (finished, timed out, trapped), so
+            // the calls a program left running stop with it.
+            let call_token = cancel.child_token();
             let services = self.p.services.as_ref().map(|s| {
                 Arc::new(s.for_tool_call(
                     &call.id,
                     ready.tool.plugin().clone(),
-                    cancel.clone(),
+                    call_token.clone(),
                     self.at,
                     self.p.parent.is_some(),
                 ))
@@ -137,11 +141,12 @@ impl Run<'_> {
                 services: services.map(|s| s as Arc<dyn crate::plugin::SessionServices>),
             };
             let grace = self.p.config.cancel_grace;
-            let run = execute(ready.tool, invocation, cancel.clone(), self.p.timeout_for(&call.name), grace);
+            let run = execute(ready.tool, invocation, call_token.clone(), self.p.timeout_for(&call.name), grace);
             // The calls a program made log their results before the
             // program's own (bounded by the grace period).
             let fut = async move {
                 let finished = run.await;
+                call_token.cancel();
                 if let Some(inflight) = inflight {
                     let _ = tokio::time::timeout(grace, inflight.write()).await;
                 }

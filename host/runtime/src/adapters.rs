@@ -10,7 +10,7 @@ use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
     BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode,
     LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role,
-    SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolSpec, Usage,
+    SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolReach, ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 
@@ -24,11 +24,17 @@ pub struct ComponentTool {
     version: Arc<PluginVersion>,
     plugin: PluginRef,
     spec: ToolSpec,
+    /// The tools its calls may call (grant `tools`).
+    reach: Option<ToolReach>,
 }
 
 impl Tool for ComponentTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn reach(&self) -> Option<&ToolReach> {
+        self.reach.as_ref()
     }
 
     fn plugin(&self) -> &PluginRef {
@@ -60,11 +66,17 @@ impl Tool for ComponentTool {
 pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
     let plugin = version.plugin_ref();
     let mut regs = Registrations::default();
+    let reach = match &version.effective.tools {
+        crate::grants::ToolsGrant::None => None,
+        crate::grants::ToolsGrant::All => Some(ToolReach::All),
+        crate::grants::ToolsGrant::Only(names) => Some(ToolReach::Only(names.clone())),
+    };
     for spec in &version.tools {
         regs.tools.push(Arc::new(ComponentTool {
             version: version.clone(),
             plugin: plugin.clone(),
             spec: spec.clone(),
+            reach: reach.clone(),
         }));
     }
     if version.kinds.contains(&Kind::Llm) {

@@ -3,18 +3,22 @@
 //! pipeline: the `tools` import (grant `tools`).
 //!
 //! In the program, `tools.NAME(args)` (one function per tool the host lists
-//! at call time) and `tools.call(name, args)` return Promises; the calls a
-//! program starts before it next waits (`Promise.all([...])`) go to the host
-//! as ONE batch, which runs them in the scheduler's pool and answers in
-//! order. A refused call (denied, unknown, invalid) rejects its Promise with
-//! an `Error` whose `code` is the pipeline's code. `console.log` writes to
-//! the program's stdout. The result the model sees is that stdout plus the
-//! program's value as JSON: the value of the last expression, or of what a
-//! `return` at the top level returns (top-level `await` is allowed), or of
-//! an `async function main()` the program defines.
+//! at call time; any other name and `tools.call(name, args)` are sent to
+//! the host too, which refuses what it does not offer) returns a Promise;
+//! the calls a program starts before it next waits (`Promise.all([...])`)
+//! go to the host as ONE batch, which runs them in the scheduler's pool and
+//! answers in order. A refused call (denied, unknown, invalid) rejects its
+//! Promise with a `ToolError` whose `code` is the pipeline's code.
+//! `console.log` writes to the program's stdout. The result the model sees
+//! is that stdout plus the program's value as JSON: the value of the last
+//! expression, or of what a `return` at the top level returns (top-level
+//! `await` is allowed), or of an `async function main()` the program
+//! defines. Errors carry the line:column in the program.
 //!
 //! Config: `max_calls` (inner calls per program, default 200),
-//! `max_output_bytes` (stdout + result, default 65536).
+//! `max_output_bytes` (stdout + result, default 65536). Wall time and
+//! memory are the operator's (`grant.timeout_ms`, `grant.memory_mb`);
+//! `timeout_ms` in the arguments only shortens the wall time.
 
 #![allow(missing_docs)]
 
@@ -104,9 +108,17 @@ fn cut(s: &mut String, max: usize) {
 }
 
 fn description() -> String {
-    // The tools are the model's own (the same names and arguments); the
-    // host lists them to the program at call time.
-    format!("{INTRO}\n\nEvery tool you have (except run_code) is `tools.NAME(args)` with the same arguments.")
+    // The tools are the model's own (the same names and arguments). The host
+    // appends the catalogue of the tools a program may call (names and
+    // argument shapes) to this description at every model request, and lists
+    // them to the program at call time.
+    let calls = config_usize("max_calls", DEFAULT_MAX_CALLS);
+    let output = config_usize("max_output_bytes", DEFAULT_MAX_OUTPUT);
+    format!(
+        "{INTRO}\n\nEvery tool you have (except run_code) is `tools.NAME(args)` with the same arguments. Errors \
+         carry the line:column in your program. Limits per program: {calls} tool calls, {output} bytes of output \
+         (stdout and result, cut past it); the operator bounds its wall time and memory."
+    )
 }
 
 impl ToolGuest for Code {
@@ -153,8 +165,14 @@ impl ToolGuest for Code {
                 ..State::default()
             }
         });
+        // The API is generated from the host's list at call time. Without a
+        // session (`wharf plugin call`) or without the grant a program still
+        // runs; each tool call it makes then fails with that reason.
         let names: Vec<String> = match tools::list_tools() {
             Ok(l) => l.into_iter().map(|t| t.name).collect(),
+            Err(
+                wharf::plugin::session::SessionError::NoSession | wharf::plugin::session::SessionError::NotGranted(_),
+            ) => Vec::new(),
             Err(e) => return Err(session_err(e)),
         };
         let outcome = run(code, &names);
@@ -168,10 +186,9 @@ impl ToolGuest for Code {
             }
             text.push('\n');
         }
+        let room = max_output.saturating_sub(text.len()).max(256);
         match outcome {
-            Ok(json) => {
-                let mut json = json;
-                let room = max_output.saturating_sub(text.len()).max(256);
+            Ok(mut json) => {
                 if json.len() > room {
                     cut(&mut json, room);
                     json.push_str(" [… result cut]");
@@ -179,7 +196,11 @@ impl ToolGuest for Code {
                 let _ = write!(text, "result: {json}");
                 Ok(ToolOutput { content: text, details: None })
             }
-            Err((code, msg)) => {
+            Err((code, mut msg)) => {
+                if msg.len() > room {
+                    cut(&mut msg, room);
+                    msg.push_str(" [… cut]");
+                }
                 let _ = write!(text, "error: {msg}");
                 Err(ToolError { code, message: text })
             }
@@ -194,7 +215,7 @@ fn err(code: &str, message: String) -> ToolError {
 fn session_err(e: wharf::plugin::session::SessionError) -> ToolError {
     use wharf::plugin::session::SessionError as S;
     match e {
-        S::NoSession => err("NO_SESSION", "run_code needs a session (it calls the session's tools)".into()),
+        S::NoSession => err("NO_SESSION", "run_code needs a session to call tools".into()),
         S::NotGranted(c) => err("NOT_GRANTED", format!("the `{c}` capability is not granted to this plugin")),
         S::Invalid(m) => err("INVALID", m),
         S::Failed(m) => err("FAILED", m),
@@ -202,31 +223,71 @@ fn session_err(e: wharf::plugin::session::SessionError) -> ToolError {
     }
 }
 
+/// Sets up `tools` and `console` and returns the function that settles a
+/// call's Promise. The program cannot reach the host functions (taken out
+/// of the global object here) nor the pending calls.
 const PRELUDE: &str = r#"(() => {
-  const pending = new Map();
+  // Everything the plumbing uses is captured here, before the program runs:
+  // a program replacing globals or prototypes breaks only its own view.
+  const pending = Object.create(null);
   const enqueue = __wharf_enqueue, print = __wharf_print;
   delete globalThis.__wharf_enqueue; delete globalThis.__wharf_print;
-  const fmt = (v) => { if (typeof v === 'string') return v; try { const s = JSON.stringify(v); return s === undefined ? String(v) : s; } catch (_) { return String(v); } };
+  const stringify = JSON.stringify, PromiseCtor = Promise, ErrorCtor = Error, Str = String;
+  const freeze = Object.freeze, define = Object.defineProperty, ProxyCtor = Proxy;
+  const fmt = (v) => { if (typeof v === 'string') return v; try { const s = stringify(v); return s === undefined ? Str(v) : s; } catch (_) { return Str(v); } };
   function call(name, args) {
-    return new Promise((resolve, reject) => {
-      const id = enqueue(String(name), JSON.stringify(args === undefined ? {} : args));
-      pending.set(id, [resolve, reject]);
+    const n = Str(name);
+    return new PromiseCtor((resolve, reject) => {
+      const id = enqueue(n, stringify(args === undefined ? {} : args));
+      pending[id] = [resolve, reject, n];
     });
   }
   const api = { call };
   for (const n of NAMES) if (n !== 'call') api[n] = (args) => call(n, args);
-  globalThis.tools = Object.freeze(api);
-  const log = (...a) => print(a.map(fmt).join(' '));
-  globalThis.console = Object.freeze({ log, info: log, warn: log, error: log, debug: log });
+  freeze(api);
+  // Any other name is a call too: the host says whether it exists.
+  globalThis.tools = new ProxyCtor(api, {
+    get(t, k) {
+      if (typeof k !== 'string' || k === 'then' || k === 'toJSON') return t[k];
+      if (k in t) return t[k];
+      return (args) => call(k, args);
+    },
+    set() { return false; }, defineProperty() { return false; }, deleteProperty() { return false; },
+  });
+  const log = (...a) => { let s = ''; for (let i = 0; i < a.length; i++) { if (i) s += ' '; s += fmt(a[i]); } print(s); };
+  globalThis.console = freeze({ log, info: log, warn: log, error: log, debug: log });
+  const prop = (o, k, v) => define(o, k, { value: v, writable: true, enumerable: false, configurable: true });
   return (id, ok, payload, code) => {
-    const p = pending.get(id); if (!p) return; pending.delete(id);
-    if (ok) p[0](payload); else { const e = new Error(payload); e.name = 'ToolError'; e.code = code; p[1](e); }
+    const p = pending[id]; if (!p) return; delete pending[id];
+    if (ok) { p[0](payload); return; }
+    const e = new ErrorCtor(payload); prop(e, 'name', 'ToolError'); prop(e, 'code', code); prop(e, 'tool', p[2]); p[1](e);
   };
 })()"#;
 
+/// Longest tool name a program may call.
+const MAX_NAME_BYTES: usize = 256;
+/// Largest arguments of one call, bytes of JSON.
+const MAX_ARGS_BYTES: usize = 1 << 20;
+/// Most calls sent to the host in one batch (the host's bound).
+const MAX_BATCH: usize = 256;
+
 fn enqueue(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let name = args.first().cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped();
-    let json = args.get(1).cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped();
+    let json = match args.get(1) {
+        Some(v) if v.is_string() => v.to_string(ctx)?.to_std_string_escaped(),
+        // `JSON.stringify` of a function or a symbol.
+        _ => return Err(JsNativeError::typ().with_message("tool arguments must be a JSON object").into()),
+    };
+    if name.len() > MAX_NAME_BYTES {
+        return Err(JsNativeError::range()
+            .with_message(format!("a tool name holds at most {MAX_NAME_BYTES} bytes"))
+            .into());
+    }
+    if json.len() > MAX_ARGS_BYTES {
+        return Err(JsNativeError::range()
+            .with_message(format!("a tool call's arguments hold at most {MAX_ARGS_BYTES} bytes of JSON"))
+            .into());
+    }
     STATE.with_borrow_mut(|s| {
         if s.calls >= s.max_calls {
             return Err(JsNativeError::range()
@@ -244,6 +305,9 @@ fn enqueue(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsV
 fn print(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let text = args.first().cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped();
     STATE.with_borrow_mut(|s| {
+        if s.stdout_cut {
+            return;
+        }
         if s.stdout.len() + text.len() + 1 > s.max_output {
             s.stdout_cut = true;
             let mut t = text;
@@ -257,31 +321,57 @@ fn print(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVal
     Ok(JsValue::undefined())
 }
 
-/// Text of a thrown value with its position (`line:column` in the
-/// program) when the engine has one.
+/// Text of a thrown value with its position (`line L:C` in the program)
+/// when the engine has one.
 fn describe_error(e: JsError, ctx: &mut Context, line_shift: u32) -> String {
     let value = e.into_opaque(ctx).unwrap_or_default();
     let mut msg = value.to_string(ctx).map(|s| s.to_std_string_escaped()).unwrap_or_else(|_| "error".into());
-    if let Some(obj) = value.as_object()
-        && let Ok(stack) = obj.get(js_string!("stack"), ctx)
-        && let Some(s) = stack.as_string()
-    {
-        let s = s.to_std_string_escaped();
-        if let Some(pos) = first_position(&s, line_shift) {
-            let _ = write!(msg, " (at {pos})");
+    if let Some(obj) = value.as_object() {
+        if let Ok(code) = obj.get(js_string!("code"), ctx)
+            && let Some(code) = code.as_string()
+            && let Ok(tool) = obj.get(js_string!("tool"), ctx)
+            && let Some(tool) = tool.as_string()
+        {
+            msg = format!(
+                "uncaught {msg} (code {}, from tools.{})",
+                code.to_std_string_escaped(),
+                tool.to_std_string_escaped()
+            );
+        }
+        if let Ok(stack) = obj.get(js_string!("stack"), ctx)
+            && let Some(s) = stack.as_string()
+            && let Some((line, col)) = stack_position(&s.to_std_string_escaped())
+        {
+            let _ = write!(msg, " (at line {}:{col})", line.saturating_sub(line_shift).max(1));
         }
     }
     msg
 }
 
 /// The first `program.js:L:C` position in a stack text.
-fn first_position(stack: &str, line_shift: u32) -> Option<String> {
+fn stack_position(stack: &str) -> Option<(u32, u32)> {
     let i = stack.find("program.js:")?;
     let rest = &stack[i + "program.js:".len()..];
     let mut parts = rest.split(|c: char| !c.is_ascii_digit());
     let line: u32 = parts.next()?.parse().ok()?;
     let col: u32 = parts.next()?.parse().ok()?;
-    Some(format!("line {}:{}", line.saturating_sub(line_shift).max(1), col))
+    Some((line, col))
+}
+
+/// A parse error's text and position (boa writes `at line L, col C`).
+fn syntax_error(e: &JsError, line_shift: u32) -> (String, Option<(u32, u32)>) {
+    let text = e.to_string();
+    let Some(i) = text.rfind(" at line ") else { return (text, None) };
+    let rest = &text[i + " at line ".len()..];
+    let mut parts = rest.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
+    let pos = match (parts.next().and_then(|l| l.parse::<u32>().ok()), parts.next().and_then(|c| c.parse().ok())) {
+        (Some(l), Some(c)) => Some((l.saturating_sub(line_shift).max(1), c)),
+        _ => None,
+    };
+    match pos {
+        Some((l, c)) => (format!("{} (at line {l}:{c})", &text[..i]), pos),
+        None => (text, None),
+    }
 }
 
 type Failure = (String, String);
@@ -304,17 +394,29 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
 
     // A plain script keeps the value of its last expression; one with
     // top-level `await` or `return` runs as the body of an async function
-    // (on the same line, so positions stay the program's).
+    // (from the next line on, so columns stay the program's and lines are
+    // shifted back by one).
     let path = std::path::Path::new("program.js");
+    let lines = u32::try_from(code.lines().count()).unwrap_or(u32::MAX).max(1);
     let (value, shift) = match Script::parse(Source::from_bytes(code.as_bytes()).with_path(path), None, &mut ctx) {
         Ok(script) => (script.evaluate(&mut ctx), 0),
         Err(plain_err) => {
             let wrapped = format!("(async () => {{\n{code}\n}})()");
             match Script::parse(Source::from_bytes(wrapped.as_bytes()).with_path(path), None, &mut ctx) {
                 Ok(script) => (script.evaluate(&mut ctx), 1),
-                Err(_) => {
-                    let msg = plain_err.to_string();
-                    return Err(fail("SYNTAX_ERROR", msg));
+                Err(wrapped_err) => {
+                    // The wrapped program's error is the real one unless it
+                    // lies before the plain one (the plain parse stops at the
+                    // first top-level `await`) or past the program's end (a
+                    // stray `}` closed the wrapper).
+                    let (plain, p_pos) = syntax_error(&plain_err, 0);
+                    let (inner, w_pos) = syntax_error(&wrapped_err, 1);
+                    let use_wrapped = match (w_pos, p_pos) {
+                        (Some(w), Some(p)) => w.0 <= lines && w >= p,
+                        (Some(w), None) => w.0 <= lines,
+                        _ => false,
+                    };
+                    return Err(fail("SYNTAX_ERROR", if use_wrapped { inner } else { plain }));
                 }
             }
         }
@@ -328,7 +430,7 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
             .call(&JsValue::undefined(), &[], &mut ctx)
             .map_err(|e| fail("SCRIPT_ERROR", describe_error(e, &mut ctx, shift)))?;
     }
-    drive(&mut ctx, &settle)?;
+    drive(&mut ctx, &settle, shift)?;
     let value = match value.as_object().and_then(|o| JsPromise::from_object(o.clone()).ok()) {
         Some(p) => match p.state() {
             boa_engine::builtins::promise::PromiseState::Fulfilled(v) => v,
@@ -364,33 +466,39 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
     Ok(json)
 }
 
-/// Runs jobs; sends the calls started meanwhile as one batch; settles
-/// their promises; until no call is left.
-fn drive(ctx: &mut Context, settle: &JsObject) -> Result<(), Failure> {
+/// Runs jobs; sends the calls started meanwhile as one batch (or several of
+/// at most [`MAX_BATCH`]); settles their promises; until no call is left.
+fn drive(ctx: &mut Context, settle: &JsObject, shift: u32) -> Result<(), Failure> {
     loop {
-        ctx.run_jobs().map_err(|e| ("SCRIPT_ERROR".to_string(), e.to_string()))?;
-        let batch = STATE.with_borrow_mut(|s| std::mem::take(&mut s.pending));
+        ctx.run_jobs().map_err(|e| ("SCRIPT_ERROR".to_string(), describe_error(e, ctx, shift)))?;
+        let mut batch = STATE.with_borrow_mut(|s| std::mem::take(&mut s.pending));
         if batch.is_empty() {
             return Ok(());
         }
-        let reqs: Vec<tools::ToolRequest> =
-            batch.iter().map(|(_, n, a)| tools::ToolRequest { name: n.clone(), arguments: a.clone() }).collect();
-        let results = tools::call_batch(&reqs).map_err(|e| {
-            let t = session_err(e);
-            (t.code, t.message)
-        })?;
-        for ((id, _, _), r) in batch.iter().zip(results) {
-            let (ok, payload, code) = match r {
-                Ok(o) => (true, o.content, String::new()),
-                Err(e) => (false, e.message, e.code),
-            };
-            let args = [
-                JsValue::from(*id),
-                JsValue::from(ok),
-                JsValue::from(JsString::from(payload.as_str())),
-                JsValue::from(JsString::from(code.as_str())),
-            ];
-            settle.call(&JsValue::undefined(), &args, ctx).map_err(|e| ("SCRIPT_ERROR".to_string(), e.to_string()))?;
+        while !batch.is_empty() {
+            let rest = batch.split_off(batch.len().min(MAX_BATCH));
+            let reqs: Vec<tools::ToolRequest> =
+                batch.iter().map(|(_, n, a)| tools::ToolRequest { name: n.clone(), arguments: a.clone() }).collect();
+            let results = tools::call_batch(&reqs).map_err(|e| {
+                let t = session_err(e);
+                (t.code, t.message)
+            })?;
+            for ((id, _, _), r) in batch.iter().zip(results) {
+                let (ok, payload, code) = match r {
+                    Ok(o) => (true, o.content, String::new()),
+                    Err(e) => (false, e.message, e.code),
+                };
+                let args = [
+                    JsValue::from(*id),
+                    JsValue::from(ok),
+                    JsValue::from(JsString::from(payload.as_str())),
+                    JsValue::from(JsString::from(code.as_str())),
+                ];
+                settle
+                    .call(&JsValue::undefined(), &args, ctx)
+                    .map_err(|e| ("SCRIPT_ERROR".to_string(), describe_error(e, ctx, shift)))?;
+            }
+            batch = rest;
         }
     }
 }
