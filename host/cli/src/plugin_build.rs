@@ -1,7 +1,9 @@
 //! `wharf plugin build [DIR]`: builds a plugin project into a component
 //! (cargo for Rust, componentize-py for Python, esbuild + componentize-js for
-//! JavaScript), then loads it with the runtime like `wharf plugin check` and
-//! prints its size, WIT version, kinds, requested grants and tools.
+//! JavaScript; for C `wit-bindgen c`, clang with wasi-libc and `wasm-tools
+//! component new` with the preview1 reactor adapter), then loads it with the
+//! runtime like `wharf plugin check` and prints its size, WIT version, kinds,
+//! requested grants and tools.
 //!
 //! Also home of the lookups shared with `wharf plugin new`: where the SDKs
 //! ([`sdk_dir`]) and the WIT package ([`wit_dir`]) are.
@@ -22,8 +24,8 @@ use wharf_runtime::{PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 #[derive(clap::Args, Debug)]
 pub struct BuildArgs {
     /// The project directory (default: the current directory). Its language
-    /// is detected: `Cargo.toml` (Rust), `pyproject.toml` (Python),
-    /// `package.json` (JavaScript).
+    /// is detected: `component.toml` with `lang = "c"` (C), `Cargo.toml`
+    /// (Rust), `pyproject.toml` (Python), `package.json` (JavaScript).
     pub dir: Option<PathBuf>,
     /// Where to write the component (default: cargo's artifact for Rust,
     /// `DIR/target/NAME.wasm` otherwise).
@@ -50,6 +52,10 @@ pub enum Lang {
     Python,
     /// JavaScript with the `wharf-sdk` package (esbuild + componentize-js).
     Js,
+    /// C with wasi-libc: a generic component exporting the plain WIT functions
+    /// of the project's own `wit/` world (clang, `wit-bindgen c`,
+    /// `wasm-tools component new`).
+    C,
 }
 
 impl Lang {
@@ -59,6 +65,7 @@ impl Lang {
             Self::Rust => "rust",
             Self::Python => "python",
             Self::Js => "js",
+            Self::C => "c",
         }
     }
 }
@@ -250,6 +257,21 @@ struct Project {
     entry: String,
     /// JS: keep wasi:http (`fetch`).
     http: bool,
+    /// C: what `component.toml` says.
+    c: Option<CProject>,
+}
+
+/// The `[component]` table of a C project's `component.toml`.
+#[derive(Debug)]
+struct CProject {
+    /// The WIT directory (relative to the project).
+    wit: PathBuf,
+    /// The world in it that the component targets.
+    world: String,
+    /// The directory whose `*.c` files are compiled.
+    src: PathBuf,
+    /// Extra clang flags, split on whitespace.
+    cflags: Vec<String>,
 }
 
 fn file_stem_name(s: &str) -> String {
@@ -266,6 +288,9 @@ fn detect(dir: &Path) -> anyhow::Result<Project> {
             }),
         }
     };
+    if let Some(p) = detect_c(dir, &dir_name)? {
+        return Ok(p);
+    }
     if dir.join("Cargo.toml").is_file() {
         return Ok(Project {
             dir: dir.to_path_buf(),
@@ -274,6 +299,7 @@ fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&dir_name),
             entry: String::new(),
             http: false,
+            c: None,
         });
     }
     if dir.join("pyproject.toml").is_file() || dir.join("app.py").is_file() {
@@ -288,6 +314,7 @@ fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&name),
             entry: wharf.get("module").cloned().unwrap_or_else(|| "app".into()),
             http: false,
+            c: None,
         });
     }
     if dir.join("package.json").is_file() {
@@ -303,12 +330,45 @@ fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&name),
             entry: w["entry"].as_str().or(pkg["main"].as_str()).unwrap_or("app.js").to_string(),
             http: w["http"].as_bool().unwrap_or(false),
+            c: None,
         });
     }
     bail!(
-        "{}: not a plugin project (no Cargo.toml, pyproject.toml or package.json); `wharf plugin new` makes one",
+        "{}: not a plugin project (no component.toml, Cargo.toml, pyproject.toml or package.json); \
+         `wharf plugin new` makes one",
         dir.display()
     )
+}
+
+/// A C project: `component.toml` whose `[component]` table says `lang = "c"`.
+fn detect_c(dir: &Path, dir_name: &str) -> anyhow::Result<Option<Project>> {
+    let manifest = dir.join("component.toml");
+    if !manifest.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&manifest).with_context(|| format!("{}", manifest.display()))?;
+    let c = toml_strings(&text, "component");
+    match c.get("lang").map(String::as_str) {
+        Some("c") => {}
+        Some(other) => bail!("component.toml: lang `{other}` is not supported (only \"c\")"),
+        None => return Ok(None),
+    }
+    let world = c.get("world").cloned().context("component.toml: set `world` under [component]")?;
+    let name = c.get("name").cloned().unwrap_or_else(|| dir_name.to_string());
+    Ok(Some(Project {
+        dir: dir.to_path_buf(),
+        lang: Lang::C,
+        kind: None,
+        name: file_stem_name(&name),
+        entry: String::new(),
+        http: false,
+        c: Some(CProject {
+            wit: PathBuf::from(c.get("wit").map_or("wit", String::as_str)),
+            world,
+            src: PathBuf::from(c.get("src").map_or("src", String::as_str)),
+            cflags: c.get("cflags").map_or("-O2", String::as_str).split_whitespace().map(String::from).collect(),
+        }),
+    }))
 }
 
 // ---------------------------------------------------------------------------
@@ -469,6 +529,139 @@ fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<b
     run_step(&mut cmd, "componentize-js")
 }
 
+/// The versions `sdk/install-toolchains.sh` installs (named in messages).
+const WIT_BINDGEN_PIN: &str = "0.63.0";
+const WASM_TOOLS_PIN: &str = "1.263.0";
+
+/// The wasi-libc sysroot to hand clang: `$WHARF_WASI_SYSROOT`, else a
+/// wasi-sdk style `/usr/share/wasi-sysroot` or `/opt/wasi-sdk/share/wasi-sysroot`;
+/// `None` for Debian's layout (`/usr/include/wasm32-wasi`,
+/// `/usr/lib/wasm32-wasi`), which Debian's clang finds by itself.
+fn wasi_sysroot() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("WHARF_WASI_SYSROOT") {
+        return Some(PathBuf::from(d));
+    }
+    ["/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|d| d.join("lib/wasm32-wasi/libc.a").is_file() || d.join("lib/wasm32-wasip1/libc.a").is_file())
+}
+
+/// Whether the compiler-rt builtins archive clang links for wasm32-wasi exists.
+fn has_wasm_builtins(clang: &Path, sysroot: Option<&str>) -> bool {
+    let out = Command::new(clang)
+        .args(["--target=wasm32-wasi", "--print-libgcc-file-name"])
+        .args(sysroot)
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            Path::new(&path).is_file()
+        }
+        _ => true,
+    }
+}
+
+/// The files of `dir` whose names end in `suffix`, sorted.
+fn files_ending(dir: &Path, suffix: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
+        let path = e?.path();
+        if path.is_file() && path.file_name().and_then(OsStr::to_str).is_some_and(|n| n.ends_with(suffix)) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Builds a C project: `wit-bindgen c` binds the world, clang compiles the
+/// sources and the bindings into a wasip1 reactor module, and `wasm-tools
+/// component new` wraps it with the preview1 reactor adapter (the bytes of
+/// crate `wasi-preview1-component-adapter-provider`, the version matching
+/// this host's wasmtime) into a component.
+fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
+    let Some(c) = &p.c else { bail!("not a C project") };
+    let Some(wit_bindgen) = find_program("wit-bindgen", "WHARF_WIT_BINDGEN", &[]) else {
+        bail!(
+            "wit-bindgen not found: `cargo install --locked wit-bindgen-cli@{WIT_BINDGEN_PIN}` \
+             (or run sdk/install-toolchains.sh --c), or set WHARF_WIT_BINDGEN"
+        );
+    };
+    let Some(wasm_tools) = find_program("wasm-tools", "WHARF_WASM_TOOLS", &[]) else {
+        bail!(
+            "wasm-tools not found: `cargo install --locked wasm-tools@{WASM_TOOLS_PIN}` \
+             (or run sdk/install-toolchains.sh --c), or set WHARF_WASM_TOOLS"
+        );
+    };
+    let Some(clang) = find_program("clang", "WHARF_CLANG", &[]) else {
+        bail!("clang not found: install clang, lld and wasi-libc (Debian: apt-get install clang lld wasi-libc)");
+    };
+    let wit = p.dir.join(&c.wit);
+    let src = p.dir.join(&c.src);
+    let sources = files_ending(&src, ".c")?;
+    if sources.is_empty() {
+        bail!("{}: no .c files to compile", src.display());
+    }
+    let build_dir = p.dir.join("target").join("c");
+    let bindings = build_dir.join("bindings");
+    if bindings.is_dir() {
+        std::fs::remove_dir_all(&bindings).with_context(|| format!("{}", bindings.display()))?;
+    }
+    std::fs::create_dir_all(&bindings)?;
+
+    let mut cmd = Command::new(wit_bindgen);
+    cmd.arg("c").arg(&wit).args(["--world", &c.world, "--out-dir"]).arg(&bindings).current_dir(&p.dir);
+    if !run_step(&mut cmd, "wit-bindgen c")? {
+        return Ok(false);
+    }
+    let core = build_dir.join(format!("{}.core.wasm", p.name));
+    let sysroot = wasi_sysroot().map(|s| format!("--sysroot={}", s.display()));
+    let mut cmd = Command::new(&clang);
+    cmd.args(["--target=wasm32-wasi", "-mexec-model=reactor"]).args(&sysroot);
+    if !has_wasm_builtins(&clang, sysroot.as_deref()) {
+        // Debian's clang links compiler-rt's wasm32 builtins, packaged apart
+        // (`libclang-rt-NN-dev-wasm32`); without them link libc alone, which
+        // is enough unless the code needs 128-bit or long double helpers.
+        eprintln!(
+            "wharf: clang's wasm32 compiler-rt builtins are not installed (Debian: libclang-rt-NN-dev-wasm32); \
+             linking with -nodefaultlibs -lc"
+        );
+        cmd.args(["-nodefaultlibs", "-lc"]);
+    }
+    cmd.args(&c.cflags)
+        .arg("-I")
+        .arg(&bindings)
+        .arg("-I")
+        .arg(&src)
+        .args(&sources)
+        .args(files_ending(&bindings, ".c")?)
+        .args(files_ending(&bindings, ".o")?)
+        .arg("-o")
+        .arg(&core)
+        .current_dir(&p.dir);
+    if !run_step(&mut cmd, "clang")? {
+        return Ok(false);
+    }
+    let adapter = build_dir.join("wasi_snapshot_preview1.reactor.wasm");
+    std::fs::write(&adapter, wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)
+        .with_context(|| format!("writing {}", adapter.display()))?;
+    let mut cmd = Command::new(wasm_tools);
+    cmd.args(["component", "new"])
+        .arg(&core)
+        .arg("--adapt")
+        .arg(format!(
+            "{}={}",
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            adapter.display()
+        ))
+        .arg("-o")
+        .arg(out)
+        .current_dir(&p.dir);
+    run_step(&mut cmd, "wasm-tools component new")
+}
+
 /// Loads a component like `wharf plugin check` (no grants, default config).
 pub fn check(path: &Path) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
     let rt = Runtime::new(RuntimeOptions {
@@ -523,18 +716,19 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
                 None => artifact,
             }
         }
-        Lang::Python | Lang::Js => {
-            let sdk = sdk_dir()?;
-            let wit = wit_dir()?;
+        Lang::Python | Lang::Js | Lang::C => {
             let out = args.out.clone().unwrap_or_else(|| dir.join("target").join(format!("{}.wasm", project.name)));
             let out = if out.is_relative() { std::env::current_dir()?.join(out) } else { out };
             if let Some(parent) = out.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            let ok = if project.lang == Lang::Python {
+            let ok = if project.lang == Lang::C {
+                build_c(&project, &out)?
+            } else if project.lang == Lang::Python {
+                let (sdk, wit) = (sdk_dir()?, wit_dir()?);
                 build_python(&project, &out, &sdk, &wit)?
             } else {
-                build_js(&project, &out, &sdk, &wit)?
+                build_js(&project, &out, &sdk_dir()?, &wit_dir()?)?
             };
             if !ok {
                 return Ok(ExitCode::from(1));
@@ -577,7 +771,10 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     let tools: Vec<Value> = v.tools.iter().map(|t| json!({"name": t.name, "mode": t.mode})).collect();
     let compile_source = format!("{:?}", v.cache).to_lowercase();
     if let Some(o) = report.as_object_mut() {
-        o.insert("wit".into(), json!(format!("wharf:plugin@{}", v.wit_version)));
+        // A generic component (plain WIT exports, e.g. `--lang c`) has no
+        // wharf:plugin version.
+        let wit = (!v.wit_version.is_empty()).then(|| format!("wharf:plugin@{}", v.wit_version));
+        o.insert("wit".into(), json!(wit));
         o.insert("kinds".into(), json!(kinds));
         o.insert("name".into(), json!(v.info.name));
         o.insert("version".into(), json!(v.info.version));
@@ -593,7 +790,11 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     println!("built {} in {:.1} s", out.display(), build_time.as_secs_f64());
     println!("  plugin:   {} {} — {}", v.info.name, v.info.version, v.info.description);
     println!("  size:     {} ({size} bytes)", human_size(size));
-    println!("  wit:      wharf:plugin@{}", v.wit_version);
+    if v.wit_version.is_empty() {
+        println!("  wit:      generic component (plain WIT exports, no wharf:plugin world)");
+    } else {
+        println!("  wit:      wharf:plugin@{}", v.wit_version);
+    }
     println!("  kinds:    {}", kinds.join(", "));
     println!(
         "  requests: filesystem={} hosts={:?} env={:?} process={} memory_mb={}",

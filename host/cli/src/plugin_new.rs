@@ -1,6 +1,10 @@
-//! `wharf plugin new NAME --lang rust|python|js --kind tool|policy|hooks|llm|skills`:
+//! `wharf plugin new NAME --lang rust|python|js|c --kind tool|policy|hooks|llm|skills`:
 //! scaffolds a plugin project that `wharf plugin build` turns into a
-//! component, with a unit test.
+//! component, with a unit test (Rust, Python, JavaScript).
+//!
+//! `--lang c` makes a generic component instead (plain WIT exports in the
+//! project's own `wit/world.wit`, no `wharf:plugin` world and no SDK): only
+//! `--kind tool`.
 //!
 //! The templates live in the SDK directories (`sdk/LANG/templates/`) and are
 //! compiled into the binary; the generated project refers to this checkout's
@@ -73,6 +77,14 @@ fn files(lang: Lang, kind: PluginKind) -> Vec<(&'static str, &'static str)> {
             ("app.test.js", per_kind!(kind, "js", "app.test.js")),
             (".gitignore", template!("js/templates/gitignore")),
             ("README.md", template!("js/templates/README.md.in")),
+        ],
+        // Generic components are tools only (`run` refuses other kinds).
+        Lang::C => vec![
+            ("component.toml", template!("c/templates/component.toml.in")),
+            ("wit/world.wit", template!("c/templates/world.wit.in")),
+            ("src/component.c", template!("c/templates/tool/component.c")),
+            (".gitignore", template!("c/templates/gitignore")),
+            ("README.md", template!("c/templates/README.md.in")),
         ],
     }
 }
@@ -192,7 +204,33 @@ impl Vars {
     }
 }
 
+/// C keywords (and names wit-bindgen's C output uses), which a C
+/// component's function name may not be.
+const C_RESERVED: &[&str] = &[
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
+    "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof",
+    "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false",
+];
+
+/// The WIT name of a plugin name: lower-case kebab-case words, each starting
+/// with a letter (a word starting with a digit joins the one before it):
+/// `CSV_query2` → `csv-query2`, `a-1b` → `a1b`.
+fn wit_name(name: &str) -> String {
+    let mut out = String::new();
+    for word in name.to_ascii_lowercase().split(['-', '_']).filter(|w| !w.is_empty()) {
+        if !out.is_empty() && word.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            out.push('-');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
 fn try_line(lang: Lang, kind: PluginKind, ident: &str, out: &str) -> String {
+    if lang == Lang::C {
+        let tool = wit_name(ident).replace('-', "_");
+        return format!("wharf plugin call {out} {tool} '{{\"name\": \"Wharf\", \"times\": 2}}'");
+    }
     match kind {
         PluginKind::Tool => format!("wharf plugin call {out} {ident} '{{\"name\": \"Wharf\"}}'"),
         PluginKind::Skills => format!("wharf plugin call {out} skill '{{\"name\": \"commit-message\"}}'"),
@@ -206,6 +244,18 @@ fn try_line(lang: Lang, kind: PluginKind, ident: &str, out: &str) -> String {
 /// Runs `wharf plugin new`.
 pub async fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     validate_name(&args.name)?;
+    if args.lang == Lang::C {
+        if args.kind != PluginKind::Tool {
+            bail!(
+                "--lang c makes a generic component, which Wharf loads as tools only: use --kind tool \
+                 (other kinds need the wharf:plugin world: --lang rust, python or js)"
+            );
+        }
+        let c_name = wit_name(&args.name).replace('-', "_");
+        if C_RESERVED.contains(&c_name.as_str()) {
+            bail!("invalid plugin name `{}`: `{c_name}` is a C keyword", args.name);
+        }
+    }
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from(&args.name));
     if dir.exists() {
         let empty = std::fs::read_dir(&dir).with_context(|| format!("{}", dir.display()))?.next().is_none();
@@ -218,7 +268,7 @@ pub async fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let (lang, kind) = (args.lang, args.kind);
     let out = match lang {
         Lang::Rust => format!("target/wasm32-wasip2/release/{ident}.wasm"),
-        Lang::Python | Lang::Js => format!("target/{ident}.wasm"),
+        Lang::Python | Lang::Js | Lang::C => format!("target/{ident}.wasm"),
     };
     let mut vars = Vars {
         pairs: vec![
@@ -230,6 +280,8 @@ pub async fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             ("sdk_python", quoted_body(&slash_path(&sdk.join("python")))),
             ("sdk_js", quoted_body(&slash_path(&sdk.join("js")))),
             ("try", try_line(lang, kind, &ident, &out)),
+            ("wit_name", wit_name(&args.name)),
+            ("c_name", wit_name(&args.name).replace('-', "_")),
         ],
     };
     let header = vars.render(PYTHON_TEST_HEADER);
@@ -253,13 +305,20 @@ pub async fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
 
     let shown = dir.display();
     println!("created a {} {} plugin `{}` in {shown}", lang.as_str(), kind.as_str(), args.name);
-    println!("  world:  wharf:plugin/{}@0.1.0", kind.world());
     let test = match lang {
-        Lang::Rust => "cargo test",
-        Lang::Python => "python3 test_app.py",
-        Lang::Js => "npm install && node --test",
+        Lang::Rust => Some("cargo test"),
+        Lang::Python => Some("python3 test_app.py"),
+        Lang::Js => Some("npm install && node --test"),
+        Lang::C => None,
     };
-    println!("  test:   (cd {shown} && {test})");
+    if lang == Lang::C {
+        println!("  world:  local:{}/component@0.1.0 (generic component, wit/world.wit)", wit_name(&args.name));
+    } else {
+        println!("  world:  wharf:plugin/{}@0.1.0", kind.world());
+    }
+    if let Some(test) = test {
+        println!("  test:   (cd {shown} && {test})");
+    }
     println!("  build:  wharf plugin build {shown}");
     println!("  try:    (cd {shown} && {})", try_line(lang, kind, &ident, &out));
     Ok(ExitCode::SUCCESS)
@@ -279,6 +338,13 @@ mod tests {
     }
 
     #[test]
+    fn wit_names_are_kebab_case_words_starting_with_letters() {
+        for (name, wit) in [("my-tool", "my-tool"), ("CSV_query2", "csv-query2"), ("a-1b", "a1b"), ("x__y", "x-y")] {
+            assert_eq!(wit_name(name), wit, "{name}");
+        }
+    }
+
+    #[test]
     fn every_template_renders_without_placeholders() {
         let vars = Vars {
             pairs: vec![
@@ -291,9 +357,11 @@ mod tests {
                 ("sdk_js", "/s/js".into()),
                 ("try", "t".into()),
                 ("test_header", "h".into()),
+                ("wit_name", "x".into()),
+                ("c_name", "x".into()),
             ],
         };
-        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js, Lang::C] {
             for kind in [PluginKind::Tool, PluginKind::Policy, PluginKind::Hooks, PluginKind::Llm, PluginKind::Skills] {
                 for (rel, text) in files(lang, kind) {
                     let out = vars.render(text);
