@@ -255,10 +255,21 @@ fn pg_fail(what: &str, e: tokio_postgres::Error) -> Fail {
     use tokio_postgres::error::SqlState;
     let detail = match e.as_db_error() {
         Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
-        None => format!("{what}: {e}"),
+        None => match std::error::Error::source(&e) {
+            Some(cause) => format!("{what}: {e}: {cause}"),
+            None => format!("{what}: {e}"),
+        },
     };
+    let io = std::error::Error::source(&e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+    let text = e.to_string();
+    let connection = e.is_closed()
+        || io
+        || text.starts_with("error connecting")
+        || text.starts_with("error communicating")
+        || text.starts_with("timeout");
     match e.code() {
-        None => Fail::Transient(detail),
+        None if connection => Fail::Transient(detail),
+        None => Fail::Fatal(StoreError::Unavailable { location: String::new(), detail }),
         Some(c)
             if *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CRASH_SHUTDOWN
@@ -318,6 +329,7 @@ impl Inner {
                 Err(Fail::Fatal(e)) => return Err(e),
                 Err(Fail::Transient(detail)) => {
                     if start.elapsed() >= self.options.retry_for {
+                        let detail = if detail.starts_with(what) { detail } else { format!("{what}: {detail}") };
                         return Err(self.err(format!(
                             "{detail} (gave up after retrying for {} s)",
                             self.options.retry_for.as_secs_f32()
@@ -549,7 +561,7 @@ impl Backend for PgBackend {
                     let n = c
                         .execute(
                             "INSERT INTO wharf_sessions (id, lease_token, lease_holder, lease_expires)
-                             VALUES ($1, 1, $2, now() + $3 * interval '1 millisecond')
+                             VALUES ($1, 1, $2, now() + $3::bigint * interval '1 millisecond')
                              ON CONFLICT (id) DO NOTHING",
                             &[&sid, &inner.options.holder, &inner.ttl_ms()],
                         )
@@ -595,7 +607,7 @@ impl Backend for PgBackend {
                         .query_opt(
                             "UPDATE wharf_sessions
                                 SET lease_token = lease_token + 1, lease_holder = $2,
-                                    lease_expires = now() + $3 * interval '1 millisecond'
+                                    lease_expires = now() + $3::bigint * interval '1 millisecond'
                               WHERE id = $1 AND (lease_expires IS NULL OR lease_expires <= now())
                           RETURNING lease_token, last_seq",
                             &[&sid, &inner.options.holder, &inner.ttl_ms()],
