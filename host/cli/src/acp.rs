@@ -22,7 +22,9 @@
 //!   most 32 characters, `_2`… on a repeat); a server named like one of the
 //!   profile's `[[mcp]]` rows is not started (the profile's serves). The
 //!   client's `env` is passed verbatim (no `${env:…}` expansion) over the
-//!   usual clean environment. The response waits until each server has
+//!   usual clean environment. They run under the OS sandbox of stdio MCP
+//!   servers with the session's workspace read-write, no network and no
+//!   other host variables (`crate::mcp::config`). The response waits until each server has
 //!   connected or failed its first attempt (a failure is a warning on
 //!   stderr and a `plugin/reload-failed` in the log, not an error). They
 //!   stop with the session: `session/close`, or the process exiting.
@@ -555,7 +557,10 @@ fn client_servers(servers: &[acp::McpServer], profile: &[McpServerConfig]) -> Ve
         // Values are the client's, verbatim: `${` is escaped from expansion.
         let env: serde_json::Map<String, Value> =
             s.env.iter().map(|v| (v.name.clone(), Value::String(v.value.replace("${", "$${")))).collect();
-        let row = json!({"name": name, "command": s.command.display().to_string(), "args": s.args, "env": env});
+        // Sandboxed (see `mcp::config`): the session's workspace read-write
+        // (`.` is relative to it), no network, the client's `env` only.
+        let row = json!({"name": name, "command": s.command.display().to_string(), "args": s.args, "env": env,
+                         "sandbox": {"dirs": [".:rw"]}});
         match serde_json::from_value::<McpServerConfig>(row).map_err(|e| e.to_string()).and_then(|r| {
             r.validate().map_err(|(_, m)| m)?;
             Ok(r)

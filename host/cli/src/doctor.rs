@@ -88,6 +88,14 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         }
         Ok(config) => {
             println!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len());
+            // MCP servers: how each would be confined (none is started).
+            let workspace = args.workspace().unwrap_or_default();
+            for line in mcp_lines(&config.mcp, &workspace) {
+                if line.starts_with("[FAIL]") {
+                    failed = true;
+                }
+                println!("{line}");
+            }
             match specs(&config) {
                 Err(e) => {
                     failed = true;
@@ -191,6 +199,24 @@ fn key_lines(config: Option<&wharf_config::Config>, profile: &str, is_set: impl 
                     format!("[warn] {key}: not set, but profile `{profile}` needs it: {}", needed.join(", "))
                 }
             }
+        })
+        .collect()
+}
+
+/// One line per `[[mcp]]` row: its transport and confinement.
+/// `[FAIL]` when it cannot start as configured, `[warn]` when it runs
+/// unconfined.
+fn mcp_lines(rows: &[wharf_config::McpServer], workspace: &std::path::Path) -> Vec<String> {
+    rows.iter()
+        .map(|row| {
+            let (ok, text) = crate::mcp::config::describe(row, workspace);
+            let mark = match (ok, row.unsandboxed && !row.is_http()) {
+                (false, _) => "FAIL",
+                (true, true) => "warn",
+                (true, false) => "ok  ",
+            };
+            let transport = crate::mcp::config::Transport::of(row).as_str();
+            format!("[{mark}] mcp server `{}` ({transport}): {text}", row.name)
         })
         .collect()
 }

@@ -450,6 +450,38 @@ pub struct McpServer {
     /// `false` drops the row (always `true` in a composed [`Config`]).
     #[serde(default = "enabled_default")]
     pub enabled: bool,
+    /// What a stdio server may do inside its OS sandbox (`[mcp.sandbox]`);
+    /// nothing beyond reading by default.
+    #[serde(default, skip_serializing_if = "McpSandbox::is_empty")]
+    pub sandbox: McpSandbox,
+    /// Start the stdio server without the OS sandbox (an explicit opt-out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsandboxed: bool,
+}
+
+/// The grants of a sandboxed stdio MCP server (`[mcp.sandbox]` of a row).
+/// Deny by default: no writes outside a private tmp directory, no network,
+/// no host environment variables beyond the basic ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSandbox {
+    /// Directories, `PATH[:ro|:rw][?]` like a plugin grant's (`:ro` by
+    /// default; a relative path is relative to the workspace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<String>,
+    /// TCP and UDP to any host (the kernel cannot filter by host).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+    /// Host environment variables passed through by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+impl McpSandbox {
+    /// No grant at all.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 fn enabled_default() -> bool {
@@ -472,6 +504,8 @@ impl std::fmt::Debug for McpServer {
             .field("startup_timeout_ms", &self.startup_timeout_ms)
             .field("tool_timeout_ms", &self.tool_timeout_ms)
             .field("enabled", &self.enabled)
+            .field("sandbox", &self.sandbox)
+            .field("unsandboxed", &self.unsandboxed)
             .finish()
     }
 }
@@ -515,9 +549,13 @@ impl McpServer {
             _ => {}
         }
         if self.url.is_some() {
-            for (key, set) in
-                [("args", !self.args.is_empty()), ("env", !self.env.is_empty()), ("cwd", self.cwd.is_some())]
-            {
+            for (key, set) in [
+                ("args", !self.args.is_empty()),
+                ("env", !self.env.is_empty()),
+                ("cwd", self.cwd.is_some()),
+                ("sandbox", !self.sandbox.is_empty()),
+                ("unsandboxed", self.unsandboxed),
+            ] {
                 if set {
                     return Err((key, format!("MCP server `{n}`: `{key}` applies to stdio servers (`command`) only")));
                 }

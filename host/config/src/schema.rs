@@ -116,7 +116,7 @@ pub(crate) const AGENT: &[Field] = &[
     f("max_subagent_depth", Shape::Int { min: 0, max: 8 }),
 ];
 
-pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path)];
+pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path), f("store", Shape::Str)];
 
 pub(crate) const ENGINE: &[Field] = &[f("pooling", Shape::Bool), f("cache_dir", Shape::Path)];
 
@@ -159,7 +159,13 @@ pub(crate) const MCP: &[Field] = &[
     f("startup_timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
     f("tool_timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
     f("enabled", Shape::Bool),
+    f("sandbox", Shape::Table(MCP_SANDBOX)),
+    f("unsandboxed", Shape::Bool),
 ];
+
+/// `[mcp.sandbox]`: a stdio server's OS-sandbox grants.
+pub(crate) const MCP_SANDBOX: &[Field] =
+    &[f("dirs", Shape::List(Item::Dir)), f("network", Shape::Bool), f("env", Shape::List(Item::Env))];
 
 /// `verify = { key = "PATH.pub" }` of a row, or `[verify]` for every row
 /// with a `source`: the PEM public key cosign signatures must verify with.

@@ -39,8 +39,14 @@
 //! written to a spill file under `<first read-write dir>/.wharf/spill/<run>/`
 //! (or `$TMPDIR/wharf-spill-<uid>/<run>/` without one), whose path is
 //! returned so the model can read it with file tools.
+//!
+//! # Native programs
+//!
+//! [`native`] starts other long-lived programs (stdio MCP servers) under the
+//! same sandbox with a grant of their own instead of a plugin's.
 
 mod capture;
+pub mod native;
 #[cfg(target_os = "linux")]
 mod sandbox;
 

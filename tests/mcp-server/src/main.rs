@@ -15,7 +15,10 @@
 //! `fail {}` (an `isError` result), `slow {ms}`, `env {name}` (a variable of
 //! the server's environment), `pid {}` (the server's process id), `grow {}`
 //! (adds the tool `extra` and sends `notifications/tools/list_changed`),
-//! `extra {}` (after `grow`).
+//! `extra {}` (after `grow`), `read_file {path}` (the file's text),
+//! `write_file {path, text}`, `connect {addr}` (a TCP connection to
+//! `HOST:PORT`) — the last three answer the OS error as an `isError` result
+//! (the sandbox tests).
 //!
 //! With `--wait-list-changed SECS` the client prints `listed` on stderr after
 //! the first `tools/list`, waits up to SECS for a `tools/list_changed`, lists
@@ -56,6 +59,13 @@ fn base_tools() -> Vec<Tool> {
         Tool::new("env", "Reads an environment variable.", schema(json!({"name": {"type": "string"}}), &["name"])),
         Tool::new("pid", "The server's process id.", schema(json!({}), &[])),
         Tool::new("grow", "Adds the tool `extra`.", schema(json!({}), &[])),
+        Tool::new("read_file", "Reads a text file.", schema(json!({"path": {"type": "string"}}), &["path"])),
+        Tool::new(
+            "write_file",
+            "Writes a text file.",
+            schema(json!({"path": {"type": "string"}, "text": {"type": "string"}}), &["path", "text"]),
+        ),
+        Tool::new("connect", "Opens a TCP connection.", schema(json!({"addr": {"type": "string"}}), &["addr"])),
     ]
 }
 
@@ -125,6 +135,21 @@ impl ServerHandler for Fixture {
                 CallToolResult::success(text("grown"))
             }
             "extra" => CallToolResult::success(text("extra!")),
+            "read_file" => match std::fs::read_to_string(arg("path").as_str().unwrap_or("")) {
+                Ok(t) => CallToolResult::success(text(t)),
+                Err(e) => CallToolResult::error(text(format!("read failed: {e}"))),
+            },
+            "write_file" => {
+                let body = arg("text").as_str().unwrap_or("").to_string();
+                match std::fs::write(arg("path").as_str().unwrap_or(""), &body) {
+                    Ok(()) => CallToolResult::success(text(format!("wrote {} bytes", body.len()))),
+                    Err(e) => CallToolResult::error(text(format!("write failed: {e}"))),
+                }
+            }
+            "connect" => match tokio::net::TcpStream::connect(arg("addr").as_str().unwrap_or("")).await {
+                Ok(_) => CallToolResult::success(text("connected")),
+                Err(e) => CallToolResult::error(text(format!("connect failed: {e}"))),
+            },
             "pid" => CallToolResult::success(text(std::process::id().to_string())),
             other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
         };

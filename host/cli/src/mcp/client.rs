@@ -35,6 +35,7 @@
 //! turn `blocked` while a required server is unavailable.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,8 +45,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -60,7 +61,11 @@ use wharf_core::plugin::{
 use wharf_core::registry::{Registrations, Registry};
 use wharf_core::store::SessionLog;
 
-use super::config::{DEFAULT_STARTUP_TIMEOUT_MS, INHERITED_ENV, McpServerConfig, Transport};
+use wharf_runtime::process::native::{NativeCommand, NativeError, NativeProcess};
+
+use super::config::{
+    Confinement, DEFAULT_STARTUP_TIMEOUT_MS, INHERITED_ENV, McpServerConfig, PRIVATE_ENV, Transport, confinement,
+};
 
 /// Type of the status feed's events (web UI only, never in a session log).
 pub const STATUS_EVENT: &str = "mcp/status";
@@ -387,8 +392,10 @@ impl McpManager {
         let handler = Handler { refresh: refresh_tx, state: refresh.clone() };
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let startup = Duration::from_millis(c.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS));
+        // A stdio server's process: killed with its group when this attempt ends.
+        let mut process: Option<NativeProcess> = None;
         let connect = async {
-            let running = self.connect(c, handler, &stderr_tail).await?;
+            let running = self.connect(c, handler, &stderr_tail, &mut process).await?;
             let tools = running.peer().list_all_tools().await.map_err(|e| format!("tools/list failed: {e}"))?;
             Ok::<_, String>((running, tools))
         };
@@ -433,10 +440,13 @@ impl McpManager {
                     refresh.done.send_replace(upto);
                 }
                 _ = self.shutdown.cancelled() => {
-                    // Closing a stdio transport closes the server's stdin,
-                    // waits 3 s, sends SIGTERM, waits 3 s, then kills it.
+                    // Closing a stdio transport closes the server's stdin;
+                    // then it gets 3 s, SIGTERM, 3 s, SIGKILL (its group).
                     cancel.cancel();
                     let _ = tokio::time::timeout(STOP_WAIT, &mut wait).await;
+                    if let Some(p) = process.take() {
+                        stop_process(p).await;
+                    }
                     self.registry.revoke(&plugin_id(&c.name));
                     return Ok(Ended::Shutdown);
                 }
@@ -449,6 +459,7 @@ impl McpManager {
         c: &McpServerConfig,
         handler: Handler,
         stderr_tail: &Arc<Mutex<VecDeque<String>>>,
+        process_slot: &mut Option<NativeProcess>,
     ) -> Result<RunningService<RoleClient, Handler>, String> {
         // `${env:NAME}` in `env` and `headers` values, resolved now.
         let resolve = |what: &str, key: &str, v: &str| {
@@ -457,41 +468,66 @@ impl McpManager {
         match Transport::of(c) {
             Transport::Stdio => {
                 let program = c.command.clone().unwrap_or_default();
-                let mut cmd = tokio::process::Command::new(&program);
-                cmd.args(&c.args).env_clear().kill_on_drop(true);
-                for k in INHERITED_ENV {
+                let confinement = confinement(c, &self.workspace)?;
+                let sandbox = match confinement {
+                    Confinement::Sandboxed { grant, env } => Some((grant, env)),
+                    _ => None,
+                };
+                let mut env: Vec<(OsString, OsString)> = Vec::new();
+                for k in INHERITED_ENV.iter().copied().filter(|k| sandbox.is_none() || !PRIVATE_ENV.contains(k)) {
                     if let Some(v) = std::env::var_os(k) {
-                        cmd.env(k, v);
+                        env.push((OsString::from(k), v));
+                    }
+                }
+                for k in sandbox.iter().flat_map(|(_, names)| names) {
+                    if let Some(v) = std::env::var_os(k) {
+                        env.retain(|(name, _)| name != k.as_str());
+                        env.push((k.into(), v));
                     }
                 }
                 for (k, v) in &c.env {
-                    cmd.env(k, resolve("env", k, v)?);
+                    let v = resolve("env", k, v)?;
+                    env.retain(|(name, _)| name != k.as_str());
+                    env.push((k.into(), v.into()));
                 }
                 let cwd = match &c.cwd {
                     Some(d) if d.is_relative() => self.workspace.join(d),
                     Some(d) => d.clone(),
                     None => self.workspace.clone(),
                 };
-                cmd.current_dir(cwd);
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-                if let Some(stderr) = stderr {
-                    let (tail, name) = (stderr_tail.clone(), c.name.clone());
-                    tokio::spawn(async move {
-                        let mut lines = tokio::io::BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::debug!(server = %name, "mcp stderr: {line}");
-                            let mut t = lock(&tail);
-                            if t.len() == STDERR_TAIL {
-                                t.pop_front();
-                            }
-                            t.push_back(line);
+                let sandboxed = sandbox.is_some();
+                let cmd = NativeCommand {
+                    program: program.clone().into(),
+                    args: c.args.iter().map(OsString::from).collect(),
+                    cwd,
+                    env,
+                    sandbox: sandbox.map(|(grant, _)| grant),
+                };
+                let (process, stdio) = NativeProcess::spawn(cmd).map_err(|e| match e {
+                    NativeError::SandboxUnavailable(why) => format!(
+                        "cannot start `{program}` in the OS sandbox: {why}; set `unsandboxed = true` on the \
+                         `{}` row to run it unconfined",
+                        c.name
+                    ),
+                    e => format!("cannot start `{program}`: {e}"),
+                })?;
+                tracing::debug!(server = %c.name, pid = process.pid(), sandboxed, "MCP server started");
+                let (tail, name) = (stderr_tail.clone(), c.name.clone());
+                let stderr = stdio.stderr;
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(server = %name, "mcp stderr: {line}");
+                        let mut t = lock(&tail);
+                        if t.len() == STDERR_TAIL {
+                            t.pop_front();
                         }
-                    });
-                }
-                handler.serve(transport).await.map_err(|e| format!("initialize failed: {e}"))
+                        t.push_back(line);
+                    }
+                });
+                // Held by the connection: dropping it kills the process group.
+                *process_slot = Some(process);
+                handler.serve((stdio.stdout, stdio.stdin)).await.map_err(|e| format!("initialize failed: {e}"))
             }
             Transport::Http => {
                 let url = c.url.clone().unwrap_or_default();
@@ -592,6 +628,19 @@ struct Conn {
 enum Ended {
     Shutdown,
     Lost(String),
+}
+
+/// Ends a stdio server whose stdin is closed: 3 s to exit, then SIGTERM to
+/// its process group, 3 s more, then SIGKILL.
+async fn stop_process(p: NativeProcess) {
+    const GRACE: Duration = Duration::from_secs(3);
+    if tokio::time::timeout(GRACE, p.exited()).await.is_err() {
+        p.terminate();
+        if tokio::time::timeout(GRACE, p.exited()).await.is_err() {
+            p.kill();
+        }
+    }
+    let _ = p.wait().await;
 }
 
 /// Waits until the server's current attempt settles.

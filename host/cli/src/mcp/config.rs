@@ -18,13 +18,55 @@
 //! `LC_ALL`, `TERM`, `TMPDIR` and `TZ` are passed through, plus the row's
 //! `env`. `env` and `headers` values may use `${env:NAME}` (resolved from the
 //! host's environment when the server starts; unset fails that server).
-//! MCP servers are native processes, not sandboxed components: every
-//! call to their tools still goes through the policy pipeline.
+//! MCP servers are native processes, not components: every call to their
+//! tools goes through the policy pipeline, and a stdio server runs under
+//! the shell tool's OS sandbox (below).
+//!
+//! # The OS sandbox of stdio servers
+//!
+//! A stdio server starts confined (`wharf_runtime::process::native`: a new
+//! process group killed when the connection ends or Wharf exits, Landlock,
+//! seccomp, rlimits, `no_new_privs`, no capabilities) with the grants of its
+//! row's `sandbox` table, deny by default:
+//!
+//! ```toml
+//! [[mcp]]
+//! name = "files"
+//! command = "my-mcp-server"
+//! [mcp.sandbox]
+//! dirs = ["${workspace}:rw", "~/notes:ro"]   # PATH[:ro|:rw][?], :ro by default, `?`: skip if missing
+//! network = false                             # true: TCP/UDP to any host
+//! env = ["GITHUB_TOKEN"]                      # host variables passed by name
+//! ```
+//!
+//! - **Reads**: everywhere (so the workspace, the program and its runtime
+//!   are readable) except the protected paths — Wharf's config, session and
+//!   cache directories and credential stores (`~/.ssh`, `~/.aws`,
+//!   `~/.gnupg`, …) — unless a `dirs` entry names one.
+//! - **Writes**: only in the `:rw` directories, a private tmp directory
+//!   (`HOME` and `TMPDIR` point there unless the row's `env` sets them) and
+//!   `/dev/null`. The workspace is read-only unless granted `:rw`.
+//! - **Network**: none (no IPv4/IPv6 sockets at all) unless `network = true`.
+//! - **Environment**: `PATH`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`,
+//!   `TERM`, `TZ`, the `sandbox.env` names and the row's `env` values.
+//!
+//! `unsandboxed = true` on a row is the explicit opt-out: the server starts
+//! unconfined (its own process group, rlimits and `no_new_privs` only) with
+//! the environment of [`INHERITED_ENV`] plus `env`. Without an OS sandbox on
+//! the machine (no Landlock: `wharf doctor` says so) a sandboxed row fails
+//! to start, naming the opt-out. `wharf doctor` prints each row's
+//! confinement ([`describe`]).
+//!
+//! Servers an ACP client passes in `session/new` are sandboxed with the
+//! session's workspace read-write, no network and no host variables beyond
+//! the basic ones (the client's `env` values are passed).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+use wharf_runtime::process::native::NativeGrant;
+use wharf_runtime::process::{Level, sandbox_level};
 
 /// Environment variables a stdio server inherits from the host.
 pub const INHERITED_ENV: &[&str] =
@@ -56,6 +98,113 @@ impl Transport {
         match self {
             Self::Stdio => "stdio",
             Self::Http => "http",
+        }
+    }
+}
+
+/// Variables of [`INHERITED_ENV`] a sandboxed server does not get from the
+/// host (they point at its private tmp directory instead).
+pub const PRIVATE_ENV: &[&str] = &["HOME", "TMPDIR"];
+
+/// How a row's server runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confinement {
+    /// Reached over HTTP: not a local process.
+    Remote,
+    /// `unsandboxed = true`.
+    Unsandboxed,
+    /// Under the OS sandbox with these grants (`env`: host variable names).
+    Sandboxed {
+        /// Directories and network.
+        grant: NativeGrant,
+        /// Host variables passed by name.
+        env: Vec<String>,
+    },
+}
+
+/// The confinement of a row: its `sandbox` grants resolved (relative
+/// directories against `workspace`; a missing optional one skipped).
+pub fn confinement(c: &McpServerConfig, workspace: &Path) -> Result<Confinement, String> {
+    if c.is_http() {
+        return Ok(Confinement::Remote);
+    }
+    if c.unsandboxed {
+        return Ok(Confinement::Unsandboxed);
+    }
+    let mut grant = NativeGrant { network: c.sandbox.network, ..NativeGrant::default() };
+    for spec in &c.sandbox.dirs {
+        if spec.is_empty() {
+            // An optional grant whose variable had no value.
+            continue;
+        }
+        let (spec, optional) = match spec.strip_suffix('?') {
+            Some(rest) => (rest, true),
+            None => (spec.as_str(), false),
+        };
+        let (path, rw) = match spec.rsplit_once(':') {
+            Some((p, "rw")) => (p, true),
+            Some((p, "ro")) => (p, false),
+            _ => (spec, false),
+        };
+        if path.is_empty() {
+            return Err(format!("MCP server `{}`: empty directory in `sandbox.dirs`", c.name));
+        }
+        let path = if Path::new(path).is_relative() { workspace.join(path) } else { PathBuf::from(path) };
+        if !path.is_dir() {
+            if optional {
+                continue;
+            }
+            return Err(format!(
+                "MCP server `{}`: granted directory {} does not exist (end it with `?` to make it optional)",
+                c.name,
+                path.display()
+            ));
+        }
+        if rw { grant.rw.push(path) } else { grant.ro.push(path) }
+    }
+    Ok(Confinement::Sandboxed { grant, env: c.sandbox.env.clone() })
+}
+
+/// One line for `wharf doctor`: whether the server can start as
+/// configured on this machine, and how it is confined.
+pub fn describe(c: &McpServerConfig, workspace: &Path) -> (bool, String) {
+    let show = |d: &[PathBuf]| {
+        if d.is_empty() {
+            "none".to_string()
+        } else {
+            d.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        }
+    };
+    match confinement(c, workspace) {
+        Err(e) => (false, format!("cannot start: {e}")),
+        Ok(Confinement::Remote) => {
+            (true, format!("remote ({}): not a local process, not confined by Wharf", c.url.as_deref().unwrap_or("")))
+        }
+        Ok(Confinement::Unsandboxed) => (
+            true,
+            "UNCONFINED (`unsandboxed = true`): a native process with your full authority (own process group, \
+             killed on exit)"
+                .to_string(),
+        ),
+        Ok(Confinement::Sandboxed { grant, env }) => {
+            let (level, why) = sandbox_level();
+            if level == Level::None {
+                return (
+                    false,
+                    format!("sandboxed, but will not start: {why} (set `unsandboxed = true` to run it unconfined)"),
+                );
+            }
+            (
+                true,
+                format!(
+                    "sandboxed ({level}): writes {}; extra reads {}; network {}; host env {}; reads elsewhere \
+                     except credential stores and Wharf's directories",
+                    show(&grant.rw),
+                    show(&grant.ro),
+                    if grant.network { "any host" } else { "denied" },
+                    if env.is_empty() { "basic only".to_string() } else { env.join(", ") },
+                ),
+            )
         }
     }
 }

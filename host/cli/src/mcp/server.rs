@@ -1,4 +1,5 @@
-//! `wharf mcp serve`: the profile's component tools over MCP (stdio).
+//! `wharf mcp serve`: the profile's component tools over MCP (stdio, or
+//! Streamable HTTP with `--http ADDR`).
 //!
 //! `tools/list` lists the tools of the loaded components (imported
 //! `mcp__…` tools are not re-exported); `tools/call` runs one call through
@@ -30,19 +31,44 @@
 //! a well-formed notification or response rmcp cannot
 //! decode is dropped (JSON-RPC never answers those). Lines longer than
 //! 16 MiB are refused (`-32600`, `id` null) without being buffered whole.
+//!
+//! **Streamable HTTP** (`--http ADDR`, endpoint `/mcp`): rmcp's server
+//! transport ([`StreamableHttpService`], one rmcp session per client) with
+//! the same handler, so the same tools, pipeline, policies, approvals and
+//! session log as stdio (calls of every HTTP client share the one session and
+//! are serialized like stdio's). In front of it, the web UI's guard
+//! ([`crate::web::security::guard`]):
+//!
+//! - loopback only unless `--allow-remote` **and** a configured token;
+//! - every request carries the token — `Authorization: Bearer TOKEN` (or
+//!   `X-Wharf-Token: TOKEN`) — else 401 (with `WWW-Authenticate: Bearer`);
+//!   the token is `--token` / `WHARF_MCP_TOKEN` (at least 16 characters), or
+//!   a random one per launch printed on stderr;
+//! - the `Host` header must name the server (`127.0.0.1:PORT`,
+//!   `localhost:PORT`, `[::1]:PORT`, the bound address, an
+//!   `--allowed-host`), else 403 (DNS rebinding);
+//! - an `Origin` header on a POST, DELETE or event stream must be
+//!   `http://` + that `Host` (`Sec-Fetch-Site: cross-site` is refused), else
+//!   403: a web page cannot drive the server from a browser.
+//!
+//! Request bodies are capped at 4 MiB (413). A hot reload sends
+//! `notifications/tools/list_changed` to every open HTTP session.
 
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +86,27 @@ use crate::host_ctx::{HostArgs, HostCtx};
 pub struct ServeArgs {
     #[command(flatten)]
     pub host: HostArgs,
+    /// Serve MCP Streamable HTTP on ADDR (`HOST:PORT`, or a port on
+    /// 127.0.0.1; port 0 picks a free one) at `/mcp`, instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Bearer token of `--http` (default: a random one per launch, printed on
+    /// stderr). Required with `--allow-remote`.
+    #[arg(long, env = "WHARF_MCP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Allow a non-loopback `--http` address.
+    #[arg(long = "allow-remote")]
+    pub allow_remote: bool,
+    /// Another `Host` the HTTP server may be reached as (`name` or
+    /// `name:port`; repeatable).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
 }
+
+/// Largest HTTP request body taken from a client.
+const MAX_HTTP_BODY: usize = 4 << 20;
+/// Open HTTP sessions that get `tools/list_changed` (the oldest are dropped).
+const MAX_PEERS: usize = 256;
 
 struct Inner {
     registry: Arc<Registry>,
@@ -68,6 +114,9 @@ struct Inner {
     log: SessionLog,
     turn_lock: tokio::sync::Mutex<()>,
     next_call: AtomicU64,
+    /// HTTP sessions to notify of tool-list changes (`None` on stdio, whose
+    /// one peer is known from the start).
+    peers: Option<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
 }
 
 /// The MCP server handler.
@@ -157,6 +206,17 @@ impl ServerHandler for WharfServer {
             )
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(peers) = &self.inner.peers {
+            let mut p = peers.lock().unwrap_or_else(|e| e.into_inner());
+            p.retain(|peer| !peer.is_transport_closed());
+            if p.len() >= MAX_PEERS {
+                p.remove(0);
+            }
+            p.push(context.peer);
+        }
+    }
+
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
         std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE))
     }
@@ -195,6 +255,11 @@ impl ServerHandler for WharfServer {
 
 /// Runs `wharf mcp serve`.
 pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    // Checked before anything starts: a bad address or token fails fast.
+    let http = match &args.http {
+        Some(addr) => Some(check_http(addr, args.token.as_deref(), args.allow_remote)?),
+        None => None,
+    };
     // The profile's own MCP servers are not started: their tools would not be
     // re-exported anyway, and a profile listing `wharf mcp serve` itself as a
     // server would otherwise start itself recursively.
@@ -214,31 +279,179 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
             log: log.clone(),
             turn_lock: tokio::sync::Mutex::new(()),
             next_call: AtomicU64::new(1),
+            peers: http.is_some().then(|| std::sync::Mutex::new(Vec::new())),
         }),
     };
-    let running = server.serve(checked_stdio()).await?;
-    // Hot reloads change the tool list.
-    let peer = running.peer().clone();
+    match http {
+        Some((ip, port, token)) => serve_http(server, &host, &args, ip, port, token).await?,
+        None => serve_stdio(server, &host).await?,
+    }
+    log.flush().await?;
+    eprintln!("wharf mcp: session {} · log {}", log.id(), log.path().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sends `tools/list_changed` to `peers()` on every hot reload, until the
+/// plugin feed closes.
+fn notify_reloads(
+    host: &HostCtx,
+    peers: impl Fn() -> Vec<Peer<RoleServer>> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     let mut changes = host.plugins.subscribe();
-    let notifier = tokio::spawn(async move {
+    tokio::spawn(async move {
         loop {
             match changes.recv().await {
                 Ok(EventKind::PluginLoaded(_) | EventKind::PluginUnloaded(_)) => {
-                    if let Err(e) = peer.notify_tool_list_changed().await {
-                        tracing::debug!("cannot send tools/list_changed: {e}");
+                    for peer in peers() {
+                        if let Err(e) = peer.notify_tool_list_changed().await {
+                            tracing::debug!("cannot send tools/list_changed: {e}");
+                        }
                     }
                 }
                 Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             }
         }
-    });
+    })
+}
+
+async fn serve_stdio(server: WharfServer, host: &HostCtx) -> Result<()> {
+    let running = server.serve(checked_stdio()).await?;
+    // Hot reloads change the tool list.
+    let peer = running.peer().clone();
+    let notifier = notify_reloads(host, move || vec![peer.clone()]);
     let quit = running.waiting().await;
     notifier.abort();
-    log.flush().await?;
     tracing::info!("MCP client gone: {quit:?}");
-    eprintln!("wharf mcp: session {} · log {}", log.id(), log.path().display());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Checks `--http ADDR` and the token rules: the address and port to bind
+/// and the configured token, if any.
+fn check_http(addr: &str, token: Option<&str>, allow_remote: bool) -> Result<(IpAddr, u16, Option<String>)> {
+    let (ip, port) = parse_addr(addr)?;
+    let token = token.filter(|t| !t.is_empty()).map(str::to_string);
+    if let Some(t) = &token {
+        crate::web::check_token(t)?;
+    }
+    if !ip.is_loopback() {
+        if !allow_remote {
+            bail!(
+                "refusing to serve MCP on non-loopback address {ip}: its tools run on this machine; \
+                 pass --allow-remote (with --token or WHARF_MCP_TOKEN) if you mean it"
+            );
+        }
+        if token.is_none() {
+            bail!("--allow-remote needs a configured token (--token or WHARF_MCP_TOKEN)");
+        }
+    }
+    Ok((ip, port, token))
+}
+
+/// `HOST:PORT` (`localhost`, an IPv4 address, `[IPv6]`) or a bare port on 127.0.0.1.
+fn parse_addr(addr: &str) -> Result<(IpAddr, u16)> {
+    let addr = addr.trim();
+    if let Ok(port) = addr.parse::<u16>() {
+        return Ok((IpAddr::from([127, 0, 0, 1]), port));
+    }
+    let Some((h, p)) = addr.rsplit_once(':') else {
+        bail!("--http `{addr}`: expected HOST:PORT (e.g. 127.0.0.1:8765) or a port");
+    };
+    let port: u16 = p.parse().with_context(|| format!("--http `{addr}`: bad port"))?;
+    let ip: IpAddr = match h {
+        "localhost" => IpAddr::from([127, 0, 0, 1]),
+        h => h
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .with_context(|| format!("--http `{addr}`: not an IP address (or `localhost`)"))?,
+    };
+    Ok((ip, port))
+}
+
+async fn serve_http(
+    server: WharfServer,
+    host: &HostCtx,
+    args: &ServeArgs,
+    ip: IpAddr,
+    port: u16,
+    token: Option<String>,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, port))
+        .await
+        .with_context(|| format!("cannot listen on {ip}:{port}"))?;
+    let port = listener.local_addr()?.port();
+    let configured = token.is_some();
+    let token = match token {
+        Some(t) => t,
+        None => crate::web::random_token()?,
+    };
+    let access = crate::web::Access {
+        token: token.clone(),
+        hosts: crate::web::allowed_hosts(ip, port, &args.allowed_hosts),
+        // Every request needs a matching `Host`, remote or not.
+        any_host: false,
+        cookie: format!("wharf_mcp_token_{port}"),
+    };
+    let shutdown = CancellationToken::new();
+    // Host and Origin are checked by the guard in front (rmcp's own checks
+    // would refuse `--allowed-host` names).
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(MAX_HTTP_BODY)
+        .with_cancellation_token(shutdown.child_token());
+    let handler = server.clone();
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(access, crate::web::security::guard))
+        .layer(axum::middleware::map_response(www_authenticate));
+    let shown = match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => format!("127.0.0.1:{port}"),
+        IpAddr::V4(v4) => format!("{v4}:{port}"),
+        IpAddr::V6(v6) if v6.is_unspecified() => format!("[::1]:{port}"),
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+    };
+    if configured {
+        eprintln!("wharf mcp: serving MCP on http://{shown}/mcp (Authorization: Bearer <the configured token>)");
+    } else {
+        eprintln!("wharf mcp: serving MCP on http://{shown}/mcp (Authorization: Bearer {token})");
+    }
+    let inner = server.inner.clone();
+    let notifier = notify_reloads(host, move || {
+        let Some(peers) = &inner.peers else { return Vec::new() };
+        let mut p = peers.lock().unwrap_or_else(|e| e.into_inner());
+        p.retain(|peer| !peer.is_transport_closed());
+        p.clone()
+    });
+    // Ctrl-C ends it cleanly (SIGTERM ends every command at once, in main).
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.cancel();
+        }
+    });
+    let graceful = shutdown.clone();
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { graceful.cancelled().await })
+        .await
+        .context("MCP HTTP server failed");
+    shutdown.cancel();
+    notifier.abort();
+    served
+}
+
+/// A 401 names the scheme it wants (RFC 6750).
+async fn www_authenticate(mut r: axum::response::Response) -> axum::response::Response {
+    if r.status() == axum::http::StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Bearer realm=\"wharf\""),
+        );
+    }
+    r
 }
 
 /// Longest line taken from the client.
