@@ -1,1 +1,469 @@
-//! Tests: generic_components (issue 16/17; being written).
+//! Generic components (issue 16): a component of plain WIT functions (no
+//! `wharf:plugin` export) as tools, end to end with the Rust fixture
+//! (`tests/plugins/generic-rust`, the shared `tests/generic/wit/types.wit`):
+//! every function through `wharf plugin call`, the derived tools in `wharf
+//! plugin inspect`, one call through `wharf run` with the scripted model,
+//! `wharf mcp serve` tools/list + tools/call, an `err` result as a tool
+//! error, a bad argument named, a resource-taking component refused, and a
+//! hot reload of a generic component.
+//!
+//! [`CASES`] and [`check_every_function`] are shared with `generic_langs`
+//! (the same WIT in other languages behaves identically).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// What a call should give: the tool's output (JSON) or a tool error whose
+/// message contains the text.
+pub(crate) enum Expect {
+    /// `is_error` false; the content is this JSON.
+    Ok(Value),
+    /// `is_error` true, code `TOOL_ERROR`, message containing this.
+    Err(&'static str),
+}
+
+/// (tool, arguments, expected) for every function of `types.wit`, edge
+/// cases included (wrapping, 64-bit beyond 2^53, the char gaps).
+pub(crate) fn cases() -> Vec<(&'static str, Value, Expect)> {
+    use Expect::{Err, Ok};
+    vec![
+        ("greet", json!({"name": "Wharf"}), Ok(json!("Hello, Wharf!"))),
+        ("kinds_add", json!({"a": 2, "b": 3}), Ok(json!(5))),
+        ("kinds_add", json!({"a": 2147483647, "b": 1}), Ok(json!(-2147483648))),
+        (
+            "kinds_ints",
+            json!({"a": 255, "b": -128, "c": 65535, "d": -32768, "e": 4294967295u32, "f": -2147483648,
+                   "g": "18446744073709551615", "h": "-9223372036854775808"}),
+            Ok(json!([
+                255,
+                -128,
+                65535,
+                -32768,
+                4294967295u32,
+                -2147483648,
+                "18446744073709551615",
+                "-9223372036854775808"
+            ])),
+        ),
+        (
+            "kinds_ints",
+            json!({"a": 0, "b": 0, "c": 0, "d": 0, "e": 0, "f": 0, "g": 9007199254740991u64, "h": "-5"}),
+            Ok(json!([0, 0, 0, 0, 0, 0, 9007199254740991u64, -5])),
+        ),
+        ("kinds_floats", json!({"a": 1.5, "b": 2.25}), Ok(json!(3.75))),
+        ("kinds_next_char", json!({"c": "a"}), Ok(json!("b"))),
+        ("kinds_next_char", json!({"c": "\u{D7FF}"}), Ok(json!("\u{E000}"))),
+        ("kinds_next_char", json!({"c": "\u{10FFFF}"}), Ok(json!("\u{0}"))),
+        ("kinds_shout", json!({"s": "hi there"}), Ok(json!("HI THERE!"))),
+        ("kinds_reverse_bytes", json!({"data": "AQID"}), Ok(json!("AwIB"))),
+        ("kinds_reverse_bytes", json!({"data": ""}), Ok(json!(""))),
+        ("kinds_sum", json!({"xs": [1, 2, 3]}), Ok(json!(6))),
+        ("kinds_sum", json!({"xs": ["9223372036854775807", 1]}), Ok(json!("-9223372036854775808"))),
+        (
+            "kinds_mid",
+            json!({"a": {"x": 0, "y": 0}, "b": {"x": 2, "y": 4, "label": "b"}}),
+            Ok(json!({"x": 1.0, "y": 2.0, "label": "b"})),
+        ),
+        (
+            "kinds_mid",
+            json!({"a": {"x": 1, "y": 1, "label": "a"}, "b": {"x": 3, "y": 3, "label": "b"}}),
+            Ok(json!({"x": 2.0, "y": 2.0, "label": "a"})),
+        ),
+        (
+            "kinds_mid",
+            json!({"a": {"x": 1, "y": 1}, "b": {"x": 3, "y": 3}}),
+            Ok(json!({"x": 2.0, "y": 2.0, "label": null})),
+        ),
+        ("kinds_swap", json!({"t": ["x", 7]}), Ok(json!([7, "x"]))),
+        ("kinds_area", json!({"s": {"circle": 2.0}}), Ok(json!(std::f64::consts::PI * 4.0))),
+        ("kinds_area", json!({"s": {"rect": {"x": 2, "y": 3}}}), Ok(json!(6.0))),
+        ("kinds_area", json!({"s": "empty"}), Ok(json!(0.0))),
+        ("kinds_rotate", json!({"c": "red"}), Ok(json!("green"))),
+        ("kinds_rotate", json!({"c": "blue"}), Ok(json!("red"))),
+        ("kinds_toggle", json!({"p": ["read"]}), Ok(json!(["write", "exec"]))),
+        ("kinds_toggle", json!({"p": []}), Ok(json!(["read", "write", "exec"]))),
+        ("kinds_double", json!({"x": 21}), Ok(json!(42))),
+        ("kinds_double", json!({"x": 4294967295u32}), Ok(json!(4294967294u32))),
+        ("kinds_double", json!({}), Ok(json!(null))),
+        ("kinds_double", json!({"x": null}), Ok(json!(null))),
+        ("kinds_divide", json!({"a": 7, "b": 2}), Ok(json!(3))),
+        ("kinds_divide", json!({"a": -7, "b": 2}), Ok(json!(-3))),
+        ("kinds_divide", json!({"a": 1, "b": 0}), Err("division by zero")),
+        ("kinds_divide", json!({"a": -2147483648, "b": -1}), Err("overflow")),
+    ]
+}
+
+/// The tools a component implementing `types.wit` offers, sorted.
+pub(crate) const TOOLS: [&str; 15] = [
+    "greet",
+    "kinds_add",
+    "kinds_area",
+    "kinds_divide",
+    "kinds_double",
+    "kinds_floats",
+    "kinds_ints",
+    "kinds_mid",
+    "kinds_next_char",
+    "kinds_reverse_bytes",
+    "kinds_rotate",
+    "kinds_shout",
+    "kinds_sum",
+    "kinds_swap",
+    "kinds_toggle",
+];
+
+fn tool_names() -> Vec<&'static str> {
+    TOOLS.to_vec()
+}
+
+fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = wharf_tests::wharf(home).args(args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `wharf plugin call FILE TOOL ARGS`: (exit code, the printed outcome).
+pub(crate) fn call(home: &Path, file: &Path, tool: &str, args: &Value) -> (i32, Value) {
+    let (code, out, err) = run(home, &["plugin", "call", &file.display().to_string(), tool, &args.to_string()]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{tool} {args}: {e}: {out} {err}"));
+    (code, v)
+}
+
+/// Calls every case of [`cases`] on `file` and checks each outcome.
+pub(crate) fn check_every_function(file: &Path) {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut called = std::collections::BTreeSet::new();
+    for (tool, args, expect) in cases() {
+        let (code, out) = call(home.path(), file, tool, &args);
+        called.insert(tool);
+        match expect {
+            Expect::Ok(want) => {
+                assert_eq!(code, 0, "{tool} {args}: {out}");
+                assert_eq!(out["is_error"], false, "{tool} {args}: {out}");
+                let content = out["content"].as_str().unwrap_or_else(|| panic!("{tool}: no content: {out}"));
+                let got: Value = serde_json::from_str(content)
+                    .unwrap_or_else(|e| panic!("{tool}: content is not JSON ({e}): {out}"));
+                assert_eq!(got, want, "{tool} {args}");
+            }
+            Expect::Err(text) => {
+                assert_eq!(code, 1, "{tool} {args}: {out}");
+                assert_eq!(out["is_error"], true, "{tool} {args}: {out}");
+                assert_eq!(out["error_code"], "TOOL_ERROR", "{tool} {args}: {out}");
+                assert_eq!(out["content"], text, "{tool} {args}: the err string is the message");
+            }
+        }
+    }
+    assert_eq!(called.into_iter().collect::<Vec<_>>(), tool_names(), "every function is exercised");
+}
+
+fn generic_rust() -> PathBuf {
+    wharf_tests::plugin("generic-rust")
+}
+
+#[test]
+fn every_function_through_plugin_call() {
+    check_every_function(&generic_rust());
+}
+
+#[test]
+fn inspect_shows_the_derived_tools_with_exact_schemas() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = generic_rust().display().to_string();
+    let (code, out, err) = run(home.path(), &["plugin", "inspect", &file, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["kinds"], json!(["tool"]));
+    assert!(v["wit"].as_str().unwrap_or("").starts_with("generic"), "{}", v["wit"]);
+    assert_eq!(v["name"], "example:types");
+    assert_eq!(v["version"], "0.1.0");
+    let tools = v["tools"].as_array().cloned().unwrap_or_default();
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort();
+    assert_eq!(names, tool_names());
+    let tool = |n: &str| tools.iter().find(|t| t["name"] == n).cloned().unwrap_or_else(|| panic!("no {n}"));
+    let add = tool("kinds_add");
+    assert_eq!(
+        add["input_schema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX},
+                "b": {"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX},
+            },
+            "required": ["a", "b"],
+            "additionalProperties": false,
+        })
+    );
+    assert!(add["description"].as_str().unwrap_or("").contains("kinds.add: func(a: s32, b: s32) -> s32"), "{add}");
+    let mid = tool("kinds_mid");
+    let point = &mid["input_schema"]["properties"]["a"];
+    assert_eq!(point["required"], json!(["x", "y"]), "label is an option: {point}");
+    assert_eq!(point["additionalProperties"], false);
+    assert_eq!(tool("kinds_double")["input_schema"]["required"], json!([]), "an option parameter is optional");
+    let shape = &tool("kinds_area")["input_schema"]["properties"]["s"]["oneOf"];
+    assert_eq!(shape.as_array().map(Vec::len), Some(3), "{shape}");
+    assert!(shape.as_array().into_iter().flatten().any(|c| c == &json!({"const": "empty"})), "{shape}");
+    assert_eq!(tool("kinds_rotate")["input_schema"]["properties"]["c"]["enum"], json!(["red", "green", "blue"]));
+    let perms = &tool("kinds_toggle")["input_schema"]["properties"]["p"];
+    assert_eq!(perms["type"], "array");
+    assert_eq!(perms["items"]["enum"], json!(["read", "write", "exec"]));
+    let bytes = &tool("kinds_reverse_bytes")["input_schema"]["properties"]["data"];
+    assert_eq!(bytes["contentEncoding"], "base64");
+    let g = &tool("kinds_ints")["input_schema"]["properties"]["g"]["anyOf"];
+    assert_eq!(g[0]["maximum"], json!(9007199254740991u64), "{g}");
+    assert_eq!(g[1]["type"], "string");
+    // The functions with their WIT signatures.
+    let funcs = v["functions"].as_array().cloned().unwrap_or_default();
+    let next = funcs.iter().find(|f| f["tool"] == "kinds_next_char").cloned().unwrap_or_default();
+    assert_eq!(next["function"], "kinds.next-char");
+    assert_eq!(next["signature"], "func(c: char) -> char");
+
+    // The human form names each tool and its WIT function.
+    let (code, text, err) = run(home.path(), &["plugin", "inspect", &file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("tool kinds_divide")
+            && text.contains("kinds.divide: func(a: s32, b: s32) -> result<s32, string>"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused_naming_the_field() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = generic_rust();
+    // Caught by the schema (the pipeline's guard): the path is named.
+    let (code, out) =
+        call(home.path(), &file, "kinds_mid", &json!({"a": {"x": 1, "y": 2, "label": 5}, "b": {"x": 0, "y": 0}}));
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
+    assert!(out["content"].as_str().unwrap_or("").contains("/a/label"), "{out}");
+    // Out of range for the WIT integer.
+    let (_, out) = call(home.path(), &file, "kinds_add", &json!({"a": 2147483648u64, "b": 0}));
+    assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
+    assert!(out["content"].as_str().unwrap_or("").contains("/a"), "{out}");
+    // Beyond what the schema checks (base64): the conversion names it.
+    let (code, out) = call(home.path(), &file, "kinds_reverse_bytes", &json!({"data": "not base64!"}));
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
+    assert!(out["content"].as_str().unwrap_or("").contains("`data`: expected base64"), "{out}");
+    // A u64 beyond 2^53 as a number is refused: it must be a string.
+    let (_, out) = call(
+        home.path(),
+        &file,
+        "kinds_ints",
+        &json!({"a": 0, "b": 0, "c": 0, "d": 0, "e": 0, "f": 0, "g": 9007199254740993u64, "h": 0}),
+    );
+    assert_eq!(out["is_error"], true, "{out}");
+    assert!(out["content"].as_str().unwrap_or("").contains("/g"), "{out}");
+}
+
+#[test]
+fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = wharf_tests::plugin("generic-resource").display().to_string();
+    let (code, out, err) = run(home.path(), &["plugin", "inspect", &file]);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("function `counters.peek` parameter `c` uses a resource (`borrow<…>`)"), "{err}");
+    assert!(err.contains("cannot load as a generic component"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let (code, _, err) = run(home.path(), &["plugin", "call", &file, "counters_version", "{}"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("counters.peek"), "{err}");
+}
+
+#[test]
+fn run_calls_a_generic_tool_for_the_scripted_model() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let _ = wharf_tests::plugin("llm-scripted");
+    let profile = home.path().join("generic.toml");
+    let text = format!(
+        r#"
+[agent]
+adapter = "scripted"
+max_steps = 4
+
+[[plugin]]
+id = "types"
+path = "{}"
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-test"
+
+[[plugin.config.turns]]
+text = "Computing."
+tool_calls = [
+  {{ name = "kinds_mid", arguments = {{ a = {{ x = 0, y = 0 }}, b = {{ x = 4, y = 2, label = "far" }} }} }},
+  {{ name = "kinds_divide", arguments = {{ a = 1, b = 0 }} }},
+]
+
+[[plugin.config.turns]]
+text = "Done."
+"#,
+        generic_rust().display()
+    );
+    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    let sessions = home.path().join("sessions");
+    let out = wharf_tests::wharf(home.path())
+        .current_dir(ws.path())
+        .args(["run", "midpoint please", "--profile", &profile.display().to_string()])
+        .args(["--session-dir", &sessions.display().to_string(), "--output", "jsonl"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let events: Vec<Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let results: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool/result").map(|e| &e["data"]).collect();
+    assert_eq!(results.len(), 2, "{stdout}");
+    let mid = results.iter().find(|r| r["name"] == "kinds_mid").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(mid["plugin"], "types");
+    assert_eq!(mid["is_error"], false, "{mid}");
+    let got: Value =
+        serde_json::from_str(mid["content"].as_str().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {mid}"));
+    assert_eq!(got, json!({"x": 2.0, "y": 1.0, "label": "far"}));
+    let div = results.iter().find(|r| r["name"] == "kinds_divide").unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(div["is_error"], true, "{div}");
+    assert_eq!(div["error_code"], "TOOL_ERROR", "{div}");
+    assert_eq!(div["content"], "division by zero");
+    let end = events.last().cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed", "{end}");
+}
+
+const SERVE_PROFILE: &str = r#"
+[[plugin]]
+id = "types"
+path = "GENERIC_WASM"
+"#;
+
+struct Served {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    profile: PathBuf,
+    wasm: PathBuf,
+}
+
+fn served(initial: &Path) -> Served {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let wasm = home.path().join("types.wasm");
+    std::fs::copy(initial, &wasm).unwrap_or_else(|e| panic!("{e}"));
+    let profile = home.path().join("serve.toml");
+    std::fs::write(&profile, SERVE_PROFILE.replace("GENERIC_WASM", &wasm.display().to_string()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    Served { home, ws, profile, wasm }
+}
+
+impl Served {
+    /// The MCP fixture client driving `wharf mcp serve` over stdio.
+    fn client(&self, calls: &[(&str, Value)], extra: &[&str]) -> Command {
+        let mut c = Command::new(crate::mcp::fixture());
+        c.arg("client");
+        for (name, args) in calls {
+            c.args(["--call", &format!("{name}={args}")]);
+        }
+        c.args(extra);
+        c.arg("--").arg(wharf_tests::wharf_bin()).args(["mcp", "serve", "--profile"]).arg(&self.profile);
+        c.arg("-w").arg(self.ws.path()).arg("--session-dir").arg(self.home.path().join("sessions"));
+        c.env("HOME", self.home.path())
+            .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+            .env("WHARF_LOG", "warn");
+        c
+    }
+}
+
+fn result_text(call: &Value) -> String {
+    call["result"]["content"][0]["text"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn mcp_serve_lists_and_calls_generic_tools() {
+    let s = served(&generic_rust());
+    let calls = [
+        ("kinds_add", json!({"a": 40, "b": 2})),
+        ("greet", json!({"name": "MCP"})),
+        ("kinds_divide", json!({"a": 1, "b": 0})),
+        ("kinds_swap", json!({"t": [1, 2]})),
+    ];
+    let out = s.client(&calls, &[]).output().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let mut names: Vec<&str> =
+        report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    names.sort();
+    assert_eq!(names, tool_names());
+    let mid = report["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "kinds_mid"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(mid["inputSchema"]["required"], json!(["a", "b"]), "{mid}");
+    let c = report["calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(c[0]["result"]["isError"], false, "{}", c[0]);
+    assert_eq!(result_text(&c[0]), "42");
+    assert_eq!(c[0]["result"]["_meta"]["wharf/plugin"], "types");
+    assert_eq!(result_text(&c[1]), "\"Hello, MCP!\"");
+    // `err` is a tool error result, not a protocol error.
+    assert_eq!(c[2]["result"]["isError"], true, "{}", c[2]);
+    assert_eq!(c[2]["result"]["_meta"]["wharf/error_code"], "TOOL_ERROR", "{}", c[2]);
+    assert_eq!(result_text(&c[2]), "division by zero");
+    // A wrong type: the pipeline's guard names the path.
+    assert_eq!(c[3]["result"]["_meta"]["wharf/error_code"], "INVALID_ARGUMENTS", "{}", c[3]);
+    assert!(result_text(&c[3]).contains("/t/0"), "{}", c[3]);
+}
+
+#[test]
+fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() {
+    // Start with a Wharf tool plugin at the path, then put the generic
+    // component there: its functions replace the old tools.
+    let s = served(&wharf_tests::plugin("text"));
+    let generic = generic_rust();
+    let mut child = s
+        .client(&[], &["--wait-list-changed", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    loop {
+        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| panic!("client never listed: {log:?}"));
+        if line == "listed" {
+            break;
+        }
+        log.push(line);
+    }
+    let tmp = s.wasm.with_extension("tmp");
+    std::fs::copy(&generic, &tmp).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, &s.wasm).unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let before: Vec<&str> =
+        report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert!(before.contains(&"word_count"), "{before:?}");
+    assert_eq!(report["list_changed"], true, "{report}");
+    let mut after: Vec<&str> =
+        report["relisted"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    after.sort();
+    assert_eq!(after, tool_names(), "the generic functions replaced word_count & co.");
+}

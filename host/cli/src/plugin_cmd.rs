@@ -121,12 +121,31 @@ fn inspect_load(rt: &Runtime, file: PathBuf) -> anyhow::Result<Arc<PluginVersion
     Ok(rt.load_for_inspection(&spec)?)
 }
 
+/// What the component was built against: `wharf:plugin@0.1.0`, or
+/// `generic` for a component of plain WIT functions.
+fn wit_label(v: &PluginVersion) -> String {
+    match v.generic() {
+        Some(_) => "generic (plain WIT functions, no wharf:plugin export)".into(),
+        None => format!("wharf:plugin@{}", v.wit_version),
+    }
+}
+
+/// A generic component's functions: tool name, WIT function, signature.
+fn generic_json(v: &PluginVersion) -> serde_json::Value {
+    let Some(g) = v.generic() else { return serde_json::Value::Null };
+    g.functions
+        .iter()
+        .map(|f| json!({"tool": f.tool, "function": f.display, "signature": f.signature(), "docs": f.docs}))
+        .collect()
+}
+
 fn describe_json(v: &PluginVersion) -> serde_json::Value {
     json!({
         "path": v.path,
         "digest": v.digest,
         "size": v.size,
-        "wit": format!("wharf:plugin@{}", v.wit_version),
+        "wit": wit_label(v),
+        "functions": generic_json(v),
         "kinds": v.kinds,
         "name": v.info.name,
         "version": v.info.version,
@@ -155,10 +174,10 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             let v = tokio::task::spawn_blocking(move || inspect_load(&rt, file)).await??;
             let kinds: Vec<String> = v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
             println!(
-                "ok: {} ({} bytes, wharf:plugin@{}, kinds: {}, {} tool(s))",
+                "ok: {} ({} bytes, {}, kinds: {}, {} tool(s))",
                 v.path.display(),
                 v.size,
-                v.wit_version,
+                wit_label(&v),
                 kinds.join(", "),
                 v.tools.len()
             );
@@ -207,7 +226,7 @@ fn print_inspect(v: &PluginVersion) {
     println!("{} {} — {}", v.info.name, v.info.version, v.info.description);
     println!("  file:     {} ({} bytes)", v.path.display(), v.size);
     println!("  digest:   {}", v.digest);
-    println!("  wit:      wharf:plugin@{}", v.wit_version);
+    println!("  wit:      {}", wit_label(v));
     println!("  kinds:    {}", kinds.join(", "));
     let r = &v.info.requests;
     println!(
@@ -216,6 +235,9 @@ fn print_inspect(v: &PluginVersion) {
     );
     for t in &v.tools {
         println!("  tool {} ({:?}): {}", t.name, t.mode, t.description.lines().next().unwrap_or(""));
+        if let Some(f) = v.generic().and_then(|g| g.functions.iter().find(|f| f.tool == t.name)) {
+            println!("    wit:    {}: {}", f.display, f.signature());
+        }
         println!("    schema: {}", t.input_schema);
     }
 }

@@ -233,7 +233,10 @@ pub(crate) fn detect(
         if n > MAX_REFUSALS_SHOWN {
             reason.push_str(&format!("; and {} more", n - MAX_REFUSALS_SHOWN));
         }
-        return Err(invalid(format!("cannot load as a generic component: {reason}")));
+        return Err(invalid(format!(
+            "cannot load as a generic component: {reason} (a tool takes and returns JSON: resources, streams, \
+             futures and error contexts have no JSON form)"
+        )));
     }
     if walk.found.is_empty() {
         return Ok(None);
@@ -468,5 +471,55 @@ mod tests {
         assert_eq!(readable("[constructor]counter"), "counter.constructor");
         assert_eq!(short_name("example:types/kinds@0.1.0"), "kinds");
         assert_eq!(short_name("kinds"), "kinds");
+    }
+
+    /// A component exporting `greet` (top level) and `tools.say-hi` (in an
+    /// inline interface), with `package-docs` when `docs` is set.
+    fn component(docs: bool) -> Vec<u8> {
+        let section = if docs {
+            r#"(@custom "package-docs" "\01{\"worlds\":{\"root\":{\"funcs\":{\"greet\":{\"docs\":\"Says hello.\"}}}}}")"#
+        } else {
+            ""
+        };
+        let wat = format!(
+            r#"(component
+              (core module $m
+                (memory (export "memory") 1)
+                (func (export "greet") (param i32 i32) (result i32) unreachable)
+                (func (export "hi") (result i32) unreachable)
+                (func (export "realloc") (param i32 i32 i32 i32) (result i32) unreachable))
+              (core instance $i (instantiate $m))
+              (func $greet (param "name" string) (result string)
+                (canon lift (core func $i "greet") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
+              (func $hi (result u32) (canon lift (core func $i "hi")))
+              (export "greet" (func $greet))
+              (instance $tools (export "say-hi" (func $hi)))
+              (export "tools" (instance $tools))
+              {section}
+            )"#
+        );
+        wat::parse_str(&wat).unwrap()
+    }
+
+    #[test]
+    fn detects_functions_and_reads_package_docs() {
+        let engine = wasmtime::Engine::default();
+        for docs in [true, false] {
+            let bytes = component(docs);
+            let c = Component::new(&engine, &bytes).unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            let tools: Vec<&str> = g.functions.iter().map(|f| f.tool.as_str()).collect();
+            assert_eq!(tools, ["greet", "tools_say_hi"]);
+            let greet = &g.functions[0];
+            assert_eq!(greet.signature(), "func(name: string) -> string");
+            if docs {
+                assert_eq!(greet.docs.as_deref(), Some("Says hello."));
+                assert!(greet.description().starts_with("Says hello.\n\nWIT: `greet: func"), "{}", greet.description());
+            } else {
+                assert_eq!(greet.docs, None);
+                assert_eq!(greet.description(), "WIT: `greet: func(name: string) -> string`");
+            }
+            assert_eq!(g.functions[1].display, "tools.say-hi");
+        }
     }
 }

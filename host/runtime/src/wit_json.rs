@@ -92,7 +92,7 @@ pub enum WitType {
 
 /// A type a generic tool cannot take or return.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("uses {what}, which a tool cannot take or return (only plain data maps to JSON)")]
+#[error("uses {what}")]
 pub struct Unsupported {
     /// What was found: `a resource (own<…>)`, `a stream`, ….
     pub what: String,
