@@ -1008,6 +1008,7 @@ mod tests {
     use super::*;
     use crate::events::*;
     use crate::plugin::ToolCall;
+    use std::fs::{self, OpenOptions};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
