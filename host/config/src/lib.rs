@@ -294,6 +294,10 @@ pub struct SessionConfig {
     /// Where session logs live (default `~/.wharf/sessions`, or
     /// `WORKSPACE/.wharf/sessions` without a home directory).
     pub dir: PathBuf,
+    /// Another session store instead of the JSONL files in `dir`:
+    /// `postgres://USER@HOST:PORT/DB` (the `wharf-store-pg` backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
 }
 
 /// `[engine]`.
