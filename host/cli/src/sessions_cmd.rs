@@ -1,4 +1,5 @@
-//! `wharf sessions list|show|export|fork`: views over the stored logs.
+//! `wharf sessions list|show|export|fork|migrate`: views over the stored
+//! logs, and copies between stores (JSONL directory ⇄ PostgreSQL).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -53,6 +54,17 @@ pub enum SessionsCommand {
         #[arg(long)]
         at: u64,
     },
+    /// Copy sessions to another store, event text byte for byte: a
+    /// directory of JSONL logs or `postgres://…`. Sessions already there
+    /// with the same events are skipped.
+    Migrate {
+        /// The target store: a directory or a `postgres://` URL.
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
+        /// Only these sessions (default: all).
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+    },
 }
 
 /// Where prices come from and which workspace is "this" one.
@@ -95,11 +107,72 @@ impl Prices {
 }
 
 fn store(dir: Option<PathBuf>) -> Result<Store> {
+    if let Some(d) = &dir
+        && let Some(url) = d.to_str().filter(|u| wharf_store_pg::is_postgres_url(u))
+    {
+        return open_store(Some(url), PathBuf::new());
+    }
     let dir = match dir {
         Some(d) => d,
-        None => Store::default_root()?,
+        None => {
+            // `session.store` of the default profile, when it names a database.
+            let configured = HostArgs::default().load_config().ok().and_then(|c| c.session.store);
+            if configured.is_some() {
+                return open_store(configured.as_deref(), PathBuf::new());
+            }
+            Store::default_root()?
+        }
     };
     Ok(Store::new(dir))
+}
+
+/// The session store a host uses: `session.store` when set (`postgres://…`),
+/// else the JSONL directory `dir`.
+pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<Store> {
+    match store.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(Store::new(dir)),
+        Some(url) if wharf_store_pg::is_postgres_url(url) => {
+            Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?)
+        }
+        Some(other) => anyhow::bail!(
+            "session.store = \"{other}\" is not a store this build knows (expected postgres://…; leave it unset for the JSONL files in session.dir)"
+        ),
+    }
+}
+
+/// `wharf sessions migrate`: copies sessions from `src` to `target`.
+fn migrate(src: &Store, target: &str, ids: Vec<String>, out: &mut Stdout) -> Result<()> {
+    let dst = if wharf_store_pg::is_postgres_url(target) {
+        open_store(Some(target), PathBuf::new())?
+    } else {
+        Store::new(PathBuf::from(target))
+    };
+    let ids = if ids.is_empty() {
+        src.list()?.into_iter().map(|s| s.id).collect()
+    } else {
+        ids.iter().map(|p| resolve_session(src, p)).collect::<Result<Vec<_>>>()?
+    };
+    let (mut copied, mut skipped) = (0, 0);
+    for id in ids {
+        let loaded = src.load(&id)?;
+        if dst.exists(&id)? {
+            let there = dst.load(&id)?;
+            anyhow::ensure!(
+                there.lines == loaded.lines,
+                "session {id} already exists in {} with other events; not overwritten",
+                dst.root().display()
+            );
+            writeln!(out, "skipped {id} (already there, {} events)", there.lines.len())?;
+            skipped += 1;
+            continue;
+        }
+        let log = dst.import(&loaded.lines)?;
+        drop(log);
+        writeln!(out, "copied {id} ({} events)", loaded.lines.len())?;
+        copied += 1;
+    }
+    writeln!(out, "{copied} copied, {skipped} skipped: {} -> {}", src.root().display(), dst.root().display())?;
+    Ok(())
 }
 
 /// Runs a sessions subcommand. A reader that closes stdout early
@@ -240,6 +313,7 @@ fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
             let log = store.fork(&id, at)?;
             writeln!(out, "{}", log.id())?;
         }
+        SessionsCommand::Migrate { to, ids } => migrate(store, &to, ids, out)?,
     }
     out.flush()?;
     Ok(())
