@@ -205,7 +205,7 @@ pub fn parse_max_steps(s: &str) -> Result<u32, String> {
 /// starts with it.
 pub fn resolve_session(store: &Store, prefix: &str) -> Result<String> {
     anyhow::ensure!(!prefix.trim().is_empty(), "empty session id");
-    if store.path_of(prefix).is_file() {
+    if store.exists(prefix).unwrap_or(false) {
         return Ok(prefix.to_string());
     }
     let list = store.list()?;
@@ -416,7 +416,7 @@ impl HostCtx {
         wharf_runtime::process::protect_paths(
             protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),
         );
-        let store = Store::new(session_dir);
+        let store = crate::sessions_cmd::open_store(config.session.store.as_deref(), session_dir)?;
         let watch = if args.no_watch {
             None
         } else {
@@ -609,7 +609,8 @@ impl HostCtx {
     /// workspace.
     fn check_workspace(&self, id: &str) -> Result<()> {
         // The header is the first line; the whole log is read by `open`.
-        let Some(theirs) = read_header(&self.store.path_of(id)).and_then(|h| h.workspace) else {
+        let header = read_header(&self.store.path_of(id)).or_else(|| self.store.load(id).ok().map(|l| l.header));
+        let Some(theirs) = header.and_then(|h| h.workspace) else {
             return Ok(());
         };
         let same =
