@@ -64,6 +64,12 @@ fn unix_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
+/// Whether section `name` runs: `WHARF_BENCH_WIRE_SECTIONS` (comma list of
+/// `steps`, `cold`, `edit`) or all.
+fn section(name: &str) -> bool {
+    std::env::var("WHARF_BENCH_WIRE_SECTIONS").map(|v| v.split(',').any(|s| s.trim() == name)).unwrap_or(true)
+}
+
 fn quick() -> bool {
     std::env::var_os("WHARF_BENCH_QUICK").is_some()
 }
@@ -92,16 +98,18 @@ fn step_script() -> anyhow::Result<Script> {
 
 /// Gaps (µs) between a stream's end and the next request's arrival, and
 /// how many TCP connections carried the requests.
-fn gaps(reqs: &[RecordedRequest]) -> anyhow::Result<(Vec<f64>, usize)> {
+fn gaps(reqs: &[RecordedRequest]) -> anyhow::Result<(Vec<f64>, usize, Vec<f64>)> {
     let mut out = Vec::new();
+    let mut body = Vec::new();
     for w in reqs.windows(2) {
         let end = w[0].stream_end_unix_us.with_context(|| format!("request {} has no stream end", w[0].index))?;
         out.push(w[1].received_unix_us as f64 - end as f64);
+        body.push(w[1].body_unix_us as f64 - end as f64);
     }
     let mut conns: Vec<u64> = reqs.iter().map(|r| r.connection).collect();
     conns.sort_unstable();
     conns.dedup();
-    Ok((out, conns.len()))
+    Ok((out, conns.len(), body))
 }
 
 fn workspace_files(ws: &Path) -> anyhow::Result<()> {
@@ -114,7 +122,7 @@ fn workspace_files(ws: &Path) -> anyhow::Result<()> {
 }
 
 /// One `wharf run` of the 9-step session; its gaps and connections.
-fn wharf_session(tmp: &Path, run: usize) -> anyhow::Result<(Vec<f64>, usize)> {
+fn wharf_session(tmp: &Path, run: usize) -> anyhow::Result<(Vec<f64>, usize, Vec<f64>)> {
     let mock = MockLlm::start_background(step_script()?)?;
     let dir = tmp.join(format!("wharf-run-{run}"));
     let ws = dir.join("ws");
@@ -249,7 +257,7 @@ fn parse_sse(body: &str) -> (String, Vec<(String, String, String)>) {
 
 /// The native baseline: the same session without a sandbox or a harness.
 /// `reconnect`: a new TCP connection per request.
-fn native_session(tmp: &Path, run: usize, reconnect: bool) -> anyhow::Result<(Vec<f64>, usize)> {
+fn native_session(tmp: &Path, run: usize, reconnect: bool) -> anyhow::Result<(Vec<f64>, usize, Vec<f64>)> {
     let mock = MockLlm::start_background(step_script()?)?;
     let ws = tmp.join(format!("native-{run}-{reconnect}"));
     workspace_files(&ws)?;
@@ -304,22 +312,35 @@ fn native_session(tmp: &Path, run: usize, reconnect: bool) -> anyhow::Result<(Ve
 
 struct StepFigures {
     wharf: Vec<f64>,
+    /// Stream end → the next request's body fully read by the mock.
+    wharf_body: Vec<f64>,
     native: Vec<f64>,
+    native_body: Vec<f64>,
     native_reconnect: Vec<f64>,
     wharf_connections: Vec<usize>,
 }
 
 fn step_overhead(tmp: &Path) -> anyhow::Result<StepFigures> {
     let runs = if quick() { 2 } else { 6 };
-    let mut f = StepFigures { wharf: vec![], native: vec![], native_reconnect: vec![], wharf_connections: vec![] };
+    let mut f = StepFigures {
+        wharf: vec![],
+        wharf_body: vec![],
+        native: vec![],
+        native_body: vec![],
+        native_reconnect: vec![],
+        wharf_connections: vec![],
+    };
     // A first run fills the compile cache (its figures are dropped).
     let _ = wharf_session(tmp, 999)?;
     for run in 0..runs {
         // Interleaved, so load on the machine hits all three alike.
-        let (g, c) = wharf_session(tmp, run)?;
+        let (g, c, b) = wharf_session(tmp, run)?;
         f.wharf.extend(g);
+        f.wharf_body.extend(b);
         f.wharf_connections.push(c);
-        f.native.extend(native_session(tmp, run, false)?.0);
+        let (g, _, b) = native_session(tmp, run, false)?;
+        f.native.extend(g);
+        f.native_body.extend(b);
         f.native_reconnect.extend(native_session(tmp, run, true)?.0);
     }
     Ok(f)
@@ -513,18 +534,33 @@ fn main() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
 
-    let steps = step_overhead(tmp.path())?;
+    let steps = if section("steps") {
+        step_overhead(tmp.path())?
+    } else {
+        StepFigures {
+            wharf: vec![],
+            wharf_body: vec![],
+            native: vec![],
+            native_body: vec![],
+            native_reconnect: vec![],
+            wharf_connections: vec![],
+        }
+    };
     let (w_med, w_p90) = (median(&steps.wharf), quantile(&steps.wharf, 0.9));
     let (n_med, n_p90) = (median(&steps.native), quantile(&steps.native, 0.9));
     let (r_med, r_p90) = (median(&steps.native_reconnect), quantile(&steps.native_reconnect, 0.9));
     let conns = steps.wharf_connections.iter().max().copied().unwrap_or(0);
 
-    let cold = cold_start(tmp.path())?;
+    let cold = if section("cold") {
+        cold_start(tmp.path())?
+    } else {
+        ColdFigures { cold: vec![], warm: vec![], process: vec![], components: 0 }
+    };
     let (c_med, wm_med, p_med) = (median(&cold.cold), median(&cold.warm), median(&cold.process));
 
     let mut edits = Vec::new();
     let mut edit_skips = Vec::new();
-    for lang in ["python", "js"] {
+    for lang in ["python", "js"].into_iter().filter(|_| section("edit")) {
         match rt.block_on(edit_loop(tmp.path(), lang)) {
             Ok(f) => edits.push(f),
             Err(e) => {
@@ -542,6 +578,7 @@ fn main() -> anyhow::Result<()> {
          | wharf (llm-deepseek, fs) | {:.3} ms | {:.3} ms | {:.1}× | ≤ 0.5 ms: {} |\n\
          | baseline: native client, keep-alive | {:.3} ms | {:.3} ms | 1.0× | |\n\
          | baseline: native client, new TCP connection per request | {:.3} ms | {:.3} ms | {:.1}× | |\n\n\
+         Until the next request's body was complete at the mock (median): wharf {:.3} ms, native {:.3} ms.\n\n\
          TCP connections per wharf session ({} requests): {conns}.\n\n",
         steps.wharf_connections.len(),
         ms(w_med),
@@ -553,6 +590,8 @@ fn main() -> anyhow::Result<()> {
         ms(r_med),
         ms(r_p90),
         r_med / n_med.max(1.0),
+        ms(median(&steps.wharf_body)),
+        ms(median(&steps.native_body)),
         STEPS + 1,
     );
     md.push_str(&format!(
@@ -605,7 +644,8 @@ fn main() -> anyhow::Result<()> {
         "steps": STEPS,
         "gap_ms": {"wharf": {"median": ms(w_med), "p90": ms(w_p90)}, "native_keepalive": {"median": ms(n_med), "p90": ms(n_p90)},
             "native_reconnect": {"median": ms(r_med), "p90": ms(r_p90)}, "ratio_to_native": w_med / n_med.max(1.0),
-            "wharf_connections_per_session": conns, "target_ms": 0.5, "met": ms(w_med) <= 0.5},
+            "wharf_connections_per_session": conns,
+            "body_complete": {"wharf_median": ms(median(&steps.wharf_body)), "native_median": ms(median(&steps.native_body))}, "target_ms": 0.5, "met": ms(w_med) <= 0.5},
         "cold_start_ms": {"cold": ms(c_med), "warm": ms(wm_med), "process": ms(p_med), "components": cold.components,
             "ratio_cold_to_warm": c_med / wm_med.max(1.0), "target_ms": 400, "met": ms(c_med) <= 400.0},
         "edit_loop": edits_json,

@@ -402,14 +402,15 @@ pub async fn send_pooled(
     let (parts, incoming) = res.into_parts();
     let mut timeout = tokio::time::interval(between_bytes);
     timeout.reset();
-    let body = PooledBody { incoming, timeout, back: Some((key, sender)) };
+    let body = PooledBody { incoming: Some(incoming), timeout, back: Some((key, sender)) };
     Ok((http::Response::from_parts(parts, body.boxed_unsync()), Box::new(async { Ok(()) })))
 }
 
 /// A response body that returns its connection to the pool at its end and
 /// applies the between-bytes timeout.
 struct PooledBody {
-    incoming: hyper::body::Incoming,
+    /// `None` only once dropped.
+    incoming: Option<hyper::body::Incoming>,
     timeout: tokio::time::Interval,
     back: Option<(PoolKey, SendRequest<WasiBody>)>,
 }
@@ -423,7 +424,8 @@ impl http_body::Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.incoming).poll_frame(cx) {
+        let Some(incoming) = this.incoming.as_mut() else { return Poll::Ready(None) };
+        match Pin::new(incoming).poll_frame(cx) {
             Poll::Ready(None) => {
                 if let Some((key, sender)) = this.back.take() {
                     pool().put(key, sender);
@@ -450,11 +452,48 @@ impl http_body::Body for PooledBody {
 
     fn is_end_stream(&self) -> bool {
         // Until the end was polled the connection has not gone back yet.
-        self.back.is_none() && self.incoming.is_end_stream()
+        self.back.is_none() && self.incoming.as_ref().is_none_or(|i| i.is_end_stream())
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.incoming.size_hint()
+        self.incoming.as_ref().map(|i| i.size_hint()).unwrap_or_default()
+    }
+}
+
+/// What a dropped body may still read so its connection can be reused.
+const DRAIN_MAX_BYTES: usize = 64 << 10;
+const DRAIN_MAX_TIME: Duration = Duration::from_millis(500);
+
+impl Drop for PooledBody {
+    /// A client that stops reading at its protocol's end marker (an SSE
+    /// `data: [DONE]`) drops the body before the HTTP message ended: read
+    /// the rest in the background, bounded in bytes and time, and pool the
+    /// connection if the message then ends; otherwise it is closed.
+    fn drop(&mut self) {
+        let (Some((key, sender)), Some(mut incoming)) = (self.back.take(), self.incoming.take()) else { return };
+        if http_body::Body::is_end_stream(&incoming) {
+            pool().put(key, sender);
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        rt.spawn(async move {
+            let drained = tokio::time::timeout(DRAIN_MAX_TIME, async {
+                let mut left = DRAIN_MAX_BYTES;
+                while let Some(frame) = incoming.frame().await {
+                    let Ok(frame) = frame else { return false };
+                    let n = frame.data_ref().map_or(0, Bytes::len);
+                    if n > left {
+                        return false;
+                    }
+                    left -= n;
+                }
+                true
+            })
+            .await;
+            if drained == Ok(true) {
+                pool().put(key, sender);
+            }
+        });
     }
 }
 

@@ -248,6 +248,11 @@ impl HostState {
         let stderr = MemoryOutputPipe::new(STDIO_CAP);
         b.stdout(stdout.clone()).stderr(stderr.clone());
         b.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+        // File operations run on the calling thread instead of a hop to
+        // tokio's blocking pool and back for each (open, stat, read …): a
+        // tool's reads are small local I/O, and the hops were most of an
+        // `fs` call's wall time (perf, issue 18).
+        b.allow_blocking_current_thread(true);
         for name in &effective.env {
             if let Ok(v) = std::env::var(name) {
                 b.env(name, v);
