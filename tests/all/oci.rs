@@ -445,3 +445,93 @@ fn echo_variant(echo: &Path, dir: &Path) -> PathBuf {
     std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
     path
 }
+
+/// Hot reload of an oci row: a new pinned `digest` in the profile swaps the
+/// component of a running `wharf mcp serve`; a pin it cannot resolve keeps
+/// the working version.
+#[test]
+fn new_pin_in_the_profile_hot_reloads() {
+    use std::io::{BufRead, BufReader};
+    let Some(reg) = Registry::start("oci::new_pin_in_the_profile_hot_reloads") else { return };
+    let publisher = Home::new();
+    let tag = format!("oci://{}/tools/swap:v1", reg.host());
+    let d1 = publisher.push(&wharf_tests::plugin("echo"), &tag);
+    let d2 = publisher.push(&wharf_tests::plugin("text"), &format!("oci://{}/tools/swap:v2", reg.host()));
+    let home = Home::new();
+    let profile = home.profile("swap", &echo_row(&tag, &format!("digest = \"{d1}\"")));
+    let mut child = home
+        .wharf()
+        .args(["mcp", "serve", "--profile"])
+        .arg(&profile)
+        .arg("--session-dir")
+        .arg(home.path().join("sessions"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut send = move |line: &str| {
+        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
+        stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+    };
+    // The reply with `id` (notifications in between are skipped).
+    let reply = |id: i64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no reply {id}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_default();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    reply(1);
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let mut next_id = 2;
+    let mut tools = |send: &mut dyn FnMut(&str)| -> Vec<String> {
+        next_id += 1;
+        send(&format!(r#"{{"jsonrpc":"2.0","id":{next_id},"method":"tools/list"}}"#));
+        let list = reply(next_id);
+        list["result"]["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(tools(&mut send).iter().any(|t| t == "echo"));
+
+    // A new pin: the text component replaces echo.
+    let text = std::fs::read_to_string(&profile).unwrap_or_default();
+    std::fs::write(&profile, text.replace(&d1, &d2)).unwrap_or_else(|e| panic!("{e}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let names = tools(&mut send);
+        // (Whether `mcp serve` still lists the old version's `echo` after
+        // the swap is the reload path's business, not the pin's.)
+        if names.iter().any(|t| t == "word_count") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new pin was not loaded: {names:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // A pin nothing has: refused, the working version stays.
+    let bad = format!("sha256:{}", "cd".repeat(32));
+    std::fs::write(&profile, text.replace(&d1, &bad)).unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(tools(&mut send).iter().any(|t| t == "word_count"), "a refused pin replaced the working version");
+    let _ = child.kill();
+    let _ = child.wait();
+}
