@@ -213,7 +213,10 @@ fn prompt_steer_and_followup() {
     let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
     let call = pending_call(&w, &id);
     let s = summary(&w, &id);
-    assert_eq!((s["live"].clone(), s["running"].clone(), s["pending_approvals"].clone()), (json!(true), json!(true), json!(1)));
+    assert_eq!(
+        (s["live"].clone(), s["running"].clone(), s["pending_approvals"].clone()),
+        (json!(true), json!(true), json!(1))
+    );
     // A turn is running (waiting for the approval): a prompt is refused,
     // a steer joins this turn, a followup waits for the next.
     let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "again"})));
@@ -266,7 +269,8 @@ fn an_approval_pending_in_one_session_does_not_block_another() {
     let sa = summary(&w, &a);
     assert_eq!((sa["running"].clone(), sa["pending_approvals"].clone()), (json!(true), json!(1)), "{sa}");
     // An answer for A's call sent to B finds nothing; A still waits.
-    let (code, _) = w.call("POST", &format!("/api/sessions/{b}/approvals/{call_a}"), Some(json!({"outcome": "rejected"})));
+    let (code, _) =
+        w.call("POST", &format!("/api/sessions/{b}/approvals/{call_a}"), Some(json!({"outcome": "rejected"})));
     assert_eq!(code, 404);
     assert_eq!(pending_call(&w, &a), call_a);
     // Then A is denied, and ends.
@@ -274,7 +278,10 @@ fn an_approval_pending_in_one_session_does_not_block_another() {
     answer(&w, &a, &call_a, "rejected");
     let events = until_turn_ends(&mut sse_a, 1);
     let decided = events.iter().find(|e| e["type"] == "approval/decided").cloned().unwrap_or_default();
-    assert_eq!((decided["data"]["outcome"].clone(), decided["data"]["by"].clone()), (json!("rejected"), json!("serve")));
+    assert_eq!(
+        (decided["data"]["outcome"].clone(), decided["data"]["by"].clone()),
+        (json!("rejected"), json!("serve"))
+    );
     let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
     assert_eq!(result["data"]["is_error"], true, "a denied call is an error result: {result}");
     for id in [&a, &b] {
@@ -347,7 +354,11 @@ fn fork_at_the_last_turn_and_at_a_seq() {
     assert_eq!((f["at_seq"].as_u64(), f["parent"].as_str()), (Some(end_seq), Some(id.as_str())), "{f}");
     let fork = str_of(&f, "id");
     let s = summary(&w, &fork);
-    assert_eq!((s["parent"].as_str(), s["fork_seq"].as_u64(), s["live"].clone()), (Some(id.as_str()), Some(end_seq), json!(true)), "{s}");
+    assert_eq!(
+        (s["parent"].as_str(), s["fork_seq"].as_u64(), s["live"].clone()),
+        (Some(id.as_str()), Some(end_seq), json!(true)),
+        "{s}"
+    );
     // The fork holds the parent's events up to the fork point and takes turns of its own.
     let mut fsse = w.events(&format!("/api/sessions/{fork}/events?from=1"), &[]);
     let (code, _) = w.call("POST", &format!("/api/sessions/{fork}/prompt"), Some(json!({"text": "A story?"})));

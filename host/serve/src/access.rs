@@ -140,12 +140,7 @@ mod tests {
     use super::*;
 
     fn req(bind: &str, token: Option<&str>, remote: bool) -> BindRequest {
-        BindRequest {
-            bind: bind.into(),
-            token: token.map(str::to_string),
-            allow_remote: remote,
-            allowed_hosts: vec![],
-        }
+        BindRequest { bind: bind.into(), token: token.map(str::to_string), allow_remote: remote, allowed_hosts: vec![] }
     }
 
     #[test]

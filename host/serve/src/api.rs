@@ -211,7 +211,11 @@ struct HistoryQuery {
 }
 
 /// The stored events from `from` (default 1), at most `limit`.
-async fn history(State(app): AppState, Path(id): Path<String>, Query(q): Query<HistoryQuery>) -> ApiResult<Json<Value>> {
+async fn history(
+    State(app): AppState,
+    Path(id): Path<String>,
+    Query(q): Query<HistoryQuery>,
+) -> ApiResult<Json<Value>> {
     let from = q.from.unwrap_or(1).max(1);
     let limit = q.limit.unwrap_or(1000).clamp(1, MAX_HISTORY);
     let events = app.host.store().load(&id)?.events;

@@ -163,14 +163,8 @@ impl Server {
     /// Starts the idle unloader (needs a Tokio runtime).
     pub fn new(host: Arc<dyn SessionHost>, options: ServeOptions, shutdown: CancellationToken) -> Arc<Self> {
         let (opened, _) = broadcast::channel(256);
-        let server = Arc::new(Self {
-            host,
-            options,
-            sessions: Mutex::default(),
-            opened,
-            shutdown,
-            usage: Mutex::default(),
-        });
+        let server =
+            Arc::new(Self { host, options, sessions: Mutex::default(), opened, shutdown, usage: Mutex::default() });
         if let Some(idle) = server.options.idle_timeout {
             let weak = Arc::downgrade(&server);
             let stop = server.shutdown.clone();

@@ -51,7 +51,12 @@ impl SessionHost for CliHost {
         &self.host.store
     }
 
-    fn open_agent(&self, id: Option<&str>, approver: Arc<dyn Approver>, stop: CancellationToken) -> anyhow::Result<Agent> {
+    fn open_agent(
+        &self,
+        id: Option<&str>,
+        approver: Arc<dyn Approver>,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Agent> {
         // The API names sessions by exact id (no prefixes).
         if let Some(id) = id
             && crate::host_ctx::resolve_session(&self.host.store, id)? != id
