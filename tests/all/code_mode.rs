@@ -35,12 +35,13 @@ fn scripted(programs: &[(&str, Option<u64>)]) -> String {
     s
 }
 
-/// The `run_code` calls' results, in order.
+/// The model's `run_code` calls' results, in order (not the refused inner
+/// calls a program made to `run_code`).
 fn code_results(run: &crate::policy::Run) -> Vec<Value> {
     let ids: Vec<String> = run
         .events
         .iter()
-        .filter(|e| e["type"] == "tool/call" && e["data"]["name"] == "run_code")
+        .filter(|e| e["type"] == "tool/call" && e["data"]["name"] == "run_code" && e["data"]["parent"].is_null())
         .map(|e| e["data"]["id"].as_str().unwrap_or_default().to_string())
         .collect();
     ids.iter().map(|id| run.one("tool/result", id)["data"].clone()).collect()
@@ -690,13 +691,23 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let events = stored(&env, &id);
     let values: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
-    // The repaired log closed the program's call and its inner calls.
-    let results = |id: &str| values.iter().filter(|e| e["type"] == "tool/result" && e["data"]["call_id"] == id).count();
-    let calls: Vec<&Value> = values.iter().filter(|e| e["type"] == "tool/call").collect();
-    assert_eq!(calls.len(), 3, "{values:#?}");
-    for c in calls {
-        assert_eq!(results(c["data"]["id"].as_str().unwrap_or_default()), 1, "{c}\n{values:#?}");
+    // The repaired log closed the program's call as interrupted; its inner
+    // calls are logged once each and answered at most once (the store's
+    // repair does not close an inner call still open: it stays unanswered).
+    let results: Vec<&Value> = values.iter().filter(|e| e["type"] == "tool/result").collect();
+    let of = |id: &str| results.iter().filter(|e| e["data"]["call_id"] == id).count();
+    let program: Vec<&&Value> = results.iter().filter(|e| e["data"]["call_id"] == "call_0_0").collect();
+    assert_eq!(program.len(), 1, "{values:#?}");
+    assert_eq!(program[0]["data"]["error_code"], "INTERRUPTED", "{values:#?}");
+    let inner: Vec<&Value> =
+        values.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_0_0").collect();
+    assert_eq!(inner.len(), 2, "{values:#?}");
+    for c in inner {
+        assert!(of(c["data"]["id"].as_str().unwrap_or_default()) <= 1, "{c}\n{values:#?}");
     }
+    // The resumed turn ran and the model saw the interrupted result.
+    let end = values.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed", "{values:#?}");
 }
 
 #[test]

@@ -64,7 +64,7 @@ pub fn catalog(specs: &[&ToolSpec]) -> String {
     let mut left: Vec<&str> = Vec::new();
     for spec in specs {
         let line = line(spec);
-        if left.is_empty() && out.len() + line.len() + 1 <= MAX_CATALOG {
+        if left.is_empty() && out.len() + line.len() < MAX_CATALOG {
             out.push('\n');
             out.push_str(&line);
         } else {

@@ -392,6 +392,16 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
         .as_object()
         .ok_or_else(|| fail("HOST_ERROR", "prelude".into()))?;
 
+    // The engine's own `JSON.stringify`, taken before the program can
+    // replace it: the result is the program's value, not what it says.
+    let stringify = ctx
+        .global_object()
+        .get(js_string!("JSON"), &mut ctx)
+        .ok()
+        .and_then(|j| j.as_object())
+        .and_then(|j| j.get(js_string!("stringify"), &mut ctx).ok())
+        .and_then(|f| f.as_callable());
+
     // A plain script keeps the value of its last expression; one with
     // top-level `await` or `return` runs as the body of an async function
     // (from the next line on, so columns stay the program's and lines are
@@ -443,13 +453,6 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
         },
         None => value,
     };
-    let stringify = ctx
-        .global_object()
-        .get(js_string!("JSON"), &mut ctx)
-        .ok()
-        .and_then(|j| j.as_object())
-        .and_then(|j| j.get(js_string!("stringify"), &mut ctx).ok())
-        .and_then(|f| f.as_callable());
     let json = match stringify {
         Some(f) => match f.call(&JsValue::undefined(), &[value], &mut ctx) {
             Ok(v) if v.is_undefined() => "null".to_string(),
