@@ -33,8 +33,8 @@ fn python_with_sdk() -> Option<PathBuf> {
     let venv = std::env::var_os("WHARF_CI_VENV")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/wharf-ci-venv")));
-    let candidates = venv.map(|v| v.join("bin/python3")).into_iter().chain([PathBuf::from("python3")]);
-    candidates.into_iter().find(|py| {
+    let mut candidates = venv.map(|v| v.join("bin/python3")).into_iter().chain([PathBuf::from("python3")]);
+    candidates.find(|py| {
         Command::new(py)
             .args(["-c", "import mcp.client.streamable_http"])
             .stdout(Stdio::null())
