@@ -125,6 +125,7 @@ fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("no address line from wharf mcp serve --http: {seen}");
 }
 

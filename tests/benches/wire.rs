@@ -476,10 +476,13 @@ async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
         std::fs::create_dir_all(dir.join("node_modules"))?;
         std::os::unix::fs::symlink(root.join("sdk/js"), dir.join("node_modules/wharf-sdk"))?;
     }
-    let mut grant = Grant::default();
-    grant.dirs = vec![
-        wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", tmp.display())).map_err(|e| anyhow::anyhow!("{e}"))?,
-    ];
+    let grant = Grant {
+        dirs: vec![
+            wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", tmp.display()))
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ],
+        ..Grant::default()
+    };
     let edits = if quick() { 1 } else { 3 };
     let src = dir.join(file);
     let original = std::fs::read_to_string(&src)?;

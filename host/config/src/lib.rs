@@ -922,9 +922,9 @@ fn check_source(id: &str, t: &Table) -> Result<(), ConfigError> {
         ));
     }
     if let Some(Node { val: Val::Str(d), at }) = t.get("digest") {
-        let ok = d.strip_prefix("sha256:").is_some_and(|h| {
-            h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        });
+        let ok = d
+            .strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         if !ok {
             return Err(ConfigError::invalid(
                 at,

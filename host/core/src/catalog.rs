@@ -164,7 +164,8 @@ fn shape(schema: &Value, depth: usize) -> String {
                 .iter()
                 .map(|(k, v)| {
                     let opt = if required.contains(&k.as_str()) { "" } else { "?" };
-                    let key = if is_identifier(k) || k == "call" { k.clone() } else { Value::String(k.clone()).to_string() };
+                    let key =
+                        if is_identifier(k) || k == "call" { k.clone() } else { Value::String(k.clone()).to_string() };
                     format!("{key}{opt}: {}", shape(v, depth + 1))
                 })
                 .collect();

@@ -726,4 +726,80 @@ mod tests {
         assert!(matches!(p.code(), E::DestinationIpProhibited));
         assert!(p.to_string().contains("grant.private_network"), "{p}");
     }
+
+    /// A loopback HTTP/1.1 server answering every request with `hello`
+    /// (keep-alive); returns its address and a counter of accepted
+    /// connections.
+    async fn keepalive_server() -> (SocketAddr, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Ok(n) = s.read(&mut chunk).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        // GET requests without a body: one per blank line.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+                            if s.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
+        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(plugin, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let bytes = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pooled_connections_are_reused_per_plugin_only() {
+        let (addr, accepted) = keepalive_server().await;
+        let a: Arc<str> = Arc::from("pool-test-a");
+        let b: Arc<str> = Arc::from("pool-test-b");
+        for _ in 0..3 {
+            assert_eq!(get(&a, addr).await, "hello");
+        }
+        // Three requests of one plugin: one connection.
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // Another plugin never gets that plugin's connection.
+        assert_eq!(get(&b, addr).await, "hello");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        assert_eq!(get(&a, addr).await, "hello");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_dropped_unread_does_not_lose_the_connection() {
+        let (addr, accepted) = keepalive_server().await;
+        let p: Arc<str> = Arc::from("pool-test-drop");
+        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        drop(res);
+        // The drain runs in the background; the next request may open a
+        // connection before it is back only if the drain is slow.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(get(&p, addr).await, "hello");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
 }

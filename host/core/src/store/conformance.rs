@@ -8,8 +8,11 @@ use super::*;
 use crate::events::*;
 use crate::plugin::ToolCall;
 
+/// One case of the suite: it runs against a fresh, empty store.
+pub type Case = fn(&Store);
+
 /// Every case, by name.
-pub const CASES: &[(&str, fn(&Store))] = &[
+pub const CASES: &[(&str, Case)] = &[
     ("create_append_reload", create_append_reload),
     ("second_writer_is_refused", second_writer_is_refused),
     ("crash_inside_a_turn_is_repaired", crash_inside_a_turn_is_repaired),

@@ -10,7 +10,7 @@ use std::cell::Cell;
 
 wit_bindgen::generate!({ path: "wit", world: "counter" });
 
-use exports::example::counter::counters::{Guest, GuestCounter, CounterBorrow};
+use exports::example::counter::counters::{CounterBorrow, Guest, GuestCounter};
 
 struct Fixture;
 
