@@ -10,9 +10,8 @@
 //!   component is the Python example `csv_query`, built once with
 //!   `wharf plugin build` into `target/bench/large/`);
 //! - `sessions` (tests/benches): concurrent sessions against the mock LLM;
-//! - `code_mode`, `wire`, `fleet` (tests/benches): Code Mode against one
-//!   tool per step, wire-level step overhead / edit loop / cold start, and
-//!   the PostgreSQL store and `wharf serve`.
+//! - `code_mode`, `wire` (tests/benches): Code Mode against one tool per
+//!   step; wire-level step overhead, edit loop and cold start.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -184,12 +183,8 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
     }
     sections.push(Section { key: "sessions", title: "Concurrent sessions", result: sh(&mut c) });
 
-    // Issue 15/17/18 benches: each writes its own `KEY.md` and `KEY.json`.
-    for (key, title) in [
-        ("code_mode", "Code Mode"),
-        ("wire", "Wire-level step overhead, edit loop and cold start"),
-        ("fleet", "Fleet: PostgreSQL store and wharf serve"),
-    ] {
+    // Issue 15/18 benches: each writes its own `KEY.md` and `KEY.json`.
+    for (key, title) in [("code_mode", "Code Mode"), ("wire", "Wire-level step overhead, edit loop and cold start")] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {
             c.env("WHARF_BENCH_QUICK", "1");
