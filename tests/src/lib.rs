@@ -39,10 +39,21 @@ pub fn plugin(name: &str) -> PathBuf {
     path
 }
 
-/// Path of the `wharf` binary, building it once if missing.
+/// Path of the `wharf` binary, built once per test process (unless
+/// `cargo xtask test` built it already).
+///
+/// The tests run a hard link of `target/debug/wharf` taken after that
+/// build (`target/test-bin/wharf`), not the file itself: a test that runs
+/// `cargo build` (the install test) may replace `target/debug/wharf` while
+/// others start it, and a replaced file is briefly missing.
 pub fn wharf_bin() -> PathBuf {
-    let path = target_dir().join("debug").join("wharf");
+    static LINKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let built = target_dir().join("debug").join("wharf");
     BINARY.call_once(|| {
+        // `cargo xtask test` builds it with the tests (a workspace binary).
+        if std::env::var_os("WHARF_TESTS_BIN_BUILT").is_some() && built.is_file() {
+            return;
+        }
         let ok = Command::new("cargo")
             .current_dir(root())
             .args(["build", "-q", "-p", "wharf"])
@@ -51,7 +62,26 @@ pub fn wharf_bin() -> PathBuf {
             .unwrap_or(false);
         assert!(ok, "cargo build -p wharf failed");
     });
-    path
+    LINKED
+        .get_or_init(|| {
+            let dir = target_dir().join("test-bin");
+            let link = dir.join("wharf");
+            let tmp = dir.join(format!("wharf.{}", std::process::id()));
+            let linked = std::fs::create_dir_all(&dir)
+                .and_then(|()| {
+                    let _ = std::fs::remove_file(&tmp);
+                    std::fs::hard_link(&built, &tmp)
+                })
+                .and_then(|()| std::fs::rename(&tmp, &link));
+            match linked {
+                Ok(()) => link,
+                Err(e) => {
+                    eprintln!("wharf-tests: cannot link {} into {}: {e}; using it in place", built.display(), dir.display());
+                    built.clone()
+                }
+            }
+        })
+        .clone()
 }
 
 /// A test fixture file under `tests/fixtures/`.

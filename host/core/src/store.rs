@@ -722,6 +722,18 @@ impl std::fmt::Debug for SessionLog {
     }
 }
 
+/// Tells whether an open [`SessionLog`] has been released (see
+/// [`SessionLog::watch_release`]).
+#[derive(Clone, Debug)]
+pub struct LogRelease(std::sync::Weak<Shared>);
+
+impl LogRelease {
+    /// Whether every clone of the log is dropped (its lock released).
+    pub fn is_released(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+}
+
 struct Shared {
     id: String,
     path: PathBuf,
@@ -756,6 +768,12 @@ impl SessionLog {
     /// Session id.
     pub fn id(&self) -> &str {
         &self.shared.id
+    }
+
+    /// A handle that does not keep the log open: it tells when every clone
+    /// is gone and so the lock (or lease) is released.
+    pub fn watch_release(&self) -> LogRelease {
+        LogRelease(Arc::downgrade(&self.shared))
     }
 
     /// Log file path (for another backend: `LOCATION#id`).

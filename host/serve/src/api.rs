@@ -171,7 +171,7 @@ fn summary_json(app: &Server, s: &SessionSummary, turns: bool) -> Value {
         "profile": s.header.profile,
         "workspace": s.header.workspace,
         "bytes": s.bytes,
-        "live": live.is_some(),
+        "live": live.is_some() || app.is_loaded(&s.id),
         "running": live.as_ref().is_some_and(|l| l.agent.is_running()),
         "pending_approvals": live.as_ref().map_or(0, |l| l.approvals.list().len()),
     })

@@ -189,14 +189,20 @@ impl Server {
     }
 
     /// Whether session `id` is loaded here.
+    /// A session being unloaded counts until its log is released, so a
+    /// caller that sees `false` may open the log itself.
     pub fn is_loaded(&self, id: &str) -> bool {
-        lock(&self.sessions).live.contains_key(id)
+        let s = lock(&self.sessions);
+        s.live.contains_key(id) || s.unloading.contains_key(id)
     }
 
     /// Ids of the loaded sessions.
     pub fn loaded(&self) -> Vec<String> {
-        let mut v: Vec<String> = lock(&self.sessions).live.keys().cloned().collect();
+        let s = lock(&self.sessions);
+        let mut v: Vec<String> = s.live.keys().chain(s.unloading.keys()).cloned().collect();
+        drop(s);
         v.sort();
+        v.dedup();
         v
     }
 
@@ -342,5 +348,19 @@ async fn close(l: Arc<Live>) {
     if let Err(e) = l.agent.log().flush().await {
         tracing::warn!("flushing {}: {e}", l.agent.session_id());
     }
+    let released = l.agent.log().watch_release();
+    let id = l.agent.session_id().to_string();
     l.closed.cancel();
+    drop(l);
+    // Event streams and host tasks drop their handles once `closed` and
+    // `stop` fire; the session counts as loaded until the lock is free.
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !released.is_released() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    if waited.is_err() {
+        tracing::warn!(session = %id, "the session's log is still held 10 s after unloading");
+    }
 }
