@@ -76,7 +76,11 @@ pub fn wharf_bin() -> PathBuf {
             match linked {
                 Ok(()) => link,
                 Err(e) => {
-                    eprintln!("wharf-tests: cannot link {} into {}: {e}; using it in place", built.display(), dir.display());
+                    eprintln!(
+                        "wharf-tests: cannot link {} into {}: {e}; using it in place",
+                        built.display(),
+                        dir.display()
+                    );
                     built.clone()
                 }
             }
