@@ -39,8 +39,7 @@ pub fn plugin(name: &str) -> PathBuf {
     path
 }
 
-/// Path of the `wharf` binary, built once per test process (unless
-/// `cargo xtask test` built it already).
+/// Path of the `wharf` binary, built once per test process.
 ///
 /// The tests run a hard link of `target/debug/wharf` taken after that
 /// build (`target/test-bin/wharf`), not the file itself: a test that runs
@@ -50,10 +49,6 @@ pub fn wharf_bin() -> PathBuf {
     static LINKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let built = target_dir().join("debug").join("wharf");
     BINARY.call_once(|| {
-        // `cargo xtask test` builds it with the tests (a workspace binary).
-        if std::env::var_os("WHARF_TESTS_BIN_BUILT").is_some() && built.is_file() {
-            return;
-        }
         let ok = Command::new("cargo")
             .current_dir(root())
             .args(["build", "-q", "-p", "wharf"])

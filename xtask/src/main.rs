@@ -172,9 +172,6 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
-    // This invocation builds `target/debug/wharf` (a workspace binary)
-    // before any test runs: the tests need not build it again.
-    cmd.env("WHARF_TESTS_BIN_BUILT", "1");
     cmd.current_dir(root).args(["test", "--no-fail-fast", "--workspace", "--exclude", "wharf-sdk"]);
     for c in &crates {
         cmd.args(["--exclude", &c.package]);

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
 use wharf_core::approval::{Approval, ApprovalRequest, ChannelApprover};
-use wharf_core::store::StoreError;
+use wharf_core::store::{LogRelease, StoreError};
 
 use crate::ServeError;
 use crate::host::SessionHost;
@@ -319,7 +319,9 @@ impl Server {
         let server = self.clone();
         let id = id.to_string();
         tokio::spawn(async move {
-            close(l).await;
+            // The session counts as loaded until its lock is free, so a
+            // caller told it is unloaded can open the log.
+            wait_released(&id, close(l).await).await;
             lock(&server.sessions).unloading.remove(&id);
             done.cancel();
         });
@@ -331,13 +333,15 @@ impl Server {
         let all: Vec<Arc<Live>> = lock(&self.sessions).live.drain().map(|(_, l)| l).collect();
         for l in all {
             l.agent.cancel();
-            close(l).await;
+            // Shutting down: the logs close with the process.
+            drop(close(l).await);
         }
     }
 }
 
-/// Stops a session's serving task, flushes its log and drops it.
-async fn close(l: Arc<Live>) {
+/// Stops a session's serving task, flushes its log and drops it; the
+/// returned handle tells when the log's last clone is gone.
+async fn close(l: Arc<Live>) -> LogRelease {
     l.stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         while !l.serving.is_finished() {
@@ -349,11 +353,13 @@ async fn close(l: Arc<Live>) {
         tracing::warn!("flushing {}: {e}", l.agent.session_id());
     }
     let released = l.agent.log().watch_release();
-    let id = l.agent.session_id().to_string();
     l.closed.cancel();
-    drop(l);
-    // Event streams and host tasks drop their handles once `closed` and
-    // `stop` fire; the session counts as loaded until the lock is free.
+    released
+}
+
+/// Waits (bounded) until every handle on an unloaded session's log is gone:
+/// event streams and host tasks drop theirs once `closed` and `stop` fire.
+async fn wait_released(id: &str, released: LogRelease) {
     let waited = tokio::time::timeout(Duration::from_secs(10), async {
         while !released.is_released() {
             tokio::time::sleep(Duration::from_millis(10)).await;
