@@ -30,8 +30,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             other => bail!("unknown argument `{other}` (usage: cargo xtask faults [--kills N] [--seed S])"),
         }
     }
-    crate::build_plugins(root)?;
-    crate::run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    crate::build_all(root, &["-q", "-p", "wharf"])?;
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root)
         .args(["test", "-p", "wharf-tests", "--test", "all", "faults::", "--", "--nocapture"])

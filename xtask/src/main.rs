@@ -18,6 +18,7 @@ use anyhow::{Context, Result, bail};
 
 mod bench;
 mod faults;
+mod features;
 mod fuzz;
 mod install;
 mod skips;
@@ -73,6 +74,8 @@ struct PluginCrate {
     package: String,
     /// A test fixture (`tests/plugins/`): built for wasm only.
     fixture: bool,
+    /// Its directory.
+    dir: PathBuf,
 }
 
 fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
@@ -95,7 +98,7 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
                 .find_map(|l| l.trim().strip_prefix("name = ").map(|n| n.trim_matches('"').to_string()))
                 .with_context(|| format!("{}: no package name", manifest.display()))?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            out.push(PluginCrate { name, package, fixture: dir == "tests/plugins" });
+            out.push(PluginCrate { name, package, fixture: dir == "tests/plugins", dir: path.clone() });
         }
     }
     Ok(out)
@@ -104,8 +107,10 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
 pub(crate) fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
     ensure_wasm_target()?;
     let crates = plugin_crates(root)?;
+    let wasm_target = wasm_target_dir(root);
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "plugin"]);
+    cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "plugin", "--target-dir"]);
+    cmd.arg(&wasm_target);
     for c in &crates {
         cmd.args(["-p", &c.package]);
     }
@@ -115,11 +120,11 @@ pub(crate) fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(&out_dir)?;
     let mut built = Vec::new();
     for c in &crates {
-        let src = target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package.replace('-', "_")));
+        let src = wasm_target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package.replace('-', "_")));
         let dst = out_dir.join(format!("{}.wasm", c.name));
         if !src.exists() {
             // Command-style fixtures (bins) are named after the package.
-            let bin = target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package));
+            let bin = wasm_target.join("wasm32-wasip2/plugin").join(format!("{}.wasm", c.package));
             if bin.exists() {
                 copy_if_changed(&bin, &dst)?;
                 built.push(dst);
@@ -146,6 +151,27 @@ fn copy_if_changed(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The components' own build directory (`target/wasm`): apart from the
+/// host's, so the two builds hold different locks and run at the same time
+/// ([`build_all`]); they share no artifacts anyway (other target, other
+/// profile).
+fn wasm_target_dir(root: &Path) -> PathBuf {
+    target_dir(root).join("wasm")
+}
+
+/// Builds the components and the `wharf` binary (`host_args` after
+/// `cargo build`) concurrently: the components' single-threaded stretches
+/// (LTO with one codegen unit) leave a core free that the host build uses.
+pub(crate) fn build_all(root: &Path, host_args: &[&str]) -> Result<Vec<PathBuf>> {
+    std::thread::scope(|s| {
+        let plugins = s.spawn(|| build_plugins(root));
+        let host = run(Command::new("cargo").current_dir(root).arg("build").args(host_args));
+        let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
+        host?;
+        plugins
+    })
+}
+
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
@@ -153,8 +179,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 /// Builds the plugins and runs every test, then prints the skip summary
 /// ([`skips`]) — also when tests failed; with `CI` set a skip fails it.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
-    build_plugins(root)?;
-    run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))?;
+    build_all(root, &["-p", "wharf"])?;
     let skip_file = target_dir(root).join("test-skips.txt");
     std::fs::create_dir_all(target_dir(root))?;
     std::fs::write(&skip_file, "")?;
@@ -185,15 +210,32 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]);
-    for c in crates.iter().filter(|c| !c.fixture) {
+    // A crate without a test of its own is left out: compiling it natively
+    // for nothing (boa in `plugins/code`) costs minutes.
+    for c in crates.iter().filter(|c| !c.fixture && has_tests(&c.dir)) {
         cmd.args(["-p", &c.package]);
     }
     let components = run(&mut cmd);
     host.and(components)
 }
 
-/// Runs the benchmarks in the dev profile (the one tests and the demo use,
-/// so wasmtime is compiled once) and collects `target/bench/report.md`.
+/// Whether any Rust source under `dir/src` or `dir/tests` holds a test.
+fn has_tests(dir: &Path) -> bool {
+    fn walk(p: &Path) -> bool {
+        let Ok(entries) = std::fs::read_dir(p) else { return false };
+        entries.filter_map(|e| e.ok()).map(|e| e.path()).any(|p| {
+            if p.is_dir() {
+                walk(&p)
+            } else {
+                p.extension().is_some_and(|e| e == "rs")
+                    && std::fs::read_to_string(&p).is_ok_and(|t| t.contains("#[test]") || t.contains("#[tokio::test"))
+            }
+        })
+    }
+    walk(&dir.join("src")) || dir.join("tests").is_dir()
+}
+
+/// fmt, clippy (host and components) and the feature-parity check.
 fn lint(root: &Path) -> Result<()> {
     run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo").current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
@@ -203,12 +245,14 @@ fn lint(root: &Path) -> Result<()> {
         cmd.args(["-p", &c.package]);
     }
     cmd.args(["--", "-D", "warnings"]);
-    run(&mut cmd)
+    run(&mut cmd)?;
+    let mut excluded = vec!["wharf-sdk".to_string()];
+    excluded.extend(plugin_crates(root)?.into_iter().map(|c| c.package));
+    features::check(root, &excluded)
 }
 
 fn demo(root: &Path, extra: &[String]) -> Result<()> {
-    build_plugins(root)?;
-    run(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+    build_all(root, &["-q", "-p", "wharf"])?;
     let target = target_dir(root);
     let wharf = target.join("debug/wharf");
     // A throwaway workspace: the model may only touch this directory.

@@ -67,7 +67,6 @@
 //! ([`StoreError::Poisoned`]); reopening repairs the torn tail.
 
 pub mod backend;
-#[cfg(any(test, feature = "test-suite"))]
 pub mod conformance;
 mod jsonl;
 

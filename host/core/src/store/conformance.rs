@@ -1,7 +1,9 @@
 //! The session-log contract as a test suite any [`Backend`](super::Backend)
 //! runs: `wharf-core`'s own tests run it over JSONL, `wharf-store-pg`'s over
 //! PostgreSQL. Each case takes a fresh, empty [`Store`] and panics on a
-//! violation (test code: feature `test-suite`).
+//! violation. It is compiled into every build (a few kilobytes) so a
+//! backend crate needs no feature switch, and so the test build and
+//! `cargo build -p wharf` resolve the same features (one wasmtime build).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use super::*;
