@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use wharf_core::Projection;
 use wharf_core::approval::Approval;
-use wharf_core::events::{ApprovalOutcome, Event, EventKind};
+use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxKind};
 use wharf_core::store::{SessionSummary, StoreError};
 
 use crate::ServeError;
@@ -46,7 +46,11 @@ impl From<StoreError> for ApiError {
         let status = match &e {
             StoreError::NotFound(_) => StatusCode::NOT_FOUND,
             StoreError::InvalidId(_) | StoreError::InvalidForkPoint { .. } => StatusCode::BAD_REQUEST,
-            StoreError::Locked { .. } | StoreError::AlreadyExists(_) => StatusCode::CONFLICT,
+            StoreError::Locked { .. }
+            | StoreError::AlreadyExists(_)
+            | StoreError::Leased { .. }
+            | StoreError::Fenced { .. } => StatusCode::CONFLICT,
+            StoreError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(status, e.to_string())
@@ -267,15 +271,31 @@ enum Input {
     Steer,
 }
 
-async fn input(app: &Server, id: &str, text: String, how: Input) -> ApiResult<Json<Value>> {
+async fn input(app: &Arc<Server>, id: &str, text: String, how: Input) -> ApiResult<Json<Value>> {
     check_text(&text)?;
-    let r = app
-        .with_session(Some(id), |l| match how {
-            Input::Prompt if l.agent.is_running() => None,
-            Input::Prompt | Input::Followup => Some(l.agent.followup(text)),
-            Input::Steer => Some(l.agent.steer(text)),
-        })
-        .await?;
+    let mut routed = false;
+    let r = loop {
+        let t = text.clone();
+        let r = app
+            .with_session(Some(id), |l| match how {
+                Input::Prompt if l.agent.is_running() => None,
+                Input::Prompt | Input::Followup => Some(l.agent.followup(t)),
+                Input::Steer => Some(l.agent.steer(t)),
+            })
+            .await;
+        match r {
+            Err(ServeError::Store(StoreError::Leased { holder, .. })) => {
+                return remote_input(app, id, &text, how, &holder);
+            }
+            // Fenced while logging it: this host just lost the session
+            // (dropped here now); try again, which routes to the new owner.
+            Ok(Some(Err(StoreError::Fenced { .. }))) if !routed => {
+                routed = true;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            r => break r?,
+        }
+    };
     match r {
         None => Err(ApiError(
             StatusCode::CONFLICT,
@@ -283,6 +303,28 @@ async fn input(app: &Server, id: &str, text: String, how: Input) -> ApiResult<Js
         )),
         Some(inbox) => Ok(Json(json!({"id": id, "inbox_id": inbox?}))),
     }
+}
+
+/// Input for a session another host owns: stored for it (the owner logs it
+/// and marks it delivered in one transaction; if the owner dies first, the
+/// host that takes the session over does).
+fn remote_input(app: &Server, id: &str, text: &str, how: Input, holder: &str) -> ApiResult<Json<Value>> {
+    let store = app.host.store();
+    if matches!(how, Input::Prompt) {
+        let loaded = store.load(id)?;
+        if Projection::from_events(&loaded.events).open_turn().is_some() {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                format!("a turn is running on {holder}: send a steer (this turn) or a followup (after it)"),
+            ));
+        }
+    }
+    let kind = match how {
+        Input::Prompt | Input::Followup => InboxKind::Followup,
+        Input::Steer => InboxKind::Steer,
+    };
+    let inbox = store.push_input(id, kind, text)?;
+    Ok(Json(json!({"id": id, "inbox_id": inbox, "owner": holder})))
 }
 
 async fn prompt(State(app): AppState, Path(id): Path<String>, Json(body): Json<TextBody>) -> ApiResult<Json<Value>> {
@@ -472,6 +514,35 @@ async fn session_events(
                     }
                 },
                 None => {
+                    // Not loaded here: another host's writes, through the
+                    // store (NOTIFY), until it is loaded here.
+                    match app.host.store().watch(&id, next) {
+                        Ok(mut events) => loop {
+                            tokio::select! {
+                                ev = events.recv() => match ev {
+                                    Some(ev) => if !forward(&tx, &dec, &mut next, &ev).await { return },
+                                    None => break,
+                                },
+                                r = opened.recv() => match r {
+                                    Ok(s) if s == id => break,
+                                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                                        if app.is_loaded(&id) { break }
+                                    }
+                                    Err(broadcast::error::RecvError::Closed) => return,
+                                },
+                                _ = tx.closed() => return,
+                                _ = shutdown.cancelled() => return,
+                            }
+                        },
+                        Err(StoreError::Unsupported { .. }) => {}
+                        Err(e) => {
+                            let _ = tx.send(SseEvent::default().event("error").data(e.to_string())).await;
+                            return;
+                        }
+                    }
+                    if app.is_loaded(&id) {
+                        continue;
+                    }
                     match app.host.store().load(&id) {
                         Ok(stored) => {
                             for ev in &stored.events {

@@ -2,6 +2,7 @@
 //! agent, serving task and approval questions), and the idle unloader.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,8 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
 use wharf_core::approval::{Approval, ApprovalRequest, ChannelApprover};
-use wharf_core::store::{LogRelease, StoreError};
+use wharf_core::events::InboxKind;
+use wharf_core::store::{LogRelease, RemoteInput, StoreError};
 
 use crate::ServeError;
 use crate::host::SessionHost;
@@ -28,13 +30,25 @@ pub struct ServeOptions {
     pub max_pending_approvals: usize,
     /// Who answered, as logged in `approval/decided` (`by`): e.g. `web`, `api`.
     pub surface: String,
+    /// How often this host asks a store with leases for orphaned sessions
+    /// (their host died, or input waits with no owner) and takes them over.
+    /// `None`: never (another host must).
+    pub adopt_every: Option<Duration>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        Self { idle_timeout: Some(Duration::from_secs(15 * 60)), max_pending_approvals: 64, surface: "api".into() }
+        Self {
+            idle_timeout: Some(Duration::from_secs(15 * 60)),
+            max_pending_approvals: 64,
+            surface: "api".into(),
+            adopt_every: Some(Duration::from_millis(250)),
+        }
     }
 }
+
+/// Most orphaned sessions taken over per round.
+const ADOPT_BATCH: usize = 64;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -52,6 +66,8 @@ pub(crate) struct Live {
     pub closed: CancellationToken,
     serving: tokio::task::JoinHandle<()>,
     last_used: Mutex<Instant>,
+    /// Tells this loading apart from a later one of the same session.
+    generation: u64,
 }
 
 impl Live {
@@ -156,6 +172,7 @@ pub struct Server {
     pub(crate) shutdown: CancellationToken,
     /// Usage per session, keyed by the log size it was computed at.
     pub(crate) usage: Mutex<HashMap<String, (u64, Value)>>,
+    generations: AtomicU64,
 }
 
 impl Server {
@@ -163,8 +180,29 @@ impl Server {
     /// Starts the idle unloader (needs a Tokio runtime).
     pub fn new(host: Arc<dyn SessionHost>, options: ServeOptions, shutdown: CancellationToken) -> Arc<Self> {
         let (opened, _) = broadcast::channel(256);
-        let server =
-            Arc::new(Self { host, options, sessions: Mutex::default(), opened, shutdown, usage: Mutex::default() });
+        let server = Arc::new(Self {
+            host,
+            options,
+            sessions: Mutex::default(),
+            opened,
+            shutdown,
+            usage: Mutex::default(),
+            generations: AtomicU64::new(1),
+        });
+        if let Some(every) = server.options.adopt_every {
+            let weak = Arc::downgrade(&server);
+            let stop = server.shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                    let Some(server) = weak.upgrade() else { return };
+                    server.adopt_orphans().await;
+                }
+            });
+        }
         if let Some(idle) = server.options.idle_timeout {
             let weak = Arc::downgrade(&server);
             let stop = server.shutdown.clone();
@@ -208,8 +246,9 @@ impl Server {
 
     /// Runs `f` on session `id` loaded for turns (loading it, or creating a
     /// new session when `id` is `None`), with no unload in between.
+    /// [`StoreError::Leased`] when another host owns the session.
     pub(crate) async fn with_session<T>(
-        &self,
+        self: &Arc<Self>,
         id: Option<&str>,
         f: impl FnOnce(&Arc<Live>) -> T,
     ) -> Result<T, ServeError> {
@@ -252,8 +291,9 @@ impl Server {
         }
     }
 
-    /// Builds the agent of a session and starts serving its turns.
-    fn load(&self, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
+    /// Builds the agent of a session and starts serving its turns (and the
+    /// input other hosts store for it).
+    fn load(self: &Arc<Self>, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
         let (approver, mut questions) = ChannelApprover::new();
         let stop = self.shutdown.child_token();
         let agent = self.host.open_agent(id, Arc::new(approver), stop.clone()).map_err(ServeError::from_host)?;
@@ -265,16 +305,26 @@ impl Server {
                 pending.put(q.request, q.reply, max);
             }
         });
-        let (runner, token, host) = (agent.clone(), stop.clone(), self.host.clone());
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let (runner, token, host, weak) = (agent.clone(), stop.clone(), self.host.clone(), Arc::downgrade(self));
         let serving = tokio::spawn(async move {
             tokio::select! {
                 r = host.ready() => if let Err(e) = r { tracing::warn!("{e}") },
                 _ = token.cancelled() => return,
             }
             if let Err(e) = runner.serve(token).await {
+                // Its writer was fenced or the store stayed down: drop this
+                // loading; the next request reopens (and repairs) the session
+                // here or routes to the host that took it over.
                 tracing::error!(session = %runner.session_id(), "the agent stopped: {e}");
+                if let Some(server) = weak.upgrade() {
+                    server.evict(runner.session_id(), generation);
+                }
             }
         });
+        if let Some(inputs) = agent.log().take_inputs() {
+            tokio::spawn(deliver_inputs(agent.clone(), inputs, stop.clone(), Arc::downgrade(self), generation));
+        }
         let id = agent.session_id().to_string();
         let l = Arc::new(Live {
             agent,
@@ -283,6 +333,7 @@ impl Server {
             closed: CancellationToken::new(),
             serving,
             last_used: Mutex::new(Instant::now()),
+            generation,
         });
         s.live.insert(id, l.clone());
         Ok(l)
@@ -304,6 +355,46 @@ impl Server {
         self.unload_if(id, Live::quiet)
     }
 
+    /// Drops loading `generation` of session `id`, busy or not: this host
+    /// lost the session (fenced) or its agent stopped.
+    fn evict(self: &Arc<Self>, id: &str, generation: u64) {
+        if let Some(l) = self.live(id).filter(|l| l.generation == generation) {
+            l.agent.cancel();
+            tracing::warn!(session = %id, "dropping the session here (its writer lost the session or failed)");
+        }
+        self.unload_if(id, |l| l.generation == generation);
+    }
+
+    /// Takes over the sessions the store reports orphaned (see
+    /// [`wharf_core::store::Backend::orphans`]); each host races for them
+    /// and the store's lease lets one win.
+    async fn adopt_orphans(self: &Arc<Self>) {
+        let host = self.host.clone();
+        let ids = match tokio::task::spawn_blocking(move || host.store().backend().orphans(ADOPT_BATCH)).await {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                tracing::debug!("looking for orphaned sessions: {e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        for id in ids {
+            if self.shutdown.is_cancelled() {
+                return;
+            }
+            if self.is_loaded(&id) {
+                continue;
+            }
+            match self.with_session(Some(&id), |_| ()).await {
+                Ok(()) => tracing::info!(session = %id, "took over an orphaned session"),
+                Err(ServeError::Store(
+                    StoreError::Leased { .. } | StoreError::NotFound(_) | StoreError::Locked { .. },
+                )) => {}
+                Err(e) => tracing::warn!(session = %id, "could not take over an orphaned session: {e}"),
+            }
+        }
+    }
+
     fn unload_if(self: &Arc<Self>, id: &str, cond: impl Fn(&Live) -> bool) -> bool {
         let (l, done) = {
             let mut s = lock(&self.sessions);
@@ -315,7 +406,7 @@ impl Server {
             s.unloading.insert(id.to_string(), done.clone());
             (l, done)
         };
-        tracing::info!(session = %id, "unloading an idle session");
+        tracing::info!(session = %id, "unloading the session");
         let server = self.clone();
         let id = id.to_string();
         tokio::spawn(async move {
@@ -335,6 +426,64 @@ impl Server {
             l.agent.cancel();
             // Shutting down: the logs close with the process.
             drop(close(l).await);
+        }
+    }
+}
+
+/// Logs the input other hosts store for a session (its `inbox/spliced`
+/// append also marks the stored item delivered), until the session is
+/// unloaded; when the stream ends on its own, this host lost the session.
+async fn deliver_inputs(
+    agent: Agent,
+    mut inputs: tokio::sync::mpsc::UnboundedReceiver<RemoteInput>,
+    stop: CancellationToken,
+    server: std::sync::Weak<Server>,
+    generation: u64,
+) {
+    let evict = |why: &str| {
+        tracing::warn!(session = %agent.session_id(), "{why}");
+        if let Some(server) = server.upgrade() {
+            server.evict(agent.session_id(), generation);
+        }
+    };
+    loop {
+        let item = tokio::select! {
+            item = inputs.recv() => item,
+            _ = stop.cancelled() => return,
+        };
+        let Some(item) = item else {
+            if !stop.is_cancelled() {
+                evict("another host took the session over");
+            }
+            return;
+        };
+        let mut warned = false;
+        loop {
+            let text = item.text.clone();
+            let r = match item.kind {
+                InboxKind::Followup => agent.followup(text),
+                InboxKind::Steer => agent.steer(text),
+                InboxKind::Inject => agent.inject(text),
+            };
+            match r {
+                Ok(_) => break,
+                Err(StoreError::Fenced { .. }) => {
+                    evict("another host took the session over");
+                    return;
+                }
+                Err(e) => {
+                    // Still stored (undelivered): retried here, or delivered
+                    // by the next owner.
+                    if !warned {
+                        tracing::warn!(session = %agent.session_id(), input = %item.id, "logging stored input: {e}; retrying");
+                        warned = true;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                }
+            }
         }
     }
 }

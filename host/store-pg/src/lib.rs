@@ -46,14 +46,15 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
-use wharf_core::events::{Event, EventKind, InboxKind};
+use wharf_core::events::{Event, EventKind, InboxKind, InboxOp};
 use wharf_core::store::backend::{TITLE_SCAN, decode_rows, summary_title};
 use wharf_core::store::{
     Backend, Encoded, LeaseInfo, RawLog, RemoteInput, SessionSummary, StoreError, StoreOptions, Syncer, Writer,
 };
 
 /// The embedded migrations, applied in order at [`connect`].
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../migrations/0001_sessions.sql"))];
+const MIGRATIONS: &[(i32, &str)] =
+    &[(1, include_str!("../migrations/0001_sessions.sql")), (2, include_str!("../migrations/0002_inbox_ack.sql"))];
 
 /// Advisory lock key serialising migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
@@ -70,9 +71,14 @@ pub struct PgOptions {
     pub lease: Duration,
     /// How often an open writer renews its lease.
     pub renew_every: Duration,
-    /// How long connection-level failures are retried before an operation
-    /// fails with [`StoreError::Unavailable`].
+    /// How long a writer's connection-level failures (appends, lease
+    /// renewals, syncs) are retried before they fail with
+    /// [`StoreError::Unavailable`]: a database restart shorter than this
+    /// only delays a running turn.
     pub retry_for: Duration,
+    /// The same for everything else (reads, listings, opening, stored
+    /// input), so a caller learns quickly that the store is down.
+    pub read_retry_for: Duration,
     /// Pool size.
     pub pool_size: usize,
     /// Wait for the WAL flush on every append (default: on flush only).
@@ -87,6 +93,7 @@ impl Default for PgOptions {
             lease: Duration::from_millis(1500),
             renew_every: Duration::from_millis(500),
             retry_for: Duration::from_secs(15),
+            read_retry_for: Duration::from_secs(3),
             pool_size: 16,
             durable_appends: false,
             holder: default_holder(),
@@ -108,8 +115,44 @@ pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::Store, StoreEr
     Ok(wharf_core::Store::with_backend(Arc::new(connect(url, options)?)))
 }
 
+/// Takes Wharf's own settings out of a store URL's query (`wharf_lease_ms`,
+/// `wharf_renew_ms`, `wharf_retry_ms`, `wharf_read_retry_ms`, `wharf_pool`,
+/// `wharf_durable`), applying them to `options`; returns the URL for the
+/// driver (which refuses parameters it does not know).
+pub fn apply_url_options(url: &str, options: &mut PgOptions) -> Result<String, StoreError> {
+    let Some((base, query)) = url.split_once('?') else { return Ok(url.to_string()) };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let Some(name) = k.strip_prefix("wharf_") else {
+            kept.push(pair);
+            continue;
+        };
+        let bad = |why: &str| StoreError::Unavailable {
+            location: redact(base),
+            detail: format!("invalid store URL parameter `{k}={}`: {why}", wharf_core::util::cut_str(v, 64)),
+        };
+        let ms = || v.parse::<u64>().map(Duration::from_millis).map_err(|_| bad("expected milliseconds"));
+        match name {
+            "lease_ms" => options.lease = ms()?.max(Duration::from_millis(50)),
+            "renew_ms" => options.renew_every = ms()?.max(Duration::from_millis(10)),
+            "retry_ms" => options.retry_for = ms()?,
+            "read_retry_ms" => options.read_retry_for = ms()?,
+            "pool" => options.pool_size = v.parse().map_err(|_| bad("expected a number"))?,
+            "durable" => options.durable_appends = matches!(v, "1" | "true" | "on"),
+            _ => return Err(bad("unknown Wharf parameter")),
+        }
+    }
+    if options.renew_every >= options.lease {
+        options.renew_every = options.lease / 3;
+    }
+    Ok(if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) })
+}
+
 /// Connects to `url`, applies the migrations and returns the backend.
-pub fn connect(url: &str, options: PgOptions) -> Result<PgBackend, StoreError> {
+/// Wharf's own URL parameters ([`apply_url_options`]) override `options`.
+pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreError> {
+    let url = &apply_url_options(url, &mut options)?;
     let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Unavailable {
         location: redact(url),
         detail: format!("invalid PostgreSQL URL: {e}"),
@@ -306,8 +349,26 @@ impl Inner {
         unavailable(&self.location, detail)
     }
 
-    /// Retries `attempt` on connection-level failures for `retry_for`.
-    async fn retry<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, StoreError>
+    /// Retries a writer's `attempt` on connection-level failures for
+    /// `retry_for`.
+    async fn retry<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Fail>>,
+    {
+        self.retry_within(self.options.retry_for, what, attempt).await
+    }
+
+    /// Retries a reader's `attempt` for `read_retry_for`.
+    async fn retry_read<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Fail>>,
+    {
+        self.retry_within(self.options.read_retry_for, what, attempt).await
+    }
+
+    async fn retry_within<T, F, Fut>(&self, budget: Duration, what: &str, mut attempt: F) -> Result<T, StoreError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>>,
@@ -328,12 +389,11 @@ impl Inner {
                 }
                 Err(Fail::Fatal(e)) => return Err(e),
                 Err(Fail::Transient(detail)) => {
-                    if start.elapsed() >= self.options.retry_for {
+                    if start.elapsed() >= budget {
                         let detail = if detail.starts_with(what) { detail } else { format!("{what}: {detail}") };
-                        return Err(self.err(format!(
-                            "{detail} (gave up after retrying for {} s)",
-                            self.options.retry_for.as_secs_f32()
-                        )));
+                        return Err(
+                            self.err(format!("{detail} (gave up after retrying for {} s)", budget.as_secs_f32()))
+                        );
                     }
                     if !warned {
                         tracing::warn!(store = %self.location.display(), "{detail}; retrying");
@@ -351,7 +411,7 @@ impl Inner {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        self.retry("applying migrations", || async {
+        self.retry_read("applying migrations", || async {
             let mut c = self.client().await?;
             let tx = c.transaction().await.map_err(|e| pg_fail("migrating", e))?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -384,7 +444,7 @@ impl Inner {
     }
 
     async fn lease_info(&self, id: &str) -> Result<Option<LeaseInfo>, StoreError> {
-        self.retry("reading the lease", || async {
+        self.retry_read("reading the lease", || async {
             let c = self.client().await?;
             let row = c
                 .query_opt(
@@ -427,7 +487,7 @@ impl Inner {
     }
 
     async fn load(&self, id: &str, from_seq: i64) -> Result<Vec<(u64, String)>, StoreError> {
-        self.retry("reading events", || async {
+        self.retry_read("reading events", || async {
             let c = self.client().await?;
             let rows = c
                 .query(
@@ -442,7 +502,7 @@ impl Inner {
     }
 
     async fn exists(&self, id: &str) -> Result<bool, StoreError> {
-        self.retry("looking up a session", || async {
+        self.retry_read("looking up a session", || async {
             let c = self.client().await?;
             let row = c
                 .query_one("SELECT EXISTS (SELECT 1 FROM wharf_sessions WHERE id = $1)", &[&id])
@@ -556,7 +616,7 @@ impl Backend for PgBackend {
         let sid = id.to_string();
         let token = self.inner.call(async move {
             inner
-                .retry("creating a session", || async {
+                .retry_read("creating a session", || async {
                     let c = inner.client().await?;
                     let n = c
                         .execute(
@@ -582,7 +642,7 @@ impl Backend for PgBackend {
         let sid = id.to_string();
         let r = self.inner.call(async move {
             inner
-                .retry("removing a failed session", || async {
+                .retry_read("removing a failed session", || async {
                     let c = inner.client().await?;
                     c.execute("DELETE FROM wharf_sessions WHERE id = $1 AND last_seq = 0", &[&sid])
                         .await
@@ -601,7 +661,7 @@ impl Backend for PgBackend {
         let sid = id.to_string();
         let (token, last_seq) = self.inner.call(async move {
             let got = inner
-                .retry("taking the lease", || async {
+                .retry_read("taking the lease", || async {
                     let c = inner.client().await?;
                     let row = c
                         .query_opt(
@@ -652,7 +712,7 @@ impl Backend for PgBackend {
         let inner = self.inner.clone();
         let rows = self.inner.call(async move {
             inner
-                .retry("listing sessions", || async {
+                .retry_read("listing sessions", || async {
                     let c = inner.client().await?;
                     let rows = c
                         .query(
@@ -711,7 +771,7 @@ impl Backend for PgBackend {
         let kind = kind_name(kind).to_string();
         self.inner.call(async move {
             let got = inner
-                .retry("storing input", || async {
+                .retry_read("storing input", || async {
                     let c = inner.client().await?;
                     let row = c
                         .query_opt(
@@ -730,6 +790,33 @@ impl Backend for PgBackend {
                 Some(n) => Ok(input_id(n)),
                 None => Err(StoreError::NotFound(sid)),
             }
+        })
+    }
+
+    fn orphans(&self, limit: usize) -> Result<Vec<String>, StoreError> {
+        let inner = self.inner.clone();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.inner.call(async move {
+            inner
+                .retry_read("looking for orphaned sessions", || async {
+                    let c = inner.client().await?;
+                    let rows = c
+                        .query(
+                            "SELECT s.id FROM wharf_sessions s
+                              WHERE s.last_seq > 0
+                                AND ((s.lease_expires IS NOT NULL AND s.lease_expires <= now())
+                                  OR (s.lease_expires IS NULL AND EXISTS (
+                                        SELECT 1 FROM wharf_inbox i
+                                         WHERE i.session_id = s.id AND i.delivered IS NULL)))
+                              ORDER BY s.lease_expires NULLS LAST
+                              LIMIT $1",
+                            &[&limit],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("looking for orphaned sessions", e))?;
+                    Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                })
+                .await
         })
     }
 
@@ -811,24 +898,54 @@ struct PgWriter {
     id: String,
     token: i64,
     sync: Arc<PgSyncer>,
+    held: Arc<Held>,
     stop_renew: Option<oneshot::Sender<()>>,
     inputs_taken: bool,
     stop_inputs: Option<oneshot::Sender<()>>,
+}
+
+/// What a writer's background tasks share with it.
+#[derive(Default)]
+struct Held {
+    /// Set (once) when the lease was found taken over: the input stream
+    /// ends, so the owner learns it is no longer the owner.
+    lost: tokio::sync::watch::Sender<bool>,
+    /// Stored input handed to the owner and not yet logged, oldest first:
+    /// `(row id, kind, text)`. The append that logs its `inbox/spliced`
+    /// marks the row delivered in the same transaction (exactly once).
+    outstanding: Mutex<Vec<(i64, InboxKind, String)>>,
+}
+
+impl Held {
+    fn lose(&self) {
+        self.lost.send_replace(true);
+    }
+
+    fn outstanding(&self) -> MutexGuard<'_, Vec<(i64, InboxKind, String)>> {
+        self.outstanding.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 struct PgSyncer {
     inner: Arc<Inner>,
     id: String,
     token: i64,
+    held: Arc<Held>,
 }
 
 impl Syncer for PgSyncer {
     fn sync(&self) -> Result<(), StoreError> {
         let inner = self.inner.clone();
         let (id, token) = (self.id.clone(), self.token);
+        let held = self.held.clone();
         self.inner.call(async move {
             let ok = inner.retry("syncing", || inner.renew(&id, token, true)).await?;
-            if ok { Ok(()) } else { Err(inner.fenced(&id, token).await) }
+            if ok {
+                Ok(())
+            } else {
+                held.lose();
+                Err(inner.fenced(&id, token).await)
+            }
         })
     }
 }
@@ -839,6 +956,8 @@ impl PgWriter {
         let weak = Arc::downgrade(&inner);
         let every = inner.options.renew_every;
         let (rid, rtoken) = (id.clone(), token);
+        let held: Arc<Held> = Arc::default();
+        let rheld = held.clone();
         inner.handle.spawn(async move {
             loop {
                 tokio::select! {
@@ -850,6 +969,7 @@ impl PgWriter {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(session = %rid, token = rtoken, "lease lost: another host took the session over");
+                        rheld.lose();
                         return;
                     }
                     Err(Fail::Transient(d)) | Err(Fail::Fatal(StoreError::Unavailable { detail: d, .. })) => {
@@ -859,8 +979,8 @@ impl PgWriter {
                 }
             }
         });
-        let sync = Arc::new(PgSyncer { inner: inner.clone(), id: id.clone(), token });
-        PgWriter { inner, id, token, sync, stop_renew: Some(stop_tx), inputs_taken: false, stop_inputs: None }
+        let sync = Arc::new(PgSyncer { inner: inner.clone(), id: id.clone(), token, held: held.clone() });
+        PgWriter { inner, id, token, sync, held, stop_renew: Some(stop_tx), inputs_taken: false, stop_inputs: None }
     }
 
     fn read_rows(&mut self, from_seq: u64) -> Result<Vec<(u64, String)>, StoreError> {
@@ -913,16 +1033,33 @@ impl Writer for PgWriter {
         let bodies: Vec<String> = batch.iter().map(|e| e.line.to_string()).collect();
         let bytes: i64 = batch.iter().map(|e| e.line.len() as i64 + 1).sum();
         let title = batch.iter().filter(|e| e.event.seq <= TITLE_SCAN).find_map(|e| summary_title(e.event));
+        // Stored input this batch logs: acknowledged by the same transaction.
+        let ack: Vec<i64> = {
+            let out = self.held.outstanding();
+            let mut taken = Vec::new();
+            for e in batch {
+                if let EventKind::InboxSpliced(sp) = &e.event.kind
+                    && sp.op == InboxOp::Added
+                    && let Some((n, _, _)) =
+                        out.iter().find(|(n, k, t)| *k == sp.kind && *t == sp.text && !taken.contains(n))
+                {
+                    taken.push(*n);
+                }
+            }
+            taken
+        };
         let inner = self.inner.clone();
         let (id, token) = (self.id.clone(), self.token);
         let what = format!("appending event {} ({})", first.event.seq, first.event.type_name());
-        self.inner.call(async move {
+        let held = self.held.clone();
+        let acked = ack.clone();
+        let r = self.inner.call(async move {
             let status = inner
                 .retry(&what, || async {
                     let c = inner.client().await?;
                     let row = c
                         .query_one(
-                            "SELECT wharf_append($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                            "SELECT wharf_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                             &[
                                 &id,
                                 &token,
@@ -933,6 +1070,7 @@ impl Writer for PgWriter {
                                 &bytes,
                                 &title,
                                 &inner.options.durable_appends,
+                                &ack,
                             ],
                         )
                         .await
@@ -942,7 +1080,10 @@ impl Writer for PgWriter {
                 .await?;
             match status.as_str() {
                 "ok" => Ok(()),
-                "fenced" => Err(inner.fenced(&id, token).await),
+                "fenced" => {
+                    held.lose();
+                    Err(inner.fenced(&id, token).await)
+                }
                 "missing" => Err(StoreError::NotFound(id)),
                 "gap" => Err(StoreError::Poisoned {
                     id,
@@ -956,7 +1097,11 @@ impl Writer for PgWriter {
                     cause: format!("other events are already stored at seq {first_seq}"),
                 }),
             }
-        })
+        });
+        if r.is_ok() && !acked.is_empty() {
+            self.held.outstanding().retain(|(n, _, _)| !acked.contains(n));
+        }
+        r
     }
 
     fn syncer(&self) -> Arc<dyn Syncer> {
@@ -989,12 +1134,18 @@ impl Writer for PgWriter {
         let mut wake = self.inner.register(true, &self.id);
         let weak = Arc::downgrade(&self.inner);
         let sid = self.id.clone();
+        let held = self.held.clone();
+        let mut lost = held.lost.subscribe();
         self.inner.handle.spawn(async move {
             let mut after = 0i64;
             loop {
+                if *lost.borrow_and_update() {
+                    // Ending the stream tells the owner it no longer is.
+                    return;
+                }
                 let Some(inner) = weak.upgrade() else { return };
                 let rows = inner
-                    .retry("reading input", || async {
+                    .retry_read("reading input", || async {
                         let c = inner.client().await?;
                         let rows = c
                             .query(
@@ -1015,7 +1166,9 @@ impl Writer for PgWriter {
                     Ok(rows) => {
                         for (n, kind, text) in rows {
                             after = after.max(n);
-                            if tx.send(RemoteInput { id: input_id(n), kind: kind_of(&kind), text }).is_err() {
+                            let kind = kind_of(&kind);
+                            held.outstanding().push((n, kind, text.clone()));
+                            if tx.send(RemoteInput { id: input_id(n), kind, text }).is_err() {
                                 return;
                             }
                         }
@@ -1025,6 +1178,7 @@ impl Writer for PgWriter {
                 tokio::select! {
                     _ = wake.recv() => { while wake.try_recv().is_ok() {} }
                     _ = tokio::time::sleep(POLL) => {}
+                    _ = lost.changed() => {}
                     _ = &mut stop_rx => return,
                     _ = tx.closed() => return,
                 }
@@ -1035,6 +1189,7 @@ impl Writer for PgWriter {
 
     fn ack_input(&mut self, id: &str) -> Result<(), StoreError> {
         let Some(n) = parse_input_id(id) else { return Ok(()) };
+        self.held.outstanding().retain(|(m, _, _)| *m != n);
         let inner = self.inner.clone();
         let sid = self.id.clone();
         self.inner.call(async move {

@@ -95,7 +95,8 @@ pub trait Writer: Send {
     fn read_from(&mut self, from_seq: u64) -> Result<Vec<Event>, StoreError>;
     /// The stream of input stored for this session by other hosts (items
     /// already pending first). `None` when the backend has no shared inbox
-    /// or the stream was already taken.
+    /// or the stream was already taken. The stream ends when the writer
+    /// loses the write right (another host took the session over).
     fn take_inputs(&mut self) -> Option<mpsc::UnboundedReceiver<RemoteInput>> {
         None
     }
@@ -148,6 +149,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
             op: "watching another writer".into(),
             location: format!("{} ({id})", self.root().display()),
         })
+    }
+    /// Sessions (at most `limit`) that need a writer and have none: a
+    /// writer's lease expired without being released (its host died or
+    /// lost the store), or stored input waits with no writer. A fleet host
+    /// opens them (crash repair, then delivery). Empty without leases.
+    fn orphans(&self, _limit: usize) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
     }
 }
 
