@@ -12,6 +12,10 @@
 //!   model's order; every `tool/call` has exactly one `tool/result`, after it,
 //!   and results come in the same order as calls (model order) before
 //!   `step/end`;
+//! - a call a program made (`tool/call` with a `parent`, e.g. inside
+//!   `run_code`) lives in its step, names as `parent` a model call logged
+//!   earlier in that step, and has exactly one `tool/result`, after it and
+//!   before `step/end` (crash repair closes an open one as interrupted);
 //! - `policy/decision` and `approval/*` concern a logged, unanswered call, and
 //!   every `approval/asked` is answered by one `approval/decided`.
 
@@ -27,6 +31,8 @@ struct Step {
     logged: Vec<String>,
     results: usize,
     asked: HashSet<String>,
+    /// Calls a program made in this step that have no result yet.
+    inner_open: Vec<String>,
 }
 
 /// Checks a complete log (every turn closed).
@@ -67,11 +73,22 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
                 if !inner.insert(c.id.clone()) {
                     return at(format!("inner call `{}` logged twice", c.id));
                 }
+                let Some(st) = &mut step else { return at("no open step".into()) };
+                let parent = c.parent.as_deref().unwrap_or_default();
+                if !st.logged.iter().any(|l| l == parent) {
+                    return at(format!("inner call `{}` names `{parent}`, not a call of this step", c.id));
+                }
+                st.inner_open.push(c.id.clone());
             }
             EventKind::ToolResult(r) if inner.contains(&r.call_id) && !inner_answered.insert(r.call_id.clone()) => {
                 return at(format!("inner call `{}` answered twice", r.call_id));
             }
-            EventKind::ToolResult(r) if inner.contains(&r.call_id) => {}
+            EventKind::ToolResult(r) if inner.contains(&r.call_id) => {
+                in_step(r.turn, r.step, &step).or_else(at)?;
+                if let Some(st) = &mut step {
+                    st.inner_open.retain(|id| *id != r.call_id);
+                }
+            }
             EventKind::PolicyDecision(d) if inner.contains(&d.call_id) => {}
             EventKind::ApprovalAsked(a) if inner.contains(&a.call_id) => {}
             EventKind::ApprovalDecided(a) if inner.contains(&a.call_id) => {}
@@ -118,6 +135,9 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
                 let Some(st) = step.take() else { return at("no open step".into()) };
                 if st.results != st.logged.len() {
                     return at(format!("{} tool calls but {} results", st.logged.len(), st.results));
+                }
+                if !st.inner_open.is_empty() {
+                    return at(format!("calls made by a program never answered: {:?}", st.inner_open));
                 }
                 if let Some(m) = &st.message_calls
                     && m != &st.logged
@@ -276,6 +296,52 @@ mod tests {
     fn accepts_well_formed_logs() {
         check(&log(turn_with(vec![msg(&["a", "b"]), call("a"), call("b"), result("a"), result("b")]))).unwrap();
         check(&log(turn_with(vec![msg(&["a", "b"]), call("a"), result("a"), call("b"), result("b")]))).unwrap();
+    }
+
+    fn inner(id: &str, parent: &str) -> EventKind {
+        let mut c = call(id);
+        if let EventKind::ToolCall(c) = &mut c {
+            c.parent = Some(parent.into());
+        }
+        c
+    }
+
+    #[test]
+    fn every_inner_call_has_exactly_one_result_in_its_step() {
+        let ok = [
+            turn_with(vec![
+                msg(&["p"]),
+                call("p"),
+                inner("p.1", "p"),
+                inner("p.2", "p"),
+                result("p.2"),
+                result("p.1"),
+                result("p"),
+            ]),
+            // An inner result may follow its parent's (a late one, within the step).
+            turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "p"), result("p"), result("p.1")]),
+        ];
+        for good in ok {
+            check(&log(good.clone())).unwrap_or_else(|e| panic!("{e}: {good:?}"));
+        }
+        let bad = [
+            // never answered (what crash repair must close)
+            turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "p"), inner("p.2", "p"), result("p.1"), result("p")]),
+            // answered twice
+            turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "p"), result("p.1"), result("p.1"), result("p")]),
+            // answered before it was made
+            turn_with(vec![msg(&["p"]), call("p"), result("p.1"), inner("p.1", "p"), result("p")]),
+            // its parent is not a call of the step
+            turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "q"), result("p.1"), result("p")]),
+            // made before its parent was logged
+            turn_with(vec![msg(&["p"]), inner("p.1", "p"), result("p.1"), call("p"), result("p")]),
+        ];
+        for b in bad {
+            assert!(check(&log(b.clone())).is_err(), "{b:?}");
+        }
+        let mut open = turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "p")]);
+        open.truncate(open.len() - 2);
+        assert!(check_prefix(&log(open)).is_ok());
     }
 
     #[test]

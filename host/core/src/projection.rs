@@ -53,6 +53,9 @@ pub struct OpenStep {
     pub answered: HashSet<String>,
     /// Calls with `approval/asked` but no `approval/decided` yet, in order.
     pub pending_approvals: Vec<String>,
+    /// Calls a program made (`tool/call` with a `parent`) that have no
+    /// `tool/result` yet, in log order.
+    pub open_inner: Vec<ToolCall>,
 }
 
 /// Incremental projection of a session log.
@@ -148,8 +151,21 @@ impl Projection {
             // out of the conversation and of the step's repair.
             EventKind::ToolCall(c) if c.parent.is_some() => {
                 self.inner_calls.insert(c.id.clone());
+                if let Some(s) = &mut self.open_step {
+                    s.open_inner.push(ToolCall {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    });
+                }
             }
-            EventKind::ToolResult(r) if self.inner_calls.contains(&r.call_id) => {}
+            EventKind::ToolResult(r) if self.inner_calls.contains(&r.call_id) => {
+                if let Some(s) = &mut self.open_step
+                    && let Some(i) = s.open_inner.iter().position(|c| c.id == r.call_id)
+                {
+                    s.open_inner.remove(i);
+                }
+            }
             EventKind::ToolCall(c) => {
                 if let Some(s) = &mut self.open_step {
                     s.logged_calls.push(ToolCall {

@@ -53,10 +53,13 @@
 //! - **Open turn**: if the log ends inside a turn, reopening appends what is
 //!   needed to close it: an `assistant/message{interrupted}` with the streamed
 //!   prefix (if chunks arrived without a message), `approval/decided{cancelled}`
-//!   for a question left open, a `tool/call` (if missing)
-//!   and `tool/result{is_error, error_code: INTERRUPTED}` for every call of the
-//!   open step without a result, `step/end`, then `turn/end{interrupted}`. The
-//!   model-visible history stays valid (every tool call has an answer).
+//!   for a question left open, `tool/result{is_error, error_code: INTERRUPTED}`
+//!   for every call a program made (`tool/call` with a `parent`, e.g. inside
+//!   `run_code`) still without a result, in log order, then a `tool/call` (if
+//!   missing) and `tool/result{…INTERRUPTED}` for every call of the model in
+//!   the open step without a result, `step/end`, then `turn/end{interrupted}`.
+//!   The model-visible history stays valid, and every `tool/call` — inner ones
+//!   included — has exactly one result ([`crate::invariants`]).
 //!
 //! # Write failures
 //!
@@ -85,7 +88,7 @@ use crate::events::{
     ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, InboxKind, SessionRepaired,
     SessionStart, StepEnd, StopReason, ToolCallEvent, ToolResultEvent, TurnEnd,
 };
-use crate::plugin::{Message, Usage};
+use crate::plugin::{Message, ToolCall, Usage};
 use crate::projection::{PendingInboxItem, Projection};
 use crate::util;
 
@@ -249,6 +252,26 @@ pub enum StoreError {
         /// The store.
         location: String,
     },
+}
+
+/// The `tool/result` crash repair appends for call `c`, whose outcome is unknown.
+fn interrupted_result(turn: u64, step: u32, c: &ToolCall) -> EventKind {
+    EventKind::ToolResult(ToolResultEvent {
+        turn,
+        step,
+        call_id: c.id.clone(),
+        name: c.name.clone(),
+        content: "Error: the host stopped before this tool call finished; its result is unknown".into(),
+        is_error: true,
+        error_code: Some(INTERRUPTED_CODE.into()),
+        plugin: None,
+        version: None,
+        truncated: false,
+        original_bytes: None,
+        full_content: None,
+        duration_ms: None,
+        details: None,
+    })
 }
 
 fn pid_text(pid: Option<u32>) -> String {
@@ -875,6 +898,11 @@ impl SessionLog {
                     note: Some("the turn was closed before an answer arrived".into()),
                 }))?);
             }
+            // A program's calls still open (a crash while they ran) first,
+            // in log order: their parent is among the model's calls below.
+            for c in &s.open_inner {
+                out.push(self.append(interrupted_result(s.turn, s.step, c))?);
+            }
             let mut calls = s.message_calls.clone();
             for c in &s.logged_calls {
                 if !calls.iter().any(|m| m.id == c.id) {
@@ -892,22 +920,7 @@ impl SessionLog {
                         parent: None,
                     }))?);
                 }
-                out.push(self.append(EventKind::ToolResult(ToolResultEvent {
-                    turn: s.turn,
-                    step: s.step,
-                    call_id: c.id.clone(),
-                    name: c.name.clone(),
-                    content: "Error: the host stopped before this tool call finished; its result is unknown".into(),
-                    is_error: true,
-                    error_code: Some(INTERRUPTED_CODE.into()),
-                    plugin: None,
-                    version: None,
-                    truncated: false,
-                    original_bytes: None,
-                    full_content: None,
-                    duration_ms: None,
-                    details: None,
-                }))?);
+                out.push(self.append(interrupted_result(s.turn, s.step, c))?);
             }
             out.push(self.append(EventKind::StepEnd(StepEnd { turn: s.turn, step: s.step, usage: None }))?);
         }

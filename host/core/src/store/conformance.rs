@@ -18,6 +18,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("create_append_reload", create_append_reload),
     ("second_writer_is_refused", second_writer_is_refused),
     ("crash_inside_a_turn_is_repaired", crash_inside_a_turn_is_repaired),
+    ("crash_inside_a_program_closes_its_inner_calls", crash_inside_a_program_closes_its_inner_calls),
     ("crash_mid_stream_commits_prefix", crash_mid_stream_commits_prefix),
     ("ignorable_events_round_trip", ignorable_events_round_trip),
     ("fork_at_turn_boundary_only", fork_at_turn_boundary_only),
@@ -146,6 +147,90 @@ fn crash_inside_a_turn_is_repaired(store: &Store) {
     let after = store.load(&id).unwrap();
     assert!(after.lines.starts_with(&before), "history was rewritten");
     crate::invariants::check(&after.events).unwrap();
+}
+
+/// A `tool/call` of call `parent` (a program's call) or of the model.
+fn call_event(id: &str, name: &str, parent: Option<&str>) -> EventKind {
+    EventKind::ToolCall(ToolCallEvent {
+        turn: 1,
+        step: 1,
+        id: id.into(),
+        name: name.into(),
+        arguments: "{}".into(),
+        parent: parent.map(str::to_string),
+    })
+}
+
+fn crash_inside_a_program_closes_its_inner_calls(store: &Store) {
+    let log = store.create(NewSession::default()).unwrap();
+    log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
+    log.append(user("go")).unwrap();
+    log.append(EventKind::StepStart(StepStart { turn: 1, step: 1 })).unwrap();
+    log.append(EventKind::AssistantMessage(AssistantMessage {
+        turn: 1,
+        step: 1,
+        content: String::new(),
+        reasoning: None,
+        tool_calls: vec![ToolCall { id: "p".into(), name: "run_code".into(), arguments: "{}".into() }],
+        usage: None,
+        finish: None,
+        interrupted: false,
+    }))
+    .unwrap();
+    log.append(call_event("p", "run_code", None)).unwrap();
+    // Three calls of the program: p.1 answered, p.2 running, p.3 waiting
+    // for an approval.
+    for (id, name) in [("p.1", "read"), ("p.2", "slow"), ("p.3", "write")] {
+        log.append(call_event(id, name, Some("p"))).unwrap();
+    }
+    let mut answered =
+        super::interrupted_result(1, 1, &ToolCall { id: "p.1".into(), name: "read".into(), arguments: "{}".into() });
+    if let EventKind::ToolResult(r) = &mut answered {
+        (r.content, r.is_error, r.error_code) = ("text".into(), false, None);
+    }
+    log.append(answered).unwrap();
+    log.append(EventKind::ApprovalAsked(ApprovalAsked {
+        call_id: "p.3".into(),
+        tool: "write".into(),
+        reason: "ask".into(),
+        arguments: serde_json::json!({}),
+    }))
+    .unwrap();
+    let id = log.id().to_string();
+    drop(log); // "kill -9"
+    let before = store.load(&id).unwrap();
+    crate::invariants::check_prefix(&before.events).unwrap();
+    assert!(crate::invariants::check(&before.events).is_err());
+
+    let (log, report) = store.open(&id).unwrap();
+    assert_eq!(
+        types(&report.repairs),
+        ["approval/decided", "tool/result", "tool/result", "tool/result", "step/end", "turn/end"]
+    );
+    let closed: Vec<(&str, Option<&str>)> = report
+        .repairs
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult(r) => Some((r.call_id.as_str(), r.error_code.as_deref())),
+            _ => None,
+        })
+        .collect();
+    // The program's open calls in log order, then the program itself.
+    assert_eq!(
+        closed,
+        [("p.2", Some(INTERRUPTED_CODE)), ("p.3", Some(INTERRUPTED_CODE)), ("p", Some(INTERRUPTED_CODE))]
+    );
+    // Only the program's result reaches the model.
+    let tool_msgs: Vec<_> = log.messages().into_iter().filter(|m| m.role == crate::plugin::Role::Tool).collect();
+    assert_eq!(tool_msgs.len(), 1);
+    assert_eq!(tool_msgs[0].tool_call_id.as_deref(), Some("p"));
+    drop(log);
+    let after = store.load(&id).unwrap();
+    assert!(after.lines.starts_with(&before.lines), "history was rewritten");
+    crate::invariants::check(&after.events).unwrap();
+    // Reopening again repairs nothing.
+    let (_log, report) = store.open(&id).unwrap();
+    assert!(report.repairs.is_empty());
 }
 
 fn crash_mid_stream_commits_prefix(store: &Store) {
