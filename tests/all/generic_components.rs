@@ -116,6 +116,12 @@ pub(crate) const TOOLS: [&str; 15] = [
     "kinds_toggle",
 ];
 
+/// `kinds_add`'s description: its WIT doc comment, then its signature.
+const ADD_DESCRIPTION: &str =
+    "Adds two 32-bit integers, wrapping on overflow.\n\nWIT: `kinds.add: func(a: s32, b: s32) -> s32`";
+/// `greet` has no doc comment in the WIT: its signature alone.
+const GREET_DESCRIPTION: &str = "WIT: `greet: func(name: string) -> string`";
+
 fn tool_names() -> Vec<&'static str> {
     TOOLS.to_vec()
 }
@@ -201,7 +207,10 @@ fn inspect_shows_the_derived_tools_with_exact_schemas() {
             "additionalProperties": false,
         })
     );
-    assert!(add["description"].as_str().unwrap_or("").contains("kinds.add: func(a: s32, b: s32) -> s32"), "{add}");
+    // Descriptions: the WIT doc comment (the fixture carries its
+    // `package-docs`), then the signature; `greet` has no docs.
+    assert_eq!(add["description"], ADD_DESCRIPTION, "{add}");
+    assert_eq!(tool("greet")["description"], GREET_DESCRIPTION);
     let mid = tool("kinds_mid");
     let point = &mid["input_schema"]["properties"]["a"];
     assert_eq!(point["required"], json!(["x", "y"]), "label is an option: {point}");
@@ -411,6 +420,11 @@ fn mcp_serve_lists_and_calls_generic_tools() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(mid["inputSchema"]["required"], json!(["a", "b"]), "{mid}");
+    let described = |n: &str| {
+        report["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == n)).map(|t| t["description"].clone())
+    };
+    assert_eq!(described("kinds_add"), Some(json!(ADD_DESCRIPTION)));
+    assert_eq!(described("greet"), Some(json!(GREET_DESCRIPTION)));
     let c = report["calls"].as_array().cloned().unwrap_or_default();
     assert_eq!(c[0]["result"]["isError"], false, "{}", c[0]);
     assert_eq!(result_text(&c[0]), "42");
@@ -466,4 +480,165 @@ fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() {
         report["relisted"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     after.sort();
     assert_eq!(after, tool_names(), "the generic functions replaced word_count & co.");
+}
+
+#[test]
+fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() {
+    use wharf_mock_llm::{MockLlm, Script};
+    const KEY_ENV: &str = "WHARF_TEST_GENERIC_KEY";
+    const KEY: &str = "sk-generic-test";
+    let _ = wharf_tests::plugin("llm-deepseek");
+    let script: Script =
+        serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": [{"kind": "stream", "text": "ok"}]}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mock = MockLlm::start_background(script).unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let profile = home.path().join("docs.toml");
+    let text = format!(
+        "[agent]\nadapter = \"model\"\nmax_steps = 2\n\n[[plugin]]\nid = \"types\"\npath = {}\n\n\
+         [[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
+         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\n\
+         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\n",
+        crate::policy::toml_str(&generic_rust().display().to_string()),
+        mock.url(),
+        mock.addr().port()
+    );
+    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = wharf_tests::wharf(home.path())
+        .current_dir(ws.path())
+        .env(KEY_ENV, KEY)
+        .args(["run", "hello", "--profile", &profile.display().to_string(), "--no-watch"])
+        .args(["--workspace", &ws.path().display().to_string()])
+        .args(["--session-dir", &home.path().join("sessions").display().to_string(), "--output", "jsonl"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}\n{stderr}", String::from_utf8_lossy(&out.stdout));
+    mock.assert_no_violations();
+    let requests = mock.requests();
+    let body = requests.first().and_then(|r| r.body.clone()).unwrap_or_else(|| panic!("no request: {stderr}"));
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let description =
+        |n: &str| tools.iter().find(|t| t["function"]["name"] == n).map(|t| t["function"]["description"].clone());
+    assert_eq!(description("kinds_add"), Some(json!(ADD_DESCRIPTION)), "{body}");
+    assert_eq!(description("greet"), Some(json!(GREET_DESCRIPTION)), "{body}");
+    assert_eq!(
+        description("kinds_next_char"),
+        Some(json!(
+            "The scalar value after `c` (U+D7FF is followed by U+E000, U+10FFFF by U+0000).\n\n\
+             WIT: `kinds.next-char: func(c: char) -> char`"
+        ))
+    );
+}
+
+/// A line-by-line JSON-RPC client of `wharf mcp serve` on stdio.
+struct McpStdio {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: i64,
+}
+
+impl McpStdio {
+    fn start(s: &Served) -> Self {
+        let mut c = wharf_tests::wharf(s.home.path());
+        c.args(["mcp", "serve", "--profile"]).arg(&s.profile);
+        c.arg("-w").arg(s.ws.path()).arg("--session-dir").arg(s.home.path().join("sessions"));
+        c.env("WHARF_LOG", "warn").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut me = Self { child, stdin, lines, next_id: 0 };
+        me.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+        );
+        me.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        me
+    }
+
+    fn send(&mut self, v: Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{v}").unwrap_or_else(|e| panic!("{e}"));
+        self.stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The next message matching `want`, skipping others.
+    fn wait_for(&self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no {what} from wharf mcp serve"));
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && want(&v)
+            {
+                return v;
+            }
+        }
+    }
+
+    /// Sends a request and returns its response (`result` or `error`).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.wait_for(method, |v| v["id"] == id)
+    }
+
+    fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        let mut names: Vec<String> = r["result"]["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str())
+            .map(String::from)
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for McpStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() {
+    let s = served(&generic_rust());
+    let mut mcp = McpStdio::start(&s);
+    assert_eq!(mcp.tool_names(), tool_names());
+
+    // The new version in place (atomically, as an editor or a deploy does).
+    let tmp = s.wasm.with_extension("tmp");
+    std::fs::copy(wharf_tests::plugin("generic-swap"), &tmp).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, &s.wasm).unwrap_or_else(|e| panic!("{e}"));
+    mcp.wait_for("notifications/tools/list_changed", |v| v["method"] == "notifications/tools/list_changed");
+
+    // kinds_* are gone, farewell is new, greet is the new version's.
+    assert_eq!(mcp.tool_names(), ["farewell", "greet"]);
+    let text = |r: &Value| r["result"]["content"][0]["text"].as_str().unwrap_or("").to_string();
+    let r = mcp.request("tools/call", json!({"name": "farewell", "arguments": {"name": "MCP"}}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(text(&r), "\"Goodbye, MCP!\"");
+    let r = mcp.request("tools/call", json!({"name": "greet", "arguments": {"name": "MCP"}}));
+    assert_eq!(text(&r), "\"Hello again, MCP!\"", "{r}");
+    // The removed tool cannot be called any more.
+    let r = mcp.request("tools/call", json!({"name": "kinds_add", "arguments": {"a": 1, "b": 2}}));
+    let refused = r.get("error").is_some() || r["result"]["isError"] == true;
+    assert!(refused, "a removed tool answered: {r}");
+    assert!(!r.to_string().contains("\"3\""), "{r}");
+    assert!(r.to_string().contains("kinds_add"), "the error names the tool: {r}");
 }

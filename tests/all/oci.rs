@@ -25,6 +25,12 @@ struct Registry {
 impl Registry {
     /// `None` (after a skip) when `docker-registry` is not installed.
     fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, None)
+    }
+
+    /// [`Registry::start`], with HTTP basic auth from `htpasswd` (bcrypt
+    /// lines) when given.
+    fn start_with(test: &str, htpasswd: Option<&str>) -> Option<Self> {
         let bin = ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"].into_iter().find(|p| Path::new(p).exists());
         let Some(bin) = bin else {
             wharf_tests::skip(test, "docker-registry is not installed (Debian package `docker-registry`)");
@@ -37,10 +43,15 @@ impl Registry {
             .map(|a| a.port())
             .unwrap_or_else(|e| panic!("{e}"));
         let config = dir.path().join("config.yml");
-        let text = format!(
+        let mut text = format!(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
             data.display()
         );
+        if let Some(lines) = htpasswd {
+            let file = dir.path().join("htpasswd");
+            std::fs::write(&file, lines).unwrap_or_else(|e| panic!("{e}"));
+            text.push_str(&format!("auth:\n  htpasswd:\n    realm: wharf-test\n    path: {}\n", file.display()));
+        }
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let child = Command::new(bin)
             .arg("serve")
@@ -51,7 +62,8 @@ impl Registry {
             .unwrap_or_else(|e| panic!("spawn docker-registry: {e}"));
         let reg = Self { child: Some(child), port, data, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(15);
-        while http(port, "GET", "/v2/", None, &[]).map(|(s, _, _)| s) != Some(200) {
+        let up = if htpasswd.is_some() { 401 } else { 200 };
+        while http(port, "GET", "/v2/", None, &[]).map(|(s, _, _)| s) != Some(up) {
             assert!(Instant::now() < deadline, "docker-registry did not answer on port {port}");
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -534,4 +546,89 @@ fn new_pin_in_the_profile_hot_reloads() {
     assert!(tools(&mut send).iter().any(|t| t == "word_count"), "a refused pin replaced the working version");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `alice` / `s3cret`, bcrypt (cost 4) as docker-registry's htpasswd wants it.
+const HTPASSWD: &str = "alice:$2b$04$gjuR5K311lhgUs8J3JddAOUf1mMvug0YGuajMWKYb3ynQ4Sx7ilqa\n";
+
+/// A Docker config dir naming `helpers` (the JSON after `{`), and a
+/// `docker-credential-NAME` script per `(NAME, body)` in a bin dir:
+/// `(config dir, PATH with the bin dir first)`.
+fn docker_setup(dir: &Path, config: &str, scripts: &[(&str, String)]) -> (PathBuf, std::ffi::OsString) {
+    use std::os::unix::fs::PermissionsExt;
+    let conf = dir.join("docker");
+    let bin = dir.join("bin");
+    for d in [&conf, &bin] {
+        std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::write(conf.join("config.json"), config).unwrap_or_else(|e| panic!("{e}"));
+    for (name, body) in scripts {
+        let p = bin.join(format!("docker-credential-{name}"));
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut paths = vec![bin];
+    paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    (conf, std::env::join_paths(paths).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn registry_credentials_from_docker_credential_helpers() {
+    let test = "oci::registry_credentials_from_docker_credential_helpers";
+    let Some(reg) = Registry::start_with(test, Some(HTPASSWD)) else { return };
+    let echo = wharf_tests::plugin("echo");
+    let tag = format!("oci://{}/tools/echo:v1", reg.host());
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let asked = tmp.path().join("asked");
+    let good = format!(
+        "[ \"$1\" = get ] || exit 3\ncat >> '{}'\necho '{{\"ServerURL\":\"x\",\"Username\":\"alice\",\"Secret\":\"s3cret\"}}'",
+        asked.display()
+    );
+    let wrong = r#"echo '{"Username":"alice","Secret":"wrong"}'"#.to_string();
+    let missing = "echo 'credentials not found in native keychain'; exit 1".to_string();
+    let scripts = [("good", good), ("wrong", wrong), ("missing", missing)];
+    let with = |home: &Home, config: &str, args: &[&str]| {
+        let (conf, path) = docker_setup(home.path(), config, &scripts);
+        let out = home
+            .wharf()
+            .env("DOCKER_CONFIG", &conf)
+            .env("PATH", &path)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    };
+
+    // Without credentials the registry refuses.
+    let anon = Home::new();
+    let (code, _, err) = anon.run(&["plugin", "push", &echo.display().to_string(), &tag]);
+    assert_ne!(code, 0, "an anonymous push was accepted");
+    assert!(err.to_lowercase().contains("unauthorized") || err.contains("401"), "{err}");
+
+    // credHelpers for this host: pushed with the helper's credentials.
+    let publisher = Home::new();
+    let helpers = format!(r#"{{"credHelpers": {{"{}": "good"}}, "credsStore": "missing"}}"#, reg.host());
+    let (code, out, err) = with(&publisher, &helpers, &["plugin", "push", &echo.display().to_string(), &tag]);
+    assert_eq!(code, 0, "{out} {err}");
+    let asked_hosts = std::fs::read_to_string(&asked).unwrap_or_default();
+    assert!(asked_hosts.starts_with(&reg.host()), "the helper was not asked for the host: {asked_hosts:?}");
+
+    // credsStore for every registry: pulled.
+    let user = Home::new();
+    let (code, out, err) = with(&user, r#"{"credsStore": "good"}"#, &["plugin", "pull", &tag]);
+    assert_eq!(code, 0, "{out} {err}");
+    let pulled: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(pulled["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{pulled}");
+
+    // A helper's wrong credentials are the registry's refusal; a failing
+    // helper is a warning naming it, then the `auths` entry is used.
+    let (code, _, err) = with(&Home::new(), r#"{"credsStore": "wrong"}"#, &["plugin", "pull", &tag]);
+    assert_ne!(code, 0, "wrong credentials pulled");
+    assert!(err.to_lowercase().contains("unauthorized") || err.contains("401"), "{err}");
+    let auths =
+        r#"{"credsStore": "missing", "auths": {"HOST": {"auth": "YWxpY2U6czNjcmV0"}}}"#.replace("HOST", &reg.host());
+    let (code, out, err) = with(&Home::new(), &auths, &["plugin", "pull", &tag]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(err.contains("docker-credential-missing") && err.contains("credentials not found"), "no warning: {err}");
 }

@@ -77,7 +77,7 @@ async fn pull(reference: &str, key: Option<&Path>) -> Result<ExitCode> {
     let r = OciRef::parse(reference)?;
     let store = Store::open_default()?;
     let key = key.map(sign::load_verifying_key).transpose()?;
-    let digest = Registry::for_ref(&r).fetch(&r, &store).await?;
+    let digest = Registry::for_ref(&r).await?.fetch(&r, &store).await?;
     let resolved = wharf_dist::resolve(&store, &r.at_digest(&digest), None, key.as_ref()).await.inspect_err(|e| {
         tracing::error!("refused {r}: {e}");
     })?;
@@ -106,7 +106,7 @@ async fn push(file: &Path, reference: &str) -> Result<ExitCode> {
         bail!("{} is larger than {} bytes", file.display(), wharf_dist::MAX_COMPONENT_BYTES);
     }
     let store = Store::open_default()?;
-    let digest = Registry::for_ref(&r).push_component(&r, &bytes, &store).await?;
+    let digest = Registry::for_ref(&r).await?.push_component(&r, &bytes, &store).await?;
     println!("{}", serde_json::json!({"reference": r.to_string(), "digest": digest.to_string()}));
     Ok(ExitCode::SUCCESS)
 }
@@ -127,7 +127,9 @@ async fn lock_profile(profile: Option<PathBuf>, workspace: Option<PathBuf>) -> R
         let r = OciRef::parse(&row.source).with_context(|| format!("{}: plugin `{}`", path.display(), row.id))?;
         let digest = match &r.digest {
             Some(d) => d.clone(),
-            None => Registry::for_ref(&r).fetch(&r, &store).await.with_context(|| format!("plugin `{}`", row.id))?,
+            None => async { Registry::for_ref(&r).await?.fetch(&r, &store).await }
+                .await
+                .with_context(|| format!("plugin `{}`", row.id))?,
         };
         text = lock::set_digest(&text, &row.id, digest.as_str())?;
         println!("{}", serde_json::json!({"id": row.id, "source": row.source, "digest": digest.to_string()}));
@@ -173,7 +175,7 @@ async fn sign_ref(reference: &str, key: &Path) -> Result<ExitCode> {
     let r = OciRef::parse(reference)?;
     let key = sign::load_signing_key(key)?;
     let store = Store::open_default()?;
-    let registry = Registry::for_ref(&r);
+    let registry = Registry::for_ref(&r).await?;
     // What is signed is the manifest digest the registry serves.
     let digest = registry.fetch(&r, &store).await?;
     let payload = sign::payload(&r.repo(), &digest);

@@ -1,18 +1,24 @@
-//! Push and pull over the OCI distribution API (`oci-client`), in the CNCF
-//! Wasm layout, through the local [`Store`]. Registries on loopback
-//! (`localhost`, `127.x`, `[::1]`) are spoken to over plain HTTP, every
-//! other one over HTTPS (rustls, ring). Blobs are pulled by digest only
-//! (descriptor `urls` are never followed), bounded by their descriptor's
-//! size and the limits in the crate root, and checked against their digest
-//! before they enter the store.
+//! Push and pull over the OCI distribution API, in the CNCF Wasm layout,
+//! through the local [`Store`]. Registries on loopback (`localhost`,
+//! `127.x`, `[::1]`) are spoken to over plain HTTP, every other one over
+//! HTTPS (rustls, ring).
+//!
+//! Pulls (manifests, config blobs, layers, signature payloads) are plain
+//! `GET`s made here, so every response is bounded before it is read: a
+//! `Content-Length` over the limit is refused before the body is touched,
+//! and the body is read chunk by chunk and refused as soon as it passes the
+//! limit (manifests [`MAX_MANIFEST_BYTES`]; a blob its descriptor's size,
+//! itself within [`MAX_SMALL_BLOB_BYTES`] or [`MAX_COMPONENT_BYTES`]; an
+//! error body 4 KiB, for its message). Blobs are pulled by digest only
+//! (descriptor `urls` are never followed) and checked against their digest
+//! before they enter the store. `oci-client` does the token handshake and
+//! the pushes.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use oci_client::Client;
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 
 use crate::reference::shown;
@@ -20,11 +26,18 @@ use crate::sign::{PAYLOAD_MEDIA_TYPE, SIGNATURE_ANNOTATION, SIGNATURE_CONFIG_MED
 use crate::wasm::{self, MANIFEST_MEDIA_TYPE};
 use crate::{Digest, DistError, MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES, MAX_SMALL_BLOB_BYTES, OciRef, Result, Store};
 
+/// Longest error body read from a registry, for its message.
+const MAX_ERROR_BODY: u64 = 4 << 10;
+
 /// A client for one registry.
 pub struct Registry {
     client: Client,
+    http: reqwest::Client,
+    scheme: &'static str,
     registry: String,
     auth: RegistryAuth,
+    /// Pull tokens by repository (`None`: the registry asked for none).
+    tokens: tokio::sync::Mutex<HashMap<String, Option<String>>>,
 }
 
 /// One signature found in a signature artifact.
@@ -38,17 +51,33 @@ pub struct StoredSignature {
 
 impl Registry {
     /// A client for the registry of `r`, with its credentials
-    /// ([`crate::creds::auth_for`]).
-    pub fn for_ref(r: &OciRef) -> Self {
+    /// ([`crate::creds::auth_for`]: the environment, the Docker config file
+    /// or its credential helper).
+    pub async fn for_ref(r: &OciRef) -> Result<Self> {
         // reqwest is built without a rustls provider: the tree uses ring.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let (connect, read) = (Duration::from_secs(10), Duration::from_secs(60));
         let config = ClientConfig {
             protocol: if r.is_loopback() { ClientProtocol::Http } else { ClientProtocol::Https },
-            connect_timeout: Some(Duration::from_secs(10)),
-            read_timeout: Some(Duration::from_secs(60)),
+            connect_timeout: Some(connect),
+            read_timeout: Some(read),
             ..ClientConfig::default()
         };
-        Self { client: Client::new(config), registry: r.registry.clone(), auth: crate::creds::auth_for(&r.registry) }
+        let registry = r.registry.clone();
+        let http = reqwest::Client::builder()
+            .connect_timeout(connect)
+            .read_timeout(read)
+            .user_agent(concat!("wharf/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| DistError::Registry { registry: registry.clone(), why: format!("HTTP client: {e}") })?;
+        Ok(Self {
+            client: Client::new(config),
+            http,
+            scheme: if r.is_loopback() { "http" } else { "https" },
+            auth: crate::creds::auth_for(&registry).await,
+            registry,
+            tokens: tokio::sync::Mutex::new(HashMap::new()),
+        })
     }
 
     fn err(&self, e: impl std::fmt::Display) -> DistError {
@@ -59,39 +88,100 @@ impl Registry {
         self.client.store_auth_if_needed(&self.registry, &self.auth).await;
     }
 
-    async fn blob(&self, r: &OciRef, digest: &Digest, limit: u64, what: &str) -> Result<Vec<u8>> {
-        let mut out = Bounded { buf: Vec::new(), limit, over: false };
-        self.client.pull_blob(&r.to_client(), digest.as_str(), &mut out).await.map_err(|e| {
-            if out.over {
-                DistError::TooLarge { what: what.to_string(), limit }
-            } else {
-                self.err(format!("{what} {digest}: {e}"))
+    /// `req` with the credentials for pulling from the repository of `r`:
+    /// the registry's bearer token (fetched once per repository), else the
+    /// configured ones.
+    async fn authorized(&self, r: &OciRef, req: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder> {
+        let mut tokens = self.tokens.lock().await;
+        let token = match tokens.get(&r.repository) {
+            Some(t) => t.clone(),
+            None => {
+                let t = self
+                    .client
+                    .auth(&r.to_client(), &self.auth, oci_client::RegistryOperation::Pull)
+                    .await
+                    .map_err(|e| self.err(format!("log in for {r}: {e}")))?;
+                tokens.insert(r.repository.clone(), t.clone());
+                t
             }
-        })?;
-        digest.check(&out.buf, what)?;
-        Ok(out.buf)
+        };
+        Ok(match (token.as_ref(), &self.auth) {
+            (Some(t), _) | (None, RegistryAuth::Bearer(t)) => req.bearer_auth(t),
+            (None, RegistryAuth::Basic(user, pass)) => req.basic_auth(user, Some(pass)),
+            (None, RegistryAuth::Anonymous) => req,
+        })
+    }
+
+    /// `GET /v2/REPO/{kind}/{reference}`, its body read only up to `limit`
+    /// bytes: `None` on 404; a `Content-Length` or a body over `limit` is
+    /// [`DistError::TooLarge`] (the body is not read past it); any other
+    /// failure names the status and the start of the registry's message.
+    async fn get_bounded(
+        &self,
+        r: &OciRef,
+        kind: &str,
+        reference: &str,
+        accept: Option<&str>,
+        limit: u64,
+        what: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        let cr = r.to_client();
+        let url = format!("{}://{}/v2/{}/{kind}/{reference}", self.scheme, cr.resolve_registry(), cr.repository());
+        let mut req = self.http.get(&url);
+        if let Some(a) = accept {
+            req = req.header(http::header::ACCEPT, a);
+        }
+        let mut res = self.authorized(r, req).await?.send().await.map_err(|e| self.err(format!("{what}: {e}")))?;
+        let status = res.status();
+        if status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let body = read_limited(&mut res, MAX_ERROR_BODY).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body.0);
+            return Err(self.err(format!("{what}: HTTP {status}: {}", text.trim())));
+        }
+        if res.content_length().is_some_and(|n| n > limit) {
+            return Err(DistError::TooLarge { what: what.to_string(), limit });
+        }
+        match read_limited(&mut res, limit).await {
+            Ok((body, false)) => Ok(Some(body)),
+            Ok((_, true)) => Err(DistError::TooLarge { what: what.to_string(), limit }),
+            Err(e) => Err(self.err(format!("{what}: {e}"))),
+        }
+    }
+
+    /// The blob `digest` of the repository of `r`, at most `limit` bytes
+    /// (its descriptor's size), checked against its digest.
+    async fn blob(&self, r: &OciRef, digest: &Digest, limit: u64, what: &str) -> Result<Vec<u8>> {
+        let bytes = self
+            .get_bounded(r, "blobs", digest.as_str(), None, limit, what)
+            .await?
+            .ok_or_else(|| self.err(format!("{what} {digest}: not found")))?;
+        digest.check(&bytes, what)?;
+        Ok(bytes)
     }
 
     /// The raw manifest at `r` and its digest; `None` when the registry has
     /// no such manifest.
     async fn manifest(&self, r: &OciRef) -> Result<Option<(Vec<u8>, Digest)>> {
-        self.login().await;
-        let got = self.client.pull_manifest_raw(&r.to_client(), &self.auth, &[MANIFEST_MEDIA_TYPE]).await;
-        let (bytes, digest) = match got {
-            Ok(v) => v,
-            Err(e) if is_not_found(&e) => return Ok(None),
-            Err(e) => return Err(self.err(format!("{r}: {e}"))),
+        let reference = match (&r.digest, &r.tag) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(t)) => t.clone(),
+            (None, None) => "latest".to_string(),
         };
-        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(DistError::TooLarge { what: format!("the manifest of {r}"), limit: MAX_MANIFEST_BYTES });
-        }
+        let what = format!("the manifest of {r}");
+        let Some(bytes) =
+            self.get_bounded(r, "manifests", &reference, Some(MANIFEST_MEDIA_TYPE), MAX_MANIFEST_BYTES, &what).await?
+        else {
+            return Ok(None);
+        };
         // Whatever the registry says, the digest is that of the bytes.
-        let digest = Digest::parse(&digest).unwrap_or_else(|_| Digest::of(&bytes));
-        digest.check(&bytes, &format!("the manifest of {r}"))?;
+        let digest = Digest::of(&bytes);
         if let Some(want) = &r.digest {
-            want.check(&bytes, &format!("the manifest of {r}"))?;
+            want.check(&bytes, &what)?;
         }
-        Ok(Some((bytes.to_vec(), digest)))
+        Ok(Some((bytes, digest)))
     }
 
     /// Pushes `component` to `r` (a tag, or a digest) in the CNCF Wasm
@@ -151,7 +241,7 @@ impl Registry {
         })?;
         let at = r.at_digest(&digest);
         if store.read(&m.config, MAX_SMALL_BLOB_BYTES, "config").is_err() {
-            let config = self.blob(&at, &m.config, m.config_size.min(MAX_SMALL_BLOB_BYTES), "the config blob").await?;
+            let config = self.blob(&at, &m.config, m.config_size, "the config blob").await?;
             store.put_checked(&m.config, &config, "the config blob")?;
         }
         if store.read(&m.layer, MAX_COMPONENT_BYTES, "layer").is_err() {
@@ -282,40 +372,135 @@ pub fn stored_signatures(store: &Store, r: &OciRef, digest: &Digest) -> Result<O
     Ok(Some(out))
 }
 
-fn is_not_found(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::RegistryError { envelope, .. } => {
-            envelope.errors.iter().any(|x| matches!(x.code, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown))
+/// Reads `res`'s body up to `limit` bytes: the bytes, and whether there
+/// was more (the rest is not read).
+async fn read_limited(res: &mut reqwest::Response, limit: u64) -> reqwest::Result<(Vec<u8>, bool)> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = res.chunk().await? {
+        let room = usize::try_from(limit).unwrap_or(usize::MAX).saturating_sub(buf.len());
+        if chunk.len() > room {
+            buf.extend_from_slice(&chunk[..room]);
+            return Ok((buf, true));
         }
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        _ => false,
+        buf.extend_from_slice(&chunk);
     }
+    Ok((buf, false))
 }
 
-/// An `AsyncWrite` into memory that fails past `limit` bytes.
-struct Bounded {
-    buf: Vec<u8>,
-    limit: u64,
-    over: bool,
-}
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-impl tokio::io::AsyncWrite for Bounded {
-    fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
-        if (self.buf.len() + data.len()) as u64 > self.limit {
-            let limit = self.limit;
-            self.over = true;
-            return Poll::Ready(Err(std::io::Error::other(format!("more than {limit} bytes"))));
+    use super::*;
+
+    /// A registry on loopback that answers by path: `/v2/` (no auth), and
+    /// under `/v2/REPO/…` one behaviour per repository.
+    async fn fake_registry() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 << 10 {
+                        if sock.read(&mut b).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(b[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                    let send = |status: &str, headers: &str| {
+                        format!("HTTP/1.1 {status}\r\nConnection: close\r\n{headers}\r\n")
+                    };
+                    let mb = vec![b'x'; 1 << 20];
+                    let _ = match path.as_str() {
+                        "/v2/" => sock
+                            .write_all(send("200 OK", "Content-Length: 2\r\n").as_bytes())
+                            .await
+                            .and(sock.write_all(b"{}").await),
+                        // Claims 2 MiB: refused from the header.
+                        "/v2/claims/manifests/v1" => {
+                            let _ = sock.write_all(send("200 OK", "Content-Length: 2097152\r\n").as_bytes()).await;
+                            sock.write_all(&mb).await
+                        }
+                        // No length, 4 MiB: refused after the first 1 MiB.
+                        "/v2/floods/manifests/v1" => {
+                            let _ = sock.write_all(send("200 OK", "").as_bytes()).await;
+                            let mut r = Ok(());
+                            for _ in 0..4 {
+                                r = sock.write_all(&mb).await;
+                                if r.is_err() {
+                                    break;
+                                }
+                            }
+                            r
+                        }
+                        // A 3 MiB error page: only its start is read.
+                        "/v2/fails/manifests/v1" => {
+                            let _ = sock.write_all(send("500 Oops", "").as_bytes()).await;
+                            let _ = sock.write_all(b"the registry is down ").await;
+                            let _ = sock.write_all(&mb).await;
+                            let _ = sock.write_all(&mb).await;
+                            sock.write_all(&mb).await
+                        }
+                        p if p.starts_with("/v2/blobs/blobs/") => {
+                            // 20 bytes whatever the descriptor says.
+                            let _ = sock.write_all(send("200 OK", "").as_bytes()).await;
+                            sock.write_all(&[7u8; 20]).await
+                        }
+                        "/v2/small/manifests/v1" => {
+                            let body = br#"{"schemaVersion":2}"#;
+                            let _ = sock
+                                .write_all(send("200 OK", &format!("Content-Length: {}\r\n", body.len())).as_bytes())
+                                .await;
+                            sock.write_all(body).await
+                        }
+                        _ => sock.write_all(send("404 Not Found", "Content-Length: 0\r\n").as_bytes()).await,
+                    };
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        addr.to_string()
+    }
+
+    #[tokio::test]
+    async fn every_pulled_response_is_bounded_before_it_is_read() {
+        let host = fake_registry().await;
+        let at = |repo: &str| OciRef::parse(&format!("oci://{host}/{repo}:v1")).unwrap();
+        let reg = Registry::for_ref(&at("small")).await.unwrap();
+
+        let (bytes, digest) = reg.manifest(&at("small")).await.unwrap().unwrap();
+        assert_eq!(bytes, br#"{"schemaVersion":2}"#);
+        assert_eq!(digest, Digest::of(&bytes));
+        assert!(reg.manifest(&at("absent")).await.unwrap().is_none(), "a 404 is no manifest");
+
+        for repo in ["claims", "floods"] {
+            match reg.manifest(&at(repo)).await {
+                Err(DistError::TooLarge { what, limit }) => {
+                    assert_eq!(limit, MAX_MANIFEST_BYTES);
+                    assert!(what.contains(repo), "{what}");
+                }
+                other => panic!("{repo}: {other:?}"),
+            }
         }
-        self.buf.extend_from_slice(data);
-        Poll::Ready(Ok(data.len()))
-    }
 
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+        let e = reg.manifest(&at("fails")).await.unwrap_err().to_string();
+        assert!(e.contains("HTTP 500") && e.contains("the registry is down"), "{e}");
+        assert!(e.len() < 1000, "the error page is cut: {} bytes", e.len());
 
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+        // A blob larger than its descriptor's size is refused, not stored.
+        let d = Digest::of(&[7u8; 10]);
+        match reg.blob(&at("blobs"), &d, 10, "the component layer").await {
+            Err(DistError::TooLarge { what, limit }) => assert_eq!((what.as_str(), limit), ("the component layer", 10)),
+            other => panic!("{other:?}"),
+        }
+        // Within its size but not its digest: refused.
+        let e = reg.blob(&at("blobs"), &d, 20, "the component layer").await.unwrap_err();
+        assert!(matches!(e, DistError::DigestMismatch { .. }), "{e}");
+        assert_eq!(reg.blob(&at("blobs"), &Digest::of(&[7u8; 20]), 20, "b").await.unwrap(), vec![7u8; 20]);
     }
 }

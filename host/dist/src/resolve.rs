@@ -87,13 +87,13 @@ pub async fn resolve(
         Some(d) => d.clone(),
         None => match source.tag_key().and_then(|k| store.lookup(&k)) {
             Some(d) => d,
-            None => Registry::for_ref(source).fetch(source, store).await?,
+            None => Registry::for_ref(source).await?.fetch(source, store).await?,
         },
     };
     let mut resolved = match resolve_local(store, &digest) {
         Ok(r) => r,
         Err(DistError::NotInStore(_)) => {
-            Registry::for_ref(source).fetch(&source.at_digest(&digest), store).await?;
+            Registry::for_ref(source).await?.fetch(&source.at_digest(&digest), store).await?;
             resolve_local(store, &digest)?
         }
         Err(e) => return Err(e),
@@ -101,7 +101,7 @@ pub async fn resolve(
     if let Some(key) = key {
         if let Err(local) = verify_local(store, source, &digest, key) {
             // The signature may be new: fetch the artifact and check again.
-            match Registry::for_ref(source).fetch_signatures(source, &digest, store).await {
+            match async { Registry::for_ref(source).await?.fetch_signatures(source, &digest, store).await }.await {
                 Ok(_) => verify_local(store, source, &digest, key)?,
                 Err(e) => {
                     return Err(match local {

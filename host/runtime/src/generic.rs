@@ -8,8 +8,10 @@
 //! - **Which functions.** Every function the component exports, at the top
 //!   level or inside an exported instance (interface), nested instances
 //!   included. Exports of `wasi:` packages (`wasi:cli/run`,
-//!   `wasi:http/incoming-handler`) are not tools; a component with nothing
-//!   else is not a plugin at all.
+//!   `wasi:http/incoming-handler`) are not tools, nor is componentize-py's
+//!   build-time `exports.init` (matched by its exact type:
+//!   [`is_componentize_py_init`]); a component with nothing else is not a
+//!   plugin at all.
 //! - **Names.** The interface's name (for `example:types/kinds@0.1.0`,
 //!   `kinds`) and the function's, joined by `_`, kebab-case turned to
 //!   snake_case: `kinds.next-char` → `kinds_next_char`; a top-level function
@@ -19,8 +21,9 @@
 //!   with the function (and parameter) named.
 //! - **Schemas and values.** [`crate::wit_json`].
 //! - **Descriptions.** The function's doc comment when the component carries
-//!   its WIT docs (the `package-docs` custom section, read with wit-parser),
-//!   then its WIT signature.
+//!   its WIT docs (a `package-docs` custom section, at its top level or in
+//!   one of its core modules: [`read_docs`]), then its WIT signature; a
+//!   function without docs gets the signature alone.
 //! - **Grants.** A generic component cannot ask for anything, so it gets
 //!   exactly what its row grants (`dirs` with their access, `hosts`, `env`,
 //!   `process`) and nothing by default; limits as for any plugin.
@@ -183,6 +186,46 @@ impl Walk<'_> {
     }
 }
 
+/// Whether a top-level export is componentize-py's build-time plumbing, not
+/// the author's: componentize-py (0.13 to at least 0.25) leaves the
+/// instance it calls while pre-initialising the interpreter in every
+/// component it builds. It is matched exactly, so a function of the
+/// author's is never hidden by accident: a plain-named (not `ns:pkg/…`)
+/// instance `exports` whose only function (types aside) is
+/// `init: func(app-name: string, symbols: <record>, stub-wasi: bool) ->
+/// result<_, string>`. Anything else named `exports` stays a tool.
+fn is_componentize_py_init(
+    engine: &wasmtime::Engine,
+    name: &str,
+    inst: &wasmtime::component::types::ComponentInstance,
+) -> bool {
+    use wasmtime::component::Type;
+    if name != "exports" {
+        return false;
+    }
+    let mut funcs = Vec::new();
+    for (n, item) in inst.exports(engine) {
+        match item.ty {
+            ComponentItem::ComponentFunc(f) if funcs.is_empty() => funcs.push((n, f)),
+            // The types `init` names are exported next to it.
+            ComponentItem::Type(_) => {}
+            _ => return false,
+        }
+    }
+    let [("init", f)] = funcs.as_slice() else { return false };
+    let params: Vec<(&str, Type)> = f.params().collect();
+    let params_match = matches!(
+        params.as_slice(),
+        [("app-name", Type::String), ("symbols", Type::Record(_)), ("stub-wasi", Type::Bool)]
+    );
+    let results: Vec<Type> = f.results().collect();
+    let result_matches = matches!(
+        results.as_slice(),
+        [Type::Result(r)] if r.ok().is_none() && matches!(r.err(), Some(Type::String))
+    );
+    params_match && result_matches
+}
+
 /// `ns:pkg/iface@ver` → `iface`; a plain name stays.
 fn short_name(name: &str) -> &str {
     parse_name(name).map_or(name, |(_, iface, _)| iface)
@@ -209,6 +252,11 @@ pub(crate) fn detect(
     for (name, item) in &exports {
         let parsed = parse_name(name);
         if parsed.is_some_and(|(p, _, _)| p.starts_with("wasi:")) {
+            continue;
+        }
+        if let ComponentItem::ComponentInstance(i) = item
+            && is_componentize_py_init(engine, name, i)
+        {
             continue;
         }
         let Some(index) = component.get_export_index(None, name.as_str()) else { continue };
@@ -264,45 +312,129 @@ pub(crate) fn detect(
         }
     }
     let mut functions = walk.found;
-    let docs = read_docs(bytes);
+    let docs = read_docs(bytes, &functions);
     for f in &mut functions {
         f.docs = docs.get(&f.display).cloned();
     }
     Ok(Some(GenericExports { functions, package, version }))
 }
 
-/// Function doc comments from the component's WIT docs (the `package-docs`
-/// custom section, which wit-parser applies when it decodes a component),
-/// keyed like [`GenericFunction::display`]. Empty when the component carries
-/// none or cannot be decoded.
-fn read_docs(bytes: &[u8]) -> HashMap<String, String> {
-    use wit_parser::{WorldItem, WorldKey};
-    let mut out = HashMap::new();
-    let Ok(wit_parser::decoding::DecodedWasm::Component(resolve, world)) = wit_parser::decoding::decode(bytes) else {
+/// Largest `package-docs` section read; a bigger one is ignored.
+const MAX_DOCS_SECTION: usize = 1 << 20;
+/// How deep [`package_docs_section`] looks into nested modules and
+/// components.
+const MAX_DOCS_DEPTH: u8 = 3;
+
+/// The custom section id in core modules and components alike.
+const CUSTOM_SECTION: u8 = 0;
+/// A core module nested in a component.
+const CORE_MODULE_SECTION: u8 = 1;
+/// A component nested in a component.
+const COMPONENT_SECTION: u8 = 4;
+
+/// An unsigned LEB128 `u32` at `*pos`, advancing it.
+fn leb_u32(b: &[u8], pos: &mut usize) -> Option<u32> {
+    let mut out: u32 = 0;
+    for shift in (0..35).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        out |= u32::from(byte & 0x7f).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// The sections of a module or component binary: (id, contents).
+fn sections(bytes: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return out;
-    };
-    let Some(world) = resolve.worlds.get(world) else { return out };
-    for (key, item) in &world.exports {
-        match item {
-            WorldItem::Function(f) => {
-                if let Some(d) = &f.docs.contents {
-                    out.insert(readable(&f.name), d.clone());
-                }
+    }
+    let mut pos = 8;
+    while pos < bytes.len() {
+        let id = bytes[pos];
+        pos += 1;
+        let Some(len) = leb_u32(bytes, &mut pos) else { break };
+        let Some(body) = bytes.get(pos..pos.saturating_add(len as usize)) else { break };
+        out.push((id, body));
+        pos += body.len();
+    }
+    out
+}
+
+/// The contents of the first `package-docs` custom section: the
+/// component's own (top-level) section if it has one, else one in a nested
+/// core module or component (where a `#[link_section = "package-docs"]`
+/// static of a Rust component ends up), depth first.
+fn package_docs_section(bytes: &[u8], depth: u8) -> Option<&[u8]> {
+    let secs = sections(bytes);
+    for (id, body) in &secs {
+        if *id != CUSTOM_SECTION {
+            continue;
+        }
+        let mut pos = 0;
+        let len = leb_u32(body, &mut pos)? as usize;
+        let name = body.get(pos..pos.saturating_add(len))?;
+        if name == b"package-docs" {
+            return body.get(pos + len..);
+        }
+    }
+    if depth >= MAX_DOCS_DEPTH {
+        return None;
+    }
+    secs.iter()
+        .filter(|(id, _)| *id == CORE_MODULE_SECTION || *id == COMPONENT_SECTION)
+        .find_map(|(_, body)| package_docs_section(body, depth + 1))
+}
+
+/// Function doc comments from the component's WIT docs, keyed like
+/// [`GenericFunction::display`] (`greet`, `kinds.add`). Empty when the
+/// component carries none, or a section that is too large or not the JSON
+/// wit-parser writes.
+///
+/// The `package-docs` section is wit-parser's `PackageMetadata`: a format
+/// byte (0 or 1), then JSON. Two shapes occur and both are read:
+/// - the WIT package's own docs (what `wit-docs-inject` and the fixture
+///   in `tests/plugins/generic-rust` embed): `worlds.W.func_exports` /
+///   `funcs` for functions exported by a world, `interfaces.I.funcs` for
+///   the package's interfaces;
+/// - a decoded component's (world `root`): the same keys, with inline
+///   interfaces under `worlds.root.interface_exports` / `interfaces`.
+///
+/// Interface functions match by the interface's name (`kinds` for
+/// `example:types/kinds@0.1.0`); functions of instances nested deeper get
+/// no docs.
+fn read_docs(bytes: &[u8], functions: &[GenericFunction]) -> HashMap<String, String> {
+    use serde_json::Value;
+    let mut out = HashMap::new();
+    let Some(section) = package_docs_section(bytes, 0) else { return out };
+    if section.len() > MAX_DOCS_SECTION || !matches!(section.first(), Some(0 | 1)) {
+        return out;
+    }
+    let Ok(meta) = serde_json::from_slice::<Value>(&section[1..]) else { return out };
+    let docs_of = |v: Option<&Value>| v.and_then(|f| f.get("docs")).and_then(Value::as_str).map(str::to_string);
+    let worlds: Vec<&Value> =
+        meta.get("worlds").and_then(Value::as_object).into_iter().flat_map(|w| w.values()).collect();
+    for f in functions {
+        let found = match f.display.split_once('.') {
+            None => worlds.iter().find_map(|w| {
+                docs_of(w.pointer(&format!("/func_exports/{}", f.display)))
+                    .or_else(|| docs_of(w.pointer(&format!("/funcs/{}", f.display))))
+            }),
+            Some((iface, func)) if !func.contains('.') => {
+                docs_of(meta.pointer(&format!("/interfaces/{iface}/funcs/{func}"))).or_else(|| {
+                    worlds.iter().find_map(|w| {
+                        docs_of(w.pointer(&format!("/interface_exports/{iface}/funcs/{func}")))
+                            .or_else(|| docs_of(w.pointer(&format!("/interfaces/{iface}/funcs/{func}"))))
+                    })
+                })
             }
-            WorldItem::Interface { id, .. } => {
-                let name = match key {
-                    WorldKey::Name(n) => n.clone(),
-                    WorldKey::Interface(i) => resolve.id_of(*i).unwrap_or_default(),
-                };
-                let short = short_name(&name).to_string();
-                let Some(iface) = resolve.interfaces.get(*id) else { continue };
-                for (fname, f) in &iface.functions {
-                    if let Some(d) = &f.docs.contents {
-                        out.insert(format!("{short}.{}", readable(fname)), d.clone());
-                    }
-                }
-            }
-            WorldItem::Type { .. } => {}
+            Some(_) => None,
+        };
+        if let Some(d) = found {
+            out.insert(f.display.clone(), d);
         }
     }
     out
@@ -499,6 +631,97 @@ mod tests {
             )"#
         );
         wat::parse_str(&wat).unwrap()
+    }
+
+    /// `bytes` with a `package-docs` custom section of `json` appended (the
+    /// way `wit-docs-inject` does it).
+    fn with_docs_section(mut bytes: Vec<u8>, json: &str) -> Vec<u8> {
+        let name = b"package-docs";
+        let mut body = vec![name.len() as u8];
+        body.extend_from_slice(name);
+        body.push(1);
+        body.extend_from_slice(json.as_bytes());
+        bytes.push(0);
+        let mut len = body.len();
+        loop {
+            let b = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                bytes.push(b);
+                break;
+            }
+            bytes.push(b | 0x80);
+        }
+        bytes.extend_from_slice(&body);
+        bytes
+    }
+
+    #[test]
+    fn reads_the_wit_package_form_of_package_docs() {
+        let engine = wasmtime::Engine::default();
+        // The shape wit-parser's PackageMetadata::extract gives for a WIT
+        // package: world functions under `func_exports`, interface
+        // functions under `interfaces`; `tools.say-hi` has none.
+        let json = r#"{"worlds":{"w":{"docs":"x","func_exports":{"greet":{"docs":"Greets by name."}}}},
+            "interfaces":{"other":{"funcs":{"say-hi":{"docs":"not this one"}}}}}"#;
+        let bytes = with_docs_section(component(false), json);
+        let c = Component::new(&engine, &bytes).unwrap();
+        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+        assert_eq!(g.functions[0].docs.as_deref(), Some("Greets by name."));
+        assert_eq!(g.functions[1].docs, None);
+        let json = r#"{"interfaces":{"tools":{"funcs":{"say-hi":{"docs":"Says hi."}}}}}"#;
+        let bytes = with_docs_section(component(false), json);
+        let c = Component::new(&engine, &bytes).unwrap();
+        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+        assert_eq!(g.functions[0].docs, None);
+        assert_eq!(g.functions[1].docs.as_deref(), Some("Says hi."));
+        assert!(g.functions[1].description().starts_with("Says hi.\n\nWIT: `tools.say-hi: func() -> u32`"));
+        // Not JSON, an unknown format byte: no docs, still loads.
+        for bad in ["{not json", ""] {
+            let bytes = with_docs_section(component(false), bad);
+            let c = Component::new(&engine, &bytes).unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            assert!(g.functions.iter().all(|f| f.docs.is_none()));
+        }
+    }
+
+    /// A component exporting the instance `exports` with one function
+    /// `init`, of componentize-py's type when `exact`, else with `stub-wasi`
+    /// an `s32`.
+    fn exports_init(exact: bool) -> Vec<u8> {
+        let stub = if exact { "bool" } else { "s32" };
+        let wat = format!(
+            r#"(component
+              (core module $m
+                (memory (export "memory") 1)
+                (func (export "init") (param i32 i32 i32 i32) (result i32) unreachable)
+                (func (export "add") (param i32 i32) (result i32) unreachable)
+                (func (export "realloc") (param i32 i32 i32 i32) (result i32) unreachable))
+              (core instance $i (instantiate $m))
+              (type $sym' (record (field "types-package" u32)))
+              (export $sym "symbols" (type $sym'))
+              (type $res (result (error string)))
+              (func $init (param "app-name" string) (param "symbols" $sym) (param "stub-wasi" {stub}) (result $res)
+                (canon lift (core func $i "init") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
+              (func $add (param "a" s32) (param "b" s32) (result s32) (canon lift (core func $i "add")))
+              (instance $ex (export "symbols" (type $sym)) (export "init" (func $init)))
+              (export "exports" (instance $ex))
+              (export "add" (func $add))
+            )"#
+        );
+        wat::parse_str(&wat).unwrap()
+    }
+
+    #[test]
+    fn componentize_py_init_is_left_out_only_when_it_matches_exactly() {
+        let engine = wasmtime::Engine::default();
+        for (exact, want) in [(true, vec!["add"]), (false, vec!["exports_init", "add"])] {
+            let bytes = exports_init(exact);
+            let c = Component::new(&engine, &bytes).unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            let tools: Vec<&str> = g.functions.iter().map(|f| f.tool.as_str()).collect();
+            assert_eq!(tools, want, "exact: {exact}");
+        }
     }
 
     #[test]

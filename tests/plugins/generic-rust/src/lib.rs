@@ -1,12 +1,17 @@
 //! Fixture: the shared generic WIT (`tests/generic/wit/types.wit`) in Rust,
 //! built with `wit-bindgen` directly: a component that knows nothing of
 //! Wharf. Every function does exactly what its doc comment in the WIT says;
-//! the JavaScript, Python and C fixtures behave identically.
+//! the JavaScript, Python and C fixtures behave identically. `build.rs`
+//! embeds the WIT's doc comments (a `package-docs` section), so Wharf shows
+//! them as the tools' descriptions.
 
 // The generated bindings carry no doc comments of their own.
 #![allow(missing_docs)]
 
 wit_bindgen::generate!({ path: "../../generic/wit", world: "types" });
+
+// The WIT's doc comments, as the component's `package-docs` section.
+include!(concat!(env!("OUT_DIR"), "/package_docs.rs"));
 
 use exports::example::types::kinds::{Color, Guest as Kinds, Perms, Point, Shape};
 
