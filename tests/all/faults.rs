@@ -704,3 +704,69 @@ timeout_ms = 20000
     assert!(outcomes.iter().any(|r| r == "completed"), "{outcomes:?}");
     eprintln!("faults: mock under load: {outcomes:?}, {attempts} requests");
 }
+
+/// Two `wharf serve` hosts on one PostgreSQL database (issue 17), the
+/// owner of a session killed with `kill -9` at a seeded random moment of a
+/// turn, `WHARF_FAULT_KILLS` times (roles alternate; the killed host is
+/// started again). Half the prompts are sent through the other host (stored
+/// input routed to the owner). After each kill the survivor takes the
+/// session over once the short test lease expires (repair appended), the
+/// session continues with a prompt through the survivor, every input is
+/// logged exactly once, and the log keeps the invariants with seqs 1..n.
+#[test]
+fn two_hosts_one_database_owner_killed_at_random_moments() {
+    use super::fleet::{Fleet, checked_log, create, logged_inputs, shared_pg, wait_for};
+    let test = "faults::two_hosts_one_database_owner_killed_at_random_moments";
+    let Some(pg) = shared_pg(test) else { return };
+    let kills = env_u64("WHARF_FAULT_KILLS").unwrap_or(8) as usize;
+    let seed = env_u64("WHARF_FAULT_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+    });
+    eprintln!("faults: two hosts, {kills} kills, seed {seed} (replay with WHARF_FAULT_SEED={seed})");
+    let mut rng = Rng(seed);
+    let f = Fleet::new(ok(pg.database()), "");
+    let args = ["--idle-timeout", "1"];
+    let mut hosts = [f.host("h0", &args), f.host("h1", &args)];
+    let store = f.store();
+    let started = Instant::now();
+    let mut interrupted = 0;
+    for k in 0..kills {
+        let ctx = format!("kill {k} of {kills}, seed {seed}");
+        let (v, s) = (k % 2, (k + 1) % 2);
+        let id = create(&hosts[v], None);
+        let first = format!("turn {k}");
+        let through = if rng.below(2) == 0 { v } else { s };
+        let (code, r) =
+            hosts[through].call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": first})));
+        assert_eq!(code, 200, "{ctx}: {r}");
+        // The scripted turn (a 200 ms tool call) takes about 300 ms.
+        std::thread::sleep(Duration::from_millis(rng.below(450)));
+        hosts[v].kill9();
+        let survivor = format!(":{}", hosts[s].pid());
+        wait_for(&format!("{ctx}: the takeover"), Duration::from_secs(30), || {
+            ok(store.lease(&id)).is_some_and(|l| l.holder.ends_with(&survivor) && l.expires_in_ms.is_some())
+                || ok(store.lease(&id)).is_some_and(|l| l.holder.ends_with(&survivor))
+        });
+        let then = format!("after kill {k}");
+        let (code, r) = hosts[s].call("POST", &format!("/api/sessions/{id}/followup"), Some(&json!({"text": then})));
+        assert_eq!(code, 200, "{ctx}: {r}\n{}", hosts[s].stderr());
+        wait_for(&format!("{ctx}: both inputs answered"), Duration::from_secs(30), || {
+            let events = ok(store.load(&id)).events;
+            let ends = events.iter().filter(|e| e.type_name() == "turn/end").count();
+            let quiet = events.last().is_some_and(|e| e.type_name() == "turn/end");
+            logged_inputs(&events, &then).0 == 1 && logged_inputs(&events, &first).0 == 1 && ends >= 2 && quiet
+        });
+        let log = checked_log(&store, &id);
+        assert_eq!(logged_inputs(&log, &first), (1, 1), "{ctx}: the first input once");
+        assert_eq!(logged_inputs(&log, &then), (1, 1), "{ctx}: the second input once");
+        interrupted += log
+            .iter()
+            .filter(|e| matches!(&e.kind, wharf_core::events::EventKind::TurnEnd(t) if t.reason == wharf_core::StopReason::Interrupted))
+            .count();
+        hosts[v] = f.host(&format!("h{v}-{k}"), &args);
+    }
+    eprintln!(
+        "faults: two hosts: {kills} kills, {interrupted} turns repaired as interrupted, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -11,6 +11,7 @@ mod cli_plugin;
 mod code_mode;
 mod daily_driver;
 mod faults;
+mod fleet;
 mod fresh_machine;
 mod generic_components;
 mod generic_langs;

@@ -20,6 +20,8 @@ pub struct PgServer {
     dir: PathBuf,
     port: u16,
     as_postgres: bool,
+    /// Whether commits reach the disk (`fsync`); off for tests.
+    durable: bool,
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -58,13 +60,23 @@ impl PgServer {
     /// Starts a server of its own (for tests that stop or restart it).
     /// `Err` is the reason to skip (no binaries) or what failed.
     pub fn start() -> Result<PgServer, String> {
+        Self::start_with(false)
+    }
+
+    /// Like [`start`](Self::start) with `fsync` on (benchmarks of durable
+    /// commits).
+    pub fn start_durable() -> Result<PgServer, String> {
+        Self::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<PgServer, String> {
         let bin = bin_dir().ok_or("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb)")?;
         let as_postgres = is_root();
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let dir = std::env::temp_dir().join(format!("wharf-pg-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("sock")).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let server = PgServer { bin, dir, port: free_port()?, as_postgres };
+        let server = PgServer { bin, dir, port: free_port()?, as_postgres, durable };
         if as_postgres {
             server.sh("chown", &["-R", "postgres:postgres", &server.dir.display().to_string()], false)?;
         }
@@ -132,9 +144,10 @@ impl PgServer {
 
     fn pg_start(&self) -> Result<(), String> {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync={} -c max_connections=200",
             self.port,
-            self.dir.join("sock").display()
+            self.dir.join("sock").display(),
+            if self.durable { "on" } else { "off" }
         );
         let data = self.data().display().to_string();
         let log = self.dir.join("server.log").display().to_string();
@@ -151,6 +164,11 @@ impl PgServer {
     /// Starts it again on the same port.
     pub fn restart_after_stop(&self) -> Result<(), String> {
         self.pg_start()
+    }
+
+    /// The major version (the name of the binaries' parent directory).
+    pub fn version(&self) -> String {
+        self.bin.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 
     /// The server's port.
@@ -193,4 +211,152 @@ impl Drop for PgServer {
         let _ = self.sh("pg_ctl", &["-D", &data, "-m", "immediate", "stop"], true);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A `wharf serve` process (a fleet host in tests and benchmarks), killed
+/// with `SIGKILL` when dropped.
+#[derive(Debug)]
+pub struct ServeHost {
+    child: Option<std::process::Child>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its access token.
+    pub token: String,
+    stderr: PathBuf,
+}
+
+impl ServeHost {
+    /// Starts `wharf serve --port 0` with `profile` on workspace `ws`, home
+    /// `home` (its stderr in `home/NAME.stderr`), plus `extra` arguments;
+    /// waits for the URL it prints.
+    pub fn start(home: &Path, ws: &Path, profile: &Path, name: &str, extra: &[&str]) -> Result<ServeHost, String> {
+        let stderr = home.join(format!("{name}.stderr"));
+        let err_file = std::fs::File::create(&stderr).map_err(|e| format!("{}: {e}", stderr.display()))?;
+        let mut child = crate::wharf(home)
+            .args(["serve", "--port", "0", "--profile"])
+            .arg(profile)
+            .arg("-w")
+            .arg(ws)
+            .args(extra)
+            .env_remove("WHARF_WEB_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err_file)
+            .spawn()
+            .map_err(|e| format!("spawning wharf serve: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            if let Some(Ok(l)) = lines.next() {
+                let _ = tx.send(l);
+            }
+            for _ in lines {}
+        });
+        let url = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "wharf serve ({name}) printed no URL: {}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                ));
+            }
+        };
+        let rest = url.strip_prefix("http://127.0.0.1:").ok_or_else(|| format!("unexpected first line {url}"))?;
+        let (port, token) = rest.split_once("/?token=").ok_or_else(|| format!("no token in {url}"))?;
+        let port = port.parse().map_err(|e| format!("{e}: {url}"))?;
+        Ok(ServeHost { child: Some(child), port, token: token.to_string(), stderr })
+    }
+
+    /// The process id (the lease holder is `HOSTNAME:PID`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    /// `kill -9` (and reap).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// An authorized JSON request: `(status, body)` (`Null` when the body is
+    /// not JSON); `Err` when the connection failed.
+    pub fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<(u16, serde_json::Value), String> {
+        http_json(self.port, &self.token, method, path, body)
+    }
+
+    /// [`try_call`](Self::try_call), panicking when the connection fails.
+    pub fn call(&self, method: &str, path: &str, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
+        self.try_call(method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+}
+
+impl Drop for ServeHost {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// One HTTP/1.1 request to 127.0.0.1:`port` with `Connection: close`; the
+/// status and the body parsed as JSON.
+pub fn http_json(
+    port: u16,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, serde_json::Value), String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120))).map_err(|e| e.to_string())?;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Wharf-Token: {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).and_then(|()| s.write_all(body.as_bytes())).map_err(|e| format!("send: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| format!("read: {e}"))?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no HTTP head")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let rest = &raw[split + 4..];
+    let status =
+        head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| format!("no status in {head:?}"))?;
+    let chunked = head.lines().any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("transfer-encoding:") && l.contains("chunked")
+    });
+    let body = if chunked {
+        let mut out = Vec::new();
+        let mut rest = rest;
+        while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+            let n = usize::from_str_radix(String::from_utf8_lossy(&rest[..eol]).trim(), 16).unwrap_or(0);
+            let after = &rest[eol + 2..];
+            if n == 0 || after.len() < n {
+                break;
+            }
+            out.extend_from_slice(&after[..n]);
+            rest = after[n..].strip_prefix(b"\r\n").unwrap_or(&after[n..]);
+        }
+        out
+    } else {
+        rest.to_vec()
+    };
+    let body = String::from_utf8_lossy(&body);
+    Ok((status, serde_json::from_str(&body).unwrap_or(serde_json::Value::Null)))
 }

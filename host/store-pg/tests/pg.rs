@@ -260,3 +260,63 @@ fn copy_jsonl_to_postgres_and_back_is_byte_identical() {
     let listed = db.list().unwrap();
     assert_eq!(listed[0].bytes, std::fs::metadata(&path).unwrap().len());
 }
+
+#[test]
+fn logging_stored_input_acknowledges_it_and_orphans_are_found() {
+    use wharf_core::events::{InboxOp, InboxSpliced};
+    let Some(pg) = server("logging_stored_input_acknowledges_it_and_orphans_are_found") else { return };
+    let url = pg.database().unwrap();
+    let a = pg_store(&url, paused("host-a:1"));
+    // Wharf's URL parameters are taken out of the URL and applied.
+    let b = pg_store(&format!("{url}?wharf_lease_ms=300&wharf_renew_ms=3600000"), PgOptions::default());
+    assert!(matches!(
+        wharf_store_pg::store(&format!("{url}?wharf_nope=1"), PgOptions::default()),
+        Err(StoreError::Unavailable { detail, .. }) if detail.contains("wharf_nope")
+    ));
+    let log = a.create(NewSession::default()).unwrap();
+    let id = log.id().to_string();
+    let mut inputs = log.take_inputs().unwrap();
+    b.push_input(&id, InboxKind::Followup, "one").unwrap();
+    let got = recv_within(&mut inputs, Duration::from_secs(5)).expect("input");
+    // Logging it (no ack_input call) marks it delivered in the same append.
+    log.append(EventKind::InboxSpliced(InboxSpliced {
+        op: InboxOp::Added,
+        id: "local-1".into(),
+        kind: got.kind,
+        text: got.text,
+    }))
+    .unwrap();
+    b.push_input(&id, InboxKind::Steer, "two").unwrap();
+    assert_eq!(recv_within(&mut inputs, Duration::from_secs(5)).expect("second").text, "two");
+    assert!(b.backend().orphans(10).unwrap().is_empty(), "held: not an orphan");
+    // A dies: once its lease expires the session is an orphan.
+    std::mem::forget(log);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(b.backend().orphans(10).unwrap(), vec![id.clone()]);
+    let (log_b, _) = b.open(&id).unwrap();
+    assert!(b.backend().orphans(10).unwrap().is_empty());
+    let mut inputs_b = log_b.take_inputs().unwrap();
+    // Only the unlogged item is delivered again.
+    assert_eq!(recv_within(&mut inputs_b, Duration::from_secs(5)).expect("redelivered").text, "two");
+    assert!(recv_within(&mut inputs_b, Duration::from_millis(300)).is_none());
+    // Released with input waiting: an orphan too (nobody will read it).
+    drop(inputs_b);
+    drop(log_b);
+    assert_eq!(b.backend().orphans(10).unwrap(), vec![id.clone()]);
+
+    // A writer that loses the session sees its input stream end.
+    let log = a.create(NewSession::default()).unwrap();
+    let id = log.id().to_string();
+    let mut inputs = log.take_inputs().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    let (_taken, _) = b.open(&id).unwrap();
+    assert!(matches!(log.append(user("late")), Err(StoreError::Fenced { .. })));
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        match inputs.try_recv() {
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            _ if Instant::now() > end => panic!("the input stream did not end"),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}

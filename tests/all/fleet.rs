@@ -1,0 +1,327 @@
+//! A fleet: two `wharf serve` hosts on one PostgreSQL database (issue 17).
+//!
+//! - A session created on host A and prompted through host B runs on A
+//!   (B stores the input, A logs it), and B's event stream shows A's events.
+//! - A killed with `kill -9` mid-turn (inside a blocking tool call): B takes
+//!   the session over once A's lease expires, appends the repair (aborted
+//!   tool result, `turn/end{interrupted}`), and the session continues with a
+//!   prompt through B; B's stream saw every event once, in seq order, and
+//!   the log keeps the core invariants.
+//! - The database restarted mid-turn: requests made while it is down fail
+//!   with a clear 503, the running turn waits (its appends retry) and
+//!   completes, nothing is lost, and the session takes new prompts.
+//!
+//! A stale writer refused by fencing is shown at the store level:
+//! `host/store-pg/tests/pg.rs`, `stale_writer_is_refused_by_fencing`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wharf_core::events::{Event, EventKind, StopReason};
+use wharf_tests::pg::{PgServer, ServeHost};
+
+use super::web::{Sse, open_sse};
+
+/// Lease and renewal of the test hosts (short, so takeovers are quick).
+pub const LEASE_MS: u64 = 600;
+const RENEW_MS: u64 = 150;
+
+/// The scripted fleet profile: a first user message containing `slow`
+/// blocks in a 60 s tool call (to be killed); `restart` streams slowly for
+/// about four seconds; anything else runs a short tool call, then answers.
+const SCRIPT: &str = r#"
+[[plugin.config.branches]]
+when = "slow"
+[[plugin.config.branches.turns]]
+text = "Sleeping in a tool."
+tool_calls = [{ name = "sleep", arguments = { ms = 60000 } }]
+[[plugin.config.branches.turns]]
+text = "Continued after the takeover."
+
+[[plugin.config.branches]]
+when = "restart"
+[[plugin.config.branches.turns]]
+text = "This answer streams slowly, four characters at a time, so that the database can restart while it is being written."
+delay_ms = 120
+[[plugin.config.branches.turns]]
+text = "Second turn after the restart."
+
+[[plugin.config.turns]]
+text = "Napping briefly."
+tool_calls = [{ name = "sleep", arguments = { ms = 200 } }]
+[[plugin.config.turns]]
+text = "Done."
+"#;
+
+/// A home, a workspace and a profile whose sessions live in one database.
+pub struct Fleet {
+    pub home: tempfile::TempDir,
+    pub ws: tempfile::TempDir,
+    pub profile: PathBuf,
+    /// The database URL (without Wharf's parameters).
+    pub url: String,
+}
+
+impl Fleet {
+    /// On database `url`, with `extra` Wharf URL parameters.
+    pub fn new(url: String, extra: &str) -> Fleet {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.path().join("README.md"), "# Fleet\n").unwrap_or_else(|e| panic!("{e}"));
+        let _ = wharf_tests::plugin("evil");
+        let store = format!("{url}?wharf_lease_ms={LEASE_MS}&wharf_renew_ms={RENEW_MS}{extra}");
+        let text = format!(
+            r#"
+[agent]
+adapter = "scripted"
+max_steps = 10
+
+[session]
+store = "{store}"
+
+[[plugin]]
+id = "evil"
+path = "${{plugin_dir}}/evil.wasm"
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-fleet"
+chunk_size = 4
+{SCRIPT}"#
+        );
+        let profile = home.path().join("fleet.toml");
+        std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+        Fleet { home, ws, profile, url }
+    }
+
+    /// Starts host `name` (extra `wharf serve` arguments in `extra`).
+    pub fn host(&self, name: &str, extra: &[&str]) -> ServeHost {
+        ServeHost::start(self.home.path(), self.ws.path(), &self.profile, name, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A store on the same database, for checks.
+    pub fn store(&self) -> wharf_core::Store {
+        let options = wharf_store_pg::PgOptions { holder: "test-reader".into(), ..Default::default() };
+        wharf_store_pg::store(&self.url, options).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// The shared test server, or a skip.
+pub fn shared_pg(test: &str) -> Option<&'static PgServer> {
+    match PgServer::shared() {
+        Ok(pg) => Some(pg),
+        Err(reason) => {
+            wharf_tests::skip(test, &reason);
+            None
+        }
+    }
+}
+
+/// An event stream of `host`.
+pub fn events(host: &ServeHost, path: &str) -> Sse {
+    let (status, sse) = open_sse(host.port, path, &[("X-Wharf-Token", &host.token)]);
+    assert_eq!(status, 200, "{path}");
+    sse.unwrap_or_else(|| panic!("no stream"))
+}
+
+/// Reads `sse` until an event matches `stop` (included); all events read.
+pub fn read_until(sse: &mut Sse, what: &str, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        let e = sse.next().unwrap_or_else(|| panic!("stream ended waiting for {what}; got {:?}", types(&out)));
+        let v = e.json();
+        assert_eq!(e.id, v["seq"].as_u64().map(|s| s.to_string()), "SSE id is the seq");
+        let done = stop(&v);
+        out.push(v);
+        if done {
+            return out;
+        }
+    }
+}
+
+pub fn types(events: &[Value]) -> Vec<String> {
+    events.iter().map(|e| e["type"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+pub fn is_type(v: &Value, t: &str) -> bool {
+    v["type"] == t
+}
+
+/// Whether `v` is a `turn/end` with `reason`.
+pub fn turn_end(v: &Value, reason: &str) -> bool {
+    v["type"] == "turn/end" && v["data"]["reason"]["kind"].as_str().or(v["data"]["reason"].as_str()) == Some(reason)
+}
+
+/// Creates a session on `host` (with a first prompt when `text` is set).
+pub fn create(host: &ServeHost, text: Option<&str>) -> String {
+    let body = text.map_or(json!({}), |t| json!({ "text": t }));
+    let (code, r) = host.call("POST", "/api/sessions", Some(&body));
+    assert_eq!(code, 200, "{r}\n{}", host.stderr());
+    r["id"].as_str().unwrap_or_else(|| panic!("no id in {r}")).to_string()
+}
+
+/// The session's log, checked: seqs 1..n without gaps and the core log
+/// invariants.
+pub fn checked_log(store: &wharf_core::Store, id: &str) -> Vec<Event> {
+    let events = store.load(id).unwrap_or_else(|e| panic!("{e}")).events;
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seqs contiguous");
+    wharf_core::invariants::check(&events).unwrap_or_else(|v| panic!("invariants: {v:?}"));
+    events
+}
+
+/// How many times a user message with `text` was logged, and its inbox item.
+pub fn logged_inputs(events: &[Event], text: &str) -> (usize, usize) {
+    let users = events.iter().filter(|e| matches!(&e.kind, EventKind::UserMessage(m) if m.content == text)).count();
+    let spliced = events
+        .iter()
+        .filter(|e| {
+            matches!(&e.kind, EventKind::InboxSpliced(s)
+                if s.text == text && s.op == wharf_core::events::InboxOp::Added)
+        })
+        .count();
+    (users, spliced)
+}
+
+/// Waits until `cond` holds (polling), at most `within`.
+pub fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() {
+    let Some(pg) = shared_pg("fleet::prompt_through_another_host_runs_on_the_owner_and_streams_everywhere") else {
+        return;
+    };
+    let f = Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "");
+    let a = f.host("a", &[]);
+    let b = f.host("b", &[]);
+    let id = create(&a, None);
+    let mut on_b = events(&b, &format!("/api/sessions/{id}/events?from=1"));
+    let (code, r) = b.call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": "hello fleet"})));
+    assert_eq!(code, 200, "{r}\n{}", b.stderr());
+    assert!(r["owner"].as_str().is_some_and(|o| o.ends_with(&format!(":{}", a.pid()))), "routed to A: {r}");
+    assert!(r["inbox_id"].as_str().is_some_and(|i| i.starts_with("pg-")), "{r}");
+    // B's stream shows the turn A runs, from the header on.
+    let streamed = read_until(&mut on_b, "the turn's end", |v| is_type(v, "turn/end"));
+    assert!(turn_end(streamed.last().unwrap_or(&Value::Null), "completed"), "{:?}", streamed.last());
+    assert_eq!(streamed[0]["type"], "session/start");
+    let store = f.store();
+    let log = checked_log(&store, &id);
+    let seqs: Vec<u64> = streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "streamed once each, in order");
+    assert_eq!(logged_inputs(&log, "hello fleet"), (1, 1), "input logged exactly once");
+    // It ran on A: A holds the lease, B never loaded it.
+    let lease = store.lease(&id).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no lease"));
+    assert!(lease.holder.ends_with(&format!(":{}", a.pid())), "{lease:?}");
+    assert_eq!(b.call("GET", &format!("/api/sessions/{id}"), None).1["live"], false);
+    assert_eq!(a.call("GET", &format!("/api/sessions/{id}"), None).1["live"], true);
+    // History through B is the same log.
+    let (code, h) = b.call("GET", &format!("/api/sessions/{id}/history"), None);
+    assert_eq!(code, 200, "{h}");
+    assert_eq!(h["last_seq"].as_u64(), Some(log.len() as u64));
+    // A followup through B, then a prompt through A: each logged once.
+    let (code, r) = b.call("POST", &format!("/api/sessions/{id}/followup"), Some(&json!({"text": "third"})));
+    assert_eq!(code, 200, "{r}");
+    read_until(&mut on_b, "the second turn's end", |v| is_type(v, "turn/end"));
+    let (code, _) = a.call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": "fourth"})));
+    assert_eq!(code, 200);
+    read_until(&mut on_b, "the third turn's end", |v| is_type(v, "turn/end"));
+    let log = checked_log(&store, &id);
+    assert_eq!(logged_inputs(&log, "third"), (1, 1));
+    assert_eq!(logged_inputs(&log, "fourth"), (1, 1));
+    assert_eq!(log.iter().filter(|e| matches!(e.kind, EventKind::TurnEnd(_))).count(), 3);
+}
+
+#[test]
+fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() {
+    let Some(pg) = shared_pg("fleet::kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over") else {
+        return;
+    };
+    let f = Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "");
+    let mut a = f.host("a", &[]);
+    let b = f.host("b", &[]);
+    let id = create(&a, Some("slow: sleep in a tool"));
+    let mut on_b = events(&b, &format!("/api/sessions/{id}/events?from=1"));
+    let mut streamed = read_until(&mut on_b, "the tool call", |v| is_type(v, "tool/call"));
+    // The tool blocks for a minute: A dies inside it.
+    std::thread::sleep(Duration::from_millis(100));
+    a.kill9();
+    let killed = Instant::now();
+    // B takes over once the lease expires and repairs the open turn.
+    let repair = read_until(&mut on_b, "the repaired turn end", |v| is_type(v, "turn/end"));
+    let took = killed.elapsed();
+    assert!(turn_end(repair.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(&repair));
+    let aborted = repair
+        .iter()
+        .find(|v| is_type(v, "tool/result"))
+        .unwrap_or_else(|| panic!("no aborted result in {:?}", types(&repair)));
+    assert_eq!(aborted["data"]["error_code"], "INTERRUPTED", "{aborted}");
+    streamed.extend(repair);
+    let store = f.store();
+    let lease = store.lease(&id).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no lease"));
+    assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B holds it: {lease:?}");
+    assert_eq!(lease.token, 2, "one takeover: {lease:?}");
+    eprintln!("fleet: takeover {} ms after kill -9 (lease {LEASE_MS} ms)", took.as_millis());
+    // The session goes on through B.
+    let (code, r) = b.call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": "go on"})));
+    assert_eq!(code, 200, "{r}\n{}", b.stderr());
+    assert!(r.get("owner").is_none(), "B owns it now: {r}");
+    streamed.extend(read_until(&mut on_b, "the new turn's end", |v| is_type(v, "turn/end")));
+    assert!(turn_end(streamed.last().unwrap_or(&Value::Null), "completed"), "{:?}", streamed.last());
+    let log = checked_log(&store, &id);
+    let seqs: Vec<u64> = streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "no event lost or repeated on B's stream");
+    assert!(log.iter().any(|e| matches!(&e.kind, EventKind::TurnEnd(t) if t.reason == StopReason::Interrupted)));
+    assert_eq!(logged_inputs(&log, "go on"), (1, 1));
+}
+
+#[test]
+fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
+    let test = "fleet::database_restart_mid_turn_clear_errors_then_nothing_lost";
+    if wharf_tests::pg::bin_dir().is_none() {
+        wharf_tests::skip(test, "PostgreSQL is not installed");
+        return;
+    }
+    let pg = PgServer::start().unwrap_or_else(|e| panic!("{e}"));
+    // Reads give up after 1 s (a clear error); the writer retries for 30 s.
+    let f =
+        Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "&wharf_read_retry_ms=1000&wharf_retry_ms=30000");
+    let a = f.host("a", &[]);
+    let id = create(&a, Some("restart: stream slowly"));
+    let mut sse = events(&a, &format!("/api/sessions/{id}/events?from=1"));
+    let mut streamed = read_until(&mut sse, "the first chunk", |v| is_type(v, "assistant/chunk"));
+    pg.stop().unwrap_or_else(|e| panic!("{e}"));
+    let down = Instant::now();
+    // While it is down: a clear error, quickly.
+    let (code, r) = a.call("GET", &format!("/api/sessions/{id}/history"), None);
+    assert_eq!(code, 503, "{r}");
+    let msg = r["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("session store postgres://") && msg.contains("gave up after retrying"), "{msg}");
+    let (code, r) = a.call("POST", "/api/sessions", Some(&json!({})));
+    assert_eq!(code, 503, "{r}");
+    assert!(down.elapsed() < Duration::from_secs(10), "errors took {:?}", down.elapsed());
+    std::thread::sleep(Duration::from_millis(2500u64.saturating_sub(down.elapsed().as_millis() as u64)));
+    pg.restart_after_stop().unwrap_or_else(|e| panic!("{e}"));
+    // The turn waited for the database and completes.
+    streamed.extend(read_until(&mut sse, "the turn's end", |v| is_type(v, "turn/end")));
+    assert!(turn_end(streamed.last().unwrap_or(&Value::Null), "completed"), "{:?}", streamed.last());
+    let (code, r) = a.call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": "after the restart"})));
+    assert_eq!(code, 200, "{r}");
+    streamed.extend(read_until(&mut sse, "the second turn's end", |v| is_type(v, "turn/end")));
+    let log = checked_log(&f.store(), &id);
+    let seqs: Vec<u64> = streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "every streamed event is stored, once");
+    assert_eq!(
+        log.iter().filter(|e| matches!(&e.kind, EventKind::TurnEnd(t) if t.reason == StopReason::Completed)).count(),
+        2
+    );
+    assert!(a.stderr().contains("retrying"), "the host said it was retrying: {}", a.stderr());
+}
