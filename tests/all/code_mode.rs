@@ -16,14 +16,26 @@ fn code_row(grant: &str) -> String {
 /// The scripted model: one `run_code` call with `code` (and `timeout_ms`),
 /// then a turn echoing the result it was sent.
 fn scripted(programs: &[(&str, Option<u64>)]) -> String {
+    let calls: Vec<Value> = programs
+        .iter()
+        .map(|(code, timeout)| {
+            let mut args = json!({ "language": "javascript", "code": code });
+            if let Some(t) = timeout {
+                args["timeout_ms"] = json!(t);
+            }
+            args
+        })
+        .collect();
+    scripted_args(&calls)
+}
+
+/// The scripted model: one `run_code` call with each of `calls` as its
+/// arguments, then a turn echoing the result it was sent.
+fn scripted_args(calls: &[Value]) -> String {
     let mut s = String::from(
         "\n[[plugin]]\nid = \"scripted\"\npath = \"${plugin_dir}/llm-scripted.wasm\"\n[plugin.config]\nmodel = \"scripted-code\"\n",
     );
-    for (code, timeout) in programs {
-        let mut args = json!({ "language": "javascript", "code": code });
-        if let Some(t) = timeout {
-            args["timeout_ms"] = json!(t);
-        }
+    for args in calls {
         s.push_str(&format!(
             "\n[[plugin.config.turns]]\ntool_calls = [{{ name = \"run_code\", arguments = {} }}]\nfinish = \"tool_calls\"\n",
             toml_str(&args.to_string())
@@ -198,6 +210,110 @@ fn without_the_grant_a_program_cannot_call_tools() {
     assert_eq!(r[0]["is_error"], true, "{}", r[0]);
     assert_eq!(r[0]["error_code"], "NOT_GRANTED", "{}", r[0]);
     assert!(!run.events.iter().any(|e| e["data"]["parent"].is_string()), "{}", run.dump());
+}
+
+#[test]
+fn python_is_refused_with_the_supported_languages_and_the_session_goes_on() {
+    let env = env();
+    let profile = env.profile(
+        "python",
+        &format!(
+            "{}{}",
+            code_row("tools = true"),
+            scripted_args(&[
+                json!({"language": "python", "code": "print(sum(range(10)))"}),
+                json!({"language": "javascript", "code": "6 * 7"}),
+            ])
+        ),
+    );
+    let run = env.run(&profile, &["--max-steps", "10"]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let r = code_results(&run);
+    assert_eq!(r.len(), 2, "{}", run.dump());
+    assert_eq!(r[0]["is_error"], true, "{}", r[0]);
+    assert_eq!(r[0]["error_code"], "INVALID_ARGUMENTS", "{}", r[0]);
+    let msg = r[0]["content"].as_str().unwrap_or_default();
+    // The model is told what it asked for and what it can have.
+    assert!(msg.contains("python") && msg.contains("javascript"), "{msg}");
+    assert!(!run.events.iter().any(|e| e["data"]["parent"].is_string()), "{}", run.dump());
+    assert!(r[1]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[1]);
+}
+
+#[test]
+fn a_batch_with_exclusive_tools_keeps_the_barriers_and_the_program_order() {
+    let env = env();
+    // write and edit are `exclusive` in `fs`; read, glob and the MCP tool
+    // are `parallel`. One Promise.all, so one batch of 7.
+    let program = r#"
+const r = await Promise.all([
+  tools.mcp__fx__slow({ms: 400}),
+  tools.read({path: "seq.txt"}).catch(e => "missing: " + e.code),
+  tools.write({path: "seq.txt", content: "one\n"}),
+  tools.read({path: "seq.txt"}),
+  tools.glob({pattern: "*.txt"}),
+  tools.edit({path: "seq.txt", old_string: "one", new_string: "two"}),
+  tools.read({path: "seq.txt"}),
+]);
+return r.map(x => String(x).slice(0, 80));
+"#;
+    let rows = format!("{}{}{}", code_row("tools = true"), mcp_row(), scripted(&[(program, None)]));
+    let profile = write_profile(&env, "exclusive", &profile_text("scripted", &rows));
+    let run = run_to_end(&env, &profile, &[]);
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let r = code_results(&run);
+    let content = r[0]["content"].as_str().unwrap_or_default();
+    let json = content.rsplit_once("result: ").map(|(_, j)| j).unwrap_or_else(|| panic!("{}", run.dump()));
+    let values: Vec<String> = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {content}"));
+    // Results in program order; each read saw the file as the exclusive
+    // calls before it in the batch left it, none after.
+    assert_eq!(values.len(), 7, "{values:?}");
+    assert!(values[0].contains("400"), "{values:?}");
+    assert!(values[1].starts_with("missing: "), "the read before the write saw no file: {values:?}");
+    assert!(values[3].contains("one") && !values[3].contains("two"), "{values:?}");
+    assert!(values[4].contains("seq.txt"), "{values:?}");
+    assert!(values[6].contains("two") && !values[6].contains("one"), "{values:?}");
+    assert_eq!(std::fs::read_to_string(env.path("seq.txt")).unwrap_or_default(), "two\n");
+
+    // The log: calls and results of the batch, in the order the barriers
+    // impose: a parallel run [slow, read] ends (both results) before the
+    // write's call; the write's result comes before anything after it.
+    let parent = r[0]["call_id"].as_str().unwrap_or_default().to_string();
+    let names: Vec<String> = inner_calls(&run, &parent).iter().map(|c| c["data"]["name"].to_string()).collect();
+    assert_eq!(names.len(), 7, "{}", run.dump());
+    let order: Vec<String> = run
+        .events
+        .iter()
+        .filter(|e| {
+            let id = e["data"]["id"].as_str().or(e["data"]["call_id"].as_str()).unwrap_or_default();
+            (e["type"] == "tool/call" || e["type"] == "tool/result") && id.starts_with(&format!("{parent}."))
+        })
+        .map(|e| {
+            let (kind, name) = (e["type"].as_str().unwrap_or_default(), e["data"]["name"].as_str().unwrap_or_default());
+            format!("{}:{name}", if kind == "tool/call" { "call" } else { "result" })
+        })
+        .collect();
+    let expected = [
+        "call:mcp__fx__slow",
+        "call:read",
+        "result:mcp__fx__slow",
+        "result:read",
+        "call:write",
+        "result:write",
+        "call:read",
+        "call:glob",
+        "result:read",
+        "result:glob",
+        "call:edit",
+        "result:edit",
+        "call:read",
+        "result:read",
+    ];
+    assert_eq!(order, expected, "{}", run.dump());
+    // And the exclusive calls really ran alone: the write started after the
+    // slow call had finished (its duration is in its result).
+    let slow = run.events.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "mcp__fx__slow");
+    let slow_ms = slow.and_then(|e| e["data"]["duration_ms"].as_u64()).unwrap_or_default();
+    assert!(slow_ms >= 400, "{}", run.dump());
 }
 
 // ---------------------------------------------------------------------------
@@ -691,19 +807,31 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let events = stored(&env, &id);
     let values: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
-    // The repaired log closed the program's call as interrupted; its inner
-    // calls are logged once each and answered at most once (the store's
-    // repair does not close an inner call still open: it stays unanswered).
+    // The crash left both inner calls open (killed while they slept).
+    let open_at_crash = |id: &str| {
+        !crashed.events.iter().any(|e| matches!(&e.kind, wharf_core::EventKind::ToolResult(r) if r.call_id == id))
+    };
+    // The repaired log (`stored` checked the invariants: every tool/call,
+    // inner ones included, has exactly one result) closed the inner calls
+    // as interrupted, in log order, then the program's call.
     let results: Vec<&Value> = values.iter().filter(|e| e["type"] == "tool/result").collect();
-    let of = |id: &str| results.iter().filter(|e| e["data"]["call_id"] == id).count();
-    let program: Vec<&&Value> = results.iter().filter(|e| e["data"]["call_id"] == "call_0_0").collect();
+    let of = |id: &str| -> Vec<&&Value> { results.iter().filter(|e| e["data"]["call_id"] == id).collect() };
+    let program = of("call_0_0");
     assert_eq!(program.len(), 1, "{values:#?}");
     assert_eq!(program[0]["data"]["error_code"], "INTERRUPTED", "{values:#?}");
     let inner: Vec<&Value> =
         values.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_0_0").collect();
     assert_eq!(inner.len(), 2, "{values:#?}");
+    let mut last = 0;
     for c in inner {
-        assert!(of(c["data"]["id"].as_str().unwrap_or_default()) <= 1, "{c}\n{values:#?}");
+        let id = c["data"]["id"].as_str().unwrap_or_default();
+        assert!(open_at_crash(id), "{id} had a result before the kill: {values:#?}");
+        let r = of(id);
+        assert_eq!(r.len(), 1, "{c}\n{values:#?}");
+        assert_eq!(r[0]["data"]["error_code"], "INTERRUPTED", "{values:#?}");
+        let seq = r[0]["seq"].as_u64().unwrap_or_default();
+        assert!(seq > last && seq < program[0]["seq"].as_u64().unwrap_or_default(), "{values:#?}");
+        last = seq;
     }
     // The resumed turn ran and the model saw the interrupted result.
     let end = values.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
@@ -762,4 +890,197 @@ return {a, b};
     let code = values.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "run_code").cloned();
     let content = code.as_ref().and_then(|c| c["data"]["content"].as_str()).unwrap_or_default().to_string();
     assert!(content.contains(r#""b":"APPROVAL_REJECTED""#), "{content}");
+}
+
+// ---------------------------------------------------------------------------
+// ACP: a minimal client (the acp module's is private to it) over the stdio
+// of `wharf acp`.
+
+struct Acp {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    rx: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    next_id: i64,
+}
+
+impl Acp {
+    fn spawn(env: &Env, profile: &Path) -> Self {
+        for p in ["fs", "llm-scripted", "policy-fixed", "code"] {
+            let _ = wharf_tests::plugin(p);
+        }
+        let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut cmd = wharf_tests::wharf(&home);
+        cmd.args(["acp", "--profile", &profile.display().to_string()])
+            .args(["--session-dir", &env.sessions.display().to_string()])
+            .current_dir(&home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = ok(cmd.spawn());
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self { child, stdin, rx, seen: Vec::new(), next_id: 1 }
+    }
+
+    fn send(&mut self, v: Value) {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().unwrap_or_else(|| panic!("stdin closed"));
+        ok(writeln!(stdin, "{v}"));
+        ok(stdin.flush());
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// The next message matching `pred` (everything received is kept).
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!("timed out waiting for {what}; received {:#?}", self.seen),
+            }
+        }
+    }
+
+    fn result(&mut self, id: i64) -> Value {
+        let r = self.wait_for(&format!("response {id}"), |v| v["id"] == id && v.get("method").is_none());
+        assert!(r.get("error").is_none(), "request {id} failed: {r}");
+        r["result"].clone()
+    }
+}
+
+impl Drop for Acp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The stored log of `id` as JSON values (read while the session is live:
+/// a prefix, checked as one).
+fn live_log(env: &Env, id: &str) -> Vec<Value> {
+    let log = ok(wharf_core::Store::new(&env.sessions).load(id));
+    if let Err(e) = wharf_core::invariants::check_prefix(&log.events) {
+        panic!("session log breaks an invariant: {e}");
+    }
+    log.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
+}
+
+#[test]
+fn acp_cancel_stops_a_program_and_an_inner_call_asks_for_approval() {
+    let env = env();
+    let write = r#"
+const w = await tools.write({path: "approved.txt", content: "yes"});
+return w.slice(0, 60);
+"#;
+    let ask =
+        policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
+    let rows = format!(
+        "{ask}{}{}{}",
+        code_row("tools = true\ntimeout_ms = 120000"),
+        mcp_row(),
+        scripted(&[(SLOW_PROGRAM, None), (write, None)])
+    );
+    let profile = write_profile(&env, "acp", &profile_text("scripted", &rows));
+    let mut c = Acp::spawn(&env, &profile);
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test-client", "version": "1"}}),
+    );
+    c.result(init);
+    let cwd = ok(std::fs::canonicalize(env.path(""))).display().to_string();
+    let new = c.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let sid = c.result(new)["sessionId"].as_str().unwrap_or_else(|| panic!("no sessionId")).to_string();
+
+    // 1. The program starts two 60-second inner calls; the client cancels.
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = live_log(&env, &sid);
+        let running = log
+            .iter()
+            .filter(|e| e["type"] == "tool/call" && e["data"]["parent"].is_string())
+            .filter(|e| !log.iter().any(|r| r["type"] == "tool/result" && r["data"]["call_id"] == e["data"]["id"]))
+            .count();
+        if running == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the inner calls never started: {log:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t0 = Instant::now();
+    c.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "cancelled", "{done}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "the program did not stop promptly");
+    let log = live_log(&env, &sid);
+    let end = log.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "cancelled", "{log:#?}");
+    let result_of = |log: &[Value], id: &str| -> Vec<Value> {
+        log.iter().filter(|e| e["type"] == "tool/result" && e["data"]["call_id"] == id).cloned().collect()
+    };
+    let program = result_of(&log, "call_0_0");
+    assert_eq!(program.len(), 1, "{log:#?}");
+    assert!(program[0]["data"]["error_code"].as_str().unwrap_or_default().starts_with("ABORTED"), "{log:#?}");
+    let inner: Vec<&Value> =
+        log.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_0_0").collect();
+    assert_eq!(inner.len(), 2, "{log:#?}");
+    for call in &inner {
+        let r = result_of(&log, call["data"]["id"].as_str().unwrap_or_default());
+        assert_eq!(r.len(), 1, "{log:#?}");
+        assert!(r[0]["data"]["error_code"].as_str().unwrap_or_default().starts_with("ABORTED"), "{}", r[0]);
+        assert!(r[0]["seq"].as_u64() < program[0]["seq"].as_u64(), "inner results first: {log:#?}");
+    }
+
+    // 2. The same session goes on: the next program's inner `write` asks
+    // the client for permission.
+    let again = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
+    let asked = c.wait_for("permission request", |v| v["method"] == "session/request_permission");
+    assert_eq!(asked["params"]["toolCall"]["rawInput"]["path"], "approved.txt", "{asked}");
+    assert!(!env.path("approved.txt").exists(), "written before the answer");
+    let answer = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+    c.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer}));
+    let done = c.result(again);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
+    drop(c);
+    let log: Vec<Value> = stored(&env, &sid).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let write_call = log
+        .iter()
+        .find(|e| e["type"] == "tool/call" && e["data"]["name"] == "write")
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert!(write_call["data"]["parent"].is_string(), "{write_call}");
+    let id = write_call["data"]["id"].as_str().unwrap_or_default();
+    let decided = log
+        .iter()
+        .find(|e| e["type"] == "approval/decided" && e["data"]["call_id"] == id)
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    assert_eq!(decided["data"]["outcome"], "allowed-once", "{decided}");
+    assert_eq!(decided["data"]["by"], "acp:test-client", "{decided}");
+    let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
+    assert_eq!(ends, [&json!("cancelled"), &json!("completed")], "{log:#?}");
 }

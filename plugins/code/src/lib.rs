@@ -126,7 +126,7 @@ impl ToolGuest for Code {
         let schema = serde_json::json!({
             "type": "object",
             "properties": {
-                "language": {"type": "string", "enum": ["javascript"], "description": "The program's language."},
+                "language": {"type": "string", "enum": ["javascript"], "description": "The program's language: JavaScript only (Python is not offered)."},
                 "code": {"type": "string", "description": "The program."},
                 "timeout_ms": {"type": "integer", "minimum": 1, "description": "Wall-time limit (capped by the operator's)."}
             },
@@ -149,7 +149,12 @@ impl ToolGuest for Code {
             serde_json::from_str(&arguments).map_err(|e| err("INVALID_ARGUMENTS", e.to_string()))?;
         let lang = args.get("language").and_then(|v| v.as_str()).unwrap_or("javascript");
         if !matches!(lang, "javascript" | "js") {
-            return Err(err("INVALID_ARGUMENTS", format!("language `{lang}` is not supported (javascript only)")));
+            // The host's schema check answers first (`enum`); this is for a
+            // caller that does not check the schema.
+            return Err(err(
+                "INVALID_ARGUMENTS",
+                format!("language `{lang}` is not supported: run_code runs JavaScript only (language \"javascript\")"),
+            ));
         }
         let code = args.get("code").and_then(|v| v.as_str()).unwrap_or_default();
         if code.len() > MAX_CODE_BYTES {
