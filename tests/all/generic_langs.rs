@@ -420,9 +420,6 @@ fn cases() -> Vec<Case> {
     v
 }
 
-/// The tool the loader derives from componentize-py's own `exports.init`.
-const COMPONENTIZE_PY_INIT: &str = "exports_init";
-
 /// `wharf plugin inspect FILE --json`: (tool name, input schema) pairs.
 fn tools_of(home: &Path, file: &Path) -> Vec<(String, Value)> {
     let o = output(wharf_tests::wharf(home).args(["plugin", "inspect"]).arg(file).arg("--json"));
@@ -459,13 +456,8 @@ fn every_language_gives_the_same_outputs_for_the_same_inputs() {
     assert_eq!(names.len(), 15, "{names:?}");
     assert!(names.contains(&"greet") && names.contains(&"kinds_next_char"), "{names:?}");
     for (lang, file) in &comps[1..] {
-        let mut tools = tools_of(home, file);
-        if *lang == "python" {
-            // componentize-py 0.25 leaves its build-time `exports.init`
-            // export in the component, and the loader offers it as a tool
-            // (reported; to be left out by the loader, which this tolerates).
-            tools.retain(|(n, _)| n != COMPONENTIZE_PY_INIT);
-        }
+        // Exactly: componentize-py's own `exports.init` is not a tool.
+        let tools = tools_of(home, file);
         assert_eq!(tools, want_tools, "{lang} derives other tools or schemas than rust");
     }
 
@@ -522,6 +514,12 @@ fn the_python_component_runs_in_an_agent_session_and_over_mcp() {
     };
     let file = &comps[0].1;
 
+    // Exactly the WIT's functions: componentize-py's build-time
+    // `exports.init` (still exported by the component) is left out.
+    let inspect_home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = tools_of(inspect_home.path(), file).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, crate::generic_components::TOOLS, "the Python component's tools");
+
     // `wharf run`: the scripted model calls two of its tools, one `err`.
     let env = env();
     let calls = [
@@ -575,9 +573,10 @@ fn the_python_component_runs_in_an_agent_session_and_over_mcp() {
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", text(&o.stderr));
     let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    let names: Vec<&str> =
+    let mut names: Vec<&str> =
         report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
-    assert!(names.contains(&"greet") && names.contains(&"kinds_toggle"), "{names:?}");
+    names.sort();
+    assert_eq!(names, crate::generic_components::TOOLS, "over MCP");
     let c = report["calls"].as_array().cloned().unwrap_or_default();
     let text_of = |v: &Value| v["result"]["content"][0]["text"].as_str().unwrap_or("").to_string();
     assert_eq!(c[0]["result"]["isError"], false, "{}", c[0]);
