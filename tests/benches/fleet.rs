@@ -1,7 +1,7 @@
 //! The fleet benchmark (issue 17): sessions on PostgreSQL behind `wharf
 //! serve` hosts. A PostgreSQL server is started on loopback for the run
 //! (`wharf_tests::pg`, with `fsync` on so commits are durable); writes
-//! `target/bench/fleet.{md,json}`.
+//! `target/bench/fleet.{md,json}`. `WHARF_BENCH_QUICK` shrinks every count.
 //!
 //! 1. **Durable append rate**, in this process: `WHARF_BENCH_FLEET_WRITERS`
 //!    (default 8) sessions written at once, each `WHARF_BENCH_FLEET_ROUNDS`
@@ -301,10 +301,11 @@ fn concurrent(pg: &PgServer, n: usize) -> Result<Concurrent> {
 }
 
 fn main() -> Result<()> {
+    let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let writers = env_usize("WHARF_BENCH_FLEET_WRITERS", 8);
-    let rounds = env_usize("WHARF_BENCH_FLEET_ROUNDS", 40);
-    let kills = env_usize("WHARF_BENCH_FLEET_TAKEOVERS", 3);
-    let sessions = env_usize("WHARF_BENCH_FLEET_SESSIONS", 1000);
+    let rounds = env_usize("WHARF_BENCH_FLEET_ROUNDS", if quick { 10 } else { 40 });
+    let kills = env_usize("WHARF_BENCH_FLEET_TAKEOVERS", if quick { 1 } else { 3 });
+    let sessions = env_usize("WHARF_BENCH_FLEET_SESSIONS", if quick { 100 } else { 1000 });
     let out_dir = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let _ = wharf_tests::plugin("evil");

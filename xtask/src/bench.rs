@@ -11,7 +11,9 @@
 //!   `wharf plugin build` into `target/bench/large/`);
 //! - `sessions` (tests/benches): concurrent sessions against the mock LLM;
 //! - `code_mode`, `wire` (tests/benches): Code Mode against one tool per
-//!   step; wire-level step overhead, edit loop and cold start.
+//!   step; wire-level step overhead, edit loop and cold start;
+//! - `fleet` (tests/benches): PostgreSQL vs JSONL append rate, takeover
+//!   latency, 1,000 sessions over two `wharf serve` hosts.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -184,7 +186,11 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
     sections.push(Section { key: "sessions", title: "Concurrent sessions", result: sh(&mut c) });
 
     // Issue 15/18 benches: each writes its own `KEY.md` and `KEY.json`.
-    for (key, title) in [("code_mode", "Code Mode"), ("wire", "Wire-level step overhead, edit loop and cold start")] {
+    for (key, title) in [
+        ("code_mode", "Code Mode"),
+        ("wire", "Wire-level step overhead, edit loop and cold start"),
+        ("fleet", "Fleet: PostgreSQL store, takeover, sessions over two hosts"),
+    ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {
             c.env("WHARF_BENCH_QUICK", "1");
