@@ -1,6 +1,8 @@
 //! `cargo xtask faults [--kills N] [--seed S]`: the fault suite at full
 //! strength — the `faults::` tests of the `all` test binary with 50 random
-//! `kill -9`s (the default run, `cargo xtask test` and CI, uses 8).
+//! `kill -9`s each (the default run, `cargo xtask test` and CI, uses 8): of
+//! `wharf run` (then `--resume`), and of the owning host of two `wharf
+//! serve` hosts on one PostgreSQL database (then takeover by the other).
 //!
 //! The tests read `WHARF_FAULT_KILLS` and `WHARF_FAULT_SEED`; a failure
 //! prints the seed, and `--seed` replays it.

@@ -12,6 +12,18 @@
 //! next request that needs it; event streams open across an unload keep
 //! going (from the file, then live again), with no event lost or repeated.
 //!
+//! # Several hosts on one store
+//!
+//! With a store that has leases (PostgreSQL), a session is loaded on one
+//! host at a time. Input sent to a host that does not own the session is
+//! stored for the owner ([`wharf_core::Store::push_input`]; the answer names
+//! the `owner`), and each loaded session logs the input stored for it. A
+//! host's event streams of sessions it does not own follow the store
+//! ([`wharf_core::Store::watch`]). Every [`ServeOptions::adopt_every`] a
+//! host takes over the sessions the store reports orphaned (their host
+//! died); a host that finds it lost a session (input stream ended, append
+//! fenced, agent stopped on a store error) drops its loading of it.
+//!
 //! The crate does not know how to build an agent: the embedding process
 //! implements [`SessionHost`] (the CLI does, over its configured plugins,
 //! MCP servers and store). The routes are documented in `docs/api.md` and

@@ -25,13 +25,22 @@
 //!   refused with [`StoreError::Fenced`]. Dropping the writer releases the
 //!   lease.
 //! - **Failures**: connection-level errors (server restarting, refused,
-//!   closed) are retried with backoff for [`PgOptions::retry_for`]; a retried
-//!   append whose first attempt did commit is recognised by its bytes. Then
-//!   the error is [`StoreError::Unavailable`] naming the cause, and nothing
-//!   of the failed batch is in the log.
+//!   closed) are retried with backoff, a writer's for
+//!   [`PgOptions::retry_for`] and everything else for
+//!   [`PgOptions::read_retry_for`]; a retried append whose first attempt did
+//!   commit is recognised by its bytes. Then the error is
+//!   [`StoreError::Unavailable`] naming the cause, and nothing of the failed
+//!   batch is in the log.
 //! - **Inbox**: [`Backend::push_input`] stores an item for the session's
 //!   owner on any host and notifies `wharf_inbox`; the owner's writer
-//!   streams pending items ([`Writer::take_inputs`]) until acknowledged.
+//!   streams pending items ([`Writer::take_inputs`]), and the append that
+//!   logs an item (`inbox/spliced` with its kind and text) marks it
+//!   delivered in the same transaction. The stream ends when the writer
+//!   loses the lease.
+//! - **Orphans**: [`Backend::orphans`] lists sessions whose lease expired
+//!   unreleased, or with input waiting and no writer, for a fleet host to
+//!   take over.
+//! - **URL parameters**: [`apply_url_options`].
 //! - **Watch**: [`Backend::watch`] streams another writer's events, woken by
 //!   `LISTEN wharf_events` on one connection per backend (with a slow poll as
 //!   a safety net, and a catch-up after the listener reconnects).
