@@ -173,6 +173,8 @@ pub struct Server {
     /// Usage per session, keyed by the log size it was computed at.
     pub(crate) usage: Mutex<HashMap<String, (u64, Value)>>,
     generations: AtomicU64,
+    /// Orphans this host failed to take over, and when it may try again.
+    adopt_failed: Mutex<HashMap<String, Instant>>,
 }
 
 impl Server {
@@ -188,6 +190,7 @@ impl Server {
             shutdown,
             usage: Mutex::default(),
             generations: AtomicU64::new(1),
+            adopt_failed: Mutex::default(),
         });
         if let Some(every) = server.options.adopt_every {
             let weak = Arc::downgrade(&server);
@@ -382,7 +385,7 @@ impl Server {
             if self.shutdown.is_cancelled() {
                 return;
             }
-            if self.is_loaded(&id) {
+            if self.is_loaded(&id) || lock(&self.adopt_failed).get(&id).is_some_and(|t| Instant::now() < *t) {
                 continue;
             }
             match self.with_session(Some(&id), |_| ()).await {
@@ -390,7 +393,15 @@ impl Server {
                 Err(ServeError::Store(
                     StoreError::Leased { .. } | StoreError::NotFound(_) | StoreError::Locked { .. },
                 )) => {}
-                Err(e) => tracing::warn!(session = %id, "could not take over an orphaned session: {e}"),
+                Err(e) => {
+                    // E.g. a session of another workspace: not this host's to
+                    // serve; look again later (another host may take it).
+                    tracing::warn!(session = %id, "could not take over an orphaned session (retrying in 60 s): {e}");
+                    let mut failed = lock(&self.adopt_failed);
+                    let now = Instant::now();
+                    failed.retain(|_, t| *t > now);
+                    failed.insert(id, now + Duration::from_secs(60));
+                }
             }
         }
     }

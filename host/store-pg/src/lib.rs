@@ -817,7 +817,7 @@ impl Backend for PgBackend {
                                   OR (s.lease_expires IS NULL AND EXISTS (
                                         SELECT 1 FROM wharf_inbox i
                                          WHERE i.session_id = s.id AND i.delivered IS NULL)))
-                              ORDER BY s.lease_expires NULLS LAST
+                              ORDER BY random()
                               LIMIT $1",
                             &[&limit],
                         )
