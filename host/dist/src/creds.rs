@@ -209,6 +209,7 @@ pub fn from_docker_config(text: &str, registry: &str) -> Option<RegistryAuth> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
