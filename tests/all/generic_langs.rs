@@ -9,8 +9,8 @@
 //!   the same outputs in every language (a table of cases with edge cases:
 //!   u64 beyond 2^53, chars around the surrogates, empty lists, none/some,
 //!   `err` results), and the four derive the same tools and schemas;
-//! - the Python one in an agent session (`wharf run`, scripted model) and
-//!   over `wharf mcp serve`;
+//! - the Python and the JavaScript ones in an agent session (`wharf run`,
+//!   scripted model) and over `wharf mcp serve`;
 //! - `wharf plugin new NAME --lang c` → `wharf plugin build` → `wharf plugin
 //!   call`.
 //!
@@ -509,16 +509,28 @@ fn row(id: &str, file: &Path) -> String {
 
 #[test]
 fn the_python_component_runs_in_an_agent_session_and_over_mcp() {
-    let Some(comps) = components("the_python_component_runs_in_an_agent_session_and_over_mcp", &["python"]) else {
+    in_a_session_and_over_mcp("the_python_component_runs_in_an_agent_session_and_over_mcp", "python");
+}
+
+#[test]
+fn the_js_component_runs_in_an_agent_session_and_over_mcp() {
+    in_a_session_and_over_mcp("the_js_component_runs_in_an_agent_session_and_over_mcp", "js");
+}
+
+/// The component of `lang` through `wharf run` (scripted model, two
+/// calls, one `err`) and `wharf mcp serve` (list, two calls).
+fn in_a_session_and_over_mcp(test: &str, lang: &'static str) {
+    let Some(comps) = components(test, &[lang]) else {
         return;
     };
     let file = &comps[0].1;
 
-    // Exactly the WIT's functions: componentize-py's build-time
-    // `exports.init` (still exported by the component) is left out.
+    // Exactly the WIT's functions (for Python: componentize-py's
+    // build-time `exports.init`, still exported by the component, is left
+    // out).
     let inspect_home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<String> = tools_of(inspect_home.path(), file).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names, crate::generic_components::TOOLS, "the Python component's tools");
+    assert_eq!(names, crate::generic_components::TOOLS, "the {lang} component's tools");
 
     // `wharf run`: the scripted model calls two of its tools, one `err`.
     let env = env();
@@ -535,7 +547,7 @@ fn the_python_component_runs_in_an_agent_session_and_over_mcp() {
         row("types", file),
         list.join(", ")
     );
-    let profile = env.profile("generic-python", &body);
+    let profile = env.profile(&format!("generic-{lang}"), &body);
     let run = env.run(&profile, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let results: Vec<&Value> = run.events.iter().filter(|e| e["type"] == "tool/result").map(|e| &e["data"]).collect();
