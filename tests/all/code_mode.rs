@@ -1067,6 +1067,8 @@ return w.slice(0, 60);
     let done = c.result(again);
     assert_eq!(done["stopReason"], "end_turn", "{done}");
     assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
+    let c_updates: Vec<Value> =
+        c.seen.iter().filter(|v| v["method"] == "session/update").map(|v| v["params"]["update"].clone()).collect();
     drop(c);
     let log: Vec<Value> = stored(&env, &sid).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
     let write_call = log
@@ -1081,6 +1083,9 @@ return w.slice(0, 60);
         .unwrap_or_else(|| panic!("{log:#?}"));
     assert_eq!(decided["data"]["outcome"], "allowed-once", "{decided}");
     assert_eq!(decided["data"]["by"], "acp:test-client", "{decided}");
+    // The client saw the inner call as a tool call of its own.
+    let reported = c_updates.iter().any(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == id);
+    assert!(reported, "{c_updates:#?}");
     let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
     assert_eq!(ends, [&json!("cancelled"), &json!("completed")], "{log:#?}");
 }
