@@ -396,6 +396,9 @@ impl HostCtx {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
             cache_dir: Some(cache_dir(&config)),
         })?;
+        // A cold cache compiles on the fast tier first and optimises in the
+        // background (`Runtime::enable_tiering`, issue 18).
+        runtime.enable_tiering();
         let registry = Arc::new(Registry::new());
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
@@ -573,9 +576,18 @@ impl HostCtx {
     }
 
     /// Stops the MCP servers and waits (briefly) for their processes to end.
+    /// Also lets the background tier-up finish (at most 60 s), so the
+    /// optimised code of a cold start reaches the on-disk cache.
     pub async fn close(&self) {
         if let Some(m) = &self.mcp {
             m.stop().await;
+        }
+        let rt = self.plugins.runtime().clone();
+        if rt.tier_up_pending() > 0 {
+            let done = tokio::task::spawn_blocking(move || rt.wait_tier_up(std::time::Duration::from_secs(60))).await;
+            if !matches!(done, Ok(true)) {
+                tracing::warn!("optimised code not cached yet: the next start compiles again");
+            }
         }
     }
 

@@ -64,6 +64,13 @@ impl CompileCache {
         self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", self.engine_hash)))
     }
 
+    /// Whether the compiled code of `digest` is in memory or on disk (a
+    /// load would not compile).
+    pub fn has(&self, digest: &str) -> bool {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).contains_key(digest)
+            || self.artifact_path(digest).is_some_and(|p| p.exists())
+    }
+
     /// Returns the compiled component for `bytes` (whose digest is
     /// `digest`), compiling it on a miss.
     pub fn get_or_compile(

@@ -1,7 +1,8 @@
 //! Loading a component into a plugin version and calling it under limits.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -12,7 +13,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
 use crate::cache::{CacheOutcome, CompileCache, digest};
-use crate::engine::{EngineOptions, WharfEngine};
+use crate::engine::{CompileTier, EngineOptions, WharfEngine};
 use crate::error::LoadError;
 use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
 use crate::state::{HostState, LimitError, PluginShared};
@@ -72,15 +73,22 @@ fn valid_code(code: &str) -> bool {
 /// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
 /// `$fuel` bounds the bytes one lift may copy out of the guest (its results,
 /// or the arguments of one import call). Evaluates to `Result<_, CallError>`.
+/// `code = C;` names the version's [`Code`] the body's export indices came
+/// from (a tier-up may swap the version's code between two calls, never
+/// within one); without it the current code is used.
 macro_rules! sandboxed {
     ($v:expr, $effective:expr, $timeout_ms:expr, $fuel:expr, |$store:ident, $inst:ident| $body:block) => {{
+        let code = $v.code();
+        sandboxed!(code = code; $v, $effective, $timeout_ms, $fuel, |$store, $inst| $body)
+    }};
+    (code = $code:expr; $v:expr, $effective:expr, $timeout_ms:expr, $fuel:expr, |$store:ident, $inst:ident| $body:block) => {{
         let timeout_ms: u64 = $timeout_ms;
-        match $v.new_store($effective, $fuel) {
+        match $v.new_store(&$code, $effective, $fuel) {
             Err(e) => Err(e),
             Ok(mut $store) => {
                 $store.data_mut().begin_call(timeout_ms);
                 let fut = async {
-                    let $inst = $v.pre.instantiate_async(&mut $store).await?;
+                    let $inst = $code.pre.instantiate_async(&mut $store).await?;
                     $body
                 };
                 // Grace over the epoch deadline so the precise code wins.
@@ -174,11 +182,61 @@ pub struct RuntimeOptions {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// The runtime: one engine, one linker, one compile cache.
+/// The runtime: one engine, one linker, one compile cache; with tiering on,
+/// a second (fast-tier) engine and the background tier-up thread.
 pub struct Runtime {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
     cache: CompileCache,
+    /// Engine options, for the fast tier's engine.
+    engine_opts: EngineOptions,
+    /// Compile cache misses with the fast tier first (see [`Runtime::enable_tiering`]).
+    tiered: AtomicBool,
+    /// The fast tier's engine and linker, built on first use.
+    fast: OnceLock<Result<FastTier, String>>,
+    /// Jobs for the tier-up thread (started on the first job).
+    tier_up: Mutex<Option<std::sync::mpsc::Sender<TierUpJob>>>,
+    /// Tier-up jobs not finished yet, and its condition.
+    tier_up_pending: Arc<(Mutex<usize>, Condvar)>,
+    /// Loads running now: a tier-up waits for them (start-up's fast
+    /// compiles get both cores).
+    loading: AtomicUsize,
+    me: Weak<Runtime>,
+}
+
+/// The fast tier: its own engine (code compiled by one engine runs only in
+/// that engine's stores) and a linker for it.
+struct FastTier {
+    engine: Arc<WharfEngine>,
+    linker: Linker<HostState>,
+}
+
+/// A version served by fast-tier code, to be given optimised code.
+struct TierUpJob {
+    version: Weak<PluginVersion>,
+    digest: String,
+    bytes: Vec<u8>,
+}
+
+/// The compiled code of a version: what a call instantiates, the typed
+/// export indices into it, and the engine its stores belong to. A version
+/// first served by the fast tier has it swapped once, for the optimised
+/// code, by the tier-up thread; a call keeps the code it started with.
+struct Code {
+    pre: InstancePre<HostState>,
+    indices: Indices,
+    engine: Arc<WharfEngine>,
+    tier: CompileTier,
+}
+
+/// Builds the linker with every import a plugin may use.
+fn new_linker(engine: &wasmtime::Engine) -> anyhow::Result<Linker<HostState>> {
+    let mut linker: Linker<HostState> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    crate::fs_guard::add_to_linker(&mut linker)?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+    crate::bindings::Host_::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)?;
+    Ok(linker)
 }
 
 /// Typed indices of each export kind, resolved once per version.
@@ -224,10 +282,8 @@ pub struct PluginVersion {
     pub cache: CacheOutcome,
     /// Time to compile or load the code.
     pub load_time: Duration,
-    pre: InstancePre<HostState>,
-    indices: Indices,
+    code: RwLock<Arc<Code>>,
     shared: Arc<PluginShared>,
-    engine: Arc<WharfEngine>,
     warm: Option<Mutex<Vec<WarmInstance>>>,
     /// A generic component's functions (see [`generic`]).
     generic: Option<Arc<generic::GenericExports>>,
@@ -236,6 +292,8 @@ pub struct PluginVersion {
 struct WarmInstance {
     store: Store<HostState>,
     tool: ex::tool::Guest,
+    /// The code it was instantiated from (a pool keeps only current code's).
+    code: Arc<Code>,
 }
 
 /// How a sandboxed call failed.
@@ -289,16 +347,126 @@ impl Runtime {
             engine_opts.incremental_dir = opts.cache_dir.as_ref().map(|d| d.join("incremental"));
         }
         let engine = WharfEngine::new(&engine_opts)?;
-        let mut linker: Linker<HostState> = Linker::new(engine.engine());
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        crate::fs_guard::add_to_linker(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        crate::bindings::Host_::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
-            &mut linker,
-            |s| s,
-        )?;
+        let linker = new_linker(engine.engine())?;
         let cache = CompileCache::new(engine.engine(), opts.cache_dir);
-        Ok(Arc::new(Self { engine, linker, cache }))
+        Ok(Arc::new_cyclic(|me| Self {
+            engine,
+            linker,
+            cache,
+            engine_opts,
+            tiered: AtomicBool::new(false),
+            fast: OnceLock::new(),
+            tier_up: Mutex::new(None),
+            tier_up_pending: Arc::new((Mutex::new(0), Condvar::new())),
+            loading: AtomicUsize::new(0),
+            me: me.clone(),
+        }))
+    }
+
+    /// Tiered compilation: from now on a component whose optimised code is
+    /// in neither cache is compiled by the fast tier ([`CompileTier::Fast`],
+    /// several times quicker to compile), serves at once, and gets its
+    /// optimised code in the background (one thread, Cranelift's parallel
+    /// compiler), which is also written to the on-disk cache. The swap is
+    /// per version and between calls: no reload, no event, the same
+    /// description. Generic components are compiled optimised directly.
+    /// `WHARF_TIERED=0` keeps it off.
+    pub fn enable_tiering(&self) {
+        let on = std::env::var("WHARF_TIERED").map(|v| v != "0").unwrap_or(true);
+        self.tiered.store(on, Ordering::Relaxed);
+    }
+
+    /// Tier-up jobs not finished yet.
+    pub fn tier_up_pending(&self) -> usize {
+        *self.tier_up_pending.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until every tier-up job has finished (their optimised code is in
+    /// the cache), at most `timeout`. Returns whether none is left.
+    pub fn wait_tier_up(&self, timeout: Duration) -> bool {
+        let (lock, cv) = &*self.tier_up_pending;
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = cv.wait_timeout_while(guard, timeout, |n| *n > 0).unwrap_or_else(|e| e.into_inner());
+        *guard == 0
+    }
+
+    fn fast_tier(&self) -> Result<&FastTier, String> {
+        self.fast
+            .get_or_init(|| {
+                // On-demand allocation: fast-tier code serves only until its
+                // tier-up, and a second pool would double the reservation.
+                let opts = EngineOptions {
+                    tier: CompileTier::Fast,
+                    pooling: false,
+                    incremental_dir: None,
+                    ..self.engine_opts.clone()
+                };
+                let engine = WharfEngine::new(&opts).map_err(|e| format!("{e:#}"))?;
+                let linker = new_linker(engine.engine()).map_err(|e| format!("{e:#}"))?;
+                Ok(FastTier { engine, linker })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Queues `v` (fast-tier code of `bytes`) for its optimised code.
+    fn queue_tier_up(&self, v: &Arc<PluginVersion>, bytes: &[u8]) {
+        let job = TierUpJob { version: Arc::downgrade(v), digest: v.digest.clone(), bytes: bytes.to_vec() };
+        let mut tx = self.tier_up.lock().unwrap_or_else(|e| e.into_inner());
+        if tx.is_none() {
+            let (send, recv) = std::sync::mpsc::channel::<TierUpJob>();
+            let me = self.me.clone();
+            let spawned = std::thread::Builder::new().name("wharf-tier-up".into()).spawn(move || {
+                for job in recv {
+                    let Some(rt) = me.upgrade() else { return };
+                    // After the loads of this start-up or reload (bounded).
+                    let t0 = Instant::now();
+                    while rt.loading.load(Ordering::Relaxed) > 0 && t0.elapsed() < Duration::from_secs(30) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    rt.tier_up(job);
+                    let (lock, cv) = &*rt.tier_up_pending;
+                    let mut n = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    *n = n.saturating_sub(1);
+                    cv.notify_all();
+                }
+            });
+            match spawned {
+                Ok(_) => *tx = Some(send),
+                Err(e) => {
+                    tracing::warn!("no tier-up thread ({e}): `{}` keeps its fast-tier code", v.id);
+                    return;
+                }
+            }
+        }
+        let Some(sender) = tx.as_ref() else { return };
+        *self.tier_up_pending.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        if sender.send(job).is_err() {
+            *self.tier_up_pending.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        }
+    }
+
+    /// Compiles a job's optimised code (into the cache) and swaps it into
+    /// its version, if that version is still alive.
+    fn tier_up(&self, job: TierUpJob) {
+        let Some(v) = job.version.upgrade() else { return };
+        let t0 = Instant::now();
+        let code = self
+            .cache
+            .get_or_compile(self.engine.engine(), &job.digest, &job.bytes)
+            .map_err(|e| first_line(&e))
+            .and_then(|(component, _)| {
+                let pre = self.linker.instantiate_pre(&component).map_err(|e| first_line(&e))?;
+                let indices = Indices::new(&pre, &v.kinds, &v.path).map_err(|e| e.to_string())?;
+                Ok(Code { pre, indices, engine: self.engine.clone(), tier: CompileTier::Optimized })
+            });
+        match code {
+            Ok(code) => {
+                v.swap_code(code);
+                tracing::debug!("`{}` tiered up in {:?}", v.id, t0.elapsed());
+            }
+            Err(e) => tracing::warn!("`{}` keeps its fast-tier code: optimised compile failed: {e}", v.id),
+        }
     }
 
     /// The engine.
@@ -334,57 +502,61 @@ impl Runtime {
     }
 
     fn load_inner(&self, spec: &PluginSpec, bytes: &[u8], validate: bool) -> Result<Arc<PluginVersion>, LoadError> {
+        struct Loading<'a>(&'a AtomicUsize);
+        impl Drop for Loading<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.loading.fetch_add(1, Ordering::Relaxed);
+        let _loading = Loading(&self.loading);
         let path = spec.path.clone();
         check_header(&path, bytes)?;
         let digest = digest(bytes);
         let t0 = Instant::now();
-        let (component, cache) = self
-            .cache
-            .get_or_compile(self.engine.engine(), &digest, bytes)
-            .map_err(|e| LoadError::Compile { path: path.clone(), reason: first_line(&e) })?;
-        let load_time = t0.elapsed();
-        let generic = generic::detect(&path, self.engine.engine(), &component, bytes)?.map(Arc::new);
-        let (wit_version, kinds) = match generic {
-            Some(_) => (String::new(), vec![Kind::Tool]),
-            None => inspect_names(&path, self.engine.engine(), &component)?,
-        };
-        let pre = self.linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
-        let bad = |e: wasmtime::Error| LoadError::Invalid { path: path.clone(), reason: first_line(&e) };
-        let indices = if generic.is_some() {
-            generic::no_indices()
+        let compile_err = |e: wasmtime::Error| LoadError::Compile { path: path.clone(), reason: first_line(&e) };
+        // Tiering: a miss in both caches compiles on the fast tier first.
+        let fast = if self.tiered.load(Ordering::Relaxed) && !self.cache.has(&digest) {
+            match self.fast_tier() {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tracing::warn!("fast compile tier unavailable ({e}); compiling optimised code");
+                    None
+                }
+            }
         } else {
-            Indices {
-                plugin: Some(ex::plugin::GuestIndices::new(&pre).map_err(bad)?),
-                // Optional: components built before `configure` existed load as before.
-                configure: ex::configure::GuestIndices::new(&pre).ok(),
-                tool: kinds
-                    .contains(&Kind::Tool)
-                    .then(|| ex::tool::GuestIndices::new(&pre))
-                    .transpose()
-                    .map_err(bad)?,
-                llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(&pre)).transpose().map_err(bad)?,
-                policy: kinds
-                    .contains(&Kind::Policy)
-                    .then(|| ex::policy::GuestIndices::new(&pre))
-                    .transpose()
-                    .map_err(bad)?,
-                hooks: kinds
-                    .contains(&Kind::Hooks)
-                    .then(|| ex::hooks::GuestIndices::new(&pre))
-                    .transpose()
-                    .map_err(bad)?,
-                skills: kinds
-                    .contains(&Kind::Skills)
-                    .then(|| ex::skills::GuestIndices::new(&pre))
-                    .transpose()
-                    .map_err(bad)?,
-                compactor: kinds
-                    .contains(&Kind::Compactor)
-                    .then(|| ex::compactor::GuestIndices::new(&pre))
-                    .transpose()
-                    .map_err(bad)?,
+            None
+        };
+        let (mut component, mut cache, mut engine, mut linker, mut tier) = match fast {
+            Some(f) => (
+                Component::new(f.engine.engine(), bytes).map_err(compile_err)?,
+                CacheOutcome::Compiled,
+                &f.engine,
+                &f.linker,
+                CompileTier::Fast,
+            ),
+            None => {
+                let (c, outcome) =
+                    self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
+                (c, outcome, &self.engine, &self.linker, CompileTier::Optimized)
             }
         };
+        let mut generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
+        if generic.is_some() && tier == CompileTier::Fast {
+            // A generic component's functions are indexed into its code
+            // (`generic.rs`); it is not swapped later, so optimise now.
+            let (c, outcome) = self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
+            (component, cache, engine, linker, tier) = (c, outcome, &self.engine, &self.linker, CompileTier::Optimized);
+            generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
+        }
+        let load_time = t0.elapsed();
+        let (wit_version, kinds) = match generic {
+            Some(_) => (String::new(), vec![Kind::Tool]),
+            None => inspect_names(&path, engine.engine(), &component)?,
+        };
+        let pre = linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
+        let indices = if generic.is_some() { generic::no_indices() } else { Indices::new(&pre, &kinds, &path)? };
+        let code = Code { pre, indices, engine: engine.clone(), tier };
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
         let shared =
             Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
@@ -408,10 +580,8 @@ impl Runtime {
             model_info: None,
             cache,
             load_time,
-            pre,
-            indices,
+            code: RwLock::new(Arc::new(code)),
             shared,
-            engine: self.engine.clone(),
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
             generic,
         };
@@ -421,7 +591,41 @@ impl Runtime {
             version.describe(&spec.grant, validate)
         }
         .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
-        Ok(Arc::new(version))
+        let version = Arc::new(version);
+        if tier == CompileTier::Fast {
+            self.queue_tier_up(&version, bytes);
+        }
+        Ok(version)
+    }
+}
+
+impl Indices {
+    /// The typed export indices of `pre` for `kinds`.
+    fn new(pre: &InstancePre<HostState>, kinds: &[Kind], path: &Path) -> Result<Self, LoadError> {
+        let bad = |e: wasmtime::Error| LoadError::Invalid { path: path.to_path_buf(), reason: first_line(&e) };
+        Ok(Self {
+            plugin: Some(ex::plugin::GuestIndices::new(pre).map_err(bad)?),
+            // Optional: components built before `configure` existed load as before.
+            configure: ex::configure::GuestIndices::new(pre).ok(),
+            tool: kinds.contains(&Kind::Tool).then(|| ex::tool::GuestIndices::new(pre)).transpose().map_err(bad)?,
+            llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(pre)).transpose().map_err(bad)?,
+            policy: kinds
+                .contains(&Kind::Policy)
+                .then(|| ex::policy::GuestIndices::new(pre))
+                .transpose()
+                .map_err(bad)?,
+            hooks: kinds.contains(&Kind::Hooks).then(|| ex::hooks::GuestIndices::new(pre)).transpose().map_err(bad)?,
+            skills: kinds
+                .contains(&Kind::Skills)
+                .then(|| ex::skills::GuestIndices::new(pre))
+                .transpose()
+                .map_err(bad)?,
+            compactor: kinds
+                .contains(&Kind::Compactor)
+                .then(|| ex::compactor::GuestIndices::new(pre))
+                .transpose()
+                .map_err(bad)?,
+        })
     }
 }
 
@@ -650,11 +854,30 @@ impl PluginVersion {
         self.effective.output_limit_bytes.saturating_add(FUEL_SLACK)
     }
 
-    fn new_store(&self, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
+    /// The code calls instantiate now.
+    fn code(&self) -> Arc<Code> {
+        self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Swaps in new code (a tier-up). Calls already running keep theirs;
+    /// warm instances of the old code are dropped.
+    fn swap_code(&self, code: Code) {
+        *self.code.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(code);
+        if let Some(pool) = &self.warm {
+            pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+
+    /// The tier of the code calls use now.
+    pub fn tier(&self) -> CompileTier {
+        self.code().tier
+    }
+
+    fn new_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
         let mut state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
         state.hostcall_fuel = fuel;
-        let mut store = Store::new(self.engine.engine(), state);
+        let mut store = Store::new(code.engine.engine(), state);
         // What one lift may copy out of the guest (results of an export, or
         // the arguments of one import call): the host's memory for a call
         // stays within the memory grant + this + a constant.
@@ -694,8 +917,9 @@ impl PluginVersion {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
-            let plugin_idx = self.indices.plugin.as_ref().ok_or("exports no wharf:plugin/plugin")?;
-            let info = sandboxed!(self, none, 10_000, DESCRIBE_BUDGET, |store, inst| {
+            let code = self.code();
+            let plugin_idx = code.indices.plugin.as_ref().ok_or("exports no wharf:plugin/plugin")?;
+            let info = sandboxed!(code = code; self, none, 10_000, DESCRIBE_BUDGET, |store, inst| {
                 {
                     let guest = plugin_idx.load(&mut store, &inst)?;
                     guest.call_info(&mut store).await
@@ -710,24 +934,26 @@ impl PluginVersion {
                 requests: convert_request(info.requests),
             };
             self.effective = Arc::new(grant.intersect(&self.info.requests));
-            if let Some(idx) = self.indices.configure.as_ref().filter(|_| validate) {
-                let verdict = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
-                    {
-                        let guest = idx.load(&mut store, &inst)?;
-                        guest.call_validate(&mut store).await
-                    }
-                })
-                .map_err(|e| format!("configure.validate() failed: {e}"))?;
+            if let Some(idx) = code.indices.configure.as_ref().filter(|_| validate) {
+                let verdict =
+                    sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+                        {
+                            let guest = idx.load(&mut store, &inst)?;
+                            guest.call_validate(&mut store).await
+                        }
+                    })
+                    .map_err(|e| format!("configure.validate() failed: {e}"))?;
                 verdict.map_err(|msg| format!("invalid configuration: {}", shown(&msg, 1024)))?;
             }
-            if let Some(tool_idx) = &self.indices.tool {
-                let specs = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
-                    {
-                        let guest = tool_idx.load(&mut store, &inst)?;
-                        guest.call_list_tools(&mut store).await
-                    }
-                })
-                .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
+            if let Some(tool_idx) = &code.indices.tool {
+                let specs =
+                    sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+                        {
+                            let guest = tool_idx.load(&mut store, &inst)?;
+                            guest.call_list_tools(&mut store).await
+                        }
+                    })
+                    .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
                 if specs.len() > MAX_TOOLS {
                     return Err(format!(
                         "tool.list-tools() returned {} tools; a plugin may register at most {MAX_TOOLS}",
@@ -750,9 +976,9 @@ impl PluginVersion {
                 }
                 self.tools = tools;
             }
-            if let Some(hooks_idx) = &self.indices.hooks {
+            if let Some(hooks_idx) = &code.indices.hooks {
                 let (subs, sections) =
-                    sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+                    sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
                         let guest = hooks_idx.load(&mut store, &inst)?;
                         let subs = guest.call_subscriptions(&mut store).await?;
                         let sections = guest.call_prompt_sections(&mut store).await?;
@@ -764,8 +990,8 @@ impl PluginVersion {
                     subs.into_iter().map(|s| (crate::adapters::from_wit_point(s.point), s.priority)).collect();
                 self.prompt_sections = sections.into_iter().map(|s| (s.id, s.order, s.text)).collect();
             }
-            if let Some(llm_idx) = &self.indices.llm {
-                let m = sandboxed!(self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+            if let Some(llm_idx) = &code.indices.llm {
+                let m = sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
                     let guest = llm_idx.load(&mut store, &inst)?;
                     guest.call_model(&mut store).await
                 })
@@ -793,7 +1019,8 @@ impl PluginVersion {
         if let Some(g) = &self.generic {
             return self.call_generic(g, name, arguments, ctx).await;
         }
-        let Some(tool_idx) = &self.indices.tool else {
+        let code = self.code();
+        let Some(tool_idx) = &code.indices.tool else {
             return Err(CallError::new("NOT_A_TOOL", format!("plugin `{}` exports no tools", self.id)));
         };
         let wctx = wt::CallContext {
@@ -803,9 +1030,9 @@ impl PluginVersion {
         };
         let timeout = self.effective.timeout_ms;
         let res = if self.warm.is_some() {
-            self.call_warm(name, arguments, &wctx, ctx.services.clone()).await
+            self.call_warm(&code, name, arguments, &wctx, ctx.services.clone()).await
         } else {
-            sandboxed!(self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
+            sandboxed!(code = code; self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
                 {
                     store.data_mut().services = ctx.services.clone();
                     let guest = tool_idx.load(&mut store, &inst)?;
@@ -849,10 +1076,11 @@ impl PluginVersion {
 
     /// Evaluates a policy in a fresh sandbox.
     pub async fn call_policy(&self, req: ex::policy::Request) -> Result<ex::policy::Decision, CallError> {
-        let Some(idx) = &self.indices.policy else {
+        let code = self.code();
+        let Some(idx) = &code.indices.policy else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a policy", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_evaluate(&mut store, &req).await
         })
@@ -864,10 +1092,11 @@ impl PluginVersion {
         point: ex::hooks::HookPoint,
         payload: String,
     ) -> Result<ex::hooks::Outcome, CallError> {
-        let Some(idx) = &self.indices.hooks else {
+        let code = self.code();
+        let Some(idx) = &code.indices.hooks else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no hooks", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_handle(&mut store, point, &payload).await
         })
@@ -875,10 +1104,11 @@ impl PluginVersion {
 
     /// The skills catalog of a skills plugin.
     pub async fn call_skills_catalog(&self) -> Result<Result<Vec<ex::skills::SkillSummary>, String>, CallError> {
-        let Some(idx) = &self.indices.skills else {
+        let code = self.code();
+        let Some(idx) = &code.indices.skills else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no skills", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_catalog(&mut store).await
         })
@@ -891,10 +1121,11 @@ impl PluginVersion {
         target_tokens: u32,
         services: Arc<dyn wharf_core::plugin::SessionServices>,
     ) -> Result<Result<String, String>, CallError> {
-        let Some(idx) = &self.indices.compactor else {
+        let code = self.code();
+        let Some(idx) = &code.indices.compactor else {
             return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a compactor", self.id)));
         };
-        sandboxed!(self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             store.data_mut().services = Some(services);
             let guest = idx.load(&mut store, &inst)?;
             guest.call_summarize(&mut store, messages, target_tokens).await
@@ -907,18 +1138,19 @@ impl PluginVersion {
         req: ex::llm::Request,
     ) -> Result<(Store<HostState>, ex::llm::Guest, ResourceAny), crate::adapters::StartError> {
         use crate::adapters::StartError;
-        let Some(idx) = &self.indices.llm else {
+        let code = self.code();
+        let Some(idx) = &code.indices.llm else {
             return Err(StartError::Sandbox(CallError::new(
                 "HOST_ERROR",
                 format!("plugin `{}` is not an LLM adapter", self.id),
             )));
         };
         let timeout_ms = self.effective.timeout_ms;
-        let mut store = self.new_store(self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?;
+        let mut store = self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?;
         store.data_mut().begin_call(timeout_ms);
         let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
         let fut = async {
-            let inst = self.pre.instantiate_async(&mut store).await?;
+            let inst = code.pre.instantiate_async(&mut store).await?;
             let guest = idx.load(&mut store, &inst)?;
             let handle = guest.call_start(&mut store, &req).await?;
             Ok::<_, wasmtime::Error>((guest, handle))
@@ -939,24 +1171,25 @@ impl PluginVersion {
 
     async fn call_warm(
         &self,
+        code: &Arc<Code>,
         name: &str,
         arguments: &str,
         wctx: &wt::CallContext,
         services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
     ) -> Result<Result<wt::ToolOutput, wt::ToolError>, CallError> {
-        let (Some(pool), Some(tool_idx)) = (&self.warm, &self.indices.tool) else {
+        let (Some(pool), Some(tool_idx)) = (&self.warm, &code.indices.tool) else {
             return Err(CallError::new("HOST_ERROR", "not a warm tool plugin"));
         };
-        let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().filter(|w| Arc::ptr_eq(&w.code, code));
         let mut w = match taken {
             Some(w) => w,
             None => {
-                let mut store = self.new_store(self.effective.clone(), self.call_fuel())?;
+                let mut store = self.new_store(code, self.effective.clone(), self.call_fuel())?;
                 store.data_mut().begin_call(self.effective.timeout_ms);
                 let inst =
-                    self.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
+                    code.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
                 let tool = tool_idx.load(&mut store, &inst).map_err(|e| classify_error(&e, store.data()))?;
-                WarmInstance { store, tool }
+                WarmInstance { store, tool, code: code.clone() }
             }
         };
         let timeout = self.effective.timeout_ms;
@@ -967,7 +1200,10 @@ impl PluginVersion {
         w.store.data_mut().services = None;
         match res {
             Ok(Ok(v)) => {
-                pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+                // An instance of code swapped out meanwhile is not kept.
+                if Arc::ptr_eq(&w.code, &self.code()) {
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+                }
                 Ok(v)
             }
             // A trap poisons the store: drop the instance.

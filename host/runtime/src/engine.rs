@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, RegallocAlgorithm};
 
 /// How often the epoch advances. Deadlines are rounded up to this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -27,6 +27,20 @@ impl std::fmt::Display for Allocator {
     }
 }
 
+/// How much work Cranelift spends on the code it generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompileTier {
+    /// Optimised code (`opt_level = speed`, backtracking register
+    /// allocator): what every artifact on disk holds.
+    #[default]
+    Optimized,
+    /// A fast baseline: no mid-end optimisation and the single-pass register
+    /// allocator. The same Cranelift backend and the same runtime checks
+    /// (bounds checks, epoch interruption, the store's memory limiter), so
+    /// the sandbox is unchanged; the code is slower.
+    Fast,
+}
+
 /// Engine settings the operator may tune.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -46,6 +60,8 @@ pub struct EngineOptions {
     /// artifacts, see [`crate::cache::IncrementalStore`]); `None` disables
     /// it. `WHARF_INCREMENTAL=0` disables it too.
     pub incremental_dir: Option<std::path::PathBuf>,
+    /// The compiler tier (see [`CompileTier`]).
+    pub tier: CompileTier,
 }
 
 impl Default for EngineOptions {
@@ -67,6 +83,7 @@ impl Default for EngineOptions {
             max_wasm_stack: 1 << 20,
             keep_resident,
             incremental_dir: None,
+            tier: CompileTier::Optimized,
         }
     }
 }
@@ -108,7 +125,12 @@ impl WharfEngine {
         c.async_stack_size(opts.max_wasm_stack + (2 << 20));
         c.memory_init_cow(true);
         c.parallel_compilation(true);
+        if opts.tier == CompileTier::Fast {
+            c.cranelift_opt_level(OptLevel::None);
+            c.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+        }
         if let Some(dir) = &opts.incremental_dir
+            && opts.tier == CompileTier::Optimized
             && std::env::var("WHARF_INCREMENTAL").map(|v| v != "0").unwrap_or(true)
         {
             let store = Arc::new(crate::cache::IncrementalStore::new(dir.clone()));

@@ -1,0 +1,99 @@
+//! Tiered compilation (issue 18): with tiering on, a component missing from
+//! the compile cache serves from fast-tier code at once, under the same
+//! limits, and gets its optimised code in the background — swapped in
+//! between calls and written to the on-disk cache.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use wharf_runtime::engine::CompileTier;
+use wharf_runtime::grants::Grant;
+use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+
+fn tiered_runtime(cache: &std::path::Path) -> Arc<Runtime> {
+    let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cache.to_path_buf()), ..Default::default() })
+        .unwrap_or_else(|e| panic!("runtime: {e:#}"));
+    rt.enable_tiering();
+    rt
+}
+
+fn tiering_disabled_by_env() -> bool {
+    std::env::var("WHARF_TIERED").is_ok_and(|v| v == "0")
+}
+
+fn load(rt: &Runtime, plugin: &str, grant: Grant) -> Arc<PluginVersion> {
+    let spec =
+        PluginSpec { id: plugin.into(), path: wharf_tests::plugin(plugin), config: json!({}), grant, warm: false };
+    rt.load(&spec).unwrap_or_else(|e| panic!("load {plugin}: {e}"))
+}
+
+async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
+    let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
+    match v.call_tool(tool, &args.to_string(), &ctx).await {
+        Ok(o) => (o.is_error, o.error_code, o.content),
+        Err(e) => (true, Some(e.code), e.message),
+    }
+}
+
+fn artifacts(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() {
+    if tiering_disabled_by_env() {
+        wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tiered_runtime(cache.path());
+    let v = load(&rt, "text", Grant::default());
+    assert_eq!(v.tier(), CompileTier::Fast, "an empty cache must serve from the fast tier first");
+    let (err, _, out) = call(&v, "echo", json!({"text": "first"})).await;
+    assert!(!err && out.contains("first"), "fast-tier call failed: {out}");
+    let rt2 = rt.clone();
+    let done = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(done, "tier-up did not finish in 120 s");
+    assert_eq!(rt.tier_up_pending(), 0);
+    assert_eq!(v.tier(), CompileTier::Optimized, "the version was not swapped to optimised code");
+    let (err, _, out) = call(&v, "echo", json!({"text": "second"})).await;
+    assert!(!err && out.contains("second"), "call after the swap failed: {out}");
+    // The same description on both tiers (describe ran on the fast one).
+    assert!(v.tools.iter().any(|t| t.name == "echo"));
+    // The optimised artifact reached the disk: a new process starts warm.
+    assert_eq!(artifacts(cache.path()), 1, "no optimised artifact on disk");
+    let rt3 = tiered_runtime(cache.path());
+    let v3 = load(&rt3, "text", Grant::default());
+    assert_eq!(v3.tier(), CompileTier::Optimized, "a cached component must load optimised code directly");
+    assert_eq!(rt3.tier_up_pending(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_on_the_fast_tier() {
+    if tiering_disabled_by_env() {
+        wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tiered_runtime(cache.path());
+    let spin = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() });
+    assert_eq!(spin.tier(), CompileTier::Fast);
+    let (err, code, content) = call(&spin, "spin", json!({})).await;
+    assert!(err, "spin returned on the fast tier: {content}");
+    assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
+    let alloc = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() });
+    let (err, code, content) = call(&alloc, "alloc", json!({"mb": 1024})).await;
+    assert!(err, "alloc returned on the fast tier: {content}");
+    assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"), "{content}");
+    // Whichever tier `alloc` got (the first load's tier-up may have
+    // cached the code by now), the normal call still works.
+    let (err, _, content) = call(&alloc, "ok", json!({})).await;
+    assert!(!err, "normal call after containment failed: {content}");
+    let rt2 = rt.clone();
+    let _ = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120))).await;
+}
