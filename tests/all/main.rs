@@ -34,6 +34,7 @@ mod sessions_usage;
 mod shell;
 mod store_pg;
 mod system_prompt;
+mod tiering;
 mod todo_skills;
 mod tool_names;
 mod web;
