@@ -295,10 +295,23 @@ async fn density_turn(
 
 /// `__density`: the density figures as one JSON line on stdout.
 fn density_main() -> anyhow::Result<()> {
-    let idle = env_usize("WHARF_BENCH_DENSITY_IDLE", 10_000);
+    let requested_idle = env_usize("WHARF_BENCH_DENSITY_IDLE", 10_000);
     let active = env_usize("WHARF_BENCH_DENSITY_ACTIVE", 1_000);
     let latency = Duration::from_millis(env_usize("WHARF_BENCH_DENSITY_LATENCY_MS", 1000) as u64);
     let active_steps = 5;
+    // An open session log holds file descriptors (log + lock): raise the
+    // soft limit as far as the process may.
+    // SAFETY: plain getrlimit/setrlimit on a zeroed struct we own.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            let want = libc::rlimit { rlim_cur: 1 << 20, rlim_max: 1 << 20 };
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &want);
+        }
+    }
+    let fds = || std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let tmp = tempfile::tempdir()?;
     let ws = tmp.path().join("ws");
@@ -312,12 +325,31 @@ fn density_main() -> anyhow::Result<()> {
     let warm = store.create(NewSession { workspace: Some(ws.display().to_string()), ..NewSession::default() })?;
     let (warm_agent, e) = rt.block_on(density_turn(warm, registry.clone(), cfg.clone(), usize::MAX));
     anyhow::ensure!(e.is_none(), "warm-up session: {e:?}");
+    // File descriptors one open log holds, and how many logs the limit
+    // allows (the figure is reported with the cap when it binds).
+    let fd0 = fds();
+    let probe = store.create(NewSession { workspace: Some(ws.display().to_string()), ..NewSession::default() })?;
+    let fds_one = fds().saturating_sub(fd0).max(1);
+    drop(probe);
+    // SAFETY: getrlimit into a zeroed struct we own.
+    let limit = unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 { lim.rlim_cur as usize } else { 1024 }
+    };
+    let idle = requested_idle.min(limit.saturating_sub(fd0 + 512) / fds_one);
+    if idle < requested_idle {
+        eprintln!(
+            "density: {requested_idle} idle sessions need {} file descriptors ({fds_one} each); the limit is {limit}: measuring {idle}",
+            requested_idle * fds_one
+        );
+    }
     let rss0 = status_kib("VmRSS:");
     let mut logs = Vec::with_capacity(idle);
     for _ in 0..idle {
         logs.push(store.create(NewSession { workspace: Some(ws.display().to_string()), ..NewSession::default() })?);
     }
     let rss_logs = status_kib("VmRSS:");
+    let fds_per_log = fds() as f64 / idle.max(1) as f64;
     let t0 = Instant::now();
     let mut agents = Vec::with_capacity(idle);
     let mut errors: Vec<String> = Vec::new();
@@ -392,9 +424,12 @@ fn density_main() -> anyhow::Result<()> {
     let (many, active_wall) = active_run(active)?;
     let out = json!({
         "idle_sessions": idle,
+        "idle_sessions_requested": requested_idle,
+        "fd_limit": limit,
         "rss_kib": {"before": rss0, "logs_only": rss_logs, "idle_sessions": rss_idle},
         "per_session_kib": {"log_only": per_log, "idle_session": per_idle},
         "idle_turns_s": idle_turns_s,
+        "open_fds_per_idle_session": fds_per_log,
         "active_sessions": active,
         "active_steps": active_steps,
         "model_latency_ms": latency.as_millis() as u64,
@@ -435,6 +470,7 @@ fn density_md(d: &Value) -> String {
          | measure | value | baseline (same run) | ratio | target |\n| --- | ---: | ---: | ---: | --- |\n\
          | RSS per idle session ({} sessions loaded in one host, one finished turn each) | {idle:.0} KiB | log alone (created, no agent, no turn): {log:.0} KiB | {:.1}× | ≤ 200 KiB: {} |\n\
          | step overhead with {} active sessions (model latency 0.5–1.5 × {} ms, {} steps each): p50 / p99 | {m50:.2} ms / {m99:.2} ms | one active session: {o50:.2} ms / {o99:.2} ms | p99 {:.1}× | p99 ≤ 5 ms: {} |\n\
+         | open file descriptors per idle session | {:.1} | | | |\n\
          | errors | {} | | | |\n",
         d["idle_sessions"],
         idle / log.max(0.001),
@@ -444,6 +480,7 @@ fn density_md(d: &Value) -> String {
         d["active_steps"],
         m99 / o99.max(0.001),
         met(m99 <= 5.0),
+        f(&d["open_fds_per_idle_session"]),
         d["error_count"],
     )
 }
