@@ -27,7 +27,7 @@ fn demo_run(bin: &Path, home: &Path, ws: &Path) -> Output {
 #[test]
 fn installed_wharf_runs_the_demo_from_any_directory() {
     let prefix = ok(tempfile::tempdir());
-    let out = ok(Command::new("cargo")
+    let out = ok(wharf_tests::cargo()
         .current_dir(wharf_tests::root())
         .env_remove("WHARF_PLUGIN_DIR")
         .args(["xtask", "install", "--prefix"])

@@ -29,7 +29,7 @@ static FIXTURE: Once = Once::new();
 pub(crate) fn fixture() -> PathBuf {
     let path = wharf_tests::target_dir().join("debug").join("wharf-mcp-fixture");
     FIXTURE.call_once(|| {
-        let ok = Command::new("cargo")
+        let ok = wharf_tests::cargo()
             .current_dir(wharf_tests::root())
             .args(["build", "-q", "-p", "wharf-mcp-fixture"])
             .status()

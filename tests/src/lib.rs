@@ -17,6 +17,32 @@ pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
+/// A `cargo` command without the variables cargo set for this test binary
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …).
+///
+/// Build scripts that watch one of them (ring's watches
+/// `CARGO_MANIFEST_DIR`) would otherwise rebuild the TLS stack and the
+/// `wharf` binary every time a test builds it, and again for the next
+/// caller — minutes per test run.
+pub fn cargo() -> Command {
+    let mut c = Command::new("cargo");
+    scrub_cargo_env(&mut c);
+    c
+}
+
+/// Removes cargo's per-package variables from what `cmd` inherits.
+pub fn scrub_cargo_env(cmd: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let Some(n) = name.to_str() else { continue };
+        let package_var =
+            ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"].iter().any(|p| n.starts_with(p))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR", "OUT_DIR"].contains(&n);
+        if package_var {
+            cmd.env_remove(&name);
+        }
+    }
+}
+
 static PLUGINS: Once = Once::new();
 static BINARY: Once = Once::new();
 
@@ -26,7 +52,7 @@ pub fn plugin(name: &str) -> PathBuf {
     let path = target_dir().join("plugins").join(format!("{name}.wasm"));
     if !path.exists() {
         PLUGINS.call_once(|| {
-            let ok = Command::new("cargo")
+            let ok = cargo()
                 .current_dir(root())
                 .args(["xtask", "build-plugins"])
                 .status()
@@ -49,7 +75,7 @@ pub fn wharf_bin() -> PathBuf {
     static LINKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let built = target_dir().join("debug").join("wharf");
     BINARY.call_once(|| {
-        let ok = Command::new("cargo")
+        let ok = cargo()
             .current_dir(root())
             .args(["build", "-q", "-p", "wharf"])
             .status()
@@ -91,6 +117,7 @@ pub fn fixture(name: &str) -> PathBuf {
 /// A `wharf` command with an isolated home and compile cache.
 pub fn wharf(home: &Path) -> Command {
     let mut c = Command::new(wharf_bin());
+    scrub_cargo_env(&mut c);
     c.env("HOME", home)
         .env("WHARF_CACHE_DIR", target_dir().join("test-cache"))
         .env_remove("DEEPSEEK_API_KEY")

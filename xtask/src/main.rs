@@ -26,6 +26,7 @@ mod skips;
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = root()?;
+    scrub_cargo_env();
     match args.first().map(String::as_str) {
         Some("build-plugins") => build_plugins(&root).map(|_| ()),
         Some("test") => test(&root, &args[1..]),
@@ -45,6 +46,28 @@ fn main() -> Result<()> {
 fn root() -> Result<PathBuf> {
     let dir = std::env::var("CARGO_MANIFEST_DIR").context("run through `cargo xtask`")?;
     Path::new(&dir).parent().map(Path::to_path_buf).context("xtask has no parent dir")
+}
+
+/// Whether `name` is one of the variables cargo sets for the package it
+/// runs (`cargo run` sets them for xtask, `cargo test` for test binaries).
+///
+/// A nested `cargo build` must not see them: build scripts that watch, say,
+/// `CARGO_MANIFEST_DIR` (ring's does) would then rebuild the whole TLS stack
+/// and everything above it each time the caller differs.
+fn is_cargo_package_var(name: &str) -> bool {
+    ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_"].iter().any(|p| name.starts_with(p))
+        || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR", "OUT_DIR"].contains(&name)
+}
+
+/// Drops cargo's per-package variables from this process, so every cargo
+/// the xtask starts sees the environment a user's shell would have.
+fn scrub_cargo_env() {
+    let names: Vec<String> =
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| is_cargo_package_var(k)).collect();
+    for name in names {
+        // SAFETY: called at the start of `main`, before any thread exists.
+        unsafe { std::env::remove_var(name) };
+    }
 }
 
 pub(crate) fn run(cmd: &mut Command) -> Result<()> {
