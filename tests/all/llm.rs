@@ -866,6 +866,52 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
 // ---------------------------------------------------------------------------
 // The OpenAI-compatible adapter.
 
+/// A request body over the adapter's largest single write (1 MiB) reaches
+/// the server whole: written in pieces as the host's budget allows.
+#[test]
+fn a_request_body_over_a_mebibyte_arrives_whole() {
+    let calls: Vec<Value> = (0..6)
+        .map(|f| json!({"id": format!("big{f}"), "name": "read", "arguments": format!("{{\"path\": \"big{f}.txt\"}}")}))
+        .collect();
+    let case = Case::new(script(vec![stream(json!({"tool_calls": calls})), ok_reply()]));
+    let line = |f: usize, i: usize| format!("file {f} line {i:03} ünïcode {}", "x".repeat(780));
+    for f in 0..6 {
+        let text: String = (0..250).map(|i| format!("{}\n", line(f, i))).collect();
+        ok(std::fs::write(case.ws.path().join(format!("big{f}.txt")), text));
+    }
+    let profile = case.profile(&Row::deepseek());
+    let with_limit =
+        ok(std::fs::read_to_string(&profile)).replace("[agent]\n", "[agent]\ntool_output_limit = 4194304\n");
+    ok(std::fs::write(&profile, with_limit));
+    let out = ok(case.command(&profile, "Read the big files", "warn").output());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        events: parse_lines(&stdout),
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+    };
+    assert_eq!(run.code, 0, "{}", run.explain());
+    case.check(&run);
+    let reqs = case.mock.requests();
+    assert_eq!(reqs.len(), 2);
+    let second = &reqs[1];
+    assert!(second.raw_body.len() > 1 << 20, "body of {} bytes", second.raw_body.len());
+    let body = second.body.clone().unwrap_or(Value::Null);
+    let tool_texts: Vec<String> = body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter().filter(|m| m["role"] == "tool").filter_map(|m| m["content"].as_str().map(str::to_string)).collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(tool_texts.len(), 6);
+    for f in 0..6 {
+        let all = tool_texts.join("\n");
+        assert!(all.contains(&line(f, 0)) && all.contains(&line(f, 249)), "file {f} did not arrive whole");
+    }
+}
+
 #[test]
 fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
     let case = Case::new(json!({
