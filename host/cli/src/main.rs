@@ -97,6 +97,17 @@ enum ConfigCommand {
 
 /// Exit codes: 0 success, 1 the task/tool did not succeed, 2 usage or host
 /// error.
+/// Runs `fut` as a task of the runtime and waits for it.
+async fn on_worker<T: Send + 'static>(
+    fut: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    match tokio::spawn(fut).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(anyhow::anyhow!("the command's task ended early: {e}")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -121,7 +132,10 @@ fn main() -> ExitCode {
     });
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => run_cmd::run(args).await,
+            // On a worker, not this thread's `block_on`: a wake-up from a
+            // task the loop waits on (the model stream, a tool call) then
+            // runs it on the same worker instead of unparking this thread.
+            Command::Run(args) => on_worker(run_cmd::run(args)).await,
             Command::Chat(args) => chat::run(args).await,
             Command::Acp(args) => acp::run(args).await,
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
