@@ -95,8 +95,6 @@ enum ConfigCommand {
     },
 }
 
-/// Exit codes: 0 success, 1 the task/tool did not succeed, 2 usage or host
-/// error.
 /// Runs `fut` as a task of the runtime and waits for it.
 async fn on_worker<T: Send + 'static>(
     fut: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
@@ -108,6 +106,8 @@ async fn on_worker<T: Send + 'static>(
     }
 }
 
+/// Exit codes: 0 success, 1 the task/tool did not succeed, 2 usage or host
+/// error.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
