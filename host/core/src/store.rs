@@ -13,8 +13,8 @@
 //! # Layout (JSONL)
 //!
 //! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
-//! [`crate::events`]); `<root>/<id>.lock` is the advisory lock file (it holds
-//! the pid of the current writer, for error messages only). The default root
+//! [`crate::events`]); `<root>/<id>.lock` holds the pid of the last writer,
+//! for error messages only (the lock itself is on the log, below). The default root
 //! is `$WHARF_HOME/sessions`, else `~/.wharf/sessions` ([`Store::default_root`]);
 //! any directory can be used ([`Store::new`]). Ids sort by creation time
 //! ([`crate::util::new_session_id`]). There is no other index: listing reads
@@ -27,7 +27,8 @@
 //!   (it is in the kernel's page cache).
 //! - `fdatasync` is batched: a background thread syncs every
 //!   [`StoreOptions::sync_interval`] (default 200 ms) while there are unsynced
-//!   appends; [`SessionLog::flush`] syncs on demand (the agent flushes at every
+//!   appends (the thread ends once an interval passes without any, so an idle
+//!   session holds no thread); [`SessionLog::flush`] syncs on demand (the agent flushes at every
 //!   turn end). On power loss or an OS crash, events appended since the last
 //!   sync may be lost — at most one interval's worth, and never anything before
 //!   a completed `flush`. A partially written last line is detected on reopen.
@@ -35,8 +36,9 @@
 //!
 //! # One writer per session
 //!
-//! Opening a session for writing takes `flock(LOCK_EX | LOCK_NB)` on its lock
-//! file; a second writer (another process, or another open in this one) gets
+//! Opening a session for writing takes `flock(LOCK_EX | LOCK_NB)` on the log
+//! file's own descriptor (so an open session holds exactly one descriptor),
+//! before reading it; a second writer (another process, or another open in this one) gets
 //! [`StoreError::Locked`]. Readers ([`Store::load`], [`Store::list`],
 //! [`Store::export`], [`Store::fork`]) take no lock: lines are appended whole,
 //! and a line still being written looks like a torn tail.

@@ -2,7 +2,7 @@
 //! [module docs](super) for the layout, durability and repair rules).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -13,7 +13,8 @@ use super::backend::{Backend, Encoded, RawLog, Syncer, TITLE_SCAN, Writer, summa
 use super::{LoadWarning, SessionSummary, StoreError, StoreOptions, io_error};
 use crate::events::{Event, EventKind};
 
-/// A directory of `<id>.jsonl` logs and `<id>.lock` lock files.
+/// A directory of `<id>.jsonl` logs (each locked with `flock` on itself
+/// while a writer has it open) and `<id>.lock` files naming that writer's pid.
 #[derive(Debug, Clone)]
 pub struct JsonlBackend {
     root: PathBuf,
@@ -25,7 +26,7 @@ impl JsonlBackend {
         Self { root: root.into() }
     }
 
-    fn lock_path(&self, id: &str) -> PathBuf {
+    fn pid_path(&self, id: &str) -> PathBuf {
         self.root.join(format!("{id}.lock"))
     }
 }
@@ -41,19 +42,19 @@ impl Backend for JsonlBackend {
 
     fn create(&self, id: &str, options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError> {
         fs::create_dir_all(&self.root).map_err(|e| io_error("creating the session directory", &self.root, e))?;
-        let lock = acquire_lock(&self.lock_path(id), id)?;
         let path = self.path_of(id);
         let file = match OpenOptions::new().append(true).create_new(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(StoreError::AlreadyExists(id.into())),
             Err(e) => return Err(io_error("creating", &path, e)),
         };
-        Ok(Box::new(JsonlWriter::start(id.to_string(), path, file, lock, 0, options, Some(self.root.clone()))))
+        lock_log(&file, &path, &self.pid_path(id), id)?;
+        Ok(Box::new(JsonlWriter::start(id.to_string(), path, file, 0, options, Some(self.root.clone()))))
     }
 
     fn discard(&self, id: &str) {
         let _ = fs::remove_file(self.path_of(id));
-        let _ = fs::remove_file(self.lock_path(id));
+        let _ = fs::remove_file(self.pid_path(id));
     }
 
     fn open(&self, id: &str, options: &StoreOptions) -> Result<(Box<dyn Writer>, RawLog), StoreError> {
@@ -61,10 +62,11 @@ impl Backend for JsonlBackend {
         if !path.exists() {
             return Err(StoreError::NotFound(id.to_string()));
         }
-        let lock = acquire_lock(&self.lock_path(id), id)?;
-        let (raw, meta) = read_log(&path)?;
         let file = OpenOptions::new().append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
-        let mut w = JsonlWriter::start(id.to_string(), path, file, lock, meta.file_len, options, None);
+        // Locked before it is read, so no other writer appends in between.
+        lock_log(&file, &path, &self.pid_path(id), id)?;
+        let (raw, meta) = read_log(&path)?;
+        let mut w = JsonlWriter::start(id.to_string(), path, file, meta.file_len, options, None);
         if meta.needs_newline {
             w.write_raw(b"\n")?;
         }
@@ -114,28 +116,22 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     d.sync_all().map_err(|e| io_error("syncing", dir, e))
 }
 
-fn acquire_lock(path: &Path, id: &str) -> Result<File, StoreError> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| io_error("opening the lock file", path, e))?;
-    // SAFETY: flock on a file descriptor we own for the duration of the call.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+/// Takes the one-writer lock: `flock(LOCK_EX | LOCK_NB)` on the log's own
+/// descriptor, so an open session costs one file descriptor. The pid file is
+/// informational (for the error a second writer gets), never held open.
+fn lock_log(file: &File, path: &Path, pid_path: &Path, id: &str) -> Result<(), StoreError> {
+    // SAFETY: flock on a file descriptor borrowed for the duration of the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
         let err = io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let mut s = String::new();
-            let pid = f.read_to_string(&mut s).ok().and_then(|_| s.trim().parse().ok());
+            let pid = fs::read_to_string(pid_path).ok().and_then(|s| s.trim().parse().ok());
             return Err(StoreError::Locked { id: id.to_string(), pid });
         }
         return Err(io_error("locking", path, err));
     }
-    // The pid is informational (for the error above); the lock is the flock.
-    let _ = f.set_len(0).and_then(|_| write!(f, "{}", std::process::id()));
-    Ok(f)
+    let _ = fs::write(pid_path, std::process::id().to_string());
+    Ok(())
 }
 
 struct FileMeta {
@@ -239,19 +235,23 @@ fn read_summary(path: &Path, id: &str) -> Result<Option<SessionSummary>, StoreEr
 struct JsonlWriter {
     id: String,
     path: PathBuf,
-    file: File,
+    /// Shared with the syncer: one descriptor per open session, which also
+    /// carries the writer's `flock`.
+    file: Arc<File>,
     /// Length of the file up to the last good line.
     len: u64,
     poisoned: Option<String>,
     sync: Arc<SyncCtl>,
+    /// The background sync thread, running only while appends are unsynced:
+    /// an idle session holds no thread.
     syncer: Option<JoinHandle<()>>,
-    _lock: File,
+    interval: Duration,
     #[cfg(test)]
     fail_next_write: Option<(usize, i32)>,
 }
 
 struct SyncCtl {
-    file: Option<File>,
+    file: Arc<File>,
     path: PathBuf,
     flags: Mutex<SyncFlags>,
     cv: Condvar,
@@ -264,6 +264,8 @@ struct SyncFlags {
     written: u64,
     synced: u64,
     shutdown: bool,
+    /// A sync thread is running (or being started) for these appends.
+    running: bool,
 }
 
 impl SyncCtl {
@@ -273,9 +275,7 @@ impl SyncCtl {
 
     fn sync_now(&self) -> Result<(), StoreError> {
         let target = self.flags().written;
-        if let Some(f) = &self.file {
-            f.sync_data().map_err(|e| io_error("syncing", &self.path, e))?;
-        }
+        self.file.sync_data().map_err(|e| io_error("syncing", &self.path, e))?;
         let mut dir = self.dir.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(d) = dir.as_ref() {
             sync_dir(d)?;
@@ -287,25 +287,43 @@ impl SyncCtl {
         Ok(())
     }
 
+    /// Syncs one interval after appends (so a burst costs one `fdatasync`);
+    /// ends once [`SYNC_THREAD_LINGER`] intervals pass without any (the next
+    /// append starts another), so an idle session holds no thread while an
+    /// active one does not pay for a thread per step.
     fn run(&self, interval: Duration) {
+        let linger = interval.saturating_mul(SYNC_THREAD_LINGER);
         let mut guard = self.flags();
         loop {
+            let (g, waited) = self
+                .cv
+                .wait_timeout_while(guard, linger, |f| !f.shutdown && f.written <= f.synced)
+                .unwrap_or_else(|e| e.into_inner());
+            guard = g;
+            if !guard.shutdown && guard.written <= guard.synced && waited.timed_out() {
+                guard.running = false;
+                return;
+            }
             // `wait_timeout_while` checks the flag first, so a shutdown
             // requested before we wait is never missed.
             let (g, _) =
                 self.cv.wait_timeout_while(guard, interval, |f| !f.shutdown).unwrap_or_else(|e| e.into_inner());
-            let (dirty, shutdown) = (g.written > g.synced, g.shutdown);
+            let dirty = g.written > g.synced;
             drop(g);
             if dirty && let Err(e) = self.sync_now() {
                 tracing::warn!(error = %e, "background sync of session log failed");
             }
-            if shutdown {
+            guard = self.flags();
+            if guard.shutdown {
+                guard.running = false;
                 return;
             }
-            guard = self.flags();
         }
     }
 }
+
+/// Intervals without appends after which a session's sync thread ends.
+const SYNC_THREAD_LINGER: u32 = 50;
 
 impl Syncer for SyncCtl {
     fn sync(&self) -> Result<(), StoreError> {
@@ -318,25 +336,18 @@ impl JsonlWriter {
         id: String,
         path: PathBuf,
         file: File,
-        lock: File,
         len: u64,
         options: &StoreOptions,
         new_dir: Option<PathBuf>,
     ) -> JsonlWriter {
+        let file = Arc::new(file);
         let sync = Arc::new(SyncCtl {
-            file: file.try_clone().ok(),
+            file: file.clone(),
             path: path.clone(),
             flags: Mutex::new(SyncFlags::default()),
             cv: Condvar::new(),
             dir: Mutex::new(new_dir),
         });
-        let interval = options.sync_interval;
-        let ctl = sync.clone();
-        let syncer = std::thread::Builder::new()
-            .name("wharf-log-sync".into())
-            .spawn(move || ctl.run(interval))
-            .map_err(|e| tracing::warn!(error = %e, "no background sync thread; syncing on flush only"))
-            .ok();
         JsonlWriter {
             id,
             path,
@@ -344,20 +355,55 @@ impl JsonlWriter {
             len,
             poisoned: None,
             sync,
-            syncer,
-            _lock: lock,
+            syncer: None,
+            interval: options.sync_interval,
             #[cfg(test)]
             fail_next_write: None,
+        }
+    }
+
+    /// Notes `n` appended events and makes sure a sync thread will see them.
+    fn mark_written(&mut self, n: u64) {
+        let (start, wake) = {
+            let mut flags = self.sync.flags();
+            let was_clean = flags.written <= flags.synced;
+            flags.written += n;
+            let start = !flags.running && !flags.shutdown;
+            flags.running |= start;
+            (start, was_clean && !start)
+        };
+        if wake {
+            // The lingering thread waits for the first unsynced append.
+            self.sync.cv.notify_all();
+        }
+        if !start {
+            return;
+        }
+        // The previous thread has ended (it cleared `running`), so this
+        // join does not wait.
+        if let Some(h) = self.syncer.take() {
+            let _ = h.join();
+        }
+        let ctl = self.sync.clone();
+        let interval = self.interval;
+        match std::thread::Builder::new().name("wharf-log-sync".into()).spawn(move || ctl.run(interval)) {
+            Ok(h) => self.syncer = Some(h),
+            Err(e) => {
+                // Still durable at every flush (and at drop); only the
+                // interval bound on unsynced appends is lost.
+                tracing::warn!(error = %e, "no background sync thread; syncing on flush only");
+                self.sync.flags().running = false;
+            }
         }
     }
 
     fn write_bytes(&mut self, bytes: &[u8]) -> io::Result<()> {
         #[cfg(test)]
         if let Some((n, errno)) = self.fail_next_write.take() {
-            self.file.write_all(&bytes[..n.min(bytes.len())])?;
+            (&*self.file).write_all(&bytes[..n.min(bytes.len())])?;
             return Err(io::Error::from_raw_os_error(errno));
         }
-        self.file.write_all(bytes)
+        (&*self.file).write_all(bytes)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
@@ -388,7 +434,7 @@ impl Writer for JsonlWriter {
             return Err(err);
         }
         self.len += buf.len() as u64;
-        self.sync.flags().written += batch.len() as u64;
+        self.mark_written(batch.len() as u64);
         Ok(())
     }
 
@@ -413,13 +459,16 @@ impl Drop for JsonlWriter {
     fn drop(&mut self) {
         self.sync.flags().shutdown = true;
         self.sync.cv.notify_all();
-        match self.syncer.take() {
-            Some(h) => {
-                let _ = h.join();
-            }
-            None => {
-                let _ = self.sync.sync_now();
-            }
+        if let Some(h) = self.syncer.take() {
+            let _ = h.join();
+        }
+        // Whatever the thread did not get to (or no thread was started for).
+        let dirty = {
+            let f = self.sync.flags();
+            f.written > f.synced
+        };
+        if dirty {
+            let _ = self.sync.sync_now();
         }
     }
 }
