@@ -398,21 +398,92 @@ pub async fn send_pooled(
         }
     };
     // The sender goes back to the pool when the body has been read to its
-    // end (a body dropped early closes the connection with it).
+    // end (a body dropped early closes the connection with it, after a
+    // bounded drain).
     let (parts, incoming) = res.into_parts();
+    let (tx, rx) = tokio::sync::mpsc::channel(PUMP_FRAMES);
+    tokio::spawn(pump(incoming, tx, (key, sender)));
     let mut timeout = tokio::time::interval(between_bytes);
     timeout.reset();
-    let body = PooledBody { incoming: Some(incoming), timeout, back: Some((key, sender)) };
+    let body = PooledBody { rx, pending: None, timeout, ended: false };
     Ok((http::Response::from_parts(parts, body.boxed_unsync()), Box::new(async { Ok(()) })))
 }
 
-/// A response body that returns its connection to the pool at its end and
-/// applies the between-bytes timeout.
+/// Frames a response's pump reads ahead of the guest (each at most hyper's
+/// read buffer), so its memory is bounded.
+const PUMP_FRAMES: usize = 16;
+/// The most a guest's read gets in one piece when several frames wait.
+const COALESCE_MAX: usize = 64 << 10;
+
+type PumpItem = Result<http_body::Frame<Bytes>, HttpError>;
+
+/// Reads a response body off its connection as fast as frames arrive (up
+/// to [`PUMP_FRAMES`] ahead), so a streamed reply is not handed to the guest
+/// one chunk per round trip between the guest and hyper's connection task
+/// (hyper's body channel holds one chunk); returns the connection to the
+/// pool at the message's end.
+///
+/// A client that stops reading at its protocol's end marker (an SSE
+/// `data: [DONE]`) drops the body before the HTTP message ended: the pump
+/// then reads the rest, bounded in bytes and time, and pools the connection
+/// only if the message ends; otherwise it is closed.
+async fn pump(
+    mut incoming: hyper::body::Incoming,
+    tx: tokio::sync::mpsc::Sender<PumpItem>,
+    back: (PoolKey, SendRequest<WasiBody>),
+) {
+    loop {
+        match incoming.frame().await {
+            None => {
+                // Pooled before the guest sees the end, so its next request
+                // finds the connection.
+                pool().put(back.0, back.1);
+                return;
+            }
+            Some(Err(e)) => {
+                let e = if e.is_timeout() { HttpError::HttpResponseTimeout } else { HttpError::from(e) };
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+            Some(Ok(frame)) => {
+                if tx.send(Ok(frame)).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    // The reader is gone before the end.
+    if http_body::Body::is_end_stream(&incoming) {
+        pool().put(back.0, back.1);
+        return;
+    }
+    let drained = tokio::time::timeout(DRAIN_MAX_TIME, async {
+        let mut left = DRAIN_MAX_BYTES;
+        while let Some(frame) = incoming.frame().await {
+            let Ok(frame) = frame else { return false };
+            let n = frame.data_ref().map_or(0, Bytes::len);
+            if n > left {
+                return false;
+            }
+            left -= n;
+        }
+        true
+    })
+    .await;
+    if drained == Ok(true) {
+        pool().put(back.0, back.1);
+    }
+}
+
+/// A response body fed by its [`pump`]; applies the between-bytes timeout
+/// and hands the guest every data frame already read in one piece (up to
+/// [`COALESCE_MAX`]).
 struct PooledBody {
-    /// `None` only once dropped.
-    incoming: Option<hyper::body::Incoming>,
+    rx: tokio::sync::mpsc::Receiver<PumpItem>,
+    /// A frame taken while coalescing that was not data (trailers, an error).
+    pending: Option<PumpItem>,
     timeout: tokio::time::Interval,
-    back: Option<(PoolKey, SendRequest<WasiBody>)>,
+    ended: bool,
 }
 
 impl http_body::Body for PooledBody {
@@ -424,25 +495,33 @@ impl http_body::Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, HttpError>>> {
         let this = &mut *self;
-        let Some(incoming) = this.incoming.as_mut() else { return Poll::Ready(None) };
-        match Pin::new(incoming).poll_frame(cx) {
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let next = match this.pending.take() {
+            Some(item) => Poll::Ready(Some(item)),
+            None => this.rx.poll_recv(cx),
+        };
+        match next {
             Poll::Ready(None) => {
-                if let Some((key, sender)) = this.back.take() {
-                    pool().put(key, sender);
-                }
+                this.ended = true;
                 Poll::Ready(None)
             }
             Poll::Ready(Some(Err(e))) => {
-                this.back = None;
-                Poll::Ready(Some(Err(if e.is_timeout() { HttpError::HttpResponseTimeout } else { HttpError::from(e) })))
+                this.ended = true;
+                Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(Some(Ok(frame))) => {
                 this.timeout.reset();
-                Poll::Ready(Some(Ok(frame)))
+                let first = match frame.into_data() {
+                    Ok(data) => data,
+                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                };
+                Poll::Ready(Some(Ok(http_body::Frame::data(this.coalesce(first)))))
             }
             Poll::Pending => match this.timeout.poll_tick(cx) {
                 Poll::Ready(_) => {
-                    this.back = None;
+                    this.ended = true;
                     Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
                 }
                 Poll::Pending => Poll::Pending,
@@ -451,51 +530,43 @@ impl http_body::Body for PooledBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        // Until the end was polled the connection has not gone back yet.
-        self.back.is_none() && self.incoming.as_ref().is_none_or(|i| i.is_end_stream())
+        self.ended
     }
+}
 
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.incoming.as_ref().map(|i| i.size_hint()).unwrap_or_default()
+impl PooledBody {
+    /// `first` plus the data frames already waiting, up to [`COALESCE_MAX`];
+    /// anything else waits for the next poll.
+    fn coalesce(&mut self, first: Bytes) -> Bytes {
+        if first.len() >= COALESCE_MAX || self.rx.is_empty() {
+            return first;
+        }
+        let mut buf = bytes::BytesMut::from(first);
+        while buf.len() < COALESCE_MAX {
+            // Only data frames are merged; anything else is kept for the
+            // next poll.
+            match self.rx.try_recv() {
+                Ok(Ok(f)) => match f.into_data() {
+                    Ok(d) => buf.extend_from_slice(&d),
+                    Err(trailers) => {
+                        self.pending = Some(Ok(trailers));
+                        break;
+                    }
+                },
+                Ok(Err(e)) => {
+                    self.pending = Some(Err(e));
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        buf.freeze()
     }
 }
 
 /// What a dropped body may still read so its connection can be reused.
 const DRAIN_MAX_BYTES: usize = 64 << 10;
 const DRAIN_MAX_TIME: Duration = Duration::from_millis(500);
-
-impl Drop for PooledBody {
-    /// A client that stops reading at its protocol's end marker (an SSE
-    /// `data: [DONE]`) drops the body before the HTTP message ended: read
-    /// the rest in the background, bounded in bytes and time, and pool the
-    /// connection if the message then ends; otherwise it is closed.
-    fn drop(&mut self) {
-        let (Some((key, sender)), Some(mut incoming)) = (self.back.take(), self.incoming.take()) else { return };
-        if http_body::Body::is_end_stream(&incoming) {
-            pool().put(key, sender);
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        rt.spawn(async move {
-            let drained = tokio::time::timeout(DRAIN_MAX_TIME, async {
-                let mut left = DRAIN_MAX_BYTES;
-                while let Some(frame) = incoming.frame().await {
-                    let Ok(frame) = frame else { return false };
-                    let n = frame.data_ref().map_or(0, Bytes::len);
-                    if n > left {
-                        return false;
-                    }
-                    left -= n;
-                }
-                true
-            })
-            .await;
-            if drained == Ok(true) {
-                pool().put(key, sender);
-            }
-        });
-    }
-}
 
 /// `None` for a public (globally routable) address, else the class that
 /// makes it non-public, e.g. `loopback (127.0.0.0/8)`.
@@ -801,5 +872,53 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(get(&p, addr).await, "hello");
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// A loopback server answering one request with `n` chunks of a chunked
+    /// body, all written at once.
+    async fn chunked_server(n: usize) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        tokio::spawn(async move {
+            let Ok((mut s, _)) = listener.accept().await else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let mut reply = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            for i in 0..n {
+                reply.extend_from_slice(format!("a\r\nchunk-{i:03}\n\r\n").as_bytes());
+            }
+            reply.extend_from_slice(b"0\r\n\r\n");
+            let _ = s.write_all(&reply).await;
+            let _ = s.read(&mut buf).await;
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_streamed_body_is_read_ahead_boundedly_and_handed_over_in_pieces() {
+        let n = 200;
+        let addr = chunked_server(n).await;
+        let p: Arc<str> = Arc::from("pool-test-coalesce");
+        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut body = res.into_body();
+        // The pump reads ahead while nobody reads the body…
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap_or_else(|e| panic!("{e}"));
+            frames.push(frame.into_data().unwrap_or_else(|_| panic!("trailers")));
+        }
+        // …so the first read gets several chunks in one piece, but no more
+        // than the pump may hold (its channel, plus one in hyper's hands and
+        // one in the pump's).
+        let first = frames[0].len() / 10;
+        assert!((2..=PUMP_FRAMES + 2).contains(&first), "first piece holds {first} chunks");
+        let all: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
+        let want: String = (0..n).map(|i| format!("chunk-{i:03}\n")).collect();
+        assert_eq!(String::from_utf8_lossy(&all), want);
+        assert!(frames.len() < n, "{} pieces for {n} chunks", frames.len());
     }
 }
