@@ -433,7 +433,14 @@ async fn pump(
     back: (PoolKey, SendRequest<WasiBody>),
 ) {
     loop {
-        match incoming.frame().await {
+        // A reader that gave up (dropped the body, e.g. after its
+        // between-bytes timeout) must not leave the pump waiting on a
+        // silent server.
+        let frame = tokio::select! {
+            f = incoming.frame() => f,
+            _ = tx.closed() => break,
+        };
+        match frame {
             None => {
                 // Pooled before the guest sees the end, so its next request
                 // finds the connection.
@@ -920,5 +927,39 @@ mod tests {
         let want: String = (0..n).map(|i| format!("chunk-{i:03}\n")).collect();
         assert_eq!(String::from_utf8_lossy(&all), want);
         assert!(frames.len() < n, "{} pieces for {n} chunks", frames.len());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_dropped_while_the_server_is_silent_closes_its_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let Ok((mut s, _)) = listener.accept().await else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n").await;
+            // Then nothing: wait for the client to close the connection.
+            let eof = loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break true,
+                    Ok(_) => continue,
+                }
+            };
+            let _ = closed_tx.send(eof);
+        });
+        let p: Arc<str> = Arc::from("pool-test-silent");
+        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut body = res.into_body();
+        let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
+        assert_eq!(first.as_deref(), Some(&b"hello"[..]));
+        drop(body);
+        // The pump notices, drains for at most DRAIN_MAX_TIME, then closes.
+        let closed = tokio::time::timeout(DRAIN_MAX_TIME * 4, closed_rx).await;
+        assert!(matches!(closed, Ok(Ok(true))), "the connection stayed open after the body was dropped");
+        assert_eq!(pool().take(&PoolKey { plugin: p, tls: false, authority: addr.to_string() }).map(|_| ()), None);
     }
 }
