@@ -22,6 +22,16 @@ fn tiering_disabled_by_env() -> bool {
     std::env::var("WHARF_TIERED").is_ok_and(|v| v == "0")
 }
 
+/// The first tier a cache miss gets: Winch unless the operator chose
+/// Cranelift's fast settings.
+fn first_tier() -> CompileTier {
+    if !cfg!(target_arch = "x86_64") || std::env::var("WHARF_FIRST_TIER").is_ok_and(|v| v == "cranelift") {
+        CompileTier::Fast
+    } else {
+        CompileTier::Baseline
+    }
+}
+
 fn load(rt: &Runtime, plugin: &str, grant: Grant) -> Arc<PluginVersion> {
     let spec =
         PluginSpec { id: plugin.into(), path: wharf_tests::plugin(plugin), config: json!({}), grant, warm: false };
@@ -51,7 +61,7 @@ async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() {
     let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let rt = tiered_runtime(cache.path());
     let v = load(&rt, "text", Grant::default());
-    assert_eq!(v.tier(), CompileTier::Fast, "an empty cache must serve from the fast tier first");
+    assert_eq!(v.tier(), first_tier(), "an empty cache must serve from the first tier");
     let (err, _, out) = call(&v, "echo", json!({"text": "first"})).await;
     assert!(!err && out.contains("first"), "fast-tier call failed: {out}");
     let rt2 = rt.clone();
@@ -82,7 +92,7 @@ async fn limits_hold_on_the_fast_tier() {
     let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let rt = tiered_runtime(cache.path());
     let spin = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() });
-    assert_eq!(spin.tier(), CompileTier::Fast);
+    assert_eq!(spin.tier(), first_tier());
     let (err, code, content) = call(&spin, "spin", json!({})).await;
     assert!(err, "spin returned on the fast tier: {content}");
     assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
@@ -96,4 +106,45 @@ async fn limits_hold_on_the_fast_tier() {
     assert!(!err, "normal call after containment failed: {content}");
     let rt2 = rt.clone();
     let _ = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120))).await;
+}
+
+/// Every containment the sandbox promises, on code compiled by Winch alone
+/// (a runtime whose only engine is the baseline tier, so no tier-up can
+/// swap the code during the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_holds_on_winch_code() {
+    if !cfg!(target_arch = "x86_64") {
+        wharf_tests::skip(&wharf_tests::current_test(), "Winch is used on x86_64 only");
+        return;
+    }
+    let engine = wharf_runtime::engine::EngineOptions { tier: CompileTier::Baseline, ..Default::default() };
+    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None }).unwrap_or_else(|e| panic!("Winch engine: {e:#}"));
+    let small = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() });
+    let (err, code, content) = call(&small, "alloc", json!({"mb": 1024})).await;
+    assert!(err && code.as_deref() == Some("MEMORY_LIMIT"), "alloc on Winch code: {code:?} {content}");
+    let timed = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() });
+    let (err, code, content) = call(&timed, "spin", json!({})).await;
+    assert!(err && code.as_deref() == Some("TIMEOUT"), "spin on Winch code: {code:?} {content}");
+    let v = load(&rt, "evil", Grant::default());
+    assert_eq!(v.tier(), CompileTier::Baseline);
+    let expect = [
+        ("recurse", json!({"depth": 100_000_000u64}), "STACK_OVERFLOW"),
+        ("huge_output", json!({"mb": 100}), "OUTPUT_LIMIT"),
+        ("trap", json!({}), "TRAP"),
+    ];
+    for (tool, args, want) in expect {
+        let (err, code, content) = call(&v, tool, args).await;
+        assert!(err, "{tool} returned on Winch code: {}", &content[..content.len().min(200)]);
+        assert_eq!(code.as_deref(), Some(want), "{tool}: {}", &content[..content.len().min(200)]);
+    }
+    // No grant, no file: the same refusal as on Cranelift code.
+    let (err, _, content) = call(&v, "read_file", json!({"path": "/etc/passwd"})).await;
+    assert!(err, "read_file outside any grant returned: {content}");
+    assert!(!content.contains("root:"), "{content}");
+    let (err, _, content) = call(&v, "ok", json!({})).await;
+    assert!(!err, "a normal call after every containment failed: {content}");
+    // A first-party tool computes the same result as on optimised code.
+    let text = load(&rt, "text", Grant::default());
+    let (err, _, out) = call(&text, "echo", json!({"text": "über ✓"})).await;
+    assert!(!err && out.contains("über ✓"), "{out}");
 }

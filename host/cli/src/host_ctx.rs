@@ -396,7 +396,7 @@ impl HostCtx {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
             cache_dir: Some(cache_dir(&config)),
         })?;
-        // A cold cache compiles on the fast tier first and optimises in the
+        // A cold cache compiles on the first tier (Winch) and optimises in the
         // background (`Runtime::enable_tiering`, issue 18).
         runtime.enable_tiering();
         let registry = Arc::new(Registry::new());

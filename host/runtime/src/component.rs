@@ -188,11 +188,11 @@ pub struct Runtime {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
     cache: CompileCache,
-    /// Engine options, for the fast tier's engine.
+    /// Engine options, for the first tier's engine.
     engine_opts: EngineOptions,
-    /// Compile cache misses with the fast tier first (see [`Runtime::enable_tiering`]).
+    /// Compile cache misses with the first tier first (see [`Runtime::enable_tiering`]).
     tiered: AtomicBool,
-    /// The fast tier's engine and linker, built on first use.
+    /// The first tier's engine and linker, built on first use.
     fast: OnceLock<Result<FastTier, String>>,
     /// Jobs for the tier-up thread (started on the first job).
     tier_up: Mutex<Option<std::sync::mpsc::Sender<TierUpJob>>>,
@@ -204,11 +204,15 @@ pub struct Runtime {
     me: Weak<Runtime>,
 }
 
-/// The fast tier: its own engine (code compiled by one engine runs only in
+/// The first tier: its own engine (code compiled by one engine runs only in
 /// that engine's stores) and a linker for it.
 struct FastTier {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
+    /// [`CompileTier::Baseline`] (Winch) on x86_64 unless
+    /// `WHARF_FIRST_TIER=cranelift` or Winch is unavailable here, then
+    /// [`CompileTier::Fast`].
+    tier: CompileTier,
 }
 
 /// A version served by fast-tier code, to be given optimised code.
@@ -220,7 +224,7 @@ struct TierUpJob {
 
 /// The compiled code of a version: what a call instantiates, the typed
 /// export indices into it, and the engine its stores belong to. A version
-/// first served by the fast tier has it swapped once, for the optimised
+/// first served by the first tier has it swapped once, for the optimised
 /// code, by the tier-up thread; a call keeps the code it started with.
 struct Code {
     pre: InstancePre<HostState>,
@@ -364,8 +368,9 @@ impl Runtime {
     }
 
     /// Tiered compilation: from now on a component whose optimised code is
-    /// in neither cache is compiled by the fast tier ([`CompileTier::Fast`],
-    /// several times quicker to compile), serves at once, and gets its
+    /// in neither cache is compiled by a first tier — Winch
+    /// ([`CompileTier::Baseline`]), else Cranelift's fast settings
+    /// ([`CompileTier::Fast`]) — several times quicker to compile, serves at once, and gets its
     /// optimised code in the background (one thread, Cranelift's parallel
     /// compiler), which is also written to the on-disk cache. The swap is
     /// per version and between calls: no reload, no event, the same
@@ -393,17 +398,29 @@ impl Runtime {
     fn fast_tier(&self) -> Result<&FastTier, String> {
         self.fast
             .get_or_init(|| {
-                // On-demand allocation: fast-tier code serves only until its
-                // tier-up, and a second pool would double the reservation.
-                let opts = EngineOptions {
-                    tier: CompileTier::Fast,
-                    pooling: false,
-                    incremental_dir: None,
-                    ..self.engine_opts.clone()
-                };
-                let engine = WharfEngine::new(&opts).map_err(|e| format!("{e:#}"))?;
-                let linker = new_linker(engine.engine()).map_err(|e| format!("{e:#}"))?;
-                Ok(FastTier { engine, linker })
+                // Winch is in wasmtime's tier 1 on x86_64 only.
+                let winch = cfg!(target_arch = "x86_64")
+                    && std::env::var("WHARF_FIRST_TIER").map(|v| v != "cranelift").unwrap_or(true);
+                let tiers: &[CompileTier] =
+                    if winch { &[CompileTier::Baseline, CompileTier::Fast] } else { &[CompileTier::Fast] };
+                let mut last = String::new();
+                for &tier in tiers {
+                    // On-demand allocation: first-tier code serves only until
+                    // its tier-up, and a second pool would double the
+                    // reservation.
+                    let opts =
+                        EngineOptions { tier, pooling: false, incremental_dir: None, ..self.engine_opts.clone() };
+                    let built = WharfEngine::new(&opts)
+                        .and_then(|engine| new_linker(engine.engine()).map(|linker| (engine, linker)));
+                    match built {
+                        Ok((engine, linker)) => return Ok(FastTier { engine, linker, tier }),
+                        Err(e) => {
+                            tracing::debug!(?tier, "first compile tier unavailable: {e:#}");
+                            last = format!("{e:#}");
+                        }
+                    }
+                }
+                Err(last)
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -458,7 +475,7 @@ impl Runtime {
             .and_then(|(component, _)| {
                 let pre = self.linker.instantiate_pre(&component).map_err(|e| first_line(&e))?;
                 let indices = Indices::new(&pre, &v.kinds, &v.path).map_err(|e| e.to_string())?;
-                Ok(Code { pre, indices, engine: self.engine.clone(), tier: CompileTier::Optimized })
+                Ok(Code { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier })
             });
         match code {
             Ok(code) => {
@@ -515,7 +532,7 @@ impl Runtime {
         let digest = digest(bytes);
         let t0 = Instant::now();
         let compile_err = |e: wasmtime::Error| LoadError::Compile { path: path.clone(), reason: first_line(&e) };
-        // Tiering: a miss in both caches compiles on the fast tier first.
+        // Tiering: a miss in both caches compiles on the first tier.
         let fast = if self.tiered.load(Ordering::Relaxed) && !self.cache.has(&digest) {
             match self.fast_tier() {
                 Ok(f) => Some(f),
@@ -527,26 +544,31 @@ impl Runtime {
         } else {
             None
         };
-        let (mut component, mut cache, mut engine, mut linker, mut tier) = match fast {
-            Some(f) => (
-                Component::new(f.engine.engine(), bytes).map_err(compile_err)?,
-                CacheOutcome::Compiled,
-                &f.engine,
-                &f.linker,
-                CompileTier::Fast,
-            ),
+        // A component the first tier cannot compile (a feature Winch lacks)
+        // is compiled optimised instead; a real error shows there too.
+        let first = fast.and_then(|f| match Component::new(f.engine.engine(), bytes) {
+            Ok(c) => Some((c, f)),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "first tier refused the component ({}); compiling optimised code", first_line(&e));
+                None
+            }
+        });
+        // `first_tier`: served by first-tier code, to be tiered up.
+        let (mut component, mut cache, mut engine, mut linker, mut tier, mut first_tier) = match first {
+            Some((c, f)) => (c, CacheOutcome::Compiled, &f.engine, &f.linker, f.tier, true),
             None => {
                 let (c, outcome) =
                     self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
-                (c, outcome, &self.engine, &self.linker, CompileTier::Optimized)
+                (c, outcome, &self.engine, &self.linker, self.engine_opts.tier, false)
             }
         };
         let mut generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
-        if generic.is_some() && tier == CompileTier::Fast {
+        if generic.is_some() && first_tier {
             // A generic component's functions are indexed into its code
             // (`generic.rs`); it is not swapped later, so optimise now.
             let (c, outcome) = self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
-            (component, cache, engine, linker, tier) = (c, outcome, &self.engine, &self.linker, CompileTier::Optimized);
+            (component, cache, engine, linker, tier) = (c, outcome, &self.engine, &self.linker, self.engine_opts.tier);
+            first_tier = false;
             generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
         }
         let load_time = t0.elapsed();
@@ -592,7 +614,7 @@ impl Runtime {
         }
         .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         let version = Arc::new(version);
-        if tier == CompileTier::Fast {
+        if first_tier {
             self.queue_tier_up(&version, bytes);
         }
         Ok(version)

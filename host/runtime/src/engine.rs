@@ -4,7 +4,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, RegallocAlgorithm};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig, RegallocAlgorithm, Strategy,
+};
 
 /// How often the epoch advances. Deadlines are rounded up to this.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -39,6 +41,11 @@ pub enum CompileTier {
     /// (bounds checks, epoch interruption, the store's memory limiter), so
     /// the sandbox is unchanged; the code is slower.
     Fast,
+    /// Winch, wasmtime's single-pass baseline compiler: one pass from wasm
+    /// to machine code, with the same runtime checks (bounds checks through
+    /// guard pages or explicit checks, epoch checks at function entry and
+    /// loop headers, the store's memory limiter).
+    Baseline,
 }
 
 /// Engine settings the operator may tune.
@@ -125,9 +132,15 @@ impl WharfEngine {
         c.async_stack_size(opts.max_wasm_stack + (2 << 20));
         c.memory_init_cow(true);
         c.parallel_compilation(true);
-        if opts.tier == CompileTier::Fast {
-            c.cranelift_opt_level(OptLevel::None);
-            c.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+        match opts.tier {
+            CompileTier::Fast => {
+                c.cranelift_opt_level(OptLevel::None);
+                c.cranelift_regalloc_algorithm(RegallocAlgorithm::SinglePass);
+            }
+            CompileTier::Baseline => {
+                c.strategy(Strategy::Winch);
+            }
+            CompileTier::Optimized => {}
         }
         if let Some(dir) = &opts.incremental_dir
             && opts.tier == CompileTier::Optimized
