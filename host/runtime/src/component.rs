@@ -193,7 +193,7 @@ pub struct Runtime {
     /// Compile cache misses with the first tier first (see [`Runtime::enable_tiering`]).
     tiered: AtomicBool,
     /// The first tier's engine and linker, built on first use.
-    fast: OnceLock<Result<FastTier, String>>,
+    first_engine: OnceLock<Result<FirstTier, String>>,
     /// Jobs for the tier-up thread (started on the first job).
     tier_up: Mutex<Option<std::sync::mpsc::Sender<TierUpJob>>>,
     /// Tier-up jobs not finished yet, and its condition.
@@ -206,7 +206,7 @@ pub struct Runtime {
 
 /// The first tier: its own engine (code compiled by one engine runs only in
 /// that engine's stores) and a linker for it.
-struct FastTier {
+struct FirstTier {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
     /// [`CompileTier::Baseline`] (Winch) on x86_64 unless
@@ -215,7 +215,7 @@ struct FastTier {
     tier: CompileTier,
 }
 
-/// A version served by fast-tier code, to be given optimised code.
+/// A version served by first-tier code, to be given optimised code.
 struct TierUpJob {
     version: Weak<PluginVersion>,
     digest: String,
@@ -359,7 +359,7 @@ impl Runtime {
             cache,
             engine_opts,
             tiered: AtomicBool::new(false),
-            fast: OnceLock::new(),
+            first_engine: OnceLock::new(),
             tier_up: Mutex::new(None),
             tier_up_pending: Arc::new((Mutex::new(0), Condvar::new())),
             loading: AtomicUsize::new(0),
@@ -395,8 +395,8 @@ impl Runtime {
         *guard == 0
     }
 
-    fn fast_tier(&self) -> Result<&FastTier, String> {
-        self.fast
+    fn first_tier_engine(&self) -> Result<&FirstTier, String> {
+        self.first_engine
             .get_or_init(|| {
                 // Winch is in wasmtime's tier 1 on x86_64 only.
                 let winch = cfg!(target_arch = "x86_64")
@@ -413,7 +413,7 @@ impl Runtime {
                     let built = WharfEngine::new(&opts)
                         .and_then(|engine| new_linker(engine.engine()).map(|linker| (engine, linker)));
                     match built {
-                        Ok((engine, linker)) => return Ok(FastTier { engine, linker, tier }),
+                        Ok((engine, linker)) => return Ok(FirstTier { engine, linker, tier }),
                         Err(e) => {
                             tracing::debug!(?tier, "first compile tier unavailable: {e:#}");
                             last = format!("{e:#}");
@@ -533,11 +533,11 @@ impl Runtime {
         let t0 = Instant::now();
         let compile_err = |e: wasmtime::Error| LoadError::Compile { path: path.clone(), reason: first_line(&e) };
         // Tiering: a miss in both caches compiles on the first tier.
-        let fast = if self.tiered.load(Ordering::Relaxed) && !self.cache.has(&digest) {
-            match self.fast_tier() {
+        let first_engine = if self.tiered.load(Ordering::Relaxed) && !self.cache.has(&digest) {
+            match self.first_tier_engine() {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    tracing::warn!("fast compile tier unavailable ({e}); compiling optimised code");
+                    tracing::warn!("first compile tier unavailable ({e}); compiling optimised code");
                     None
                 }
             }
@@ -546,7 +546,7 @@ impl Runtime {
         };
         // A component the first tier cannot compile (a feature Winch lacks)
         // is compiled optimised instead; a real error shows there too.
-        let first = fast.and_then(|f| match Component::new(f.engine.engine(), bytes) {
+        let first = first_engine.and_then(|f| match Component::new(f.engine.engine(), bytes) {
             Ok(c) => Some((c, f)),
             Err(e) => {
                 tracing::debug!(path = %path.display(), "first tier refused the component ({}); compiling optimised code", first_line(&e));
