@@ -252,7 +252,10 @@ fn demo_prompt_and_slash_commands() {
 
     // A new session, then back to the first one (opened in this process).
     t.line("/new");
-    t.expect("session ");
+    // Not just "session ": /help's own text ("start a new session") would
+    // match before /new ran, and /resume would be typed ahead of the prompt.
+    t.expect("· profile demo");
+    t.expect("› ");
     t.line(&format!("/resume {id}"));
     t.expect("› Summarize this workspace");
     t.expect(&format!("session {id}"));
