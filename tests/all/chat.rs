@@ -70,6 +70,10 @@ model = "scripted-chat"
     }
 
     fn chat(&self, profile: &str, extra: &[&str]) -> Pty {
+        Pty::spawn(self.chat_command(profile, extra))
+    }
+
+    fn chat_command(&self, profile: &str, extra: &[&str]) -> Command {
         for p in ["fs", "text", "llm-scripted", "policy-fixed", "compaction"] {
             let _ = wharf_tests::plugin(p);
         }
@@ -78,7 +82,7 @@ model = "scripted-chat"
             .args(extra)
             .current_dir(self.ws.path())
             .env("TERM", "dumb");
-        Pty::spawn(cmd)
+        cmd
     }
 
     fn events(&self) -> Vec<serde_json::Value> {
@@ -265,6 +269,28 @@ fn demo_prompt_and_slash_commands() {
     t.send("\x04");
     t.expect(&format!("bye · session {id}"));
     assert!(t.wait().success());
+}
+
+/// Keys typed before the line editor reads them (here while plugins
+/// compile) arrive as typed: the terminal used to be in cooked mode then,
+/// which echoed them and turned Enter into a line feed — Ctrl-J, "insert a
+/// newline", once the editor read it — so the command was never submitted.
+#[test]
+fn a_command_typed_while_plugins_load_is_submitted() {
+    let e = env();
+    // An empty compile cache, so loading lasts long enough to type into.
+    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut cmd = e.chat_command("demo", &[]);
+    cmd.env("WHARF_CACHE_DIR", cache.path());
+    let mut t = Pty::spawn(cmd);
+    t.expect("loading ");
+    t.send("/model\r");
+    t.expect("adapter  scripted");
+    t.expect("› ");
+    t.send("\x04");
+    t.expect("bye · session ");
+    assert!(t.wait().success());
+    assert!(!t.screen().contains('┆'), "the typed Enter became a newline:\n{}", t.screen());
 }
 
 #[test]

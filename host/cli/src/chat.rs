@@ -92,10 +92,13 @@ Type a message and press Enter. While a turn runs, Enter queues the text for its
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let out = Out::new();
     let config = args.host.load_config()?;
-    let host = load_with_progress(&args.host, config.plugins.len()).await?;
-    let (approver, approvals) = ChannelApprover::new();
+    // Before loading, so keys typed while plugins compile reach the editor
+    // intact; Ctrl-C is handled from here on so the settings are restored.
+    let _typeahead = editor::TypeAhead::hold();
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
+    let host = load_with_progress(&args.host, config.plugins.len(), &mut interrupts).await?;
+    let (approver, approvals) = ChannelApprover::new();
     let mut term = editor::start(&host.workspace);
     let mut out = out;
     out.attach(&term);
@@ -127,7 +130,11 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
 }
 
 /// Starts the host, with a spinner on stderr while components compile.
-async fn load_with_progress(args: &HostArgs, count: usize) -> Result<HostCtx> {
+async fn load_with_progress(
+    args: &HostArgs,
+    count: usize,
+    interrupts: &mut tokio::signal::unix::Signal,
+) -> Result<HostCtx> {
     let tty = std::io::stderr().is_terminal();
     let label = format!("loading {count} plugin{}…", if count == 1 { "" } else { "s" });
     let started = Instant::now();
@@ -142,6 +149,12 @@ async fn load_with_progress(args: &HostArgs, count: usize) -> Result<HostCtx> {
     let host = loop {
         tokio::select! {
             r = &mut start => break r,
+            _ = interrupts.recv() => {
+                if tty {
+                    eprint!("\r\x1b[2K");
+                }
+                anyhow::bail!("interrupted while loading plugins");
+            }
             _ = tick.tick(), if tty => {
                 eprint!("\r{} {label} {:.1}s", frames[i % frames.len()], started.elapsed().as_secs_f64());
                 let _ = std::io::stderr().flush();

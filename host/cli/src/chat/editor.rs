@@ -88,6 +88,55 @@ impl Terminal {
     }
 }
 
+/// The terminal's input settings for the whole chat, restored on drop.
+///
+/// The line editor switches the terminal to raw mode only inside each
+/// `read_line` and back to the settings it found in between (and before the
+/// first one, while plugins load). Keys typed in those windows were read in
+/// cooked mode: echoed by the terminal, and Enter turned into a line feed,
+/// which in raw mode is Ctrl-J — "insert a newline" — so a command typed
+/// ahead was not submitted. With CR→LF translation, echo and line buffering
+/// off for the whole session, typed-ahead keys wait unchanged until the
+/// editor reads them. Signals (Ctrl-C) and output processing are untouched.
+pub(super) struct TypeAhead {
+    saved: libc::termios,
+}
+
+impl TypeAhead {
+    /// Applies the settings when stdin and stdout are a terminal.
+    pub(super) fn hold() -> Option<Self> {
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return None;
+        }
+        let mut t = std::mem::MaybeUninit::<libc::termios>::zeroed();
+        // SAFETY: `tcgetattr` fills the `termios` it is given; on failure it
+        // is not read.
+        if unsafe { libc::tcgetattr(libc::STDIN_FILENO, t.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: initialised by the successful `tcgetattr` above.
+        let saved = unsafe { t.assume_init() };
+        let mut held = saved;
+        held.c_iflag &= !(libc::ICRNL | libc::INLCR | libc::IGNCR);
+        held.c_lflag &= !(libc::ICANON | libc::ECHO);
+        held.c_cc[libc::VMIN] = 1;
+        held.c_cc[libc::VTIME] = 0;
+        // TCSANOW: keys already typed stay queued for the editor.
+        // SAFETY: a valid `termios` for a terminal file descriptor.
+        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &held) } != 0 {
+            return None;
+        }
+        Some(Self { saved })
+    }
+}
+
+impl Drop for TypeAhead {
+    fn drop(&mut self) {
+        // SAFETY: the settings read from this terminal in `hold`.
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
+    }
+}
+
 /// The history file of `workspace`.
 pub(super) fn history_path(home: &Path, workspace: &Path) -> PathBuf {
     let digest = Sha256::digest(workspace.to_string_lossy().as_bytes());
