@@ -178,6 +178,22 @@ impl Pty {
         }
     }
 
+    /// The terminal's settings (the master reads the pair's termios).
+    fn termios(&self) -> libc::termios {
+        use std::os::fd::AsRawFd;
+        let mut t = std::mem::MaybeUninit::<libc::termios>::zeroed();
+        // SAFETY: `tcgetattr` fills the `termios`; checked before it is read.
+        let rc = unsafe { libc::tcgetattr(self.master.as_raw_fd(), t.as_mut_ptr()) };
+        assert_eq!(rc, 0, "tcgetattr: {}", std::io::Error::last_os_error());
+        // SAFETY: initialised by the successful call above.
+        unsafe { t.assume_init() }
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+    }
+
     pub(crate) fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -291,6 +307,28 @@ fn a_command_typed_while_plugins_load_is_submitted() {
     t.expect("bye · session ");
     assert!(t.wait().success());
     assert!(!t.screen().contains('┆'), "the typed Enter became a newline:\n{}", t.screen());
+}
+
+/// SIGTERM ends chat without running destructors; the terminal still gets
+/// its settings back (echo, line buffering, CR→LF), not the editor's raw
+/// mode or the input settings held for the session.
+#[test]
+fn sigterm_gives_the_terminal_back() {
+    let e = env();
+    let mut t = e.chat("demo", &[]);
+    t.expect("› ");
+    let during = t.termios();
+    assert_eq!(during.c_lflag & libc::ECHO, 0, "the editor should have echo off at its prompt");
+    t.signal(libc::SIGTERM);
+    let status = t.wait();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+    // A new pty starts with the kernel's defaults: echo, canonical input,
+    // CR→LF; chat found them so and must leave them so.
+    let after = t.termios();
+    for (name, flag) in [("ECHO", libc::ECHO), ("ICANON", libc::ICANON)] {
+        assert_ne!(after.c_lflag & flag, 0, "{name} not restored");
+    }
+    assert_ne!(after.c_iflag & libc::ICRNL, 0, "ICRNL not restored");
 }
 
 #[test]

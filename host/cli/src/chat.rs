@@ -42,6 +42,7 @@ use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxOp, StopReason}
 use wharf_core::{Agent, AgentError, TurnSummary};
 
 mod editor;
+pub(crate) use editor::restore_terminal;
 mod model;
 mod permissions;
 mod render;

@@ -127,6 +127,8 @@ fn main() -> ExitCode {
             && term.recv().await.is_some()
         {
             wharf_runtime::process::kill_all();
+            // `exit` skips destructors: give the terminal back as found.
+            chat::restore_terminal();
             std::process::exit(143);
         }
     });

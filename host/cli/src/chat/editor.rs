@@ -102,6 +102,19 @@ pub(super) struct TypeAhead {
     saved: libc::termios,
 }
 
+/// The settings [`TypeAhead`] replaced, for [`restore_terminal`].
+static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
+
+/// Puts back the terminal settings chat found, if it changed them; for exits
+/// that skip destructors (SIGTERM). The line editor's raw mode is undone
+/// too: it was entered from the held settings.
+pub(crate) fn restore_terminal() {
+    if let Some(saved) = SAVED.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // SAFETY: the settings read from this terminal in `TypeAhead::hold`.
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };
+    }
+}
+
 impl TypeAhead {
     /// Applies the settings when stdin and stdout are a terminal.
     pub(super) fn hold() -> Option<Self> {
@@ -126,12 +139,14 @@ impl TypeAhead {
         if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &held) } != 0 {
             return None;
         }
+        *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
         Some(Self { saved })
     }
 }
 
 impl Drop for TypeAhead {
     fn drop(&mut self) {
+        SAVED.lock().unwrap_or_else(|e| e.into_inner()).take();
         // SAFETY: the settings read from this terminal in `hold`.
         unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
     }
