@@ -88,7 +88,8 @@ impl Terminal {
     }
 }
 
-/// The terminal's input settings for the whole chat, restored on drop.
+/// The terminal's input settings for the whole chat, restored on drop
+/// (or by [`restore_terminal`]).
 ///
 /// The line editor switches the terminal to raw mode only inside each
 /// `read_line` and back to the settings it found in between (and before the
@@ -98,9 +99,7 @@ impl Terminal {
 /// ahead was not submitted. With CR→LF translation, echo and line buffering
 /// off for the whole session, typed-ahead keys wait unchanged until the
 /// editor reads them. Signals (Ctrl-C) and output processing are untouched.
-pub(super) struct TypeAhead {
-    saved: libc::termios,
-}
+pub(super) struct TypeAhead(());
 
 /// The settings [`TypeAhead`] replaced, for [`restore_terminal`].
 static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
@@ -140,15 +139,13 @@ impl TypeAhead {
             return None;
         }
         *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
-        Some(Self { saved })
+        Some(Self(()))
     }
 }
 
 impl Drop for TypeAhead {
     fn drop(&mut self) {
-        SAVED.lock().unwrap_or_else(|e| e.into_inner()).take();
-        // SAFETY: the settings read from this terminal in `hold`.
-        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
+        restore_terminal();
     }
 }
 
