@@ -196,7 +196,9 @@ fn terminal_stdout(mut c: Command) -> String {
 
 #[test]
 fn doctor_warns_about_a_key_the_profile_needs() {
-    for p in ["fs", "text", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "llm-deepseek"] {
+    for p in
+        ["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-deepseek"]
+    {
         let _ = wharf_tests::plugin(p);
     }
     let e = env();

@@ -19,19 +19,8 @@ use crate::chat::Pty;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Every component the default profile loads, plus the scripted model.
-const DEFAULT_PLUGINS: &[&str] = &[
-    "fs",
-    "text",
-    "shell",
-    "web",
-    "todo",
-    "skills",
-    "context",
-    "compaction",
-    "subagent",
-    "policy-rules",
-    "llm-scripted",
-];
+const DEFAULT_PLUGINS: &[&str] =
+    &["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-scripted"];
 
 struct Env {
     home: tempfile::TempDir,

@@ -34,7 +34,18 @@ struct World {
 
 impl World {
     fn new(replies: Value) -> Self {
-        for p in ["fs", "text", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "llm-deepseek"] {
+        for p in [
+            "fs",
+            "shell",
+            "web",
+            "todo",
+            "skills",
+            "context",
+            "compaction",
+            "subagent",
+            "policy-rules",
+            "llm-deepseek",
+        ] {
             let _ = wharf_tests::plugin(p);
         }
         let script: Script = ok(serde_json::from_value(json!({
@@ -207,4 +218,43 @@ fn re_read_at_every_step_and_bounded() {
     let second = system(&reqs[1]);
     assert!(second.contains("WRITTEN: appears from the next step."), "{second}");
     assert!(!second.contains(&kept), "the global file got what was left: {second}");
+}
+
+/// The default profile offers each capability once: every tool spec rides in
+/// every request, so the first request on the wire carries exactly the daily
+/// driver's tools (no `text` row: `regex_search` duplicated `grep`).
+#[test]
+fn the_default_profile_offers_each_tool_once() {
+    let w = World::new(json!([{"kind": "stream", "text": "Done."}]));
+    let ws = w.path("ws");
+    ok(std::fs::create_dir_all(&ws));
+    w.run(&ws, &[]);
+    let reqs = w.mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let tools = reqs[0].body.as_ref().and_then(|b| b["tools"].as_array().cloned()).unwrap_or_default();
+    let mut names: Vec<String> =
+        tools.iter().map(|t| t["function"]["name"].as_str().unwrap_or_default().to_string()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "edit",
+            "glob",
+            "grep",
+            "job_kill",
+            "job_list",
+            "job_output",
+            "list",
+            "read",
+            "skill",
+            "subagent",
+            "todo_read",
+            "todo_write",
+            "web_fetch",
+            "write"
+        ],
+        "{}",
+        reqs[0].raw_body
+    );
 }
