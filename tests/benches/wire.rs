@@ -525,6 +525,8 @@ struct EditFigures {
     cached: Vec<f64>,
     /// Empty cache, tiering on (the first tier serves first).
     tiered: Vec<f64>,
+    /// The tiered runs' phases: compile, rest of the load, call (ms).
+    tiered_phases: Vec<(f64, f64, f64)>,
     same_bytes: Vec<f64>,
 }
 
@@ -552,6 +554,20 @@ fn build(dir: &Path, out: &Path) -> anyhow::Result<f64> {
 
 /// Load `path` as a new version and serve one call: ms.
 async fn serve_once(rt: &Runtime, path: &Path, tool: &str, args: &str, grant: &Grant) -> anyhow::Result<f64> {
+    Ok(serve_phases(rt, path, tool, args, grant).await?.total)
+}
+
+/// Where one load-and-call went, ms: the whole, the compile inside the
+/// load, the rest of the load (linking, instantiation and the describe
+/// call) and the tool call.
+struct Phases {
+    total: f64,
+    compile: f64,
+    describe: f64,
+    call: f64,
+}
+
+async fn serve_phases(rt: &Runtime, path: &Path, tool: &str, args: &str, grant: &Grant) -> anyhow::Result<Phases> {
     let spec = PluginSpec {
         id: "edited".into(),
         path: path.to_path_buf(),
@@ -561,11 +577,13 @@ async fn serve_once(rt: &Runtime, path: &Path, tool: &str, args: &str, grant: &G
     };
     let t = Instant::now();
     let v = tokio::task::block_in_place(|| rt.load(&spec)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let loaded = t.elapsed().as_secs_f64() * 1e3;
     let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None, services: None };
     let out = v.call_tool(tool, args, &ctx).await.map_err(|e| anyhow::anyhow!("{e:?}"))?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let total = t.elapsed().as_secs_f64() * 1e3;
     ensure!(!format!("{out:?}").is_empty(), "empty outcome");
-    Ok(ms)
+    let compile = v.load_time.as_secs_f64() * 1e3;
+    Ok(Phases { total, compile, describe: loaded - compile, call: total - loaded })
 }
 
 async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
@@ -612,6 +630,7 @@ async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
         cold: vec![],
         cached: vec![],
         tiered: vec![],
+        tiered_phases: vec![],
         same_bytes: vec![],
     };
     let v0 = dir.join("v0.wasm");
@@ -645,7 +664,9 @@ async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
         let tiered_dir = tmp.join(format!("edit-cache-tiered-{lang}-{i}"));
         let rt = Runtime::new(RuntimeOptions { cache_dir: Some(tiered_dir), ..Default::default() })?;
         rt.enable_tiering();
-        f.tiered.push(serve_once(&rt, &vi, tool, &args, &grant).await?);
+        let p = serve_phases(&rt, &vi, tool, &args, &grant).await?;
+        f.tiered.push(p.total);
+        f.tiered_phases.push((p.compile, p.describe, p.call));
         // Its tier-up must not run under the next measurement.
         tokio::task::block_in_place(|| rt.wait_tier_up(Duration::from_secs(300)));
         drop(rt);
@@ -807,6 +828,23 @@ fn main() -> anyhow::Result<()> {
         }
         for s in &edit_skips {
             md.push_str(&format!("| {s} | not measured | | | | | | | | |\n"));
+        }
+        md.push_str(
+            "\nWhere the tiered figure goes (medians): the first tier's compile, the rest of the load \
+             (linking, the first instantiation on the on-demand allocator, the describe call), and the tool call \
+             on the first tier's code.\n\n\
+             | example | tiered | compile | rest of the load | call |\n| --- | --- | --- | --- | --- |\n",
+        );
+        for e in &edits {
+            let part = |f: fn(&(f64, f64, f64)) -> f64| median(&e.tiered_phases.iter().map(f).collect::<Vec<_>>());
+            md.push_str(&format!(
+                "| {} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms |\n",
+                e.name,
+                median(&e.tiered),
+                part(|p| p.0),
+                part(|p| p.1),
+                part(|p| p.2)
+            ));
         }
         md.push('\n');
     }
