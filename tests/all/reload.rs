@@ -44,9 +44,9 @@ impl LlmAdapter for ControlledModel {
     fn model(&self) -> ModelInfo {
         ModelInfo { model: "controlled".into(), context_window: 1 << 20 }
     }
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         Box::pin(async move {
-            self.requests.lock().unwrap_or_else(|e| e.into_inner()).push(request);
+            self.requests.lock().unwrap_or_else(|e| e.into_inner()).push(request.clone());
             let ev = self.replies.lock().await.recv().await.unwrap_or_else(|| stop("no more replies"));
             Ok(Box::new(Once(Some(ev))) as Box<dyn LlmStream>)
         })
@@ -67,7 +67,7 @@ impl LlmAdapter for FanOutModel {
     fn model(&self) -> ModelInfo {
         ModelInfo { model: "fan-out".into(), context_window: 1 << 30 }
     }
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         let step = request.messages.iter().filter(|m| m.role == Role::Assistant).count();
         let ev = if step < self.steps {
             let mut v: Vec<LlmEvent> = (0..self.per_step)

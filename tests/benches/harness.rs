@@ -83,7 +83,7 @@ impl LlmAdapter for InstantModel {
         ModelInfo { model: "instant".into(), context_window: 1_000_000 }
     }
 
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         let started = Instant::now();
         let done = request.messages.iter().filter(|m| m.role == wharf_core::plugin::Role::Assistant).count();
         let events = if done < self.steps {

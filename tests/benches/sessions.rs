@@ -197,7 +197,7 @@ impl LlmAdapter for ScriptedModel {
         ModelInfo { model: "scripted".into(), context_window: 1_000_000 }
     }
 
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         let now = Instant::now();
         let key = request.messages.iter().find(|m| m.role == Role::User).map(|m| m.content.clone()).unwrap_or_default();
         let done = request.messages.iter().filter(|m| m.role == Role::Assistant).count();

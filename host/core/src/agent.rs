@@ -739,7 +739,7 @@ impl Agent {
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {
-            match self.stream(adapter.as_ref(), request.clone(), at, token).await? {
+            match self.stream(adapter.as_ref(), &request, at, token).await? {
                 Streamed::Done(acc) => break acc,
                 Streamed::Cancelled(acc) => {
                     self.commit_message(at, &acc, true)?;
@@ -864,7 +864,7 @@ impl Agent {
     async fn stream(
         &self,
         adapter: &dyn LlmAdapter,
-        request: LlmRequest,
+        request: &LlmRequest,
         at: StepRef,
         token: &CancellationToken,
     ) -> Result<Streamed, StoreError> {

@@ -471,8 +471,9 @@ pub trait LlmAdapter: Send + Sync {
     fn plugin(&self) -> &PluginRef;
     /// Model information.
     fn model(&self) -> ModelInfo;
-    /// Starts a completion.
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>>;
+    /// Starts a completion. The request is borrowed: an adapter copies
+    /// what it needs (a retry reuses it, and the history can be large).
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>>;
 }
 
 /// The call a policy reviews.

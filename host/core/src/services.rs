@@ -375,7 +375,7 @@ pub(crate) async fn complete(
         let res = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(ServiceError::Cancelled),
-            r = collect_text(adapter.as_ref(), req.clone()) => r,
+            r = collect_text(adapter.as_ref(), &req) => r,
         };
         match res {
             Ok(text) => return Ok(text),
@@ -395,7 +395,7 @@ pub(crate) async fn complete(
 
 async fn collect_text(
     adapter: &dyn crate::plugin::LlmAdapter,
-    req: LlmRequest,
+    req: &LlmRequest,
 ) -> Result<String, crate::plugin::LlmError> {
     let mut stream = adapter.start(req).await?;
     let mut text = String::new();

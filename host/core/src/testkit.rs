@@ -181,8 +181,8 @@ impl LlmAdapter for ScriptedLlm {
         ModelInfo { model: "scripted".into(), context_window: 128_000 }
     }
 
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
-        lock(&self.requests).push(request);
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
+        lock(&self.requests).push(request.clone());
         let reply = lock(&self.replies).pop_front().or_else(|| self.fallback.clone());
         Box::pin(async move {
             let Some(reply) = reply else {

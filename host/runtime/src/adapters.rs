@@ -235,7 +235,7 @@ impl LlmAdapter for ComponentLlm {
         self.version.model_info.clone().unwrap_or(ModelInfo { model: "unknown".into(), context_window: 0 })
     }
 
-    fn start(&self, request: LlmRequest) -> BoxFuture<'_, Result<Box<dyn LlmStream>, LlmError>> {
+    fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         Box::pin(async move {
             let req = ex::llm::Request {
                 system: request.system.clone(),

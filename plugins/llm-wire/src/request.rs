@@ -266,74 +266,76 @@ pub struct Thinking {
 
 /// `function` of a wire tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WireFunctionCall {
+pub struct WireFunctionCall<'a> {
     /// Tool name.
-    pub name: String,
+    pub name: &'a str,
     /// Arguments JSON text.
-    pub arguments: String,
+    pub arguments: &'a str,
 }
 
 /// A tool call on an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WireToolCall {
+pub struct WireToolCall<'a> {
     /// Call id.
-    pub id: String,
+    pub id: &'a str,
     /// Always `function`.
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The function called.
-    pub function: WireFunctionCall,
+    pub function: WireFunctionCall<'a>,
 }
 
-/// One message of the body.
+/// One message of the body. It borrows the request's text: the history is
+/// the bulk of every body, and copying it again would only touch more of a
+/// fresh instance's memory before it is serialized.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct WireMessage {
+pub struct WireMessage<'a> {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: &'static str,
     /// Text; `None` serializes as `null` (assistant tool-call turns).
-    pub content: Option<String>,
+    pub content: Option<&'a str>,
     /// DeepSeek reasoning pass-back.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_content: Option<String>,
+    pub reasoning_content: Option<&'a str>,
     /// Tool calls of an assistant message.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<WireToolCall>,
+    pub tool_calls: Vec<WireToolCall<'a>>,
     /// The call a tool message answers.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
+    pub tool_call_id: Option<&'a str>,
 }
 
 /// `function` of a tool definition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WireFunction {
+pub struct WireFunction<'a> {
     /// Name.
-    pub name: String,
+    pub name: &'a str,
     /// Description.
-    pub description: String,
+    pub description: &'a str,
     /// JSON Schema object.
     pub parameters: Value,
 }
 
 /// A tool definition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WireTool {
+pub struct WireTool<'a> {
     /// Always `function`.
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The function.
-    pub function: WireFunction,
+    pub function: WireFunction<'a>,
 }
 
 /// The request body. Fields serialize in declaration order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatRequest {
+pub struct ChatRequest<'a> {
     /// Model id.
     pub model: String,
     /// Conversation.
-    pub messages: Vec<WireMessage>,
+    pub messages: Vec<WireMessage<'a>>,
     /// Tool definitions (omitted when empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<WireTool>,
+    pub tools: Vec<WireTool<'a>>,
     /// Always `true`.
     pub stream: bool,
     /// Always `{include_usage: true}`.
@@ -352,10 +354,34 @@ pub struct ChatRequest {
     pub reasoning_effort: Option<&'static str>,
 }
 
-impl ChatRequest {
-    /// The body as JSON text.
+impl ChatRequest<'_> {
+    /// The body as JSON text, written into a buffer sized up front from the
+    /// text it carries (growing it by doubling would copy the body ~twice).
     pub fn to_json(&self) -> Result<String, BuildError> {
-        serde_json::to_string(self).map_err(|e| BuildError::Serialize(e.to_string()))
+        let mut out = Vec::with_capacity(self.estimated_json_len());
+        serde_json::to_writer(&mut out, self).map_err(|e| BuildError::Serialize(e.to_string()))?;
+        String::from_utf8(out).map_err(|e| BuildError::Serialize(e.to_string()))
+    }
+
+    /// The body's size before escaping: its text plus ~1/8 for escapes and
+    /// the fixed keys of each message and tool.
+    fn estimated_json_len(&self) -> usize {
+        let text = |s: Option<&str>| s.map_or(0, str::len);
+        let messages: usize = self
+            .messages
+            .iter()
+            .map(|m| {
+                let calls: usize = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.id.len() + c.function.name.len() + c.function.arguments.len() + 64)
+                    .sum();
+                text(m.content) + text(m.reasoning_content) + text(m.tool_call_id) + calls + 64
+            })
+            .sum();
+        let tools: usize = self.tools.iter().map(|t| t.function.name.len() + t.function.description.len() + 512).sum();
+        let raw = messages + tools + self.model.len() + 256;
+        raw + raw / 8
     }
 }
 
@@ -365,7 +391,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 /// Builds the body for `req` under `cfg`. See the module docs for the rules.
-pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildError> {
+pub fn build_request<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'a>, BuildError> {
     if cfg.model.trim().is_empty() {
         return Err(BuildError::MissingModel);
     }
@@ -378,10 +404,10 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
             Role::System => messages.push(text_message("system", &m.content)),
             Role::User => messages.push(text_message("user", &m.content)),
             Role::Tool => {
-                let id = m.tool_call_id.clone().ok_or(BuildError::MissingToolCallId(i))?;
+                let id = m.tool_call_id.as_deref().ok_or(BuildError::MissingToolCallId(i))?;
                 messages.push(WireMessage {
                     role: "tool",
-                    content: Some(m.content.clone()),
+                    content: Some(&m.content),
                     reasoning_content: None,
                     tool_calls: Vec::new(),
                     tool_call_id: Some(id),
@@ -393,12 +419,12 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
                 }
                 let has_calls = !m.tool_calls.is_empty();
                 let reasoning_content = match cfg.dialect {
-                    Dialect::DeepSeek if has_calls => Some(m.reasoning.clone().unwrap_or_default()),
+                    Dialect::DeepSeek if has_calls => Some(m.reasoning.as_deref().unwrap_or_default()),
                     _ => None,
                 };
                 messages.push(WireMessage {
                     role: "assistant",
-                    content: if m.content.is_empty() { None } else { Some(m.content.clone()) },
+                    content: if m.content.is_empty() { None } else { Some(&m.content) },
                     reasoning_content,
                     tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
                     tool_call_id: None,
@@ -418,11 +444,7 @@ pub fn build_request(req: &Request, cfg: &Config) -> Result<ChatRequest, BuildEr
         }
         tools.push(WireTool {
             kind: "function",
-            function: WireFunction {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: parameters(t)?,
-            },
+            function: WireFunction { name: &t.name, description: &t.description, parameters: parameters(t)? },
         });
     }
 
@@ -460,19 +482,13 @@ pub fn build_request_json(req: &Request, cfg: &Config) -> Result<String, BuildEr
     build_request(req, cfg)?.to_json()
 }
 
-fn text_message(role: &'static str, content: &str) -> WireMessage {
-    WireMessage {
-        role,
-        content: Some(content.to_string()),
-        reasoning_content: None,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
+fn text_message<'a>(role: &'static str, content: &'a str) -> WireMessage<'a> {
+    WireMessage { role, content: Some(content), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None }
 }
 
-fn wire_tool_call(c: &ToolCall) -> WireToolCall {
-    let arguments = if c.arguments.trim().is_empty() { "{}".to_string() } else { c.arguments.clone() };
-    WireToolCall { id: c.id.clone(), kind: "function", function: WireFunctionCall { name: c.name.clone(), arguments } }
+fn wire_tool_call(c: &ToolCall) -> WireToolCall<'_> {
+    let arguments = if c.arguments.trim().is_empty() { "{}" } else { c.arguments.as_str() };
+    WireToolCall { id: &c.id, kind: "function", function: WireFunctionCall { name: &c.name, arguments } }
 }
 
 fn parameters(t: &ToolSpec) -> Result<Value, BuildError> {
@@ -611,12 +627,31 @@ mod tests {
         let mut cfg = Config::new("m", Dialect::DeepSeek);
         cfg.thinking = Some(false);
         cfg.reasoning_effort = Some(ReasoningEffort::High);
-        let body = build_request(&conversation(), &cfg).unwrap();
+        let req = conversation();
+        let body = build_request(&req, &cfg).unwrap();
         assert_eq!(body.thinking, Some(Thinking { kind: "disabled" }));
         assert_eq!(body.reasoning_effort, None);
         // Pass-back still happens: it is harmless without thinking and
         // required if an earlier turn was made with thinking on.
         assert_eq!(body.messages[2].reasoning_content.as_deref(), Some("I should read both."));
+    }
+
+    #[test]
+    fn the_body_is_written_without_regrowing_its_buffer() {
+        // A long history of tool results (file text with newlines and quotes).
+        let mut req = conversation();
+        for i in 0..200 {
+            let text: String = (0..40).map(|l| format!("file {i} line {l}: \"quoted\" text\n")).collect();
+            req.messages.push(Message::assistant("", None, vec![call(&format!("r{i}"), "read", r#"{"path":"x"}"#)]));
+            req.messages.push(Message::tool(&format!("r{i}"), &text));
+        }
+        let body = build_request(&req, &Config::new("m", Dialect::DeepSeek)).unwrap();
+        let estimate = body.estimated_json_len();
+        let json = body.to_json().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap()["messages"].as_array().map(Vec::len), Some(409));
+        assert!(json.len() <= estimate, "{} > {estimate}", json.len());
+        assert_eq!(json.capacity(), estimate, "the buffer was regrown");
+        assert!(estimate < json.len() * 3 / 2, "estimate {estimate} for {} bytes", json.len());
     }
 
     #[test]
@@ -647,9 +682,10 @@ mod tests {
         let spec =
             |schema: &str| ToolSpec { name: "t".into(), description: String::new(), input_schema: schema.into() };
         let build = |s: ToolSpec| {
-            build_request(&Request { tools: vec![s], ..Request::default() }, &Config::new("m", Dialect::DeepSeek))
+            let req = Request { tools: vec![s], ..Request::default() };
+            build_request(&req, &Config::new("m", Dialect::DeepSeek)).map(|b| b.tools[0].function.parameters.clone())
         };
-        let params = |s: &str| build(spec(s)).unwrap().tools[0].function.parameters.clone();
+        let params = |s: &str| build(spec(s)).unwrap();
         assert_eq!(params(""), json!({"type": "object", "properties": {}}));
         assert_eq!(params("{}"), json!({"type": "object", "properties": {}}));
         assert_eq!(
@@ -666,11 +702,11 @@ mod tests {
         let cfg = Config::new("m", Dialect::DeepSeek);
         let tool = |n: &str| ToolSpec { name: n.into(), description: String::new(), input_schema: "{}".into() };
         for bad in ["", "has space", "dot.name", &"x".repeat(65)] {
-            let r = build_request(&Request { tools: vec![tool(bad)], ..Request::default() }, &cfg);
-            assert_eq!(r, Err(BuildError::InvalidToolName(bad.to_string())));
+            let req = Request { tools: vec![tool(bad)], ..Request::default() };
+            assert_eq!(build_request(&req, &cfg), Err(BuildError::InvalidToolName(bad.to_string())));
         }
-        let r = build_request(&Request { tools: vec![tool("a-b_C9"), tool("a-b_C9")], ..Request::default() }, &cfg);
-        assert_eq!(r, Err(BuildError::DuplicateTool("a-b_C9".into())));
+        let req = Request { tools: vec![tool("a-b_C9"), tool("a-b_C9")], ..Request::default() };
+        assert_eq!(build_request(&req, &cfg), Err(BuildError::DuplicateTool("a-b_C9".into())));
         assert!(is_valid_tool_name(&"x".repeat(64)));
     }
 
