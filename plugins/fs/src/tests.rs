@@ -76,6 +76,40 @@ fn read_truncates_long_lines_and_detects_binary() {
 }
 
 #[test]
+fn read_numbering_matches_cat_n_at_every_width() {
+    for n in [1, 9, 10, 99_999, 999_999, 1_000_000, 1_234_567_890, usize::MAX] {
+        let mut out = String::from("x");
+        crate::ops::push_numbered(&mut out, n, "line");
+        assert_eq!(out, format!("x{n:>6}\tline\n"));
+    }
+}
+
+#[test]
+fn read_shows_invalid_utf8_replaced_and_cuts_multibyte_lines_on_characters() {
+    let env = Env::new();
+    fs::write(env.dir.path().join("mixed"), b"ok \xff\xfe end\n\xc3\xa9t\xc3\xa9\n").unwrap();
+    assert_eq!(env.ok("read", json!({"path": "mixed"})), "     1\tok \u{fffd}\u{fffd} end\n     2\t\u{e9}t\u{e9}\n");
+    // 1,500 two-byte characters: 3,000 bytes but under the 2,000-character cut.
+    env.put("accents", &"\u{e9}".repeat(1500));
+    let out = env.ok("read", json!({"path": "accents"}));
+    assert!(!out.contains("truncated"), "{}", &out[..40]);
+    env.put("long-accents", &"\u{e9}".repeat(2500));
+    let out = env.ok("read", json!({"path": "long-accents"}));
+    assert!(out.contains(&format!("{}\u{2026} [line truncated: 2500 chars]", "\u{e9}".repeat(2000))));
+}
+
+#[test]
+fn content_hash_is_the_same_fed_whole_or_in_pieces() {
+    let text = "first line\nsecond, longer line with more bytes\nthird\n".repeat(50);
+    let mut h = crate::record::Hasher::new();
+    for piece in text.as_bytes().chunks(7) {
+        h.update(piece);
+    }
+    assert_eq!(crate::record::Seen::of(text.as_bytes()).hash, h.finish());
+    assert_ne!(crate::record::Seen::of(b"a").hash, crate::record::Seen::of(b"b").hash);
+}
+
+#[test]
 fn paths_outside_the_workspace_are_refused() {
     let env = Env::new();
     assert_eq!(env.err("read", json!({"path": "../../etc/passwd"})), "PERMISSION_DENIED");
