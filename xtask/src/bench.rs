@@ -161,7 +161,8 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         .arg(&echo)
         .arg(out.join("call_overhead.json"))
         .env("WHARF_BENCH_MCP_RMCP", &rmcp)
-        .env("WHARF_BENCH_LARGER", &text);
+        .env("WHARF_BENCH_LARGER", &text)
+        .env("WHARF_BENCH_FS", target.join("plugins/fs.wasm"));
     if let Some(ts) = &ts {
         c.env("WHARF_BENCH_MCP_TS", ts);
     }

@@ -14,6 +14,10 @@
 //! taken from `WHARF_BENCH_MCP_RMCP` (the `rmcp-echo` binary) and
 //! `WHARF_BENCH_MCP_TS` (`server.mjs`, run with `node`); a variant whose
 //! variable is unset is left out. `WHARF_BENCH_ROUNDS` sets the rounds (20).
+//!
+//! With `WHARF_BENCH_FS` naming `fs.wasm`, a second table: `fs` `read` of a
+//! 2,000-line (130 KB) file, fresh and warm, against the same read and
+//! `cat -n` numbering done natively.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -282,6 +286,13 @@ fn main() -> anyhow::Result<()> {
         }
     }
     md.push_str(&format!("\nfresh / warm: {:.1}×; warm p99 {w99:.2} µs\n", f50 / w50));
+    let fs_read = match std::env::var("WHARF_BENCH_FS") {
+        Ok(fs_wasm) => Some(fs_read(&rt, &tokio, &fs_wasm, rounds)?),
+        Err(_) => None,
+    };
+    if let Some((table, _)) = &fs_read {
+        md.push_str(table);
+    }
     println!("{md}");
 
     if let Some(path) = out_json {
@@ -292,9 +303,93 @@ fn main() -> anyhow::Result<()> {
             "calls_per_variant": calls,
             "rounds": rounds,
             "variants": variants,
+            "fs_read": fs_read.as_ref().map(|(_, j)| j.clone()),
             "targets": targets.iter().map(|(what, got, need, ok)| json!({"target": what, "ratio": got, "required": need, "met": ok})).collect::<Vec<_>>(),
         });
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
     }
     Ok(())
+}
+
+/// `cat -n` of `text` as the `fs` tool shows it, natively: the baseline.
+fn native_numbered(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    for (i, line) in text.lines().enumerate() {
+        let _ = writeln!(out, "{:>6}\t{line}", i + 1);
+    }
+    out
+}
+
+/// `fs` `read` of a 2,000-line file, fresh and warm, against reading and
+/// numbering it natively: the markdown table and its JSON.
+fn fs_read(
+    rt: &Runtime,
+    tokio: &tokio::runtime::Runtime,
+    fs_wasm: &str,
+    rounds: usize,
+) -> anyhow::Result<(String, Value)> {
+    const LINES: usize = 2000;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("big.txt");
+    let line = "    let value = compute(input, &mut state); // a line of typical source code\n";
+    std::fs::write(&file, line.repeat(LINES))?;
+    let grant = Grant {
+        dirs: vec![wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", dir.path().display()))?],
+        ..Grant::default()
+    };
+    let spec =
+        |warm| PluginSpec { id: "fs".into(), path: fs_wasm.into(), config: json!({}), grant: grant.clone(), warm };
+    let (fresh, warm) = (rt.load(&spec(false))?, rt.load(&spec(true))?);
+    let ctx = CallContext {
+        session_id: "bench".into(),
+        call_id: "c".into(),
+        workspace: Some(dir.path().display().to_string()),
+        services: None,
+    };
+    let args = json!({"path": file.display().to_string()}).to_string();
+    let per_round = 20;
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    tokio.block_on(async {
+        for _ in 0..20 {
+            let _ = fresh.call_tool("read", &args, &ctx).await;
+            let _ = warm.call_tool("read", &args, &ctx).await;
+        }
+        for _ in 0..rounds {
+            for _ in 0..per_round {
+                let t = Instant::now();
+                let text = std::fs::read_to_string(std::hint::black_box(&file))?;
+                let out = native_numbered(&text);
+                samples[0].push(t.elapsed().as_secs_f64() * 1e6);
+                anyhow::ensure!(out.lines().count() == LINES, "native read: {} lines", out.lines().count());
+            }
+            for (i, handle) in [(1, &fresh), (2, &warm)] {
+                for _ in 0..per_round {
+                    let t = Instant::now();
+                    let r = handle.call_tool("read", &args, &ctx).await;
+                    samples[i].push(t.elapsed().as_secs_f64() * 1e6);
+                    match r {
+                        Ok(o) if !o.is_error && o.content.contains(&format!("{LINES:>6}\t")) => {}
+                        other => anyhow::bail!("fs read: {other:?}"),
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let [(n, np), (f, fp), (w, wp)] = samples.map(stats);
+    let md = format!(
+        "\n`fs` `read` of a {LINES}-line file ({} KB), {} calls each, interleaved:\n\n\
+         | variant | median µs | p99 µs | median vs native |\n| --- | ---: | ---: | ---: |\n\
+         | native: read the file, number its lines | {n:.1} | {np:.1} | 1.0× |\n\
+         | `fs` component, fresh instance per call | {f:.1} | {fp:.1} | {:.1}× |\n\
+         | `fs` component, warm instance | {w:.1} | {wp:.1} | {:.1}× |\n",
+        line.len() * LINES / 1000,
+        rounds * per_round,
+        f / n,
+        w / n
+    );
+    let json = json!({"lines": LINES, "native_median_us": n, "fresh_median_us": f, "warm_median_us": w,
+        "fresh_vs_native": f / n, "warm_vs_native": w / n});
+    Ok((md, json))
 }
