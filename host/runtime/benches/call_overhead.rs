@@ -16,7 +16,7 @@
 //! variable is unset is left out. `WHARF_BENCH_ROUNDS` sets the rounds (20).
 //!
 //! With `WHARF_BENCH_FS` naming `fs.wasm`, a second table: `fs` `read` of a
-//! 2,000-line (130 KB) file, fresh and warm, against the same read and
+//! 2,000-line (154 KB) file, fresh and warm, against the same read and
 //! `cat -n` numbering done natively.
 
 use std::io::{BufRead, BufReader, Write};
