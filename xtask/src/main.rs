@@ -261,16 +261,32 @@ fn has_tests(dir: &Path) -> bool {
 /// fmt, clippy (host and components) and the feature-parity check.
 fn lint(root: &Path) -> Result<()> {
     run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
-    run(Command::new("cargo").current_dir(root).args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    // Every crate `cargo xtask test` compiles natively is linted with its
+    // tests, in the same two invocations (so features match and nothing is
+    // built twice): the workspace without the components, then the
+    // components that have native unit tests.
+    let crates = plugin_crates(root)?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["clippy", "--workspace", "--all-targets", "--exclude", "wharf-sdk"]);
+    for c in &crates {
+        cmd.args(["--exclude", &c.package]);
+    }
+    run(cmd.args(["--", "-D", "warnings"]))?;
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["clippy", "--all-targets"]);
+    for c in crates.iter().filter(|c| !c.fixture && has_tests(&c.dir)) {
+        cmd.args(["-p", &c.package]);
+    }
+    run(cmd.args(["--", "-D", "warnings"]))?;
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["clippy", "--target", "wasm32-wasip2", "-p", "wharf-sdk"]);
-    for c in plugin_crates(root)? {
+    for c in &crates {
         cmd.args(["-p", &c.package]);
     }
     cmd.args(["--", "-D", "warnings"]);
     run(&mut cmd)?;
     let mut excluded = vec!["wharf-sdk".to_string()];
-    excluded.extend(plugin_crates(root)?.into_iter().map(|c| c.package));
+    excluded.extend(crates.into_iter().map(|c| c.package));
     features::check(root, &excluded)
 }
 

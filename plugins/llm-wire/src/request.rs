@@ -357,9 +357,63 @@ pub struct ChatRequest<'a> {
 impl ChatRequest<'_> {
     /// The body as JSON text, written into a buffer sized up front from the
     /// text it carries (growing it by doubling would copy the body ~twice).
+    ///
+    /// The output is byte for byte what `serde_json::to_string(self)` gives
+    /// (a test holds the two together), but the history's text is escaped
+    /// eight bytes at a time: re-escaping the whole history at every step
+    /// was the adapter's top function in long sessions.
     pub fn to_json(&self) -> Result<String, BuildError> {
         let mut out = Vec::with_capacity(self.estimated_json_len());
-        serde_json::to_writer(&mut out, self).map_err(|e| BuildError::Serialize(e.to_string()))?;
+        out.extend_from_slice(b"{\"model\":");
+        push_json_str(&mut out, &self.model);
+        out.extend_from_slice(b",\"messages\":[");
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            m.write_json(&mut out);
+        }
+        out.push(b']');
+        if !self.tools.is_empty() {
+            out.extend_from_slice(b",\"tools\":[");
+            for (i, t) in self.tools.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"type\":");
+                push_json_str(&mut out, t.kind);
+                out.extend_from_slice(b",\"function\":{\"name\":");
+                push_json_str(&mut out, t.function.name);
+                out.extend_from_slice(b",\"description\":");
+                push_json_str(&mut out, t.function.description);
+                out.extend_from_slice(b",\"parameters\":");
+                serde_json::to_writer(&mut out, &t.function.parameters)
+                    .map_err(|e| BuildError::Serialize(e.to_string()))?;
+                out.extend_from_slice(b"}}");
+            }
+            out.push(b']');
+        }
+        out.extend_from_slice(if self.stream { b",\"stream\":true" } else { b",\"stream\":false" });
+        out.extend_from_slice(if self.stream_options.include_usage {
+            b",\"stream_options\":{\"include_usage\":true}"
+        } else {
+            b",\"stream_options\":{\"include_usage\":false}"
+        });
+        for (key, value) in [("max_tokens", self.max_tokens), ("max_completion_tokens", self.max_completion_tokens)] {
+            if let Some(n) = value {
+                out.extend_from_slice(format!(",\"{key}\":{n}").as_bytes());
+            }
+        }
+        if let Some(t) = &self.thinking {
+            out.extend_from_slice(b",\"thinking\":{\"type\":");
+            push_json_str(&mut out, t.kind);
+            out.push(b'}');
+        }
+        if let Some(e) = self.reasoning_effort {
+            out.extend_from_slice(b",\"reasoning_effort\":");
+            push_json_str(&mut out, e);
+        }
+        out.push(b'}');
         String::from_utf8(out).map_err(|e| BuildError::Serialize(e.to_string()))
     }
 
@@ -383,6 +437,126 @@ impl ChatRequest<'_> {
         let raw = messages + tools + self.model.len() + 256;
         raw + raw / 8
     }
+}
+
+impl WireMessage<'_> {
+    /// Appends the message as `serde_json` would serialize it.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"role\":");
+        push_json_str(out, self.role);
+        out.extend_from_slice(b",\"content\":");
+        match self.content {
+            Some(c) => push_json_str(out, c),
+            None => out.extend_from_slice(b"null"),
+        }
+        if let Some(r) = self.reasoning_content {
+            out.extend_from_slice(b",\"reasoning_content\":");
+            push_json_str(out, r);
+        }
+        if !self.tool_calls.is_empty() {
+            out.extend_from_slice(b",\"tool_calls\":[");
+            for (i, c) in self.tool_calls.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"id\":");
+                push_json_str(out, c.id);
+                out.extend_from_slice(b",\"type\":");
+                push_json_str(out, c.kind);
+                out.extend_from_slice(b",\"function\":{\"name\":");
+                push_json_str(out, c.function.name);
+                out.extend_from_slice(b",\"arguments\":");
+                push_json_str(out, c.function.arguments);
+                out.extend_from_slice(b"}}");
+            }
+            out.push(b']');
+        }
+        if let Some(id) = self.tool_call_id {
+            out.extend_from_slice(b",\"tool_call_id\":");
+            push_json_str(out, id);
+        }
+        out.push(b'}');
+    }
+}
+
+/// The bytes of `w` (little-endian) that may need escaping in a JSON
+/// string, a control character (< 0x20), `"` or `\`, as their high bits.
+/// Zero exactly when none does; the lowest flag is always a true one (a
+/// borrow can only add false flags above a true one).
+const fn escape_flags(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    let q = w ^ (ONES * b'"' as u64);
+    let quote = q.wrapping_sub(ONES) & !q;
+    let b = w ^ (ONES * b'\\' as u64);
+    let backslash = b.wrapping_sub(ONES) & !b;
+    (control | quote | backslash) & HIGH
+}
+
+/// Appends the escape of `byte`, a control character, `"` or `\`, as
+/// `serde_json` writes it: the short forms, else `\u00XX` in lower-case hex.
+fn push_escape(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x09 => b't',
+        0x0a => b'n',
+        0x0c => b'f',
+        0x0d => b'r',
+        _ => {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]);
+            return;
+        }
+    };
+    out.extend_from_slice(&[b'\\', short]);
+}
+
+/// Appends `s` as a JSON string literal. Clean runs are found eight bytes
+/// at a time and copied whole; only a word holding an escape is looked at
+/// byte by byte, from its first escape on.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut run = 0;
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let flags = escape_flags(u64::from_le_bytes(word));
+        if flags != 0 {
+            // Bytes below the lowest flag are clean; look at the rest.
+            let first = (flags.trailing_zeros() / 8) as usize;
+            for (j, &byte) in chunk.iter().enumerate().skip(first) {
+                let at = i + j;
+                if matches!(byte, 0x00..=0x1f | b'"' | b'\\') {
+                    out.extend_from_slice(&bytes[run..at]);
+                    push_escape(out, byte);
+                    run = at + 1;
+                }
+            }
+        }
+        i += 8;
+    }
+    for (at, &byte) in bytes.iter().enumerate().skip(i) {
+        if matches!(byte, 0x00..=0x1f | b'"' | b'\\') {
+            out.extend_from_slice(&bytes[run..at]);
+            push_escape(out, byte);
+            run = at + 1;
+        }
+    }
+    out.extend_from_slice(&bytes[run..]);
+    out.push(b'"');
 }
 
 /// Whether `name` matches `[a-zA-Z0-9_-]{1,64}`.
@@ -633,7 +807,7 @@ mod tests {
         assert_eq!(body.reasoning_effort, None);
         // Pass-back still happens: it is harmless without thinking and
         // required if an earlier turn was made with thinking on.
-        assert_eq!(body.messages[2].reasoning_content.as_deref(), Some("I should read both."));
+        assert_eq!(body.messages[2].reasoning_content, Some("I should read both."));
     }
 
     #[test]
@@ -643,7 +817,7 @@ mod tests {
         for i in 0..200 {
             let text: String = (0..40).map(|l| format!("file {i} line {l}: \"quoted\" text\n")).collect();
             req.messages.push(Message::assistant("", None, vec![call(&format!("r{i}"), "read", r#"{"path":"x"}"#)]));
-            req.messages.push(Message::tool(&format!("r{i}"), &text));
+            req.messages.push(Message::tool(format!("r{i}"), &text));
         }
         let body = build_request(&req, &Config::new("m", Dialect::DeepSeek)).unwrap();
         let estimate = body.estimated_json_len();
@@ -652,6 +826,63 @@ mod tests {
         assert!(json.len() <= estimate, "{} > {estimate}", json.len());
         assert_eq!(json.capacity(), estimate, "the buffer was regrown");
         assert!(estimate < json.len() * 3 / 2, "estimate {estimate} for {} bytes", json.len());
+    }
+
+    fn escaped(s: &str) -> String {
+        let mut out = Vec::new();
+        super::push_json_str(&mut out, s);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them_at_every_offset() {
+        // Every ASCII byte at every offset of a word and across words, and
+        // multi-byte characters next to escapes.
+        for byte in 0u8..0x80 {
+            for at in 0..19 {
+                let mut s: String = "abcdefghijklmnopqrs".chars().take(19).collect();
+                s.replace_range(at..at + 1, &char::from(byte).to_string());
+                assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap(), "byte {byte:#x} at {at}");
+            }
+        }
+        for s in ["", "\"", "\\\\", "é\n漢字\u{1f600}\t\u{7f}\u{1f}", "line\r\nnext \"quoted\" \\ end\u{0}"] {
+            assert_eq!(escaped(s), serde_json::to_string(s).unwrap());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_is_escaped_as_serde_json_escapes_it(s in "(?s).{0,80}", bytes in proptest::collection::vec(0u8..0x80, 0..80)) {
+            proptest::prop_assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap());
+            let ascii = String::from_utf8(bytes).unwrap();
+            proptest::prop_assert_eq!(escaped(&ascii), serde_json::to_string(&ascii).unwrap());
+        }
+
+        #[test]
+        fn the_body_is_what_serde_json_writes(
+            texts in proptest::collection::vec("(?s)[a-z \"\\\\\n\t\u{1}é漢]{0,24}", 1..12),
+            roles in proptest::collection::vec(0u8..4, 1..12),
+            deepseek in proptest::bool::ANY,
+            cap in proptest::option::of(1u32..100_000),
+            thinking in proptest::option::of(proptest::bool::ANY),
+        ) {
+            let mut req = conversation();
+            for (i, (text, role)) in texts.iter().zip(&roles).enumerate() {
+                req.messages.push(match role {
+                    0 => Message::user(text.as_str()),
+                    1 => Message::assistant(text.as_str(), Some(text.clone()), vec![call(&format!("c{i}"), "read", text)]),
+                    2 => Message::assistant(text.as_str(), None, Vec::new()),
+                    _ => Message::tool(format!("c{i}\"{text}"), text.as_str()),
+                });
+            }
+            req.system = texts[0].clone();
+            req.max_tokens = cap;
+            let mut cfg = Config::new(format!("model-{}", texts[0]), if deepseek { Dialect::DeepSeek } else { Dialect::OpenAi });
+            cfg.thinking = thinking;
+            cfg.reasoning_effort = Some(ReasoningEffort::High);
+            let body = build_request(&req, &cfg).unwrap();
+            proptest::prop_assert_eq!(body.to_json().unwrap(), serde_json::to_string(&body).unwrap());
+        }
     }
 
     #[test]
