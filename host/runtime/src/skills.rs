@@ -9,7 +9,8 @@
 //! The catalog is asked of the component (a fresh sandbox) only when the
 //! skill files may have changed: the listener keeps the last section with a
 //! fingerprint of the skill roots — the plugin's `dirs` config (the
-//! convention of the `skills` plugin) and its granted directories, each
+//! convention of the `skills` plugin) and those of its granted directories
+//! that do not merely hold a configured one, each
 //! walked two levels deep (`ROOT/NAME/SKILL.md`), names, sizes and
 //! modification times — and re-asks when the fingerprint differs, when it
 //! is older than [`MAX_AGE`] (for catalogs that depend on something else),
@@ -189,29 +190,62 @@ pub fn render(list: &[ex::skills::SkillSummary], tool: &Option<String>) -> Optio
     Some(out.trim_end().to_string())
 }
 
-/// Where a version's skills live: its `dirs` config and granted dirs.
+/// Where a version's skills live: its `dirs` config, and each granted
+/// directory that does not merely hold one of those. The default profile
+/// grants the whole workspace so that the plugin can read `.wharf/skills`
+/// in it; fingerprinting that grant would stat every file two levels down
+/// the workspace at every step (and past [`MAX_ENTRIES`], in a large
+/// repository, ask the component for its catalog at every step).
 fn roots(version: &PluginVersion) -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = match version.config().get("dirs") {
+    let granted: Vec<&Path> = version.effective.dirs.iter().map(|d| d.path.as_path()).collect();
+    roots_of(version.config(), version.effective.env.iter().any(|e| e == "HOME"), &granted)
+}
+
+/// [`roots`] from the plugin's config, whether it is granted `HOME`, and
+/// its granted directories (canonical paths).
+fn roots_of(config: &Value, home_granted: bool, granted: &[&Path]) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = match config.get("dirs") {
         Some(Value::Array(a)) => a
             .iter()
             .filter_map(Value::as_str)
             .filter_map(|d| match d.strip_prefix("~/") {
                 // The plugin resolves `~/` with the HOME it is granted.
-                Some(rest) if version.effective.env.iter().any(|e| e == "HOME") => {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest))
-                }
+                Some(rest) if home_granted => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
                 Some(_) => None,
                 None => Some(PathBuf::from(d)),
             })
             .collect(),
         _ => Vec::new(),
     };
-    for d in &version.effective.dirs {
-        if !roots.contains(&d.path) {
-            roots.push(d.path.clone());
+    let configured: Vec<PathBuf> = roots.iter().map(|r| resolved(r)).collect();
+    for &dir in granted {
+        let holds_a_root = configured.iter().any(|r| r.starts_with(dir));
+        if !holds_a_root && !roots.iter().any(|r| r == dir) {
+            roots.push(dir.to_path_buf());
         }
     }
     roots
+}
+
+/// `path` with its deepest existing ancestor canonicalized (a skills
+/// directory often does not exist yet), to compare with grant paths, which
+/// are canonical.
+fn resolved(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(mut canon) = at.canonicalize() {
+            canon.extend(missing.iter().rev());
+            return canon;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name);
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 /// A hash of the names, sizes and modification times of `roots` and of
@@ -284,6 +318,29 @@ mod tests {
         assert_eq!(p, json!({"turn": 1, "prompt": "Base.\n\nS"}));
         assert_eq!(append(json!({"turn": 1}), "S")["prompt"], "S");
         assert_eq!(append(json!("Base."), "S"), json!("Base.\n\nS"));
+    }
+
+    #[test]
+    fn a_grant_that_only_holds_the_skill_dirs_is_not_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap().join("ws");
+        let other = dir.path().canonicalize().unwrap().join("shared-skills");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        // Through a symlink, as a workspace under /tmp often is.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&ws, &link).unwrap();
+        let config = json!({"dirs": [format!("{}/.wharf/skills", link.display())]});
+        let roots = roots_of(&config, false, &[ws.as_path(), other.as_path()]);
+        assert_eq!(roots, vec![link.join(".wharf/skills"), other.clone()]);
+        // Without `dirs`, the grants are the roots.
+        assert_eq!(roots_of(&json!({}), false, &[ws.as_path()]), vec![ws.clone()]);
+        // A configured root that is itself granted is listed once.
+        let config = json!({"dirs": [other.display().to_string()]});
+        assert_eq!(roots_of(&config, false, &[other.as_path()]), vec![other.clone()]);
+        // `~/` needs the HOME grant.
+        let config = json!({"dirs": ["~/.wharf/skills"]});
+        assert_eq!(roots_of(&config, false, &[]), Vec::<PathBuf>::new());
     }
 
     #[test]
