@@ -11,7 +11,10 @@
 //!    to its end, read the file, serialise the whole history, send the next
 //!    request on a keep-alive connection), and the same client opening a new
 //!    TCP connection per request (what a fresh `wasi:http` context without a
-//!    pool costs on top).
+//!    pool costs on top). The same session also runs with the default
+//!    profile (all its tool specs in every request, the permission policy,
+//!    project context and the skills catalog at every step) in a workspace
+//!    holding a ~2,000-file source tree: what a user's step costs.
 //! 2. **Cold first run** of the default profile (its components compiled
 //!    from nothing, empty cache) until the first model request arrives,
 //!    against the same with a warm cache and the bare process start
@@ -122,18 +125,51 @@ fn workspace_files(ws: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Source directories (of [`REPO_FILES`] files each) in the workspace of
+/// the default-profile session: a repository of ~2,000 files.
+const REPO_DIRS: usize = 100;
+/// Files per source directory.
+const REPO_FILES: usize = 20;
+
+/// Which `wharf run` the session is.
+#[derive(Clone, Copy, PartialEq)]
+enum Setup {
+    /// Only `fs` and `llm-deepseek`, the workspace holding just the files read.
+    Minimal,
+    /// The default profile (every tool spec in each request, the permission
+    /// policy on each call, project context and the skills catalog at each
+    /// step) with `llm-deepseek` pointed at the mock, in a workspace that
+    /// also holds a ~2,000-file source tree.
+    Default,
+}
+
 /// One `wharf run` of the 9-step session; its gaps and connections.
-fn wharf_session(tmp: &Path, run: usize) -> anyhow::Result<(Vec<f64>, usize, Vec<f64>)> {
+fn wharf_session(tmp: &Path, run: usize, setup: Setup) -> anyhow::Result<(Vec<f64>, usize, Vec<f64>)> {
     let mock = MockLlm::start_background(step_script()?)?;
-    let dir = tmp.join(format!("wharf-run-{run}"));
+    let dir = tmp.join(format!("wharf-run-{run}-{}", if setup == Setup::Default { "default" } else { "minimal" }));
     let ws = dir.join("ws");
     workspace_files(&ws)?;
     let port = mock.addr().port();
+    let model = format!(
+        r#"
+[plugin.config]
+base_url = "{url}/v1"
+model = "bench-model"
+api_key_env = "WHARF_BENCH_LLM_KEY"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+env = ["WHARF_BENCH_LLM_KEY"]
+"#,
+        url = mock.url()
+    );
+    let max = STEPS + 2;
     let profile = dir.join("profile.toml");
-    std::fs::write(
-        &profile,
-        format!(
-            r#"
+    let profile_args: Vec<std::ffi::OsString> = match setup {
+        Setup::Minimal => {
+            std::fs::write(
+                &profile,
+                format!(
+                    r#"
 [agent]
 adapter = "model"
 max_steps = {max}
@@ -147,18 +183,27 @@ dirs = ["${{workspace}}:rw"]
 [[plugin]]
 id = "model"
 path = "${{plugin_dir}}/llm-deepseek.wasm"
-[plugin.config]
-base_url = "{url}/v1"
-model = "bench-model"
-api_key_env = "WHARF_BENCH_LLM_KEY"
-[plugin.grant]
-hosts = ["127.0.0.1:{port}"]
-env = ["WHARF_BENCH_LLM_KEY"]
-"#,
-            max = STEPS + 2,
-            url = mock.url()
-        ),
-    )?;
+{model}"#
+                ),
+            )?;
+            vec!["--profile".into(), profile.into()]
+        }
+        Setup::Default => {
+            for d in 0..REPO_DIRS {
+                let src = ws.join(format!("src{d:03}"));
+                std::fs::create_dir_all(&src)?;
+                for f in 0..REPO_FILES {
+                    std::fs::write(src.join(format!("mod{f:02}.rs")), format!("pub fn f{f}() -> u32 {{ {f} }}\n"))?;
+                }
+            }
+            // Only the model row changes; the rest is the shipped profile.
+            std::fs::write(
+                &profile,
+                format!("[agent]\nmax_steps = {max}\n\n[[plugin]]\nid = \"deepseek\"\n{model}"),
+            )?;
+            vec!["--profile".into(), "default".into(), "--patch".into(), profile.into()]
+        }
+    };
     let out = Command::new(wharf_binary())
         .current_dir(&ws)
         .env("HOME", &dir)
@@ -166,8 +211,8 @@ env = ["WHARF_BENCH_LLM_KEY"]
         .env("WHARF_BENCH_LLM_KEY", "sk-bench")
         .env("WHARF_LOG", "warn")
         .env_remove("DEEPSEEK_API_KEY")
-        .args(["run", "Read every file.", "--no-watch", "--output", "jsonl", "--profile"])
-        .arg(&profile)
+        .args(["run", "Read every file.", "--no-watch", "--output", "jsonl"])
+        .args(profile_args)
         .arg("--session-dir")
         .arg(dir.join("sessions"))
         .output()?;
@@ -313,6 +358,8 @@ fn native_session(tmp: &Path, run: usize, reconnect: bool) -> anyhow::Result<(Ve
 
 struct StepFigures {
     wharf: Vec<f64>,
+    /// The same session with the default profile in a ~2,000-file workspace.
+    wharf_default: Vec<f64>,
     /// Stream end → the next request's body fully read by the mock.
     wharf_body: Vec<f64>,
     native: Vec<f64>,
@@ -325,6 +372,7 @@ fn step_overhead(tmp: &Path) -> anyhow::Result<StepFigures> {
     let runs = if quick() { 2 } else { 6 };
     let mut f = StepFigures {
         wharf: vec![],
+        wharf_default: vec![],
         wharf_body: vec![],
         native: vec![],
         native_body: vec![],
@@ -332,11 +380,13 @@ fn step_overhead(tmp: &Path) -> anyhow::Result<StepFigures> {
         wharf_connections: vec![],
     };
     // A first run fills the compile cache (its figures are dropped).
-    let _ = wharf_session(tmp, 999)?;
+    let _ = wharf_session(tmp, 999, Setup::Minimal)?;
+    let _ = wharf_session(tmp, 999, Setup::Default)?;
     for run in 0..runs {
-        // Interleaved, so load on the machine hits all three alike.
-        let (g, c, b) = wharf_session(tmp, run)?;
+        // Interleaved, so load on the machine hits all of them alike.
+        let (g, c, b) = wharf_session(tmp, run, Setup::Minimal)?;
         f.wharf.extend(g);
+        f.wharf_default.extend(wharf_session(tmp, run, Setup::Default)?.0);
         f.wharf_body.extend(b);
         f.wharf_connections.push(c);
         let (g, _, b) = native_session(tmp, run, false)?;
@@ -702,6 +752,7 @@ fn main() -> anyhow::Result<()> {
     } else {
         StepFigures {
             wharf: vec![],
+            wharf_default: vec![],
             wharf_body: vec![],
             native: vec![],
             native_body: vec![],
@@ -710,6 +761,7 @@ fn main() -> anyhow::Result<()> {
         }
     };
     let (w_med, w_p90) = (median(&steps.wharf), quantile(&steps.wharf, 0.9));
+    let (d_med, d_p90) = (median(&steps.wharf_default), quantile(&steps.wharf_default, 0.9));
     let (n_med, n_p90) = (median(&steps.native), quantile(&steps.native, 0.9));
     let (r_med, r_p90) = (median(&steps.native_reconnect), quantile(&steps.native_reconnect, 0.9));
     let conns = steps.wharf_connections.iter().max().copied().unwrap_or(0);
@@ -744,6 +796,7 @@ fn main() -> anyhow::Result<()> {
          of the next request, as the mock stamps them.\n\n\
          | figure | median | p90 | ratio to native keep-alive (median) | target |\n| --- | --- | --- | --- | --- |\n\
          | wharf (llm-deepseek, fs) | {:.3} ms | {:.3} ms | {:.1}× | ≤ 0.5 ms: {} |\n\
+         | wharf, default profile ({REPO_DIRS}×{REPO_FILES}-file workspace) | {:.3} ms | {:.3} ms | {:.1}× | |\n\
          | baseline: native client, keep-alive | {:.3} ms | {:.3} ms | 1.0× | |\n\
          | baseline: native client, new TCP connection per request | {:.3} ms | {:.3} ms | {:.1}× | |\n\n\
          Until the next request's body was complete at the mock (median): wharf {:.3} ms, native {:.3} ms.\n\n\
@@ -753,6 +806,9 @@ fn main() -> anyhow::Result<()> {
             ms(w_p90),
             w_med / n_med.max(1.0),
             met(ms(w_med) <= 0.5),
+            ms(d_med),
+            ms(d_p90),
+            d_med / n_med.max(1.0),
             ms(n_med),
             ms(n_p90),
             ms(r_med),
@@ -859,7 +915,10 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let j = json!({
         "steps": STEPS,
-        "gap_ms": {"wharf": {"median": ms(w_med), "p90": ms(w_p90)}, "native_keepalive": {"median": ms(n_med), "p90": ms(n_p90)},
+        "gap_ms": {"wharf": {"median": ms(w_med), "p90": ms(w_p90)},
+            "wharf_default_profile": {"median": ms(d_med), "p90": ms(d_p90), "workspace_files": REPO_DIRS * REPO_FILES + STEPS,
+                "ratio_to_native": d_med / n_med.max(1.0)},
+            "native_keepalive": {"median": ms(n_med), "p90": ms(n_p90)},
             "native_reconnect": {"median": ms(r_med), "p90": ms(r_p90)}, "ratio_to_native": w_med / n_med.max(1.0),
             "wharf_connections_per_session": conns,
             "body_complete": {"wharf_median": ms(median(&steps.wharf_body)), "native_median": ms(median(&steps.native_body))}, "target_ms": 0.5, "met": ms(w_med) <= 0.5},
