@@ -197,10 +197,7 @@ path = "${{plugin_dir}}/llm-deepseek.wasm"
                 }
             }
             // Only the model row changes; the rest is the shipped profile.
-            std::fs::write(
-                &profile,
-                format!("[agent]\nmax_steps = {max}\n\n[[plugin]]\nid = \"deepseek\"\n{model}"),
-            )?;
+            std::fs::write(&profile, format!("[agent]\nmax_steps = {max}\n\n[[plugin]]\nid = \"deepseek\"\n{model}"))?;
             vec!["--profile".into(), "default".into(), "--patch".into(), profile.into()]
         }
     };
