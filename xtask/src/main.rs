@@ -220,11 +220,7 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
-    cmd.current_dir(root).args(["test", "--no-fail-fast", "--workspace", "--exclude", "wharf-sdk"]);
-    for c in &crates {
-        cmd.args(["--exclude", &c.package]);
-    }
-    cmd.args(extra);
+    cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(host_selection(&crates)).args(extra);
     let host = run(&mut cmd);
     // First-party components also build natively, so their unit tests run
     // too — in a separate invocation, so their dependencies' features do
@@ -232,14 +228,30 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     // under tests/plugins are wasm-only.
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
-    cmd.current_dir(root).args(["test", "--no-fail-fast"]);
-    // A crate without a test of its own is left out: compiling it natively
-    // for nothing (boa in `plugins/code`) costs minutes.
-    for c in crates.iter().filter(|c| !c.fixture && has_tests(&c.dir)) {
-        cmd.args(["-p", &c.package]);
-    }
+    cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(component_test_selection(&crates));
     let components = run(&mut cmd);
     host.and(components)
+}
+
+/// The host side of the native build: the workspace without the SDK and
+/// the components.
+fn host_selection(crates: &[PluginCrate]) -> Vec<String> {
+    let mut args = vec!["--workspace".to_string(), "--exclude".into(), "wharf-sdk".into()];
+    for c in crates {
+        args.extend(["--exclude".to_string(), c.package.clone()]);
+    }
+    args
+}
+
+/// The first-party components built natively for their unit tests. A
+/// crate without a test of its own is left out: compiling it natively for
+/// nothing (boa in `plugins/code`) costs minutes.
+fn component_test_selection(crates: &[PluginCrate]) -> Vec<String> {
+    let mut args = Vec::new();
+    for c in crates.iter().filter(|c| !c.fixture && has_tests(&c.dir)) {
+        args.extend(["-p".to_string(), c.package.clone()]);
+    }
+    args
 }
 
 /// Whether any Rust source under `dir/src` or `dir/tests` holds a test.
@@ -266,18 +278,13 @@ fn lint(root: &Path) -> Result<()> {
     // built twice): the workspace without the components, then the
     // components that have native unit tests.
     let crates = plugin_crates(root)?;
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["clippy", "--workspace", "--all-targets", "--exclude", "wharf-sdk"]);
-    for c in &crates {
-        cmd.args(["--exclude", &c.package]);
+    for selection in [host_selection(&crates), component_test_selection(&crates)] {
+        run(Command::new("cargo")
+            .current_dir(root)
+            .args(["clippy", "--all-targets"])
+            .args(selection)
+            .args(["--", "-D", "warnings"]))?;
     }
-    run(cmd.args(["--", "-D", "warnings"]))?;
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["clippy", "--all-targets"]);
-    for c in crates.iter().filter(|c| !c.fixture && has_tests(&c.dir)) {
-        cmd.args(["-p", &c.package]);
-    }
-    run(cmd.args(["--", "-D", "warnings"]))?;
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["clippy", "--target", "wasm32-wasip2", "-p", "wharf-sdk"]);
     for c in &crates {

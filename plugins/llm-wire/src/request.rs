@@ -366,32 +366,23 @@ impl ChatRequest<'_> {
         let mut out = Vec::with_capacity(self.estimated_json_len());
         out.extend_from_slice(b"{\"model\":");
         push_json_str(&mut out, &self.model);
-        out.extend_from_slice(b",\"messages\":[");
-        for (i, m) in self.messages.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            m.write_json(&mut out);
-        }
-        out.push(b']');
+        out.extend_from_slice(b",\"messages\":");
+        push_list(&mut out, &self.messages, |out, m| m.write_json(out))?;
         if !self.tools.is_empty() {
-            out.extend_from_slice(b",\"tools\":[");
-            for (i, t) in self.tools.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            out.extend_from_slice(b",\"tools\":");
+            push_list(&mut out, &self.tools, |out, t| {
                 out.extend_from_slice(b"{\"type\":");
-                push_json_str(&mut out, t.kind);
+                push_json_str(out, t.kind);
                 out.extend_from_slice(b",\"function\":{\"name\":");
-                push_json_str(&mut out, t.function.name);
+                push_json_str(out, t.function.name);
                 out.extend_from_slice(b",\"description\":");
-                push_json_str(&mut out, t.function.description);
+                push_json_str(out, t.function.description);
                 out.extend_from_slice(b",\"parameters\":");
-                serde_json::to_writer(&mut out, &t.function.parameters)
+                serde_json::to_writer(&mut *out, &t.function.parameters)
                     .map_err(|e| BuildError::Serialize(e.to_string()))?;
                 out.extend_from_slice(b"}}");
-            }
-            out.push(b']');
+                Ok(())
+            })?;
         }
         out.extend_from_slice(if self.stream { b",\"stream\":true" } else { b",\"stream\":false" });
         out.extend_from_slice(if self.stream_options.include_usage {
@@ -441,7 +432,7 @@ impl ChatRequest<'_> {
 
 impl WireMessage<'_> {
     /// Appends the message as `serde_json` would serialize it.
-    fn write_json(&self, out: &mut Vec<u8>) {
+    fn write_json(&self, out: &mut Vec<u8>) -> Result<(), BuildError> {
         out.extend_from_slice(b"{\"role\":");
         push_json_str(out, self.role);
         out.extend_from_slice(b",\"content\":");
@@ -454,11 +445,8 @@ impl WireMessage<'_> {
             push_json_str(out, r);
         }
         if !self.tool_calls.is_empty() {
-            out.extend_from_slice(b",\"tool_calls\":[");
-            for (i, c) in self.tool_calls.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
+            out.extend_from_slice(b",\"tool_calls\":");
+            push_list(out, &self.tool_calls, |out, c| {
                 out.extend_from_slice(b"{\"id\":");
                 push_json_str(out, c.id);
                 out.extend_from_slice(b",\"type\":");
@@ -468,14 +456,15 @@ impl WireMessage<'_> {
                 out.extend_from_slice(b",\"arguments\":");
                 push_json_str(out, c.function.arguments);
                 out.extend_from_slice(b"}}");
-            }
-            out.push(b']');
+                Ok(())
+            })?;
         }
         if let Some(id) = self.tool_call_id {
             out.extend_from_slice(b",\"tool_call_id\":");
             push_json_str(out, id);
         }
         out.push(b'}');
+        Ok(())
     }
 }
 
@@ -537,26 +526,43 @@ fn push_json_str(out: &mut Vec<u8>, s: &str) {
         if flags != 0 {
             // Bytes below the lowest flag are clean; look at the rest.
             let first = (flags.trailing_zeros() / 8) as usize;
-            for (j, &byte) in chunk.iter().enumerate().skip(first) {
-                let at = i + j;
-                if matches!(byte, 0x00..=0x1f | b'"' | b'\\') {
-                    out.extend_from_slice(&bytes[run..at]);
-                    push_escape(out, byte);
-                    run = at + 1;
-                }
-            }
+            escape_run(out, bytes, i + first..i + 8, &mut run);
         }
         i += 8;
     }
-    for (at, &byte) in bytes.iter().enumerate().skip(i) {
-        if matches!(byte, 0x00..=0x1f | b'"' | b'\\') {
-            out.extend_from_slice(&bytes[run..at]);
-            push_escape(out, byte);
-            run = at + 1;
-        }
-    }
+    escape_run(out, bytes, i..bytes.len(), &mut run);
     out.extend_from_slice(&bytes[run..]);
     out.push(b'"');
+}
+
+/// Looks at `bytes[range]` one by one: each byte that needs escaping ends
+/// the clean run that started at `run` (copied out) and is escaped.
+fn escape_run(out: &mut Vec<u8>, bytes: &[u8], range: std::ops::Range<usize>, run: &mut usize) {
+    for at in range {
+        let byte = bytes[at];
+        if matches!(byte, 0x00..=0x1f | b'"' | b'\\') {
+            out.extend_from_slice(&bytes[*run..at]);
+            push_escape(out, byte);
+            *run = at + 1;
+        }
+    }
+}
+
+/// Appends `items` as a JSON array, each written by `item`.
+fn push_list<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    mut item: impl FnMut(&mut Vec<u8>, &T) -> Result<(), BuildError>,
+) -> Result<(), BuildError> {
+    out.push(b'[');
+    for (i, t) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item(out, t)?;
+    }
+    out.push(b']');
+    Ok(())
 }
 
 /// Whether `name` matches `[a-zA-Z0-9_-]{1,64}`.
