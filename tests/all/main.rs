@@ -37,6 +37,7 @@ mod system_prompt;
 mod tiering;
 mod todo_skills;
 mod tool_names;
+mod warm_adapter;
 mod web;
 mod web_fetch;
 mod web_ui;

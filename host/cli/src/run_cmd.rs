@@ -141,19 +141,33 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let printer = tokio::spawn(async move {
         let mut renderer = TextRenderer::new(true, crate::output::color());
         let stdout = std::io::stdout();
-        while let Some(ev) = rx.recv().await {
-            let mut out = stdout.lock();
-            match output {
-                Output::Jsonl => {
-                    if let Ok(line) = ev.to_json_line() {
-                        let _ = writeln!(out, "{line}");
-                        let _ = out.flush();
+        // What arrived since the last wake-up is printed with one write:
+        // a step's events come in bursts.
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(first) = rx.recv().await {
+            let mut next = Some(first);
+            let mut ended = false;
+            while let Some(ev) = next.take() {
+                match output {
+                    Output::Jsonl => {
+                        if let Ok(line) = ev.to_json_line() {
+                            buf.extend_from_slice(line.as_bytes());
+                            buf.push(b'\n');
+                        }
                     }
+                    Output::Text => renderer.render(&ev, &mut buf),
                 }
-                Output::Text => renderer.render(&ev, &mut out),
+                // A headless run is one turn: its end is the last event.
+                ended = matches!(ev.kind, EventKind::TurnEnd(_));
+                if !ended && buf.len() < 1 << 20 {
+                    next = rx.try_recv().ok();
+                }
             }
-            // A headless run is one turn: its end is the last event.
-            if matches!(ev.kind, EventKind::TurnEnd(_)) {
+            let mut out = stdout.lock();
+            let _ = out.write_all(&buf);
+            let _ = out.flush();
+            buf.clear();
+            if ended {
                 return;
             }
         }

@@ -72,7 +72,7 @@ use crate::events::{
 };
 use crate::pipeline::{PipelineConfig, StepRef, ToolPipeline};
 use crate::plugin::{
-    FinishReason, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, ToolCall, Usage,
+    AdapterScope, FinishReason, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, ToolCall, Usage,
 };
 use crate::registry::{Registry, Snapshot};
 use crate::retry::RetryPolicy;
@@ -421,13 +421,15 @@ impl Agent {
         if self.inner.forwarder.swap(true, Ordering::SeqCst) {
             return;
         }
-        let mut rx = self.inner.log.subscribe();
+        // Only the events a `session/event` hook listens for are sent: with
+        // no such hook (the usual case) this task is never woken.
         let (registry, bus) = (self.inner.registry.clone(), self.inner.bus.clone());
+        let (r, b) = (registry.clone(), bus.clone());
+        let mut rx = self.inner.log.subscribe_filtered(Box::new(move |ev| {
+            !matches!(ev.kind, EventKind::AssistantChunk(_)) && b.has_listeners(&r.snapshot(), HookPoint::SessionEvent)
+        }));
         tokio::spawn(async move {
             while let Some(ev) = rx.recv().await {
-                if matches!(ev.kind, EventKind::AssistantChunk(_)) {
-                    continue;
-                }
                 let snap = registry.snapshot();
                 if bus.has_listeners(&snap, HookPoint::SessionEvent)
                     && let Ok(v) = serde_json::to_value(&ev)
@@ -446,6 +448,9 @@ impl Agent {
         let mut summary =
             TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
         let mut step: u32 = 0;
+        // What the adapter keeps between this turn's requests; dropped
+        // with the turn.
+        let scope = Arc::new(AdapterScope::default());
         // Attachment steps (`@path`) do not count against the step budget.
         let mut attach_steps: u32 = 0;
         let reason = loop {
@@ -471,7 +476,7 @@ impl Agent {
             }
             inner.log.append(EventKind::StepStart(StepStart { turn, step }))?;
             summary.steps = step;
-            let out = self.step(&snap, turn, step, token).await?;
+            let out = self.step(&snap, turn, step, &scope, token).await?;
             inner.log.append(EventKind::StepEnd(StepEnd { turn, step, usage: out.usage }))?;
             if let Some(u) = &out.usage {
                 summary.usage.add(u);
@@ -711,6 +716,7 @@ impl Agent {
         snap: &Arc<Snapshot>,
         turn: u64,
         step: u32,
+        scope: &Arc<AdapterScope>,
         token: &CancellationToken,
     ) -> Result<StepOutcome, AgentError> {
         let inner = &self.inner;
@@ -739,7 +745,7 @@ impl Agent {
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {
-            match self.stream(adapter.as_ref(), &request, at, token).await? {
+            match self.stream(adapter.as_ref(), &request, scope, at, token).await? {
                 Streamed::Done(acc) => break acc,
                 Streamed::Cancelled(acc) => {
                     self.commit_message(at, &acc, true)?;
@@ -865,6 +871,7 @@ impl Agent {
         &self,
         adapter: &dyn LlmAdapter,
         request: &LlmRequest,
+        scope: &Arc<AdapterScope>,
         at: StepRef,
         token: &CancellationToken,
     ) -> Result<Streamed, StoreError> {
@@ -872,7 +879,7 @@ impl Agent {
         let started = tokio::select! {
             biased;
             _ = token.cancelled() => return Ok(Streamed::Cancelled(acc)),
-            r = adapter.start(request) => r,
+            r = adapter.start_in(request, scope) => r,
         };
         let mut stream = match started {
             Ok(s) => s,

@@ -659,6 +659,23 @@ async fn tool_panic_becomes_an_error_result() {
 }
 
 #[tokio::test]
+async fn a_panic_is_host_panic_whether_the_call_ran_on_the_step_or_its_own_task() {
+    // Two calls: the first runs on its own task, the last on the step's.
+    let h = harness(
+        vec![Reply::tools(&[("a", "boom", "{}"), ("b", "boom", "{}")]), Reply::text("ok")],
+        vec![FakeTool::new("boom", ToolMode::Parallel).behaviour(|_| panic!("tool bug"))],
+    );
+    assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
+    let r = h.results();
+    assert_eq!(r.len(), 2);
+    for r in &r {
+        assert_eq!(r.error_code.as_deref(), Some(codes::HOST_PANIC));
+        assert!(r.content.contains("tool bug"), "{}", r.content);
+    }
+    invariants::check(&h.events()).unwrap();
+}
+
+#[tokio::test]
 async fn large_output_is_truncated_and_kept_in_log() {
     let mut cfg = config();
     cfg.pipeline.output.max_model_bytes = 20;

@@ -474,6 +474,51 @@ pub trait LlmAdapter: Send + Sync {
     /// Starts a completion. The request is borrowed: an adapter copies
     /// what it needs (a retry reuses it, and the history can be large).
     fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>>;
+    /// Starts a completion for one agent turn's request. `scope` lives for
+    /// the turn and belongs to its agent alone; an adapter may keep there
+    /// what it can reuse for the turn's next request (a component adapter:
+    /// its instance). The default ignores it.
+    fn start_in<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        scope: &'a Arc<AdapterScope>,
+    ) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
+        let _ = scope;
+        self.start(request)
+    }
+}
+
+/// What an adapter keeps between the requests of one agent turn (see
+/// [`LlmAdapter::start_in`]): one slot, emptied when the turn ends, so an
+/// idle session holds nothing and no other session ever sees it.
+#[derive(Default)]
+pub struct AdapterScope {
+    slot: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+impl AdapterScope {
+    /// Takes what the slot holds (another adapter's leftovers included:
+    /// the taker checks it is its own).
+    pub fn take(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Puts `value` in the slot, dropping what was there.
+    pub fn put(&self, value: Box<dyn std::any::Any + Send>) {
+        let old = self.slot.lock().unwrap_or_else(|e| e.into_inner()).replace(value);
+        drop(old);
+    }
+
+    /// Whether the slot holds something.
+    pub fn is_empty(&self) -> bool {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+}
+
+impl std::fmt::Debug for AdapterScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterScope").field("held", &!self.is_empty()).finish()
+    }
 }
 
 /// The call a policy reviews.

@@ -152,6 +152,17 @@ impl Run<'_> {
                 }
                 finished
             };
+            if self.running.is_empty() && i + 1 == self.calls.len() {
+                // The step's last call and nothing else running: run it on
+                // this task. A spawn would only add a hand-off (often to the
+                // other worker and back) on every step's path.
+                let finished = match CatchUnwind(Box::pin(fut)).await {
+                    Ok(f) => f,
+                    Err(payload) => self.panicked(i, payload),
+                };
+                self.slots[i] = Slot::Finished(finished);
+                continue;
+            }
             let handle = self.running.spawn(fut);
             self.ids.insert(handle.id(), i);
             if exclusive {
@@ -173,26 +184,32 @@ impl Run<'_> {
         };
         if let Some(i) = self.ids.remove(&id) {
             let f = finished.unwrap_or_else(|e| {
-                let call = &self.calls[i];
-                let plugin = self.snap.tools.get(&call.name).map(|t| t.plugin().clone());
-                // The task runs host code (the runtime around a component,
-                // an MCP client): a panic there is a bug in the host, never
-                // something the tool did (a component's crash is a trap).
-                let outcome = if e.is_panic() {
-                    let why = panic_message(e.into_panic());
-                    tracing::error!(call = %call.id, tool = %call.name, "the host panicked running a tool call: {why}");
-                    ToolOutcome::error(
-                        codes::HOST_PANIC,
-                        format!("Error: internal error in the host while running this call (a bug in Wharf, not in the tool): {why}"),
-                    )
+                if e.is_panic() {
+                    self.panicked(i, e.into_panic())
                 } else {
-                    ToolOutcome::error(codes::ABORTED, "Error: the call was aborted")
-                };
-                Finished { outcome, plugin, duration: None, arguments: serde_json::Value::Null }
+                    let plugin = self.snap.tools.get(&self.calls[i].name).map(|t| t.plugin().clone());
+                    let outcome = ToolOutcome::error(codes::ABORTED, "Error: the call was aborted");
+                    Finished { outcome, plugin, duration: None, arguments: serde_json::Value::Null }
+                }
             });
             self.slots[i] = Slot::Finished(f);
         }
         true
+    }
+
+    /// Call `i`'s result when the host code running it panicked.
+    fn panicked(&self, i: usize, payload: Box<dyn std::any::Any + Send>) -> Finished {
+        let call = &self.calls[i];
+        let plugin = self.snap.tools.get(&call.name).map(|t| t.plugin().clone());
+        let why = panic_message(payload);
+        tracing::error!(call = %call.id, tool = %call.name, "the host panicked running a tool call: {why}");
+        let outcome = ToolOutcome::error(
+            codes::HOST_PANIC,
+            format!(
+                "Error: internal error in the host while running this call (a bug in Wharf, not in the tool): {why}"
+            ),
+        );
+        Finished { outcome, plugin, duration: None, arguments: serde_json::Value::Null }
     }
 
     async fn drain(&mut self) {
@@ -223,6 +240,23 @@ impl Run<'_> {
 }
 
 /// The text of a panic payload (`panic!` with a literal or a format).
+/// Polls a future, turning a panic into its payload: what a spawned task's
+/// `JoinError` gives, for a call run on the caller's task.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let fut = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Err(payload) => std::task::Poll::Ready(Err(payload)),
+        }
+    }
+}
+
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     let text = match payload.downcast::<String>() {
         Ok(s) => *s,

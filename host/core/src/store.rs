@@ -769,8 +769,17 @@ struct State {
     writer: Box<dyn Writer>,
     next_seq: u64,
     projection: Projection,
-    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    subscribers: Vec<Subscriber>,
 }
+
+/// A receiver of committed events; `wants` (when set) picks which.
+struct Subscriber {
+    tx: mpsc::UnboundedSender<Event>,
+    wants: Option<EventFilter>,
+}
+
+/// Which events a filtered subscriber gets, decided as each is committed.
+pub type EventFilter = Box<dyn Fn(&Event) -> bool + Send>;
 
 impl SessionLog {
     fn start(id: String, path: PathBuf, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
@@ -861,7 +870,10 @@ impl SessionLog {
         for (ev, _) in batch {
             st.next_seq += 1;
             st.projection.apply(&ev);
-            st.subscribers.retain(|tx| tx.send(ev.clone()).is_ok());
+            st.subscribers.retain(|s| match &s.wants {
+                Some(wants) if !wants(&ev) => !s.tx.is_closed(),
+                _ => s.tx.send(ev.clone()).is_ok(),
+            });
             out.push(ev);
         }
         Ok(out)
@@ -952,7 +964,16 @@ impl SessionLog {
     /// channel is unbounded so a slow surface never loses events.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Event> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.state().subscribers.push(tx);
+        self.state().subscribers.push(Subscriber { tx, wants: None });
+        rx
+    }
+
+    /// Like [`subscribe`](Self::subscribe), but only the events `wants`
+    /// accepts are sent (it runs under the log's lock: keep it cheap). A
+    /// receiver that would skip most events is then not woken for them.
+    pub fn subscribe_filtered(&self, wants: EventFilter) -> mpsc::UnboundedReceiver<Event> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.state().subscribers.push(Subscriber { tx, wants: Some(wants) });
         rx
     }
 
@@ -965,7 +986,7 @@ impl SessionLog {
         for ev in st.writer.read_from(from_seq)? {
             let _ = tx.send(ev);
         }
-        st.subscribers.push(tx);
+        st.subscribers.push(Subscriber { tx, wants: None });
         Ok(rx)
     }
 
@@ -1364,5 +1385,23 @@ mod tests {
         let seqs: Vec<u64> = (0..3).map(|_| rx.try_recv().unwrap().seq).collect();
         assert_eq!(seqs, vec![1, 2, 3]);
         assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_filtered_subscriber_gets_only_what_it_wants() {
+        let (_d, store) = store();
+        let log = store.create(NewSession::default()).unwrap();
+        let mut rx = log.subscribe_filtered(Box::new(|ev| ev.seq % 2 == 0));
+        let mut all = log.subscribe();
+        for t in ["a", "b", "c", "d"] {
+            log.append(user(t)).unwrap();
+        }
+        let seqs: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok()).map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![2, 4]);
+        assert_eq!(std::iter::from_fn(|| all.try_recv().ok()).count(), 4);
+        // A receiver gone is forgotten even when it wanted nothing since.
+        drop(rx);
+        log.append(user("e")).unwrap();
+        assert_eq!(log.state().subscribers.len(), 1);
     }
 }

@@ -8,15 +8,15 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
-    BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError, LlmErrorCode,
-    LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection, Role,
-    SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolReach, ToolSpec, Usage,
+    AdapterScope, BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError,
+    LlmErrorCode, LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection,
+    Role, SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolReach, ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
-use crate::component::{CallContext, CallError, Kind, PluginVersion};
+use crate::component::{CallContext, CallError, Code, HeldAdapter, Kind, PluginVersion};
 use crate::state::HostState;
 
 /// A tool served by a component.
@@ -236,20 +236,46 @@ impl LlmAdapter for ComponentLlm {
     }
 
     fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
-        Box::pin(async move {
-            let req = ex::llm::Request {
-                system: request.system.clone(),
-                messages: request.messages.iter().map(to_wit_message).collect(),
-                tools: request.tools.iter().map(to_wit_spec).collect(),
-                max_tokens: request.max_tokens,
-            };
-            let (store, guest, handle) = self.version.start_completion(req).await.map_err(|e| match e {
-                StartError::Sandbox(e) => sandbox_to_llm(e),
-                StartError::Adapter(e) => from_wit_error(e),
-            })?;
-            let timeout_ms = self.version.effective.timeout_ms;
-            Ok(Box::new(ComponentStream { store, guest, handle: Some(handle), timeout_ms }) as Box<dyn LlmStream>)
-        })
+        Box::pin(self.start_with(request, None))
+    }
+
+    fn start_in<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        scope: &'a Arc<AdapterScope>,
+    ) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
+        Box::pin(self.start_with(request, Some(scope)))
+    }
+}
+
+impl ComponentLlm {
+    /// Starts a completion, on the instance `scope` holds when it is this
+    /// version's; a stream that ends cleanly leaves its instance there.
+    async fn start_with(
+        &self,
+        request: &LlmRequest,
+        scope: Option<&Arc<AdapterScope>>,
+    ) -> Result<Box<dyn LlmStream>, LlmError> {
+        let req = ex::llm::Request {
+            system: request.system.clone(),
+            messages: request.messages.iter().map(to_wit_message).collect(),
+            tools: request.tools.iter().map(to_wit_spec).collect(),
+            max_tokens: request.max_tokens,
+        };
+        // Another adapter's instance (the turn switched models) is dropped.
+        let held = scope.and_then(|s| s.take()).and_then(|b| b.downcast::<HeldAdapter>().ok()).map(|b| *b);
+        let started = self.version.start_completion(req, held).await.map_err(|e| match e {
+            StartError::Sandbox(e) => sandbox_to_llm(e),
+            StartError::Adapter(e) => from_wit_error(e),
+        })?;
+        let timeout_ms = self.version.effective.timeout_ms;
+        Ok(Box::new(ComponentStream {
+            store: Some(started.store),
+            guest: started.guest,
+            handle: Some(started.handle),
+            timeout_ms,
+            keep: scope.map(|s| (s.clone(), self.version.clone(), started.code)),
+        }) as Box<dyn LlmStream>)
     }
 }
 
@@ -263,33 +289,59 @@ pub enum StartError {
 
 /// An in-flight completion: one store kept for the whole stream.
 struct ComponentStream {
-    store: Store<HostState>,
+    /// `None` once handed back to the scope.
+    store: Option<Store<HostState>>,
     guest: ex::llm::Guest,
     handle: Option<ResourceAny>,
     timeout_ms: u64,
+    /// Where a clean end leaves the instance: the turn's scope, the
+    /// version and the code it ran.
+    keep: Option<(Arc<AdapterScope>, Arc<PluginVersion>, Arc<Code>)>,
+}
+
+impl ComponentStream {
+    /// The stream ended cleanly: its completion is dropped in the guest and
+    /// the instance left in the turn's scope (when the budget allows).
+    async fn hand_back(&mut self, handle: ResourceAny) {
+        let Some((scope, version, code)) = self.keep.take() else { return };
+        let Some(mut store) = self.store.take() else { return };
+        store.data_mut().begin_call(self.timeout_ms);
+        let wall = Duration::from_millis(self.timeout_ms) + Duration::from_millis(250);
+        // A guest that traps or hangs in its destructor is not kept.
+        if !matches!(tokio::time::timeout(wall, handle.resource_drop_async(&mut store)).await, Ok(Ok(()))) {
+            return;
+        }
+        store.data_mut().flush_stdio();
+        if let Some(held) = version.hold_adapter(store, self.guest.clone(), code) {
+            scope.put(Box::new(held));
+        }
+    }
 }
 
 impl LlmStream for ComponentStream {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<Vec<LlmEvent>>, LlmError>> {
         Box::pin(async move {
             let Some(handle) = self.handle else { return Ok(None) };
-            self.store.data_mut().begin_call(self.timeout_ms);
+            let Some(store) = self.store.as_mut() else { return Ok(None) };
+            store.data_mut().begin_call(self.timeout_ms);
             let wall = Duration::from_millis(self.timeout_ms) + Duration::from_millis(250);
             let completion = self.guest.completion();
-            let res = tokio::time::timeout(wall, completion.call_next(&mut self.store, handle)).await;
+            let res = tokio::time::timeout(wall, completion.call_next(&mut *store, handle)).await;
             let out = match res {
                 Err(_) => Err(LlmError::new(LlmErrorCode::Timeout, "adapter call timed out")),
-                Ok(Err(e)) => Err(sandbox_to_llm(crate::component::classify_error(&e, self.store.data()))),
+                Ok(Err(e)) => Err(sandbox_to_llm(crate::component::classify_error(&e, store.data()))),
                 Ok(Ok(Err(e))) => Err(from_wit_error(e)),
-                Ok(Ok(Ok(None))) => {
-                    self.handle = None;
-                    Ok(None)
-                }
+                Ok(Ok(Ok(None))) => Ok(None),
                 Ok(Ok(Ok(Some(events)))) => Ok(Some(events.into_iter().map(from_wit_event).collect())),
             };
-            self.store.data_mut().flush_stdio();
-            if out.is_err() {
-                self.handle = None;
+            store.data_mut().flush_stdio();
+            match &out {
+                Ok(None) => {
+                    self.handle = None;
+                    self.hand_back(handle).await;
+                }
+                Err(_) => self.handle = None,
+                Ok(Some(_)) => {}
             }
             out
         })

@@ -226,7 +226,7 @@ struct TierUpJob {
 /// export indices into it, and the engine its stores belong to. A version
 /// first served by the first tier has it swapped once, for the optimised
 /// code, by the tier-up thread; a call keeps the code it started with.
-struct Code {
+pub(crate) struct Code {
     pre: InstancePre<HostState>,
     indices: Indices,
     engine: Arc<WharfEngine>,
@@ -289,8 +289,29 @@ pub struct PluginVersion {
     code: RwLock<Arc<Code>>,
     shared: Arc<PluginShared>,
     warm: Option<Mutex<Vec<WarmInstance>>>,
+    /// Sandboxes (stores) made for this version so far.
+    sandboxes: std::sync::atomic::AtomicU64,
     /// A generic component's functions (see [`generic`]).
     generic: Option<Arc<generic::GenericExports>>,
+}
+
+/// A started completion: its store, bindings, resource and the code it
+/// runs.
+pub(crate) struct StartedCompletion {
+    pub(crate) store: Store<HostState>,
+    pub(crate) guest: ex::llm::Guest,
+    pub(crate) handle: ResourceAny,
+    pub(crate) code: Arc<Code>,
+}
+
+/// An adapter's instance between two requests of one agent turn (kept in
+/// the turn's [`wharf_core::plugin::AdapterScope`]): the same session's
+/// next request skips instantiation and finds its memory already paged in.
+pub(crate) struct HeldAdapter {
+    store: Store<HostState>,
+    guest: ex::llm::Guest,
+    code: Arc<Code>,
+    _permit: crate::engine::HoldPermit,
 }
 
 struct WarmInstance {
@@ -605,6 +626,7 @@ impl Runtime {
             code: RwLock::new(Arc::new(code)),
             shared,
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
+            sandboxes: std::sync::atomic::AtomicU64::new(0),
             generic,
         };
         if version.generic.is_some() {
@@ -876,6 +898,12 @@ impl PluginVersion {
         self.effective.output_limit_bytes.saturating_add(FUEL_SLACK)
     }
 
+    /// How many sandboxes (a store, then an instance) this version has made:
+    /// one per fresh call, fewer where instances are reused.
+    pub fn sandboxes_made(&self) -> u64 {
+        self.sandboxes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The code calls instantiate now.
     fn code(&self) -> Arc<Code> {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -896,6 +924,7 @@ impl PluginVersion {
     }
 
     fn new_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
+        self.sandboxes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
         state.hostcall_fuel = fuel;
@@ -1154,11 +1183,14 @@ impl PluginVersion {
         })
     }
 
-    /// Starts a model completion; the store lives as long as the stream.
-    pub async fn start_completion(
+    /// Starts a completion: `held`'s instance when it is of the current
+    /// code (the turn's previous request left it), else a fresh one. The
+    /// store stays with the stream.
+    pub(crate) async fn start_completion(
         &self,
         req: ex::llm::Request,
-    ) -> Result<(Store<HostState>, ex::llm::Guest, ResourceAny), crate::adapters::StartError> {
+        held: Option<HeldAdapter>,
+    ) -> Result<StartedCompletion, crate::adapters::StartError> {
         use crate::adapters::StartError;
         let code = self.code();
         let Some(idx) = &code.indices.llm else {
@@ -1168,12 +1200,24 @@ impl PluginVersion {
             )));
         };
         let timeout_ms = self.effective.timeout_ms;
-        let mut store = self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?;
+        // An instance of code swapped out since (a tier-up) is dropped.
+        let held = held.filter(|h| Arc::ptr_eq(&h.code, &code));
+        let (mut store, held_guest) = match held {
+            Some(h) => (h.store, Some(h.guest)),
+            None => {
+                (self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?, None)
+            }
+        };
         store.data_mut().begin_call(timeout_ms);
         let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
         let fut = async {
-            let inst = code.pre.instantiate_async(&mut store).await?;
-            let guest = idx.load(&mut store, &inst)?;
+            let guest = match held_guest {
+                Some(g) => g,
+                None => {
+                    let inst = code.pre.instantiate_async(&mut store).await?;
+                    idx.load(&mut store, &inst)?
+                }
+            };
             let handle = guest.call_start(&mut store, &req).await?;
             Ok::<_, wasmtime::Error>((guest, handle))
         };
@@ -1188,7 +1232,23 @@ impl PluginVersion {
         };
         store.data_mut().flush_stdio();
         let (guest, handle) = out?;
-        Ok((store, guest, handle))
+        Ok(StartedCompletion { store, guest, handle, code })
+    }
+
+    /// Keeps a finished stream's instance for the turn's next request:
+    /// only of the current code, and only within the engine's budget of
+    /// idle instances.
+    pub(crate) fn hold_adapter(
+        &self,
+        store: Store<HostState>,
+        guest: ex::llm::Guest,
+        code: Arc<Code>,
+    ) -> Option<HeldAdapter> {
+        if !Arc::ptr_eq(&code, &self.code()) {
+            return None;
+        }
+        let permit = code.engine.try_hold()?;
+        Some(HeldAdapter { store, guest, code, _permit: permit })
     }
 
     async fn call_warm(

@@ -1,6 +1,7 @@
 //! The one shared wasmtime [`Engine`]: component model, epoch interruption,
 //! and the pooling allocator where the machine allows it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -99,6 +100,29 @@ impl Default for EngineOptions {
 pub struct WharfEngine {
     engine: Engine,
     allocator: Allocator,
+    /// Idle instances held between calls (an adapter's, kept for its turn's
+    /// next request) and how many may be: a quarter of the pool, so held
+    /// instances never starve fresh ones.
+    held: AtomicUsize,
+    hold_budget: usize,
+}
+
+/// One idle instance counted against [`WharfEngine`]'s budget; released
+/// when dropped.
+pub struct HoldPermit {
+    engine: Arc<WharfEngine>,
+}
+
+impl Drop for HoldPermit {
+    fn drop(&mut self) {
+        self.engine.held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl std::fmt::Debug for HoldPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HoldPermit")
+    }
 }
 
 impl WharfEngine {
@@ -118,7 +142,8 @@ impl WharfEngine {
         } else {
             (Engine::new(&Self::config(opts, false))?, Allocator::OnDemand("disabled by configuration".into()))
         };
-        let this = Arc::new(Self { engine, allocator });
+        let hold_budget = (opts.max_instances as usize / 4).max(1);
+        let this = Arc::new(Self { engine, allocator, held: AtomicUsize::new(0), hold_budget });
         spawn_epoch_ticker(Arc::downgrade(&this));
         Ok(this)
     }
@@ -194,6 +219,19 @@ impl WharfEngine {
     /// The allocator in use.
     pub fn allocator(&self) -> &Allocator {
         &self.allocator
+    }
+
+    /// A permit to keep one idle instance, unless the budget is spent.
+    pub fn try_hold(self: &Arc<Self>) -> Option<HoldPermit> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.hold_budget).then_some(n + 1))
+            .ok()
+            .map(|_| HoldPermit { engine: self.clone() })
+    }
+
+    /// Idle instances held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
     }
 }
 

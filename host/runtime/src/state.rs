@@ -237,6 +237,8 @@ pub struct HostState {
     pub(crate) hostcall_fuel: usize,
     log_bytes: usize,
     log_dropped: bool,
+    /// Bytes of stdout and stderr already forwarded to the host log.
+    stdio_flushed: [usize; 2],
 }
 
 impl HostState {
@@ -298,6 +300,7 @@ impl HostState {
             hostcall_fuel: 0,
             log_bytes: 0,
             log_dropped: false,
+            stdio_flushed: [0; 2],
         })
     }
 
@@ -314,10 +317,15 @@ impl HostState {
     /// Forwards what the guest printed to the host log (never to stdout,
     /// which may carry a protocol).
     pub fn flush_stdio(&mut self) {
-        for (name, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
-            let bytes = pipe.contents();
+        for (i, (name, pipe)) in [("stdout", &self.stdout), ("stderr", &self.stderr)].into_iter().enumerate() {
+            // The pipe keeps what was written (up to its cap): only what
+            // came since the last flush is new (a reused instance flushes
+            // after each of its calls).
+            let all = pipe.contents();
+            let bytes = all.get(self.stdio_flushed[i]..).unwrap_or_default();
+            self.stdio_flushed[i] = all.len();
             if !bytes.is_empty() {
-                let text = String::from_utf8_lossy(&bytes);
+                let text = String::from_utf8_lossy(bytes);
                 let text = wharf_core::util::escape_line(text.trim_end());
                 tracing::debug!(plugin = %self.shared.id, "{name}: {text}");
             }

@@ -23,7 +23,11 @@
 //!   `"type":"object"` when it has no `type`;
 //! - `stream: true` and `stream_options: {include_usage: true}` always.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
@@ -313,7 +317,36 @@ pub struct WireFunction<'a> {
     /// Description.
     pub description: &'a str,
     /// JSON Schema object.
-    pub parameters: Value,
+    pub parameters: Schema,
+}
+
+/// A tool's JSON Schema object, as the JSON text it is sent as (with
+/// `type` and `properties` filled in).
+#[derive(Debug, Clone)]
+pub struct Schema(Box<RawValue>);
+
+impl Schema {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The schema as a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
 }
 
 /// A tool definition.
@@ -378,8 +411,7 @@ impl ChatRequest<'_> {
                 out.extend_from_slice(b",\"description\":");
                 push_json_str(out, t.function.description);
                 out.extend_from_slice(b",\"parameters\":");
-                serde_json::to_writer(&mut *out, &t.function.parameters)
-                    .map_err(|e| BuildError::Serialize(e.to_string()))?;
+                out.extend_from_slice(t.function.parameters.get().as_bytes());
                 out.extend_from_slice(b"}}");
                 Ok(())
             })?;
@@ -671,7 +703,40 @@ fn wire_tool_call(c: &ToolCall) -> WireToolCall<'_> {
     WireToolCall { id: &c.id, kind: "function", function: WireFunctionCall { name: &c.name, arguments } }
 }
 
-fn parameters(t: &ToolSpec) -> Result<Value, BuildError> {
+/// Bytes of schema text [`SCHEMAS`] keeps; past it, it starts over.
+const SCHEMA_CACHE_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// Tool schemas as sent, by the text they came as. The same tools ride
+    /// in every request of a session and an instance serves a whole turn,
+    /// so each schema is parsed and written once instead of at every step.
+    static SCHEMAS: RefCell<(HashMap<String, Schema>, usize)> = RefCell::new((HashMap::new(), 0));
+}
+
+fn parameters(t: &ToolSpec) -> Result<Schema, BuildError> {
+    if let Some(hit) = SCHEMAS.with(|c| c.borrow().0.get(&t.input_schema).cloned()) {
+        return Ok(hit);
+    }
+    let schema = normalized_schema(t)?;
+    let text = serde_json::to_string(&schema).map_err(|e| BuildError::Serialize(e.to_string()))?;
+    let raw = RawValue::from_string(text).map_err(|e| BuildError::Serialize(e.to_string()))?;
+    let schema = Schema(raw);
+    SCHEMAS.with(|c| {
+        let (map, bytes) = &mut *c.borrow_mut();
+        let cost = t.input_schema.len() + schema.get().len();
+        if *bytes + cost > SCHEMA_CACHE_BYTES {
+            map.clear();
+            *bytes = 0;
+        }
+        if cost <= SCHEMA_CACHE_BYTES {
+            *bytes += cost;
+            map.insert(t.input_schema.clone(), schema.clone());
+        }
+    });
+    Ok(schema)
+}
+
+fn normalized_schema(t: &ToolSpec) -> Result<Value, BuildError> {
     let invalid = |reason: String| BuildError::InvalidSchema { tool: t.name.clone(), reason };
     let schema = if t.input_schema.trim().is_empty() {
         Value::Object(Map::new())
@@ -920,7 +985,7 @@ mod tests {
             |schema: &str| ToolSpec { name: "t".into(), description: String::new(), input_schema: schema.into() };
         let build = |s: ToolSpec| {
             let req = Request { tools: vec![s], ..Request::default() };
-            build_request(&req, &Config::new("m", Dialect::DeepSeek)).map(|b| b.tools[0].function.parameters.clone())
+            build_request(&req, &Config::new("m", Dialect::DeepSeek)).map(|b| b.tools[0].function.parameters.to_value())
         };
         let params = |s: &str| build(spec(s)).unwrap();
         assert_eq!(params(""), json!({"type": "object", "properties": {}}));
@@ -932,6 +997,31 @@ mod tests {
         assert!(matches!(build(spec("[1]")), Err(BuildError::InvalidSchema { .. })));
         assert!(matches!(build(spec("{nope")), Err(BuildError::InvalidSchema { .. })));
         assert!(matches!(build(spec(r#"{"type":"string"}"#)), Err(BuildError::InvalidSchema { .. })));
+    }
+
+    #[test]
+    fn schemas_are_kept_as_sent_and_the_cache_stays_bounded() {
+        let spec = |schema: String| ToolSpec { name: "t".into(), description: String::new(), input_schema: schema };
+        let body = |schema: &str| {
+            let req = Request { tools: vec![spec(schema.to_string())], ..Request::default() };
+            build_request_json(&req, &Config::new("m", Dialect::DeepSeek)).unwrap()
+        };
+        let schema = r#"{"properties":{"a":{"type":"integer"}},"required":["a"]}"#;
+        let first = body(schema);
+        let sent: Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(
+            sent["tools"][0]["function"]["parameters"],
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+        );
+        assert_eq!(body(schema), first, "a cached schema is sent as it was the first time");
+        // Many distinct schemas: the cache starts over rather than grow.
+        let pad = "x".repeat(10_000);
+        for i in 0..300 {
+            let s = format!(r#"{{"description":"{pad}{i}"}}"#);
+            assert!(body(&s).contains(&format!("{pad}{i}")));
+            SCHEMAS.with(|c| assert!(c.borrow().1 <= SCHEMA_CACHE_BYTES));
+        }
+        assert_eq!(body(schema), first);
     }
 
     #[test]
