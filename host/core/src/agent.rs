@@ -423,10 +423,15 @@ impl Agent {
         }
         // Only the events a `session/event` hook listens for are sent: with
         // no such hook (the usual case) this task is never woken.
+        // Weak: the log holds the filter, and must not keep the registry
+        // (and what it holds) alive.
         let (registry, bus) = (self.inner.registry.clone(), self.inner.bus.clone());
-        let (r, b) = (registry.clone(), bus.clone());
+        let (r, b) = (Arc::downgrade(&registry), Arc::downgrade(&bus));
         let mut rx = self.inner.log.subscribe_filtered(Box::new(move |ev| {
-            !matches!(ev.kind, EventKind::AssistantChunk(_)) && b.has_listeners(&r.snapshot(), HookPoint::SessionEvent)
+            !matches!(ev.kind, EventKind::AssistantChunk(_))
+                && r.upgrade()
+                    .zip(b.upgrade())
+                    .is_some_and(|(r, b)| b.has_listeners(&r.snapshot(), HookPoint::SessionEvent))
         }));
         tokio::spawn(async move {
             while let Some(ev) = rx.recv().await {
