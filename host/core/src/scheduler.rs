@@ -239,7 +239,6 @@ impl Run<'_> {
     }
 }
 
-/// The text of a panic payload (`panic!` with a literal or a format).
 /// Polls a future, turning a panic into its payload: what a spawned task's
 /// `JoinError` gives, for a call run on the caller's task.
 struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
@@ -257,6 +256,7 @@ impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
     }
 }
 
+/// The text of a panic payload (`panic!` with a literal or a format).
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     let text = match payload.downcast::<String>() {
         Ok(s) => *s,
