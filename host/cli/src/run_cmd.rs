@@ -20,6 +20,12 @@ pub enum Output {
     Jsonl,
 }
 
+/// How often `wharf run`'s printer looks for new events while a turn
+/// produces them.
+const PRINT_TICK: std::time::Duration = std::time::Duration::from_millis(2);
+/// Empty looks after which the printer waits to be woken instead.
+const PRINT_IDLE_TICKS: u32 = 16;
+
 /// Arguments of `wharf run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -138,13 +144,43 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let log_path = agent.log().path().to_path_buf();
     let mut rx = agent.log().subscribe_from(first_seq)?;
     let output = args.output;
+    // Set when the turn is over, so the printer does not wait out its tick.
+    let turn_over = std::sync::Arc::new(tokio::sync::Notify::new());
+    let printer_turn_over = turn_over.clone();
     let printer = tokio::spawn(async move {
         let mut renderer = TextRenderer::new(true, crate::output::color());
         let stdout = std::io::stdout();
-        // What arrived since the last wake-up is printed with one write:
-        // a step's events come in bursts.
+        // What arrived since the last look is printed with one write: a
+        // step's events come in bursts.
         let mut buf: Vec<u8> = Vec::new();
-        while let Some(first) = rx.recv().await {
+        // While events flow, the printer looks every PRINT_TICK instead of
+        // waiting to be woken: a wake-up from the agent's task would put the
+        // printer ahead of the step's own work (the model request, a tool
+        // call) or cost the step a cross-thread wake-up. Idle for
+        // PRINT_IDLE_TICKS, it waits to be woken again (a model's reply is
+        // seconds away; one wake-up then costs nothing).
+        let mut idle = PRINT_IDLE_TICKS;
+        loop {
+            let first = if idle >= PRINT_IDLE_TICKS {
+                match rx.recv().await {
+                    Some(ev) => ev,
+                    None => return,
+                }
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep(PRINT_TICK) => {}
+                    _ = printer_turn_over.notified() => {}
+                }
+                match rx.try_recv() {
+                    Ok(ev) => ev,
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {
+                        idle += 1;
+                        continue;
+                    }
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
+                }
+            };
+            idle = 0;
             let mut next = Some(first);
             let mut ended = false;
             while let Some(ev) = next.take() {
@@ -186,6 +222,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         eprintln!("wharf: {e}");
     }
     let summary = agent.prompt(args.task.clone()).await;
+    turn_over.notify_one();
     ctrl_c.abort();
     agent.log().flush().await?;
     host.close().await;
