@@ -10,7 +10,7 @@
 //! means it). A wildcard (`*`, `*.domain`) never grants private addresses.
 //!
 //! **DNS rebinding.** The name is resolved here, then connected to by
-//! `wasmtime_wasi_http::default_send_request`, which would resolve it again.
+//! [`send_pooled`], which would resolve it again.
 //! For plain `http` the request is pinned to the vetted address (see
 //! [`Vetted::pin`]); for `https` the name stays in the URI because TLS needs
 //! it for SNI and certificate verification, so a second lookup may return a
@@ -22,10 +22,13 @@
 //! authority) across stores: a model adapter gets a fresh `wasi:http`
 //! context for every stream, and without the pool each model request paid
 //! a TCP (and TLS) handshake. The pool sits *behind* the checks: every
-//! request is vetted first, and a connection is only ever reused for the
-//! same plugin and the same destination it was opened to (for plain `http`,
-//! the pinned address), so the allowlist and the private-address rule hold
-//! per request exactly as before.
+//! request passes the allowlist first, and a connection is only ever reused
+//! for the same plugin and the same destination it was opened to (for plain
+//! `http`, the pinned address). The address rule is checked for every new
+//! connection: for plain `http` before the request (the address is pinned),
+//! for `https` by name when [`send_pooled`] opens one ([`ConnectCheck`]); a
+//! request on a pooled connection goes nowhere that was not checked, so it
+//! does not resolve the name again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -114,11 +117,21 @@ pub struct Vetted {
 /// Checks a destination against the allowlist `hosts` and the address rule.
 /// `host` is without IPv6 brackets; `port` is explicit or the scheme's.
 pub async fn vet(hosts: &[String], private_network: bool, host: &str, port: u16) -> Result<Vetted, Denial> {
+    if !admit(hosts, private_network, host, port)? {
+        return Ok(Vetted { pin: None });
+    }
+    Ok(Vetted { pin: Some(resolve_public(host, port).await?) })
+}
+
+/// The allowlist half of [`vet`]: whether `host:port` is admitted, and if
+/// so whether its addresses must still be checked ([`resolve_public`]);
+/// they need not be under `private_network` or when a matching entry names
+/// the host literally.
+pub fn admit(hosts: &[String], private_network: bool, host: &str, port: u16) -> Result<bool, Denial> {
     if host.is_empty() {
         return Err(Denial::BadUri("empty host".into()));
     }
-    // Which entries match, and whether one of them names the host literally
-    // (plain loops: nothing borrowed may live across the `await` below).
+    // Which entries match, and whether one of them names the host literally.
     let (mut matched, mut literal) = (false, false);
     for p in hosts {
         if host_allowed(std::slice::from_ref(p), host, Some(port)) {
@@ -129,9 +142,12 @@ pub async fn vet(hosts: &[String], private_network: bool, host: &str, port: u16)
     if !matched {
         return Err(Denial::NotAllowed { host: host.to_string(), port });
     }
-    if private_network || literal {
-        return Ok(Vetted { pin: None });
-    }
+    Ok(!(private_network || literal))
+}
+
+/// The address half of [`vet`]: resolves `host` (an IP address as is) and
+/// requires every address to be public; returns the first.
+pub async fn resolve_public(host: &str, port: u16) -> Result<SocketAddr, Denial> {
     let addrs: Vec<SocketAddr> = if let Ok(ip) = host.parse::<IpAddr>() {
         vec![SocketAddr::new(ip, port)]
     } else {
@@ -148,10 +164,21 @@ pub async fn vet(hosts: &[String], private_network: bool, host: &str, port: u16)
             return Err(Denial::Private { host: host.to_string(), addr: a.ip(), class });
         }
     }
-    match addrs.first() {
-        Some(a) => Ok(Vetted { pin: Some(*a) }),
-        None => Err(Denial::Lookup { host: host.to_string(), reason: "no addresses".into() }),
-    }
+    addrs.first().copied().ok_or_else(|| Denial::Lookup { host: host.to_string(), reason: "no addresses".into() })
+}
+
+/// A destination whose addresses are checked ([`resolve_public`]) only when
+/// [`send_pooled`] opens a new connection to it: an `https` request by name,
+/// whose pooled connections were checked when they were opened. A request
+/// that rides one connects nowhere new, so it does not resolve the name
+/// again (a lookup per model request, through the system resolver, cost a
+/// step up to milliseconds).
+#[derive(Debug, Clone)]
+pub struct ConnectCheck {
+    /// Host as requested.
+    pub host: String,
+    /// Port (explicit or the scheme's).
+    pub port: u16,
 }
 
 /// `uri` (plain `http`) with its authority replaced by the vetted address,
@@ -340,12 +367,14 @@ pub type Sent = (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), Ht
 
 /// Sends a request that already passed [`vet`] (its URI is the one to
 /// connect to: pinned for plain `http`), on a pooled keep-alive connection
-/// of `plugin` to the same destination when one is idle, else on a new one.
-/// Timeouts as `wasmtime_wasi_http::default_send_request`'s.
+/// of `plugin` to the same destination when one is idle, else on a new one,
+/// which `check`, if any, must pass first (the address half of the vetting,
+/// deferred to here). Timeouts as `wasmtime_wasi_http::default_send_request`'s.
 pub async fn send_pooled(
     plugin: &Arc<str>,
     mut req: http::Request<WasiBody>,
     options: Option<RequestOptions>,
+    check: Option<&ConnectCheck>,
 ) -> Result<Sent, HttpError> {
     let uri = req.uri();
     let authority = uri.authority().ok_or(HttpError::HttpRequestUriInvalid)?;
@@ -380,7 +409,15 @@ pub async fn send_pooled(
                     continue;
                 }
             },
-            None => (connect(&key.authority, tls, connect_timeout).await?, false),
+            None => {
+                if let Some(c) = check
+                    && let Err(d) = resolve_public(&c.host, c.port).await
+                {
+                    tracing::warn!(plugin = %plugin, "denied outbound HTTP request: {d}");
+                    return Err(d.code());
+                }
+                (connect(&key.authority, tls, connect_timeout).await?, false)
+            }
         };
         let sent = tokio::time::timeout(first_byte_timeout, sender.try_send_request(r)).await;
         match sent {
@@ -844,7 +881,7 @@ mod tests {
     async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
         let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(plugin, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(plugin, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
         let bytes = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
         String::from_utf8_lossy(&bytes).into_owned()
     }
@@ -867,12 +904,51 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_address_check_runs_when_a_connection_is_opened_not_when_one_is_reused() {
+        let (addr, accepted) = keepalive_server().await;
+        let p: Arc<str> = Arc::from("pool-test-check");
+        let request = || {
+            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+            http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"))
+        };
+        // `localhost` resolves to a loopback address: the check refuses it.
+        let refused = ConnectCheck { host: "localhost".into(), port: addr.port() };
+        let denied = send_pooled(&p, request(), None, Some(&refused)).await;
+        assert!(matches!(denied, Err(HttpError::DestinationIpProhibited)), "{:?}", denied.map(|_| ()));
+        assert_eq!(accepted.load(Ordering::SeqCst), 0, "no connection was opened");
+        // A connection opened under a check that passed (here: none needed)…
+        let (res, _io) = send_pooled(&p, request(), None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let _ = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // …serves the next request without resolving again: it connects
+        // nowhere new.
+        let (res, _io) = send_pooled(&p, request(), None, Some(&refused)).await.unwrap_or_else(|e| panic!("{e}"));
+        let bytes = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
+        assert_eq!(&bytes[..], b"hello");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert!(pool().stats().reused >= 1);
+    }
+
+    #[tokio::test]
+    async fn admit_then_resolve_is_vet() {
+        // Admitted without an address check: a literal entry, or private networks granted.
+        assert_eq!(admit(&hosts(&["127.0.0.1:8080"]), false, "127.0.0.1", 8080), Ok(false));
+        assert_eq!(admit(&hosts(&["*"]), true, "example.com", 443), Ok(false));
+        // A name under a wildcard needs one; its addresses decide.
+        assert_eq!(admit(&hosts(&["*"]), false, "localhost", 443), Ok(true));
+        assert!(matches!(resolve_public("localhost", 443).await, Err(Denial::Private { .. })));
+        assert_eq!(resolve_public("1.1.1.1", 443).await, Ok("1.1.1.1:443".parse().unwrap_or_else(|e| panic!("{e}"))));
+        assert!(matches!(admit(&hosts(&["example.com"]), false, "other.com", 443), Err(Denial::NotAllowed { .. })));
+        assert!(matches!(admit(&hosts(&["*"]), false, "", 443), Err(Denial::BadUri(_))));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_dropped_unread_does_not_lose_the_connection() {
         let (addr, accepted) = keepalive_server().await;
         let p: Arc<str> = Arc::from("pool-test-drop");
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
         let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
         drop(res);
         // The drain runs in the background; the next request may open a
         // connection before it is back only if the drain is slow.
@@ -909,7 +985,7 @@ mod tests {
         let p: Arc<str> = Arc::from("pool-test-coalesce");
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
         let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
         let mut body = res.into_body();
         // The pump reads ahead while nobody reads the body…
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -952,7 +1028,7 @@ mod tests {
         let p: Arc<str> = Arc::from("pool-test-silent");
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
         let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
         let mut body = res.into_body();
         let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
         assert_eq!(first.as_deref(), Some(&b"hello"[..]));

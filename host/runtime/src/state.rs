@@ -110,7 +110,8 @@ impl KvStore {
 }
 
 /// Outbound HTTP hooks enforcing the host allowlist and, through
-/// [`crate::net::vet`], the private-address rule.
+/// [`crate::net::admit`] and [`crate::net::resolve_public`], the
+/// private-address rule (for `https` by name, when a connection is opened).
 pub struct HttpPolicy {
     hosts: Arc<Vec<String>>,
     plugin: Arc<str>,
@@ -144,30 +145,32 @@ impl WasiHttpHooks for HttpPolicy {
                 Some("https") => Some(443),
                 _ => None,
             });
-            let vetted = match port {
-                Some(port) => crate::net::vet(&hosts, private_network, &host, port).await,
-                None => Err(crate::net::Denial::BadUri(uri.to_string())),
+            let deny = |d: crate::net::Denial| {
+                tracing::warn!(plugin = %plugin, "denied outbound HTTP request: {d}");
+                d.code()
             };
-            let vetted = match vetted {
-                Ok(v) => v,
-                Err(d) => {
-                    tracing::warn!(plugin = %plugin, "denied outbound HTTP request: {d}");
-                    return Err(d.code());
-                }
-            };
-            // Plain HTTP connects to the vetted address (the Host header
-            // keeps the name); HTTPS keeps the name for TLS, see crate::net.
-            if let Some(addr) = vetted.pin
-                && !https
-            {
-                match crate::net::pinned_uri(request.uri(), addr) {
-                    Some(u) => *request.uri_mut() = u,
-                    None => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
+            let Some(port) = port else { return Err(deny(crate::net::Denial::BadUri(uri.to_string()))) };
+            let mut check = None;
+            if crate::net::admit(&hosts, private_network, &host, port).map_err(deny)? {
+                if https && host.parse::<std::net::IpAddr>().is_err() {
+                    // Checked when a connection is opened (a pooled one was).
+                    check = Some(crate::net::ConnectCheck { host, port });
+                } else {
+                    let addr = crate::net::resolve_public(&host, port).await.map_err(deny)?;
+                    // Plain HTTP connects to the vetted address (the Host
+                    // header keeps the name); HTTPS keeps the name for TLS,
+                    // see crate::net.
+                    if !https {
+                        match crate::net::pinned_uri(request.uri(), addr) {
+                            Some(u) => *request.uri_mut() = u,
+                            None => return Err(wasmtime_wasi_http::Error::HttpRequestUriInvalid),
+                        }
+                    }
                 }
             }
             // Pooled keep-alive connections per plugin and destination
             // (crate::net::send_pooled); the checks above ran for this request.
-            crate::net::send_pooled(&plugin, request, options).await
+            crate::net::send_pooled(&plugin, request, options, check.as_ref()).await
         })
     }
 }
