@@ -278,7 +278,10 @@ async fn input(app: &Arc<Server>, id: &str, text: String, how: Input) -> ApiResu
         let t = text.clone();
         let r = app
             .with_session(Some(id), |l| match how {
-                Input::Prompt if l.agent.is_running() => None,
+                // Busy while the log shows the turn open: a client that has
+                // seen `turn/end` may prompt at once, while the agent is
+                // still returning from that turn (the prompt then runs next).
+                Input::Prompt if l.agent.is_running() && l.agent.log().open_turn().is_some() => None,
                 Input::Prompt | Input::Followup => Some(l.agent.followup(t)),
                 Input::Steer => Some(l.agent.steer(t)),
             })
