@@ -29,6 +29,14 @@
 //! for `https` by name when [`send_pooled`] opens one ([`ConnectCheck`]); a
 //! request on a pooled connection goes nowhere that was not checked, so it
 //! does not resolve the name again.
+//!
+//! A connection whose response the guest has finished with (an adapter
+//! drops its body at `data: [DONE]`) is *coming back*: its pump still has to
+//! read the message's end before pooling it, and on a busy worker that pump
+//! may not have run yet when the next request of the same plugin looks for
+//! an idle connection. That request waits for it (bounded by
+//! [`POOL_RETURN_WAIT`]) instead of opening a second connection, which for
+//! `https` would cost a TLS handshake.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -215,6 +223,11 @@ const POOL_TOTAL: usize = 256;
 /// How long a pooled connection may take to report ready before a new one
 /// is opened instead (it is normally ready at once).
 const POOL_READY_WAIT: Duration = Duration::from_millis(50);
+/// How long a request with no idle connection waits for one that is coming
+/// back (its pump reading the last bytes of a finished response) before it
+/// opens a new one. Normally µs; a server that is slow to end its message
+/// costs at most this, less than a new TLS connection.
+const POOL_RETURN_WAIT: Duration = Duration::from_millis(25);
 
 /// Which connections may serve a request: same plugin, scheme and connect
 /// authority (for TLS also the server name, which is the authority's host).
@@ -230,10 +243,28 @@ struct IdleConn {
     since: Instant,
 }
 
+/// One key's connections in the pool: the idle ones, and how many are
+/// coming back (see the module docs).
+#[derive(Default)]
+struct KeyConns {
+    idle: Vec<IdleConn>,
+    returning: usize,
+}
+
+/// What [`ConnPool::take`] found.
+enum Taken {
+    Idle(SendRequest<WasiBody>),
+    /// None idle, but some coming back.
+    Returning,
+    Nothing,
+}
+
 /// Idle keep-alive connections, process-wide (see the module docs).
 #[derive(Default)]
 pub struct ConnPool {
-    idle: Mutex<HashMap<PoolKey, Vec<IdleConn>>>,
+    conns: Mutex<HashMap<PoolKey, KeyConns>>,
+    /// Signalled when a connection that was coming back is pooled or closed.
+    returned: tokio::sync::Notify,
     opened: AtomicU64,
     reused: AtomicU64,
 }
@@ -248,37 +279,80 @@ pub struct PoolStats {
 }
 
 impl ConnPool {
-    fn take(&self, key: &PoolKey) -> Option<SendRequest<WasiBody>> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(key)?;
-        while let Some(c) = list.pop() {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, KeyConns>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self, key: &PoolKey) -> Taken {
+        let mut conns = self.lock();
+        let Some(k) = conns.get_mut(key) else { return Taken::Nothing };
+        while let Some(c) = k.idle.pop() {
             if !c.sender.is_closed() && c.since.elapsed() < POOL_IDLE {
-                return Some(c.sender);
+                return Taken::Idle(c.sender);
             }
         }
-        idle.remove(key);
-        None
+        if k.returning > 0 {
+            return Taken::Returning;
+        }
+        conns.remove(key);
+        Taken::Nothing
+    }
+
+    /// An idle connection for `key`, waiting up to [`POOL_RETURN_WAIT`] for
+    /// one that is coming back when none is idle.
+    async fn take_or_wait(&self, key: &PoolKey) -> Option<SendRequest<WasiBody>> {
+        let deadline = tokio::time::Instant::now() + POOL_RETURN_WAIT;
+        loop {
+            // Registered before looking, so a return between the look and
+            // the wait is not missed.
+            let returned = self.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            match self.take(key) {
+                Taken::Idle(s) => return Some(s),
+                Taken::Nothing => return None,
+                Taken::Returning => {}
+            }
+            if tokio::time::timeout_at(deadline, returned).await.is_err() {
+                return match self.take(key) {
+                    Taken::Idle(s) => Some(s),
+                    Taken::Returning | Taken::Nothing => None,
+                };
+            }
+        }
     }
 
     fn put(&self, key: PoolKey, sender: SendRequest<WasiBody>) {
         if sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let total: usize = idle.values().map(Vec::len).sum();
+        let mut conns = self.lock();
+        let total: usize = conns.values().map(|k| k.idle.len()).sum();
         if total >= POOL_TOTAL {
             // Forget the stale ones; if still full, do not keep this one.
-            idle.retain(|_, l| {
-                l.retain(|c| !c.sender.is_closed() && c.since.elapsed() < POOL_IDLE);
-                !l.is_empty()
+            conns.retain(|_, k| {
+                k.idle.retain(|c| !c.sender.is_closed() && c.since.elapsed() < POOL_IDLE);
+                !k.idle.is_empty() || k.returning > 0
             });
-            if idle.values().map(Vec::len).sum::<usize>() >= POOL_TOTAL {
+            if conns.values().map(|k| k.idle.len()).sum::<usize>() >= POOL_TOTAL {
                 return;
             }
         }
-        let list = idle.entry(key).or_default();
-        if list.len() < POOL_PER_KEY {
-            list.push(IdleConn { sender, since: Instant::now() });
+        let k = conns.entry(key).or_default();
+        if k.idle.len() < POOL_PER_KEY {
+            k.idle.push(IdleConn { sender, since: Instant::now() });
+        }
+    }
+
+    fn returning(&self, key: &PoolKey, coming: bool) {
+        let mut conns = self.lock();
+        if coming {
+            conns.entry(key.clone()).or_default().returning += 1;
+        } else if let Some(k) = conns.get_mut(key) {
+            k.returning = k.returning.saturating_sub(1);
+            if k.returning == 0 && k.idle.is_empty() {
+                conns.remove(key);
+            }
         }
     }
 
@@ -400,7 +474,7 @@ pub async fn send_pooled(
     let (sender, res) = loop {
         attempt += 1;
         let Some(r) = req.take() else { return Err(HttpError::InternalError(Some("request lost".into()))) };
-        let pooled = if attempt <= 2 { pool().take(&key) } else { None };
+        let pooled = if attempt <= 2 { pool().take_or_wait(&key).await } else { None };
         let (mut sender, reused) = match pooled {
             Some(mut s) => match tokio::time::timeout(POOL_READY_WAIT, s.ready()).await {
                 Ok(Ok(())) => (s, true),
@@ -439,10 +513,11 @@ pub async fn send_pooled(
     // bounded drain).
     let (parts, incoming) = res.into_parts();
     let (tx, rx) = tokio::sync::mpsc::channel(PUMP_FRAMES);
-    tokio::spawn(pump(incoming, tx, (key, sender)));
+    let handback = Arc::new(Handback { key: key.clone(), state: Mutex::new(HandbackState::default()) });
+    tokio::spawn(pump(incoming, tx, (key, sender), PumpDone(handback.clone())));
     let mut timeout = tokio::time::interval(between_bytes);
     timeout.reset();
-    let body = PooledBody { rx, pending: None, timeout, ended: false };
+    let body = PooledBody { rx, pending: None, timeout, ended: false, _handback: BodyDone(handback) };
     Ok((http::Response::from_parts(parts, body.boxed_unsync()), Box::new(async { Ok(()) })))
 }
 
@@ -468,6 +543,9 @@ async fn pump(
     mut incoming: hyper::body::Incoming,
     tx: tokio::sync::mpsc::Sender<PumpItem>,
     back: (PoolKey, SendRequest<WasiBody>),
+    // Dropped when the pump returns: after the connection was pooled, or
+    // when it is not (a waiter then finds none and opens a new one).
+    _done: PumpDone,
 ) {
     loop {
         // A reader that gave up (dropped the body, e.g. after its
@@ -528,6 +606,55 @@ struct PooledBody {
     pending: Option<PumpItem>,
     timeout: tokio::time::Interval,
     ended: bool,
+    _handback: BodyDone,
+}
+
+/// What a response's body and its pump tell each other so the pool can
+/// count its connection as coming back: it is from when the guest drops the
+/// body until the pump has pooled (or closed) the connection.
+struct Handback {
+    key: PoolKey,
+    state: Mutex<HandbackState>,
+}
+
+#[derive(Default)]
+struct HandbackState {
+    body_dropped: bool,
+    pump_done: bool,
+}
+
+impl Handback {
+    fn state(&self) -> std::sync::MutexGuard<'_, HandbackState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Held by the body: the guest is done with the response when it drops.
+struct BodyDone(Arc<Handback>);
+
+impl Drop for BodyDone {
+    fn drop(&mut self) {
+        let mut s = self.0.state();
+        s.body_dropped = true;
+        if !s.pump_done {
+            pool().returning(&self.0.key, true);
+        }
+    }
+}
+
+/// Held by the pump: the connection is pooled or gone when it drops.
+struct PumpDone(Arc<Handback>);
+
+impl Drop for PumpDone {
+    fn drop(&mut self) {
+        let mut s = self.0.state();
+        s.pump_done = true;
+        if s.body_dropped {
+            pool().returning(&self.0.key, false);
+            drop(s);
+            pool().returned.notify_waiters();
+        }
+    }
 }
 
 impl http_body::Body for PooledBody {
@@ -886,6 +1013,73 @@ mod tests {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// A server whose chunked replies end a few ms after their data, as a
+    /// model server's stream ends after its `data: [DONE]`; counts
+    /// connections.
+    async fn late_end_server() -> (SocketAddr, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                // The end goes out at once, not held by Nagle until the
+                // client's delayed ACK of the data before it.
+                let _ = s.set_nodelay(true);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Ok(n) = s.read(&mut chunk).await else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n[DONE]\r\n";
+                            if s.write_all(head).await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(3)).await;
+                            if s.write_all(b"0\r\n\r\n").await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    /// The next request of a plugin that dropped its previous response at
+    /// its protocol's end marker waits for that connection to come back
+    /// rather than opening another (for `https`, another TLS handshake).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_waits_for_the_connection_a_finished_response_is_handing_back() {
+        let (addr, accepted) = late_end_server().await;
+        let p: Arc<str> = Arc::from("pool-test-handback");
+        for round in 0..3 {
+            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+            let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+            let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut body = res.into_body();
+            let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
+            assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
+            // Done at the marker: the message's end is still on its way, so
+            // the pump cannot have pooled the connection yet.
+            drop(body);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "each request after the first reused the connection");
+        let key = PoolKey { plugin: p.clone(), tls: false, authority: addr.to_string() };
+        // The last one comes back too.
+        let back = pool().take_or_wait(&key).await;
+        assert!(back.is_some());
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pooled_connections_are_reused_per_plugin_only() {
         let (addr, accepted) = keepalive_server().await;
@@ -1036,6 +1230,7 @@ mod tests {
         // The pump notices, drains for at most DRAIN_MAX_TIME, then closes.
         let closed = tokio::time::timeout(DRAIN_MAX_TIME * 4, closed_rx).await;
         assert!(matches!(closed, Ok(Ok(true))), "the connection stayed open after the body was dropped");
-        assert_eq!(pool().take(&PoolKey { plugin: p, tls: false, authority: addr.to_string() }).map(|_| ()), None);
+        let key = PoolKey { plugin: p, tls: false, authority: addr.to_string() };
+        assert!(matches!(pool().take(&key), Taken::Nothing));
     }
 }
