@@ -1,6 +1,8 @@
 //! The SSE parser and stream assembler (`plugins/llm-wire`) on arbitrary
 //! bodies split at arbitrary points: no panic, and the split never changes
-//! the outcome — the same events, or the same error code.
+//! the outcome — the same events, or the same error code; and a stream
+//! that decodes through `serde_json::Value`s decodes alike through the
+//! typed chunk reader.
 //!
 //! Input: a cap selector byte, a count `k`, `k` piece sizes, then the body.
 #![no_main]
@@ -11,8 +13,8 @@ use wharf_llm_wire::sse::DEFAULT_MAX_EVENT_BYTES;
 use wharf_llm_wire::{ErrorCode, Event, SseEvent, SseParser, StreamDecoder};
 
 /// Events, and how the stream ended (`Ok(done)` or the error code).
-fn decode(pieces: &[&[u8]], cap: usize) -> (Vec<Event>, Result<bool, ErrorCode>) {
-    let mut d = StreamDecoder::with_max_event_bytes(cap);
+fn decode(pieces: &[&[u8]], cap: usize, generic: bool) -> (Vec<Event>, Result<bool, ErrorCode>) {
+    let mut d = if generic { StreamDecoder::generic_only(cap) } else { StreamDecoder::with_max_event_bytes(cap) };
     let mut events = Vec::new();
     for p in pieces {
         match d.feed(p) {
@@ -50,11 +52,19 @@ fuzz_target!(|data: &[u8]| {
     let body = input.rest();
     let pieces = chunks(body, &sizes);
 
-    let (whole_events, whole_end) = decode(&[body], cap);
-    let (split_events, split_end) = decode(&pieces, cap);
+    let (whole_events, whole_end) = decode(&[body], cap, false);
+    let (split_events, split_end) = decode(&pieces, cap, false);
     assert_eq!(whole_end, split_end, "the split changed how the stream ended");
     if whole_end.is_ok() {
         assert_eq!(whole_events, split_events, "the split changed the events");
+    }
+    // The typed reader skips members it does not use without decoding
+    // them (see `chunk.rs`), so it may take a stream the generic reader
+    // refuses; one the generic reader takes, it reads alike.
+    let (generic_events, generic_end) = decode(&[body], cap, true);
+    if generic_end.is_ok() {
+        assert_eq!(whole_end, generic_end, "the typed reader changed how the stream ended");
+        assert_eq!(whole_events, generic_events, "the typed reader changed the events");
     }
     assert_eq!(parse(&[body], cap), parse(&pieces, cap), "the split changed the SSE items");
 });

@@ -40,6 +40,7 @@
 //! ```
 
 pub mod adapter;
+mod chunk;
 #[cfg(feature = "component")]
 pub mod component;
 pub mod error;

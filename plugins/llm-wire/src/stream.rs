@@ -29,10 +29,12 @@
 //! without an id gets `call_<index>`. After the first error the assembler is
 //! finished and yields nothing more.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::chunk::{Chunk, Fragment};
 use crate::error::{ErrorBody, ErrorCode, WireError, map_stream_error, truncate_chars};
 use crate::request::ToolCall;
 use crate::sse::{SseEvent, SseParser};
@@ -135,6 +137,9 @@ pub struct StreamAssembler {
     usage: Option<Usage>,
     done: bool,
     failed: bool,
+    /// Read every chunk through a `serde_json::Value` (tests compare the
+    /// two readers).
+    generic_only: bool,
 }
 
 impl StreamAssembler {
@@ -181,13 +186,22 @@ impl StreamAssembler {
             return Ok(());
         }
         self.guard(|s| {
+            // The common chunk is read typed; anything unusual goes through
+            // a `Value`, which decides (see `crate::chunk`).
+            if !s.generic_only
+                && let Some(chunk) = Chunk::parse_typed(data)
+            {
+                s.apply(chunk, out);
+                return Ok(());
+            }
             let value: Value = serde_json::from_str(data).map_err(|e| {
                 WireError::new(
                     ErrorCode::MalformedResponse,
                     format!("bad chunk JSON ({e}): {}", truncate_chars(data, 200)),
                 )
             })?;
-            s.push_value_into(&value, out)
+            s.apply(Chunk::from_value(&value)?, out);
+            Ok(())
         })
     }
 
@@ -196,7 +210,10 @@ impl StreamAssembler {
         if self.is_finished() {
             return Ok(());
         }
-        self.guard(|s| s.chunk_into(chunk, out))
+        self.guard(|s| {
+            s.apply(Chunk::from_value(chunk)?, out);
+            Ok(())
+        })
     }
 
     /// Ends the input. Without a prior `[DONE]` this is `STREAM_CLOSED`
@@ -217,82 +234,33 @@ impl StreamAssembler {
         r
     }
 
-    fn chunk_into(&mut self, chunk: &Value, out: &mut Vec<Event>) -> Result<(), WireError> {
-        let Some(obj) = chunk.as_object() else {
-            return Err(WireError::new(
-                ErrorCode::MalformedResponse,
-                format!("chunk is not an object: {}", truncate_chars(&chunk.to_string(), 200)),
-            ));
-        };
-        if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
-            let body = ErrorBody::from_value(&serde_json::json!({ "error": err })).unwrap_or_default();
-            return Err(map_stream_error(&body));
-        }
-        if let Some(usage) = obj.get("usage").and_then(Usage::from_value) {
+    fn apply(&mut self, chunk: Chunk<'_>, out: &mut Vec<Event>) {
+        if let Some(usage) = chunk.usage {
             self.usage = Some(usage);
         }
-        let choices = match obj.get("choices") {
-            None | Some(Value::Null) => return Ok(()),
-            Some(Value::Array(c)) => c,
-            Some(_) => return Err(malformed("choices is not an array")),
-        };
-        for choice in choices {
-            // Only the first choice is ever requested (n = 1).
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                continue;
+        for choice in chunk.choices {
+            if let Some(r) = choice.reasoning.filter(|r| !r.is_empty()) {
+                out.push(Event::Reasoning(r.into_owned()));
             }
-            if let Some(delta) = choice.get("delta").filter(|d| !d.is_null()) {
-                self.delta_into(delta, out)?;
+            if let Some(t) = choice.content.filter(|t| !t.is_empty()) {
+                self.saw_text = true;
+                out.push(Event::Text(t.into_owned()));
             }
-            match choice.get("finish_reason") {
-                None | Some(Value::Null) => {}
-                // Some servers send "" on intermediate chunks: same as null.
-                Some(Value::String(r)) if r.is_empty() => {}
-                Some(Value::String(r)) => self.finish_reason = Some(r.clone()),
-                Some(_) => return Err(malformed("finish_reason is not a string")),
+            for frag in choice.fragments {
+                self.fragment(frag);
+            }
+            if let Some(r) = choice.finish_reason {
+                self.finish_reason = Some(r.into_owned());
             }
         }
-        Ok(())
     }
 
-    fn delta_into(&mut self, delta: &Value, out: &mut Vec<Event>) -> Result<(), WireError> {
-        if let Some(r) = str_field(delta, "reasoning_content")?
-            && !r.is_empty()
-        {
-            out.push(Event::Reasoning(r.to_string()));
-        }
-        if let Some(t) = str_field(delta, "content")?
-            && !t.is_empty()
-        {
-            self.saw_text = true;
-            out.push(Event::Text(t.to_string()));
-        }
-        match delta.get("tool_calls") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(calls)) => {
-                for (pos, frag) in calls.iter().enumerate() {
-                    self.fragment(frag, pos as u64)?;
-                }
-            }
-            Some(_) => return Err(malformed("tool_calls is not an array")),
-        }
-        Ok(())
-    }
-
-    fn fragment(&mut self, frag: &Value, position: u64) -> Result<(), WireError> {
-        let index = frag.get("index").and_then(Value::as_u64).unwrap_or(position);
-        let id = str_field(frag, "id")?.filter(|s| !s.is_empty());
-        let function = frag.get("function").filter(|f| !f.is_null());
-        let name = match function {
-            Some(f) => str_field(f, "name")?.filter(|s| !s.is_empty()),
-            None => None,
-        };
-        let args = match function {
-            Some(f) => str_field(f, "arguments")?,
-            None => None,
-        };
+    fn fragment(&mut self, frag: Fragment<'_>) {
+        let Fragment { index, id, name, arguments } = frag;
+        let id = id.filter(|s| !s.is_empty());
+        let name = name.filter(|s| !s.is_empty());
         // A different id at an index in use starts a new call.
-        if let (Some(new_id), Some(existing)) = (id, self.calls.get(&index))
+        if let (Some(new_id), Some(existing)) = (id.as_deref(), self.calls.get(&index))
             && existing.id.as_deref().is_some_and(|old| old != new_id)
             && let Some(prev) = self.calls.remove(&index)
         {
@@ -300,15 +268,14 @@ impl StreamAssembler {
         }
         let call = self.calls.entry(index).or_default();
         if call.id.is_none() {
-            call.id = id.map(str::to_string);
+            call.id = id.map(Cow::into_owned);
         }
         if call.name.is_none() {
-            call.name = name.map(str::to_string);
+            call.name = name.map(Cow::into_owned);
         }
-        if let Some(a) = args {
-            call.arguments.push_str(a);
+        if let Some(a) = arguments {
+            call.arguments.push_str(&a);
         }
-        Ok(())
     }
 
     fn done_into(&mut self, out: &mut Vec<Event>) -> Result<(), WireError> {
@@ -351,15 +318,6 @@ fn malformed(msg: &str) -> WireError {
     WireError::new(ErrorCode::MalformedResponse, msg.to_string())
 }
 
-/// A string field that may be absent or null.
-fn str_field<'a>(v: &'a Value, key: &str) -> Result<Option<&'a str>, WireError> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(malformed(&format!("{key} is not a string"))),
-    }
-}
-
 /// What one [`StreamDecoder::feed`] produced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Decoded {
@@ -387,6 +345,16 @@ impl StreamDecoder {
     /// A decoder whose SSE parser caps one event at `max_event_bytes`.
     pub fn with_max_event_bytes(max_event_bytes: usize) -> Self {
         Self { parser: SseParser::with_max_event_bytes(max_event_bytes), assembler: StreamAssembler::new() }
+    }
+
+    /// Like [`with_max_event_bytes`](Self::with_max_event_bytes), reading
+    /// every chunk through a `serde_json::Value` instead of the typed reader
+    /// first: the fuzz target checks that both decode alike.
+    #[doc(hidden)]
+    pub fn generic_only(max_event_bytes: usize) -> Self {
+        let mut d = Self::with_max_event_bytes(max_event_bytes);
+        d.assembler.generic_only = true;
+        d
     }
 
     /// Whether the stream is complete or failed.
