@@ -191,6 +191,7 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         ("code_mode", "Code Mode"),
         ("wire", "Wire-level step overhead, edit loop and cold start"),
         ("fleet", "Fleet: PostgreSQL store, takeover, sessions over two hosts"),
+        ("stream_decode", "Decoding a streamed reply (llm-wire)"),
     ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {
