@@ -1080,6 +1080,69 @@ mod tests {
         assert!(back.is_some());
     }
 
+    /// A server whose replies never end after their data; counts
+    /// connections and notes when the first one is closed.
+    async fn never_ending_server() -> (SocketAddr, Arc<AtomicU64>, Arc<std::sync::atomic::AtomicBool>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let first_closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (count, closed) = (accepted.clone(), first_closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                let _ = s.set_nodelay(true);
+                let closed = closed.clone();
+                tokio::spawn(async move {
+                    let mut chunk = [0u8; 4096];
+                    let _ = s.read(&mut chunk).await;
+                    let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n[DONE]\r\n";
+                    let _ = s.write_all(head).await;
+                    // Then never the end; note when the client gives up.
+                    while let Ok(n) = s.read(&mut chunk).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        closed.store(true, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        (addr, accepted, first_closed)
+    }
+
+    /// A connection whose message never ends is waited for only briefly:
+    /// the next request opens another while the first one's pump is still
+    /// draining it (it gives up after `DRAIN_MAX_TIME`).
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_wait_for_a_connection_coming_back_is_bounded() {
+        let (addr, accepted, first_closed) = never_ending_server().await;
+        let p: Arc<str> = Arc::from("pool-test-handback-never");
+        for round in 0..2 {
+            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+            let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+            let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut body = res.into_body();
+            let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
+            assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
+            drop(body);
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "the second request opened its own connection");
+        assert!(
+            !first_closed.load(Ordering::SeqCst),
+            "the second request waited until the first connection was given up"
+        );
+        // And the pump does give up on it.
+        let deadline = tokio::time::Instant::now() + DRAIN_MAX_TIME * 4;
+        while !first_closed.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(first_closed.load(Ordering::SeqCst), "the never-ending connection was not closed");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pooled_connections_are_reused_per_plugin_only() {
         let (addr, accepted) = keepalive_server().await;
