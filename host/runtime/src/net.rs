@@ -972,7 +972,19 @@ mod tests {
     /// A loopback HTTP/1.1 server answering every request with `hello`
     /// (keep-alive); returns its address and a counter of accepted
     /// connections.
-    async fn keepalive_server() -> (SocketAddr, Arc<AtomicU64>) {
+    /// How [`keepalive_server`] answers each request.
+    #[derive(Clone, Copy)]
+    enum Reply {
+        /// `hello`, with a content length.
+        Hello,
+        /// A chunked `[DONE]`, and the message's end 3 ms later, as a model
+        /// server's stream ends after its `data: [DONE]`.
+        LateEnd,
+    }
+
+    /// A keep-alive server answering every GET with `reply`; counts
+    /// connections.
+    async fn keepalive_server(reply: Reply) -> (SocketAddr, Arc<AtomicU64>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
         let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
@@ -981,6 +993,9 @@ mod tests {
         tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
+                // A late end goes out at once, not held by Nagle until the
+                // client's delayed ACK of the data before it.
+                let _ = s.set_nodelay(true);
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -993,8 +1008,20 @@ mod tests {
                         // GET requests without a body: one per blank line.
                         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                             buf.drain(..end + 4);
-                            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
-                            if s.write_all(reply).await.is_err() {
+                            let sent = match reply {
+                                Reply::Hello => s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello").await,
+                                Reply::LateEnd => {
+                                    let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n[DONE]\r\n";
+                                    match s.write_all(head).await {
+                                        Ok(()) => {
+                                            tokio::time::sleep(Duration::from_millis(3)).await;
+                                            s.write_all(b"0\r\n\r\n").await
+                                        }
+                                        Err(e) => Err(e),
+                                    }
+                                }
+                            };
+                            if sent.is_err() {
                                 return;
                             }
                         }
@@ -1013,54 +1040,12 @@ mod tests {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// A server whose chunked replies end a few ms after their data, as a
-    /// model server's stream ends after its `data: [DONE]`; counts
-    /// connections.
-    async fn late_end_server() -> (SocketAddr, Arc<AtomicU64>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-        let accepted = Arc::new(AtomicU64::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                // The end goes out at once, not held by Nagle until the
-                // client's delayed ACK of the data before it.
-                let _ = s.set_nodelay(true);
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        let Ok(n) = s.read(&mut chunk).await else { return };
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            buf.drain(..end + 4);
-                            let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n[DONE]\r\n";
-                            if s.write_all(head).await.is_err() {
-                                return;
-                            }
-                            tokio::time::sleep(Duration::from_millis(3)).await;
-                            if s.write_all(b"0\r\n\r\n").await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-        });
-        (addr, accepted)
-    }
-
     /// The next request of a plugin that dropped its previous response at
     /// its protocol's end marker waits for that connection to come back
     /// rather than opening another (for `https`, another TLS handshake).
     #[tokio::test(flavor = "current_thread")]
     async fn a_request_waits_for_the_connection_a_finished_response_is_handing_back() {
-        let (addr, accepted) = late_end_server().await;
+        let (addr, accepted) = keepalive_server(Reply::LateEnd).await;
         let p: Arc<str> = Arc::from("pool-test-handback");
         for round in 0..3 {
             let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
@@ -1145,7 +1130,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pooled_connections_are_reused_per_plugin_only() {
-        let (addr, accepted) = keepalive_server().await;
+        let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let a: Arc<str> = Arc::from("pool-test-a");
         let b: Arc<str> = Arc::from("pool-test-b");
         for _ in 0..3 {
@@ -1162,7 +1147,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_address_check_runs_when_a_connection_is_opened_not_when_one_is_reused() {
-        let (addr, accepted) = keepalive_server().await;
+        let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let p: Arc<str> = Arc::from("pool-test-check");
         let request = || {
             let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
@@ -1201,7 +1186,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_dropped_unread_does_not_lose_the_connection() {
-        let (addr, accepted) = keepalive_server().await;
+        let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let p: Arc<str> = Arc::from("pool-test-drop");
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
         let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
