@@ -201,6 +201,27 @@ fn loops_throws_and_allocations_are_contained_and_the_session_goes_on() {
     assert!(r[4]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[4]);
 }
 
+/// A model's `timeout_ms` is the program's own limit, capped by the
+/// operator's: the largest integer JSON carries is a long limit (the grant's
+/// then), not an overflow in the host.
+#[test]
+fn a_model_asking_for_an_endless_time_limit_gets_the_operators() {
+    let env = env();
+    let run = run_programs(
+        &env,
+        "endless",
+        "",
+        "tools = true\ntimeout_ms = 1500",
+        &[("6 * 7", Some(u64::MAX)), ("while (true) {}", Some(u64::MAX))],
+    );
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let r = code_results(&run);
+    assert_eq!(r.len(), 2, "{}", run.dump());
+    assert_eq!(r[0]["is_error"], false, "{}", r[0]);
+    assert!(r[0]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[0]);
+    assert_eq!(r[1]["error_code"], "TIMEOUT", "{}", r[1]);
+}
+
 #[test]
 fn without_the_grant_a_program_cannot_call_tools() {
     let env = env();

@@ -2,7 +2,6 @@
 //! registrations one plugin version contributes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use wasmtime::Store;
@@ -306,9 +305,13 @@ impl ComponentStream {
         let Some((scope, version, code)) = self.keep.take() else { return };
         let Some(mut store) = self.store.take() else { return };
         store.data_mut().begin_call(self.timeout_ms);
-        let wall = Duration::from_millis(self.timeout_ms) + Duration::from_millis(250);
+        let wall = store.data().wall_deadline();
         // A guest that traps or hangs in its destructor is not kept.
-        if !matches!(tokio::time::timeout(wall, handle.resource_drop_async(&mut store)).await, Ok(Ok(()))) {
+        let dropped = {
+            let drop = std::pin::pin!(handle.resource_drop_async(&mut store));
+            tokio::time::timeout_at(wall, drop).await
+        };
+        if !matches!(dropped, Ok(Ok(()))) {
             return;
         }
         store.data_mut().flush_stdio();
@@ -324,9 +327,12 @@ impl LlmStream for ComponentStream {
             let Some(handle) = self.handle else { return Ok(None) };
             let Some(store) = self.store.as_mut() else { return Ok(None) };
             store.data_mut().begin_call(self.timeout_ms);
-            let wall = Duration::from_millis(self.timeout_ms) + Duration::from_millis(250);
+            let wall = store.data().wall_deadline();
             let completion = self.guest.completion();
-            let res = tokio::time::timeout(wall, completion.call_next(&mut *store, handle)).await;
+            let res = {
+                let next = std::pin::pin!(completion.call_next(&mut *store, handle));
+                tokio::time::timeout_at(wall, next).await
+            };
             let out = match res {
                 Err(_) => Err(LlmError::new(LlmErrorCode::Timeout, "adapter call timed out")),
                 Ok(Err(e)) => Err(sandbox_to_llm(crate::component::classify_error(&e, store.data()))),

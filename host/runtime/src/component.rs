@@ -87,13 +87,16 @@ macro_rules! sandboxed {
             Err(e) => Err(e),
             Ok(mut $store) => {
                 $store.data_mut().begin_call(timeout_ms);
-                let fut = async {
-                    let $inst = $code.pre.instantiate_async(&mut $store).await?;
-                    $body
+                let wall = $store.data().wall_deadline();
+                // Pinned where it is built: a call's future is kilobytes,
+                // and moving it into the timeout costs a copy per call.
+                let res = {
+                    let fut = std::pin::pin!(async {
+                        let $inst = $code.pre.instantiate_async(&mut $store).await?;
+                        $body
+                    });
+                    tokio::time::timeout_at(wall, fut).await
                 };
-                // Grace over the epoch deadline so the precise code wins.
-                let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
-                let res = tokio::time::timeout(wall, fut).await;
                 let out = match res {
                     Err(_) => {
                         Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout_ms} ms")))
@@ -1209,19 +1212,21 @@ impl PluginVersion {
             }
         };
         store.data_mut().begin_call(timeout_ms);
-        let wall = Duration::from_millis(timeout_ms) + Duration::from_millis(250);
-        let fut = async {
-            let guest = match held_guest {
-                Some(g) => g,
-                None => {
-                    let inst = code.pre.instantiate_async(&mut store).await?;
-                    idx.load(&mut store, &inst)?
-                }
-            };
-            let handle = guest.call_start(&mut store, &req).await?;
-            Ok::<_, wasmtime::Error>((guest, handle))
+        let wall = store.data().wall_deadline();
+        let res = {
+            let fut = std::pin::pin!(async {
+                let guest = match held_guest {
+                    Some(g) => g,
+                    None => {
+                        let inst = code.pre.instantiate_async(&mut store).await?;
+                        idx.load(&mut store, &inst)?
+                    }
+                };
+                let handle = guest.call_start(&mut store, &req).await?;
+                Ok::<_, wasmtime::Error>((guest, handle))
+            });
+            tokio::time::timeout_at(wall, fut).await
         };
-        let res = tokio::time::timeout(wall, fut).await;
         let out = match res {
             Err(_) => {
                 Err(StartError::Sandbox(CallError::new("TIMEOUT", format!("adapter start exceeded {timeout_ms} ms"))))
@@ -1277,8 +1282,11 @@ impl PluginVersion {
         let timeout = self.effective.timeout_ms;
         w.store.data_mut().begin_call(timeout);
         w.store.data_mut().services = services;
-        let wall = Duration::from_millis(timeout) + Duration::from_millis(250);
-        let res = tokio::time::timeout(wall, w.tool.call_call(&mut w.store, name, arguments, wctx)).await;
+        let wall = w.store.data().wall_deadline();
+        let res = {
+            let call = std::pin::pin!(w.tool.call_call(&mut w.store, name, arguments, wctx));
+            tokio::time::timeout_at(wall, call).await
+        };
         w.store.data_mut().services = None;
         match res {
             Ok(Ok(v)) => {

@@ -317,6 +317,14 @@ impl HostState {
         self.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
     }
 
+    /// When the wall-clock limit around the current call fires: the
+    /// deadline plus a grace, so the epoch deadline's precise error wins
+    /// where guest code is running; the wall clock also bounds host calls
+    /// (HTTP waits) that epochs cannot interrupt.
+    pub fn wall_deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.deadline + std::time::Duration::from_millis(250))
+    }
+
     /// Forwards what the guest printed to the host log (never to stdout,
     /// which may carry a protocol).
     pub fn flush_stdio(&mut self) {
