@@ -521,8 +521,9 @@ pub async fn send_pooled(
     Ok((http::Response::from_parts(parts, body.boxed_unsync()), Box::new(async { Ok(()) })))
 }
 
-/// Frames a response's pump reads ahead of the guest (each at most hyper's
-/// read buffer), so its memory is bounded.
+/// Frames a response's pump queues for the guest, and the most it gathers
+/// before queueing them (each at most hyper's read buffer), so its memory
+/// is bounded: twice this, plus the one in hyper's hands.
 const PUMP_FRAMES: usize = 16;
 /// The most a guest's read gets in one piece when several frames wait.
 const COALESCE_MAX: usize = 64 << 10;
@@ -547,6 +548,7 @@ async fn pump(
     // when it is not (a waiter then finds none and opens a new one).
     _done: PumpDone,
 ) {
+    let mut held: Vec<http_body::Frame<Bytes>> = Vec::with_capacity(PUMP_FRAMES);
     loop {
         // A reader that gave up (dropped the body, e.g. after its
         // between-bytes timeout) must not leave the pump waiting on a
@@ -555,8 +557,44 @@ async fn pump(
             f = incoming.frame() => f,
             _ = tx.closed() => break,
         };
-        match frame {
-            None => {
+        let mut end = match frame {
+            None => Some(Ok(())),
+            Some(Err(e)) => Some(Err(e)),
+            Some(Ok(frame)) => {
+                held.push(frame);
+                None
+            }
+        };
+        // Gather what hyper decodes from bytes it has already read before
+        // waking the reader: each chunk takes a turn of hyper's connection
+        // task, and waking the reader per chunk has the guest take each in
+        // a call of its own. One yield per chunk lets the connection task
+        // run; a yield that brings nothing ends the gathering.
+        while end.is_none() && !held.is_empty() && held.len() < PUMP_FRAMES {
+            tokio::task::yield_now().await;
+            let polled = std::future::poll_fn(|cx| {
+                Poll::Ready(match http_body::Body::poll_frame(Pin::new(&mut incoming), cx) {
+                    Poll::Ready(f) => Some(f),
+                    Poll::Pending => None,
+                })
+            })
+            .await;
+            match polled {
+                None => break,
+                Some(None) => end = Some(Ok(())),
+                Some(Some(Err(e))) => end = Some(Err(e)),
+                Some(Some(Ok(frame))) => held.push(frame),
+            }
+        }
+        for frame in held.drain(..) {
+            if tx.send(Ok(frame)).await.is_err() {
+                break;
+            }
+        }
+        match end {
+            None if tx.is_closed() => break,
+            None => {}
+            Some(Ok(())) => {
                 // Pooled before the guest sees the end, so its next request
                 // finds the connection.
                 pool().put(back.0, back.1);
@@ -566,11 +604,6 @@ async fn pump(
                 let e = if e.is_timeout() { HttpError::HttpResponseTimeout } else { HttpError::from(e) };
                 let _ = tx.send(Err(e)).await;
                 return;
-            }
-            Some(Ok(frame)) => {
-                if tx.send(Ok(frame)).await.is_err() {
-                    break;
-                }
             }
         }
     }
@@ -1220,6 +1253,33 @@ mod tests {
         addr
     }
 
+    /// Chunks that came in one read reach a reader already waiting in one
+    /// piece, not one chunk per wake-up (for an adapter, one guest call
+    /// per chunk). A current-thread runtime, so the reader could run
+    /// between any two of the pump's turns.
+    #[tokio::test(flavor = "current_thread")]
+    async fn chunks_read_together_reach_a_waiting_reader_together() {
+        let n = 12;
+        let addr = chunked_server(n).await;
+        let p: Arc<str> = Arc::from("pool-test-gather");
+        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
+        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let mut body = res.into_body();
+        // The reader is a task of its own, as the agent's is: each wake-up
+        // queues it behind the tasks already woken.
+        let reader = tokio::spawn(async move {
+            let mut pieces = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.unwrap_or_else(|e| panic!("{e}"));
+                pieces.push(frame.into_data().unwrap_or_else(|_| panic!("trailers")).len() / 10);
+            }
+            pieces
+        });
+        let pieces = reader.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(pieces, vec![n], "chunks per piece");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_streamed_body_is_read_ahead_boundedly_and_handed_over_in_pieces() {
         let n = 200;
@@ -1237,8 +1297,8 @@ mod tests {
             frames.push(frame.into_data().unwrap_or_else(|_| panic!("trailers")));
         }
         // …so the first read gets several chunks in one piece, but no more
-        // than the pump may hold (its channel, plus one in hyper's hands and
-        // one in the pump's).
+        // than the pump's channel holds (plus the one being queued and the
+        // one in hyper's hands; the rest waits, gathered, in the pump).
         let first = frames[0].len() / 10;
         assert!((2..=PUMP_FRAMES + 2).contains(&first), "first piece holds {first} chunks");
         let all: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
