@@ -1065,11 +1065,21 @@ mod tests {
         (addr, accepted)
     }
 
-    async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
+    /// `GET http://ADDR/x` with an empty body.
+    fn get_request(addr: SocketAddr) -> http::Request<WasiBody> {
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(plugin, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
-        let bytes = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
+        http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Sends [`get_request`] on `plugin`'s pool; its response.
+    async fn send_get(plugin: &Arc<str>, addr: SocketAddr) -> http::Response<WasiBody> {
+        let (res, _io) = send_pooled(plugin, get_request(addr), None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        res
+    }
+
+    async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
+        let bytes =
+            send_get(plugin, addr).await.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
@@ -1081,9 +1091,7 @@ mod tests {
         let (addr, accepted) = keepalive_server(Reply::LateEnd).await;
         let p: Arc<str> = Arc::from("pool-test-handback");
         for round in 0..3 {
-            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-            let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-            let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+            let res = send_get(&p, addr).await;
             let mut body = res.into_body();
             let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
             assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
@@ -1140,9 +1148,7 @@ mod tests {
         let (addr, accepted, first_closed) = never_ending_server().await;
         let p: Arc<str> = Arc::from("pool-test-handback-never");
         for round in 0..2 {
-            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-            let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-            let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+            let res = send_get(&p, addr).await;
             let mut body = res.into_body();
             let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
             assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
@@ -1182,10 +1188,7 @@ mod tests {
     async fn the_address_check_runs_when_a_connection_is_opened_not_when_one_is_reused() {
         let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let p: Arc<str> = Arc::from("pool-test-check");
-        let request = || {
-            let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-            http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"))
-        };
+        let request = || get_request(addr);
         // `localhost` resolves to a loopback address: the check refuses it.
         let refused = ConnectCheck { host: "localhost".into(), port: addr.port() };
         let denied = send_pooled(&p, request(), None, Some(&refused)).await;
@@ -1221,9 +1224,7 @@ mod tests {
     async fn a_body_dropped_unread_does_not_lose_the_connection() {
         let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let p: Arc<str> = Arc::from("pool-test-drop");
-        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let res = send_get(&p, addr).await;
         drop(res);
         // The drain runs in the background; the next request may open a
         // connection before it is back only if the drain is slow.
@@ -1262,9 +1263,7 @@ mod tests {
         let n = 12;
         let addr = chunked_server(n).await;
         let p: Arc<str> = Arc::from("pool-test-gather");
-        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let res = send_get(&p, addr).await;
         let mut body = res.into_body();
         // The reader is a task of its own, as the agent's is: each wake-up
         // queues it behind the tasks already woken.
@@ -1285,9 +1284,7 @@ mod tests {
         let n = 200;
         let addr = chunked_server(n).await;
         let p: Arc<str> = Arc::from("pool-test-coalesce");
-        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let res = send_get(&p, addr).await;
         let mut body = res.into_body();
         // The pump reads ahead while nobody reads the body…
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1328,9 +1325,7 @@ mod tests {
             let _ = closed_tx.send(eof);
         });
         let p: Arc<str> = Arc::from("pool-test-silent");
-        let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        let req = http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"));
-        let (res, _io) = send_pooled(&p, req, None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let res = send_get(&p, addr).await;
         let mut body = res.into_body();
         let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
         assert_eq!(first.as_deref(), Some(&b"hello"[..]));
