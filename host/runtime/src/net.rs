@@ -531,10 +531,11 @@ const COALESCE_MAX: usize = 64 << 10;
 type PumpItem = Result<http_body::Frame<Bytes>, HttpError>;
 
 /// Reads a response body off its connection as fast as frames arrive (up
-/// to [`PUMP_FRAMES`] ahead), so a streamed reply is not handed to the guest
-/// one chunk per round trip between the guest and hyper's connection task
-/// (hyper's body channel holds one chunk); returns the connection to the
-/// pool at the message's end.
+/// to [`PUMP_FRAMES`] queued ahead), so a streamed reply is not handed to
+/// the guest one chunk per round trip between the guest and hyper's
+/// connection task (hyper's body channel holds one chunk), and a burst of
+/// chunks reaches the guest in one wake-up (gathered first); returns the
+/// connection to the pool at the message's end.
 ///
 /// A client that stops reading at its protocol's end marker (an SSE
 /// `data: [DONE]`) drops the body before the HTTP message ended: the pump
