@@ -1078,6 +1078,13 @@ mod tests {
         res
     }
 
+    /// Sends [`get_request`], reads the response's first data frame and
+    /// drops the body there (as an adapter does at `data: [DONE]`).
+    async fn first_data_then_drop(plugin: &Arc<str>, addr: SocketAddr) -> Option<Bytes> {
+        let mut body = send_get(plugin, addr).await.into_body();
+        body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok())
+    }
+
     async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
         let bytes =
             send_get(plugin, addr).await.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
@@ -1092,13 +1099,9 @@ mod tests {
         let (addr, accepted) = keepalive_server(Reply::LateEnd).await;
         let p: Arc<str> = Arc::from("pool-test-handback");
         for round in 0..3 {
-            let res = send_get(&p, addr).await;
-            let mut body = res.into_body();
-            let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
-            assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
             // Done at the marker: the message's end is still on its way, so
             // the pump cannot have pooled the connection yet.
-            drop(body);
+            assert_eq!(first_data_then_drop(&p, addr).await.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "each request after the first reused the connection");
         let key = PoolKey { plugin: p.clone(), tls: false, authority: addr.to_string() };
@@ -1149,11 +1152,7 @@ mod tests {
         let (addr, accepted, first_closed) = never_ending_server().await;
         let p: Arc<str> = Arc::from("pool-test-handback-never");
         for round in 0..2 {
-            let res = send_get(&p, addr).await;
-            let mut body = res.into_body();
-            let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
-            assert_eq!(first.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
-            drop(body);
+            assert_eq!(first_data_then_drop(&p, addr).await.as_deref(), Some(&b"[DONE]"[..]), "round {round}");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 2, "the second request opened its own connection");
         assert!(
@@ -1326,11 +1325,7 @@ mod tests {
             let _ = closed_tx.send(eof);
         });
         let p: Arc<str> = Arc::from("pool-test-silent");
-        let res = send_get(&p, addr).await;
-        let mut body = res.into_body();
-        let first = body.frame().await.and_then(|f| f.ok()).and_then(|f| f.into_data().ok());
-        assert_eq!(first.as_deref(), Some(&b"hello"[..]));
-        drop(body);
+        assert_eq!(first_data_then_drop(&p, addr).await.as_deref(), Some(&b"hello"[..]));
         // The pump notices, drains for at most DRAIN_MAX_TIME, then closes.
         let closed = tokio::time::timeout(DRAIN_MAX_TIME * 4, closed_rx).await;
         assert!(matches!(closed, Ok(Ok(true))), "the connection stayed open after the body was dropped");
