@@ -214,6 +214,67 @@ async fn trap_is_contained() {
     assert_still_serving(&v).await;
 }
 
+/// Waits until `v` has the next call's sandbox prepared, as it is by the
+/// time a session's model has answered.
+async fn until_spare(v: &PluginVersion) {
+    for _ in 0..400 {
+        if v.spare_ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no sandbox was prepared after a call");
+}
+
+#[tokio::test]
+async fn every_fresh_call_gets_an_instance_no_call_ran_in() {
+    let rt = runtime();
+    let v = load(&rt, Grant::default());
+    for i in 0..3 {
+        let (err, code, content) = call(&v, "count", json!({})).await;
+        assert!(!err, "{code:?} {content}");
+        assert_eq!(content, "1", "call {i} ran in an instance an earlier call had used");
+        until_spare(&v).await;
+    }
+    assert_eq!(rt.engine().held(), 1, "the prepared sandbox counts against the idle budget");
+    drop(v);
+    assert_eq!(rt.engine().held(), 0, "an unloaded version's prepared sandbox is released");
+    // The same tool in a reused instance does count up.
+    let spec = PluginSpec {
+        id: "evil-warm".into(),
+        path: wharf_tests::plugin("evil"),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: true,
+    };
+    let w = rt.load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let counts = [call(&w, "count", json!({})).await.2, call(&w, "count", json!({})).await.2];
+    assert_eq!(counts, ["1", "2"]);
+}
+
+#[tokio::test]
+async fn a_prepared_sandbox_never_serves_a_replaced_directory() {
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = ws.path().join("granted");
+    let file = dir.join("a.txt");
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "before").unwrap_or_else(|e| panic!("{e}"));
+    let rt = runtime();
+    let v = load(&rt, Grant { dirs: vec![grant_dir(&dir, Access::Rw)], ..Grant::default() });
+    let path = file.to_string_lossy().to_string();
+    let (err, code, content) = call(&v, "read_file", json!({"path": path})).await;
+    assert!(!err && content == "before", "{code:?} {content}");
+    // The next call's sandbox holds the directory open by now; the path is
+    // then given to a new directory.
+    until_spare(&v).await;
+    std::fs::rename(&dir, ws.path().join("old")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&file, "after").unwrap_or_else(|e| panic!("{e}"));
+    let (err, code, content) = call(&v, "read_file", json!({"path": path})).await;
+    assert!(!err, "{code:?} {content}");
+    assert_eq!(content, "after", "the call was served by the directory the path no longer names");
+}
+
 #[tokio::test]
 async fn warm_instance_survives_and_recovers_from_a_trap() {
     let rt = runtime();

@@ -9,6 +9,13 @@
 //! machine noise hits them alike; results are medians and p99s in µs and
 //! ratios measured in this one run.
 //!
+//! The loop yields to the runtime before each Wharf call (untimed), as an
+//! agent's session does while it waits for its model between two tool
+//! calls: that is when a fresh-sandbox plugin's next sandbox is prepared
+//! (`take_spare` in `component.rs`). The same calls with the sandbox made
+//! on the call's path (`WHARF_SPARE=0`, a second runtime) are a row of
+//! their own.
+//!
 //! Run: `cargo xtask bench` (or `cargo bench -p wharf-runtime --profile dev
 //! --bench call_overhead -- COMPONENT.wasm [OUT.json]`). The MCP servers are
 //! taken from `WHARF_BENCH_MCP_RMCP` (the `rmcp-echo` binary) and
@@ -146,6 +153,11 @@ fn main() -> anyhow::Result<()> {
     };
     let fresh = rt.load(&spec(false))?;
     let warm = rt.load(&spec(true))?;
+    let rt_inline = Runtime::new(RuntimeOptions {
+        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
+        engine: wharf_runtime::engine::EngineOptions { spare: false, ..Default::default() },
+    })?;
+    let fresh_inline = rt_inline.load(&spec(false))?;
     let larger = match std::env::var("WHARF_BENCH_LARGER") {
         Ok(p) => Some(rt.load(&PluginSpec { id: "larger".into(), path: p.into(), ..spec(false) })?),
         Err(_) => None,
@@ -165,6 +177,11 @@ fn main() -> anyhow::Result<()> {
     let mut v = [
         Variant { key: "native", label: "native function", samples: Vec::new() },
         Variant { key: "fresh", label: "Wharf component, fresh instance per call", samples: Vec::new() },
+        Variant {
+            key: "fresh_inline",
+            label: "the same, sandbox made on the call's path (`WHARF_SPARE=0`)",
+            samples: Vec::new(),
+        },
         Variant { key: "warm", label: "Wharf component, warm instance", samples: Vec::new() },
         Variant { key: "mcp_rmcp", label: "MCP stdio server, Rust (rmcp)", samples: Vec::new() },
         Variant { key: "mcp_ts", label: "MCP stdio server, TypeScript SDK (node)", samples: Vec::new() },
@@ -178,7 +195,9 @@ fn main() -> anyhow::Result<()> {
         // Warm-up: fill pooling slots and caches, let node's JIT settle.
         for _ in 0..200 {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
+            let _ = fresh_inline.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
+            tokio::task::yield_now().await;
             if let Some(l) = &larger {
                 let _ = l.call_tool("echo", &payload, &ctx).await;
             }
@@ -196,16 +215,17 @@ fn main() -> anyhow::Result<()> {
                 v[0].samples.push(t.elapsed().as_secs_f64() * 1e6);
                 anyhow::ensure!(r.as_deref() == Ok(TEXT), "native: {r:?}");
             }
-            for (i, handle) in [(1, Some(&fresh)), (2, Some(&warm)), (5, larger.as_ref())] {
+            for (i, handle) in [(1, Some(&fresh)), (2, Some(&fresh_inline)), (3, Some(&warm)), (6, larger.as_ref())] {
                 let Some(handle) = handle else { continue };
                 for _ in 0..per_round {
+                    tokio::task::yield_now().await;
                     let t = Instant::now();
                     let r = handle.call_tool("echo", &payload, &ctx).await;
                     v[i].samples.push(t.elapsed().as_secs_f64() * 1e6);
                     anyhow::ensure!(matches!(r, Ok(ref o) if !o.is_error), "{}: {r:?}", v[i].key);
                 }
             }
-            for (i, server) in [(3, rmcp.as_mut()), (4, ts.as_mut())] {
+            for (i, server) in [(4, rmcp.as_mut()), (5, ts.as_mut())] {
                 let Some(server) = server else { continue };
                 for _ in 0..per_round {
                     let t = Instant::now();
@@ -365,6 +385,7 @@ fn fs_read(
             }
             for (i, handle) in [(1, &fresh), (2, &warm)] {
                 for _ in 0..per_round {
+                    tokio::task::yield_now().await;
                     let t = Instant::now();
                     let r = handle.call_tool("read", &args, &ctx).await;
                     samples[i].push(t.elapsed().as_secs_f64() * 1e6);

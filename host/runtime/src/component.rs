@@ -16,7 +16,7 @@ use crate::cache::{CacheOutcome, CompileCache, digest};
 use crate::engine::{CompileTier, EngineOptions, WharfEngine};
 use crate::error::LoadError;
 use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
-use crate::state::{HostState, LimitError, PluginShared};
+use crate::state::{HostBinding, HostState, LimitError, PluginShared};
 
 /// Bytes a call's results may hold beyond the output cap before the copy out
 /// of the guest is stopped (wasmtime's hostcall fuel is the output cap plus
@@ -69,7 +69,8 @@ fn valid_code(code: &str) -> bool {
 }
 
 /// Runs `$body` against a fresh instance of `$v` (bound to `$store` and
-/// `$inst`) with the wall-clock limit around it: epochs stop guest code, the
+/// `$inst`; prepared after the previous call where it can be, see
+/// [`PluginVersion::take_spare`]) with the wall-clock limit around it: epochs stop guest code, the
 /// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
 /// `$fuel` bounds the bytes one lift may copy out of the guest (its results,
 /// or the arguments of one import call). Evaluates to `Result<_, CallError>`.
@@ -83,7 +84,14 @@ macro_rules! sandboxed {
     }};
     (code = $code:expr; $v:expr, $effective:expr, $timeout_ms:expr, $fuel:expr, |$store:ident, $inst:ident| $body:block) => {{
         let timeout_ms: u64 = $timeout_ms;
-        match $v.new_store(&$code, $effective, $fuel) {
+        let effective: std::sync::Arc<$crate::grants::Effective> = $effective;
+        // A sandbox prepared after the previous call, when there is one that
+        // still fits; else one made now.
+        let (made, ready) = match $v.take_spare(&$code, &effective, $fuel) {
+            Some((store, inst)) => (Ok(store), Some(inst)),
+            None => ($v.new_store(&$code, effective.clone(), $fuel), None),
+        };
+        match made {
             Err(e) => Err(e),
             Ok(mut $store) => {
                 $store.data_mut().begin_call(timeout_ms);
@@ -92,7 +100,10 @@ macro_rules! sandboxed {
                 // and moving it into the timeout costs a copy per call.
                 let res = {
                     let fut = std::pin::pin!(async {
-                        let $inst = $code.pre.instantiate_async(&mut $store).await?;
+                        let $inst = match ready {
+                            Some(inst) => inst,
+                            None => $code.pre.instantiate_async(&mut $store).await?,
+                        };
                         $body
                     });
                     tokio::time::timeout_at(wall, fut).await
@@ -105,6 +116,7 @@ macro_rules! sandboxed {
                     Ok(Err(e)) => Err(classify_error(&e, $store.data())),
                 };
                 $store.data_mut().flush_stdio();
+                $v.prepare_spare(&effective, $store);
                 out
             }
         }
@@ -296,6 +308,24 @@ pub struct PluginVersion {
     sandboxes: std::sync::atomic::AtomicU64,
     /// A generic component's functions (see [`generic`]).
     generic: Option<Arc<generic::GenericExports>>,
+    /// This version, for the task that prepares its next sandbox (set once
+    /// loaded; unset while describing, which prepares none).
+    me: OnceLock<Weak<PluginVersion>>,
+    /// The next fresh call's sandbox, prepared after the last call.
+    spare: Mutex<Option<Spare>>,
+    /// A task is preparing `spare`.
+    preparing: AtomicBool,
+}
+
+/// A sandbox prepared off a call's path for the next fresh call: its store
+/// and instance, no call has run in it yet. The call takes it only if it is
+/// of the current code and the host binding it was built with still holds.
+struct Spare {
+    store: Store<HostState>,
+    inst: wasmtime::component::Instance,
+    code: Arc<Code>,
+    binding: HostBinding,
+    _permit: crate::engine::HoldPermit,
 }
 
 /// A started completion: its store, bindings, resource and the code it
@@ -631,6 +661,9 @@ impl Runtime {
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
             sandboxes: std::sync::atomic::AtomicU64::new(0),
             generic,
+            me: OnceLock::new(),
+            spare: Mutex::new(None),
+            preparing: AtomicBool::new(false),
         };
         if version.generic.is_some() {
             version.describe_generic(&spec.grant)
@@ -639,6 +672,7 @@ impl Runtime {
         }
         .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         let version = Arc::new(version);
+        let _ = version.me.set(Arc::downgrade(&version));
         if first_tier {
             self.queue_tier_up(&version, bytes);
         }
@@ -907,6 +941,12 @@ impl PluginVersion {
         self.sandboxes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether the next fresh call's sandbox is prepared (see
+    /// [`Self::take_spare`]).
+    pub fn spare_ready(&self) -> bool {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
     /// The code calls instantiate now.
     fn code(&self) -> Arc<Code> {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -919,6 +959,8 @@ impl PluginVersion {
         if let Some(pool) = &self.warm {
             pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
+        let old = self.spare.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(old);
     }
 
     /// The tier of the code calls use now.
@@ -928,6 +970,10 @@ impl PluginVersion {
 
     fn new_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
         self.sandboxes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.build_store(code, effective, fuel)
+    }
+
+    fn build_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
         let mut state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
         state.hostcall_fuel = fuel;
@@ -949,6 +995,76 @@ impl PluginVersion {
             }
         });
         Ok(store)
+    }
+
+    /// The sandbox prepared for a call with `effective` and `code`, if one is
+    /// ready and still fits: calls with the version's own grants only (not
+    /// `describe`'s), of the current code, and with the host binding
+    /// ([`HostBinding`]) unchanged since it was built. Counted as made now.
+    fn take_spare(
+        &self,
+        code: &Arc<Code>,
+        effective: &Arc<Effective>,
+        fuel: usize,
+    ) -> Option<(Store<HostState>, wasmtime::component::Instance)> {
+        if !Arc::ptr_eq(effective, &self.effective) {
+            return None;
+        }
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        if !Arc::ptr_eq(&spare.code, code) || HostBinding::now(effective).as_ref() != Some(&spare.binding) {
+            return None;
+        }
+        let Spare { mut store, inst, .. } = spare;
+        store.data_mut().hostcall_fuel = fuel;
+        store.set_hostcall_fuel(fuel);
+        // Its deadline was set when it was built; epochs have passed since.
+        store.set_epoch_deadline(1);
+        self.sandboxes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some((store, inst))
+    }
+
+    /// After a fresh call (`used` is its store): unless one is ready or on
+    /// its way, prepares the next call's sandbox on a task of the current
+    /// runtime, so the used one is released and the next instantiated while
+    /// the caller waits on something else (a model's reply). Held against
+    /// the engine's budget for idle instances.
+    fn prepare_spare(&self, effective: &Arc<Effective>, used: Store<HostState>) {
+        let code = self.code();
+        if !code.engine.spares() || !Arc::ptr_eq(effective, &self.effective) {
+            return;
+        }
+        let Some(me) = self.me.get().and_then(Weak::upgrade) else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        if self.spare.lock().unwrap_or_else(|e| e.into_inner()).is_some() || self.preparing.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let Some(permit) = code.engine.try_hold() else {
+            self.preparing.store(false, Ordering::Release);
+            return;
+        };
+        rt.spawn(async move {
+            drop(used);
+            me.make_spare(code, permit).await
+        });
+    }
+
+    async fn make_spare(&self, code: Arc<Code>, permit: crate::engine::HoldPermit) {
+        struct Done<'a>(&'a AtomicBool);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        let _done = Done(&self.preparing);
+        let Some(binding) = HostBinding::now(&self.effective) else { return };
+        let Ok(mut store) = self.build_store(&code, self.effective.clone(), self.call_fuel()) else { return };
+        store.data_mut().begin_call(self.effective.timeout_ms);
+        let wall = store.data().wall_deadline();
+        // A failure here is the next call's to report: it makes its own.
+        let Ok(Ok(inst)) = tokio::time::timeout_at(wall, code.pre.instantiate_async(&mut store)).await else { return };
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Spare { store, inst, code, binding, _permit: permit });
     }
 
     /// Calls `plugin.info()` with no grants, then computes the effective

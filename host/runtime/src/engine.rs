@@ -70,6 +70,9 @@ pub struct EngineOptions {
     pub incremental_dir: Option<std::path::PathBuf>,
     /// The compiler tier (see [`CompileTier`]).
     pub tier: CompileTier,
+    /// Prepare each fresh-sandbox plugin's next sandbox (store and instance)
+    /// off the call's path, after a call. `WHARF_SPARE=0` disables it.
+    pub spare: bool,
 }
 
 impl Default for EngineOptions {
@@ -92,6 +95,7 @@ impl Default for EngineOptions {
             keep_resident,
             incremental_dir: None,
             tier: CompileTier::Optimized,
+            spare: std::env::var("WHARF_SPARE").map(|v| v != "0").unwrap_or(true),
         }
     }
 }
@@ -105,6 +109,7 @@ pub struct WharfEngine {
     /// instances never starve fresh ones.
     held: AtomicUsize,
     hold_budget: usize,
+    spare: bool,
 }
 
 /// One idle instance counted against [`WharfEngine`]'s budget; released
@@ -143,7 +148,7 @@ impl WharfEngine {
             (Engine::new(&Self::config(opts, false))?, Allocator::OnDemand("disabled by configuration".into()))
         };
         let hold_budget = (opts.max_instances as usize / 4).max(1);
-        let this = Arc::new(Self { engine, allocator, held: AtomicUsize::new(0), hold_budget });
+        let this = Arc::new(Self { engine, allocator, held: AtomicUsize::new(0), hold_budget, spare: opts.spare });
         spawn_epoch_ticker(Arc::downgrade(&this));
         Ok(this)
     }
@@ -238,6 +243,11 @@ impl WharfEngine {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.hold_budget).then_some(n + 1))
             .ok()
             .map(|_| HoldPermit { engine: self.clone() })
+    }
+
+    /// Whether fresh calls' sandboxes are prepared ahead of the call.
+    pub fn spares(&self) -> bool {
+        self.spare
     }
 
     /// Idle instances held now.

@@ -216,6 +216,41 @@ impl wasmtime::ResourceLimiter for Limits {
     }
 }
 
+/// What a store built now binds from the host: the identity of each granted
+/// directory and the value of each granted variable. A sandbox prepared
+/// ahead of its call serves the call only if these still match then, so the
+/// call sees what a sandbox built at call time would (a directory replaced
+/// in between is the new one, not the old one still open).
+#[derive(Debug, PartialEq, Eq)]
+pub struct HostBinding {
+    dirs: Vec<(u64, u64)>,
+    env: Vec<Option<String>>,
+}
+
+impl HostBinding {
+    /// The binding as of now (one `stat` per directory), or `None` where a
+    /// directory's identity cannot be told. Taken before the store is built,
+    /// so a change racing the build shows as a mismatch.
+    pub fn now(effective: &Effective) -> Option<Self> {
+        Some(Self {
+            dirs: effective.dirs.iter().map(|d| dir_identity(&d.path)).collect::<Option<_>>()?,
+            env: effective.env.iter().map(|n| std::env::var(n).ok()).collect(),
+        })
+    }
+}
+
+/// A directory's (device, inode).
+#[cfg(unix)]
+fn dir_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn dir_identity(_path: &std::path::Path) -> Option<(u64, u64)> {
+    None
+}
+
 /// The data of one `Store`.
 pub struct HostState {
     wasi: WasiCtx,

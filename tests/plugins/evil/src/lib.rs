@@ -17,6 +17,9 @@ use serde::Deserialize;
 use serde_json::json;
 use wharf_sdk::prelude::*;
 
+/// Calls of `count` this instance has served.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Largest file content `read_file` returns, bytes.
 const READ_CAP: usize = 1 << 20;
 
@@ -149,6 +152,7 @@ impl ToolPlugin for Evil {
             spec::<NoArgs>("trap", "Executes `unreachable`."),
             spec::<NoArgs>("panic", "Panics."),
             spec::<NoArgs>("ok", "Returns `ok`."),
+            spec::<NoArgs>("count", "Counts the calls this instance has served (1 in a fresh one)."),
             spec::<CodeArgs>("bad_code", "Fails with the error code `code` repeated `repeat` times."),
             spec::<BytesArg>(
                 "utf8_cut",
@@ -222,6 +226,10 @@ impl ToolPlugin for Evil {
             "trap" => trap(),
             "panic" => panic!("evil plugin panicked on purpose"),
             "ok" => Ok(ToolOutput::text("ok")),
+            "count" => {
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                Ok(ToolOutput::text(n.to_string()))
+            }
             "bad_code" => {
                 let a: CodeArgs = args.parse()?;
                 let code = a.code.repeat(a.repeat as usize);
