@@ -1322,7 +1322,11 @@ impl PluginVersion {
         // An instance of code swapped out since (a tier-up) is dropped.
         let held = held.filter(|h| Arc::ptr_eq(&h.code, &code));
         let (mut store, held_guest) = match held {
-            Some(h) => (h.store, Some(h.guest)),
+            Some(mut h) => {
+                // As for a warm tool call: a new deadline from now.
+                h.store.set_epoch_deadline(1);
+                (h.store, Some(h.guest))
+            }
             None => {
                 (self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?, None)
             }
@@ -1397,6 +1401,9 @@ impl PluginVersion {
         };
         let timeout = self.effective.timeout_ms;
         w.store.data_mut().begin_call(timeout);
+        // Epochs have passed since its last call: without this its first
+        // check would find the deadline passed and yield for nothing.
+        w.store.set_epoch_deadline(1);
         w.store.data_mut().services = services;
         let wall = w.store.data().wall_deadline();
         let res = {
