@@ -9,12 +9,12 @@
 //! machine noise hits them alike; results are medians and p99s in µs and
 //! ratios measured in this one run.
 //!
-//! The loop yields to the runtime before each Wharf call (untimed), as an
-//! agent's session does while it waits for its model between two tool
-//! calls: that is when a fresh-sandbox plugin's next sandbox is prepared
-//! (`take_spare` in `component.rs`). The same calls with the sandbox made
-//! on the call's path (`WHARF_SPARE=0`, a second runtime) are a row of
-//! their own.
+//! Before each call with a fresh sandbox the loop yields to the runtime
+//! (untimed), as an agent's session does while it waits for its model
+//! between two tool calls: that is when the plugin's next sandbox is
+//! prepared (`take_spare` in `component.rs`). The same calls with the
+//! sandbox made on the call's path (`WHARF_SPARE=0`, a second runtime) are
+//! a row of their own, back to back like the warm row.
 //!
 //! Run: `cargo xtask bench` (or `cargo bench -p wharf-runtime --profile dev
 //! --bench call_overhead -- COMPONENT.wasm [OUT.json]`). The MCP servers are
@@ -218,7 +218,9 @@ fn main() -> anyhow::Result<()> {
             for (i, handle) in [(1, Some(&fresh)), (2, Some(&fresh_inline)), (3, Some(&warm)), (6, larger.as_ref())] {
                 let Some(handle) = handle else { continue };
                 for _ in 0..per_round {
-                    tokio::task::yield_now().await;
+                    if i == 1 || i == 6 {
+                        tokio::task::yield_now().await;
+                    }
                     let t = Instant::now();
                     let r = handle.call_tool("echo", &payload, &ctx).await;
                     v[i].samples.push(t.elapsed().as_secs_f64() * 1e6);
@@ -385,7 +387,9 @@ fn fs_read(
             }
             for (i, handle) in [(1, &fresh), (2, &warm)] {
                 for _ in 0..per_round {
-                    tokio::task::yield_now().await;
+                    if i == 1 {
+                        tokio::task::yield_now().await;
+                    }
                     let t = Instant::now();
                     let r = handle.call_tool("read", &args, &ctx).await;
                     samples[i].push(t.elapsed().as_secs_f64() * 1e6);
