@@ -302,8 +302,6 @@ pub struct PluginVersion {
     /// Time to compile or load the code.
     pub load_time: Duration,
     code: RwLock<Arc<Code>>,
-    /// Bumped by each swap of `code` (a cheaper check than reading it).
-    code_swaps: AtomicUsize,
     shared: Arc<PluginShared>,
     warm: Option<Mutex<Vec<WarmInstance>>>,
     /// Sandboxes (stores) made for this version so far.
@@ -659,7 +657,6 @@ impl Runtime {
             cache,
             load_time,
             code: RwLock::new(Arc::new(code)),
-            code_swaps: AtomicUsize::new(0),
             shared,
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
             sandboxes: std::sync::atomic::AtomicU64::new(0),
@@ -959,7 +956,6 @@ impl PluginVersion {
     /// warm instances of the old code are dropped.
     fn swap_code(&self, code: Code) {
         *self.code.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(code);
-        self.code_swaps.fetch_add(1, Ordering::AcqRel);
         if let Some(pool) = &self.warm {
             pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
@@ -1391,8 +1387,6 @@ impl PluginVersion {
         let (Some(pool), Some(tool_idx)) = (&self.warm, &code.indices.tool) else {
             return Err(CallError::new("HOST_ERROR", "not a warm tool plugin"));
         };
-        // Read before the call: a swap after it shows as a changed count.
-        let swaps = self.code_swaps.load(Ordering::Acquire);
         let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().filter(|w| Arc::ptr_eq(&w.code, code));
         let mut w = match taken {
             Some(w) => w,
@@ -1419,10 +1413,8 @@ impl PluginVersion {
         w.store.data_mut().services = None;
         match res {
             Ok(Ok(v)) => {
-                // An instance of code swapped out meanwhile is not kept (one
-                // that slips past, swapped just before `swaps` was read, is
-                // dropped by the next take).
-                if self.code_swaps.load(Ordering::Acquire) == swaps {
+                // An instance of code swapped out meanwhile is not kept.
+                if Arc::ptr_eq(&w.code, &self.code()) {
                     pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
                 }
                 Ok(v)
