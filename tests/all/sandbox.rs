@@ -25,6 +25,18 @@ fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
     rt.load(&spec).unwrap_or_else(|e| panic!("load evil: {e}"))
 }
 
+/// `evil` with instances reused between calls.
+fn load_warm(rt: &Runtime) -> Arc<PluginVersion> {
+    let spec = PluginSpec {
+        id: "evil-warm".into(),
+        path: wharf_tests::plugin("evil"),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: true,
+    };
+    rt.load(&spec).unwrap_or_else(|e| panic!("load evil (warm): {e}"))
+}
+
 /// Calls a tool; returns (is_error, error_code, content).
 async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
     let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
@@ -240,14 +252,7 @@ async fn every_fresh_call_gets_an_instance_no_call_ran_in() {
     drop(v);
     assert_eq!(rt.engine().held(), 0, "an unloaded version's prepared sandbox is released");
     // The same tool in a reused instance does count up.
-    let spec = PluginSpec {
-        id: "evil-warm".into(),
-        path: wharf_tests::plugin("evil"),
-        config: json!({}),
-        grant: Grant::default(),
-        warm: true,
-    };
-    let w = rt.load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let w = load_warm(&rt);
     let counts = [call(&w, "count", json!({})).await.2, call(&w, "count", json!({})).await.2];
     assert_eq!(counts, ["1", "2"]);
 }
@@ -278,14 +283,7 @@ async fn a_prepared_sandbox_never_serves_a_replaced_directory() {
 #[tokio::test]
 async fn warm_instance_survives_and_recovers_from_a_trap() {
     let rt = runtime();
-    let spec = PluginSpec {
-        id: "evil-warm".into(),
-        path: wharf_tests::plugin("evil"),
-        config: json!({}),
-        grant: Grant::default(),
-        warm: true,
-    };
-    let v = rt.load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let v = load_warm(&rt);
     assert_still_serving(&v).await;
     let (_, code, _) = call(&v, "trap", json!({})).await;
     assert_eq!(code.as_deref(), Some("TRAP"));
