@@ -10,9 +10,9 @@
 //! ratios measured in this one run.
 //!
 //! Before each call with a fresh sandbox the loop yields to the runtime
-//! (untimed), as an agent's session does while it waits for its model
-//! between two tool calls: that is when the plugin's next sandbox is
-//! prepared (`take_spare` in `component.rs`). The same calls with the
+//! (untimed) until the plugin's next sandbox is prepared (`take_spare` in
+//! `component.rs`), as an agent's session lets it be while it waits for its
+//! model between two tool calls. The same calls with the
 //! sandbox made on the call's path (`WHARF_SPARE=0`, a second runtime) are
 //! a row of their own, back to back like the warm row.
 //!
@@ -33,7 +33,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use wharf_runtime::grants::Grant;
-use wharf_runtime::{CallContext, PluginSpec, Runtime, RuntimeOptions};
+use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 
 const TEXT: &str = "hello, wharf";
 
@@ -117,6 +117,17 @@ impl Drop for McpStdio {
 }
 
 /// Median and p99 (nearest rank) in the samples' unit.
+/// Yields to the runtime (untimed) until `v`'s next sandbox is prepared, as
+/// a session's wait for its model lets it be; bounded.
+async fn until_prepared(v: &PluginVersion) {
+    for _ in 0..10_000 {
+        if v.spare_ready() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 fn stats(mut xs: Vec<f64>) -> (f64, f64) {
     xs.sort_by(|a, b| a.total_cmp(b));
     if xs.is_empty() {
@@ -197,7 +208,7 @@ fn main() -> anyhow::Result<()> {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
             let _ = fresh_inline.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
-            tokio::task::yield_now().await;
+            until_prepared(&fresh).await;
             if let Some(l) = &larger {
                 let _ = l.call_tool("echo", &payload, &ctx).await;
             }
@@ -219,7 +230,7 @@ fn main() -> anyhow::Result<()> {
                 let Some(handle) = handle else { continue };
                 for _ in 0..per_round {
                     if i == 1 || i == 6 {
-                        tokio::task::yield_now().await;
+                        until_prepared(handle).await;
                     }
                     let t = Instant::now();
                     let r = handle.call_tool("echo", &payload, &ctx).await;
@@ -388,7 +399,7 @@ fn fs_read(
             for (i, handle) in [(1, &fresh), (2, &warm)] {
                 for _ in 0..per_round {
                     if i == 1 {
-                        tokio::task::yield_now().await;
+                        until_prepared(handle).await;
                     }
                     let t = Instant::now();
                     let r = handle.call_tool("read", &args, &ctx).await;

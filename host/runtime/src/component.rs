@@ -1044,6 +1044,12 @@ impl PluginVersion {
             return;
         };
         rt.spawn(async move {
+            // Spawned from a worker, the task sits in that worker's
+            // next-task slot, which other workers cannot steal, and would
+            // run as soon as the step's task waits, in front of the reply
+            // that wakes it. Yielding once moves it to the worker's queue,
+            // behind the step's work.
+            tokio::task::yield_now().await;
             drop(used);
             me.make_spare(code, permit).await
         });
