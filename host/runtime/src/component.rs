@@ -70,8 +70,9 @@ fn valid_code(code: &str) -> bool {
 
 /// Runs `$body` against a fresh instance of `$v` (bound to `$store` and
 /// `$inst`; prepared after the previous call where it can be, see
-/// [`PluginVersion::take_spare`]) with the wall-clock limit around it: epochs stop guest code, the
-/// timeout also bounds host calls (HTTP waits) that epochs cannot interrupt.
+/// [`PluginVersion::take_spare`]) with the wall-clock limit around it:
+/// epochs stop guest code, the timeout also bounds host calls (HTTP waits)
+/// that epochs cannot interrupt.
 /// `$fuel` bounds the bytes one lift may copy out of the guest (its results,
 /// or the arguments of one import call). Evaluates to `Result<_, CallError>`.
 /// `code = C;` names the version's [`Code`] the body's export indices came
