@@ -121,7 +121,6 @@ impl Drop for McpStdio {
     }
 }
 
-/// Median and p99 (nearest rank) in the samples' unit.
 /// Yields to the runtime (untimed) until `v`'s next sandbox is prepared, as
 /// a session's wait for its model lets it be; bounded.
 async fn until_prepared(v: &PluginVersion) {
@@ -133,6 +132,7 @@ async fn until_prepared(v: &PluginVersion) {
     }
 }
 
+/// Median and p99 (nearest rank) in the samples' unit.
 fn stats(mut xs: Vec<f64>) -> (f64, f64) {
     xs.sort_by(|a, b| a.total_cmp(b));
     if xs.is_empty() {
@@ -359,7 +359,6 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cat -n` of `text` as the `fs` tool shows it, natively: the baseline.
 /// Busy threads for the loaded-machine pass: one per core, each sweeping
 /// its own 4 MiB buffer (so other work's cache misses come with the CPU
 /// use, as a build or a test run next to the agent would bring).
@@ -470,6 +469,7 @@ fn under_load(
     Ok((md, json, target))
 }
 
+/// `cat -n` of `text` as the `fs` tool shows it, natively: the baseline.
 fn native_numbered(text: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(text.len() + text.len() / 4);
