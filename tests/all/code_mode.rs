@@ -1110,3 +1110,160 @@ return w.slice(0, 60);
     let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
     assert_eq!(ends, [&json!("cancelled"), &json!("completed")], "{log:#?}");
 }
+
+/// The shipped `code` profile under `wharf run` (headless: `ask` runs as
+/// `auto`): `run_code` itself runs without an approval, and each call its
+/// program makes still meets the permissions policy — the read runs, the
+/// write outside the workspace is denied (`auto` would ask; nobody can).
+#[test]
+fn the_shipped_code_profile_runs_run_code_headless_and_inner_calls_meet_the_policy() {
+    let env = env();
+    ok(std::fs::write(env.path("notes.txt"), "the needle is here\n"));
+    let outside = env.sessions.parent().map(|p| p.join("outside.txt")).unwrap_or_default();
+    let program = format!(
+        r#"
+const text = await tools.read({{path: "notes.txt"}});
+let denied = null;
+try {{ await tools.write({{path: {}, content: "escaped"}}); }}
+catch (e) {{ denied = e.code; }}
+return {{found: text.includes("needle"), denied}};
+"#,
+        json!(outside.display().to_string())
+    );
+    let script: Script = ok(serde_json::from_value(json!({
+        "checks": {"api_key": KEY},
+        "replies": [
+            run_code_reply("call_code", &program),
+            stream(json!({"text": "Read it; the write was refused."})),
+        ],
+    })));
+    let mock = ok(MockLlm::start_background(script));
+    for p in [
+        "fs",
+        "text",
+        "shell",
+        "web",
+        "todo",
+        "skills",
+        "context",
+        "compaction",
+        "subagent",
+        "policy-rules",
+        "llm-deepseek",
+        "code",
+    ] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
+    let ws = env.path("");
+    let port = mock.addr().port();
+    let out = ok(wharf_tests::wharf(&home)
+        .current_dir(&ws)
+        .env("DEEPSEEK_API_KEY", KEY)
+        .args([
+            "run",
+            "Find the needle.",
+            "--profile",
+            "code",
+            "--workspace",
+            &ws.display().to_string(),
+            "--session-dir",
+            &env.sessions.display().to_string(),
+            "--output",
+            "jsonl",
+            "--no-watch",
+            "-c",
+            &format!("plugin.deepseek.config.base_url={}/v1", mock.url()),
+            "-c",
+            &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
+        ])
+        .output());
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        events: parse_events(&String::from_utf8_lossy(&out.stdout)),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    if let Some(id) = session_id(&run.stderr) {
+        let _ = stored(&env, &id);
+    }
+    assert_eq!(run.code, 0, "{}", run.dump());
+    mock.assert_no_violations();
+    // run_code ran, without an approval question or a deny.
+    let decision = run.one("policy/decision", "call_code");
+    assert_eq!(decision["data"]["verdict"], "allow", "{decision}");
+    assert!(run.about("approval/asked", "call_code").is_empty(), "{}", run.dump());
+    let result = run.one("tool/result", "call_code");
+    assert_eq!(result["data"]["is_error"], false, "{}", run.dump());
+    let content = result["data"]["content"].as_str().unwrap_or_default();
+    assert!(content.contains(r#"result: {"found":true,"denied":"DENIED"}"#), "{content}");
+    // Its inner calls went through the policy: the read allowed, the write denied.
+    let inner = inner_calls(&run, "call_code");
+    let names: Vec<&str> = inner.iter().filter_map(|c| c["data"]["name"].as_str()).collect();
+    assert_eq!(names, ["read", "write"], "{}", run.dump());
+    let id_of = |i: usize| inner[i]["data"]["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(run.one("policy/decision", &id_of(0))["data"]["verdict"], "allow");
+    assert_eq!(run.one("policy/decision", &id_of(1))["data"]["verdict"], "deny", "{}", run.dump());
+    assert!(!outside.exists(), "the denied write ran");
+}
+
+/// Deep recursion is the program's error, with its message and position,
+/// never `error: undefined` nor a trap of the component: a JavaScript
+/// function calling itself, `JSON.stringify` and `JSON.parse` of a value
+/// nested 200 000 deep, a program nesting 200 000 brackets. After each the
+/// next program runs.
+#[test]
+fn deep_recursion_is_the_programs_error_with_its_position() {
+    let env = env();
+    let deep_stringify =
+        "let a = [];\nlet c = a;\nfor (let i = 0; i < 200000; i++) { let n = []; c.push(n); c = n }\nJSON.stringify(a)";
+    let caught = "let a = [];\nlet c = a;\nfor (let i = 0; i < 200000; i++) { let n = []; c.push(n); c = n }\n\
+                  let r = {};\ntry { JSON.stringify(a) } catch (e) { r.stringify = e.name }\n\
+                  try { JSON.parse('['.repeat(200000) + ']'.repeat(200000)) } catch (e) { r.parse = e.name }\n\
+                  r.shallow = JSON.stringify({b: [1, {c: 2}], a: 'x'}, ['a', 'b', 'c'], 1);\n\
+                  r.replaced = JSON.stringify({n: 1, m: [2]}, (k, v) => typeof v === 'number' ? v * 10 : v);\n\
+                  r.parsed = JSON.parse('{\"x\": [[[1]]]}').x[0][0][0];\nr";
+    let open_only = "[".repeat(200_000);
+    let balanced = format!("{}{}", "[".repeat(120_000), "]".repeat(120_000));
+    let run = run_programs(
+        &env,
+        "deep",
+        "",
+        "tools = true",
+        &[
+            ("function f() { return f() }\nf()", None),
+            (deep_stringify, None),
+            (&open_only, None),
+            (&balanced, None),
+            (caught, None),
+            ("6 * 7", None),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.dump());
+    let r = code_results(&run);
+    assert_eq!(r.len(), 6, "{}", run.dump());
+    let text = |i: usize| r[i]["content"].as_str().unwrap_or_default().to_string();
+    for (i, r) in r.iter().enumerate().take(4) {
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(!text(i).contains("undefined") && !text(i).contains("trap"), "program {i}: {r}");
+    }
+    assert_eq!(r[0]["error_code"], "SCRIPT_ERROR", "{}", r[0]);
+    assert!(text(0).contains("RangeError: Maximum call stack size exceeded"), "{}", text(0));
+    assert!(text(0).contains("(at line 1:"), "the position in the program: {}", text(0));
+    assert_eq!(r[1]["error_code"], "SCRIPT_ERROR", "{}", r[1]);
+    assert!(text(1).contains("RangeError") && text(1).contains("(at line 4:"), "{}", text(1));
+    for i in [2, 3] {
+        assert_eq!(r[i]["error_code"], "SYNTAX_ERROR", "{}", r[i]);
+        assert!(text(i).contains("deeper than") && text(i).contains("(at line 1:"), "{}", text(i));
+    }
+    // Caught, they are exceptions like any other; shallow values are as before.
+    assert_eq!(r[4]["is_error"], false, "{}", r[4]);
+    let expected = json!({
+        "stringify": "RangeError",
+        "parse": "SyntaxError",
+        "shallow": "{\n \"a\": \"x\",\n \"b\": [\n  1,\n  {\n   \"c\": 2\n  }\n ]\n}",
+        "replaced": "{\"n\":10,\"m\":[20]}",
+        "parsed": 1,
+    });
+    assert!(text(4).contains(&format!("result: {expected}")), "{}", text(4));
+    assert!(text(5).contains("result: 42"), "{}", r[5]);
+}
