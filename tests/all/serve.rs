@@ -395,3 +395,85 @@ fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() {
     let (code, err) = run(&["--idle-timeout", "-1"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// One raw request: `content_length` is sent as is (it may claim more than
+/// `body`); the status, the `Content-Type` and the body.
+fn raw(
+    port: u16,
+    token: &str,
+    method: &str,
+    path: &str,
+    ctype: Option<&str>,
+    body: &[u8],
+    content_length: usize,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap_or_else(|e| panic!("{e}"));
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Wharf-Token: {token}\r\n");
+    if let Some(t) = ctype {
+        head.push_str(&format!("Content-Type: {t}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {content_length}\r\nConnection: close\r\n\r\n"));
+    s.write_all(head.as_bytes()).unwrap_or_else(|e| panic!("send: {e}"));
+    // The server may answer before the body (an over-size one): not an error.
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, ctype, body.to_string())
+}
+
+/// Every error answer is `{"error": "…"}`, also the framework's own: a
+/// malformed JSON body, a body of the wrong shape or type, no JSON content
+/// type, an over-size body, a bad query string, a method a route does not
+/// take, an unknown path.
+#[test]
+fn every_error_answer_is_json_on_the_wire() {
+    let w = serve(&[]);
+    let (code, r) = w.call("POST", "/api/sessions", Some(json!({})));
+    assert_eq!(code, 200, "{r}");
+    let id = str_of(&r, "id");
+    let json = Some("application/json");
+    let big = 3usize << 20;
+    let cases: Vec<(&str, String, Option<&str>, &[u8], usize, u16)> = vec![
+        ("POST", format!("/api/sessions/{id}/prompt"), json, b"{not json", 9, 400),
+        ("POST", "/api/sessions".into(), json, b"{\"text\": ", 9, 400),
+        ("POST", format!("/api/sessions/{id}/followup"), json, b"[1, 2]", 6, 422),
+        ("POST", format!("/api/sessions/{id}/steer"), json, b"{\"text\": 5}", 11, 422),
+        ("POST", format!("/api/sessions/{id}/approvals/nope"), json, b"{\"outcome\": \"maybe\"}", 20, 422),
+        ("POST", format!("/api/sessions/{id}/fork"), json, b"{\"at_seq\": \"x\"}", 15, 422),
+        ("POST", format!("/api/sessions/{id}/prompt"), Some("text/plain"), b"hello", 5, 415),
+        ("POST", format!("/api/sessions/{id}/prompt"), None, b"", 0, 415),
+        ("POST", format!("/api/sessions/{id}/followup"), json, b"", big, 413),
+        ("GET", format!("/api/sessions/{id}/history?from=abc"), None, b"", 0, 400),
+        ("GET", "/api/sessions?workspace".into(), None, b"", 0, 200),
+        ("DELETE", "/api/sessions".into(), None, b"", 0, 405),
+        ("GET", format!("/api/sessions/{id}/prompt"), None, b"", 0, 405),
+        ("PUT", "/api/info".into(), json, b"{}", 2, 405),
+        ("GET", "/api/nothing".into(), None, b"", 0, 404),
+        ("POST", "/nothing".into(), json, b"{}", 2, 404),
+    ];
+    for (method, path, ctype, body, len, status) in cases {
+        let (got, content_type, text) = raw(w.port, &w.token, method, &path, ctype, body, len);
+        assert_eq!(got, status, "{method} {path}: {text}");
+        if status == 200 {
+            continue;
+        }
+        assert!(content_type.starts_with("application/json"), "{method} {path}: {content_type} {text}");
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"));
+        let msg = v["error"].as_str().unwrap_or_else(|| panic!("{method} {path}: no error string in {v}"));
+        assert!(!msg.is_empty(), "{method} {path}: {v}");
+    }
+    // The session is fine after all that.
+    let (code, r) = w.call("GET", &format!("/api/sessions/{id}"), None);
+    assert_eq!(code, 200, "{r}");
+}

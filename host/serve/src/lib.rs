@@ -49,6 +49,7 @@
 
 mod access;
 mod api;
+mod errors;
 mod host;
 pub mod render;
 mod security;
@@ -107,13 +108,19 @@ impl ServeError {
 }
 
 /// The whole service: the API routes, `extra` routes (e.g. the web UI's
-/// pages) beside them, a JSON 404 for anything else, all behind the token,
-/// Host and Origin checks.
+/// pages) beside them, a JSON 404 for anything else, every error answer as
+/// `{"error": "…"}` (the framework's own rejections too), all behind the
+/// token, Host and Origin checks. Each request's store operations share
+/// one retry budget ([`wharf_core::store::retry_scope`]).
 pub fn router(server: Arc<Server>, access: Access, extra: Option<Router>) -> Router {
     let mut r = api::api_router(server);
     if let Some(extra) = extra {
         r = r.merge(extra);
     }
     r.fallback(|| async { (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"error": "not found"}))) })
+        .layer(middleware::from_fn(errors::json_errors))
+        .layer(middleware::from_fn(|req: axum::extract::Request, next: middleware::Next| {
+            wharf_core::store::retry_scope(next.run(req))
+        }))
         .layer(middleware::from_fn_with_state(access, security::guard))
 }
