@@ -325,3 +325,37 @@ fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
     );
     assert!(a.stderr().contains("retrying"), "the host said it was retrying: {}", a.stderr());
 }
+
+/// The retry budget is per request, not per store operation: reopening an
+/// unloaded session while the database is down needs several operations
+/// (look the session up, list, take the lease …), and the request still
+/// answers 503 after about one budget.
+#[test]
+fn a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation() {
+    let test = "fleet::a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation";
+    if wharf_tests::pg::bin_dir().is_none() {
+        wharf_tests::skip(test, "PostgreSQL is not installed");
+        return;
+    }
+    let pg = PgServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let budget = Duration::from_millis(1500);
+    let f = Fleet::new(
+        pg.database().unwrap_or_else(|e| panic!("{e}")),
+        &format!("&wharf_read_retry_ms={}", budget.as_millis()),
+    );
+    let a = f.host("a", &[]);
+    let id = create(&a, None);
+    let (code, r) = a.call("POST", &format!("/api/sessions/{id}/unload"), None);
+    assert_eq!((code, r["unloaded"].as_bool()), (200, Some(true)), "{r}");
+    wait_for("the unload", Duration::from_secs(10), || {
+        a.call("GET", &format!("/api/sessions/{id}"), None).1["live"] == false
+    });
+    pg.stop().unwrap_or_else(|e| panic!("{e}"));
+    let asked = Instant::now();
+    let (code, r) = a.call("POST", &format!("/api/sessions/{id}/resume"), None);
+    let took = asked.elapsed();
+    assert_eq!(code, 503, "{r}");
+    let msg = r["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("gave up after retrying"), "{msg}");
+    assert!(took < budget * 2, "the request waited {took:?}, more than one budget ({budget:?}) and its slack");
+}

@@ -72,6 +72,7 @@
 //! ([`StoreError::Poisoned`]); reopening repairs the torn tail.
 
 pub mod backend;
+mod budget;
 pub mod conformance;
 mod jsonl;
 
@@ -84,6 +85,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 pub use backend::{Backend, Encoded, LeaseInfo, RawLog, RemoteInput, Syncer, Writer};
+pub use budget::{RetryClock, retry_clock, retry_scope};
 pub use jsonl::JsonlBackend;
 
 use crate::events::{

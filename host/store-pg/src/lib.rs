@@ -27,7 +27,10 @@
 //! - **Failures**: connection-level errors (server restarting, refused,
 //!   closed) are retried with backoff, a writer's for
 //!   [`PgOptions::retry_for`] and everything else for
-//!   [`PgOptions::read_retry_for`]; a retried append whose first attempt did
+//!   [`PgOptions::read_retry_for`] (inside a
+//!   [`retry_scope`](wharf_core::store::retry_scope), e.g. one `wharf serve`
+//!   request, counted from the scope's first failure, so its operations
+//!   together wait one budget); a retried append whose first attempt did
 //!   commit is recognised by its bytes. Then the error is
 //!   [`StoreError::Unavailable`] naming the cause, and nothing of the failed
 //!   batch is in the log.
@@ -351,6 +354,14 @@ impl Inner {
         &self,
         fut: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {
+        // The caller's request budget (if any) goes along to the runtime.
+        let clock = wharf_core::store::retry_clock();
+        let fut = async move {
+            match clock {
+                Some(c) => c.scope(fut).await,
+                None => fut.await,
+            }
+        };
         run_on(&self.handle, fut).unwrap_or_else(|| Err(self.err("the database thread stopped".into())))
     }
 
@@ -382,7 +393,9 @@ impl Inner {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>>,
     {
-        let start = tokio::time::Instant::now();
+        // Inside a request's retry scope the budget runs from the request's
+        // first failure: its operations together wait one budget at most.
+        let mut since: Option<std::time::Instant> = None;
         let mut delay = Duration::from_millis(50);
         let mut warned = false;
         loop {
@@ -398,6 +411,9 @@ impl Inner {
                 }
                 Err(Fail::Fatal(e)) => return Err(e),
                 Err(Fail::Transient(detail)) => {
+                    let start = *since.get_or_insert_with(|| {
+                        wharf_core::store::retry_clock().map_or_else(std::time::Instant::now, |c| c.failing_since())
+                    });
                     if start.elapsed() >= budget {
                         let detail = if detail.starts_with(what) { detail } else { format!("{what}: {detail}") };
                         return Err(
