@@ -228,18 +228,61 @@ fn session_err(e: wharf::plugin::session::SessionError) -> ToolError {
     }
 }
 
-/// Sets up `tools` and `console` and returns the function that settles a
-/// call's Promise. The program cannot reach the host functions (taken out
-/// of the global object here) nor the pending calls.
+/// Sets up `tools`, `console` and the depth-bounded `JSON.stringify`;
+/// returns the function that settles a call's Promise and that
+/// `JSON.stringify`. The program cannot reach the host functions (taken
+/// out of the global object here) nor the pending calls.
 const PRELUDE: &str = r#"(() => {
   // Everything the plumbing uses is captured here, before the program runs:
   // a program replacing globals or prototypes breaks only its own view.
   const pending = Object.create(null);
   const enqueue = __wharf_enqueue, print = __wharf_print;
   delete globalThis.__wharf_enqueue; delete globalThis.__wharf_print;
-  const stringify = JSON.stringify, PromiseCtor = Promise, ErrorCtor = Error, Str = String;
-  const freeze = Object.freeze, define = Object.defineProperty, ProxyCtor = Proxy;
-  const fmt = (v) => { if (typeof v === 'string') return v; try { const s = stringify(v); return s === undefined ? Str(v) : s; } catch (_) { return Str(v); } };
+  const JSONobj = JSON, nativeStringify = JSON.stringify, apply = Reflect.apply;
+  const PromiseCtor = Promise, ErrorCtor = Error, RangeErrorCtor = RangeError, Str = String, isArray = Array.isArray;
+  const NumberCtor = Number, BooleanCtor = Boolean;
+  const freeze = Object.freeze, define = Object.defineProperty, ProxyCtor = Proxy, create = Object.create;
+  const MapCtor = Map, mapGet = Map.prototype.get, mapSet = Map.prototype.set;
+  // The engine's JSON.stringify recurses per level of the value, on the
+  // component's stack: serialised through a replacer that sees every value
+  // before it is entered (with its holder as `this`) and refuses one
+  // deeper than MAX_JSON_DEPTH. A program's replacer runs first; an
+  // allow-list of keys becomes objects holding just those keys.
+  function stringify(value, replacer, space) {
+    let fn = null, allow = null;
+    if (typeof replacer === 'function') fn = replacer;
+    else if (isArray(replacer)) {
+      allow = [];
+      for (let i = 0; i < replacer.length; i++) {
+        const v = replacer[i];
+        let k;
+        if (typeof v === 'string') k = v;
+        else if (typeof v === 'number' || v instanceof Str || v instanceof NumberCtor) k = Str(v);
+        if (k !== undefined && allow.indexOf(k) < 0) allow.push(k);
+      }
+    }
+    const depths = new MapCtor();
+    function guard(key, v) {
+      if (fn !== null) v = apply(fn, this, [key, v]);
+      if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return v;
+      const d = (apply(mapGet, depths, [this]) || 0) + 1;
+      if (d > MAX_JSON_DEPTH) throw new RangeErrorCtor('Maximum call stack size exceeded: JSON.stringify of a value nested deeper than MAX_JSON_DEPTH levels');
+      if (allow !== null && typeof v === 'object' && !isArray(v) && !(v instanceof NumberCtor) && !(v instanceof Str) && !(v instanceof BooleanCtor)) {
+        const o = create(null);
+        for (let i = 0; i < allow.length; i++) { const k = allow[i]; define(o, k, { value: v[k], writable: true, enumerable: true, configurable: true }); }
+        v = o;
+      }
+      apply(mapSet, depths, [v, d]);
+      return v;
+    }
+    return apply(nativeStringify, JSONobj, [value, guard, space]);
+  }
+  define(stringify, 'length', { value: 3, configurable: true });
+  define(JSONobj, 'stringify', { value: stringify, writable: true, enumerable: false, configurable: true });
+  const objectTag = Object.prototype.toString;
+  // Not JSON (a cycle, too deep): its tag, not its `String()` (which
+  // recurses into nested arrays).
+  const fmt = (v) => { if (typeof v === 'string') return v; try { const s = stringify(v); return s === undefined ? Str(v) : s; } catch (_) { return typeof v === 'object' && v !== null ? apply(objectTag, v, []) : Str(v); } };
   function call(name, args) {
     const n = Str(name);
     return new PromiseCtor((resolve, reject) => {
@@ -262,11 +305,12 @@ const PRELUDE: &str = r#"(() => {
   const log = (...a) => { let s = ''; for (let i = 0; i < a.length; i++) { if (i) s += ' '; s += fmt(a[i]); } print(s); };
   globalThis.console = freeze({ log, info: log, warn: log, error: log, debug: log });
   const prop = (o, k, v) => define(o, k, { value: v, writable: true, enumerable: false, configurable: true });
-  return (id, ok, payload, code) => {
+  const settle = (id, ok, payload, code) => {
     const p = pending[id]; if (!p) return; delete pending[id];
     if (ok) { p[0](payload); return; }
     const e = new ErrorCtor(payload); prop(e, 'name', 'ToolError'); prop(e, 'code', code); prop(e, 'tool', p[2]); p[1](e);
   };
+  return [settle, stringify];
 })()"#;
 
 /// Longest tool name a program may call.
@@ -329,6 +373,22 @@ fn print(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVal
 /// Text of a thrown value with its position (`line L:C` in the program)
 /// when the engine has one.
 fn describe_error(e: JsError, ctx: &mut Context, line_shift: u32) -> String {
+    if let Some(engine) = e.as_engine() {
+        // The engine's own limits are not catchable and have no Error
+        // object: their text, and the innermost program frame of the
+        // backtrace the engine kept.
+        use boa_engine::error::{EngineError, RuntimeLimitError};
+        let mut msg = match engine {
+            EngineError::RuntimeLimit(RuntimeLimitError::Recursion | RuntimeLimitError::StackSize) => {
+                format!("RangeError: Maximum call stack size exceeded (more than {MAX_RECURSION} nested calls)")
+            }
+            other => other.to_string(),
+        };
+        if let Some((line, col)) = stack_position(&e.to_string()) {
+            let _ = write!(msg, " (at line {}:{col})", line.saturating_sub(line_shift).max(1));
+        }
+        return msg;
+    }
     let value = e.into_opaque(ctx).unwrap_or_default();
     let mut msg = value.to_string(ctx).map(|s| s.to_std_string_escaped()).unwrap_or_else(|_| "error".into());
     if let Some(obj) = value.as_object() {
@@ -381,31 +441,193 @@ fn syntax_error(e: &JsError, line_shift: u32) -> (String, Option<(u32, u32)>) {
 
 type Failure = (String, String);
 
+/// Most nested JavaScript calls: past it the program fails with a
+/// `RangeError`-like message (the engine's own limit, set well below the
+/// point where the component's stack would run out).
+const MAX_RECURSION: usize = 1024;
+/// Deepest value `JSON.stringify` serialises (the engine recurses per
+/// level). `JSON.parse` needs no bound of its own: the engine checks the
+/// text with serde_json first, which refuses nesting deeper than 128.
+const MAX_JSON_DEPTH: usize = 1000;
+/// Bound on [`nesting_cost`]: the parser and compiler recurse per bracket
+/// and per operator of an expression, on the component's stack (the host
+/// allows 1 MiB of wasm stack; measured, it runs out near 2000 units).
+const MAX_NESTING_COST: usize = 1000;
+/// What one open bracket costs, in operators (measured: a bracket level
+/// takes about seven times an operator's stack).
+const BRACKET_COST: usize = 8;
+
+/// Where the estimated depth of a program's syntax tree first exceeds
+/// [`MAX_NESTING_COST`]: its line and column (1-based, in chars). Each open
+/// bracket (`(`, `[`, `{`, `${`) costs [`BRACKET_COST`]; each operator
+/// character and each operator keyword costs 1 until the next `,`, `;` or
+/// line break at its bracket level. Strings, template text and comments
+/// are skipped; a regular expression literal is read as code (it can only
+/// add to the estimate).
+fn too_deep(text: &str) -> Option<(usize, usize)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mode {
+        Code,
+        Str(char),
+        Template,
+        LineComment,
+        BlockComment,
+    }
+    const KEYWORDS: [&str; 10] =
+        ["typeof", "void", "delete", "await", "new", "if", "else", "in", "instanceof", "yield"];
+    let mut mode = Mode::Code;
+    // Per open bracket: the mode it returns to and the operator count of
+    // the level it opened from; `cost` is the sum along the stack.
+    let mut open: Vec<(Mode, usize)> = Vec::new();
+    let (mut chain, mut cost) = (0usize, 0usize);
+    let (mut line, mut col) = (1usize, 0usize);
+    let mut word = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            line += 1;
+            col = 0;
+        } else {
+            col += 1;
+        }
+        if mode == Mode::Code {
+            if c.is_alphanumeric() || c == '_' || c == '$' && chars.peek() != Some(&'{') {
+                if word.len() < 16 {
+                    word.push(c);
+                }
+                continue;
+            }
+            if KEYWORDS.contains(&word.as_str()) {
+                chain += 1;
+                cost += 1;
+            }
+            word.clear();
+        }
+        match mode {
+            Mode::Code => match c {
+                '(' | '[' | '{' => {
+                    open.push((Mode::Code, chain));
+                    chain = 0;
+                    cost += BRACKET_COST;
+                }
+                ')' | ']' | '}' => {
+                    cost = cost.saturating_sub(chain + BRACKET_COST);
+                    if let Some((back, outer)) = open.pop() {
+                        mode = back;
+                        chain = outer;
+                    } else {
+                        chain = 0;
+                    }
+                }
+                ',' | ';' | '\n' => {
+                    cost -= chain;
+                    chain = 0;
+                }
+                '"' | '\'' => mode = Mode::Str(c),
+                '`' => mode = Mode::Template,
+                '/' if chars.peek() == Some(&'/') => mode = Mode::LineComment,
+                '/' if chars.peek() == Some(&'*') => {
+                    chars.next();
+                    col += 1;
+                    mode = Mode::BlockComment;
+                }
+                '+' | '-' | '*' | '/' | '%' | '&' | '|' | '^' | '!' | '~' | '<' | '>' | '=' | '?' | ':' | '.' => {
+                    chain += 1;
+                    cost += 1;
+                }
+                _ => {}
+            },
+            Mode::Str(q) => match c {
+                '\\' => {
+                    if chars.next() == Some('\n') {
+                        line += 1;
+                        col = 0;
+                    } else {
+                        col += 1;
+                    }
+                }
+                '\n' => mode = Mode::Code,
+                _ if c == q => mode = Mode::Code,
+                _ => {}
+            },
+            Mode::Template => match c {
+                '\\' => {
+                    if chars.next() == Some('\n') {
+                        line += 1;
+                        col = 0;
+                    } else {
+                        col += 1;
+                    }
+                }
+                '`' => mode = Mode::Code,
+                '$' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    col += 1;
+                    open.push((Mode::Template, chain));
+                    chain = 0;
+                    cost += BRACKET_COST;
+                    mode = Mode::Code;
+                }
+                _ => {}
+            },
+            Mode::LineComment => {
+                if c == '\n' {
+                    mode = Mode::Code;
+                    cost -= chain;
+                    chain = 0;
+                }
+            }
+            Mode::BlockComment => {
+                if c == '*' && chars.peek() == Some(&'/') {
+                    chars.next();
+                    col += 1;
+                    mode = Mode::Code;
+                }
+            }
+        }
+        if cost > MAX_NESTING_COST {
+            return Some((line, col));
+        }
+    }
+    None
+}
+
 fn run(code: &str, names: &[String]) -> Result<String, Failure> {
     let mut ctx = Context::default();
-    ctx.runtime_limits_mut().set_recursion_limit(1024);
+    ctx.runtime_limits_mut().set_recursion_limit(MAX_RECURSION);
     let fail = |c: &str, m: String| (c.to_string(), m);
+    // The parser and compiler recurse per level of the syntax tree: a
+    // program nested deeper would run the component out of stack before
+    // the engine could say so.
+    if let Some((line, col)) = too_deep(code) {
+        return Err(fail(
+            "SYNTAX_ERROR",
+            format!(
+                "SyntaxError: the program nests too deeply (brackets, or operators in one expression) \
+                 (at line {line}:{col})"
+            ),
+        ));
+    }
     ctx.register_global_callable(js_string!("__wharf_enqueue"), 2, NativeFunction::from_fn_ptr(enqueue))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     ctx.register_global_callable(js_string!("__wharf_print"), 1, NativeFunction::from_fn_ptr(print))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     let names_json = serde_json::to_string(names).unwrap_or_else(|_| "[]".into());
-    let prelude = PRELUDE.replace("NAMES", &names_json);
-    let settle = ctx
+    let prelude = PRELUDE.replace("NAMES", &names_json).replace("MAX_JSON_DEPTH", &MAX_JSON_DEPTH.to_string());
+    // The prelude returns the function settling a call's Promise and the
+    // depth-bounded `JSON.stringify`, taken before the program can replace
+    // it: the result is the program's value, not what it says.
+    let plumbing = ctx
         .eval(Source::from_bytes(prelude.as_bytes()))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?
         .as_object()
         .ok_or_else(|| fail("HOST_ERROR", "prelude".into()))?;
-
-    // The engine's own `JSON.stringify`, taken before the program can
-    // replace it: the result is the program's value, not what it says.
-    let stringify = ctx
-        .global_object()
-        .get(js_string!("JSON"), &mut ctx)
+    let settle = plumbing
+        .get(0, &mut ctx)
         .ok()
-        .and_then(|j| j.as_object())
-        .and_then(|j| j.get(js_string!("stringify"), &mut ctx).ok())
-        .and_then(|f| f.as_callable());
+        .and_then(|f| f.as_object())
+        .ok_or_else(|| fail("HOST_ERROR", "prelude".into()))?;
+    let stringify = plumbing.get(1, &mut ctx).ok().and_then(|f| f.as_callable());
 
     // A plain script keeps the value of its last expression; one with
     // top-level `await` or `return` runs as the body of an async function
