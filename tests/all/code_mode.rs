@@ -1253,7 +1253,7 @@ fn deep_recursion_is_the_programs_error_with_its_position() {
     assert!(text(1).contains("RangeError") && text(1).contains("(at line 4:"), "{}", text(1));
     for i in [2, 3] {
         assert_eq!(r[i]["error_code"], "SYNTAX_ERROR", "{}", r[i]);
-        assert!(text(i).contains("deeper than") && text(i).contains("(at line 1:"), "{}", text(i));
+        assert!(text(i).contains("nests too deeply") && text(i).contains("(at line 1:"), "{}", text(i));
     }
     // Caught, they are exceptions like any other; shallow values are as before.
     assert_eq!(r[4]["is_error"], false, "{}", r[4]);

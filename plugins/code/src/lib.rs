@@ -244,11 +244,15 @@ const PRELUDE: &str = r#"(() => {
   const freeze = Object.freeze, define = Object.defineProperty, ProxyCtor = Proxy, create = Object.create;
   const MapCtor = Map, mapGet = Map.prototype.get, mapSet = Map.prototype.set;
   // The engine's JSON.stringify recurses per level of the value, on the
-  // component's stack: serialised through a replacer that sees every value
-  // before it is entered (with its holder as `this`) and refuses one
-  // deeper than MAX_JSON_DEPTH. A program's replacer runs first; an
-  // allow-list of keys becomes objects holding just those keys.
+  // component's stack. Plain data checked shallow enough goes to it as is;
+  // anything else (a `toJSON`, a replacer function, deep data) through a
+  // replacer that sees every value before it is entered (with its holder
+  // as `this`) and refuses one deeper than MAX_JSON_DEPTH. A program's
+  // replacer runs first; an allow-list of keys becomes objects holding
+  // just those keys.
+  const plainAndShallow = __wharf_plain; delete globalThis.__wharf_plain;
   function stringify(value, replacer, space) {
+    if (typeof replacer !== 'function' && plainAndShallow(value)) return apply(nativeStringify, JSONobj, [value, replacer, space]);
     let fn = null, allow = null;
     if (typeof replacer === 'function') fn = replacer;
     else if (isArray(replacer)) {
@@ -368,6 +372,52 @@ fn print(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVal
         }
     });
     Ok(JsValue::undefined())
+}
+
+/// `__wharf_plain(value)`: whether the engine's `JSON.stringify` may take
+/// `value` as it is: no level deeper than [`MAX_JSON_DEPTH`], no proxy and
+/// no callable `toJSON` (either could hand it something else). An
+/// iterative walk over own string keys (array elements by index); an
+/// object met again is walked again only deeper. Reads may run getters,
+/// as the serialisation does.
+fn plain(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    use boa_engine::object::builtins::JsProxy;
+    use boa_engine::property::PropertyKey;
+    let Some(root) = args.first().and_then(JsValue::as_object) else { return Ok(JsValue::from(true)) };
+    let mut seen: std::collections::HashMap<JsObject, usize> = std::collections::HashMap::new();
+    let mut todo: Vec<(JsObject, usize)> = vec![(root, 1)];
+    while let Some((o, d)) = todo.pop() {
+        if d > MAX_JSON_DEPTH || JsProxy::from_object(o.clone()).is_ok() {
+            return Ok(JsValue::from(false));
+        }
+        if seen.get(&o).is_some_and(|was| *was >= d) {
+            continue;
+        }
+        seen.insert(o.clone(), d);
+        if o.get(js_string!("toJSON"), ctx)?.is_callable() {
+            return Ok(JsValue::from(false));
+        }
+        let mut push = |v: JsValue| {
+            if let Some(child) = v.as_object()
+                && !child.is_callable()
+            {
+                todo.push((child, d + 1));
+            }
+        };
+        if o.is_array() {
+            let len = o.get(js_string!("length"), ctx)?.to_length(ctx)?;
+            for i in 0..len {
+                push(o.get(i, ctx)?);
+            }
+        } else {
+            for key in o.own_property_keys(ctx)? {
+                if !matches!(key, PropertyKey::Symbol(_)) {
+                    push(o.get(key, ctx)?);
+                }
+            }
+        }
+    }
+    Ok(JsValue::from(true))
 }
 
 /// Text of a thrown value with its position (`line L:C` in the program)
@@ -611,6 +661,8 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
     ctx.register_global_callable(js_string!("__wharf_enqueue"), 2, NativeFunction::from_fn_ptr(enqueue))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     ctx.register_global_callable(js_string!("__wharf_print"), 1, NativeFunction::from_fn_ptr(print))
+        .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
+    ctx.register_global_callable(js_string!("__wharf_plain"), 1, NativeFunction::from_fn_ptr(plain))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     let names_json = serde_json::to_string(names).unwrap_or_else(|_| "[]".into());
     let prelude = PRELUDE.replace("NAMES", &names_json).replace("MAX_JSON_DEPTH", &MAX_JSON_DEPTH.to_string());
