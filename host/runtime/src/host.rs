@@ -262,7 +262,7 @@ impl PluginHost {
     /// Like [`reload`](Self::reload) from bytes already read (the watcher
     /// has just read and hashed the file; reading it again costs time on
     /// large components).
-    async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
+    pub async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
         let _guard = self.swap_lock.lock().await;
         let rt = self.runtime.clone();
         let s = spec.clone();
