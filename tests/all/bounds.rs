@@ -355,7 +355,7 @@ async fn huge_describe_output_is_refused_at_load() {
     let _ = baseline_mib();
     for (config, reason) in [
         (json!({"schema_bytes": PAYLOAD_MIB << 20}), "tool.list-tools() failed: OUTPUT_LIMIT"),
-        (json!({"tools": 10_000}), "returned 10000 tools; a plugin may register at most 128"),
+        (json!({"tools": 10_001}), "returned 10001 tools; a plugin may register at most 10000"),
         (json!({"schema_bytes": 100_000}), "input schema of 100000 bytes is larger than 65536 bytes"),
         (json!({"description_bytes": 20_000}), "description of 20000 bytes is longer than 16384 bytes"),
     ] {

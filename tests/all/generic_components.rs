@@ -642,3 +642,146 @@ fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() {
     assert!(!r.to_string().contains("\"3\""), "{r}");
     assert!(r.to_string().contains("kinds_add"), "the error names the tool: {r}");
 }
+
+/// A component of functions that each return their own number (`u32`):
+/// `exports` are (export name, functions) where an export name with
+/// functions is an interface (instance) and one without a top-level
+/// function. Functions are numbered in order from 0.
+fn numbered_component(exports: &[(&str, &[&str])]) -> Vec<u8> {
+    let mut core = String::new();
+    let mut lifts = String::new();
+    let mut items = String::new();
+    let mut n = 0usize;
+    for (e, (name, funcs)) in exports.iter().enumerate() {
+        let mut one = |fname: &str, n: &mut usize| {
+            core.push_str(&format!("(func (export \"f{n}\") (result i32) i32.const {n})\n"));
+            lifts.push_str(&format!("(func $f{n} (result u32) (canon lift (core func $i \"f{n}\")))\n"));
+            *n += 1;
+            format!("(export \"{fname}\" (func $f{}))", *n - 1)
+        };
+        if funcs.is_empty() {
+            items.push_str(&one(name, &mut n));
+            items.push('\n');
+        } else {
+            let inner: Vec<String> = funcs.iter().map(|f| one(f, &mut n)).collect();
+            items.push_str(&format!("(instance $x{e} {})\n(export \"{name}\" (instance $x{e}))\n", inner.join(" ")));
+        }
+    }
+    let wat = format!(
+        "(component\n(core module $m\n{core})\n(core instance $i (instantiate $m))\n{lifts}{items})"
+    );
+    wat::parse_str(&wat).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Writes `bytes` as `name` in `dir`.
+fn write_component(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+/// Issue 36 item 15: `tp:generic/alpha` and `tp:other/alpha` both export
+/// `greet`; only those two are qualified with their package, every other
+/// function keeps its plain name, and each tool calls its own function.
+#[test]
+fn same_named_interfaces_in_two_packages_get_package_qualified_tools() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let bytes = numbered_component(&[
+        ("tp:generic/alpha", &["greet", "wave"]),
+        ("tp:other/alpha", &["greet"]),
+        ("tp:generic/beta", &["ping"]),
+        ("hello", &[]),
+    ]);
+    let file = write_component(home.path(), "two-alphas.wasm", &bytes);
+    let (code, out, err) = run(home.path(), &["plugin", "inspect", &file.display().to_string(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let mut names: Vec<&str> =
+        v["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["alpha_wave", "beta_ping", "generic_alpha_greet", "hello", "other_alpha_greet"]);
+    // A qualified function is shown by its export's full name.
+    let funcs = v["functions"].as_array().cloned().unwrap_or_default();
+    let shown = |tool: &str| funcs.iter().find(|f| f["tool"] == tool).map(|f| f["function"].clone());
+    assert_eq!(shown("other_alpha_greet"), Some(json!("tp:other/alpha.greet")), "{funcs:?}");
+    assert_eq!(shown("alpha_wave"), Some(json!("alpha.wave")), "{funcs:?}");
+    // Each tool is its own function (numbered in export order).
+    for (tool, want) in
+        [("generic_alpha_greet", 0), ("alpha_wave", 1), ("other_alpha_greet", 2), ("beta_ping", 3), ("hello", 4)]
+    {
+        let (code, out) = call(home.path(), &file, tool, &json!({}));
+        assert_eq!(code, 0, "{tool}: {out}");
+        assert_eq!(out["content"], want.to_string(), "{tool}: {out}");
+    }
+}
+
+/// Qualification goes as far as the export's namespace and version; names
+/// that still collide refuse the component, naming both functions.
+#[test]
+fn names_colliding_even_when_qualified_refuse_the_component() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Versions tell two same-named packages apart.
+    let bytes = numbered_component(&[("tp:generic/alpha@1.0.0", &["greet"]), ("tp:generic/alpha@2.0.0", &["greet"])]);
+    let file = write_component(home.path(), "versions.wasm", &bytes);
+    let (code, out) = call(home.path(), &file, "tp_generic_alpha_v2_0_0_greet", &json!({}));
+    assert_eq!((code, out["content"].clone()), (0, json!("1")), "{out}");
+    // `tp:generic/alpha.greet` would become `generic_alpha_greet`, then
+    // `tp_generic_alpha_greet`: both are top-level functions' names.
+    let bytes = numbered_component(&[
+        ("tp:generic/alpha", &["greet"]),
+        ("tp:other/alpha", &["greet"]),
+        ("generic-alpha-greet", &[]),
+        ("tp-generic-alpha-greet", &[]),
+    ]);
+    let file = write_component(home.path(), "stuck.wasm", &bytes);
+    let (code, out, err) = run(home.path(), &["plugin", "inspect", &file.display().to_string()]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains(
+            "functions `tp:generic/alpha.greet` and `tp-generic-alpha-greet` both become the tool \
+             `tp_generic_alpha_greet`, even with their package and version in the name"
+        ),
+        "{err}"
+    );
+}
+
+/// `(export name, functions)` for a component of `n` functions in one
+/// interface `tp:big/api` (`op-0` …), as a large generated API component.
+fn big_component(n: usize) -> Vec<u8> {
+    let names: Vec<String> = (0..n).map(|i| format!("op-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    numbered_component(&[("tp:big/api", &refs)])
+}
+
+/// Issue 36 item 16: a component of 5,000 functions loads under the default
+/// bound and its 4,999th tool is its 4,999th function; a profile's
+/// `engine.max_tools_per_plugin` below that refuses it, naming the setting.
+#[test]
+fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = write_component(home.path(), "big.wasm", &big_component(5000));
+    let (code, out) = call(home.path(), &file, "api_op_4998", &json!({}));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out["content"], "4998", "{out}");
+
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let profile = home.path().join("bounded.toml");
+    let text = format!(
+        "[engine]\nmax_tools_per_plugin = 4000\n\n[[plugin]]\nid = \"big\"\npath = {}\n",
+        crate::policy::toml_str(&file.display().to_string())
+    );
+    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    let out = wharf_tests::wharf(home.path())
+        .current_dir(ws.path())
+        .args(["run", "hello", "--profile", &profile.display().to_string(), "--no-watch"])
+        .args(["--workspace", &ws.path().display().to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("exports 5000 functions; a plugin may register at most 4000 tools")
+            && stderr.contains("`engine.max_tools_per_plugin`"),
+        "{stderr}"
+    );
+}

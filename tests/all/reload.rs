@@ -258,12 +258,22 @@ async fn broken_versions_never_replace_a_working_one() {
     f.host.load_all(vec![spec("tool", &path, json!({}), Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
     let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
     let mut events = f.host.subscribe();
+    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    log_plugin_events(&f.host, &log);
     let good = wharf_runtime::cache::digest(&text);
-    for broken in [b"garbage, not wasm at all".to_vec(), bytes("wrong-world"), bytes("future-version")] {
-        replace(&path, &broken);
-        let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(_))).await;
+    // Each broken version, with what its failure says.
+    let broken_versions = [
+        (b"garbage, not wasm at all".to_vec(), "not a WebAssembly file"),
+        (bytes("wrong-world"), "not a Wharf plugin"),
+        (bytes("future-version"), "built against"),
+    ];
+    for (broken, why) in &broken_versions {
+        replace(&path, broken);
+        let digest = wharf_runtime::cache::digest(broken);
+        let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.digest == digest)).await;
         let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
         assert_eq!(c.id, "tool");
+        assert!(c.error.as_deref().is_some_and(|e| e.contains(why)), "{c:?}");
         assert!(c.error.as_deref().is_some_and(|e| e.contains("tool.wasm")), "{c:?}");
         // The old version keeps serving.
         assert_eq!(f.registry.version_of("tool").map(|p| p.digest), Some(good.clone()));
@@ -288,6 +298,24 @@ async fn broken_versions_never_replace_a_working_one() {
     replace(&path, &variant(&text, 7));
     wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(_))).await;
     assert_ne!(f.registry.version_of("tool").map(|p| p.digest), Some(good));
+    // On disk, each `plugin/reload-failed` (retries included) pairs a
+    // version's digest with that version's error.
+    let on_disk = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let failed: Vec<_> = on_disk
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::PluginReloadFailed(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(failed.len() >= broken_versions.len(), "{failed:?}");
+    for c in &failed {
+        let (_, why) = broken_versions
+            .iter()
+            .find(|(b, _)| wharf_runtime::cache::digest(b) == c.digest)
+            .unwrap_or_else(|| panic!("a digest of no failed version: {c:?}"));
+        assert!(c.error.as_deref().is_some_and(|e| e.contains(why)), "{c:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -612,4 +640,46 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
     let err = f.host.load_all(vec![dup]).await.err().unwrap_or_else(|| panic!("a duplicate name was accepted"));
     assert!(err.join("\n").contains("`twice` twice"), "{err:?}");
     assert!(f.registry.version_of("dup").is_none());
+}
+
+/// Issue 36 item 18: the watcher read and hashed one version, and the file
+/// changed before that version's failure was reported: the
+/// `plugin/reload-failed` event (live and in the session log) names the
+/// bytes that failed, not what the file holds by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_failed_names_the_digest_of_the_bytes_that_failed() {
+    let f = fixture();
+    let path = f.dir.join("tool.wasm");
+    let text = bytes("text");
+    replace(&path, &text);
+    f.host.load_all(vec![spec("tool", &path, json!({}), Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    log_plugin_events(&f.host, &log);
+    let mut events = f.host.subscribe();
+    // The version that fails (a component of the wrong world), and the
+    // next one, written since.
+    let failed = bytes("wrong-world");
+    replace(&path, &variant(&text, 3));
+    let err = f.host.reload_bytes(spec("tool", &path, json!({}), Grant::default()), failed.clone()).await;
+    assert!(err.is_err_and(|e| e.contains("not a Wharf plugin")));
+    let want = wharf_runtime::cache::digest(&failed);
+    let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(_))).await;
+    let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
+    assert_eq!(c.digest, want, "{c:?}");
+    // On disk too.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let on_disk = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+        let logged = on_disk.iter().find_map(|e| match &e.kind {
+            EventKind::PluginReloadFailed(c) => Some(c.clone()),
+            _ => None,
+        });
+        if let Some(c) = logged {
+            assert_eq!(c.digest, want, "{c:?}");
+            assert!(c.error.as_deref().is_some_and(|e| e.contains("not a Wharf plugin")), "{c:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no plugin/reload-failed in the log");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

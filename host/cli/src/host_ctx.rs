@@ -396,6 +396,9 @@ impl HostCtx {
             engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
             cache_dir: Some(cache_dir(&config)),
         })?;
+        if let Some(max) = config.engine.max_tools_per_plugin {
+            runtime.set_max_tools(max);
+        }
         // A cold cache compiles on the first tier (Winch) and optimises in the
         // background (`Runtime::enable_tiering`, issue 18).
         runtime.enable_tiering();

@@ -156,7 +156,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
 pub use crate::schema::{
-    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
+    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MAX_TOOLS_PER_PLUGIN_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT,
+    TOOL_POOL_LIMIT,
 };
 pub use crate::vars::{VARIABLES, VarError, Vars, resolve_env};
 
@@ -309,6 +310,11 @@ pub struct EngineConfig {
     /// The compiled-component cache (default `~/.cache/wharf/components`, or
     /// `WORKSPACE/.wharf/cache/components` without a home directory).
     pub cache_dir: PathBuf,
+    /// Most tools one plugin may register; a component with more is
+    /// refused at load (`None`: the runtime's default, 10,000). Read at
+    /// start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools_per_plugin: Option<usize>,
 }
 
 /// What the operator grants one plugin: the runtime's `Grant` as plain data

@@ -118,7 +118,15 @@ pub(crate) const AGENT: &[Field] = &[
 
 pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path), f("store", Shape::Str)];
 
-pub(crate) const ENGINE: &[Field] = &[f("pooling", Shape::Bool), f("cache_dir", Shape::Path)];
+/// Largest `engine.max_tools_per_plugin` (the runtime also bounds the total
+/// size of one plugin's tool specs).
+pub const MAX_TOOLS_PER_PLUGIN_LIMIT: i64 = 100_000;
+
+pub(crate) const ENGINE: &[Field] = &[
+    f("pooling", Shape::Bool),
+    f("cache_dir", Shape::Path),
+    f("max_tools_per_plugin", Shape::Int { min: 1, max: MAX_TOOLS_PER_PLUGIN_LIMIT }),
+];
 
 pub(crate) const GRANT: &[Field] = &[
     f("dirs", Shape::List(Item::Dir)),

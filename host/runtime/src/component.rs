@@ -26,8 +26,20 @@ pub const FUEL_SLACK: usize = 64 << 10;
 /// Bytes one describe call (`info`, `list-tools`, `subscriptions` +
 /// `prompt-sections`, `model`) may hand the host.
 pub const DESCRIBE_BUDGET: usize = 4 << 20;
-/// Most tools one plugin may register.
-pub const MAX_TOOLS: usize = 128;
+/// Most tools one plugin may register unless the operator sets another
+/// bound ([`Runtime::set_max_tools`], `engine.max_tools_per_plugin`):
+/// room for a component generated from a large API (thousands of
+/// operations: Microsoft Graph, a cloud provider's SDK), with the size of
+/// all of them bounded by [`MAX_TOOL_SPECS_TOTAL`].
+pub const DEFAULT_MAX_TOOLS: usize = 10_000;
+/// The operator setting that bounds the tools of one plugin, as load errors
+/// name it.
+pub const MAX_TOOLS_SETTING: &str = "engine.max_tools_per_plugin";
+/// Most bytes of names, descriptions and input schemas of one plugin's
+/// tools together (also what `tool.list-tools()` may hand the host): as
+/// much as a call's output may be by default; 1.6 KiB a tool at
+/// [`DEFAULT_MAX_TOOLS`].
+pub const MAX_TOOL_SPECS_TOTAL: usize = 16 << 20;
 /// Longest tool description, bytes.
 pub const MAX_TOOL_DESCRIPTION: usize = 16 << 10;
 /// Longest tool input schema, bytes of JSON text.
@@ -189,6 +201,16 @@ pub struct PluginInfo {
     pub requests: GrantRequest,
 }
 
+/// A load that failed, with the digest of the bytes that failed (`None`
+/// when the file could not be read).
+#[derive(Debug)]
+pub struct FailedLoad {
+    /// Why.
+    pub error: LoadError,
+    /// The digest of the bytes that were loaded.
+    pub digest: Option<String>,
+}
+
 /// Options for the runtime.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeOptions {
@@ -217,6 +239,8 @@ pub struct Runtime {
     /// Loads running now: a tier-up waits for them (start-up's fast
     /// compiles get both cores).
     loading: AtomicUsize,
+    /// Most tools one plugin may register ([`Runtime::set_max_tools`]).
+    max_tools: AtomicUsize,
     me: Weak<Runtime>,
 }
 
@@ -418,8 +442,22 @@ impl Runtime {
             tier_up: Mutex::new(None),
             tier_up_pending: Arc::new((Mutex::new(0), Condvar::new())),
             loading: AtomicUsize::new(0),
+            max_tools: AtomicUsize::new(DEFAULT_MAX_TOOLS),
             me: me.clone(),
         }))
+    }
+
+    /// Bounds the tools one plugin may register (default
+    /// [`DEFAULT_MAX_TOOLS`]; the operator's `engine.max_tools_per_plugin`):
+    /// a component with more is refused at load, its error naming the
+    /// setting. Applies to loads from now on.
+    pub fn set_max_tools(&self, max: usize) {
+        self.max_tools.store(max, Ordering::Relaxed);
+    }
+
+    /// The bound of [`Runtime::set_max_tools`].
+    pub fn max_tools(&self) -> usize {
+        self.max_tools.load(Ordering::Relaxed)
     }
 
     /// Tiered compilation: from now on a component whose optimised code is
@@ -554,9 +592,17 @@ impl Runtime {
     /// Compiles (or loads from cache), checks, links and describes a
     /// component. Blocking: run it off the async loop.
     pub fn load(&self, spec: &PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
+        self.load_file(spec).map_err(|f| f.error)
+    }
+
+    /// Like [`Runtime::load`], a failure keeping the digest of the bytes
+    /// that failed: the file may hold others by the time the failure is
+    /// reported (`plugin/reload-failed` names the version that failed).
+    pub fn load_file(&self, spec: &PluginSpec) -> Result<Arc<PluginVersion>, FailedLoad> {
         let path = &spec.path;
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
-        self.load_inner(spec, &bytes, true)
+        let bytes = std::fs::read(path)
+            .map_err(|source| FailedLoad { error: LoadError::Read { path: path.clone(), source }, digest: None })?;
+        self.load_bytes(spec, &bytes).map_err(|error| FailedLoad { error, digest: Some(digest(&bytes)) })
     }
 
     /// Like [`Runtime::load`] with the bytes already read.
@@ -617,14 +663,14 @@ impl Runtime {
                 (c, outcome, &self.engine, &self.linker, self.engine_opts.tier, false)
             }
         };
-        let mut generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
+        let mut generic = generic::detect(&path, engine.engine(), &component, bytes, self.max_tools())?.map(Arc::new);
         if generic.is_some() && first_tier {
             // A generic component's functions are indexed into its code
             // (`generic.rs`); it is not swapped later, so optimise now.
             let (c, outcome) = self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
             (component, cache, engine, linker, tier) = (c, outcome, &self.engine, &self.linker, self.engine_opts.tier);
             first_tier = false;
-            generic = generic::detect(&path, engine.engine(), &component, bytes)?.map(Arc::new);
+            generic = generic::detect(&path, engine.engine(), &component, bytes, self.max_tools())?.map(Arc::new);
         }
         let load_time = t0.elapsed();
         let (wit_version, kinds) = match generic {
@@ -669,7 +715,7 @@ impl Runtime {
         if version.generic.is_some() {
             version.describe_generic(&spec.grant)
         } else {
-            version.describe(&spec.grant, validate)
+            version.describe(&spec.grant, validate, self.max_tools())
         }
         .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         let version = Arc::new(version);
@@ -1076,21 +1122,21 @@ impl PluginVersion {
 
     /// Calls `plugin.info()` with no grants, then computes the effective
     /// grant and asks the kinds for their registrations.
-    fn describe(&mut self, grant: &Grant, validate: bool) -> Result<(), String> {
+    fn describe(&mut self, grant: &Grant, validate: bool, max_tools: usize) -> Result<(), String> {
         // Loading is blocking; when called from inside an async runtime
         // (tests, `block_in_place` callers) run the describe calls on a
         // scoped thread with their own small runtime.
         if tokio::runtime::Handle::try_current().is_ok() {
             return std::thread::scope(|s| {
-                s.spawn(|| self.describe_blocking(grant, validate))
+                s.spawn(|| self.describe_blocking(grant, validate, max_tools))
                     .join()
                     .unwrap_or_else(|_| Err("describe panicked".into()))
             });
         }
-        self.describe_blocking(grant, validate)
+        self.describe_blocking(grant, validate, max_tools)
     }
 
-    fn describe_blocking(&mut self, grant: &Grant, validate: bool) -> Result<(), String> {
+    fn describe_blocking(&mut self, grant: &Grant, validate: bool, max_tools: usize) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
         rt.block_on(async {
             let none = Arc::new(Grant::default().intersect(&GrantRequest::default()));
@@ -1123,21 +1169,25 @@ impl PluginVersion {
                 verdict.map_err(|msg| format!("invalid configuration: {}", shown(&msg, 1024)))?;
             }
             if let Some(tool_idx) = &code.indices.tool {
-                let specs =
-                    sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
-                        {
-                            let guest = tool_idx.load(&mut store, &inst)?;
-                            guest.call_list_tools(&mut store).await
-                        }
-                    })
-                    .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
-                if specs.len() > MAX_TOOLS {
+                // Every tool's spec in one list: the total bound, not one
+                // describe call's.
+                let budget = MAX_TOOL_SPECS_TOTAL.max(DESCRIBE_BUDGET);
+                let specs = sandboxed!(code = code; self, self.effective.clone(), 10_000, budget, |store, inst| {
+                    {
+                        let guest = tool_idx.load(&mut store, &inst)?;
+                        guest.call_list_tools(&mut store).await
+                    }
+                })
+                .map_err(|e| format!("tool.list-tools() failed: {e}"))?;
+                if specs.len() > max_tools {
                     return Err(format!(
-                        "tool.list-tools() returned {} tools; a plugin may register at most {MAX_TOOLS}",
+                        "tool.list-tools() returned {} tools; a plugin may register at most {max_tools} (the operator \
+                         setting `{MAX_TOOLS_SETTING}`)",
                         specs.len()
                     ));
                 }
                 let mut tools: Vec<wharf_core::plugin::ToolSpec> = Vec::new();
+                let mut names = std::collections::HashSet::new();
                 for s in specs {
                     let spec = convert_spec(s)?;
                     if spec.name.starts_with("mcp__") {
@@ -1146,7 +1196,7 @@ impl PluginVersion {
                             spec.name
                         ));
                     }
-                    if tools.iter().any(|t| t.name == spec.name) {
+                    if !names.insert(spec.name.clone()) {
                         return Err(format!("tool.list-tools() names the tool `{}` twice", spec.name));
                     }
                     tools.push(spec);

@@ -15,10 +15,18 @@
 //! - **Names.** The interface's name (for `example:types/kinds@0.1.0`,
 //!   `kinds`) and the function's, joined by `_`, kebab-case turned to
 //!   snake_case: `kinds.next-char` → `kinds_next_char`; a top-level function
-//!   keeps its own name (`greet`). Two functions that map to one name, a
-//!   name over 64 bytes, or a function that takes or returns a resource,
-//!   stream, future or error-context refuse the whole component at load,
-//!   with the function (and parameter) named.
+//!   keeps its own name (`greet`). When functions map to one name, those
+//!   (and only those) of an `ns:pkg/iface@ver` export are qualified, one
+//!   step at a time until the names differ: the package
+//!   (`tp:generic/alpha` → `generic_alpha_greet`), then the namespace
+//!   (`tp_generic_alpha_greet`), then the version
+//!   (`tp_generic_alpha_v1_0_0_greet`); a qualified function is shown by
+//!   its export's full name (`tp:generic/alpha.greet`) and gets no docs.
+//!   Names that still collide, a name over 64 bytes, more functions than
+//!   the runtime's tool bound ([`super::Runtime::set_max_tools`]), or a
+//!   function that takes or returns a resource, stream, future or
+//!   error-context refuse the whole component at load, with the function
+//!   (and parameter) named.
 //! - **Schemas and values.** [`crate::wit_json`].
 //! - **Descriptions.** The function's doc comment when the component carries
 //!   its WIT docs (a `package-docs` custom section, at its top level or in
@@ -40,8 +48,8 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, Func, Val};
 
 use super::{
-    CallContext, CallError, Indices, MAX_TOOL_DESCRIPTION, MAX_TOOL_SCHEMA, MAX_TOOLS, PluginInfo, PluginVersion,
-    classify_error, parse_name,
+    CallContext, CallError, Indices, MAX_TOOL_DESCRIPTION, MAX_TOOL_SCHEMA, MAX_TOOL_SPECS_TOTAL, MAX_TOOLS_SETTING,
+    PluginInfo, PluginVersion, classify_error, parse_name,
 };
 use crate::bindings::wharf::plugin::types as wt;
 use crate::error::LoadError;
@@ -67,6 +75,10 @@ pub struct GenericFunction {
     /// The doc comment, when the component carries its WIT docs.
     pub docs: Option<String>,
     index: ComponentExportIndex,
+    /// The qualified forms of the name, in the order a collision uses them
+    /// (empty outside an `ns:pkg/iface` export), with how each is shown.
+    qualified: Vec<String>,
+    qualified_display: String,
 }
 
 impl GenericFunction {
@@ -128,6 +140,26 @@ struct Walk<'a> {
     component: &'a Component,
     found: Vec<GenericFunction>,
     refused: Vec<String>,
+    /// The top-level export being walked, when it is `ns:pkg/iface@ver`.
+    top: Option<String>,
+}
+
+/// The longer forms of a top-level export's name part, in the order a
+/// collision uses them: `tp:generic/alpha@1.0.0` → `generic_alpha`,
+/// `tp_generic_alpha`, `tp_generic_alpha_v1_0_0`. None for a plain name.
+fn qualified_forms(name: &str) -> Vec<String> {
+    let Some((pkg, iface, ver)) = parse_name(name) else { return Vec::new() };
+    let word = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect::<String>();
+    let (ns, pkg) = pkg.rsplit_once(':').unwrap_or(("", pkg));
+    let mut out = vec![format!("{}_{}", word(pkg), word(iface))];
+    if !ns.is_empty() {
+        out.push(format!("{}_{}_{}", word(ns), word(pkg), word(iface)));
+    }
+    if let Some(v) = ver {
+        out.push(format!("{}_{}_{}_v{}", word(ns), word(pkg), word(iface), word(v)));
+    }
+    out.dedup();
+    out
 }
 
 impl Walk<'_> {
@@ -161,7 +193,24 @@ impl Walk<'_> {
         let mut parts: Vec<String> = prefix.iter().map(|p| snake(p)).collect();
         parts.push(snake(name));
         let tool = parts.join("_");
-        self.found.push(GenericFunction { tool, display, params, result, docs: None, index });
+        let (qualified, qualified_display) = match &self.top {
+            Some(top) if !prefix.is_empty() => {
+                let rest = parts[1..].join("_");
+                let forms = qualified_forms(top).into_iter().map(|q| format!("{q}_{rest}")).collect();
+                (forms, format!("{top}.{}", shown_parts[1..].join(".")))
+            }
+            _ => (Vec::new(), String::new()),
+        };
+        self.found.push(GenericFunction {
+            tool,
+            display,
+            params,
+            result,
+            docs: None,
+            index,
+            qualified,
+            qualified_display,
+        });
     }
 
     fn instance(
@@ -230,6 +279,52 @@ fn short_name(name: &str) -> &str {
     parse_name(name).map_or(name, |(_, iface, _)| iface)
 }
 
+/// Gives functions whose tool names collide their qualified names (see the
+/// module docs), only those and one step at a time, until every name is
+/// unique. Deterministic: it depends on the set of exports alone. An error
+/// names two functions whose names still collide.
+fn assign_names(found: &mut [GenericFunction]) -> Result<(), String> {
+    // Level 0 is the plain name; level n the (n-1)th qualified form.
+    let mut level = vec![0usize; found.len()];
+    let name_at = |f: &GenericFunction, l: usize| if l == 0 { f.tool.clone() } else { f.qualified[l - 1].clone() };
+    loop {
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, f) in found.iter().enumerate() {
+            by_name.entry(name_at(f, level[i])).or_default().push(i);
+        }
+        let mut groups: Vec<(String, Vec<usize>)> = by_name.into_iter().filter(|(_, v)| v.len() > 1).collect();
+        if groups.is_empty() {
+            break;
+        }
+        groups.sort_by_key(|(_, v)| v[0]);
+        for (name, members) in &groups {
+            let mut moved = false;
+            for &i in members {
+                if level[i] < found[i].qualified.len() {
+                    level[i] += 1;
+                    moved = true;
+                }
+            }
+            if !moved {
+                let shown = |i: usize| {
+                    if level[i] == 0 { found[i].display.clone() } else { found[i].qualified_display.clone() }
+                };
+                let (a, b) = (shown(members[0]), shown(members[1]));
+                let any_qualified = members.iter().any(|&i| !found[i].qualified.is_empty());
+                let why = if any_qualified { ", even with their package and version in the name" } else { "" };
+                return Err(format!("functions `{a}` and `{b}` both become the tool `{name}`{why}; tool names must be unique"));
+            }
+        }
+    }
+    for (f, l) in found.iter_mut().zip(level) {
+        if l > 0 {
+            f.tool = f.qualified[l - 1].clone();
+            f.display = std::mem::take(&mut f.qualified_display);
+        }
+    }
+    Ok(())
+}
+
 /// The component's generic exports: `Ok(None)` when it is not a generic
 /// component (it exports a `wharf:plugin` interface, or no function outside
 /// `wasi:` packages); an error when a function cannot be a tool or the
@@ -239,13 +334,14 @@ pub(crate) fn detect(
     engine: &wasmtime::Engine,
     component: &Component,
     bytes: &[u8],
+    max_tools: usize,
 ) -> Result<Option<GenericExports>, LoadError> {
     let ty = component.component_type();
     let exports: Vec<(String, ComponentItem)> = ty.exports(engine).map(|(n, e)| (n.to_string(), e.ty)).collect();
     if exports.iter().any(|(n, _)| parse_name(n).is_some_and(|(p, _, _)| p == crate::bindings::WIT_PACKAGE)) {
         return Ok(None);
     }
-    let mut walk = Walk { engine, component, found: Vec::new(), refused: Vec::new() };
+    let mut walk = Walk { engine, component, found: Vec::new(), refused: Vec::new(), top: None };
     let mut package = None;
     let mut version = None;
     for (name, item) in &exports {
@@ -268,7 +364,9 @@ pub(crate) fn detect(
                     package = Some(p.to_string());
                     version = v.map(str::to_string);
                 }
+                walk.top = parsed.is_some().then(|| name.clone());
                 walk.instance(&[short_name(name).to_string()], index, i);
+                walk.top = None;
             }
             _ => {}
         }
@@ -288,14 +386,16 @@ pub(crate) fn detect(
     if walk.found.is_empty() {
         return Ok(None);
     }
-    if walk.found.len() > MAX_TOOLS {
+    if walk.found.len() > max_tools {
         return Err(invalid(format!(
-            "exports {} functions; a plugin may register at most {MAX_TOOLS} tools",
+            "exports {} functions; a plugin may register at most {max_tools} tools (the operator setting \
+             `{MAX_TOOLS_SETTING}`)",
             walk.found.len()
         )));
     }
-    let mut seen: HashMap<&str, &str> = HashMap::new();
-    for f in &walk.found {
+    let mut functions = walk.found;
+    assign_names(&mut functions).map_err(invalid)?;
+    for f in &functions {
         if f.tool.len() > MAX_TOOL_NAME {
             return Err(invalid(format!(
                 "function `{}`: its tool name `{}…` is longer than {MAX_TOOL_NAME} bytes",
@@ -303,14 +403,7 @@ pub(crate) fn detect(
                 wharf_core::util::cut_str(&f.tool, MAX_TOOL_NAME)
             )));
         }
-        if let Some(other) = seen.insert(&f.tool, &f.display) {
-            return Err(invalid(format!(
-                "functions `{other}` and `{}` both become the tool `{}`; tool names must be unique",
-                f.display, f.tool
-            )));
-        }
     }
-    let mut functions = walk.found;
     let docs = read_docs(bytes, &functions);
     for f in &mut functions {
         f.docs = docs.get(&f.display).cloned();
@@ -318,8 +411,9 @@ pub(crate) fn detect(
     Ok(Some(GenericExports { functions, package, version }))
 }
 
-/// Largest `package-docs` section read; a bigger one is ignored.
-const MAX_DOCS_SECTION: usize = 1 << 20;
+/// Largest `package-docs` section read; a bigger one is ignored. Room for
+/// the docs of thousands of functions (a generated API component).
+const MAX_DOCS_SECTION: usize = 16 << 20;
 /// How deep [`package_docs_section`] looks into nested modules and
 /// components.
 const MAX_DOCS_DEPTH: u8 = 3;
@@ -422,7 +516,8 @@ fn read_docs(bytes: &[u8], functions: &[GenericFunction]) -> HashMap<String, Str
                 docs_of(w.pointer(&format!("/func_exports/{}", f.display)))
                     .or_else(|| docs_of(w.pointer(&format!("/funcs/{}", f.display))))
             }),
-            Some((iface, func)) if !func.contains('.') => {
+            // A qualified function (`tp:generic/alpha.greet`) gets none.
+            Some((iface, func)) if !func.contains('.') && !iface.contains('/') => {
                 docs_of(meta.pointer(&format!("/interfaces/{iface}/funcs/{func}"))).or_else(|| {
                     worlds.iter().find_map(|w| {
                         docs_of(w.pointer(&format!("/interface_exports/{iface}/funcs/{func}")))
@@ -484,6 +579,7 @@ impl PluginVersion {
         };
         self.effective = std::sync::Arc::new(grant.intersect(&self.info.requests));
         let mut tools = Vec::with_capacity(g.functions.len());
+        let mut total = 0usize;
         for f in &g.functions {
             let schema = wit_json::params_schema(&f.params);
             let size = schema.to_string().len();
@@ -493,9 +589,18 @@ impl PluginVersion {
                     f.display
                 ));
             }
+            let description = f.description();
+            total = total.saturating_add(f.tool.len() + description.len() + size);
+            if total > MAX_TOOL_SPECS_TOTAL {
+                return Err(format!(
+                    "its tools' names, descriptions and schemas take more than {MAX_TOOL_SPECS_TOTAL} bytes \
+                     (at function `{}`)",
+                    f.display
+                ));
+            }
             tools.push(wharf_core::plugin::ToolSpec {
                 name: f.tool.clone(),
-                description: f.description(),
+                description,
                 input_schema: schema,
                 mode: wharf_core::plugin::ToolMode::Parallel,
             });
@@ -665,13 +770,13 @@ mod tests {
             "interfaces":{"other":{"funcs":{"say-hi":{"docs":"not this one"}}}}}"#;
         let bytes = with_docs_section(component(false), json);
         let c = Component::new(&engine, &bytes).unwrap();
-        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes, 128).unwrap().unwrap();
         assert_eq!(g.functions[0].docs.as_deref(), Some("Greets by name."));
         assert_eq!(g.functions[1].docs, None);
         let json = r#"{"interfaces":{"tools":{"funcs":{"say-hi":{"docs":"Says hi."}}}}}"#;
         let bytes = with_docs_section(component(false), json);
         let c = Component::new(&engine, &bytes).unwrap();
-        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+        let g = detect(Path::new("x.wasm"), &engine, &c, &bytes, 128).unwrap().unwrap();
         assert_eq!(g.functions[0].docs, None);
         assert_eq!(g.functions[1].docs.as_deref(), Some("Says hi."));
         assert!(g.functions[1].description().starts_with("Says hi.\n\nWIT: `tools.say-hi: func() -> u32`"));
@@ -679,7 +784,7 @@ mod tests {
         for bad in ["{not json", ""] {
             let bytes = with_docs_section(component(false), bad);
             let c = Component::new(&engine, &bytes).unwrap();
-            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes, 128).unwrap().unwrap();
             assert!(g.functions.iter().all(|f| f.docs.is_none()));
         }
     }
@@ -717,7 +822,7 @@ mod tests {
         for (exact, want) in [(true, vec!["add"]), (false, vec!["exports_init", "add"])] {
             let bytes = exports_init(exact);
             let c = Component::new(&engine, &bytes).unwrap();
-            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes, 128).unwrap().unwrap();
             let tools: Vec<&str> = g.functions.iter().map(|f| f.tool.as_str()).collect();
             assert_eq!(tools, want, "exact: {exact}");
         }
@@ -729,7 +834,7 @@ mod tests {
         for docs in [true, false] {
             let bytes = component(docs);
             let c = Component::new(&engine, &bytes).unwrap();
-            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes).unwrap().unwrap();
+            let g = detect(Path::new("x.wasm"), &engine, &c, &bytes, 128).unwrap().unwrap();
             let tools: Vec<&str> = g.functions.iter().map(|f| f.tool.as_str()).collect();
             assert_eq!(tools, ["greet", "tools_say_hi"]);
             let greet = &g.functions[0];

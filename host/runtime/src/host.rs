@@ -18,7 +18,7 @@ use wharf_core::events::{EventKind, PluginChange};
 use wharf_core::registry::Registry;
 
 use crate::adapters::registrations;
-use crate::component::{PluginSpec, PluginVersion, Runtime};
+use crate::component::{FailedLoad, PluginSpec, PluginVersion, Runtime};
 use crate::error::LoadError;
 
 /// Debounce between a file event and the reload (editors write in bursts).
@@ -160,12 +160,15 @@ impl PluginHost {
         let _ = self.events.send(ev);
     }
 
-    async fn compile(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, LoadError> {
+    async fn compile(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, FailedLoad> {
         let rt = self.runtime.clone();
         let path = spec.path.clone();
-        match tokio::task::spawn_blocking(move || rt.load(&spec)).await {
+        match tokio::task::spawn_blocking(move || rt.load_file(&spec)).await {
             Ok(r) => r,
-            Err(e) => Err(LoadError::Invalid { path, reason: format!("loader task failed: {e}") }),
+            Err(e) => Err(FailedLoad {
+                error: LoadError::Invalid { path, reason: format!("loader task failed: {e}") },
+                digest: None,
+            }),
         }
     }
 
@@ -262,13 +265,20 @@ impl PluginHost {
     /// Like [`reload`](Self::reload) from bytes already read (the watcher
     /// has just read and hashed the file; reading it again costs time on
     /// large components).
-    async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
+    pub async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
         let _guard = self.swap_lock.lock().await;
         let rt = self.runtime.clone();
         let s = spec.clone();
-        let compiled = match tokio::task::spawn_blocking(move || rt.load_bytes(&s, &bytes)).await {
+        // A failure names these bytes, whatever the file holds by then.
+        let load = move || {
+            rt.load_bytes(&s, &bytes).map_err(|error| FailedLoad { error, digest: Some(crate::cache::digest(&bytes)) })
+        };
+        let compiled = match tokio::task::spawn_blocking(load).await {
             Ok(r) => r,
-            Err(e) => Err(LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") }),
+            Err(e) => Err(FailedLoad {
+                error: LoadError::Invalid { path: spec.path.clone(), reason: format!("loader task failed: {e}") },
+                digest: None,
+            }),
         };
         let pending = self.lock().pending.contains_key(&spec.id);
         self.finish_reload(spec, compiled, pending)
@@ -285,7 +295,7 @@ impl PluginHost {
     fn finish_reload(
         &self,
         spec: PluginSpec,
-        compiled: Result<Arc<PluginVersion>, LoadError>,
+        compiled: Result<Arc<PluginVersion>, FailedLoad>,
         pending: bool,
     ) -> Result<Arc<PluginVersion>, String> {
         let id = spec.id.clone();
@@ -294,10 +304,9 @@ impl PluginHost {
                 Ok(()) => return Ok(v),
                 Err(e) => (v.digest.clone(), e),
             },
-            Err(e) => {
-                let digest = std::fs::read(&spec.path).map(|b| crate::cache::digest(&b)).unwrap_or_default();
-                (digest, e.to_string())
-            }
+            // The digest of the bytes that failed (the file may hold others
+            // by now); none when the file could not be read.
+            Err(f) => (f.digest.unwrap_or_default(), f.error.to_string()),
         };
         let msg = if pending { format!("{msg}; {}", self.keep_pending(spec)) } else { msg };
         self.publish(failed(&id, &digest, &msg));
