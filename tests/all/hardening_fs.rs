@@ -201,6 +201,7 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     let fs_wasm = wharf_tests::plugin("fs");
     let fs_wasm = fs_wasm.to_str().unwrap_or("");
     let grant = format!("{}:ro", ws.display());
+    let wsarg = ws.display().to_string();
     // Far longer than the call's limit of 2 s, far shorter than a hang.
     let limit = std::time::Duration::from_secs(60);
 
@@ -208,7 +209,19 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     mkfifo(&pipe);
     let writer = silent_writer(&pipe);
     let args = json!({ "path": pipe }).to_string();
-    let call = ["plugin", "call", fs_wasm, "read", &args, "--allow-dir", &grant, "--timeout-ms", "2000"];
+    let call = [
+        "plugin",
+        "call",
+        fs_wasm,
+        "read",
+        &args,
+        "--workspace",
+        &wsarg,
+        "--allow-dir",
+        &grant,
+        "--timeout-ms",
+        "2000",
+    ];
     let (code, out) =
         plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a read of a silent FIFO hung the call"));
     assert_eq!(code, 1, "{out}");
@@ -220,7 +233,19 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     let lonely = ws.join("lonely");
     mkfifo(&lonely);
     let args = json!({ "path": lonely }).to_string();
-    let call = ["plugin", "call", fs_wasm, "read", &args, "--allow-dir", &grant, "--timeout-ms", "2000"];
+    let call = [
+        "plugin",
+        "call",
+        fs_wasm,
+        "read",
+        &args,
+        "--workspace",
+        &wsarg,
+        "--allow-dir",
+        &grant,
+        "--timeout-ms",
+        "2000",
+    ];
     let (code, out) =
         plugin_call_within(&call, limit).unwrap_or_else(|| panic!("opening a FIFO without a writer hung the call"));
     assert_eq!(code, 0, "{out}");
@@ -229,7 +254,7 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     // Regular files next to them read as before.
     std::fs::write(ws.join("a.txt"), "alpha\n").unwrap_or_else(|e| panic!("{e}"));
     let args = json!({ "path": ws.join("a.txt") }).to_string();
-    let call = ["plugin", "call", fs_wasm, "read", &args, "--allow-dir", &grant];
+    let call = ["plugin", "call", fs_wasm, "read", &args, "--workspace", &wsarg, "--allow-dir", &grant];
     let (code, out) = plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a regular read hung"));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("alpha"), "{out}");

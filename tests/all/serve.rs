@@ -404,33 +404,26 @@ fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() {
 /// with more workers it took as many stuck calls).
 #[test]
 fn a_call_waiting_on_a_fifo_does_not_stall_other_sessions() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
-    let pipe = dir.join("pipe");
-    super::hardening_fs::mkfifo(&pipe);
-    let mut writer = super::hardening_fs::silent_writer(&pipe);
-    std::fs::write(dir.join("notes.txt"), "a regular note\n").unwrap_or_else(|e| panic!("{e}"));
-    let profile = format!(
-        r#"
+    let profile = r#"
 [agent]
 adapter = "scripted"
 max_steps = 5
 
 [[plugin]]
 id = "fs"
-path = "${{plugin_dir}}/fs.wasm"
+path = "${plugin_dir}/fs.wasm"
 [plugin.grant]
-dirs = ["{dir}:ro"]
+dirs = ["${workspace}:ro"]
 timeout_ms = 120000
 
 [[plugin]]
 id = "scripted"
-path = "${{plugin_dir}}/llm-scripted.wasm"
+path = "${plugin_dir}/llm-scripted.wasm"
 [plugin.config]
 model = "scripted-fifo"
 
 [[plugin.config.turns]]
-tool_calls = [{{ name = "read", arguments = {{ path = "{notes}" }} }}]
+tool_calls = [{ name = "read", arguments = { path = "README.md" } }]
 [[plugin.config.turns]]
 text = "Read: "
 echo_last_tool_result = true
@@ -438,16 +431,15 @@ echo_last_tool_result = true
 [[plugin.config.branches]]
 when = "PIPE"
 [[plugin.config.branches.turns]]
-tool_calls = [{{ name = "read", arguments = {{ path = "{pipe}" }} }}]
+tool_calls = [{ name = "read", arguments = { path = "pipe" } }]
 [[plugin.config.branches.turns]]
 text = "Piped: "
 echo_last_tool_result = true
-"#,
-        dir = dir.display(),
-        notes = dir.join("notes.txt").display(),
-        pipe = pipe.display(),
-    );
-    let w = start_command("serve", &profile, &[], &[("TOKIO_WORKER_THREADS", "1")]);
+"#;
+    let w = start_command("serve", profile, &[], &[("TOKIO_WORKER_THREADS", "1")]);
+    let pipe = w.workspace().join("pipe");
+    super::hardening_fs::mkfifo(&pipe);
+    let mut writer = super::hardening_fs::silent_writer(&pipe);
     let a = new_session(&w, "PIPE: read the pipe");
     let mut sse_a = w.events(&format!("/api/sessions/{a}/events"), &[]);
     let (call, _) = sse_a.until("tool/call");
@@ -455,14 +447,14 @@ echo_last_tool_result = true
     // Let the read reach the pipe (an earlier B would only hide a stall).
     std::thread::sleep(Duration::from_millis(500));
 
-    let b = new_session(&w, "read the notes");
+    let b = new_session(&w, "read the readme");
     let mut sse_b = w.events(&format!("/api/sessions/{b}/events"), &[]);
     let events = until_turn_ends(&mut sse_b, 1);
     let end = events.last().cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "completed", "{end}");
     let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
     assert_eq!(result["data"]["is_error"], false, "{result}");
-    assert!(result["data"]["content"].as_str().unwrap_or("").contains("a regular note"), "{result}");
+    assert!(result["data"]["content"].as_str().unwrap_or("").contains("sample project"), "{result}");
     let sa = summary(&w, &a);
     assert_eq!(sa["running"], json!(true), "A still waits on the pipe: {sa}");
 
