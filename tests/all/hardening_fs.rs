@@ -141,3 +141,121 @@ async fn hard_links_and_renames_cannot_move_a_link_outward() {
     assert!(!w.outer.join("x").exists());
     assert_still_serving(&w.v).await;
 }
+
+/// Makes a FIFO at `path`.
+pub(crate) fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    // SAFETY: a NUL-terminated path.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+    assert_eq!(r, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// Holds a FIFO's write end open without ever writing: a reader waits for
+/// data that never comes. (`O_RDWR` opens a FIFO without waiting for the
+/// other end.)
+pub(crate) fn silent_writer(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `wharf plugin call` to its end, or kills it after `limit` (a hang):
+/// (exit code, stdout), or `None` when it had to be killed.
+fn plugin_call_within(args: &[&str], limit: std::time::Duration) -> Option<(i32, String)> {
+    use std::io::Read;
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = wharf_tests::wharf(home.path())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            let mut out = String::new();
+            if let Some(mut s) = child.stdout.take() {
+                let _ = s.read_to_string(&mut out);
+            }
+            return Some((status.code().unwrap_or(-1), out));
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A tool reading a FIFO from its grant (`fs` `read`) cannot hold the call
+/// past its time limit: with a writer that never writes the call ends in
+/// `TIMEOUT` at its deadline; without any writer the open does not wait
+/// for one and the read finds the pipe empty. (Before, the open or the read
+/// blocked the runtime's worker, so the deadline never fired and `wharf
+/// plugin call` hung until killed.)
+#[test]
+fn reading_a_fifo_ends_at_the_time_limit_not_never() {
+    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = std::fs::canonicalize(ws.path()).unwrap_or_else(|e| panic!("{e}"));
+    let fs_wasm = wharf_tests::plugin("fs");
+    let fs_wasm = fs_wasm.to_str().unwrap_or("");
+    let grant = format!("{}:ro", ws.display());
+    let wsarg = ws.display().to_string();
+    // Far longer than the call's limit of 2 s, far shorter than a hang.
+    let limit = std::time::Duration::from_secs(60);
+
+    let pipe = ws.join("pipe");
+    mkfifo(&pipe);
+    let writer = silent_writer(&pipe);
+    let args = json!({ "path": pipe }).to_string();
+    let call = [
+        "plugin",
+        "call",
+        fs_wasm,
+        "read",
+        &args,
+        "--workspace",
+        &wsarg,
+        "--allow-dir",
+        &grant,
+        "--timeout-ms",
+        "2000",
+    ];
+    let (code, out) =
+        plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a read of a silent FIFO hung the call"));
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!((v["is_error"].clone(), v["error_code"].clone()), (json!(true), json!("TIMEOUT")), "{out}");
+    drop(writer);
+
+    // No writer at all: the open does not wait for one.
+    let lonely = ws.join("lonely");
+    mkfifo(&lonely);
+    let args = json!({ "path": lonely }).to_string();
+    let call = [
+        "plugin",
+        "call",
+        fs_wasm,
+        "read",
+        &args,
+        "--workspace",
+        &wsarg,
+        "--allow-dir",
+        &grant,
+        "--timeout-ms",
+        "2000",
+    ];
+    let (code, out) =
+        plugin_call_within(&call, limit).unwrap_or_else(|| panic!("opening a FIFO without a writer hung the call"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("empty"), "{out}");
+
+    // Regular files next to them read as before.
+    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap_or_else(|e| panic!("{e}"));
+    let args = json!({ "path": ws.join("a.txt") }).to_string();
+    let call = ["plugin", "call", fs_wasm, "read", &args, "--workspace", &wsarg, "--allow-dir", &grant];
+    let (code, out) = plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a regular read hung"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("alpha"), "{out}");
+}

@@ -477,3 +477,80 @@ fn every_error_answer_is_json_on_the_wire() {
     let (code, r) = w.call("GET", &format!("/api/sessions/{id}"), None);
     assert_eq!(code, 200, "{r}");
 }
+
+/// Under `wharf serve`, a session whose tool call waits on a FIFO (`fs`
+/// `read` of a pipe whose writer stays silent) holds no runtime worker: a
+/// second session, calling the same plugin, completes its turn meanwhile,
+/// and the first ends once the pipe speaks. One worker thread makes the
+/// difference plain (before, the read blocked it and the server stalled;
+/// with more workers it took as many stuck calls).
+#[test]
+fn a_call_waiting_on_a_fifo_does_not_stall_other_sessions() {
+    let profile = r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "fs"
+path = "${plugin_dir}/fs.wasm"
+[plugin.grant]
+dirs = ["${workspace}:ro"]
+timeout_ms = 120000
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-fifo"
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "read", arguments = { path = "README.md" } }]
+[[plugin.config.turns]]
+text = "Read: "
+echo_last_tool_result = true
+
+[[plugin.config.branches]]
+when = "PIPE"
+[[plugin.config.branches.turns]]
+tool_calls = [{ name = "read", arguments = { path = "pipe" } }]
+[[plugin.config.branches.turns]]
+text = "Piped: "
+echo_last_tool_result = true
+"#;
+    let w = start_command("serve", profile, &[], &[("TOKIO_WORKER_THREADS", "1")]);
+    let pipe = w.workspace().join("pipe");
+    super::hardening_fs::mkfifo(&pipe);
+    let mut writer = super::hardening_fs::silent_writer(&pipe);
+    let a = new_session(&w, "PIPE: read the pipe");
+    let mut sse_a = w.events(&format!("/api/sessions/{a}/events"), &[]);
+    let (call, _) = sse_a.until("tool/call");
+    assert_eq!(call["data"]["name"], "read", "{call}");
+    // Let the read reach the pipe (an earlier B would only hide a stall).
+    std::thread::sleep(Duration::from_millis(500));
+
+    let b = new_session(&w, "read the readme");
+    let mut sse_b = w.events(&format!("/api/sessions/{b}/events"), &[]);
+    let events = until_turn_ends(&mut sse_b, 1);
+    let end = events.last().cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed", "{end}");
+    let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
+    assert_eq!(result["data"]["is_error"], false, "{result}");
+    assert!(result["data"]["content"].as_str().unwrap_or("").contains("sample project"), "{result}");
+    let sa = summary(&w, &a);
+    assert_eq!(sa["running"], json!(true), "A still waits on the pipe: {sa}");
+
+    // The pipe speaks and closes: A's read returns and its turn ends.
+    use std::io::Write;
+    writer.write_all(b"from the pipe\n").unwrap_or_else(|e| panic!("{e}"));
+    drop(writer);
+    let events = until_turn_ends(&mut sse_a, 1);
+    let end = events.last().cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed", "{end}");
+    let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
+    assert_eq!(result["data"]["is_error"], false, "{result}");
+    assert!(result["data"]["content"].as_str().unwrap_or("").contains("from the pipe"), "{result}");
+    for id in [&a, &b] {
+        wharf_core::invariants::check(&w.log(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+    }
+}

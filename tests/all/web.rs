@@ -111,6 +111,11 @@ fn launch(
 }
 
 impl Web {
+    /// The workspace directory the server was started with (`-w`).
+    pub fn workspace(&self) -> &std::path::Path {
+        self.ws.as_ref().map_or(std::path::Path::new(""), |d| d.path())
+    }
+
     /// Stops this server and starts another over the same home, workspace and sessions.
     pub fn restart(mut self) -> Web {
         if let Some(mut c) = self.child.take() {

@@ -277,6 +277,9 @@ pub struct HostState {
     log_dropped: bool,
     /// Bytes of stdout and stderr already forwarded to the host log.
     stdio_flushed: [usize; 2],
+    /// Whether every file operation runs on the blocking pool (a granted
+    /// directory is not on a local filesystem).
+    fs_on_pool: bool,
 }
 
 impl HostState {
@@ -291,8 +294,13 @@ impl HostState {
         // File operations run on the calling thread instead of a hop to
         // tokio's blocking pool and back for each (open, stat, read …): a
         // tool's reads are small local I/O, and the hops were most of an
-        // `fs` call's wall time (perf, issue 18).
-        b.allow_blocking_current_thread(true);
+        // `fs` call's wall time (perf, issue 18). Only what cannot block:
+        // `open-at` gives FIFOs and devices handles whose I/O runs on the
+        // pool (crate::fs_guard), and a granted directory on a network or
+        // FUSE filesystem puts the whole store's file I/O there, where the
+        // call's deadline still fires while an operation waits.
+        let fs_on_pool = effective.dirs.iter().any(|d| !crate::fs_guard::is_local_fs(&d.path));
+        b.allow_blocking_current_thread(!fs_on_pool);
         for name in &effective.env {
             if let Ok(v) = std::env::var(name) {
                 b.env(name, v);
@@ -339,7 +347,14 @@ impl HostState {
             log_bytes: 0,
             log_dropped: false,
             stdio_flushed: [0; 2],
+            fs_on_pool,
         })
+    }
+
+    /// Whether every file operation of this store runs on tokio's blocking
+    /// pool rather than on the calling thread.
+    pub fn fs_on_pool(&self) -> bool {
+        self.fs_on_pool
     }
 
     /// Starts a new call: resets per-call budgets.
