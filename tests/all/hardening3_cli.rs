@@ -329,11 +329,34 @@ fn mcp_serve(e: &Env, profile: &str, frames: &[&str]) -> (Vec<Value>, String) {
     let text: String = frames.iter().map(|f| format!("{f}\n")).collect();
     ok(stdin.write_all(text.as_bytes()));
     drop(stdin);
-    let mut stdout = String::new();
-    ok(child.stdout.take().unwrap_or_else(|| panic!("no stdout")).read_to_string(&mut stdout));
-    let out = ok(child.wait_with_output());
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "wharf mcp serve exited with {}: {stderr}", out.status);
+    let mut out_pipe = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut err_pipe = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out_pipe.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err_pipe.read_to_string(&mut s);
+        s
+    });
+    // It must exit on its own once everything is answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = ok(child.try_wait()) {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("wharf mcp serve did not exit after the end of input: {}", err_reader.join().unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    assert!(status.success(), "wharf mcp serve exited with {status}: {stderr}");
     let msgs = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     (msgs, stderr)
 }

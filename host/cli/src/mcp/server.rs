@@ -500,6 +500,9 @@ async fn www_authenticate(mut r: axum::response::Response) -> axum::response::Re
     r
 }
 
+/// How long the requests read before the end of input may take to answer.
+const LAST_ANSWERS: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Longest line taken from the client.
 const MAX_LINE: usize = 16 << 20;
 
@@ -773,11 +776,17 @@ fn checked_stdio() -> ((tokio::io::DuplexStream, tokio::io::DuplexStream), tokio
         }
         drop(replies);
         // End of input: the requests read so far are answered first (rmcp
-        // would stop on its input closing and give up on slow handlers).
-        while !pending.is_empty() {
-            if answers.changed().await.is_err() {
-                break;
+        // would stop on its input closing and give up on slow handlers),
+        // within the longest a tool call may take.
+        let settled = async {
+            while !pending.is_empty() {
+                if answers.changed().await.is_err() {
+                    break;
+                }
             }
+        };
+        if tokio::time::timeout(LAST_ANSWERS, settled).await.is_err() {
+            tracing::warn!("requests still unanswered at the end of input: giving up on them");
         }
         let _ = feed.shutdown().await;
     });
