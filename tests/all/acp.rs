@@ -781,3 +781,32 @@ text = "Done again."
     assert_ne!(again["data"]["content"].as_str().unwrap_or(""), pid, "a new server process");
     c.close();
 }
+
+/// Issue 36: an adapter whose key is not set is an ACP auth error: the
+/// `initialize` answer lists an auth method naming the variable, and
+/// `session/new` fails with -32000 before any session is stored.
+#[test]
+fn a_missing_model_key_is_an_auth_error_with_auth_methods() {
+    let _ = wharf_tests::plugin("llm-deepseek");
+    let e = env();
+    let p = e.home.path().join("keyed.toml");
+    std::fs::write(&p, crate::hardening3_cli::KEYED_PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = e.spawn(&p);
+    let init = c.initialize();
+    let methods = init["authMethods"].as_array().cloned().unwrap_or_default();
+    assert_eq!(methods.len(), 1, "{init}");
+    assert_eq!(methods[0]["id"], "env-api-key", "{init}");
+    assert!(methods[0]["description"].as_str().is_some_and(|d| d.contains("WHARF_H3_KEY")), "{init}");
+
+    let auth = c.request("authenticate", json!({"methodId": "env-api-key"}));
+    assert_eq!(c.response(auth)["error"]["code"], -32000);
+    let new = c.request("session/new", json!({"cwd": e.cwd(), "mcpServers": []}));
+    let r = c.response(new);
+    assert_eq!(r["error"]["code"], -32000, "{r}");
+    assert_eq!(r["error"]["message"], "Authentication required", "{r}");
+    assert_eq!(r["error"]["data"]["env"], "WHARF_H3_KEY", "{r}");
+    assert!(r["error"]["data"]["message"].as_str().is_some_and(|m| m.contains("--profile demo")), "{r}");
+    let stored = if e.sessions.exists() { wharf_core::Store::new(&e.sessions).list().unwrap_or_default() } else { vec![] };
+    assert!(stored.is_empty(), "no session was stored");
+    c.close();
+}

@@ -55,13 +55,18 @@ try {
   await page.waitForSelector('#new-session', { timeout: T });
 
   step = 'new session';
+  const stored = () => page.evaluate(() => fetch('/api/sessions').then((r) => r.json()).then((l) => l.length));
+  const before = await stored();
   await page.click('#new-session');
-  await page.waitForFunction(() => location.hash.startsWith('#/s/'), null, { timeout: T });
+  await page.waitForFunction(() => location.hash === '#/new', null, { timeout: T });
   await page.waitForSelector('#session-view:not([hidden])', { timeout: T });
+  check((await stored()) === before, 'a new session is stored only with its first prompt');
 
   step = 'prompt';
   await page.fill('#prompt', 'How many words are in README.md?');
   await page.click('#send');
+  await page.waitForFunction(() => location.hash.startsWith('#/s/'), null, { timeout: T });
+  check((await stored()) === before + 1, 'the first prompt stored the session');
   await page.waitForSelector('.msg.user .text >> text=How many words are in README.md?', { timeout: T });
 
   step = 'streamed answer of step 1';

@@ -8,7 +8,15 @@
 //! - `initialize`: protocol version 1, `loadSession: true`, prompt
 //!   capabilities `embeddedContext` (text `resource` blocks are inlined into
 //!   the prompt; `text` and `resource_link` are always accepted, images and
-//!   audio are not advertised). No authentication methods.
+//!   audio are not advertised). `authMethods`: when the profile's model
+//!   adapter reads its API key from an environment variable (its row's
+//!   `api_key_env`), one `agent` method, `env-api-key`, naming it; else none.
+//! - `authenticate {methodId}`: succeeds when that variable is set now (it
+//!   cannot be set over the protocol: the editor starts `wharf acp` with it
+//!   in its environment), else `-32000`.
+//! - A `session/new` or `session/prompt` whose adapter needs a key that is
+//!   not set fails with `-32000` "Authentication required" (the variable and
+//!   how to set it in `data`), before any model request.
 //! - `session/new {cwd, mcpServers}`: the cwd is the session's workspace (the
 //!   profile is composed for it, so `${workspace}` grants and the project's
 //!   `.wharf/config.toml` apply; one host per distinct cwd). Each ACP session
@@ -125,8 +133,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Runs `wharf acp` until the editor closes stdin.
 pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     // Fail fast on a broken profile instead of at the first session/new.
-    args.host.load_config()?;
+    let config = args.host.load_config()?;
+    // The key the profile's adapter reads, set or not (the auth method).
+    let key = crate::host_ctx::missing_model_key(&config, &args.host, |_| false);
     let server = Arc::new(Server {
+        key,
         args: args.host,
         hosts: tokio::sync::Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
@@ -136,7 +147,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     // One handle per handler (each closure owns its clone).
     let (on_init, on_new, on_load, on_prompt, on_cancel, on_close) =
         (server.clone(), server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
-    let on_mode = server.clone();
+    let (on_mode, on_auth) = (server.clone(), server.clone());
     let result = sdk::Agent
         .v1()
         .name("wharf")
@@ -145,7 +156,13 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                 if let Some(info) = &req.client_info {
                     *lock(&on_init.client) = Some(info.name.clone());
                 }
-                responder.respond(initialize_response())
+                responder.respond(initialize_response(on_init.key.as_ref()))
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::AuthenticateRequest, responder, _cx: Cx| {
+                responder.respond_with_result(on_auth.authenticate(&req))
             },
             sdk::on_receive_request!(),
         )
@@ -177,6 +194,9 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                     Ok(session) => session,
                     Err(e) => return responder.respond_with_error(e),
                 };
+                if let Err(e) = check_key(&session.host, &on_prompt.args) {
+                    return responder.respond_with_error(e);
+                }
                 let token = match session.begin_prompt() {
                     Ok(t) => t,
                     Err(e) => return responder.respond_with_error(e),
@@ -234,7 +254,21 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     }
 }
 
-fn initialize_response() -> acp::InitializeResponse {
+/// The auth method of an adapter key read from the environment.
+const ENV_AUTH_METHOD: &str = "env-api-key";
+
+fn initialize_response(key: Option<&crate::host_ctx::MissingKey>) -> acp::InitializeResponse {
+    let methods = key
+        .map(|k| {
+            vec![acp::AuthMethod::Agent(acp::AuthMethodAgent::new(ENV_AUTH_METHOD, format!("API key in {}", k.var)).description(
+                format!(
+                    "The model adapter `{}` reads its API key from the environment variable {}: set it in the \
+                     environment the editor starts `wharf acp` with, then restart the agent.",
+                    k.adapter, k.var
+                ),
+            ))]
+        })
+        .unwrap_or_default();
     let caps = acp::AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
@@ -243,6 +277,7 @@ fn initialize_response() -> acp::InitializeResponse {
         .session_capabilities(acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()));
     acp::InitializeResponse::new(sdk::schema::ProtocolVersion::V1)
         .agent_capabilities(caps)
+        .auth_methods(methods)
         .agent_info(acp::Implementation::new("wharf", env!("CARGO_PKG_VERSION")).title("Wharf"))
 }
 
@@ -254,9 +289,29 @@ fn internal(message: impl Into<String>) -> sdk::Error {
     sdk::Error::new(sdk::ErrorCode::INTERNAL_ERROR, message)
 }
 
+/// `-32000` "Authentication required", with the variable to set.
+fn auth_required(key: &crate::host_ctx::MissingKey) -> sdk::Error {
+    sdk::Error::auth_required().data(json!({
+        "message": key.to_string(),
+        "env": key.var,
+        "adapter": key.adapter,
+        "authMethods": [ENV_AUTH_METHOD],
+    }))
+}
+
+/// Refuses work that needs the model when its key is not set.
+fn check_key(host: &HostCtx, args: &HostArgs) -> Result<(), sdk::Error> {
+    match crate::host_ctx::missing_model_key(&host.config, args, crate::host_ctx::env_is_set) {
+        Some(k) => Err(auth_required(&k)),
+        None => Ok(()),
+    }
+}
+
 /// Process-wide state: hosts per workspace and the open sessions.
 struct Server {
     args: HostArgs,
+    /// The API key variable the profile's adapter reads (set or not).
+    key: Option<crate::host_ctx::MissingKey>,
     /// One host (config, plugins, store) per workspace; the async mutex makes
     /// concurrent `session/new` calls for one cwd share one load.
     hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<HostCtx>>>,
@@ -372,8 +427,23 @@ impl Server {
         Ok(Opened { agent, first_seq, approvals, mcp: Some(mcp) })
     }
 
+    /// `authenticate`: the method's variable must be set in this process's
+    /// environment.
+    fn authenticate(&self, req: &acp::AuthenticateRequest) -> Result<acp::AuthenticateResponse, sdk::Error> {
+        let Some(key) = self.key.as_ref().filter(|_| req.method_id.0.as_ref() == ENV_AUTH_METHOD) else {
+            return Err(invalid_params(format!("unknown authentication method `{}`", req.method_id.0)));
+        };
+        if crate::host_ctx::env_is_set(&key.var) {
+            Ok(acp::AuthenticateResponse::new())
+        } else {
+            Err(auth_required(key))
+        }
+    }
+
     async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
         let host = self.host_for(&req.cwd).await?;
+        // Before a session is created for nothing.
+        check_key(&host, &self.args)?;
         let opened = self.open(&host, Origin::New, &req.mcp_servers).await?;
         let id = opened.agent.session_id().to_string();
         let modes = session_modes(&host);

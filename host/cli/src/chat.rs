@@ -93,6 +93,8 @@ Type a message and press Enter. While a turn runs, Enter queues the text for its
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let out = Out::new();
     let config = args.host.load_config()?;
+    // A missing key is said now, not at the first model request.
+    crate::host_ctx::require_model_key(&config, &args.host)?;
     // Before loading, so keys typed while plugins compile reach the editor
     // intact; Ctrl-C is handled from here on so the settings are restored.
     let _typeahead = editor::TypeAhead::hold();

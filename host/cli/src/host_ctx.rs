@@ -201,28 +201,84 @@ pub fn parse_max_steps(s: &str) -> Result<u32, String> {
     }
 }
 
-/// The stored session `prefix` names: an exact id, else the only id that
-/// starts with it.
-pub fn resolve_session(store: &Store, prefix: &str) -> Result<String> {
-    anyhow::ensure!(!prefix.trim().is_empty(), "empty session id");
-    if store.exists(prefix).unwrap_or(false) {
-        return Ok(prefix.to_string());
+/// The stored session `part` names: an exact id, else the only id that
+/// starts with it, else the only id that holds it anywhere (its random
+/// suffix, say). Several matches are an error listing them.
+pub fn resolve_session(store: &Store, part: &str) -> Result<String> {
+    anyhow::ensure!(!part.trim().is_empty(), "empty session id");
+    if store.exists(part).unwrap_or(false) {
+        return Ok(part.to_string());
     }
     let list = store.list()?;
-    let matches: Vec<&str> = list.iter().map(|s| s.id.as_str()).filter(|id| id.starts_with(prefix)).collect();
+    let ids = || list.iter().map(|s| s.id.as_str());
+    let mut matches: Vec<&str> = ids().filter(|id| id.starts_with(part)).collect();
+    if matches.is_empty() {
+        matches = ids().filter(|id| id.contains(part)).collect();
+    }
     match matches.as_slice() {
         [one] => Ok((*one).to_string()),
         // Typed, so surfaces can tell "not found" (the web API's 404).
-        [] => Err(wharf_core::store::StoreError::NotFound(prefix.to_string()).into()),
+        [] => Err(wharf_core::store::StoreError::NotFound(part.to_string()).into()),
         many => {
-            let shown: Vec<&str> = many.iter().take(5).copied().collect();
-            let more = if many.len() > shown.len() { ", …" } else { "" };
+            const SHOWN: usize = 10;
+            let mut lines: Vec<String> = many.iter().take(SHOWN).map(|id| format!("  {id}")).collect();
+            if many.len() > SHOWN {
+                lines.push(format!("  … and {} more", many.len() - SHOWN));
+            }
             anyhow::bail!(
-                "`{prefix}` matches {} sessions ({}{more}); type more of the id",
+                "`{part}` matches {} sessions; type more of the id (any unique part of it works):\n{}",
                 many.len(),
-                shown.join(", ")
+                lines.join("\n")
             )
         }
+    }
+}
+
+/// An API key the model adapter in force needs and the environment lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingKey {
+    /// Plugin id of the adapter.
+    pub adapter: String,
+    /// The environment variable its row's `api_key_env` names.
+    pub var: String,
+}
+
+impl std::fmt::Display for MissingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{var} is not set: the model adapter `{adapter}` reads its API key from it. Set it \
+             (`export {var}=…`), or try Wharf without a key: `--profile demo` (a scripted model)",
+            var = self.var,
+            adapter = self.adapter
+        )
+    }
+}
+
+/// The key the adapter `args` and `config` select would need and the
+/// environment does not have: the adapter row's `config.api_key_env` names
+/// the variable (rows without one are not checked). `is_set` tells whether a
+/// variable holds a value.
+pub fn missing_model_key(config: &Config, args: &HostArgs, is_set: impl Fn(&str) -> bool) -> Option<MissingKey> {
+    let adapter = match &args.model {
+        Some(spec) => resolve_model_spec(config, config.agent.adapter.as_deref(), spec).ok()?.adapter,
+        None => crate::usage::default_adapter(config)?,
+    };
+    let var = config.plugin(&adapter)?.config.get("api_key_env")?.as_str()?.trim();
+    (!var.is_empty() && !is_set(var)).then(|| MissingKey { adapter, var: var.to_string() })
+}
+
+/// Whether environment variable `name` holds a non-empty value.
+pub fn env_is_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Fails at start, before plugins load, when the model adapter in force
+/// needs a key that is not set (rather than at the first model request).
+pub fn require_model_key(config: &Config, args: &HostArgs) -> Result<()> {
+    match missing_model_key(config, args, env_is_set) {
+        Some(m) => anyhow::bail!("{m}"),
+        None => Ok(()),
     }
 }
 
@@ -557,14 +613,27 @@ impl HostCtx {
 
     /// The latest session of this workspace (by creation time), for
     /// `--continue`.
+    /// Says so on stderr when that session was started with another
+    /// profile than this host's.
     pub fn latest_session(&self) -> Result<String> {
-        latest_session(&self.store, &self.workspace)?.with_context(|| {
+        let id = latest_session(&self.store, &self.workspace)?.with_context(|| {
             format!(
                 "no session to continue in workspace {} (sessions in {}); start one without --continue",
                 self.workspace.display(),
                 self.store.root().display()
             )
-        })
+        })?;
+        let header = read_header(&self.store.path_of(&id)).or_else(|| self.store.load(&id).ok().map(|l| l.header));
+        if let Some(theirs) = header.and_then(|h| h.profile)
+            && theirs != self.args.profile
+        {
+            eprintln!(
+                "wharf: note: continuing session {id}, started with profile `{theirs}`, with profile `{}` \
+                 (its plugins and model from now on); pass `--profile {theirs}` to keep the session's own",
+                self.args.profile
+            );
+        }
+        Ok(id)
     }
 
     /// Waits until every required MCP server has connected or failed its

@@ -29,8 +29,9 @@ const PRINT_IDLE_TICKS: u32 = 16;
 /// Arguments of `wharf run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The task for the agent.
-    pub task: String,
+    /// The task for the agent; `-` reads it from stdin, as does leaving it
+    /// out when stdin is not a terminal (`echo "…" | wharf run`).
+    pub task: Option<String>,
     #[command(flatten)]
     pub host: HostArgs,
     /// Output format.
@@ -87,14 +88,49 @@ fn replay_turns(store: &wharf_core::Store, id: &str) -> Result<serde_json::Value
     Ok(serde_json::Value::Array(turns))
 }
 
+/// Longest task read from stdin.
+const MAX_STDIN_TASK: u64 = 4 << 20;
+
+/// The task: the argument, or stdin for `-` or no argument with stdin not a
+/// terminal.
+async fn task_text(arg: Option<&str>) -> Result<String> {
+    use std::io::IsTerminal;
+    match arg {
+        Some(task) if task != "-" => return Ok(task.to_string()),
+        None if std::io::stdin().is_terminal() => {
+            anyhow::bail!("no task: give it as an argument (`wharf run \"…\"`), or pipe it in (`… | wharf run -`)")
+        }
+        _ => {}
+    }
+    let bytes = tokio::task::spawn_blocking(|| {
+        use std::io::Read;
+        let mut buf = Vec::new();
+        std::io::stdin().lock().take(MAX_STDIN_TASK + 1).read_to_end(&mut buf).map(|_| buf)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("reading the task from stdin: {e}"))?
+    .map_err(|e| anyhow::anyhow!("reading the task from stdin: {e}"))?;
+    anyhow::ensure!(
+        bytes.len() as u64 <= MAX_STDIN_TASK,
+        "the task on stdin is longer than {} MiB",
+        MAX_STDIN_TASK >> 20
+    );
+    let text = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the task on stdin is not UTF-8 text"))?;
+    // `echo "…" |` ends the task with a newline.
+    Ok(text.trim_end().to_string())
+}
+
 /// Runs `wharf run`.
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
-    anyhow::ensure!(!args.task.trim().is_empty(), "the task is empty: say what the agent should do");
+    let task = task_text(args.task.as_deref()).await?;
+    anyhow::ensure!(!task.trim().is_empty(), "the task is empty: say what the agent should do");
     // Nobody can answer an ask here: the `ask` preset runs as `auto`.
     let mut headless = false;
     let host = match &args.replay {
         None => {
             HostCtx::start_with(&args.host, |config| {
+                // A missing key is said now, not at the first model request.
+                crate::host_ctx::require_model_key(config, &args.host)?;
                 headless = crate::permissions::headless(config);
                 Ok(())
             })
@@ -221,7 +257,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     if let Err(e) = host.mcp_ready().await {
         eprintln!("wharf: {e}");
     }
-    let summary = agent.prompt(args.task.clone()).await;
+    let summary = agent.prompt(task).await;
     turn_over.notify_one();
     ctrl_c.abort();
     agent.log().flush().await?;

@@ -10,8 +10,8 @@
 //! `_meta["wharf/error_code"]`). An unknown tool is a protocol error
 //! (-32602).
 //!
-//! Every call is recorded in a session (printed on stderr at the end) as one
-//! turn: `turn/start`, `step/start`, an `assistant/message` carrying the call,
+//! Every call is recorded in a session (printed on stderr at the end; opened
+//! at the first call, so a run without calls leaves none) as one turn: `turn/start`, `step/start`, an `assistant/message` carrying the call,
 //! the pipeline's events, `step/end`, `turn/end`. Calls are serialized so
 //! turns never overlap. A `notifications/cancelled` cancels the call's turn.
 //! When a component is hot-reloaded the server sends
@@ -51,6 +51,11 @@
 //!   `http://` + that `Host` (`Sec-Fetch-Site: cross-site` is refused), else
 //!   403: a web page cannot drive the server from a browser.
 //!
+//! **End of input** (stdio): every request read before the client closed
+//! stdin is answered before the server exits — rmcp's input is closed only
+//! once each forwarded request has its response (or the client cancelled
+//! it), and the process waits for the answers to be written.
+//!
 //! Request bodies are capped at 4 MiB (413). A hot reload sends
 //! `notifications/tools/list_changed` to every open HTTP session.
 
@@ -72,10 +77,11 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
+use wharf_core::Agent;
+use wharf_core::approval::Approver;
 use wharf_core::events::{AssistantMessage, EventKind, StepEnd, StepStart, StopReason, TurnEnd, TurnStart};
 use wharf_core::pipeline::{StepRef, ToolPipeline};
 use wharf_core::plugin::{FinishReason, ToolCall};
-use wharf_core::registry::Registry;
 use wharf_core::store::SessionLog;
 
 use super::client::TOOL_PREFIX;
@@ -109,14 +115,46 @@ const MAX_HTTP_BODY: usize = 4 << 20;
 const MAX_PEERS: usize = 256;
 
 struct Inner {
-    registry: Arc<Registry>,
-    pipeline: ToolPipeline,
-    log: SessionLog,
+    host: Arc<HostCtx>,
+    approver: Arc<dyn Approver>,
+    /// The session recording this run's calls, opened at the first call (a
+    /// run without calls leaves no session behind).
+    session: tokio::sync::OnceCell<Recording>,
     turn_lock: tokio::sync::Mutex<()>,
     next_call: AtomicU64,
     /// HTTP sessions to notify of tool-list changes (`None` on stdio, whose
     /// one peer is known from the start).
     peers: Option<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
+}
+
+/// The session log of the calls and the pipeline that records into it.
+struct Recording {
+    /// Kept for its bus, which the pipeline and the MCP guard share.
+    _agent: Agent,
+    log: SessionLog,
+    pipeline: ToolPipeline,
+}
+
+impl Inner {
+    /// The session of this run, opened on first use.
+    async fn recording(&self) -> Result<&Recording, McpError> {
+        self.session
+            .get_or_try_init(|| async {
+                let (agent, _) = self
+                    .host
+                    .open_agent(None, self.approver.clone(), None)
+                    .map_err(|e| McpError::internal_error(format!("cannot open the session log: {e:#}"), None))?;
+                let log = agent.log().clone();
+                let pipeline = ToolPipeline::new(
+                    log.clone(),
+                    agent.bus().clone(),
+                    self.approver.clone(),
+                    self.host.agent_config(None).pipeline,
+                );
+                Ok::<_, McpError>(Recording { _agent: agent, log, pipeline })
+            })
+            .await
+    }
 }
 
 /// The MCP server handler.
@@ -138,14 +176,15 @@ impl WharfServer {
         cancel: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;
-        let snap = inner.registry.snapshot();
+        let snap = inner.host.plugins.registry().snapshot();
         if !Self::exported(name) || !snap.tools.contains_key(name) {
             let names: Vec<&str> = snap.tools.keys().map(String::as_str).filter(|n| Self::exported(n)).collect();
             return Err(McpError::invalid_params(format!("unknown tool `{name}`; tools: {}", names.join(", ")), None));
         }
         let internal = |e: wharf_core::StoreError| McpError::internal_error(format!("session log: {e}"), None);
+        let recording = inner.recording().await?;
         let _turn = inner.turn_lock.lock().await;
-        let log = &inner.log;
+        let log = &recording.log;
         let turn = log.last_turn() + 1;
         let at = StepRef { turn, step: 1 };
         let call = ToolCall {
@@ -166,7 +205,7 @@ impl WharfServer {
             interrupted: false,
         }))
         .map_err(internal)?;
-        let results = inner.pipeline.run(&snap, at, std::slice::from_ref(&call), &cancel).await;
+        let results = recording.pipeline.run(&snap, at, std::slice::from_ref(&call), &cancel).await;
         let reason = if cancel.is_cancelled() { StopReason::Cancelled } else { StopReason::Completed };
         let close = log
             .append(EventKind::StepEnd(StepEnd { turn, step: 1, usage: None }))
@@ -226,7 +265,7 @@ impl ServerHandler for WharfServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let snap = self.inner.registry.snapshot();
+        let snap = self.inner.host.plugins.registry().snapshot();
         let tools = snap
             .tools
             .values()
@@ -268,26 +307,28 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
         Ok(())
     })
     .await?;
-    let approver = host.headless_approver();
-    let (agent, _) = host.open_agent(None, approver.clone(), None)?;
-    let log = agent.log().clone();
-    let pipeline = ToolPipeline::new(log.clone(), agent.bus().clone(), approver, host.agent_config(None).pipeline);
+    let host = Arc::new(host);
     let server = WharfServer {
         inner: Arc::new(Inner {
-            registry: host.plugins.registry().clone(),
-            pipeline,
-            log: log.clone(),
+            approver: host.headless_approver(),
+            host: host.clone(),
+            session: tokio::sync::OnceCell::new(),
             turn_lock: tokio::sync::Mutex::new(()),
             next_call: AtomicU64::new(1),
             peers: http.is_some().then(|| std::sync::Mutex::new(Vec::new())),
         }),
     };
     match http {
-        Some((ip, port, token)) => serve_http(server, &host, &args, ip, port, token).await?,
-        None => serve_stdio(server, &host).await?,
+        Some((ip, port, token)) => serve_http(server.clone(), &host, &args, ip, port, token).await?,
+        None => serve_stdio(server.clone(), &host).await?,
     }
-    log.flush().await?;
-    eprintln!("wharf mcp: session {} · log {}", log.id(), log.path().display());
+    match server.inner.session.get() {
+        Some(r) => {
+            r.log.flush().await?;
+            eprintln!("wharf mcp: session {} · log {}", r.log.id(), r.log.path().display());
+        }
+        None => eprintln!("wharf mcp: no tool was called; no session recorded"),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -316,13 +357,18 @@ fn notify_reloads(
 }
 
 async fn serve_stdio(server: WharfServer, host: &HostCtx) -> Result<()> {
-    let running = server.serve(checked_stdio()).await?;
+    let (transport, written) = checked_stdio();
+    let running = server.serve(transport).await?;
     // Hot reloads change the tool list.
     let peer = running.peer().clone();
     let notifier = notify_reloads(host, move || vec![peer.clone()]);
     let quit = running.waiting().await;
     notifier.abort();
     tracing::info!("MCP client gone: {quit:?}");
+    // Every answer reaches stdout before the process exits.
+    if tokio::time::timeout(std::time::Duration::from_secs(10), written).await.is_err() {
+        tracing::warn!("timed out writing the last answers");
+    }
     Ok(())
 }
 
@@ -453,6 +499,9 @@ async fn www_authenticate(mut r: axum::response::Response) -> axum::response::Re
     }
     r
 }
+
+/// How long the requests read before the end of input may take to answer.
+const LAST_ANSWERS: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Longest line taken from the client.
 const MAX_LINE: usize = 16 << 20;
@@ -605,14 +654,62 @@ async fn read_line_capped<R: AsyncBufRead + Unpin>(
     }
 }
 
+/// Requests forwarded to rmcp and not answered yet, by the JSON text of
+/// their id.
+#[derive(Default)]
+struct Pending {
+    ids: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes a line going to rmcp: a request waits for its answer; a
+    /// `notifications/cancelled` withdraws the request it names.
+    fn forwarded(&self, line: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else { return };
+        match (v.get("method").and_then(Value::as_str), v.get("id")) {
+            (Some(_), Some(id)) => {
+                self.lock().insert(id.to_string());
+            }
+            (Some("notifications/cancelled"), None) => {
+                if let Some(id) = v.get("params").and_then(|p| p.get("requestId")) {
+                    self.lock().remove(&id.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes a line rmcp wrote; `true` when it answered a request.
+    fn answered(&self, line: &[u8]) -> bool {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else { return false };
+        match (v.get("method"), v.get("id")) {
+            (None, Some(id)) => self.lock().remove(&id.to_string()),
+            _ => false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
 /// stdio for rmcp behind [`check_line`]: a task reads the client's lines
 /// and forwards the good ones into rmcp's input; one writer task sends
-/// rmcp's output and our error replies, whole lines each.
-fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+/// rmcp's output and our error replies, whole lines each. At the end of
+/// input, rmcp's input closes once every forwarded request is answered (or
+/// rmcp stopped). The returned handle ends when everything is written.
+fn checked_stdio() -> ((tokio::io::DuplexStream, tokio::io::DuplexStream), tokio::task::JoinHandle<()>) {
     let (rmcp_in, mut feed) = tokio::io::duplex(1 << 16);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
     let (lines, mut out) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    tokio::spawn(async move {
+    let pending = Arc::new(Pending::default());
+    // Bumped at every answer; closed when rmcp's output ends.
+    let (answer_tx, mut answers) = tokio::sync::watch::channel(());
+    let written = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = out.recv().await {
             if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
@@ -621,6 +718,7 @@ fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
         }
     });
     let replies = lines.clone();
+    let seen = pending.clone();
     tokio::spawn(async move {
         let mut reader = tokio::io::BufReader::new(from_rmcp);
         let mut line = Vec::new();
@@ -632,8 +730,14 @@ fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
                     if !line.ends_with(b"\n") {
                         line.push(b'\n');
                     }
+                    let answer = seen.answered(&line);
+                    // Queued for stdout before the reader of stdin may close
+                    // rmcp's input.
                     if lines.send(std::mem::take(&mut line)).is_err() {
                         return;
+                    }
+                    if answer {
+                        answer_tx.send_replace(());
                     }
                 }
             }
@@ -654,6 +758,7 @@ fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
             };
             match reply {
                 Line::Forward => {
+                    pending.forwarded(&line);
                     line.push(b'\n');
                     if feed.write_all(&line).await.is_err() {
                         break;
@@ -669,10 +774,23 @@ fn checked_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
                 Line::Ignore => {}
             }
         }
-        // End of input: rmcp sees its input close and stops.
+        drop(replies);
+        // End of input: the requests read so far are answered first (rmcp
+        // would stop on its input closing and give up on slow handlers),
+        // within the longest a tool call may take.
+        let settled = async {
+            while !pending.is_empty() {
+                if answers.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        if tokio::time::timeout(LAST_ANSWERS, settled).await.is_err() {
+            tracing::warn!("requests still unanswered at the end of input: giving up on them");
+        }
         let _ = feed.shutdown().await;
     });
-    (rmcp_in, rmcp_out)
+    ((rmcp_in, rmcp_out), written)
 }
 
 #[cfg(test)]

@@ -169,6 +169,17 @@ async function openSession(id) {
   highlightSession();
 }
 
+// "New session" opens a draft: the session is created by its first prompt,
+// so a new session nobody writes to leaves nothing in the lists.
+function openDraft() {
+  closeSession();
+  resetView();
+  current = { id: null, draft: true, es: null, live: true, running: false, lastSeq: 0, steps: new Map(), calls: new Map(), queued: new Map(), title: null, lastBoundary: null };
+  $('#session-title').textContent = 'New session';
+  updateControls();
+  highlightSession();
+}
+
 function closeSession() {
   if (current && current.es) current.es.close();
   current = null;
@@ -184,7 +195,9 @@ function updateControls() {
   if (!current) return;
   const badge = $('#session-state');
   badge.className = 'badge';
-  if (current.running) { badge.textContent = 'running'; badge.classList.add('running'); }
+  $('#fork').disabled = !!current.draft;
+  if (current.draft) { badge.textContent = 'new'; badge.classList.add('live'); }
+  else if (current.running) { badge.textContent = 'running'; badge.classList.add('running'); }
   else if (current.live) { badge.textContent = 'idle'; badge.classList.add('live'); }
   else { badge.textContent = 'not open'; }
   $('#cancel').disabled = !current.running;
@@ -496,6 +509,14 @@ async function sendPrompt(ev) {
   if (!text || !current) return;
   $('#send').disabled = true;
   try {
+    if (current.draft) {
+      // The first prompt creates the session and starts its turn.
+      const r = await api('POST', '/api/sessions', { text });
+      box.value = '';
+      await refreshSessions();
+      location.hash = `#/s/${encodeURIComponent(r.id)}`;
+      return;
+    }
     await api('POST', `/api/sessions/${encodeURIComponent(current.id)}/followup`, { text });
     box.value = '';
     current.live = true;
@@ -508,15 +529,10 @@ async function sendPrompt(ev) {
   }
 }
 
-async function newSession() {
-  try {
-    const r = await api('POST', '/api/sessions', {});
-    await refreshSessions();
-    location.hash = `#/s/${encodeURIComponent(r.id)}`;
-    $('#prompt').focus();
-  } catch (e) {
-    showError(`new session: ${e.message}`);
-  }
+function newSession() {
+  if (location.hash === '#/new') route();
+  else location.hash = '#/new';
+  $('#prompt').focus();
 }
 
 // ---------------------------------------------------------------------------
@@ -600,11 +616,12 @@ function route() {
   } else {
     closePlugins();
     $('#plugins-view').hidden = true;
-    if (m) {
+    if (m || h === '#/new') {
       document.body.classList.remove('sidebar-open');
       $('#empty-view').hidden = true;
       $('#session-view').hidden = false;
-      openSession(decodeURIComponent(m[1]));
+      if (m) openSession(decodeURIComponent(m[1]));
+      else openDraft();
     } else {
       closeSession();
       $('#session-view').hidden = true;
@@ -633,7 +650,7 @@ async function init() {
       refreshSessions();
     } catch (e) { showError(`resume: ${e.message}`); }
   });
-  $('#fork').addEventListener('click', () => { if (current) forkAt(current, null); });
+  $('#fork').addEventListener('click', () => { if (current && !current.draft) forkAt(current, null); });
   window.addEventListener('hashchange', route);
   transcript().addEventListener('scroll', () => {
     if (!autoScrolling) follow = atBottom(transcript());
