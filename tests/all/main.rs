@@ -41,3 +41,4 @@ mod warm_adapter;
 mod web;
 mod web_fetch;
 mod web_ui;
+mod hardening3_cfg;
