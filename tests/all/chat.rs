@@ -15,13 +15,13 @@ use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Env {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-    sessions: PathBuf,
+pub(crate) struct Env {
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) ws: tempfile::TempDir,
+    pub(crate) sessions: PathBuf,
 }
 
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
@@ -30,7 +30,7 @@ fn env() -> Env {
 }
 
 impl Env {
-    fn profile(&self, name: &str, turns: &str, ask: bool) -> PathBuf {
+    pub(crate) fn profile(&self, name: &str, turns: &str, ask: bool) -> PathBuf {
         let policy = if ask {
             r#"
 [[plugin]]
@@ -69,12 +69,12 @@ model = "scripted-chat"
         path
     }
 
-    fn chat(&self, profile: &str, extra: &[&str]) -> Pty {
+    pub(crate) fn chat(&self, profile: &str, extra: &[&str]) -> Pty {
         Pty::spawn(self.chat_command(profile, extra))
     }
 
-    fn chat_command(&self, profile: &str, extra: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted", "policy-fixed", "compaction"] {
+    pub(crate) fn chat_command(&self, profile: &str, extra: &[&str]) -> Command {
+        for p in ["fs", "text", "llm-scripted", "policy-fixed", "policy-rules", "context", "compaction"] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -85,7 +85,7 @@ model = "scripted-chat"
         cmd
     }
 
-    fn events(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn events(&self) -> Vec<serde_json::Value> {
         let store = wharf_core::Store::new(&self.sessions);
         let list = store.list().unwrap_or_else(|e| panic!("{e}"));
         let last = list.last().unwrap_or_else(|| panic!("no session"));
@@ -239,7 +239,7 @@ fn strip_ansi(s: &str) -> String {
 fn demo_prompt_and_slash_commands() {
     let e = env();
     let mut t = e.chat("demo", &[]);
-    t.expect("loaded 3 plugin(s)");
+    t.expect("loaded 5 plugin(s)");
     t.expect("session ");
     t.expect("› ");
     t.line("Summarize this workspace");
@@ -247,7 +247,11 @@ fn demo_prompt_and_slash_commands() {
     t.expect("⏺ list");
     t.expect("⎿ ok");
     t.expect("⏺ read ");
-    t.expect("⏺ write");
+    // The demo's `ask` preset: the write asks at the prompt.
+    t.expect("approval needed: write(");
+    t.expect("allow?");
+    t.line("y");
+    t.expect("allowed once");
     t.expect("Done: I listed the workspace");
     t.expect("— completed · 4 step(s)");
     t.expect("› ");
@@ -257,8 +261,8 @@ fn demo_prompt_and_slash_commands() {
     t.expect("adapter  scripted");
     t.expect("scripted-demo · context window");
     t.line("/plugins");
-    t.expect("plugins (3 loaded)");
-    t.expect("load and reload events (3)");
+    t.expect("plugins (5 loaded)");
+    t.expect("load and reload events (5)");
     t.expect("loaded        fs");
     t.line("/sessions");
     let id = e.events()[0]["data"]["id"].as_str().unwrap_or_default().to_string();

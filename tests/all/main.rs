@@ -42,3 +42,4 @@ mod web;
 mod web_fetch;
 mod web_ui;
 mod hardening3_cli;
+mod hardening3_cfg;

@@ -544,6 +544,9 @@ impl Chat {
                 _ => {}
             }
         }
+        if self.config_reload_notice(ev) {
+            return;
+        }
         let render = &mut self.render;
         self.out.draw(|o| render.render(ev, o));
     }

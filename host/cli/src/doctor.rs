@@ -15,40 +15,63 @@ fn check(ok: bool) -> &'static str {
     if ok { "ok  " } else { "FAIL" }
 }
 
+/// `ok  ` or, for what only some uses need, `warn`.
+fn check_or_warn(ok: bool) -> &'static str {
+    if ok { "ok  " } else { "warn" }
+}
+
 fn tool_version(cmd: &str, args: &[&str]) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string())
 }
 
-/// Runs the checks; exit 1 if something the profile needs is broken.
+/// The lines printed so far: any `[FAIL]` line makes the exit status 1.
+#[derive(Default)]
+struct Report {
+    failed: bool,
+}
+
+impl Report {
+    fn line(&mut self, line: impl AsRef<str>) {
+        let line = line.as_ref();
+        if line.starts_with("[FAIL]") {
+            self.failed = true;
+        }
+        println!("{line}");
+    }
+}
+
+/// Runs the checks; exit 1 when any line is `[FAIL]` (something the
+/// profile needs is broken). What only building plugins needs (cargo, the
+/// wasm target) is a `[warn]`.
 pub async fn run(args: HostArgs) -> Result<ExitCode> {
-    let mut failed = false;
+    let mut r = Report::default();
     println!("Wharf doctor\n");
 
     // Toolchain, for building plugins.
     let cargo = tool_version("cargo", &["--version"]);
-    println!(
+    r.line(format!(
         "[{}] cargo: {}",
-        check(cargo.is_some()),
+        check_or_warn(cargo.is_some()),
         cargo.as_deref().unwrap_or("not found (needed to build Rust plugins)")
-    );
+    ));
     let targets = tool_version("rustup", &["target", "list", "--installed"]);
     let wasm = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == "wasm32-wasip2"))
         .unwrap_or(false);
-    println!(
+    r.line(format!(
         "[{}] wasm32-wasip2 target: {}",
-        check(wasm),
+        check_or_warn(wasm),
         if wasm {
             "installed"
         } else if targets.is_some() {
-            "missing: rustup target add wasm32-wasip2"
+            "missing: rustup target add wasm32-wasip2 (needed to build plugins)"
         } else {
-            "rustup not found"
+            "rustup not found (needed to build plugins)"
         }
-    );
+    ));
 
     // Engine and cache.
     let config = args.load_config();
@@ -57,51 +80,64 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         Err(_) => wharf_runtime::cache::CompileCache::default_dir().unwrap_or_default(),
     };
     let cache_ok = std::fs::create_dir_all(&cache_dir).is_ok() && tempfile_in(&cache_dir).is_ok();
-    println!(
+    r.line(format!(
         "[{}] compile cache: {} ({})",
         check(cache_ok),
         cache_dir.display(),
         if cache_ok { "writable" } else { "not writable" }
-    );
-    let rt = Runtime::new(RuntimeOptions { engine: EngineOptions::default(), cache_dir: Some(cache_dir) })?;
-    println!("[ok  ] instance allocator: {}", rt.engine().allocator());
+    ));
+    let rt = Runtime::new(RuntimeOptions {
+        engine: EngineOptions::default(),
+        cache_dir: cache_ok.then_some(cache_dir),
+    })?;
+    r.line(format!("[ok  ] instance allocator: {}", rt.engine().allocator()));
 
-    // Process sandbox.
+    // Process sandbox: a failure when a row of the profile runs processes.
     let (level, detail) = wharf_runtime::process::sandbox_level();
-    println!(
-        "[{}] process sandbox: {level:?} — {detail}",
-        check(!matches!(level, wharf_runtime::process::Level::None))
-    );
+    let runs_processes: Vec<&str> = config
+        .as_ref()
+        .map(|c| c.plugins.iter().filter(|p| p.grant.process).map(|p| p.id.as_str()).collect())
+        .unwrap_or_default();
+    let sandboxed = !matches!(level, wharf_runtime::process::Level::None);
+    let mark = if sandboxed {
+        "ok  "
+    } else if runs_processes.is_empty() {
+        "warn"
+    } else {
+        "FAIL"
+    };
+    let needs = if sandboxed || runs_processes.is_empty() {
+        String::new()
+    } else {
+        format!(" (plugin row(s) {} run commands and refuse to without it)", runs_processes.join(", "))
+    };
+    r.line(format!("[{mark}] process sandbox: {level:?} — {detail}{needs}"));
 
     // Keys: present or not, never printed; a missing one a plugin row of the
     // profile names in `api_key_env` is a warning naming that row.
     for line in key_lines(config.as_ref().ok(), &args.profile, |k| std::env::var(k).is_ok_and(|v| !v.is_empty())) {
-        println!("{line}");
+        r.line(line);
     }
 
     // The profile and its plugins.
     println!("\nplugin dir: {}", plugin_dir().display());
     match config {
         Err(e) => {
-            failed = true;
-            println!("[FAIL] profile `{}`: {}", args.profile, crate::output::error_text(&e));
+            r.line(format!("[FAIL] profile `{}`: {}", args.profile, crate::output::error_text(&e)));
         }
         Ok(config) => {
-            println!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len());
+            r.line(format!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len()));
             // MCP servers: how each would be confined (none is started).
             let workspace = args.workspace().unwrap_or_default();
             for line in mcp_lines(&config.mcp, &workspace) {
-                if line.starts_with("[FAIL]") {
-                    failed = true;
-                }
-                println!("{line}");
+                r.line(line);
             }
             match specs(&config) {
                 Err(e) => {
-                    failed = true;
-                    println!("[FAIL] grants: {e}");
+                    r.line(format!("[FAIL] grants: {e}"));
                 }
                 Ok(specs) => {
+                    let mut offered: Vec<(String, Vec<String>)> = Vec::new();
                     for spec in specs {
                         let rt = rt.clone();
                         let id = spec.id.clone();
@@ -115,7 +151,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                                 } else {
                                     format!("; asked for but not granted: {}", v.effective.denied.join(", "))
                                 };
-                                println!(
+                                r.line(format!(
                                     "[ok  ] plugin {id}: {} {} [{}] {} tool(s), {:?} load {:.1} ms{denied}",
                                     v.info.name,
                                     &v.digest[..12],
@@ -123,22 +159,76 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                                     v.tools.len(),
                                     v.cache,
                                     v.load_time.as_secs_f64() * 1e3
-                                );
+                                ));
                                 if v.hook_subscriptions.iter().any(|(p, _)| *p == HookPoint::SystemPrompt) {
-                                    println!("{}", prompt_preview(&v).await);
+                                    r.line(prompt_preview(&v).await);
                                 }
+                                offered.push((id, v.tools.iter().map(|t| t.name.clone()).collect()));
                             }
                             Err(e) => {
-                                failed = true;
-                                println!("[FAIL] plugin {id}: {e}");
+                                r.line(format!("[FAIL] plugin {id}: {e}"));
                             }
                         }
+                    }
+                    for line in tool_name_lines(&config, &offered) {
+                        r.line(line);
                     }
                 }
             }
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if r.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Where row `id` was defined, for people (`.wharf/config.toml:3`).
+fn row_origin(config: &wharf_config::Config, id: &str) -> String {
+    config.origin(&format!("plugin.{id}.id")).map(|l| l.short()).unwrap_or_else(|| "?".to_string())
+}
+
+/// Tool names two rows offer, decided as the host decides them
+/// ([`crate::host_ctx::tool_precedence`]: the row of the later config
+/// layer, else the earlier row): a `[warn]` per shadowed tool naming both
+/// rows and which wins, and a `[FAIL]` per row all of whose tools are
+/// refused (it loads for nothing).
+fn tool_name_lines(config: &wharf_config::Config, offered: &[(String, Vec<String>)]) -> Vec<String> {
+    let precedence = crate::host_ctx::tool_precedence(config);
+    let mut order: Vec<(usize, &(String, Vec<String>))> = offered.iter().enumerate().collect();
+    order.sort_by_key(|(i, (id, _))| (std::cmp::Reverse(precedence.get(id).copied().unwrap_or(0)), *i));
+    let mut holder: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    let mut refused: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    let mut lines = Vec::new();
+    for (_, (id, tools)) in order {
+        for tool in tools {
+            match holder.get(tool.as_str()) {
+                Some(winner) => {
+                    refused.entry(id.as_str()).or_default().push(tool.as_str());
+                    let why = if precedence.get(*winner) > precedence.get(id) {
+                        "a row of a later config layer wins"
+                    } else {
+                        "the earlier row of one layer wins"
+                    };
+                    lines.push(format!(
+                        "[warn] tool `{tool}`: row `{winner}` ({}) wins over row `{id}` ({}), whose `{tool}` is refused ({why})",
+                        row_origin(config, winner),
+                        row_origin(config, id),
+                    ));
+                }
+                None => {
+                    holder.insert(tool.as_str(), id.as_str());
+                }
+            }
+        }
+    }
+    for (id, tools) in offered {
+        let lost = refused.get(id.as_str()).map_or(0, Vec::len);
+        if !tools.is_empty() && lost == tools.len() {
+            lines.push(format!(
+                "[FAIL] plugin {id}: every tool it offers ({}) is refused: other rows have those names; rename them or drop a row",
+                tools.join(", ")
+            ));
+        }
+    }
+    lines
 }
 
 /// What a `system-prompt` listener adds to an empty prompt in this

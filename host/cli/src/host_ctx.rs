@@ -68,12 +68,48 @@ pub struct ModelChoice {
     pub adapter: String,
     /// The model id (`None`: keep the adapter's).
     pub model: Option<String>,
+    /// Set when the model is not one the profile knows for the adapter
+    /// (see [`known_models`]): it is used, and this says so.
+    pub warning: Option<String>,
+}
+
+/// The adapter rows of the config: rows with a `model` in their config.
+pub fn adapter_rows(config: &Config) -> Vec<&str> {
+    config.plugins.iter().filter(|r| r.config.get("model").is_some()).map(|r| r.id.as_str()).collect()
+}
+
+/// The models the profile knows for adapter row `adapter`: its configured
+/// `model`, then every model its `prices` table names.
+pub fn known_models(config: &Config, adapter: &str) -> Vec<String> {
+    let Some(row) = config.plugin(adapter) else { return Vec::new() };
+    let mut out: Vec<String> = row.config.get("model").and_then(|m| m.as_str()).map(str::to_string).into_iter().collect();
+    if let Some(prices) = row.config.get("prices").and_then(|p| p.as_object()) {
+        out.extend(prices.keys().filter(|k| !out.contains(k)).cloned().collect::<Vec<_>>());
+    }
+    out
+}
+
+/// A choice of `model` for `adapter`, warning when the profile does not
+/// know that model.
+fn model_choice(config: &Config, adapter: &str, model: &str) -> ModelChoice {
+    let known = known_models(config, adapter);
+    let warning = (!known.iter().any(|k| k == model)).then(|| {
+        let listed = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+        format!(
+            "`{model}` is not a model the profile lists for `{adapter}` (it lists: {listed}); \
+             it is sent to the provider as is"
+        )
+    });
+    ModelChoice { adapter: adapter.to_string(), model: Some(model.to_string()), warning }
 }
 
 /// Resolves a model argument against the config's rows: `ADAPTER/NAME` and
 /// `ADAPTER:NAME` when `ADAPTER` is a row id (model ids may themselves hold
 /// `/` or `:`, as `qwen3:8b` does), a bare row id, else a model of
-/// `current`.
+/// `current`. A name with a `/` whose first part is no row is refused
+/// unless the current adapter lists it (`bogus/x` names no adapter; a
+/// provider's `org/model` id is given as `ADAPTER/org/model`). A model the
+/// profile does not list is used with a [`ModelChoice::warning`].
 pub fn resolve_model_spec(config: &Config, current: Option<&str>, spec: &str) -> Result<ModelChoice> {
     let spec = spec.trim();
     anyhow::ensure!(!spec.is_empty(), "empty model name");
@@ -87,17 +123,26 @@ pub fn resolve_model_spec(config: &Config, current: Option<&str>, spec: &str) ->
             && config.plugin(a).is_some()
             && !m.trim().is_empty()
         {
-            return Ok(ModelChoice { adapter: a.to_string(), model: Some(m.trim().to_string()) });
+            return Ok(model_choice(config, a, m.trim()));
         }
     }
     if config.plugin(spec).is_some() {
-        return Ok(ModelChoice { adapter: spec.to_string(), model: None });
+        return Ok(ModelChoice { adapter: spec.to_string(), model: None, warning: None });
     }
     let adapter = current
         .map(str::to_string)
         .or_else(|| crate::usage::default_adapter(config))
         .context("no model adapter is configured (set `agent.adapter`)")?;
-    Ok(ModelChoice { adapter, model: Some(spec.to_string()) })
+    if let Some((prefix, _)) = spec.split_once('/')
+        && !known_models(config, &adapter).iter().any(|k| k == spec)
+    {
+        anyhow::bail!(
+            "no model adapter `{prefix}` in this profile (adapters: {}); a model id holding `/` is given \
+             with its adapter, e.g. `{adapter}/{spec}`",
+            adapter_rows(config).join(", ")
+        );
+    }
+    Ok(model_choice(config, &adapter, spec))
 }
 
 /// Where the built components are: `$WHARF_PLUGIN_DIR`, else, next to the
@@ -366,10 +411,87 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
     Ok(out)
 }
 
+/// Which row wins a tool name two rows offer: the row defined in the later
+/// config layer (a project's `.wharf/config.toml` row over a shipped
+/// profile's), see [`Config::row_layer`]; rows of one layer keep profile
+/// order.
+pub fn tool_precedence(config: &Config) -> BTreeMap<String, i32> {
+    config
+        .plugins
+        .iter()
+        .map(|r| (r.id.clone(), config.row_layer(&r.id).map_or(0, |l| i32::try_from(l).unwrap_or(i32::MAX))))
+        .collect()
+}
+
 /// Config keys changed while the host runs (`/model`, `/permissions`):
 /// plugin id → top-level keys merged over the row's `config`. They stay in
 /// force across hot reloads of the config files, until the process ends.
 pub type LiveOverrides = Arc<Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>>;
+
+/// Why a plugin was last reloaded with the same component: plugin id →
+/// `Some(FILES)` for a config file change (the layer files that changed,
+/// as shown to people), `None` for a change made at run time (`/model`,
+/// `/permissions`, which report it themselves). Taken by the surface that
+/// announces the reload.
+pub type ReloadCauses = Arc<Mutex<BTreeMap<String, Option<String>>>>;
+
+/// What the config files and rows were at the last (re)load: each layer
+/// file's content hash, each row's fingerprint.
+#[derive(Default)]
+struct ConfigSeen {
+    files: BTreeMap<PathBuf, Option<u64>>,
+    rows: BTreeMap<String, String>,
+}
+
+impl ConfigSeen {
+    fn of(config: &Config) -> Self {
+        use std::hash::{Hash, Hasher};
+        let files = config
+            .watch
+            .iter()
+            .map(|p| {
+                let hash = std::fs::read(p).ok().map(|b| {
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    b.hash(&mut h);
+                    h.finish()
+                });
+                (p.clone(), hash)
+            })
+            .collect();
+        let rows = config.plugins.iter().map(|r| (r.id.clone(), format!("{r:?}"))).collect();
+        Self { files, rows }
+    }
+
+    /// Records in `causes` the rows of `now` that differ from `self`, with
+    /// the files that changed.
+    fn changes(&self, now: &Self, workspace: &Path, causes: &ReloadCauses) {
+        let files: Vec<String> = now
+            .files
+            .iter()
+            .filter(|(p, h)| self.files.get(*p) != Some(*h))
+            .map(|(p, _)| shown_path(p, workspace))
+            .collect();
+        let files = if files.is_empty() { "the config files".to_string() } else { files.join(", ") };
+        let mut causes = causes.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, row) in &now.rows {
+            if self.rows.get(id) != Some(row) {
+                causes.insert(id.clone(), Some(files.clone()));
+            }
+        }
+    }
+}
+
+/// A path as shown to people: relative to the workspace inside it, `~/…`
+/// under the home directory, else whole.
+fn shown_path(p: &Path, workspace: &Path) -> String {
+    if let Ok(rest) = p.strip_prefix(workspace) {
+        return rest.display().to_string();
+    }
+    if let Some(rest) = home().and_then(|h| p.strip_prefix(h).ok().map(Path::to_path_buf)) {
+        return format!("~/{}", rest.display());
+    }
+    p.display().to_string()
+}
 
 /// Merges the live overrides into the specs of their rows.
 pub fn apply_live(specs: &mut [PluginSpec], live: &LiveOverrides) {
@@ -408,6 +530,8 @@ pub struct HostCtx {
     pub mcp: Option<Arc<McpManager>>,
     /// Config keys changed at run time (see [`HostCtx::reconfigure_plugin`]).
     pub live: LiveOverrides,
+    /// Why plugins were reloaded (see [`HostCtx::take_reload_cause`]).
+    reload_causes: ReloadCauses,
     /// The adapter new agents use (`agent.adapter`, changed by `--model` /
     /// `/model ADAPTER…`; `None`: the first loaded).
     adapter: Arc<Mutex<Option<String>>>,
@@ -434,11 +558,15 @@ impl HostCtx {
     /// load (used by `--replay` to swap in the replay adapter).
     pub async fn start_with(args: &HostArgs, edit: impl FnOnce(&mut Config) -> Result<()>) -> Result<Self> {
         let mut config = args.load_config()?;
+        let seen = ConfigSeen::of(&config);
         edit(&mut config)?;
         let live: LiveOverrides = Arc::default();
         // `--model`: a live override from the start, so config reloads keep it.
         if let Some(spec) = &args.model {
             let choice = resolve_model_spec(&config, config.agent.adapter.as_deref(), spec)?;
+            if let Some(w) = &choice.warning {
+                eprintln!("wharf: warning: --model: {w}");
+            }
             if let Some(m) = &choice.model {
                 let mut set = serde_json::Map::new();
                 set.insert("model".into(), serde_json::Value::String(m.clone()));
@@ -459,6 +587,7 @@ impl HostCtx {
         // background (`Runtime::enable_tiering`, issue 18).
         runtime.enable_tiering();
         let registry = Arc::new(Registry::new());
+        registry.set_precedence(tool_precedence(&config));
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
@@ -479,13 +608,21 @@ impl HostCtx {
             protected.into_iter().filter_map(|p| std::fs::canonicalize(&p).ok().or(Some(p))),
         );
         let store = crate::sessions_cmd::open_store(config.session.store.as_deref(), session_dir)?;
+        let reload_causes = ReloadCauses::default();
         let watch = if args.no_watch {
             None
         } else {
             let opts = args.load_options()?;
             let live = live.clone();
+            let registry = plugins.registry().clone();
+            let (causes, seen, ws) = (reload_causes.clone(), Mutex::new(seen), workspace.clone());
             let source: SpecSource = Arc::new(move || {
                 let c = wharf_config::load(&opts).map_err(|e| e.to_string())?;
+                registry.set_precedence(tool_precedence(&c));
+                let now = ConfigSeen::of(&c);
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.changes(&now, &ws, &causes);
+                *seen = now;
                 let mut s = specs(&c)?;
                 apply_live(&mut s, &live);
                 Ok(s)
@@ -499,7 +636,18 @@ impl HostCtx {
             }
         };
         let adapter = Arc::new(Mutex::new(config.agent.adapter.clone()));
-        Ok(Self { config, plugins, store, workspace, args: args.clone(), mcp, live, adapter, _watch: watch })
+        Ok(Self {
+            config,
+            plugins,
+            store,
+            workspace,
+            args: args.clone(),
+            mcp,
+            live,
+            reload_causes,
+            adapter,
+            _watch: watch,
+        })
     }
 
     /// The effective `config` of plugin row `id`: the composed config with
@@ -512,6 +660,14 @@ impl HostCtx {
             merge_keys(&mut config, set);
         }
         Some(config)
+    }
+
+    /// Why plugin `id` was last reloaded with its config changed, once:
+    /// `Some(Some(FILES))` after a config file change, `Some(None)` after
+    /// [`HostCtx::reconfigure_plugin`] (its caller reports that), `None`
+    /// when nothing was recorded.
+    pub fn take_reload_cause(&self, id: &str) -> Option<Option<String>> {
+        self.reload_causes.lock().unwrap_or_else(|e| e.into_inner()).remove(id)
     }
 
     /// Changes top-level keys of plugin `id`'s config while the host runs
@@ -535,6 +691,7 @@ impl HostCtx {
         let mut all = specs(&self.config).map_err(anyhow::Error::msg)?;
         apply_live(&mut all, &self.live);
         let spec = all.into_iter().find(|s| s.id == id).context("the plugin row disappeared")?;
+        self.reload_causes.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), None);
         if let Err(e) = self.plugins.reload(spec).await {
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
             match before {
@@ -566,8 +723,9 @@ impl HostCtx {
     /// Switches the model (see [`resolve_model_spec`]): a new model of an
     /// adapter reconfigures that plugin (a hot swap; the next request
     /// carries it), a new adapter serves agents built from now on (see
-    /// [`HostCtx::rebuild_agent`]). Returns the adapter and model in force.
-    pub async fn switch_model(&self, spec: &str) -> Result<(String, String)> {
+    /// [`HostCtx::rebuild_agent`]). Returns the adapter and model in force,
+    /// and the warning of a model the profile does not list.
+    pub async fn switch_model(&self, spec: &str) -> Result<(String, String, Option<String>)> {
         let current = self.adapter();
         let choice = resolve_model_spec(&self.config, current.as_deref(), spec)?;
         let loaded = self.plugins.registry().snapshot().llm(Some(&choice.adapter)).is_some();
@@ -581,7 +739,8 @@ impl HostCtx {
             }
         }
         *self.adapter.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice.adapter);
-        self.current_model().context("the adapter reports no model")
+        let (adapter, model) = self.current_model().context("the adapter reports no model")?;
+        Ok((adapter, model, choice.warning))
     }
 
     /// Logs the adapter and model in force into `log` as a

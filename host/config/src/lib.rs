@@ -600,6 +600,9 @@ pub struct Config {
     pub watch: Vec<PathBuf>,
     composed: Table,
     provenance: Vec<(String, Location)>,
+    /// The layers read, as shown in locations, in layer order (the profile
+    /// first).
+    layers: Vec<String>,
 }
 
 impl Config {
@@ -617,6 +620,15 @@ impl Config {
     /// Where the leaf at `key` (a `-c`-style dotted key) came from.
     pub fn origin(&self, key: &str) -> Option<&Location> {
         self.provenance.iter().find(|(k, _)| k == key).map(|(_, l)| l)
+    }
+
+    /// The layer that defined plugin row `id` (its `id` key, which later
+    /// layers never replace): 0 for the profile, then the user, project and
+    /// patch files that were read, in order; a row a `-c` override made
+    /// comes after all of them. `None`: no such row.
+    pub fn row_layer(&self, id: &str) -> Option<usize> {
+        let at = self.origin(&format!("plugin.{}.id", tree::toml_key(id)))?;
+        Some(self.layers.iter().position(|l| *l == at.source).unwrap_or(self.layers.len()))
     }
 
     /// The composed config as TOML, each leaf followed by
@@ -654,7 +666,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         home: opts.home.as_deref().map(absolute).transpose()?,
         profile_dir: None,
     };
-    let mut loader = Loader { vars, sources: Vec::new(), watch: Vec::new() };
+    let mut loader = Loader { vars, sources: Vec::new(), watch: Vec::new(), layers: Vec::new() };
 
     let mut root = loader.defaults()?;
 
@@ -708,6 +720,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         watch: loader.watch,
         composed,
         provenance,
+        layers: loader.layers,
     })
 }
 
@@ -738,6 +751,8 @@ struct Loader {
     vars: Vars,
     sources: Vec<PathBuf>,
     watch: Vec<PathBuf>,
+    /// Shown names of the layers parsed, in order.
+    layers: Vec<String>,
 }
 
 impl Loader {
@@ -797,7 +812,14 @@ impl Loader {
     }
 
     /// Parses and checks one layer's text.
-    fn layer(&self, text: &str, shown: &str, profile_dir: Option<PathBuf>, base: &Path) -> Result<Table, ConfigError> {
+    fn layer(
+        &mut self,
+        text: &str,
+        shown: &str,
+        profile_dir: Option<PathBuf>,
+        base: &Path,
+    ) -> Result<Table, ConfigError> {
+        self.layers.push(shown.to_string());
         let src = SourceText::new(shown, text);
         let mut table = src.parse()?;
         let vars = self.vars.with_profile_dir(profile_dir);

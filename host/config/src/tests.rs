@@ -658,3 +658,20 @@ fn bad_mcp_rows_are_located() {
     // `${env:…}` only where secrets go.
     check("[[mcp]]\nname = \"a\"\ncommand = \"${env:X}\"\n", 3, 11, "only allowed in the `env` and `headers`");
 }
+
+#[test]
+fn row_layer_is_the_layer_that_defined_the_row() {
+    let env = Env::new();
+    env.write("home/.wharf/config.toml", "[[plugin]]\nid = \"mine\"\npath = \"/m.wasm\"\n");
+    // The project changes a profile row (its layer stays the profile's) and adds one.
+    env.write(
+        "ws/.wharf/config.toml",
+        "[[plugin]]\nid = \"text\"\n[plugin.grant]\ndirs = []\n\n[[plugin]]\nid = \"word_count\"\npath = \"/w.wasm\"\n",
+    );
+    let c = env.load(&env.opts("demo"));
+    assert_eq!(c.row_layer("fs"), Some(0));
+    assert_eq!(c.row_layer("text"), Some(0));
+    assert_eq!(c.row_layer("mine"), Some(1));
+    assert_eq!(c.row_layer("word_count"), Some(2));
+    assert_eq!(c.row_layer("nope"), None);
+}

@@ -58,11 +58,13 @@ pub enum RegistryError {
     },
 }
 
-/// A tool name offered by two plugins: the plugin installed first (at start,
-/// the earlier row in profile order) has it; the other's tool is refused
-/// and stays refused while the holder offers that name. When the holder
-/// stops offering it (unload, or a version without it), the next plugin in
-/// order that offers the name gets it.
+/// A tool name offered by two plugins: the plugin of higher precedence
+/// ([`Registry::set_precedence`]; the host gives a row of a later config
+/// layer more), else the one installed first (at start, the earlier row in
+/// profile order), has it; the other's tool is refused and stays refused
+/// while the holder offers that name. When the holder stops offering it
+/// (unload, or a version without it), the next plugin in that order that
+/// offers the name gets it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolConflict {
     /// Tool name.
@@ -77,7 +79,7 @@ impl std::fmt::Display for ToolConflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "tool `{}` of plugin `{}` refused: plugin `{}`, earlier in load order, already provides it",
+            "tool `{}` of plugin `{}` refused: plugin `{}` provides it (higher precedence, else earlier in load order)",
             self.tool, self.refused, self.holder
         )
     }
@@ -179,6 +181,8 @@ struct Inner {
     next_order: usize,
     generation: u64,
     snapshot: Arc<Snapshot>,
+    /// Tool-name precedence by plugin id (absent: 0).
+    precedence: BTreeMap<String, i32>,
 }
 
 impl Registry {
@@ -197,8 +201,9 @@ impl Registry {
     /// replacing (and so revoking) whatever an earlier version registered.
     /// A plugin keeps its place in the load order across versions.
     ///
-    /// A tool name another plugin earlier in load order also offers is not
-    /// an error: that plugin keeps the name and this tool is refused
+    /// A tool name another plugin also offers is not an error: the one of
+    /// higher precedence, else the earlier in load order, keeps the name
+    /// and the other's tool is refused
     /// (listed in [`Snapshot::tool_conflicts`]; see [`ToolConflict`]).
     /// Fails without changing anything when `regs` names one tool twice.
     pub fn install(&self, plugin: PluginRef, regs: Registrations) -> Result<(), RegistryError> {
@@ -220,6 +225,17 @@ impl Registry {
         inner.entries.insert(plugin.id.clone(), Entry { plugin, order, regs });
         inner.rebuild();
         Ok(())
+    }
+
+    /// Sets which plugins win a tool name both offer: higher precedence
+    /// first, equal precedence by load order (ids not listed have 0). The
+    /// view is rebuilt when this changes it.
+    pub fn set_precedence(&self, precedence: BTreeMap<String, i32>) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.precedence != precedence {
+            inner.precedence = precedence;
+            inner.rebuild();
+        }
     }
 
     /// Revokes every registration of `plugin_id`. Returns the version that
@@ -311,10 +327,12 @@ impl Inner {
         let mut snap = Snapshot { generation: self.generation, ..Snapshot::default() };
         let mut hooks: Vec<(i32, usize, HookPoint, Arc<dyn Hook>)> = Vec::new();
         let mut sections: Vec<(i32, usize, PromptSection)> = Vec::new();
-        // Tool name -> the plugin that has it (the first in load order).
+        // Tool name -> the plugin that has it: the highest precedence, then
+        // the first in load order.
+        let mut by_precedence = entries.clone();
+        by_precedence.sort_by_key(|e| (std::cmp::Reverse(self.precedence.get(&e.plugin.id).copied().unwrap_or(0)), e.order));
         let mut holders: BTreeMap<String, String> = BTreeMap::new();
-        for e in entries {
-            snap.plugins.push(e.plugin.clone());
+        for e in by_precedence {
             for t in &e.regs.tools {
                 let name = &t.spec().name;
                 match holders.get(name) {
@@ -329,6 +347,9 @@ impl Inner {
                     }
                 }
             }
+        }
+        for e in entries {
+            snap.plugins.push(e.plugin.clone());
             if let Some(l) = &e.regs.llm {
                 snap.llms.push((e.plugin.id.clone(), l.clone()));
             }
@@ -412,6 +433,26 @@ pub(crate) mod tests {
         assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
         reg.revoke("a");
         assert_eq!(holder(&reg, "read").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_plugin_of_higher_precedence_wins_a_shared_tool_name() {
+        let reg = Registry::new();
+        reg.install(PluginRef::native("shipped"), tools("shipped", &["count", "grep"])).unwrap();
+        reg.install(PluginRef::native("project"), tools("project", &["count"])).unwrap();
+        assert_eq!(holder(&reg, "count").as_deref(), Some("shipped"));
+        reg.set_precedence([("project".to_string(), 1)].into_iter().collect());
+        assert_eq!(holder(&reg, "count").as_deref(), Some("project"));
+        assert_eq!(holder(&reg, "grep").as_deref(), Some("shipped"));
+        let c = ToolConflict { tool: "count".into(), holder: "project".into(), refused: "shipped".into() };
+        assert_eq!(reg.snapshot().tool_conflicts, vec![c]);
+        // A reload of the shipped plugin does not take the name back.
+        reg.install(PluginRef::native("shipped"), tools("shipped", &["count", "grep"])).unwrap();
+        assert_eq!(holder(&reg, "count").as_deref(), Some("project"));
+        // Without the project plugin the shipped one has it again.
+        reg.revoke("project");
+        assert_eq!(holder(&reg, "count").as_deref(), Some("shipped"));
+        assert!(reg.snapshot().tool_conflicts.is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! before it names, priced with the adapter config's `prices` table.
 
 use anyhow::Result;
+use wharf_core::events::{Event, EventKind, PluginChange};
 
 use super::Chat;
 use crate::usage::{self, UsageSummary};
@@ -73,7 +74,7 @@ impl Chat {
         let host = &self.host;
         let switched =
             tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(host.switch_model(arg)));
-        let (adapter, model) = match switched {
+        let (adapter, model, warning) = match switched {
             Ok(m) => m,
             Err(e) => {
                 self.out.line(&self.out.warn(&format!("/model: {}", crate::output::error_text(&e))));
@@ -91,9 +92,66 @@ impl Chat {
         if let Some(agent) = &self.agent {
             self.host.log_model(agent.log(), "change")?;
         }
+        if let Some(w) = warning {
+            self.out.line(&self.out.warn(&format!("/model: {w}")));
+        }
         self.out.line(&self.out.dim(&format!("model: {adapter}/{model}")));
         Ok(())
     }
+
+    /// Announces a reload that kept the component and changed only its
+    /// config (a `plugin/loaded` and `plugin/unloaded` pair of one digest)
+    /// as `↻ config of ID changed (from FILE)`, once; `true` when `ev` was
+    /// such a pair's half (then it is not rendered as a load or unload).
+    /// A change `/model` or `/permissions` made is reported by the command.
+    pub(super) fn config_reload_notice(&mut self, ev: &Event) -> bool {
+        let history = self.host.plugins.history();
+        match &ev.kind {
+            EventKind::PluginLoaded(p) => {
+                if !same_component_reload(&history, p) {
+                    return false;
+                }
+                let from = match self.host.take_reload_cause(&p.id) {
+                    Some(None) => return true,
+                    Some(Some(files)) => format!(" (from {files})"),
+                    None => String::new(),
+                };
+                self.end_stream();
+                self.out.line(&self.out.dim(&format!("↻ config of {} changed{from}", p.id)));
+                true
+            }
+            EventKind::PluginUnloaded(p) => {
+                let at = history.iter().rposition(|e| matches!(e, EventKind::PluginUnloaded(u) if u == p));
+                at.and_then(|i| i.checked_sub(1)).and_then(|i| history.get(i)).is_some_and(
+                    |e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest == p.digest),
+                )
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `loaded` replaced a version of the same component (digest): the
+/// plugin's previous `plugin/loaded` in `history` has that digest and no
+/// `plugin/unloaded` of it came between.
+fn same_component_reload(history: &[EventKind], loaded: &PluginChange) -> bool {
+    let Some(at) = history.iter().rposition(|e| matches!(e, EventKind::PluginLoaded(l) if l == loaded)) else {
+        return false;
+    };
+    for e in history[..at].iter().rev() {
+        match e {
+            EventKind::PluginLoaded(l) if l.id == loaded.id => return l.digest == loaded.digest,
+            EventKind::PluginUnloaded(u) if u.id == loaded.id => {
+                // The unload that follows a same-digest load is part of it.
+                continue;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+impl Chat {
 
     fn show_model_status(&self) {
         self.show_model();
