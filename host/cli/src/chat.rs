@@ -591,6 +591,8 @@ impl Chat {
     fn ask(&self, p: &PendingApproval) {
         let r = &p.request;
         let o = &self.out;
+        // Before the question shows: a key pressed once it is seen answers.
+        o.answer_keys(!self.why);
         let (head, body) = render::approval_text(r, &self.host.workspace, o.color);
         o.line(&o.warn(&format!("⚠ approval needed: {head}")));
         if !r.reason.is_empty() {
@@ -628,6 +630,8 @@ impl Chat {
             Some(Answer::Decided(outcome)) => send(p, outcome, None),
             Some(Answer::Why(Some(note))) => send(p, ApprovalOutcome::Rejected, Some(note)),
             Some(Answer::Why(None)) => {
+                // Before the text: keys typed once it shows are the note.
+                o.answer_keys(false);
                 o.line(&o.dim("  why not? Type a note for the model and press Enter (it is sent with the rejection)"));
                 o.prompt(&o.bold("  why? › "));
                 self.why = true;
