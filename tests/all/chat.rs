@@ -686,7 +686,7 @@ dirs = ["${{workspace}}:ro"]
     assert!(!logged.contains('\x1b'), "colour in the log file: {logged:?}");
     // The old version still answers.
     t.line("count the readme");
-    t.expect("⏺ word_count README.md");
+    t.expect("⏺ word_count path=README.md");
     t.expect("⎿ ok");
     t.expect("Counted.");
     t.expect("— completed");
