@@ -666,7 +666,10 @@ dirs = ["${{workspace}}:ro"]
     let p = e.profile("breaks", &turns, false);
     let mut t = e.chat(&p.display().to_string(), &[]);
     t.expect("› ");
-    std::fs::write(&text, b"garbage, not wasm at all").unwrap_or_else(|e| panic!("{e}"));
+    // Replaced in one step, as a build would: one broken version.
+    let tmp = comp.path().join("text.wasm.new");
+    std::fs::write(&tmp, b"garbage, not wasm at all").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, &text).unwrap_or_else(|e| panic!("{e}"));
     t.expect("⚠ text: new version ");
     t.expect("failed to load (");
     t.expect("the previous version ");
