@@ -352,7 +352,7 @@ text = "All done."
     let mut t = e.chat(&p.display().to_string(), &[]);
     t.expect("› ");
     t.line("write three files");
-    t.expect("approval needed: write(");
+    t.expect("approval needed: write a.txt");
     t.expect("writes need approval");
     t.expect("allow? [y]es once");
     t.line("maybe");
@@ -640,4 +640,152 @@ text = "Noted."
     let first_result = events.iter().position(|v| v["type"] == "tool/result").unwrap_or(usize::MAX);
     let first_chunk = events.iter().position(|v| v["type"] == "assistant/chunk").unwrap_or(0);
     assert!(first_result < first_chunk, "the read ran after the model was asked");
+}
+
+/// Hardening 3, item 2: a component that breaks mid-session is one notice
+/// on the chat screen ("… the previous version keeps serving"), not the log
+/// lines of every retry; the log, with the details, is in
+/// `~/.wharf/logs/chat.log`; and the previous version does keep serving.
+#[test]
+fn a_component_breaking_mid_session_is_one_notice_and_the_details_go_to_the_log() {
+    let e = env();
+    let comp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let text = comp.path().join("text.wasm");
+    std::fs::copy(wharf_tests::plugin("text"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let turns = format!(
+        r#"
+[[plugin.config.turns]]
+tool_calls = [{{ name = "word_count", arguments = {{ path = "README.md" }} }}]
+[[plugin.config.turns]]
+text = "Counted."
+
+[[plugin]]
+id = "text"
+path = "{}"
+[plugin.grant]
+dirs = ["${{workspace}}:ro"]
+"#,
+        text.display()
+    );
+    let p = e.profile("breaks", &turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    // Replaced in one step, as a build would: one broken version.
+    let tmp = comp.path().join("text.wasm.new");
+    std::fs::write(&tmp, b"garbage, not wasm at all").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&tmp, &text).unwrap_or_else(|e| panic!("{e}"));
+    t.expect("⚠ text: new version ");
+    t.expect("failed to load (");
+    t.expect("the previous version ");
+    t.expect("keeps serving · details in ~/.wharf/logs/chat.log");
+    // Every retry (with backoff) has failed and been logged by now.
+    let log = e.home.path().join(".wharf/logs/chat.log");
+    let deadline = Instant::now() + TIMEOUT;
+    let logged = loop {
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        if l.contains("waiting for the next change") {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "the retries did not end; log:\n{l}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(logged.contains("reload of `text` failed (attempt 1"), "{logged}");
+    assert!(!logged.contains('\x1b'), "colour in the log file: {logged:?}");
+    // The old version still answers.
+    t.line("count the readme");
+    t.expect("⏺ word_count path=README.md");
+    t.expect("⎿ ok");
+    t.expect("Counted.");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    let screen = t.screen();
+    assert_eq!(screen.matches("failed to load").count(), 1, "one notice per failed version:\n{screen}");
+    assert!(!screen.contains("WARN") && !screen.contains("wharf_runtime"), "log lines on the chat screen:\n{screen}");
+    let stamp = screen.lines().find(|l| l.len() > 20 && l.as_bytes()[4] == b'-' && l.get(10..11) == Some("T"));
+    assert!(stamp.is_none(), "a timestamped line on the chat screen: {stamp:?}");
+}
+
+/// Hardening 3, item 2: commands that log to stderr write no colour codes
+/// when stderr is not a terminal.
+#[test]
+fn log_lines_on_a_piped_stderr_have_no_colour() {
+    let e = env();
+    let p = e.profile("plainlog", "[[plugin.config.turns]]\ntext = \"Hi.\"\n", false);
+    let out = wharf_tests::wharf(e.home.path())
+        .args(["run", "--profile", &p.display().to_string(), "--session-dir", &e.sessions.display().to_string()])
+        .arg("hello")
+        .current_dir(e.ws.path())
+        .env("WHARF_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("DEBUG"), "no log lines at debug level:\n{stderr}");
+    assert!(!stderr.contains('\x1b'), "ANSI colour on a piped stderr:\n{stderr:?}");
+}
+
+/// Hardening 3, item 4: an approval shows the diff of a write (not its raw
+/// JSON), one key answers it, and `t` rejects with a note that reaches the
+/// model in the tool result of its next request.
+#[test]
+fn approvals_show_the_diff_take_one_key_and_tell_the_model_why() {
+    let e = env();
+    std::fs::write(e.ws.path().join("notes.md"), "# Notes\nold line\n").unwrap_or_else(|e| panic!("{e}"));
+    let turns = r##"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "notes.md", content = "# Notes\nnew line\n" } }]
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "b.txt", content = "b\n" } }]
+[[plugin.config.turns]]
+text = "Written."
+"##;
+    let p = e.profile("why", turns, true);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("update the notes");
+    t.expect("⚠ approval needed: write notes.md (2 lines)");
+    t.expect("reason: writes need approval");
+    t.expect("--- a/notes.md");
+    t.expect("@@ -1,2 +1,2 @@");
+    t.expect("-old line");
+    t.expect("+new line");
+    t.expect("[t]ell the model why");
+    // One key, no Enter.
+    t.send("t");
+    t.expect("why?");
+    t.line("keep the old line, the index links to it");
+    t.expect("rejected (by chat(user)) — keep the old line, the index links to it");
+    t.expect("The tool said: ");
+    t.expect("keep the old line, the index links to it");
+    t.expect("— completed");
+    t.line("then write b");
+    t.expect("approval needed: write b.txt (1 lines)");
+    t.expect("+++ b/b.txt (new file)");
+    t.expect("+b");
+    t.expect("[t]ell the model why");
+    t.send("y");
+    t.expect("allowed once (by chat(user))");
+    t.expect("Written.");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    let screen = t.screen();
+    assert!(!screen.contains("write({"), "raw JSON arguments on screen:\n{screen}");
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("notes.md")).unwrap_or_default(), "# Notes\nold line\n");
+    assert!(e.ws.path().join("b.txt").exists());
+    // What the model was sent: the rejection with the note.
+    let events = e.events();
+    let result = events.iter().find(|v| v["type"] == "tool/result").cloned().unwrap_or_default();
+    let content = result["data"]["content"].as_str().unwrap_or_default();
+    assert!(content.contains("rejected") && content.contains("the index links to it"), "{content}");
+    let echoed = events
+        .iter()
+        .filter(|v| v["type"] == "assistant/message")
+        .filter_map(|v| v["data"]["content"].as_str())
+        .any(|c| c.starts_with("The tool said: ") && c.contains("the index links to it"));
+    assert!(echoed, "the model's next request did not carry the note");
 }

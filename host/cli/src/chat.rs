@@ -13,8 +13,11 @@
 //! - **`@path`** attaches a workspace file: the agent reads it through the
 //!   `read` tool before the first model request (`wharf_core::attach`).
 //!
-//! - **Approvals** (a policy's `ask`) are answered at the prompt: `y` allows
-//!   once, `a` allows the tool for the rest of the session, `n` rejects.
+//! - **Approvals** (a policy's `ask`) show what would run (the diff of a
+//!   `write` or `edit`, the command of `bash`, else the arguments) and are
+//!   answered with one key: `y` allows once, `a` allows the tool for the rest
+//!   of the session, `n` rejects, `t` rejects with a note for the model (the
+//!   next line; it is in the tool result the model sees).
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -118,6 +121,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         steers: HashMap::new(),
         bye: None,
         picker: Vec::new(),
+        why: false,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
@@ -275,6 +279,13 @@ impl Out {
         });
     }
 
+    /// Whether the answer keys of an approval question answer at once.
+    fn answer_keys(&self, on: bool) {
+        if let Some(p) = &self.prompt {
+            p.lock().unwrap_or_else(|e| e.into_inner()).answer_keys = on;
+        }
+    }
+
     /// A prompt without a line editor (the editor draws its own).
     fn prompt(&self, s: &str) {
         if self.screen.is_some() {
@@ -312,6 +323,8 @@ struct Chat {
     bye: Option<String>,
     /// Session ids a bare `/resume` offered, by number (the next line picks).
     picker: Vec<String>,
+    /// The next line is the note of a rejection (`t` at an approval question).
+    why: bool,
 }
 
 impl Chat {
@@ -386,8 +399,11 @@ impl Chat {
         let mut show_prompt = true;
         let mut quit_after_turn = false;
         let mut ctrl_c = false;
+        // Warnings logged meanwhile (the log itself goes to a file).
+        let mut notices = crate::output::take_notices().unwrap_or_else(|| mpsc::channel(1).1);
         loop {
             if asking.is_none() {
+                self.why = false;
                 asking = next_question(&mut queue);
                 if let Some(p) = &asking {
                     self.ask(p);
@@ -472,6 +488,7 @@ impl Chat {
                 Some(p) = approvals.recv() => {
                     queue.push_back(p);
                 }
+                Some(n) = notices.recv() => self.notice(&n),
                 line = input.recv() => {
                     let line = match line {
                         Some(Input::Line(l)) => Some(l),
@@ -495,17 +512,7 @@ impl Chat {
                         return self.quit(None).await;
                     };
                     if let Some(p) = asking.take() {
-                        match answer(&line) {
-                            Some(outcome) => {
-                                let by = "chat(user)".to_string();
-                                let _ = p.reply.send(Approval { outcome, by, note: None });
-                            }
-                            None => {
-                                self.out.line(&self.out.warn("please answer y (yes, once), a (always) or n (no)"));
-                                self.ask(&p);
-                                asking = Some(p);
-                            }
-                        }
+                        asking = self.reply(p, &line);
                         continue;
                     }
                     match self.handle_line(&line, running.is_some()) {
@@ -547,8 +554,17 @@ impl Chat {
         if self.config_reload_notice(ev) {
             return;
         }
+        if let EventKind::PluginReloadFailed(p) = &ev.kind {
+            self.render.serving = self.host.plugins.versions().get(&p.id).map(|v| v.digest.clone());
+        }
         let render = &mut self.render;
         self.out.draw(|o| render.render(ev, o));
+    }
+
+    /// A warning from the log (the details are in the log file), as one line.
+    fn notice(&mut self, text: &str) {
+        self.end_stream();
+        self.out.line(&self.out.warn(&format!("⚠ {text}")));
     }
 
     fn end_stream(&mut self) {
@@ -562,8 +578,11 @@ impl Chat {
         if self.out.prompt.is_none() {
             return;
         }
-        let left = if asking {
-            "allow? [y/a/n] › "
+        self.out.answer_keys(asking && !self.why);
+        let left = if asking && self.why {
+            "why? › "
+        } else if asking {
+            "allow? [y/a/n/t] › "
         } else if running {
             "↳ "
         } else {
@@ -572,21 +591,64 @@ impl Chat {
         self.out.set_prompt(&self.out.bold(left), &self.out.dim(&self.status_line()));
     }
 
+    /// Shows an approval question: the call's summary, why the policies
+    /// ask, what would run, and the answers.
     fn ask(&self, p: &PendingApproval) {
         let r = &p.request;
-        let args = serde_json::to_string(&r.arguments).unwrap_or_default();
         let o = &self.out;
-        o.line(&o.warn(&format!("⚠ approval needed: {}({})", r.tool, one_line(&args, 160))));
+        // Before the question shows: a key pressed once it is seen answers.
+        o.answer_keys(!self.why);
+        let (head, body) = render::approval_text(r, &self.host.workspace, o.color);
+        o.line(&o.warn(&format!("⚠ approval needed: {head}")));
         if !r.reason.is_empty() {
             o.line(&o.dim(&format!("  reason: {}", r.reason)));
         }
-        let question = "  allow? [y]es once · [a]lways this session · [n]o › ";
+        for line in body {
+            o.line(&line);
+        }
+        let question = "  allow? [y]es once · [a]lways this session · [n]o · [t]ell the model why (no, with a note) › ";
         if o.screen.is_some() {
             // The editor's prompt asks; the question stays on screen.
             o.line(&o.bold(question.trim_end_matches(" › ")));
         } else {
             o.prompt(&o.bold(question));
         }
+    }
+
+    /// Handles a line (or an answer key) while question `p` waits; returns
+    /// `p` when it still waits (an unclear answer, or `t`: the note comes
+    /// next).
+    fn reply(&mut self, p: PendingApproval, line: &str) -> Option<PendingApproval> {
+        let send = |p: PendingApproval, outcome, note: Option<String>| {
+            let _ = p.reply.send(Approval { outcome, by: "chat(user)".into(), note });
+        };
+        if std::mem::take(&mut self.why) {
+            let note = line.trim();
+            send(p, ApprovalOutcome::Rejected, (!note.is_empty()).then(|| note.to_string()));
+            return None;
+        }
+        let o = &self.out;
+        if line.trim().is_empty() {
+            return Some(p);
+        }
+        match answer(line) {
+            Some(Answer::Decided(outcome)) => send(p, outcome, None),
+            Some(Answer::Why(Some(note))) => send(p, ApprovalOutcome::Rejected, Some(note)),
+            Some(Answer::Why(None)) => {
+                // Before the text: keys typed once it shows are the note.
+                o.answer_keys(false);
+                o.line(&o.dim("  why not? Type a note for the model and press Enter (it is sent with the rejection)"));
+                o.prompt(&o.bold("  why? › "));
+                self.why = true;
+                return Some(p);
+            }
+            None => {
+                o.line(&o.warn("please answer y (yes, once), a (always), n (no) or t (no, and tell the model why)"));
+                self.ask(&p);
+                return Some(p);
+            }
+        }
+        None
     }
 
     /// `/compact`: the compactor summarises all but the latest exchange; the
@@ -872,11 +934,25 @@ fn next_question(queue: &mut VecDeque<PendingApproval>) -> Option<PendingApprova
     None
 }
 
-fn answer(line: &str) -> Option<ApprovalOutcome> {
-    match line.trim().to_ascii_lowercase().as_str() {
-        "y" | "yes" => Some(ApprovalOutcome::AllowedOnce),
-        "a" | "always" => Some(ApprovalOutcome::AllowedForSession),
-        "n" | "no" => Some(ApprovalOutcome::Rejected),
+/// An answer to an approval question.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Decided(ApprovalOutcome),
+    /// Reject and tell the model why: the note, or `None` when it comes on
+    /// the next line.
+    Why(Option<String>),
+}
+
+/// `y`, `a`, `n` (or the words), `t` alone or `t NOTE`.
+fn answer(line: &str) -> Option<Answer> {
+    let line = line.trim();
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim();
+    match (word.to_ascii_lowercase().as_str(), rest.is_empty()) {
+        ("y" | "yes", true) => Some(Answer::Decided(ApprovalOutcome::AllowedOnce)),
+        ("a" | "always", true) => Some(Answer::Decided(ApprovalOutcome::AllowedForSession)),
+        ("n" | "no", true) => Some(Answer::Decided(ApprovalOutcome::Rejected)),
+        ("t" | "tell", _) => Some(Answer::Why((!rest.is_empty()).then(|| rest.to_string()))),
         _ => None,
     }
 }
@@ -893,9 +969,12 @@ mod tests {
 
     #[test]
     fn answers() {
-        assert_eq!(answer("y"), Some(ApprovalOutcome::AllowedOnce));
-        assert_eq!(answer(" Always "), Some(ApprovalOutcome::AllowedForSession));
-        assert_eq!(answer("n"), Some(ApprovalOutcome::Rejected));
+        assert_eq!(answer("y"), Some(Answer::Decided(ApprovalOutcome::AllowedOnce)));
+        assert_eq!(answer(" Always "), Some(Answer::Decided(ApprovalOutcome::AllowedForSession)));
+        assert_eq!(answer("n"), Some(Answer::Decided(ApprovalOutcome::Rejected)));
+        assert_eq!(answer("t"), Some(Answer::Why(None)));
+        assert_eq!(answer("t  use docs/ instead "), Some(Answer::Why(Some("use docs/ instead".into()))));
         assert_eq!(answer("maybe"), None);
+        assert_eq!(answer("yes please"), None);
     }
 }

@@ -29,7 +29,9 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "wharf", version, about, long_about = None)]
 struct Cli {
-    /// Log filter (e.g. `info`, `wharf_runtime=debug`); logs go to stderr.
+    /// Log filter (e.g. `info`, `wharf_runtime=debug`). Logs go to stderr,
+    /// except for `chat` and `web`: to `~/.wharf/logs/chat.log` or `web.log`
+    /// (warnings are also shown as one-line notices).
     #[arg(long, global = true, env = "WHARF_LOG", default_value = "warn")]
     log: String,
     #[command(subcommand)]
@@ -110,10 +112,13 @@ async fn on_worker<T: Send + 'static>(
 /// error.
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    // The chat screen and the web terminal show notices; the details go to a file.
+    let log_file = match cli.command {
+        Command::Chat(_) => Some("chat"),
+        Command::Web(_) => Some("web"),
+        _ => None,
+    };
+    output::init_logging(&cli.log, log_file);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -124,6 +124,42 @@ fn ui_router() -> Router {
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
 }
 
+/// `wharf web` logs to a file; its terminal gets one line per warning and
+/// per failed plugin version (not per retry), saying what keeps serving.
+fn spawn_notices(host: &HostCtx) {
+    let mut notices = crate::output::take_notices();
+    let mut changes = host.plugins.subscribe();
+    let plugins = host.plugins.clone();
+    tokio::spawn(async move {
+        let mut failed = std::collections::HashSet::new();
+        loop {
+            let line = tokio::select! {
+                Some(n) = async { match notices.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => n,
+                r = changes.recv() => match r {
+                    Ok(wharf_core::events::EventKind::PluginReloadFailed(p)) => {
+                        if failed.len() >= 1024 {
+                            failed.clear();
+                        }
+                        if !failed.insert((p.id.clone(), p.digest.clone())) {
+                            continue;
+                        }
+                        let serving = plugins.versions().get(&p.id).map(|v| v.digest.clone());
+                        let log = crate::output::log_file_shown();
+                        crate::render::reload_failed_notice(&p, serving.as_deref(), log.as_deref())
+                    }
+                    Ok(wharf_core::events::EventKind::PluginLoaded(p) | wharf_core::events::EventKind::PluginUnloaded(p)) => {
+                        failed.retain(|(id, _)| *id != p.id);
+                        continue;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            };
+            eprintln!("wharf web: ⚠ {line}");
+        }
+    });
+}
+
 /// Starts the host and serves the API (and, for `web`, the UI) until Ctrl-C.
 pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Result<ExitCode> {
     let req = BindRequest {
@@ -170,6 +206,9 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         host.workspace.display(),
         host.store.root().display()
     );
+    if surface == Surface::Web {
+        spawn_notices(&host);
+    }
     let shutdown = CancellationToken::new();
     let cli = Arc::new(host::CliHost::new(host, net.max_steps));
     let options = ServeOptions { idle_timeout: idle, surface: surface.name().into(), ..ServeOptions::default() };

@@ -22,9 +22,9 @@ use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 
 use reedline::{
-    ColumnarMenu, Completer, EditCommand, Emacs, ExternalPrinter, FileBackedHistory, KeyCode, KeyModifiers,
+    ColumnarMenu, Completer, EditCommand, EditMode, Emacs, ExternalPrinter, FileBackedHistory, KeyCode, KeyModifiers,
     MenuBuilder, Prompt, PromptEditMode, PromptHistorySearch, PromptHistorySearchStatus, Reedline, ReedlineEvent,
-    ReedlineMenu, Signal, Span, Suggestion, default_emacs_keybindings,
+    ReedlineMenu, ReedlineRawEvent, Signal, Span, Suggestion, default_emacs_keybindings,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -57,7 +57,13 @@ pub(super) struct PromptState {
     pub(super) left: String,
     /// Right prompt: the status line.
     pub(super) right: String,
+    /// An approval question waits: its answer keys ([`ANSWER_KEYS`]) answer
+    /// at once, without Enter, when the input line is empty.
+    pub(super) answer_keys: bool,
 }
+
+/// The keys that answer an approval question on their own.
+pub(super) const ANSWER_KEYS: [char; 4] = ['y', 'a', 'n', 't'];
 
 /// Where chat writes and what it reads.
 pub(super) struct Terminal {
@@ -159,7 +165,7 @@ pub(super) fn history_path(home: &Path, workspace: &Path) -> PathBuf {
 /// Starts the input side: the line editor when stdin and stdout are a
 /// terminal, else the plain reader.
 pub(super) fn start(workspace: &Path) -> Terminal {
-    let prompt = Arc::new(Mutex::new(PromptState { left: "› ".into(), right: String::new() }));
+    let prompt = Arc::new(Mutex::new(PromptState { left: "› ".into(), ..PromptState::default() }));
     let (tx, rx) = mpsc::unbounded_channel();
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let stop = Arc::new(AtomicBool::new(false));
@@ -170,7 +176,8 @@ pub(super) fn start(workspace: &Path) -> Terminal {
     let history = std::env::var_os("HOME").map(|h| history_path(Path::new(&h), workspace));
     let printer = ExternalPrinter::<String>::new(1024);
     let sender = printer.sender();
-    let mut editor = build_editor(history.as_deref(), workspace.to_path_buf(), printer).with_break_signal(stop.clone());
+    let mut editor = build_editor(history.as_deref(), workspace.to_path_buf(), printer, prompt.clone())
+        .with_break_signal(stop.clone());
     let signal = editor.repaint_signal();
     let repaint: Arc<dyn Fn() + Send + Sync> = Arc::new(move || signal.request_repaint());
     let p = prompt.clone();
@@ -179,7 +186,12 @@ pub(super) fn start(workspace: &Path) -> Terminal {
     Terminal { input: rx, printer: Some(sender), prompt, repaint: Some(repaint), stop, thread: Some(thread) }
 }
 
-fn build_editor(history: Option<&Path>, workspace: PathBuf, printer: ExternalPrinter<String>) -> Reedline {
+fn build_editor(
+    history: Option<&Path>,
+    workspace: PathBuf,
+    printer: ExternalPrinter<String>,
+    prompt: Arc<Mutex<PromptState>>,
+) -> Reedline {
     let mut keys = default_emacs_keybindings();
     for (m, k) in [(KeyModifiers::ALT, KeyCode::Enter), (KeyModifiers::CONTROL, KeyCode::Char('j'))] {
         keys.add_binding(m, k, ReedlineEvent::Edit(vec![EditCommand::InsertNewline]));
@@ -190,8 +202,15 @@ fn build_editor(history: Option<&Path>, workspace: PathBuf, printer: ExternalPri
         ReedlineEvent::UntilFound(vec![ReedlineEvent::Menu("completion_menu".into()), ReedlineEvent::MenuNext]),
     );
     let menu = ColumnarMenu::default().with_name("completion_menu");
+    let mut answering = keys.clone();
+    for c in ANSWER_KEYS {
+        for m in [KeyModifiers::NONE, KeyModifiers::SHIFT] {
+            answering.add_binding(m, KeyCode::Char(c), ReedlineEvent::ExecuteHostCommand(c.to_string()));
+        }
+    }
+    let modes = AnswerKeys { typing: Emacs::new(keys), answering: Emacs::new(answering), prompt };
     let mut editor = Reedline::create()
-        .with_edit_mode(Box::new(Emacs::new(keys)))
+        .with_edit_mode(Box::new(modes))
         .with_completer(Box::new(PathCompleter { workspace }))
         .with_menu(ReedlineMenu::EngineCompleter(Box::new(menu)))
         .use_bracketed_paste(true)
@@ -224,6 +243,15 @@ fn run_editor(
             Ok(Signal::Success(text)) => Input::Line(bounded(&text)),
             Ok(Signal::CtrlC) => Input::Interrupt,
             Ok(Signal::CtrlD) => Input::Eof,
+            // An answer key: the answer, unless a line is being typed.
+            Ok(Signal::HostCommand(key)) => {
+                if editor.current_buffer_contents().is_empty() {
+                    Input::Line(key)
+                } else {
+                    editor.run_edit_commands(&[EditCommand::InsertString(key)]);
+                    continue;
+                }
+            }
             Ok(_) => continue,
             Err(e) => {
                 eprintln!("wharf: line editor: {e}");
@@ -234,6 +262,28 @@ fn run_editor(
         if tx.send(input).is_err() || eof {
             return;
         }
+    }
+}
+
+/// The editing keys, or while an approval question waits, the same keys
+/// with [`ANSWER_KEYS`] answering it.
+struct AnswerKeys {
+    typing: Emacs,
+    answering: Emacs,
+    prompt: Arc<Mutex<PromptState>>,
+}
+
+impl EditMode for AnswerKeys {
+    fn parse_event(&mut self, event: ReedlineRawEvent) -> ReedlineEvent {
+        if self.prompt.lock().unwrap_or_else(|e| e.into_inner()).answer_keys {
+            self.answering.parse_event(event)
+        } else {
+            self.typing.parse_event(event)
+        }
+    }
+
+    fn edit_mode(&self) -> PromptEditMode {
+        self.typing.edit_mode()
     }
 }
 

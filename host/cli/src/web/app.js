@@ -458,14 +458,24 @@ function apply(s, ev) {
       sys(`model request failed (${d.code}), retry ${d.attempt} in ${d.delay_ms} ms: ${d.message || ''}`);
       break;
     case 'plugin/loaded':
+      s.failedVersions?.forEach((k) => { if (k.startsWith(`${d.id}\n`)) s.failedVersions.delete(k); });
       sys(`plugin ${d.id} loaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
       break;
     case 'plugin/unloaded':
+      s.failedVersions?.forEach((k) => { if (k.startsWith(`${d.id}\n`)) s.failedVersions.delete(k); });
       sys(`plugin ${d.id} unloaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
       break;
-    case 'plugin/reload-failed':
-      sys(`plugin ${d.id} reload failed: ${d.error || ''}`, 'sys-plugin failed');
+    case 'plugin/reload-failed': {
+      // A broken file is retried several times: one line per failed version.
+      s.failedVersions ??= new Set();
+      const key = `${d.id}\n${d.digest || ''}`;
+      if (s.failedVersions.has(key)) break;
+      s.failedVersions.add(key);
+      const why = (d.error || '').split('\n').find((l) => l.trim()) || '';
+      const version = d.digest ? ` ${d.digest.slice(0, 12)}` : '';
+      sys(`plugin ${d.id}: new version${version} failed to load (${why}); a version already loaded keeps serving`, 'sys-plugin failed');
       break;
+    }
     case 'mcp/status':
       sys(`MCP server ${d.server}: ${d.state}${d.tools ? ` (${d.tools.length} tools)` : ''}${d.error ? ` — ${d.error}` : ''}`, `sys-mcp ${d.state}`);
       break;
