@@ -667,9 +667,7 @@ fn numbered_component(exports: &[(&str, &[&str])]) -> Vec<u8> {
             items.push_str(&format!("(instance $x{e} {})\n(export \"{name}\" (instance $x{e}))\n", inner.join(" ")));
         }
     }
-    let wat = format!(
-        "(component\n(core module $m\n{core})\n(core instance $i (instantiate $m))\n{lifts}{items})"
-    );
+    let wat = format!("(component\n(core module $m\n{core})\n(core instance $i (instantiate $m))\n{lifts}{items})");
     wat::parse_str(&wat).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -696,8 +694,7 @@ fn same_named_interfaces_in_two_packages_get_package_qualified_tools() {
     let (code, out, err) = run(home.path(), &["plugin", "inspect", &file.display().to_string(), "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-    let mut names: Vec<&str> =
-        v["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    let mut names: Vec<&str> = v["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     names.sort();
     assert_eq!(names, ["alpha_wave", "beta_ping", "generic_alpha_greet", "hello", "other_alpha_greet"]);
     // A qualified function is shown by its export's full name.

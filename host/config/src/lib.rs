@@ -156,8 +156,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
 pub use crate::schema::{
-    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MAX_TOOLS_PER_PLUGIN_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT, TIMEOUT_MS_LIMIT,
-    TOOL_POOL_LIMIT,
+    BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MAX_TOOLS_PER_PLUGIN_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT,
+    TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
 };
 pub use crate::vars::{VARIABLES, VarError, Vars, resolve_env};
 

@@ -312,7 +312,9 @@ fn assign_names(found: &mut [GenericFunction]) -> Result<(), String> {
                 let (a, b) = (shown(members[0]), shown(members[1]));
                 let any_qualified = members.iter().any(|&i| !found[i].qualified.is_empty());
                 let why = if any_qualified { ", even with their package and version in the name" } else { "" };
-                return Err(format!("functions `{a}` and `{b}` both become the tool `{name}`{why}; tool names must be unique"));
+                return Err(format!(
+                    "functions `{a}` and `{b}` both become the tool `{name}`{why}; tool names must be unique"
+                ));
             }
         }
     }
