@@ -406,6 +406,7 @@ fn wrong_types_and_values_are_located() {
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nhosts = [\"http://x\"]\n", 5, "bad host pattern"),
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nsandbox = \"maybe\"\n", 5, "\"required\", \"off\""),
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nmemory_mb = 0\n", 5, "between 1 and"),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\non_invalid_config = \"ignore\"\n", 4, "\"deny\", \"keep\""),
         (
             "[[plugin]]\nid = \"a\"\npath = \"x\"\n\n[[plugin]]\nid = \"a\"\npath = \"y\"\n",
             6,
@@ -657,4 +658,18 @@ fn bad_mcp_rows_are_located() {
     check("[[mcp]]\nname = \"a\"\ncommand = \"x\"\ntool_timeout_ms = 0\n", 4, 19, "between 1 and");
     // `${env:…}` only where secrets go.
     check("[[mcp]]\nname = \"a\"\ncommand = \"${env:X}\"\n", 3, 11, "only allowed in the `env` and `headers`");
+}
+
+#[test]
+fn on_invalid_config_is_a_row_setting_deny_by_default() {
+    let env = Env::new();
+    let profile = env.write("base.toml", BASE);
+    let mut opts = env.opts(profile.to_str().unwrap_or_default());
+    let c = env.load(&opts);
+    assert_eq!(c.plugin("fs").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Deny));
+    assert!(!c.dump().contains("on_invalid_config"), "the default is not dumped");
+    opts.overrides = vec!["plugin.fs.on_invalid_config=keep".into()];
+    let c = env.load(&opts);
+    assert_eq!(c.plugin("fs").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Keep));
+    assert_eq!(c.plugin("llm").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Deny));
 }
