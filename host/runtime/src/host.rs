@@ -417,6 +417,9 @@ impl PluginHost {
         let id = spec.id.clone();
         let mode = spec.on_invalid_config;
         let new_config = config_digest(&spec.config);
+        // The component's own words, without the file name in front.
+        let prefix = format!("{}: ", spec.path.display());
+        let error = error.strip_prefix(prefix.as_str()).unwrap_or(error);
         let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
         let old = {
             let mut st = self.lock();
