@@ -125,7 +125,14 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn load(rt: &Runtime, plugin: &str, config: Value, grant: Grant) -> Result<Arc<PluginVersion>, String> {
-    let spec = PluginSpec { id: plugin.into(), path: wharf_tests::plugin(plugin), config, grant, warm: false };
+    let spec = PluginSpec {
+        id: plugin.into(),
+        path: wharf_tests::plugin(plugin),
+        config,
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     rt.load(&spec).map_err(|e| e.to_string())
 }
 

@@ -51,6 +51,7 @@ fn setup() -> Ws {
         config: json!({}),
         grant,
         warm: false,
+        on_invalid_config: Default::default(),
     };
     let v = runtime().load(&spec).unwrap_or_else(|e| panic!("load evil-fs: {e}"));
     Ws { _tmp: tmp, outer, ws, v }

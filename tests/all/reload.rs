@@ -20,7 +20,7 @@ use wharf_core::store::{NewSession, Store};
 use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::host::PluginHost;
-use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
 
 /// A model whose replies the test hands over step by step.
 struct ControlledModel {
@@ -146,7 +146,14 @@ fn variant(base: &[u8], generation: u32) -> Vec<u8> {
 }
 
 fn spec(id: &str, path: &Path, config: Value, grant: Grant) -> PluginSpec {
-    PluginSpec { id: id.into(), path: path.to_path_buf(), config, grant, warm: false }
+    PluginSpec {
+        id: id.into(),
+        path: path.to_path_buf(),
+        config,
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    }
 }
 
 /// Forwards plugin changes into the session log, as the CLI does.
@@ -631,7 +638,7 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
     replace(&first, &next);
     let digest = wharf_runtime::cache::digest(&next);
     wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "first" && c.digest == digest)).await;
-    assert_eq!(owner("symlink"), Some(wharf_core::plugin::PluginRef { id: "first".into(), digest }));
+    assert_eq!(owner("symlink").map(|p| (p.id, p.digest)), Some(("first".into(), digest)));
     assert_eq!(owner("second_only").map(|p| p.id).as_deref(), Some("second"));
 
     // One plugin naming a tool twice is refused at load, saying so.
@@ -682,4 +689,248 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() {
         assert!(std::time::Instant::now() < deadline, "no plugin/reload-failed in the log");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// One policy row whose `config` is the JSON in `conf`, as a profile row's
+/// `[plugin.config]` would be, with `on_invalid_config = mode`.
+fn policy_row(id: &str, component: PathBuf, conf: &Path, mode: OnInvalidConfig) -> wharf_runtime::host::SpecSource {
+    let (id, conf) = (id.to_string(), conf.to_path_buf());
+    Arc::new(move || {
+        let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        let mut s = spec(&id, &component, config, Grant::default());
+        s.on_invalid_config = mode;
+        Ok(vec![s])
+    })
+}
+
+/// An event as it is on the wire (`{"type", "data"}`).
+fn wire(e: &EventKind) -> Value {
+    serde_json::to_value(e).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn change_of<'a>(e: &'a EventKind, ty: &str, id: &str) -> Option<&'a wharf_core::events::PluginChange> {
+    match e {
+        EventKind::PluginLoaded(c) if ty == "plugin/loaded" && c.id == id => Some(c),
+        EventKind::PluginReloadFailed(c) if ty == "plugin/reload-failed" && c.id == id => Some(c),
+        _ => None,
+    }
+}
+
+/// Waits for the `ty` event of row `id` whose wire `data` satisfies `pred`.
+async fn wait_row(
+    rx: &mut tokio::sync::broadcast::Receiver<EventKind>,
+    ty: &str,
+    id: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let ev = wait_for(rx, |e| change_of(e, ty, id).is_some() && pred(&wire(e)["data"])).await;
+    wire(&ev)["data"].clone()
+}
+
+/// Issue 36, item 19: two configs of one policy component are two versions
+/// in the log — `plugin/loaded` names each config (digest and generation)
+/// and every vote names the config that decided it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() {
+    let f = fixture();
+    let conf = f.dir.join("pol.json");
+    let (allow, deny) = (json!({"decision": "allow"}), json!({"decision": "deny", "reason": "v2 says no"}));
+    std::fs::write(&conf, allow.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let pol = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
+    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+        let mut specs = vec![spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default())];
+        specs.extend(pol()?);
+        Ok(specs)
+    });
+    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut plugin_events = f.host.subscribe();
+
+    let (tx, rx) = mpsc::unbounded_channel();
+    let model = Arc::new(ControlledModel {
+        plugin: PluginRef::native("model"),
+        replies: tokio::sync::Mutex::new(rx),
+        requests: Mutex::new(Vec::new()),
+    });
+    f.registry
+        .install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    log_plugin_events(&f.host, &log);
+    let agent =
+        Agent::new(log.clone(), f.registry.clone(), Arc::new(HeadlessApprover::default()), AgentConfig::default());
+    let _ = tx.send(call("c1", "echo", json!({"text": "one"})));
+    let _ = tx.send(stop("ok"));
+    agent.prompt("one").await.unwrap_or_else(|e| panic!("{e}"));
+    // The operator edits the policy's config (the component is unchanged).
+    std::fs::write(&conf, deny.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let deny_digest = wharf_runtime::component::config_digest(&deny);
+    wait_row(&mut plugin_events, "plugin/loaded", "pol", |d| d["config"] == json!(deny_digest)).await;
+    let _ = tx.send(call("c2", "echo", json!({"text": "two"})));
+    let _ = tx.send(stop("ok"));
+    agent.prompt("two").await.unwrap_or_else(|e| panic!("{e}"));
+
+    let events: Vec<Value> = f
+        .store
+        .load(log.id())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let loaded: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "pol")
+        .map(|e| &e["data"])
+        .collect();
+    assert_eq!(loaded.len(), 2, "{loaded:?}");
+    let allow_digest = wharf_runtime::component::config_digest(&allow);
+    assert_eq!((&loaded[0]["config"], &loaded[0]["generation"]), (&json!(allow_digest), &json!(1)), "{loaded:?}");
+    assert_eq!((&loaded[1]["config"], &loaded[1]["generation"]), (&json!(deny_digest), &json!(2)), "{loaded:?}");
+    // Same component: only the config tells the two versions apart.
+    assert_eq!(loaded[0]["digest"], loaded[1]["digest"]);
+    let vote = |call: &str| {
+        let d = events
+            .iter()
+            .find(|e| e["type"] == "policy/decision" && e["data"]["call_id"] == call)
+            .unwrap_or_else(|| panic!("no decision for {call}"));
+        d["data"]["votes"][0].clone()
+    };
+    let (v1, v2) = (vote("c1"), vote("c2"));
+    assert_eq!((&v1["plugin"], &v1["config"]), (&json!("pol"), &json!(allow_digest)), "{v1}");
+    assert_eq!((&v2["plugin"], &v2["config"]), (&json!("pol"), &json!(deny_digest)), "{v2}");
+    assert_eq!(v2["decision"]["reason"], json!("v2 says no"), "{v2}");
+    // The old config's version is unloaded, naming its config.
+    assert!(
+        events.iter().any(|e| e["type"] == "plugin/unloaded" && e["data"]["config"] == json!(allow_digest)),
+        "no plugin/unloaded for the first config"
+    );
+}
+
+/// Issue 36, items 19 and 20: a policy config the component refuses fails
+/// closed (`on_invalid_config = "deny"`, the default) with a reason that says
+/// the config was refused — not that the component failed to load — and the
+/// log says when the period starts and ends; editing the config back to the
+/// loaded one is logged too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_logged() {
+    let f = fixture();
+    let conf = f.dir.join("rules.json");
+    let (good, bad) = (json!({"default": "allow"}), json!({}));
+    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Deny);
+    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+    assert_eq!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Allow);
+
+    std::fs::write(&conf, bad.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let bad_digest = wharf_runtime::component::config_digest(&bad);
+    let failed = wait_row(&mut events, "plugin/reload-failed", "rules", |_| true).await;
+    let msg = failed["error"].as_str().unwrap_or_default().to_string();
+    assert!(msg.contains("nothing configured") && msg.contains("was refused"), "{failed}");
+    assert!(!msg.contains("failed to load"), "the component did load: {failed}");
+    assert_eq!(
+        (&failed["config"], &failed["generation"], &failed["fail_closed"]),
+        (&json!(bad_digest), &json!(2), &json!(true))
+    );
+    // Every call is denied meanwhile, saying why truthfully; the vote names
+    // the refused config.
+    let reason = deny_reason(&decide(&f.registry, "rules", "write").await);
+    assert!(reason.contains("new config was refused") && reason.contains("nothing configured"), "{reason}");
+    assert!(!reason.contains("failed to load"), "{reason}");
+    let snap = f.registry.snapshot();
+    let pol = snap.policies.iter().find(|p| p.plugin().id == "rules").unwrap_or_else(|| panic!("no policy"));
+    assert_eq!(pol.plugin().config.as_deref(), Some(bad_digest.as_str()));
+
+    // Edited back to what is loaded: logged, and the fail-closed period ends.
+    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let good_digest = wharf_runtime::component::config_digest(&good);
+    let back = wait_row(&mut events, "plugin/loaded", "rules", |_| true).await;
+    assert_eq!(
+        (&back["config"], &back["generation"], &back["fail_closed"]),
+        (&json!(good_digest), &json!(3), &json!(false)),
+        "{back}"
+    );
+    assert_eq!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Allow);
+}
+
+/// Issue 36, item 20: with `on_invalid_config = "keep"` a refused config is
+/// logged and the last good config keeps deciding; the next valid config
+/// applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep() {
+    let f = fixture();
+    let conf = f.dir.join("rules.json");
+    let good = json!({"default": "allow"});
+    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Keep);
+    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = f.host.subscribe();
+
+    std::fs::write(&conf, "{}").unwrap_or_else(|e| panic!("{e}"));
+    let failed = wait_row(&mut events, "plugin/reload-failed", "rules", |_| true).await;
+    let msg = failed["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("was refused") && msg.contains("keeps deciding"), "{failed}");
+    assert_eq!(failed["fail_closed"], json!(false), "{failed}");
+    // The last good config still decides, and votes say so.
+    assert_eq!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Allow);
+    let good_digest = wharf_runtime::component::config_digest(&good);
+    assert_eq!(f.registry.version_of("rules").and_then(|p| p.config), Some(good_digest));
+
+    // A valid config applies.
+    let deny = json!({"default": "deny"});
+    std::fs::write(&conf, deny.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let deny_digest = wharf_runtime::component::config_digest(&deny);
+    wait_row(&mut events, "plugin/loaded", "rules", |d| d["config"] == json!(deny_digest)).await;
+    assert!(matches!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Deny { .. }));
+}
+
+/// Issue 36, item 21: a config-only change does not compile anything — it
+/// applies while the component's tier-up compile (and any load compile) is
+/// held — and the tier-up, once it runs, reaches the new version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_only_change_applies_while_compiles_are_held() {
+    if std::env::var("WHARF_TIERED").is_ok_and(|v| v == "0") {
+        wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    // An empty compile cache: the session's first seconds.
+    let rt = Runtime::new(RuntimeOptions { cache_dir: Some(dir.join("cache")), ..Default::default() })
+        .unwrap_or_else(|e| panic!("{e}"));
+    rt.enable_tiering();
+    let registry = Arc::new(Registry::new());
+    let host = PluginHost::new(rt.clone(), registry.clone());
+    let tier_up = rt.hold_tier_up();
+    let conf = dir.join("pol.json");
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let source = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
+    host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    let first_tier = host.versions().get("pol").map(|v| v.tier()).unwrap_or_else(|| panic!("not loaded"));
+    assert_eq!(rt.tier_up_pending(), 1, "the optimised compile should be queued");
+    let _watch = host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let mut events = host.subscribe();
+
+    // Nothing may compile from here on.
+    let loads = rt.hold_load_compiles();
+    std::fs::write(&conf, r#"{"decision": "deny", "reason": "new rules"}"#).unwrap_or_else(|e| panic!("{e}"));
+    let digest = wharf_runtime::component::config_digest(&json!({"decision": "deny", "reason": "new rules"}));
+    wait_row(&mut events, "plugin/loaded", "pol", |d| d["config"] == json!(digest)).await;
+    assert_eq!(deny_reason(&decide(&registry, "pol", "write").await), "new rules");
+    assert_eq!(rt.tier_up_pending(), 1, "the tier-up must still be waiting");
+
+    // Released, the tier-up reaches the version now serving.
+    drop((loads, tier_up));
+    let rt2 = rt.clone();
+    let done = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120)))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(done, "tier-up did not finish in 120 s");
+    let now = host.versions().get("pol").map(|v| v.tier()).unwrap_or_else(|| panic!("not loaded"));
+    assert_ne!(now, first_tier, "the tier-up did not reach the reconfigured version");
+    assert_eq!(deny_reason(&decide(&registry, "pol", "write").await), "new rules");
 }

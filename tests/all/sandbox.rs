@@ -20,8 +20,14 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
-    let spec =
-        PluginSpec { id: "evil".into(), path: wharf_tests::plugin("evil"), config: json!({}), grant, warm: false };
+    let spec = PluginSpec {
+        id: "evil".into(),
+        path: wharf_tests::plugin("evil"),
+        config: json!({}),
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     rt.load(&spec).unwrap_or_else(|e| panic!("load evil: {e}"))
 }
 
@@ -33,6 +39,7 @@ fn load_warm(rt: &Runtime) -> Arc<PluginVersion> {
         config: json!({}),
         grant: Grant::default(),
         warm: true,
+        on_invalid_config: Default::default(),
     };
     rt.load(&spec).unwrap_or_else(|e| panic!("load evil (warm): {e}"))
 }

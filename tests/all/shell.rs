@@ -23,7 +23,14 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn load(rt: &Runtime, id: &str, grant: Grant) -> Arc<PluginVersion> {
-    let spec = PluginSpec { id: id.into(), path: wharf_tests::plugin("shell"), config: json!({}), grant, warm: false };
+    let spec = PluginSpec {
+        id: id.into(),
+        path: wharf_tests::plugin("shell"),
+        config: json!({}),
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     rt.load(&spec).unwrap_or_else(|e| panic!("load shell: {e}"))
 }
 

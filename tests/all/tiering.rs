@@ -33,8 +33,14 @@ fn first_tier() -> CompileTier {
 }
 
 fn load(rt: &Runtime, plugin: &str, grant: Grant) -> Arc<PluginVersion> {
-    let spec =
-        PluginSpec { id: plugin.into(), path: wharf_tests::plugin(plugin), config: json!({}), grant, warm: false };
+    let spec = PluginSpec {
+        id: plugin.into(),
+        path: wharf_tests::plugin(plugin),
+        config: json!({}),
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     rt.load(&spec).unwrap_or_else(|e| panic!("load {plugin}: {e}"))
 }
 

@@ -32,6 +32,7 @@ fn load(rt: &Runtime, mock: &MockLlm) -> (Arc<PluginVersion>, Arc<dyn LlmAdapter
         config: json!({"base_url": format!("{}/v1", mock.url()), "model": "m"}),
         grant: Grant { hosts: vec![format!("127.0.0.1:{}", mock.addr().port())], ..Grant::default() },
         warm: false,
+        on_invalid_config: Default::default(),
     };
     let v = rt.load(&spec).unwrap_or_else(|e| panic!("load: {e}"));
     let llm = wharf_runtime::adapters::registrations(&v).llm.unwrap_or_else(|| panic!("not an adapter"));

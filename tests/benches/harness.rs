@@ -149,6 +149,7 @@ async fn run_steps(steps: usize, fanout: usize) -> anyhow::Result<StepRun> {
         config: json!({}),
         grant: Grant { dirs: vec![DirGrant::new(&ws, Access::Rw)?], ..Grant::default() },
         warm: false,
+        on_invalid_config: Default::default(),
     };
     host.load_all(vec![spec]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     let marks = Arc::new(Mutex::new(Vec::new()));
@@ -398,8 +399,14 @@ async fn reload_latency(component: &Path, swaps: u32, cached: bool) -> anyhow::R
     std::fs::create_dir_all(&staging)?;
     let path = plug_dir.join("plugin.wasm");
     std::fs::write(&path, variant(&base, 0))?;
-    let spec =
-        PluginSpec { id: "p".into(), path: path.clone(), config: json!({}), grant: Grant::default(), warm: false };
+    let spec = PluginSpec {
+        id: "p".into(),
+        path: path.clone(),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     host.load_all(vec![spec.clone()]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     if cached {
         // Compile the other version once, so every swap below is a cache hit.

@@ -266,6 +266,7 @@ async fn density_host(
         config: json!({}),
         grant: Grant { dirs: vec![DirGrant::new(ws, Access::Ro)?], ..Grant::default() },
         warm: false,
+        on_invalid_config: Default::default(),
     };
     host.load_all(vec![spec]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
     let state = Arc::new(Mutex::new(ModelState::default()));
@@ -521,6 +522,7 @@ fn main() -> anyhow::Result<()> {
             config: json!({}),
             grant: Grant { dirs: vec![DirGrant::new(&ws, Access::Ro)?], ..Grant::default() },
             warm: false,
+            on_invalid_config: Default::default(),
         },
         PluginSpec {
             id: "openai".into(),
@@ -528,6 +530,7 @@ fn main() -> anyhow::Result<()> {
             config: json!({"base_url": format!("{}/v1", mock.url), "model": "bench-model"}),
             grant: Grant { hosts: vec![format!("127.0.0.1:{port}")], ..Grant::default() },
             warm: false,
+            on_invalid_config: Default::default(),
         },
     ];
     rt.block_on(host.load_all(specs)).map_err(|e| anyhow::anyhow!(e.join("; ")))?;

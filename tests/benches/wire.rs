@@ -520,8 +520,14 @@ async fn tier_call(tmp: &Path, tier: CompileTier, n: usize) -> anyhow::Result<Ve
         ],
         ..Grant::default()
     };
-    let spec =
-        PluginSpec { id: "text".into(), path: wharf_tests::plugin("text"), config: json!({}), grant, warm: false };
+    let spec = PluginSpec {
+        id: "text".into(),
+        path: wharf_tests::plugin("text"),
+        config: json!({}),
+        grant,
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     let v = tokio::task::block_in_place(|| rt.load(&spec)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let args = json!({"path": big, "pattern": "line [0-9]*7: .*words.* 4[0-9]*$", "max_matches": 10000}).to_string();
     let ctx = CallContext { session_id: "bench".into(), call_id: "c".into(), workspace: None, services: None };
@@ -621,6 +627,7 @@ async fn serve_phases(rt: &Runtime, path: &Path, tool: &str, args: &str, grant: 
         config: json!({}),
         grant: grant.clone(),
         warm: false,
+        on_invalid_config: Default::default(),
     };
     let t = Instant::now();
     let v = tokio::task::block_in_place(|| rt.load(&spec)).map_err(|e| anyhow::anyhow!("{e}"))?;

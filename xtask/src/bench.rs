@@ -13,7 +13,9 @@
 //! - `code_mode`, `wire` (tests/benches): Code Mode against one tool per
 //!   step; wire-level step overhead, edit loop and cold start;
 //! - `fleet` (tests/benches): PostgreSQL vs JSONL append rate, takeover
-//!   latency, 1,000 sessions over two `wharf serve` hosts.
+//!   latency, 1,000 sessions over two `wharf serve` hosts;
+//! - `policy_swap` (tests/benches): a policy config write → the new config
+//!   deciding, under load with a fresh compile cache, against idle.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -192,6 +194,7 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         ("wire", "Wire-level step overhead, edit loop and cold start"),
         ("fleet", "Fleet: PostgreSQL store, takeover, sessions over two hosts"),
         ("stream_decode", "Decoding a streamed reply (llm-wire)"),
+        ("policy_swap", "Policy config swaps under load"),
     ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {

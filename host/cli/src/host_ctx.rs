@@ -406,6 +406,10 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 },
             },
             warm: row.warm,
+            on_invalid_config: match row.on_invalid_config {
+                wharf_config::OnInvalidConfig::Deny => wharf_runtime::OnInvalidConfig::Deny,
+                wharf_config::OnInvalidConfig::Keep => wharf_runtime::OnInvalidConfig::Keep,
+            },
         });
     }
     Ok(out)

@@ -669,7 +669,14 @@ pub fn check(path: &Path) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
         ..RuntimeOptions::default()
     })?;
     let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
-    let spec = PluginSpec { id, path: path.to_path_buf(), config: json!({}), grant: Grant::default(), warm: false };
+    let spec = PluginSpec {
+        id,
+        path: path.to_path_buf(),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     Ok(rt.load_for_inspection(&spec)?)
 }
 

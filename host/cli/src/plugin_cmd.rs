@@ -110,14 +110,21 @@ fn runtime() -> anyhow::Result<Arc<Runtime>> {
 
 fn load(rt: &Runtime, file: PathBuf, grant: Grant, config: serde_json::Value) -> anyhow::Result<Arc<PluginVersion>> {
     let id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
-    let spec = PluginSpec { id, path: file, config, grant, warm: false };
+    let spec = PluginSpec { id, path: file, config, grant, warm: false, on_invalid_config: Default::default() };
     Ok(rt.load(&spec)?)
 }
 
 /// Loads without the plugin's configuration (inspect/check have none).
 fn inspect_load(rt: &Runtime, file: PathBuf) -> anyhow::Result<Arc<PluginVersion>> {
     let id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
-    let spec = PluginSpec { id, path: file, config: json!({}), grant: Grant::default(), warm: false };
+    let spec = PluginSpec {
+        id,
+        path: file,
+        config: json!({}),
+        grant: Grant::default(),
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
     Ok(rt.load_for_inspection(&spec)?)
 }
 

@@ -410,6 +410,28 @@ pub struct PluginRow {
     /// Reuse instances between calls.
     #[serde(default)]
     pub warm: bool,
+    /// What a policy row does while a new config of it cannot be applied
+    /// (refused by the component, or the component fails to load):
+    /// `"deny"` (the default) denies every call until it can, `"keep"`
+    /// keeps the last good config deciding. Either way the refusal is
+    /// logged (`plugin/reload-failed`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_invalid_config: OnInvalidConfig,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// A row's `on_invalid_config`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalidConfig {
+    /// Fail closed: every call is denied until the latest config applies.
+    #[default]
+    Deny,
+    /// The last good config keeps deciding.
+    Keep,
 }
 
 /// `verify = { key = "PATH.pub" }` of a row, or the profile-wide `[verify]`.

@@ -102,6 +102,7 @@ const fn f(name: &'static str, shape: Shape) -> Field {
 pub(crate) const ASK: &[&str] = &["deny", "allow"];
 /// `grant.sandbox` values.
 pub(crate) const SANDBOX: &[&str] = &["required", "off"];
+pub(crate) const ON_INVALID_CONFIG: &[&str] = &["deny", "keep"];
 
 pub(crate) const AGENT: &[Field] = &[
     f("adapter", Shape::Id),
@@ -151,6 +152,7 @@ pub(crate) const ROW: &[Field] = &[
     f("verify", Shape::Table(VERIFY)),
     f("enabled", Shape::Bool),
     f("warm", Shape::Bool),
+    f("on_invalid_config", Shape::Enum(ON_INVALID_CONFIG)),
     f("config", Shape::Free),
     f("grant", Shape::Table(GRANT)),
 ];

@@ -406,6 +406,7 @@ fn wrong_types_and_values_are_located() {
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nhosts = [\"http://x\"]\n", 5, "bad host pattern"),
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nsandbox = \"maybe\"\n", 5, "\"required\", \"off\""),
         ("[[plugin]]\nid = \"a\"\npath = \"x\"\n[plugin.grant]\nmemory_mb = 0\n", 5, "between 1 and"),
+        ("[[plugin]]\nid = \"a\"\npath = \"x\"\non_invalid_config = \"ignore\"\n", 4, "\"deny\", \"keep\""),
         (
             "[[plugin]]\nid = \"a\"\npath = \"x\"\n\n[[plugin]]\nid = \"a\"\npath = \"y\"\n",
             6,
@@ -674,4 +675,18 @@ fn row_layer_is_the_layer_that_defined_the_row() {
     assert_eq!(c.row_layer("mine"), Some(1));
     assert_eq!(c.row_layer("word_count"), Some(2));
     assert_eq!(c.row_layer("nope"), None);
+}
+
+#[test]
+fn on_invalid_config_is_a_row_setting_deny_by_default() {
+    let env = Env::new();
+    let profile = env.write("base.toml", BASE);
+    let mut opts = env.opts(profile.to_str().unwrap_or_default());
+    let c = env.load(&opts);
+    assert_eq!(c.plugin("fs").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Deny));
+    assert!(!c.dump().contains("on_invalid_config"), "the default is not dumped");
+    opts.overrides = vec!["plugin.fs.on_invalid_config=keep".into()];
+    let c = env.load(&opts);
+    assert_eq!(c.plugin("fs").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Keep));
+    assert_eq!(c.plugin("llm").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Deny));
 }

@@ -540,7 +540,13 @@ pub struct ToolResultEvent {
 }
 
 /// `plugin/loaded`, `plugin/unloaded`, `plugin/reload-failed`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// A row's configuration is part of its version: `config` names the config
+/// (its digest, as in every `policy/decision` vote) and `generation` counts
+/// the configs the host has taken in for the row, so each edit of a row's
+/// config — applied, refused, or edited back to the one loaded — is one
+/// event with its own generation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PluginChange {
     /// Plugin id.
     pub id: String,
@@ -554,6 +560,28 @@ pub struct PluginChange {
     /// refused (tool names an earlier plugin has).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Digest of the row's configuration (hex sha-256 of its JSON, keys
+    /// sorted): on `loaded` and `unloaded` the config the version runs with;
+    /// on `reload-failed` the config that could not be applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// The row's config generation: 1 at its first load, one more for every
+    /// config change the host takes in (several edits read at once are one
+    /// generation, with `coalesced` saying how many).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    /// For a policy row: `true` when, after this event, the policy denies
+    /// every call because its latest config could not be applied (the row's
+    /// `on_invalid_config = "deny"`); `false` on the event that ends such a
+    /// period, and on a `reload-failed` after which the last good config
+    /// keeps deciding (`on_invalid_config = "keep"`). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_closed: Option<bool>,
+    /// How many distinct writes of the config files the host saw before it
+    /// read them for this generation, when more than one (only the last
+    /// content was read; the earlier ones never applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesced: Option<u32>,
 }
 
 /// One participant's vote in a permission decision.
@@ -565,6 +593,10 @@ pub struct PolicyVote {
     pub plugin: String,
     /// Plugin version digest.
     pub version: String,
+    /// Digest of the plugin's configuration that decided (as in the row's
+    /// `plugin/loaded`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
     /// The decision, when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
@@ -719,7 +751,15 @@ mod tests {
     use super::*;
 
     fn samples() -> Vec<EventKind> {
-        let change = PluginChange { id: "p".into(), digest: "d".into(), kinds: vec![], error: None };
+        let change = PluginChange {
+            id: "p".into(),
+            digest: "d".into(),
+            config: Some("c".into()),
+            generation: Some(2),
+            fail_closed: Some(true),
+            coalesced: Some(3),
+            ..PluginChange::default()
+        };
         vec![
             EventKind::SessionStart(SessionStart {
                 id: "s".into(),

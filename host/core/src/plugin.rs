@@ -16,20 +16,31 @@ use tokio_util::sync::CancellationToken;
 /// A boxed, sendable future (the traits here must be object-safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Which plugin version provided something: the profile row id and the
-/// content digest of the component (hex sha-256).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Which plugin version provided something: the profile row id, the
+/// content digest of the component (hex sha-256) and, for a component, the
+/// digest of the configuration it runs with (two configs of one component
+/// are two versions).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PluginRef {
     /// Stable id of the plugin (profile row id).
     pub id: String,
     /// Content digest of the loaded version.
     pub digest: String,
+    /// Digest of the version's configuration (hex sha-256 of its JSON with
+    /// object keys sorted), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 impl PluginRef {
     /// A reference for native code (tests, host-internal listeners).
     pub fn native(id: &str) -> Self {
-        Self { id: id.to_string(), digest: "native".to_string() }
+        Self { id: id.to_string(), digest: "native".to_string(), config: None }
+    }
+
+    /// The first 12 hex digits of the config digest, for humans.
+    pub fn short_config(&self) -> Option<&str> {
+        self.config.as_deref().map(|c| c.get(..12).unwrap_or(c))
     }
 
     /// The first 12 hex digits of the digest, for humans.

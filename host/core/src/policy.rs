@@ -42,6 +42,7 @@ impl Vote {
             source: source.to_string(),
             plugin: self.plugin.id.clone(),
             version: self.plugin.digest.clone(),
+            config: self.plugin.config.clone(),
             decision: self.result.as_ref().ok().cloned(),
             error: self.result.as_ref().err().cloned(),
         }
@@ -136,6 +137,19 @@ mod tests {
         let c = compose(&orig, &[allow]);
         assert_eq!((c.verdict, c.arguments, c.rewritten), (Verdict::Allow, orig.clone(), false));
         assert_eq!(compose(&orig, &[]).verdict, Verdict::Allow);
+    }
+
+    #[test]
+    fn a_logged_vote_names_the_config_that_decided() {
+        let plugin = PluginRef { id: "p".into(), digest: "d".into(), config: Some("c1".into()) };
+        let v = Vote { index: 0, plugin, result: Ok(Decision::Allow) };
+        let logged = v.to_logged("policy");
+        assert_eq!((logged.version.as_str(), logged.config.as_deref()), ("d", Some("c1")));
+        let wire = serde_json::to_value(&logged).unwrap();
+        assert_eq!(wire["config"], "c1");
+        // Native participants have no config: the key is left out.
+        let native = vote(1, Ok(Decision::Allow)).to_logged("hook");
+        assert!(serde_json::to_value(&native).unwrap().get("config").is_none());
     }
 
     #[test]

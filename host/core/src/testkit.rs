@@ -235,7 +235,7 @@ impl FakeTool {
                 input_schema: serde_json::json!({"type": "object"}),
                 mode,
             },
-            plugin: PluginRef { id: format!("plugin-{name}"), digest: format!("digest-{name}-v1") },
+            plugin: PluginRef { id: format!("plugin-{name}"), digest: format!("digest-{name}-v1"), config: None },
             latency: Latency::None,
             behaviour: Arc::new(|args| ToolOutcome::ok(args.to_string())),
             journal: Arc::default(),

@@ -166,6 +166,7 @@ fn main() -> anyhow::Result<()> {
         config: json!({}),
         grant: Grant::default(),
         warm,
+        on_invalid_config: Default::default(),
     };
     let fresh = rt.load(&spec(false))?;
     let warm = rt.load(&spec(true))?;
@@ -496,8 +497,14 @@ fn fs_read(
         dirs: vec![wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", dir.path().display()))?],
         ..Grant::default()
     };
-    let spec =
-        |warm| PluginSpec { id: "fs".into(), path: fs_wasm.into(), config: json!({}), grant: grant.clone(), warm };
+    let spec = |warm| PluginSpec {
+        id: "fs".into(),
+        path: fs_wasm.into(),
+        config: json!({}),
+        grant: grant.clone(),
+        warm,
+        on_invalid_config: Default::default(),
+    };
     let (fresh, warm) = (rt.load(&spec(false))?, rt.load(&spec(true))?);
     let ctx = CallContext {
         session_id: "bench".into(),

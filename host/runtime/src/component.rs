@@ -186,6 +186,40 @@ pub struct PluginSpec {
     /// Reuse instances between calls (opt-in; default is a fresh sandbox
     /// per call so nothing leaks between calls).
     pub warm: bool,
+    /// What a policy row does while a new config of it cannot be applied.
+    pub on_invalid_config: OnInvalidConfig,
+}
+
+/// What decides a policy row's calls while its latest config cannot be
+/// applied (the component refuses it, or the component itself fails to load
+/// with it). Other kinds always keep their last good version serving.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalidConfig {
+    /// Deny every call until the row loads with its latest config (fail
+    /// closed: the old rules might allow what the new ones deny).
+    #[default]
+    Deny,
+    /// The last good version and config keep deciding (as Envoy and OPA do
+    /// with a rejected update); the refusal is logged.
+    Keep,
+}
+
+/// The digest of a plugin configuration: hex sha-256 of its JSON with object
+/// keys sorted (two tables differing only in key order have one digest).
+pub fn config_digest(config: &serde_json::Value) -> String {
+    fn canonical(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut entries: Vec<(&String, &serde_json::Value)> = m.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    digest(canonical(config).to_string().as_bytes())
 }
 
 /// A self-description returned by the component.
@@ -241,7 +275,30 @@ pub struct Runtime {
     loading: AtomicUsize,
     /// Most tools one plugin may register ([`Runtime::set_max_tools`]).
     max_tools: AtomicUsize,
+    /// Held compiles (see [`Runtime::hold_tier_up`]): (tier-up holds, load
+    /// holds).
+    holds: Arc<(Mutex<(usize, usize)>, Condvar)>,
     me: Weak<Runtime>,
+}
+
+/// Holds compiles while alive (see [`Runtime::hold_tier_up`] and
+/// [`Runtime::hold_load_compiles`]).
+pub struct CompileHold {
+    holds: Arc<(Mutex<(usize, usize)>, Condvar)>,
+    loads: bool,
+}
+
+impl Drop for CompileHold {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.holds;
+        let mut h = lock.lock().unwrap_or_else(|e| e.into_inner());
+        if self.loads {
+            h.1 = h.1.saturating_sub(1);
+        } else {
+            h.0 = h.0.saturating_sub(1);
+        }
+        cv.notify_all();
+    }
 }
 
 /// The first tier: its own engine (code compiled by one engine runs only in
@@ -257,10 +314,22 @@ struct FirstTier {
 
 /// A version served by first-tier code, to be given optimised code.
 struct TierUpJob {
+    /// The code slot every version of these bytes shares (a config-only
+    /// change makes a new version on the same slot).
+    slot: Weak<CodeSlot>,
+    /// The version queued, for its warm instances and spare.
     version: Weak<PluginVersion>,
+    kinds: Vec<Kind>,
+    path: PathBuf,
+    id: String,
     digest: String,
     bytes: Vec<u8>,
 }
+
+/// The code calls of a version instantiate, shared by the versions a
+/// config-only change makes from it (see [`Runtime::reconfigure`]), so a
+/// tier-up reaches them all.
+type CodeSlot = RwLock<Arc<Code>>;
 
 /// The compiled code of a version: what a call instantiates, the typed
 /// export indices into it, and the engine its stores belong to. A version
@@ -304,6 +373,8 @@ pub struct PluginVersion {
     pub path: PathBuf,
     /// Content digest (hex sha-256).
     pub digest: String,
+    /// Digest of the config it runs with (see [`config_digest`]).
+    pub config_digest: String,
     /// Size in bytes.
     pub size: u64,
     /// WIT package version the component was built against.
@@ -326,7 +397,7 @@ pub struct PluginVersion {
     pub cache: CacheOutcome,
     /// Time to compile or load the code.
     pub load_time: Duration,
-    code: RwLock<Arc<Code>>,
+    code: Arc<CodeSlot>,
     shared: Arc<PluginShared>,
     warm: Option<Mutex<Vec<WarmInstance>>>,
     /// Sandboxes (stores) made for this version so far.
@@ -443,6 +514,7 @@ impl Runtime {
             tier_up_pending: Arc::new((Mutex::new(0), Condvar::new())),
             loading: AtomicUsize::new(0),
             max_tools: AtomicUsize::new(DEFAULT_MAX_TOOLS),
+            holds: Arc::new((Mutex::new((0, 0)), Condvar::new())),
             me: me.clone(),
         }))
     }
@@ -472,6 +544,29 @@ impl Runtime {
     pub fn enable_tiering(&self) {
         let on = std::env::var("WHARF_TIERED").map(|v| v != "0").unwrap_or(true);
         self.tiered.store(on, Ordering::Relaxed);
+    }
+
+    /// Holds tier-up compiles until the returned guard drops (tests and
+    /// benchmarks: a tier-up still running while something else happens).
+    pub fn hold_tier_up(&self) -> CompileHold {
+        self.holds.0.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        CompileHold { holds: self.holds.clone(), loads: false }
+    }
+
+    /// Holds every compile a load would start (a miss in the compile cache)
+    /// until the returned guard drops (tests: a change that must not wait
+    /// for a compile).
+    pub fn hold_load_compiles(&self) -> CompileHold {
+        self.holds.0.lock().unwrap_or_else(|e| e.into_inner()).1 += 1;
+        CompileHold { holds: self.holds.clone(), loads: true }
+    }
+
+    /// Waits while compiles of this sort are held.
+    fn wait_holds(&self, loads: bool) {
+        let (lock, cv) = &*self.holds;
+        let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _released =
+            cv.wait_while(guard, |h| if loads { h.1 > 0 } else { h.0 > 0 }).unwrap_or_else(|e| e.into_inner());
     }
 
     /// Tier-up jobs not finished yet.
@@ -521,7 +616,15 @@ impl Runtime {
 
     /// Queues `v` (fast-tier code of `bytes`) for its optimised code.
     fn queue_tier_up(&self, v: &Arc<PluginVersion>, bytes: &[u8]) {
-        let job = TierUpJob { version: Arc::downgrade(v), digest: v.digest.clone(), bytes: bytes.to_vec() };
+        let job = TierUpJob {
+            slot: Arc::downgrade(&v.code),
+            version: Arc::downgrade(v),
+            kinds: v.kinds.clone(),
+            path: v.path.clone(),
+            id: v.id.clone(),
+            digest: v.digest.clone(),
+            bytes: bytes.to_vec(),
+        };
         let mut tx = self.tier_up.lock().unwrap_or_else(|e| e.into_inner());
         if tx.is_none() {
             let (send, recv) = std::sync::mpsc::channel::<TierUpJob>();
@@ -559,7 +662,10 @@ impl Runtime {
     /// Compiles a job's optimised code (into the cache) and swaps it into
     /// its version, if that version is still alive.
     fn tier_up(&self, job: TierUpJob) {
-        let Some(v) = job.version.upgrade() else { return };
+        self.wait_holds(false);
+        if job.slot.strong_count() == 0 {
+            return;
+        }
         let t0 = Instant::now();
         let code = self
             .cache
@@ -567,15 +673,21 @@ impl Runtime {
             .map_err(|e| first_line(&e))
             .and_then(|(component, _)| {
                 let pre = self.linker.instantiate_pre(&component).map_err(|e| first_line(&e))?;
-                let indices = Indices::new(&pre, &v.kinds, &v.path).map_err(|e| e.to_string())?;
+                let indices = Indices::new(&pre, &job.kinds, &job.path).map_err(|e| e.to_string())?;
                 Ok(Code { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier })
             });
+        let Some(slot) = job.slot.upgrade() else { return };
         match code {
             Ok(code) => {
-                v.swap_code(code);
-                tracing::debug!("`{}` tiered up in {:?}", v.id, t0.elapsed());
+                *slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(code);
+                // Other versions on the slot drop theirs lazily (a spare or
+                // warm instance of old code is never used).
+                if let Some(v) = job.version.upgrade() {
+                    v.drop_stale();
+                }
+                tracing::debug!("`{}` tiered up in {:?}", job.id, t0.elapsed());
             }
-            Err(e) => tracing::warn!("`{}` keeps its fast-tier code: optimised compile failed: {e}", v.id),
+            Err(e) => tracing::warn!("`{}` keeps its fast-tier code: optimised compile failed: {e}", job.id),
         }
     }
 
@@ -619,6 +731,58 @@ impl Runtime {
         self.load_inner(spec, &bytes, false)
     }
 
+    /// A new version of `current` for `spec` — the same component bytes with
+    /// another config, grant or mode — on `current`'s compiled code: nothing
+    /// is compiled (a tier-up still running reaches both), only the
+    /// self-description and the config check run again. Blocking (it calls
+    /// the component): run it off the async loop.
+    pub fn reconfigure(
+        &self,
+        current: &Arc<PluginVersion>,
+        spec: &PluginSpec,
+    ) -> Result<Arc<PluginVersion>, LoadError> {
+        let t0 = Instant::now();
+        let path = spec.path.clone();
+        spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
+        let shared =
+            Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
+        let mut version = PluginVersion {
+            id: spec.id.clone(),
+            path: path.clone(),
+            digest: current.digest.clone(),
+            config_digest: config_digest(&spec.config),
+            size: current.size,
+            wit_version: current.wit_version.clone(),
+            kinds: current.kinds.clone(),
+            info: current.info.clone(),
+            effective: Arc::new(Grant::default().intersect(&GrantRequest::default())),
+            tools: Vec::new(),
+            hook_subscriptions: Vec::new(),
+            prompt_sections: Vec::new(),
+            model_info: None,
+            cache: CacheOutcome::Memory,
+            load_time: Duration::ZERO,
+            code: current.code.clone(),
+            shared,
+            warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| current.generic.is_none()),
+            sandboxes: std::sync::atomic::AtomicU64::new(0),
+            generic: current.generic.clone(),
+            me: OnceLock::new(),
+            spare: Mutex::new(None),
+            preparing: AtomicBool::new(false),
+        };
+        if version.generic.is_some() {
+            version.describe_generic(&spec.grant)
+        } else {
+            version.describe(&spec.grant, true, self.max_tools())
+        }
+        .map_err(|reason| LoadError::Invalid { path, reason })?;
+        version.load_time = t0.elapsed();
+        let version = Arc::new(version);
+        let _ = version.me.set(Arc::downgrade(&version));
+        Ok(version)
+    }
+
     fn load_inner(&self, spec: &PluginSpec, bytes: &[u8], validate: bool) -> Result<Arc<PluginVersion>, LoadError> {
         struct Loading<'a>(&'a AtomicUsize);
         impl Drop for Loading<'_> {
@@ -631,6 +795,9 @@ impl Runtime {
         let path = spec.path.clone();
         check_header(&path, bytes)?;
         let digest = digest(bytes);
+        if !self.cache.has(&digest) {
+            self.wait_holds(true);
+        }
         let t0 = Instant::now();
         let compile_err = |e: wasmtime::Error| LoadError::Compile { path: path.clone(), reason: first_line(&e) };
         // Tiering: a miss in both caches compiles on the first tier.
@@ -686,6 +853,7 @@ impl Runtime {
         let mut version = PluginVersion {
             id: spec.id.clone(),
             path: path.clone(),
+            config_digest: config_digest(&spec.config),
             digest,
             size: bytes.len() as u64,
             wit_version,
@@ -703,7 +871,7 @@ impl Runtime {
             model_info: None,
             cache,
             load_time,
-            code: RwLock::new(Arc::new(code)),
+            code: Arc::new(RwLock::new(Arc::new(code))),
             shared,
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
             sandboxes: std::sync::atomic::AtomicU64::new(0),
@@ -968,7 +1136,11 @@ fn deep_recursion(err: &wasmtime::Error) -> bool {
 impl PluginVersion {
     /// A `PluginRef` for the core.
     pub fn plugin_ref(&self) -> wharf_core::plugin::PluginRef {
-        wharf_core::plugin::PluginRef { id: self.id.clone(), digest: self.digest.clone() }
+        wharf_core::plugin::PluginRef {
+            id: self.id.clone(),
+            digest: self.digest.clone(),
+            config: Some(self.config_digest.clone()),
+        }
     }
 
     /// The plugin's configuration (its profile `config` table).
@@ -999,10 +1171,9 @@ impl PluginVersion {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Swaps in new code (a tier-up). Calls already running keep theirs;
-    /// warm instances of the old code are dropped.
-    fn swap_code(&self, code: Code) {
-        *self.code.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(code);
+    /// After a tier-up swapped the code: warm instances and the spare of the
+    /// old code are dropped (calls already running keep theirs).
+    fn drop_stale(&self) {
         if let Some(pool) = &self.warm {
             pool.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }

@@ -7,7 +7,7 @@
 //! logs. A version that fails to compile, link or describe never replaces a
 //! working one; reloads of a broken file are retried with backoff.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use wharf_core::events::{EventKind, PluginChange};
 use wharf_core::registry::Registry;
 
 use crate::adapters::registrations;
-use crate::component::{FailedLoad, PluginSpec, PluginVersion, Runtime};
+use crate::component::{FailedLoad, OnInvalidConfig, PluginSpec, PluginVersion, Runtime, config_digest};
 use crate::error::LoadError;
 
 /// Debounce between a file event and the reload (editors write in bursts).
@@ -37,33 +37,66 @@ fn kinds_of(v: &PluginVersion) -> Vec<String> {
     v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect()
 }
 
+/// What an event says about the row's config beyond the version: its
+/// generation, whether the policy fails closed after it, how many config
+/// writes it stands for.
+#[derive(Debug, Clone, Copy, Default)]
+struct RowState {
+    generation: Option<u64>,
+    fail_closed: Option<bool>,
+    coalesced: Option<u32>,
+}
+
 /// `plugin/loaded`; `warning` says what of it was refused (tool names an
 /// earlier plugin has).
-fn loaded(v: &PluginVersion, warning: Option<String>) -> EventKind {
+fn loaded(v: &PluginVersion, warning: Option<String>, row: RowState) -> EventKind {
     EventKind::PluginLoaded(PluginChange {
         id: v.id.clone(),
         digest: v.digest.clone(),
         kinds: kinds_of(v),
         error: warning,
+        config: Some(v.config_digest.clone()),
+        generation: row.generation,
+        fail_closed: row.fail_closed,
+        coalesced: row.coalesced,
     })
 }
 
-fn unloaded(v: &PluginVersion) -> EventKind {
+fn unloaded(v: &PluginVersion, fail_closed: Option<bool>) -> EventKind {
     EventKind::PluginUnloaded(PluginChange {
         id: v.id.clone(),
         digest: v.digest.clone(),
         kinds: kinds_of(v),
-        error: None,
+        config: Some(v.config_digest.clone()),
+        fail_closed,
+        ..PluginChange::default()
     })
 }
 
 fn failed(id: &str, digest: &str, err: &str) -> EventKind {
+    failed_with(id, digest, err, None, RowState::default())
+}
+
+fn failed_with(id: &str, digest: &str, err: &str, config: Option<String>, row: RowState) -> EventKind {
     EventKind::PluginReloadFailed(PluginChange {
         id: id.to_string(),
         digest: digest.to_string(),
         kinds: Vec::new(),
         error: Some(err.to_string()),
+        config,
+        generation: row.generation,
+        fail_closed: row.fail_closed,
+        coalesced: row.coalesced,
     })
+}
+
+/// Why a row's new config could not be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The component (unchanged) refused the config, or the grant is invalid.
+    Config,
+    /// The component file failed to load (with whatever config).
+    Component,
 }
 
 /// Produces the current plugin specs (re-reading configuration files).
@@ -88,6 +121,11 @@ struct HostInner {
     /// to load with them), latest per id: the next load of the row uses
     /// it, so the latest config wins once the component recovers.
     pending: BTreeMap<String, PluginSpec>,
+    /// The latest config generation of each row (see
+    /// [`PluginChange::generation`]).
+    generations: BTreeMap<String, u64>,
+    /// Policy rows that deny every call meanwhile (fail closed).
+    failing_closed: BTreeSet<String>,
     history: Vec<EventKind>,
 }
 
@@ -207,14 +245,29 @@ impl PluginHost {
             return Err(errors);
         }
         for (spec, v) in ok {
-            if let Err(e) = self.install(spec, v) {
+            self.bump(&spec.id);
+            let row = self.row(&spec.id, None);
+            if let Err(e) = self.install(spec, v, row) {
                 errors.push(e);
             }
         }
         if errors.is_empty() { Ok(()) } else { Err(errors) }
     }
 
-    fn install(&self, spec: PluginSpec, v: Arc<PluginVersion>) -> Result<(), String> {
+    /// The next config generation of `id` (1 at its first load).
+    fn bump(&self, id: &str) -> u64 {
+        let mut st = self.lock();
+        let g = st.generations.entry(id.to_string()).or_insert(0);
+        *g += 1;
+        *g
+    }
+
+    /// The row's state for an event: its latest generation, `coalesced`.
+    fn row(&self, id: &str, coalesced: Option<u32>) -> RowState {
+        RowState { generation: self.lock().generations.get(id).copied(), fail_closed: None, coalesced }
+    }
+
+    fn install(&self, spec: PluginSpec, v: Arc<PluginVersion>, row: RowState) -> Result<(), String> {
         // A new version keeps every kind its row had: a policy row whose
         // file became a compactor must not silently stop deciding.
         if let Some(old) = self.lock().versions.get(&v.id).cloned() {
@@ -239,17 +292,20 @@ impl PluginHost {
         }
         let warning =
             (!conflicts.is_empty()).then(|| conflicts.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("; "));
-        let old = {
+        let (old, was_closed) = {
             let mut st = self.lock();
             st.specs.insert(spec.id.clone(), spec);
             st.pending.remove(&v.id);
-            st.versions.insert(v.id.clone(), v.clone())
+            let was_closed = st.failing_closed.remove(&v.id);
+            (st.versions.insert(v.id.clone(), v.clone()), was_closed)
         };
-        self.publish(loaded(&v, warning));
+        // A fail-closed period ends here: the row runs its latest config.
+        let row = RowState { fail_closed: was_closed.then_some(false), ..row };
+        self.publish(loaded(&v, warning, row));
         if let Some(old) = old
             && (old.digest != v.digest || !Arc::ptr_eq(&old, &v))
         {
-            self.publish(unloaded(&old));
+            self.publish(unloaded(&old, None));
         }
         Ok(())
     }
@@ -258,8 +314,15 @@ impl PluginHost {
     /// keeps serving and `plugin/reload-failed` is published.
     pub async fn reload(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
         let _guard = self.swap_lock.lock().await;
-        let pending = self.lock().pending.contains_key(&spec.id);
-        self.reload_locked(spec, pending).await
+        let (pending, changed) = {
+            let st = self.lock();
+            let changed = st.specs.get(&spec.id).is_none_or(|old| !same_settings(old, &spec));
+            (st.pending.contains_key(&spec.id), changed)
+        };
+        if changed && !pending {
+            self.bump(&spec.id);
+        }
+        self.reload_locked(spec, pending, None).await
     }
 
     /// Like [`reload`](Self::reload) from bytes already read (the watcher
@@ -281,26 +344,60 @@ impl PluginHost {
             }),
         };
         let pending = self.lock().pending.contains_key(&spec.id);
-        self.finish_reload(spec, compiled, pending)
+        let row = self.row(&spec.id, None);
+        self.finish_reload(spec, compiled, pending.then_some(Refusal::Component), row)
     }
 
-    async fn reload_locked(&self, spec: PluginSpec, pending: bool) -> Result<Arc<PluginVersion>, String> {
+    async fn reload_locked(
+        &self,
+        spec: PluginSpec,
+        pending: bool,
+        coalesced: Option<u32>,
+    ) -> Result<Arc<PluginVersion>, String> {
         let compiled = self.compile(spec.clone()).await;
-        self.finish_reload(spec, compiled, pending)
+        let row = self.row(&spec.id, coalesced);
+        self.finish_reload(spec, compiled, pending.then_some(Refusal::Component), row)
+    }
+
+    /// A config-only change (the component file holds the bytes of the
+    /// loaded version): a new version on the loaded one's compiled code, no
+    /// compile. `None` when the change is not config-only.
+    async fn reconfigure(
+        &self,
+        spec: &PluginSpec,
+    ) -> Option<(Arc<PluginVersion>, Result<Arc<PluginVersion>, LoadError>)> {
+        let current = self.lock().versions.get(&spec.id).cloned()?;
+        if current.path != spec.path {
+            return None;
+        }
+        let (rt, s, cur) = (self.runtime.clone(), spec.clone(), current.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            // Only when the file still holds the loaded bytes: a changed or
+            // broken file is a component change, compiled as such.
+            let same = std::fs::read(&s.path).is_ok_and(|b| crate::cache::digest(&b) == cur.digest);
+            same.then(|| rt.reconfigure(&cur, &s))
+        })
+        .await;
+        match done {
+            Ok(Some(r)) => Some((current, r)),
+            _ => None,
+        }
     }
 
     /// Installs a compiled version, or publishes why not. With `pending`
-    /// (`spec` is a config change not applied yet), a failure keeps `spec`
-    /// pending for the next load of the row.
+    /// (`spec` is a config change not applied yet, refused for that
+    /// reason), a failure keeps `spec` pending for the next load of the row.
     fn finish_reload(
         &self,
         spec: PluginSpec,
         compiled: Result<Arc<PluginVersion>, FailedLoad>,
-        pending: bool,
+        pending: Option<Refusal>,
+        row: RowState,
     ) -> Result<Arc<PluginVersion>, String> {
         let id = spec.id.clone();
+        let config = config_digest(&spec.config);
         let (digest, msg) = match compiled {
-            Ok(v) => match self.install(spec.clone(), v.clone()) {
+            Ok(v) => match self.install(spec.clone(), v.clone(), row) {
                 Ok(()) => return Ok(v),
                 Err(e) => (v.digest.clone(), e),
             },
@@ -308,49 +405,118 @@ impl PluginHost {
             // by now); none when the file could not be read.
             Err(f) => (f.digest.unwrap_or_default(), f.error.to_string()),
         };
-        let msg = if pending { format!("{msg}; {}", self.keep_pending(spec)) } else { msg };
-        self.publish(failed(&id, &digest, &msg));
+        let (msg, fail_closed) = match pending {
+            Some(why) => {
+                let (note, fail_closed) = self.keep_pending(spec, why, &msg);
+                (format!("{msg}; {note}"), fail_closed)
+            }
+            None => (msg, None),
+        };
+        let config = pending.is_some().then_some(config);
+        self.publish(failed_with(&id, &digest, &msg, config, RowState { fail_closed, ..row }));
         Err(msg)
     }
 
     /// Keeps a config change that could not be applied for the next load of
-    /// its row; a loaded policy fails closed meanwhile. Returns what that
-    /// means, for the log.
-    fn keep_pending(&self, spec: PluginSpec) -> String {
+    /// its row. Meanwhile a loaded policy fails closed, or with
+    /// `on_invalid_config = "keep"` its last good version keeps deciding.
+    /// Returns what that means, for the log, and for a policy whether it
+    /// now fails closed.
+    fn keep_pending(&self, spec: PluginSpec, why: Refusal, error: &str) -> (String, Option<bool>) {
         let id = spec.id.clone();
+        let mode = spec.on_invalid_config;
+        let new_config = config_digest(&spec.config);
+        // The component's own words, without the file name in front.
+        let prefix = format!("{}: ", spec.path.display());
+        let error = error.strip_prefix(prefix.as_str()).unwrap_or(error);
+        let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
         let old = {
             let mut st = self.lock();
             st.pending.insert(id.clone(), spec);
             st.versions.get(&id).cloned()
         };
-        let mut note = format!("the new config of `{id}` stays pending and applies when the component loads");
-        if let Some(old) = old.filter(|v| v.kinds.contains(&crate::component::Kind::Policy)) {
-            let reason = format!(
-                "policy `{id}` denies every call: its new config could not be applied yet (the component failed to load)"
-            );
-            let mut regs = registrations(&old);
-            regs.policy = Some(Arc::new(FailClosedPolicy { plugin: old.plugin_ref(), reason }));
-            match self.registry.install(old.plugin_ref(), regs) {
-                Ok(()) => note.push_str("; meanwhile the policy denies every call"),
-                Err(e) => tracing::error!("cannot fail policy `{id}` closed: {e}"),
+        let mut note = match why {
+            Refusal::Config => format!(
+                "the new config of `{id}` (sha256 {}) was refused; it stays pending and applies when the \
+                 component accepts a config (a fixed config, or a new build)",
+                short(&new_config)
+            ),
+            Refusal::Component => {
+                format!("the new config of `{id}` stays pending and applies when the component loads")
             }
-        }
+        };
+        let Some(old) = old.filter(|v| v.kinds.contains(&crate::component::Kind::Policy)) else {
+            tracing::warn!("{note}");
+            return (note, None);
+        };
+        let was_closed = self.lock().failing_closed.contains(&id);
+        let fail_closed = match mode {
+            OnInvalidConfig::Deny => {
+                let reason = match why {
+                    Refusal::Config => format!(
+                        "policy `{id}` denies every call: its new config was refused ({}), and the row fails \
+                         closed until its config is valid (on_invalid_config = \"deny\")",
+                        wharf_core::util::cut_str(error, 300)
+                    ),
+                    Refusal::Component => format!(
+                        "policy `{id}` denies every call: its new config could not be applied yet (the component \
+                         failed to load)"
+                    ),
+                };
+                let plugin = wharf_core::plugin::PluginRef { config: Some(new_config), ..old.plugin_ref() };
+                let mut regs = registrations(&old);
+                regs.policy = Some(Arc::new(FailClosedPolicy { plugin: plugin.clone(), reason }));
+                match self.registry.install(plugin, regs) {
+                    Ok(()) => {
+                        note.push_str("; meanwhile the policy denies every call (on_invalid_config = \"deny\")");
+                        self.lock().failing_closed.insert(id.clone());
+                        true
+                    }
+                    Err(e) => {
+                        tracing::error!("cannot fail policy `{id}` closed: {e}");
+                        was_closed
+                    }
+                }
+            }
+            OnInvalidConfig::Keep => {
+                if was_closed {
+                    self.restore(&old);
+                }
+                note.push_str(&format!(
+                    "; meanwhile its last good config (sha256 {}) keeps deciding (on_invalid_config = \"keep\")",
+                    short(&old.config_digest)
+                ));
+                false
+            }
+        };
         tracing::warn!("{note}");
-        note
+        (note, Some(fail_closed))
+    }
+
+    /// Installs a loaded version's own registrations again (ending a
+    /// fail-closed period).
+    fn restore(&self, v: &Arc<PluginVersion>) {
+        match self.registry.install(v.plugin_ref(), registrations(v)) {
+            Ok(()) => {
+                self.lock().failing_closed.remove(&v.id);
+            }
+            Err(e) => tracing::error!("cannot restore plugin `{}`: {e}", v.id),
+        }
     }
 
     /// Drops a pending config change of `id` (the config went back to what
-    /// is loaded), restoring the loaded version's own registrations.
-    fn drop_pending(&self, id: &str) {
-        let loaded = {
+    /// is loaded), restoring the loaded version's own registrations; logged
+    /// as a `plugin/loaded` of that version with the new generation.
+    fn drop_pending(&self, id: &str, row: RowState) {
+        let (loaded_v, was_closed) = {
             let mut st = self.lock();
             st.pending.remove(id);
-            st.versions.get(id).cloned()
+            (st.versions.get(id).cloned(), st.failing_closed.contains(id))
         };
-        if let Some(v) = loaded {
-            if let Err(e) = self.registry.install(v.plugin_ref(), registrations(&v)) {
-                tracing::error!("cannot restore plugin `{id}`: {e}");
-            }
+        if let Some(v) = loaded_v {
+            self.restore(&v);
+            let fail_closed = (was_closed && !self.lock().failing_closed.contains(id)).then_some(false);
+            self.publish(loaded(&v, None, RowState { fail_closed, ..row }));
             tracing::info!("the config of `{id}` is back to the loaded one; nothing pending");
         }
     }
@@ -363,15 +529,16 @@ impl PluginHost {
 
     fn unload_locked(&self, id: &str) -> bool {
         self.registry.revoke(id);
-        let old = {
+        let (old, was_closed) = {
             let mut st = self.lock();
             st.specs.remove(id);
             st.pending.remove(id);
-            st.versions.remove(id)
+            st.generations.remove(id);
+            (st.versions.remove(id), st.failing_closed.remove(id))
         };
         match old {
             Some(v) => {
-                self.publish(unloaded(&v));
+                self.publish(unloaded(&v, was_closed.then_some(false)));
                 true
             }
             None => false,
@@ -379,10 +546,19 @@ impl PluginHost {
     }
 
     /// Applies a new set of specs: loads added ids, unloads removed ones and
-    /// reloads those whose path, config, grant or mode changed. A change
-    /// that fails to load stays pending: the next load of the row (its file
-    /// fixed or restored) uses the latest config.
+    /// reloads those whose path, config, grant or mode changed. A change of
+    /// config, grant or mode alone (the file holds the loaded bytes) makes a
+    /// new version on the loaded one's compiled code, without compiling. A
+    /// change that fails to load stays pending: the next load of the row
+    /// (its file fixed or restored) uses the latest config. Every change is
+    /// a new config generation of its row.
     pub async fn apply(&self, specs: Vec<PluginSpec>) -> Vec<String> {
+        self.apply_counted(specs, None).await
+    }
+
+    /// [`apply`](Self::apply), saying in each event that the specs stand for
+    /// `coalesced` config writes.
+    async fn apply_counted(&self, specs: Vec<PluginSpec>, coalesced: Option<u32>) -> Vec<String> {
         let _guard = self.swap_lock.lock().await;
         let (current, pending) = {
             let st = self.lock();
@@ -398,14 +574,25 @@ impl PluginHost {
         for spec in specs {
             if current.get(&spec.id).is_some_and(|old| same_spec(old, &spec)) {
                 if pending.contains_key(&spec.id) {
-                    self.drop_pending(&spec.id);
+                    self.bump(&spec.id);
+                    self.drop_pending(&spec.id, self.row(&spec.id, coalesced));
                 }
                 continue;
             }
             if pending.get(&spec.id).is_some_and(|p| same_spec(p, &spec)) {
                 continue;
             }
-            if let Err(e) = self.reload_locked(spec, true).await {
+            self.bump(&spec.id);
+            let result = match self.reconfigure(&spec).await {
+                Some((current, made)) => {
+                    let row = self.row(&spec.id, coalesced);
+                    // A refused config names the loaded bytes: nothing else was tried.
+                    let made = made.map_err(|error| FailedLoad { error, digest: Some(current.digest.clone()) });
+                    self.finish_reload(spec, made, Some(Refusal::Config), row)
+                }
+                None => self.reload_locked(spec, true, coalesced).await,
+            };
+            if let Err(e) = result {
                 errors.push(e);
             }
         }
@@ -419,14 +606,22 @@ impl PluginHost {
         config_files: Vec<PathBuf>,
         source: Option<SpecSource>,
     ) -> anyhow::Result<WatchHandle> {
-        let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
+        let (tx, rx) = mpsc::unbounded_channel::<(PathBuf, Option<String>)>();
+        // A config file's content is hashed as each write is seen, so a batch
+        // read at once can say how many distinct writes it stands for.
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let config_paths: Vec<PathBuf> = config_files.iter().flat_map(|p| [p.clone(), canon(p)]).collect::<Vec<_>>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(ev) = res {
                 if matches!(ev.kind, notify::EventKind::Access(_)) {
                     return;
                 }
                 for p in ev.paths {
-                    let _ = tx.send(p);
+                    let seen = config_paths
+                        .contains(&p)
+                        .then(|| std::fs::read(&p).ok().map(|b| crate::cache::digest(&b)))
+                        .flatten();
+                    let _ = tx.send((p, seen));
                 }
             }
         })?;
@@ -451,13 +646,18 @@ impl PluginHost {
 
     async fn watch_loop(
         self: Arc<Self>,
-        mut rx: mpsc::UnboundedReceiver<PathBuf>,
+        mut rx: mpsc::UnboundedReceiver<(PathBuf, Option<String>)>,
         config_files: Vec<PathBuf>,
         source: Option<SpecSource>,
     ) {
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let config_set: Vec<PathBuf> = config_files.iter().map(|p| canon(p)).collect();
         let mut retries: HashMap<String, (u32, Instant)> = HashMap::new();
+        // The content last read of each config file.
+        let mut config_read: HashMap<PathBuf, String> = config_set
+            .iter()
+            .filter_map(|p| std::fs::read(p).ok().map(|b| (p.clone(), crate::cache::digest(&b))))
+            .collect();
         loop {
             // Wait for the first event, or for the next retry to fall due.
             let next_retry = retries.values().map(|(_, at)| *at).min();
@@ -471,18 +671,39 @@ impl PluginHost {
                     None => return,
                 },
             };
-            let mut changed: Vec<PathBuf> = first.into_iter().collect();
+            let mut seen: Vec<(PathBuf, Option<String>)> = first.into_iter().collect();
             tokio::time::sleep(DEBOUNCE).await;
             while let Ok(p) = rx.try_recv() {
-                changed.push(p);
+                seen.push(p);
             }
-            let changed: Vec<PathBuf> = changed.iter().map(|p| canon(p)).collect();
+            let seen: Vec<(PathBuf, Option<String>)> = seen.into_iter().map(|(p, d)| (canon(&p), d)).collect();
+            let changed: Vec<PathBuf> = seen.iter().map(|(p, _)| p.clone()).collect();
             if changed.iter().any(|p| config_set.contains(p))
                 && let Some(src) = &source
             {
+                // Distinct new contents seen since the last read, per file.
+                let mut writes = 0u32;
+                for file in &config_set {
+                    let mut last = config_read.get(file).cloned();
+                    for (_, d) in seen.iter().filter(|(p, _)| p == file) {
+                        if let Some(d) = d
+                            && last.as_ref() != Some(d)
+                        {
+                            writes += 1;
+                            last = Some(d.clone());
+                        }
+                    }
+                    if let Ok(b) = std::fs::read(file) {
+                        config_read.insert(file.clone(), crate::cache::digest(&b));
+                    }
+                }
+                let coalesced = (writes > 1).then_some(writes);
+                if let Some(n) = coalesced {
+                    tracing::info!("{n} config writes read at once: their last content applies as one generation");
+                }
                 match src() {
                     Ok(specs) => {
-                        for e in self.apply(specs).await {
+                        for e in self.apply_counted(specs, coalesced).await {
                             tracing::warn!("config reload: {e}");
                         }
                     }
@@ -559,7 +780,12 @@ impl PluginHost {
 }
 
 fn same_spec(a: &PluginSpec, b: &PluginSpec) -> bool {
-    a.path == b.path && a.config == b.config && a.grant == b.grant && a.warm == b.warm
+    a.path == b.path && same_settings(a, b)
+}
+
+/// Same config, grant and modes (the component file aside).
+fn same_settings(a: &PluginSpec, b: &PluginSpec) -> bool {
+    a.config == b.config && a.grant == b.grant && a.warm == b.warm && a.on_invalid_config == b.on_invalid_config
 }
 
 /// Keeps a watch alive; dropping it stops watching.

@@ -24,5 +24,7 @@ pub mod skills;
 pub mod state;
 pub mod wit_json;
 
-pub use component::{CallContext, CallError, Kind, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+pub use component::{
+    CallContext, CallError, Kind, OnInvalidConfig, PluginInfo, PluginSpec, PluginVersion, Runtime, RuntimeOptions,
+};
 pub use error::LoadError;

@@ -385,7 +385,14 @@ mod tests {
         let rt = Runtime::new(RuntimeOptions::default()).unwrap();
         let grant = Grant { dirs: vec![DirGrant::new(dir.path(), Access::Ro).unwrap()], ..Grant::default() };
         let root = grant.dirs[0].path.display().to_string();
-        let spec = PluginSpec { id: "skills".into(), path: wasm, config: json!({"dirs": [root]}), grant, warm: false };
+        let spec = PluginSpec {
+            id: "skills".into(),
+            path: wasm,
+            config: json!({"dirs": [root]}),
+            grant,
+            warm: false,
+            on_invalid_config: Default::default(),
+        };
         let version = rt.load(&spec).unwrap();
         let hook = SkillsHook::new(version.clone(), version.plugin_ref(), None);
         let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();

@@ -313,6 +313,7 @@ impl McpManager {
             digest: digest.to_string(),
             kinds: if kinds { vec!["tool".to_string()] } else { Vec::new() },
             error: error.map(str::to_string),
+            ..PluginChange::default()
         };
         let mut current = lock(&server.digest);
         let events = match state {
@@ -569,7 +570,7 @@ impl McpManager {
         for t in &tools {
             hasher.update(serde_json::to_string(t).unwrap_or_default().as_bytes());
         }
-        let plugin = PluginRef { id: plugin_id(&c.name), digest: hex::encode(hasher.finalize()) };
+        let plugin = PluginRef { id: plugin_id(&c.name), digest: hex::encode(hasher.finalize()), config: None };
         let mut used = std::collections::HashSet::new();
         let mut regs = Registrations::default();
         let mut names = Vec::new();
