@@ -421,7 +421,8 @@ fn raw(
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no HTTP head in {text:?}"));
+    // No answer at all shows as status 0 in the caller's assertion.
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or(("", ""));
     let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let ctype = head
         .lines()
