@@ -806,7 +806,8 @@ fn a_missing_model_key_is_an_auth_error_with_auth_methods() {
     assert_eq!(r["error"]["message"], "Authentication required", "{r}");
     assert_eq!(r["error"]["data"]["env"], "WHARF_H3_KEY", "{r}");
     assert!(r["error"]["data"]["message"].as_str().is_some_and(|m| m.contains("--profile demo")), "{r}");
-    let stored = if e.sessions.exists() { wharf_core::Store::new(&e.sessions).list().unwrap_or_default() } else { vec![] };
+    let stored =
+        if e.sessions.exists() { wharf_core::Store::new(&e.sessions).list().unwrap_or_default() } else { vec![] };
     assert!(stored.is_empty(), "no session was stored");
     c.close();
 }

@@ -85,8 +85,7 @@ impl Env {
     /// A stored session of this workspace with one user message.
     fn session(&self, profile: &str) -> String {
         let ws = ok(std::fs::canonicalize(self.ws.path())).display().to_string();
-        let log =
-            ok(self.store().create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) }));
+        let log = ok(self.store().create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) }));
         ok(log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None })));
         ok(log.flush_blocking());
         let id = log.id().to_string();

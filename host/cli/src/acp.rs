@@ -260,13 +260,13 @@ const ENV_AUTH_METHOD: &str = "env-api-key";
 fn initialize_response(key: Option<&crate::host_ctx::MissingKey>) -> acp::InitializeResponse {
     let methods = key
         .map(|k| {
-            vec![acp::AuthMethod::Agent(acp::AuthMethodAgent::new(ENV_AUTH_METHOD, format!("API key in {}", k.var)).description(
-                format!(
+            vec![acp::AuthMethod::Agent(
+                acp::AuthMethodAgent::new(ENV_AUTH_METHOD, format!("API key in {}", k.var)).description(format!(
                     "The model adapter `{}` reads its API key from the environment variable {}: set it in the \
                      environment the editor starts `wharf acp` with, then restart the agent.",
                     k.adapter, k.var
-                ),
-            ))]
+                )),
+            )]
         })
         .unwrap_or_default();
     let caps = acp::AgentCapabilities::new()
