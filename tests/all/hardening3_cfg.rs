@@ -120,8 +120,10 @@ fn a_config_only_reload_is_announced_as_such() {
     let before = ok(std::fs::read_to_string(&profile));
     ok(std::fs::write(&profile, before.replace("model = \"scripted-chat\"", "model = \"scripted-chat-2\"")));
     t.expect("↻ config of scripted changed (from ~/cfg.toml)");
-    t.line("/model");
-    t.expect("scripted-chat-2");
+    // The session still answers, on the reloaded adapter.
+    t.line("hello");
+    t.expect("Hi.");
+    t.expect("— completed");
     t.send("\x04");
     assert!(t.wait().success());
     let screen = t.screen();
@@ -148,7 +150,13 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() {
     // Rust dependencies compile once per checkout (shared with plugins_langs).
     let cargo_target = wharf_tests::target_dir().join("plugin-new");
     let o = run(wharf_tests::wharf(home).current_dir(ws).args([
-        "plugin", "new", "word_count", "--lang", "rust", "--kind", "tool",
+        "plugin",
+        "new",
+        "word_count",
+        "--lang",
+        "rust",
+        "--kind",
+        "tool",
     ]));
     assert!(o.status.success(), "plugin new: {}\n{}", text(&o.stdout), text(&o.stderr));
     let o = run(wharf_tests::wharf(home).current_dir(ws).env("CARGO_TARGET_DIR", &cargo_target).args([
@@ -192,7 +200,8 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() {
 /// The `.wharf/config.toml` the README shows after `wharf plugin build`.
 fn readme_config() -> String {
     let readme = ok(std::fs::read_to_string(wharf_tests::root().join("README.md")));
-    let start = readme.find("```toml\n# .wharf/config.toml\n").unwrap_or_else(|| panic!("README has no config example"));
+    let start =
+        readme.find("```toml\n# .wharf/config.toml\n").unwrap_or_else(|| panic!("README has no config example"));
     let body = &readme[start + "```toml\n".len()..];
     let end = body.find("```").unwrap_or(body.len());
     body[..end].to_string()
@@ -255,7 +264,11 @@ fn shipped_session_profiles_know_their_project() {
     let mut checked = Vec::new();
     for name in &names {
         let o = run(wharf_tests::wharf(home.path()).current_dir(ws.path()).args([
-            "config", "dump", "--json", "--profile", name,
+            "config",
+            "dump",
+            "--json",
+            "--profile",
+            name,
         ]));
         assert!(o.status.success(), "{name}: {}", text(&o.stderr));
         let dump: Value = ok(serde_json::from_slice(&o.stdout));

@@ -86,10 +86,8 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         cache_dir.display(),
         if cache_ok { "writable" } else { "not writable" }
     ));
-    let rt = Runtime::new(RuntimeOptions {
-        engine: EngineOptions::default(),
-        cache_dir: cache_ok.then_some(cache_dir),
-    })?;
+    let rt =
+        Runtime::new(RuntimeOptions { engine: EngineOptions::default(), cache_dir: cache_ok.then_some(cache_dir) })?;
     r.line(format!("[ok  ] instance allocator: {}", rt.engine().allocator()));
 
     // Process sandbox: a failure when a row of the profile runs processes.

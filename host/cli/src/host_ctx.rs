@@ -82,7 +82,8 @@ pub fn adapter_rows(config: &Config) -> Vec<&str> {
 /// `model`, then every model its `prices` table names.
 pub fn known_models(config: &Config, adapter: &str) -> Vec<String> {
     let Some(row) = config.plugin(adapter) else { return Vec::new() };
-    let mut out: Vec<String> = row.config.get("model").and_then(|m| m.as_str()).map(str::to_string).into_iter().collect();
+    let mut out: Vec<String> =
+        row.config.get("model").and_then(|m| m.as_str()).map(str::to_string).into_iter().collect();
     if let Some(prices) = row.config.get("prices").and_then(|p| p.as_object()) {
         out.extend(prices.keys().filter(|k| !out.contains(k)).cloned().collect::<Vec<_>>());
     }

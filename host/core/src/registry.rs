@@ -330,7 +330,8 @@ impl Inner {
         // Tool name -> the plugin that has it: the highest precedence, then
         // the first in load order.
         let mut by_precedence = entries.clone();
-        by_precedence.sort_by_key(|e| (std::cmp::Reverse(self.precedence.get(&e.plugin.id).copied().unwrap_or(0)), e.order));
+        by_precedence
+            .sort_by_key(|e| (std::cmp::Reverse(self.precedence.get(&e.plugin.id).copied().unwrap_or(0)), e.order));
         let mut holders: BTreeMap<String, String> = BTreeMap::new();
         for e in by_precedence {
             for t in &e.regs.tools {

@@ -122,9 +122,9 @@ impl Chat {
             }
             EventKind::PluginUnloaded(p) => {
                 let at = history.iter().rposition(|e| matches!(e, EventKind::PluginUnloaded(u) if u == p));
-                at.and_then(|i| i.checked_sub(1)).and_then(|i| history.get(i)).is_some_and(
-                    |e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest == p.digest),
-                )
+                at.and_then(|i| i.checked_sub(1))
+                    .and_then(|i| history.get(i))
+                    .is_some_and(|e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest == p.digest))
             }
             _ => false,
         }
@@ -152,7 +152,6 @@ fn same_component_reload(history: &[EventKind], loaded: &PluginChange) -> bool {
 }
 
 impl Chat {
-
     fn show_model_status(&self) {
         self.show_model();
         let o = &self.out;
