@@ -355,7 +355,8 @@ text = "All done."
     t.expect("approval needed: write a.txt");
     t.expect("writes need approval");
     t.expect("allow? [y]es once");
-    t.line("maybe");
+    // Not an answer key: typed, then submitted with Enter.
+    t.line("x");
     t.expect("please answer y");
     t.expect("allow?");
     t.line("n");
@@ -748,7 +749,7 @@ text = "Written."
     t.expect("› ");
     t.line("update the notes");
     t.expect("⚠ approval needed: write notes.md (2 lines)");
-    t.expect("reason: writes need approval");
+    t.expect("writes need approval");
     t.expect("--- a/notes.md");
     t.expect("@@ -1,2 +1,2 @@");
     t.expect("-old line");
