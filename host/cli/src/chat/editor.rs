@@ -36,6 +36,10 @@ pub(super) const HISTORY_ENTRIES: usize = 1000;
 /// Longest message accepted from the input (bytes); longer input is cut.
 pub(super) const MAX_INPUT_BYTES: usize = 256 * 1024;
 
+/// How long [`Terminal::shutdown`] lets the editor print what it was sent
+/// (it polls every 100 ms).
+const PRINT_DRAIN: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Longest partial line [`Screen`] holds back (bytes) before showing it.
 const MAX_PARTIAL: usize = 16 * 1024;
 
@@ -82,6 +86,12 @@ impl Terminal {
     /// Ends the line editor (if any) and waits, briefly, for it to restore
     /// the terminal; later output goes straight to stdout.
     pub(super) fn shutdown(&mut self) {
+        if self.thread.is_some() {
+            // The editor prints what it was sent once per poll and looks at
+            // the stop signal first: the last lines (a turn's end) would be
+            // dropped without a few polls' wait.
+            std::thread::sleep(PRINT_DRAIN);
+        }
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
