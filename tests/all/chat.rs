@@ -674,7 +674,12 @@ fn piped_input_ending_during_a_turn_says_so_once_then_quits_after_it() {
     let (code, out, err) = chat_piped(&e, "demo", "hi\n");
     assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
     let notices = out.matches(END_OF_INPUT).count();
-    assert_eq!(notices, 1, "the notice {notices} times; stdout starts:\n{}", out.chars().take(2000).collect::<String>());
+    assert_eq!(
+        notices,
+        1,
+        "the notice {notices} times; stdout starts:\n{}",
+        out.chars().take(2000).collect::<String>()
+    );
     // The whole turn is shown, then the goodbye.
     let done = out.find("Done: I listed the workspace").unwrap_or_else(|| panic!("no turn text:\n{out}"));
     let summary = out.find("— completed · 4 step(s)").unwrap_or_else(|| panic!("no turn summary:\n{out}"));
