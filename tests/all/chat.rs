@@ -790,3 +790,198 @@ text = "Written."
         .any(|c| c.starts_with("The tool said: ") && c.contains("the index links to it"));
     assert!(echoed, "the model's next request did not carry the note");
 }
+
+/// `wharf chat` with its stdin a pipe holding `input` (closed after it) and
+/// its output collected: `(exit code, stdout, stderr)`.
+fn chat_piped(e: &Env, profile: &str, input: &str) -> (Option<i32>, String, String) {
+    use std::process::Stdio;
+    let mut cmd = e.chat_command(profile, &[]);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(TIMEOUT) else {
+        // SAFETY: a signal to our own child, which did not exit.
+        unsafe { libc::kill(id as libc::pid_t, libc::SIGKILL) };
+        panic!("wharf chat with piped input did not exit");
+    };
+    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+const END_OF_INPUT: &str = "end of input: quitting when this turn ends";
+
+/// Piped input that ends while its turn runs (issue 36, item 1): the
+/// end-of-input channel stayed selected after it closed, so the notice was
+/// printed again on every pass (thousands of times, starving the turn).
+#[test]
+fn piped_input_ending_during_a_turn_says_so_once_then_quits_after_it() {
+    let e = env();
+    let (code, out, err) = chat_piped(&e, "demo", "hi\n");
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let notices = out.matches(END_OF_INPUT).count();
+    assert_eq!(
+        notices,
+        1,
+        "the notice {notices} times; stdout starts:\n{}",
+        out.chars().take(2000).collect::<String>()
+    );
+    // The whole turn is shown, then the goodbye.
+    let done = out.find("Done: I listed the workspace").unwrap_or_else(|| panic!("no turn text:\n{out}"));
+    let summary = out.find("— completed · 4 step(s)").unwrap_or_else(|| panic!("no turn summary:\n{out}"));
+    let bye = out.find("bye · session").unwrap_or_else(|| panic!("no goodbye:\n{out}"));
+    assert!(done < summary && summary < bye, "{out}");
+    assert!(e.ws.path().join("SUMMARY.md").exists());
+}
+
+/// The slow turn streamed four characters at a time; its last words.
+const SLOW_TURN: &str = r#"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "Starting.\nThis answer streams slowly, four characters at a time, and is drawn to its very end."
+delay_ms = 60
+"#;
+
+/// Ctrl-D while a turn runs on a terminal (issue 36, item 1): the line
+/// editor used to end on it, so the rest of the turn was never drawn, and
+/// the chat loop spun on the closed input.
+#[test]
+fn ctrl_d_during_a_turn_draws_it_to_the_end_then_quits() {
+    let e = env();
+    let p = e.profile("slow", SLOW_TURN, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("talk");
+    t.expect("Starting.");
+    t.send("\x04");
+    t.expect(END_OF_INPUT);
+    t.expect("and is drawn to its very end.");
+    t.expect("— completed");
+    t.expect("bye · session");
+    assert!(t.wait().success());
+    let screen = t.screen();
+    assert_eq!(screen.matches(END_OF_INPUT).count(), 1, "{screen}");
+    let events = e.events();
+    let end = events.iter().rfind(|v| v["type"] == "turn/end").cloned().unwrap_or_default();
+    assert_eq!(end["data"]["reason"], "completed");
+}
+
+/// A notice while a line streams (issue 36, item 3) is printed between
+/// lines: the streamed line used to be cut where the notice came
+/// ("…caref" / "↳ queued…" / "ully bef").
+#[test]
+fn a_notice_does_not_cut_a_streamed_line() {
+    let e = env();
+    let turns = r#"
+chunk_size = 4
+
+[[plugin.config.turns]]
+text = "Starting.\nRead every file carefully before editing any of them, then explain each change briefly.\nDone."
+delay_ms = 80
+[[plugin.config.turns]]
+text = "Steered."
+"#;
+    let p = e.profile("cut", turns, false);
+    // Without colour the text is streamed as it comes (colour renders whole
+    // lines anyway).
+    let mut cmd = e.chat_command(&p.display().to_string(), &[]);
+    cmd.env("NO_COLOR", "1");
+    let mut t = Pty::spawn(cmd);
+    t.expect("› ");
+    t.line("talk");
+    // The next line has begun streaming ("Starting." is printed when its
+    // newline arrives, in the chunk that starts the next line).
+    t.expect("Starting.");
+    t.line("also mention tests");
+    t.expect("↳ queued for the next step: also mention tests");
+    t.expect("Steered.");
+    t.expect("— completed · 2 step(s)");
+    let screen = t.screen();
+    assert!(
+        screen.contains("Read every file carefully before editing any of them, then explain each change briefly."),
+        "the streamed line was cut:\n{screen}"
+    );
+    let queued = screen.find("↳ queued for the next step").unwrap_or(0);
+    let line = screen.find("Read every file carefully").unwrap_or(0);
+    assert!(queued < line, "the notice should come before the line it interrupted:\n{screen}");
+    t.send("\x04");
+    assert!(t.wait().success());
+}
+
+/// Until a turn's first token a spinner with the elapsed time says how to
+/// cancel it (issue 36, item 3).
+#[test]
+fn a_spinner_runs_until_the_first_token() {
+    let e = env();
+    let turns = r#"
+chunk_size = 100
+
+[[plugin.config.turns]]
+text = "First token at last."
+delay_ms = 1500
+"#;
+    let p = e.profile("wait", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("talk");
+    t.expect("waiting for the model · ");
+    t.expect("s · Ctrl-C to cancel");
+    t.expect("First token at last.");
+    t.expect("— completed");
+    // Gone once the text came: the prompt after the turn shows the status.
+    let after = t.screen();
+    let tail = &after[after.rfind("— completed").unwrap_or(0)..];
+    assert!(!tail.contains("Ctrl-C to cancel"), "{tail}");
+    t.send("\x04");
+    assert!(t.wait().success());
+}
+
+/// Tab completes `@docs/my` to the quoted `@"docs/my notes.md"` (issue 36,
+/// item 5), which the attachment parser reads back whole: unquoted, the
+/// agent read `docs/my`.
+#[test]
+fn tab_completes_a_path_with_spaces_quoted() {
+    let e = env();
+    std::fs::create_dir(e.ws.path().join("docs")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(e.ws.path().join("docs/my notes.md"), "Notes with spaces.\n").unwrap_or_else(|e| panic!("{e}"));
+    let turns = r#"
+[[plugin.config.turns]]
+text = "(the attachment step)"
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+"#;
+    let p = e.profile("tab", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.send("summarise @docs/my");
+    std::thread::sleep(Duration::from_millis(300));
+    t.send("\t");
+    // The menu (uppercase: the selected entry on a terminal without colour).
+    t.expect("@\"DOCS/MY NOTES.MD\"");
+    t.send("\r");
+    std::thread::sleep(Duration::from_millis(300));
+    t.send("please\r");
+    t.expect("The tool said: ");
+    t.expect("Notes with spaces.");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    drop(t);
+    let msgs = user_messages(&e);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].starts_with("summarise @\"docs/my notes.md\" ") && msgs[0].ends_with("please"), "{msgs:?}");
+    let events = e.events();
+    let call = events.iter().find(|v| v["type"] == "tool/call").cloned().unwrap_or_default();
+    let args: serde_json::Value =
+        serde_json::from_str(call["data"]["arguments"].as_str().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(args["path"], "docs/my notes.md", "{call}");
+}

@@ -181,6 +181,18 @@ fn lines(raw: &str) -> Vec<String> {
     strip_ansi(raw).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect()
 }
 
+/// The lines the line editor printed, blank ones included: each is sent as
+/// `\r<spaces>\r` (erasing the prompt's row), the text, `\r\n`.
+fn printed(raw: &str) -> Vec<String> {
+    raw.split("\r\n").map(|seg| strip_ansi(seg.rsplit('\r').next().unwrap_or("")).trim_end().to_string()).collect()
+}
+
+/// Asserts that `want` are consecutive printed lines.
+fn consecutive(printed: &[String], want: &[&str]) {
+    let found = printed.windows(want.len()).any(|w| w.iter().zip(want).all(|(a, b)| a == b));
+    assert!(found, "{want:?} not printed in a row:\n{}", printed.join("\n"));
+}
+
 /// Asserts that lines ending with each of `want` appear in this order.
 fn in_order(lines: &[String], want: &[&str]) {
     let mut at = 0;
@@ -225,6 +237,9 @@ fn markdown_and_an_edit_diff_are_rendered() {
         &["Result", "• changed one line", "• see README.md", "```rust", "fn answer() -> u32 { 42 }", "```", "All set."],
     );
     assert!(!lines.iter().any(|l| l.contains("## Result") || l.contains("**one**")), "{}", lines.join("\n"));
+    // The blank line between the heading and the list is kept (issue 36,
+    // item 12: the editor dropped empty lines).
+    consecutive(&printed(&raw), &["Result", "", "• changed one line"]);
     let code = raw.lines().find(|l| l.contains("answer")).unwrap_or_else(|| panic!("no code line:\n{raw}"));
     assert!(code.matches("\x1b[38;2;").count() >= 3, "not highlighted: {code:?}");
 }
@@ -249,4 +264,5 @@ fn no_color_prints_the_markdown_as_is() {
         ],
     );
     assert!(!raw.contains("\x1b[38;2;") && !raw.contains("\x1b[31m"), "colour under NO_COLOR: {raw:?}");
+    consecutive(&printed(&raw), &["## Result", "", "- changed **one** line"]);
 }

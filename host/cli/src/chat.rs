@@ -21,7 +21,13 @@
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
-//!   quits, after the running turn if there is one.
+//!   quits, after the running turn if there is one (drawn to its end; the
+//!   notice is printed once, also when piped input ends).
+//! - Until a turn's first token a spinner with the elapsed time and how to
+//!   cancel runs before the input line (without an editor: on stderr, if
+//!   it is a terminal).
+//! - Output is printed line by line: a notice (`↳ queued…`, `^C`, …) goes
+//!   between lines, never inside a streamed one.
 //! - Text submitted while a turn runs is queued as a `steer` message for the
 //!   next step (`↳ queued for the next step: …`). Ctrl-C drops the queued
 //!   messages the model has not seen yet together with the turn, and says so
@@ -77,6 +83,9 @@ pub struct ChatArgs {
     pub hide_reasoning: bool,
 }
 
+/// How often the spinner shown until a turn's first token moves.
+const SPINNER_TICK: Duration = Duration::from_millis(100);
+
 /// How long a first Ctrl-C waits for a second one to mean "quit".
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
@@ -122,6 +131,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         bye: None,
         picker: Vec::new(),
         why: false,
+        spinner: None,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
@@ -189,18 +199,31 @@ async fn load_with_progress(
     Ok(host)
 }
 
-/// Terminal output with optional colour: straight to stdout, or above the
-/// line editor's input line through its printer.
+/// Terminal output with optional colour: above the line editor's input line
+/// through its printer, or to stdout; line by line either way, so a notice
+/// never cuts a streamed line.
 struct Out {
     color: bool,
+    /// The line editor's printer (`None` without an editor).
     screen: Option<RefCell<Screen>>,
+    /// Lines for stdout, when there is no editor (or after it ended).
+    plain: RefCell<Screen>,
     prompt: Option<Arc<std::sync::Mutex<editor::PromptState>>>,
     repaint: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// A spinner row is on stderr (no editor, stderr a terminal).
+    spinning: std::cell::Cell<bool>,
 }
 
 impl Out {
     fn new() -> Self {
-        Self { color: crate::output::color(), screen: None, prompt: None, repaint: None }
+        Self {
+            color: crate::output::color(),
+            screen: None,
+            plain: RefCell::new(Screen::stdout()),
+            prompt: None,
+            repaint: None,
+            spinning: std::cell::Cell::new(false),
+        }
     }
 
     /// Prints through the line editor of `term`, if it has one.
@@ -220,22 +243,39 @@ impl Out {
         self.prompt = None;
     }
 
-    /// Writes with `f` to the screen (stdout or the editor's printer).
-    fn draw(&self, f: impl FnOnce(&mut dyn Write)) {
-        match &self.screen {
-            Some(s) => f(&mut *s.borrow_mut()),
-            None => {
-                let mut o = std::io::stdout().lock();
-                f(&mut o);
-                let _ = o.flush();
-            }
-        }
+    fn target(&self) -> &RefCell<Screen> {
+        self.screen.as_ref().unwrap_or(&self.plain)
     }
 
-    /// Ends a partial line held for the editor's printer.
+    /// Writes with `f` to the screen (the editor's printer or stdout), whole
+    /// lines at a time.
+    fn draw(&self, f: impl FnOnce(&mut dyn Write)) {
+        self.clear_spinner();
+        f(&mut *self.target().borrow_mut());
+    }
+
+    /// Ends a partial line held back.
     fn finish(&self) {
-        if let Some(s) = &self.screen {
-            s.borrow_mut().finish();
+        self.clear_spinner();
+        self.target().borrow_mut().finish();
+    }
+
+    /// Draws a spinner row on stderr (without an editor; the editor shows it
+    /// in its status line instead).
+    fn spin(&self, text: &str) {
+        if self.screen.is_some() || !std::io::stderr().is_terminal() {
+            return;
+        }
+        eprint!("\r\x1b[2K{text}");
+        let _ = std::io::stderr().flush();
+        self.spinning.set(true);
+    }
+
+    /// Removes the spinner row, if one is drawn.
+    fn clear_spinner(&self) {
+        if self.spinning.replace(false) {
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
         }
     }
 
@@ -272,11 +312,11 @@ impl Out {
         self.paint("33", s)
     }
 
+    /// Prints `s` as whole line(s), before a streamed line in progress (that
+    /// one stays held and goes on), so notices fall between lines.
     fn line(&self, s: &str) {
-        self.finish();
-        self.draw(|o| {
-            let _ = writeln!(o, "{s}");
-        });
+        self.clear_spinner();
+        self.target().borrow_mut().notice(s);
     }
 
     /// Whether the answer keys of an approval question answer at once.
@@ -291,6 +331,7 @@ impl Out {
         if self.screen.is_some() {
             return;
         }
+        self.clear_spinner();
         let mut o = std::io::stdout().lock();
         let _ = write!(o, "{s}");
         let _ = o.flush();
@@ -325,6 +366,9 @@ struct Chat {
     picker: Vec<String>,
     /// The next line is the note of a rejection (`t` at an approval question).
     why: bool,
+    /// When the running turn started, while it has shown nothing yet (a
+    /// spinner with the elapsed time runs until its first token).
+    spinner: Option<Instant>,
 }
 
 impl Chat {
@@ -401,10 +445,26 @@ impl Chat {
         let mut ctrl_c = false;
         // Warnings logged meanwhile (the log itself goes to a file).
         let mut notices = crate::output::take_notices().unwrap_or_else(|| mpsc::channel(1).1);
+        // Piped input ended (the channel is closed: reading it again would
+        // return at once, forever).
+        let mut input_open = true;
+        let mut tick = tokio::time::interval(SPINNER_TICK);
+        // Not polled while no spinner runs: no burst of missed ticks after.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if asking.is_none() {
                 self.why = false;
                 asking = next_question(&mut queue);
+                if asking.is_some() {
+                    self.stop_spinner();
+                }
+                if !input_open && let Some(p) = asking.take() {
+                    // Nobody is left to answer.
+                    let note = Some("end of input".to_string());
+                    let by = "chat(user)".to_string();
+                    let _ = p.reply.send(Approval { outcome: ApprovalOutcome::Rejected, by, note });
+                    continue;
+                }
                 if let Some(p) = &asking {
                     self.ask(p);
                 }
@@ -428,6 +488,7 @@ impl Chat {
                 let now = Instant::now();
                 let double = last_ctrl_c.is_some_and(|t| now.duration_since(t) < DOUBLE_CTRL_C);
                 last_ctrl_c = Some(now);
+                self.stop_spinner();
                 self.end_stream();
                 if double {
                     return self.quit(running.take()).await;
@@ -481,6 +542,7 @@ impl Chat {
                     running = None;
                     asking = None;
                     queue.clear();
+                    self.stop_spinner();
                     self.end_stream();
                     self.turn_finished(r);
                     show_prompt = true;
@@ -489,22 +551,32 @@ impl Chat {
                     queue.push_back(p);
                 }
                 Some(n) = notices.recv() => self.notice(&n),
-                line = input.recv() => {
+                _ = tick.tick(), if self.spinner.is_some() => self.spin(running.is_some()),
+                line = input.recv(), if input_open => {
                     let line = match line {
                         Some(Input::Line(l)) => Some(l),
                         Some(Input::Interrupt) => {
                             ctrl_c = true;
                             None
                         }
-                        Some(Input::Eof) | None => None,
+                        Some(Input::Eof) => None,
+                        None => {
+                            input_open = false;
+                            None
+                        }
                     };
                     let Some(line) = line else {
                         if ctrl_c {
                             continue;
                         }
-                        // End of input (Ctrl-D).
+                        // End of input: Ctrl-D, or the end of piped input
+                        // (both may come: say it once).
                         if running.is_some() {
-                            self.out.line(&self.out.dim("(end of input: quitting when this turn ends; Ctrl-C cancels it)"));
+                            if !quit_after_turn {
+                                self.out.line(
+                                    &self.out.dim("(end of input: quitting when this turn ends; Ctrl-C cancels it)"),
+                                );
+                            }
                             quit_after_turn = true;
                             continue;
                         }
@@ -517,7 +589,10 @@ impl Chat {
                     }
                     match self.handle_line(&line, running.is_some()) {
                         Ok(Action::Nothing) => {}
-                        Ok(Action::Start(handle)) => running = Some(Running { handle, cancelling: false }),
+                        Ok(Action::Start(handle)) => {
+                            running = Some(Running { handle, cancelling: false });
+                            self.spinner = Some(Instant::now());
+                        }
                         Ok(Action::Compact) => self.compact_now().await,
                         Ok(Action::Quit) => return self.quit(running.take()).await,
                         Err(e) => self.out.line(&self.out.warn(&format!("error: {}", crate::output::error_text(&e)))),
@@ -557,8 +632,50 @@ impl Chat {
         if let EventKind::PluginReloadFailed(p) = &ev.kind {
             self.render.serving = self.host.plugins.versions().get(&p.id).map(|v| v.digest.clone());
         }
-        let render = &mut self.render;
-        self.out.draw(|o| render.render(ev, o));
+        if matches!(
+            ev.kind,
+            EventKind::AssistantChunk(_)
+                | EventKind::AssistantMessage(_)
+                | EventKind::ToolCall(_)
+                | EventKind::ToolResult(_)
+                | EventKind::TurnEnd(_)
+        ) {
+            self.stop_spinner();
+        }
+        let mut buf = Vec::new();
+        self.render.render(ev, &mut buf);
+        if !buf.is_empty() {
+            self.out.draw(|o| {
+                let _ = o.write_all(&buf);
+            });
+        }
+    }
+
+    /// The spinner's text: a frame, the time since the turn started, how to
+    /// cancel.
+    fn spinner_text(&self) -> Option<String> {
+        let started = self.spinner?;
+        let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+        let elapsed = started.elapsed();
+        let frame = frames[(elapsed.as_millis() / SPINNER_TICK.as_millis().max(1)) as usize % frames.len()];
+        Some(format!("{frame} waiting for the model · {:.1}s · Ctrl-C to cancel", elapsed.as_secs_f64()))
+    }
+
+    /// Moves the spinner: the editor's prompt shows it (the loop repaints
+    /// the prompt), else a row on stderr when that is a terminal.
+    fn spin(&self, running: bool) {
+        if !running || self.out.prompt.is_some() {
+            return;
+        }
+        if let Some(text) = self.spinner_text() {
+            self.out.spin(&self.out.dim(&text));
+        }
+    }
+
+    /// Ends the spinner (the turn showed something, or ended).
+    fn stop_spinner(&mut self) {
+        self.spinner = None;
+        self.out.clear_spinner();
     }
 
     /// A warning from the log (the details are in the log file), as one line.
@@ -588,7 +705,11 @@ impl Chat {
         } else {
             "› "
         };
-        self.out.set_prompt(&self.out.bold(left), &self.out.dim(&self.status_line()));
+        let left = match self.spinner_text() {
+            Some(spin) if running && !asking => format!("{} {}", self.out.dim(&spin), self.out.bold(left)),
+            _ => self.out.bold(left),
+        };
+        self.out.set_prompt(&left, &self.out.dim(&self.status_line()));
     }
 
     /// Shows an approval question: the call's summary, why the policies

@@ -36,6 +36,13 @@ pub(super) const HISTORY_ENTRIES: usize = 1000;
 /// Longest message accepted from the input (bytes); longer input is cut.
 pub(super) const MAX_INPUT_BYTES: usize = 256 * 1024;
 
+/// How long [`Terminal::shutdown`] lets the editor print what it was sent
+/// (it polls every 100 ms).
+const PRINT_DRAIN: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Longest partial line [`Screen`] holds back (bytes) before showing it.
+const MAX_PARTIAL: usize = 16 * 1024;
+
 /// Most `@path` completions offered at once.
 const MAX_COMPLETIONS: usize = 200;
 
@@ -46,7 +53,9 @@ pub(super) enum Input {
     Line(String),
     /// Ctrl-C in the editor (the terminal is raw, so no SIGINT).
     Interrupt,
-    /// End of input (Ctrl-D).
+    /// End of input: Ctrl-D at an empty line (the editor keeps reading,
+    /// so output still shows and Ctrl-C still cancels), or the end of piped
+    /// input (the channel closes after it).
     Eof,
 }
 
@@ -83,6 +92,12 @@ impl Terminal {
     /// Ends the line editor (if any) and waits, briefly, for it to restore
     /// the terminal; later output goes straight to stdout.
     pub(super) fn shutdown(&mut self) {
+        if self.thread.is_some() {
+            // The editor prints what it was sent once per poll and looks at
+            // the stop signal first: the last lines (a turn's end) would be
+            // dropped without a few polls' wait.
+            std::thread::sleep(PRINT_DRAIN);
+        }
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
@@ -255,11 +270,14 @@ fn run_editor(
             Ok(_) => continue,
             Err(e) => {
                 eprintln!("wharf: line editor: {e}");
-                Input::Eof
+                let _ = tx.send(Input::Eof);
+                return;
             }
         };
-        let eof = matches!(input, Input::Eof);
-        if tx.send(input).is_err() || eof {
+        // After Ctrl-D the editor goes on (until chat stops it): chat may
+        // wait for a running turn, whose output is printed through it, and
+        // Ctrl-C must still cancel that turn.
+        if tx.send(input).is_err() {
             return;
         }
     }
@@ -336,12 +354,16 @@ impl Completer for PathCompleter {
 /// The completions of the `@path` token ending at `pos` (a byte offset):
 /// entries of its directory, relative to `workspace`, whose name starts with
 /// what was typed; directories end with `/`. Bounded to [`MAX_COMPLETIONS`].
+///
+/// A path the attachment parser (`wharf_core::attach`) would not read back
+/// whole unquoted (a space, a quote-like character, trailing punctuation) is
+/// completed quoted, `@"docs/my notes.md"`, and so is any path typed after
+/// `@"`; a directory's quote is left open so completion can go on inside it.
 pub(super) fn complete_path(workspace: &Path, line: &str, pos: usize) -> Vec<Suggestion> {
     let Some(before) = line.get(..pos) else {
         return Vec::new();
     };
-    let start = before.rfind(char::is_whitespace).map(|i| i + 1).unwrap_or(0);
-    let Some(typed) = before[start..].strip_prefix('@') else {
+    let Some((start, typed, quoted)) = path_token(before) else {
         return Vec::new();
     };
     let (dir, prefix) = match typed.rfind('/') {
@@ -357,7 +379,10 @@ pub(super) fn complete_path(workspace: &Path, line: &str, pos: usize) -> Vec<Sug
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let hidden = name.starts_with('.') && !prefix.starts_with('.');
-            (name.starts_with(prefix) && !hidden).then(|| (name, e.file_type().is_ok_and(|t| t.is_dir())))
+            // Neither form can carry a double quote or a line break.
+            let unnameable = name.contains(['"', '\n', '\r']);
+            (name.starts_with(prefix) && !hidden && !unnameable)
+                .then(|| (name, e.file_type().is_ok_and(|t| t.is_dir())))
         })
         .collect();
     names.sort();
@@ -366,14 +391,44 @@ pub(super) fn complete_path(workspace: &Path, line: &str, pos: usize) -> Vec<Sug
         .into_iter()
         .map(|(name, is_dir)| {
             let slash = if is_dir { "/" } else { "" };
-            Suggestion {
-                value: format!("@{dir}{name}{slash}"),
-                span: Span::new(start, pos),
-                append_whitespace: !is_dir,
-                ..Suggestion::default()
-            }
+            let path = format!("{dir}{name}{slash}");
+            let value = match (quoted || needs_quotes(&path), is_dir) {
+                (false, _) => format!("@{path}"),
+                (true, true) => format!("@\"{path}"),
+                (true, false) => format!("@\"{path}\""),
+            };
+            Suggestion { value, span: Span::new(start, pos), append_whitespace: !is_dir, ..Suggestion::default() }
         })
         .collect()
+}
+
+/// The `@path` token that `before` ends in: its byte start (at `@`), the
+/// path typed so far and whether it was opened with a quote (`@"my no`).
+fn path_token(before: &str) -> Option<(usize, &str, bool)> {
+    let at_word_start =
+        |i: usize| before[..i].chars().next_back().is_none_or(|c| c.is_whitespace() || "([{".contains(c));
+    // An open quote: `@"` at a word start, no closing quote or newline since.
+    if let Some(i) = before.rfind("@\"")
+        && at_word_start(i)
+        && !before[i + 2..].contains(['"', '\n'])
+    {
+        return Some((i, &before[i + 2..], true));
+    }
+    let start = before
+        .char_indices()
+        .rfind(|&(_, c)| c.is_whitespace() || "([{".contains(c))
+        .map(|(i, c)| i + c.len_utf8())
+        .unwrap_or(0);
+    let typed = before[start..].strip_prefix('@')?;
+    Some((start, typed, false))
+}
+
+/// Whether `path` must be quoted to be read back whole as an attachment:
+/// unquoted, the parser stops at whitespace and quote-like characters and
+/// drops trailing sentence punctuation.
+fn needs_quotes(path: &str) -> bool {
+    path.contains(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '<' | '>'))
+        || path.ends_with(['.', ',', ';', ':', '!', '?', ')', ']', '}'])
 }
 
 fn spawn_plain(tx: mpsc::UnboundedSender<Input>) {
@@ -460,16 +515,32 @@ pub(super) fn clean(text: &str) -> String {
     bounded(&out)
 }
 
-/// Text printed above the editor's line: whole lines go to the printer, a
-/// partial line waits for its end (or [`Screen::finish`]).
+/// Where [`Screen`] sends whole lines.
+enum Sink {
+    /// The line editor's printer: the line appears above the input line.
+    Printer(SyncSender<String>),
+    /// Straight to stdout (no line editor).
+    Stdout,
+}
+
+/// Text printed line by line, above the editor's input line or to stdout: a
+/// partial line waits for its end (or [`Screen::finish`]), so a
+/// [`notice`](Screen::notice) printed meanwhile lands between lines, never
+/// inside a streamed one.
 pub(super) struct Screen {
-    printer: SyncSender<String>,
+    sink: Sink,
     partial: Vec<u8>,
 }
 
 impl Screen {
+    /// Lines for the line editor's printer.
     pub(super) fn new(printer: SyncSender<String>) -> Self {
-        Self { printer, partial: Vec::new() }
+        Self { sink: Sink::Printer(printer), partial: Vec::new() }
+    }
+
+    /// Lines for stdout.
+    pub(super) fn stdout() -> Self {
+        Self { sink: Sink::Stdout, partial: Vec::new() }
     }
 
     /// Sends the partial line, if any.
@@ -477,7 +548,37 @@ impl Screen {
         if !self.partial.is_empty() {
             let line = String::from_utf8_lossy(&self.partial).into_owned();
             self.partial.clear();
-            let _ = self.printer.send(line);
+            self.emit(&line);
+        }
+    }
+
+    /// Prints `line` as a line of its own, before the partial line being
+    /// streamed (which stays held and goes on when its text does).
+    pub(super) fn notice(&mut self, line: &str) {
+        for l in line.split('\n') {
+            self.emit(l.trim_end_matches('\r'));
+        }
+    }
+
+    /// Whether a partial line is held.
+    #[cfg(test)]
+    pub(super) fn has_partial(&self) -> bool {
+        !self.partial.is_empty()
+    }
+
+    fn emit(&mut self, line: &str) {
+        match &self.sink {
+            // The editor splits what it is sent into lines with
+            // `str::lines`, which yields nothing for "": with the newline
+            // kept, an empty line is one (blank lines between paragraphs).
+            Sink::Printer(p) => {
+                let _ = p.send(format!("{line}\n"));
+            }
+            Sink::Stdout => {
+                let mut o = std::io::stdout().lock();
+                let _ = writeln!(o, "{line}");
+                let _ = o.flush();
+            }
         }
     }
 }
@@ -488,8 +589,12 @@ impl Write for Screen {
             if b == b'\n' {
                 let line = String::from_utf8_lossy(&self.partial).into_owned();
                 self.partial.clear();
-                let _ = self.printer.send(line.trim_end_matches('\r').to_string());
+                self.emit(line.trim_end_matches('\r'));
             } else if b != b'\r' || !self.partial.is_empty() {
+                // A very long line is shown in parts (at a character start).
+                if self.partial.len() >= MAX_PARTIAL && (b & 0xC0) != 0x80 {
+                    self.finish();
+                }
                 self.partial.push(b);
             }
         }
@@ -529,6 +634,75 @@ mod tests {
         let s = complete_path(dir.path(), "@src/m", 6);
         assert_eq!(s[0].value, "@src/main.rs");
         assert!(complete_path(dir.path(), "no at", 5).is_empty());
+    }
+
+    /// A path with a space is completed quoted, in the form the attachment
+    /// parser reads back whole (unquoted it read `docs/my`).
+    #[test]
+    fn completes_paths_with_spaces_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("docs/old notes")).unwrap();
+        std::fs::write(dir.path().join("docs/my notes.md"), "").unwrap();
+        std::fs::write(dir.path().join("docs/old notes/a b.txt"), "").unwrap();
+        std::fs::write(dir.path().join("docs/plain.md"), "").unwrap();
+        let line = "read @docs/my";
+        let s = complete_path(dir.path(), line, line.len());
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].value, "@\"docs/my notes.md\"");
+        assert_eq!((s[0].span.start, s[0].span.end), (5, line.len()));
+        let done = format!("{}{} please", &line[..s[0].span.start], s[0].value);
+        assert_eq!(wharf_core::attach::find(&done, None), vec!["docs/my notes.md"]);
+        // A directory keeps its quote open; completion goes on inside it.
+        let s = complete_path(dir.path(), "@docs/o", 7);
+        assert_eq!(s[0].value, "@\"docs/old notes/");
+        let line = "see @\"docs/old notes/a";
+        let s = complete_path(dir.path(), line, line.len());
+        assert_eq!(s[0].value, "@\"docs/old notes/a b.txt\"");
+        assert_eq!(s[0].span.start, 4);
+        // Inside an opened quote even a plain name stays quoted.
+        let line = "@\"docs/pl";
+        assert_eq!(complete_path(dir.path(), line, line.len())[0].value, "@\"docs/plain.md\"");
+        // Without a space, no quotes.
+        assert_eq!(complete_path(dir.path(), "@docs/pl", 8)[0].value, "@docs/plain.md");
+        // A closed quote is not completed again.
+        let line = "@\"docs/my notes.md\" and";
+        assert!(complete_path(dir.path(), line, line.len()).is_empty());
+    }
+
+    /// What the editor shows of the messages sent to its printer: it
+    /// splits each into lines with `str::lines`.
+    fn printed(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String> {
+        rx.try_iter().flat_map(|m| m.lines().map(str::to_string).collect::<Vec<_>>()).collect()
+    }
+
+    #[test]
+    fn blank_lines_reach_the_editor() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let mut s = Screen::new(tx);
+        s.write_all(b"# Title\n\nText.\n").unwrap();
+        s.notice("");
+        assert_eq!(printed(&rx), vec!["# Title", "", "Text.", ""]);
+    }
+
+    #[test]
+    fn a_notice_goes_before_the_line_being_streamed() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let mut s = Screen::new(tx);
+        s.write_all(b"Read the file caref").unwrap();
+        s.notice("\u{21b3} queued for the next step: hi");
+        assert!(s.has_partial());
+        s.write_all(b"ully before editing.\nNext").unwrap();
+        s.finish();
+        assert_eq!(
+            printed(&rx),
+            vec!["\u{21b3} queued for the next step: hi", "Read the file carefully before editing.", "Next"]
+        );
+        // A line without end is shown in parts past the bound, whole characters.
+        s.write_all("é".repeat(MAX_PARTIAL).as_bytes()).unwrap();
+        s.finish();
+        let parts = printed(&rx);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts.concat(), "é".repeat(MAX_PARTIAL));
     }
 
     #[test]

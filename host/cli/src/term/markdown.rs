@@ -2,8 +2,11 @@
 //! headings, lists, quotes, rules and inline styles (emphasis, strong,
 //! `code`, links) through `pulldown-cmark`, fenced code blocks highlighted
 //! by `syntect` one line at a time (its highlighter keeps state across
-//! lines, so an open fence needs no buffering). Without colour the text is
-//! passed through untouched.
+//! lines, so an open fence needs no buffering). Blank lines between blocks
+//! are kept; text outside code is wrapped at the terminal's width on word
+//! boundaries (continuation rows indented under the item or quote they
+//! belong to; a word wider than a row is left whole, code is not wrapped).
+//! Without colour the text is passed through untouched.
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -18,6 +21,12 @@ use syntect::parsing::SyntaxSet;
 const MAX_PENDING: usize = 16 * 1024;
 
 const RESET: &str = "\x1b[0m";
+
+/// Narrower than this, text is not wrapped (rows would hold a word or two).
+const MIN_WRAP: usize = 20;
+
+/// Width of a horizontal rule, at most.
+const RULE: usize = 40;
 
 /// The bundled syntaxes (Sublime's defaults: Rust, Python, shell, JSON,
 /// YAML, C, Go, JavaScript …), loaded once on the first code block.
@@ -45,12 +54,26 @@ pub struct Markdown {
     color: bool,
     pending: String,
     fence: Option<Fence>,
+    /// Columns to wrap at; `None`: the terminal's, asked at every line (it
+    /// may be resized). Fewer than [`MIN_WRAP`]: no wrapping.
+    width: Option<usize>,
 }
 
 impl Markdown {
-    /// A renderer; without `color` it writes the text as it is.
+    /// A renderer; without `color` it writes the text as it is. Text is
+    /// wrapped at the width of the terminal on stdout (if it is one).
     pub fn new(color: bool) -> Self {
-        Self { color, pending: String::new(), fence: None }
+        Self { color, pending: String::new(), fence: None, width: None }
+    }
+
+    /// A renderer wrapping at `columns` (`None`: not wrapping).
+    #[cfg(test)]
+    pub fn with_width(color: bool, columns: Option<usize>) -> Self {
+        Self { width: Some(columns.unwrap_or(0)), ..Self::new(color) }
+    }
+
+    fn columns(&self) -> Option<usize> {
+        self.width.or_else(super::terminal_width).filter(|&w| w >= MIN_WRAP)
     }
 
     /// Renders every line of `text` that is complete (plain mode: all of it).
@@ -95,10 +118,14 @@ impl Markdown {
 
     /// A whole message rendered at once (history, `wharf run`'s replay).
     pub fn render_all(color: bool, text: &str) -> String {
-        let mut md = Self::new(color);
+        Self::new(color).render_whole(text)
+    }
+
+    /// `text` rendered as one whole message.
+    pub fn render_whole(mut self, text: &str) -> String {
         let mut out = Vec::new();
-        md.push(text, &mut out);
-        md.finish(&mut out);
+        self.push(text, &mut out);
+        self.finish(&mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
 
@@ -130,7 +157,7 @@ impl Markdown {
             self.fence = Some(Fence { marker, len, highlighter });
             return format!("\x1b[2m{line}{RESET}");
         }
-        block_line(line)
+        block_line(line, self.columns())
     }
 }
 
@@ -155,16 +182,23 @@ fn is_fence_close(line: &str, marker: char, len: usize) -> bool {
 }
 
 /// A line outside code: its block marker (heading, item, quote, rule)
-/// replaced by a styled one, then the inline styles of the rest.
-fn block_line(line: &str) -> String {
+/// replaced by a styled one, then the inline styles of the rest; wrapped at
+/// `width` columns.
+fn block_line(line: &str, width: Option<usize>) -> String {
     let indent = &line[..line.len() - line.trim_start().len()];
     let rest = line.trim_start();
     if rest.is_empty() {
         return String::new();
     }
+    let indent_w = indent.chars().count();
+    let fit = |styled: String, hang: String, hang_w: usize| match width {
+        Some(w) => wrap(&styled, w, &hang, hang_w),
+        None => styled,
+    };
     let compact: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
     if compact.len() >= 3 && ["-", "*", "_"].iter().any(|m| compact.chars().all(|c| c.to_string() == *m)) {
-        return format!("{indent}\x1b[2m{}{RESET}", "─".repeat(40));
+        let len = width.map_or(RULE, |w| w.saturating_sub(indent_w).clamp(1, RULE));
+        return format!("{indent}\x1b[2m{}{RESET}", "─".repeat(len));
     }
     let hashes = rest.chars().take_while(|c| *c == '#').count();
     if (1..=6).contains(&hashes) && rest[hashes..].starts_with([' ', '\t'])
@@ -172,10 +206,11 @@ fn block_line(line: &str) -> String {
     {
         let text = rest[hashes..].trim().trim_end_matches('#').trim_end();
         let style = if hashes == 1 { "1;4;35" } else { "1;36" };
-        return format!("{indent}{}", inline(text, style));
+        return fit(format!("{indent}{}", inline(text, style)), indent.to_string(), indent_w);
     }
     if let Some(q) = rest.strip_prefix('>') {
-        return format!("{indent}\x1b[2m│{RESET} {}", inline(q.trim_start(), "3"));
+        let bar = format!("{indent}\x1b[2m│{RESET} ");
+        return fit(format!("{bar}{}", inline(q.trim_start(), "3")), bar.clone(), indent_w + 2);
     }
     for bullet in ["- ", "* ", "+ "] {
         if let Some(item) = rest.strip_prefix(bullet) {
@@ -186,15 +221,118 @@ fn block_line(line: &str) -> String {
             } else {
                 ("•", item)
             };
-            return format!("{indent}\x1b[33m{mark}{RESET} {}", inline(item, ""));
+            let styled = format!("{indent}\x1b[33m{mark}{RESET} {}", inline(item, ""));
+            return fit(styled, format!("{indent}  "), indent_w + 2);
         }
     }
     let digits = rest.chars().take_while(char::is_ascii_digit).count();
     if (1..=9).contains(&digits) && (rest[digits..].starts_with(". ") || rest[digits..].starts_with(") ")) {
         let (num, item) = rest.split_at(digits + 1);
-        return format!("{indent}\x1b[33m{num}{RESET} {}", inline(item.trim_start(), ""));
+        let styled = format!("{indent}\x1b[33m{num}{RESET} {}", inline(item.trim_start(), ""));
+        let hang_w = indent_w + num.len() + 1;
+        return fit(styled, " ".repeat(hang_w), hang_w);
     }
-    format!("{indent}{}", inline(rest, ""))
+    fit(format!("{indent}{}", inline(rest, "")), indent.to_string(), indent_w)
+}
+
+/// Columns a character takes on a terminal: 0 for combining marks and
+/// zero-width characters, 2 for wide (East Asian, emoji) ones, else 1.
+fn char_width(c: char) -> usize {
+    match c as u32 {
+        0x0300..=0x036F | 0x200B..=0x200F | 0xFE00..=0xFE0F => 0,
+        0x1100..=0x115F
+        | 0x2E80..=0xA4CF
+        | 0xAC00..=0xD7A3
+        | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F
+        | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6
+        | 0x1F300..=0x1F64F
+        | 0x1F900..=0x1F9FF
+        | 0x20000..=0x3FFFD => 2,
+        _ => 1,
+    }
+}
+
+/// A run of spaces then a word, escape sequences kept with the word.
+#[derive(Default)]
+struct Piece {
+    spaces: String,
+    spaces_w: usize,
+    word: String,
+    word_w: usize,
+}
+
+/// `styled` (text with SGR escapes) broken at spaces so that its rows are
+/// at most `width` columns wide: a word that does not fit on the current
+/// row starts the next one, which begins with `hang` (`hang_w` columns) and
+/// the styles open at the break. The spaces at a break are dropped. A word
+/// wider than a row is left whole (the terminal folds it).
+fn wrap(styled: &str, width: usize, hang: &str, hang_w: usize) -> String {
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut cur = Piece::default();
+    let mut chars = styled.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            let mut esc = String::from(c);
+            if chars.peek() == Some(&'[') {
+                for c in chars.by_ref() {
+                    esc.push(c);
+                    if ('\x40'..='\x7e').contains(&c) && c != '[' {
+                        break;
+                    }
+                }
+            }
+            cur.word.push_str(&esc);
+        } else if c == ' ' {
+            if cur.word_w > 0 {
+                pieces.push(std::mem::take(&mut cur));
+            }
+            cur.spaces.push(c);
+            cur.spaces_w += 1;
+        } else {
+            cur.word.push(c);
+            cur.word_w += char_width(c);
+        }
+    }
+    pieces.push(cur);
+    let mut out = String::with_capacity(styled.len() + 16);
+    let mut col = 0;
+    for p in pieces {
+        if p.word_w > 0 && col > hang_w && col + p.spaces_w + p.word_w > width {
+            let open = open_styles(&out);
+            out.push_str(RESET);
+            out.push('\n');
+            out.push_str(hang);
+            out.push_str(&open);
+            col = hang_w;
+        } else {
+            out.push_str(&p.spaces);
+            col += p.spaces_w;
+        }
+        out.push_str(&p.word);
+        col += p.word_w;
+    }
+    out
+}
+
+/// The SGR sequences written since the last reset in `s`: the styles in
+/// force at its end.
+fn open_styles(s: &str) -> String {
+    let tail = s.rfind(RESET).map_or(s, |i| &s[i + RESET.len()..]);
+    let mut open = String::new();
+    let mut rest = tail;
+    while let Some(i) = rest.find("\x1b[") {
+        let after = &rest[i + 2..];
+        let Some(end) = after.find(|c: char| ('\x40'..='\x7e').contains(&c)) else {
+            break;
+        };
+        if after[end..].starts_with('m') {
+            open.push_str(&rest[i..i + 2 + end + 1]);
+        }
+        rest = &after[end + 1..];
+    }
+    open
 }
 
 /// Inline markdown of one line with `base` (an SGR code, may be empty)
@@ -335,6 +473,57 @@ mod tests {
         md.push(" 2\n```\nafter `it`\n", &mut out);
         let shown = strip(&String::from_utf8_lossy(&out));
         assert_eq!(shown, "```py\nx = 1\ny = 2\n```\nafter it\n");
+    }
+
+    /// Rows of `text` rendered in colour at `width` columns, escapes removed.
+    fn rows(text: &str, width: usize) -> Vec<String> {
+        let out = Markdown::with_width(true, Some(width)).render_whole(text);
+        out.lines().map(strip).collect()
+    }
+
+    #[test]
+    fn text_wraps_on_word_boundaries_and_blank_lines_stay() {
+        let text = "# A heading\n\nThe quick brown fox jumps over the lazy dog and keeps running **far away** from here.\n\n- an item whose text is long enough to need a second row\n> a quoted line that is also long enough to wrap\n\n```\nlet code = \"a long code line that is never wrapped, not even at 30\";\n```\n";
+        assert_eq!(
+            rows(text, 30),
+            vec![
+                "A heading",
+                "",
+                "The quick brown fox jumps over",
+                "the lazy dog and keeps running",
+                "far away from here.",
+                "",
+                "• an item whose text is long",
+                "  enough to need a second row",
+                "│ a quoted line that is also",
+                "│ long enough to wrap",
+                "",
+                "```",
+                "let code = \"a long code line that is never wrapped, not even at 30\";",
+                "```",
+            ]
+        );
+        // Wide enough: one row per line, as before.
+        let wide = rows(text, 200);
+        assert!(wide.contains(
+            &"The quick brown fox jumps over the lazy dog and keeps running far away from here.".to_string()
+        ));
+        // A word longer than a row is not cut.
+        let long = "x".repeat(40);
+        assert_eq!(rows(&format!("a {long} b\n"), 30), vec!["a".to_string(), long.clone(), "b".to_string()]);
+        // Numbered items hang under their text; wide characters count twice.
+        assert_eq!(rows("12. one two three four five six\n", 20), vec!["12. one two three", "    four five six"]);
+        assert_eq!(rows("漢字漢字 漢字漢字 漢字漢字\n", 20), vec!["漢字漢字 漢字漢字", "漢字漢字"]);
+    }
+
+    #[test]
+    fn a_style_open_at_a_break_goes_on_in_the_next_row() {
+        let out = Markdown::with_width(true, Some(20)).render_whole("plain **bold words that wrap over** end\n");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.iter().map(|l| strip(l)).collect::<Vec<_>>(), vec!["plain bold words", "that wrap over end"]);
+        // The first row ends reset; the second starts bold again.
+        assert!(lines[0].ends_with(RESET), "{:?}", lines[0]);
+        assert!(lines[1].starts_with("\x1b[1m") || lines[1].starts_with("\x1b[0m\x1b[1m"), "{:?}", lines[1]);
     }
 
     #[test]

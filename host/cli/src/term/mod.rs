@@ -34,6 +34,21 @@ pub fn preview(content: &str, max_lines: usize, max_bytes: usize) -> Vec<String>
     out
 }
 
+/// Columns of the terminal on stdout; `None` when stdout is not a terminal
+/// (or it reports no size).
+pub fn terminal_width() -> Option<usize> {
+    let mut size = std::mem::MaybeUninit::<libc::winsize>::zeroed();
+    // SAFETY: TIOCGWINSZ fills the `winsize` it is given; it is read only
+    // when the call succeeded.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, size.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: initialised by the successful call above.
+    let cols = unsafe { size.assume_init() }.ws_col;
+    (cols > 0).then_some(usize::from(cols))
+}
+
 /// `s` cut to `max` characters, with `…` when cut.
 pub fn cut_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
