@@ -160,6 +160,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
                     source: None,
                     digest: None,
                     verify: None,
+                    on_invalid_config: Default::default(),
                 });
                 config.agent.adapter = Some("replay".into());
                 Ok(())
