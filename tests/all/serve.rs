@@ -398,8 +398,8 @@ fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() {
 
 /// Under `wharf serve`, a session whose tool call waits on a FIFO (`fs`
 /// `read` of a pipe whose writer stays silent) holds no runtime worker: a
-/// second session, calling the same plugin, completes its turn meanwhile,
-/// and the first ends once the pipe speaks. One worker thread makes the
+/// second session, calling the same plugin, completes its turn, and the
+/// first ends too. One worker thread makes the
 /// difference plain (before, the read blocked it and the server stalled;
 /// with more workers it took as many stuck calls).
 #[test]
