@@ -451,6 +451,9 @@ fn raw(
 /// take, an unknown path.
 #[test]
 fn every_error_answer_is_json_on_the_wire() {
+    /// Method, path, content type, body, the length the head claims, the
+    /// status expected.
+    type Case<'a> = (&'a str, String, Option<&'a str>, &'a [u8], usize, u16);
     let w = serve(&[]);
     let (code, r) = w.call("POST", "/api/sessions", Some(json!({})));
     assert_eq!(code, 200, "{r}");
@@ -458,7 +461,7 @@ fn every_error_answer_is_json_on_the_wire() {
     let json = Some("application/json");
     let big = 3usize << 20;
     let huge = vec![b' '; big];
-    let cases: Vec<(&str, String, Option<&str>, &[u8], usize, u16)> = vec![
+    let cases: Vec<Case> = vec![
         ("POST", format!("/api/sessions/{id}/prompt"), json, b"{not json", 9, 400),
         ("POST", "/api/sessions".into(), json, b"{\"text\": ", 9, 400),
         ("POST", format!("/api/sessions/{id}/followup"), json, b"[1, 2]", 6, 422),

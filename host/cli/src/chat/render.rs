@@ -394,6 +394,10 @@ mod tests {
             digest: digest.into(),
             kinds: Vec::new(),
             error: Some("invalid component: failed to parse\nmore detail".into()),
+            config: None,
+            generation: None,
+            fail_closed: None,
+            coalesced: None,
         };
         Event { seq: 1, time: String::new(), ignorable: false, kind: EventKind::PluginReloadFailed(change) }
     }
