@@ -248,7 +248,7 @@ fn demo_prompt_and_slash_commands() {
     t.expect("⎿ ok");
     t.expect("⏺ read ");
     // The demo's `ask` preset: the write asks at the prompt.
-    t.expect("approval needed: write(");
+    t.expect("approval needed: write ");
     t.expect("allow?");
     t.line("y");
     t.expect("allowed once");
@@ -838,7 +838,15 @@ fn piped_input_ending_during_a_turn_says_so_once_then_quits_after_it() {
     let summary = out.find("— completed · 4 step(s)").unwrap_or_else(|| panic!("no turn summary:\n{out}"));
     let bye = out.find("bye · session").unwrap_or_else(|| panic!("no goodbye:\n{out}"));
     assert!(done < summary && summary < bye, "{out}");
-    assert!(e.ws.path().join("SUMMARY.md").exists());
+    // The demo asks before its write (`ask`): with the input gone nobody can
+    // answer, so the question is refused, saying why, instead of waiting.
+    assert!(!e.ws.path().join("SUMMARY.md").exists());
+    let refused = e.events().iter().any(|v| {
+        v["type"] == "tool/result"
+            && v["data"]["is_error"] == true
+            && v["data"]["content"].as_str().unwrap_or("").contains("end of input")
+    });
+    assert!(refused, "the write was not refused for the end of input");
 }
 
 /// The slow turn streamed four characters at a time; its last words.

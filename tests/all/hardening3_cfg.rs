@@ -57,7 +57,7 @@ fn the_demo_asks_in_chat_and_runs_headless() {
     t.expect("permissions: ask");
     t.expect("* ask");
     t.line("Summarize this workspace");
-    t.expect("approval needed: write(");
+    t.expect("approval needed: write ");
     t.expect("allow?");
     t.line("n");
     t.expect("rejected (by chat(user))");

@@ -70,7 +70,10 @@ fn a_binary_without_its_components_names_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("WHARF_PLUGIN_DIR"), "{stderr}");
     assert!(stderr.contains("cargo xtask install --prefix DIR"), "{stderr}");
-    assert!(stderr.contains("missing: fs.wasm, text.wasm, llm-scripted.wasm"), "{stderr}");
+    assert!(
+        stderr.contains("missing: fs.wasm, text.wasm, context.wasm, policy-rules.wasm, llm-scripted.wasm"),
+        "{stderr}"
+    );
     // WHARF_PLUGIN_DIR fixes it.
     let out = ok(Command::new(&bin)
         .current_dir(ws.path())

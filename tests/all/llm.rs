@@ -698,9 +698,12 @@ fn missing_key_is_auth_and_nothing_is_sent() {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         elapsed: Duration::ZERO,
     };
-    assert_eq!(run.code, 1, "{}", run.explain());
-    assert_eq!(run.turn_end()["code"], "AUTH");
-    assert!(run.turn_end()["message"].as_str().unwrap_or("").contains(KEY_ENV));
+    // Said at start, before any plugin loads or any session exists (issue
+    // 36, item 8): exit 2, once, naming the variable.
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains(KEY_ENV), "{}", run.explain());
+    assert_eq!(run.stderr.matches("is not set").count(), 1, "{}", run.explain());
+    assert!(run.events.is_empty(), "{}", run.explain());
     assert!(case.mock.requests().is_empty());
 }
 

@@ -127,15 +127,15 @@ fn chat_asks_before_bash_and_write_and_permissions_switches() {
     t.expect("permissions: ask");
     t.expect("* ask");
     t.line("do the work");
-    t.expect("approval needed: bash(");
+    t.expect("approval needed: bash");
     t.expect("allow? [y]es once");
     t.line("y");
-    t.expect("approval needed: write(");
+    t.expect("approval needed: write ");
     t.expect("allow?");
     t.line("a");
     // b.txt is covered by the session grant; the second bash asks again
     // (the first answer was for once only).
-    t.expect("approval needed: bash(");
+    t.expect("approval needed: bash");
     t.expect("allow?");
     t.line("n");
     t.expect("First done.");

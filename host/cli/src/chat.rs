@@ -459,10 +459,7 @@ impl Chat {
                     self.stop_spinner();
                 }
                 if !input_open && let Some(p) = asking.take() {
-                    // Nobody is left to answer.
-                    let note = Some("end of input".to_string());
-                    let by = "chat(user)".to_string();
-                    let _ = p.reply.send(Approval { outcome: ApprovalOutcome::Rejected, by, note });
+                    reject_unanswerable(p);
                     continue;
                 }
                 if let Some(p) = &asking {
@@ -562,6 +559,10 @@ impl Chat {
                         Some(Input::Eof) => None,
                         None => {
                             input_open = false;
+                            // A question on screen has nobody left to answer it.
+                            if let Some(p) = asking.take() {
+                                reject_unanswerable(p);
+                            }
                             None
                         }
                     };
@@ -1081,6 +1082,12 @@ fn answer(line: &str) -> Option<Answer> {
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
+}
+
+/// Rejects a question nobody can answer any more (the input has ended).
+fn reject_unanswerable(p: PendingApproval) {
+    let note = Some("end of input".to_string());
+    let _ = p.reply.send(Approval { outcome: ApprovalOutcome::Rejected, by: "chat(user)".into(), note });
 }
 
 #[cfg(test)]
