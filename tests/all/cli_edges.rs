@@ -14,24 +14,25 @@ use std::time::Duration;
 use wharf_core::events::{EventKind, UserMessage};
 use wharf_core::store::{NewSession, Store};
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
+pub(crate) fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Env {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-    sessions: PathBuf,
+/// A home, a workspace with a README and a session directory.
+pub(crate) struct Env {
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) ws: tempfile::TempDir,
+    pub(crate) sessions: PathBuf,
 }
 
 /// What a finished `wharf` printed.
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     let home = ok(tempfile::tempdir());
     let ws = ok(tempfile::tempdir());
     ok(std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n"));
@@ -40,7 +41,7 @@ fn env() -> Env {
 }
 
 impl Env {
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         for p in ["fs", "text", "llm-scripted"] {
             let _ = wharf_tests::plugin(p);
         }
@@ -62,7 +63,7 @@ impl Env {
         self.sessions.display().to_string()
     }
 
-    fn store(&self) -> Store {
+    pub(crate) fn store(&self) -> Store {
         Store::new(&self.sessions)
     }
 

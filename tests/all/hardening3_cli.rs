@@ -6,52 +6,27 @@
 //! empty session and answering every request read before the end of input.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use wharf_core::events::{EventKind, UserMessage};
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::NewSession;
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
-
-struct Env {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-    sessions: PathBuf,
-}
-
-/// What a finished `wharf` printed.
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn env() -> Env {
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
-    ok(std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n"));
-    let sessions = home.path().join("sessions");
-    Env { home, ws, sessions }
-}
+use crate::cli_edges::{Env, Out, env, ok};
 
 impl Env {
-    fn cmd(&self, args: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted"] {
-            let _ = wharf_tests::plugin(p);
-        }
-        let mut c = wharf_tests::wharf(self.home.path());
-        c.current_dir(self.ws.path()).args(args).args(["--session-dir", &self.sessions.display().to_string()]);
+    /// `wharf ARGS --session-dir …` in the workspace.
+    fn cmd_in(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd(args);
+        c.args(["--session-dir", &self.sessions.display().to_string()]);
         c
     }
 
     /// Runs `wharf ARGS --session-dir …` with `input` on stdin.
     fn run_with(&self, args: &[&str], input: Option<&str>) -> Out {
-        let mut c = self.cmd(args);
+        let mut c = self.cmd_in(args);
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = ok(c.spawn());
@@ -67,12 +42,8 @@ impl Env {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Out {
+    fn run_in(&self, args: &[&str]) -> Out {
         self.run_with(args, None)
-    }
-
-    fn store(&self) -> Store {
-        Store::new(&self.sessions)
     }
 
     fn ids(&self) -> Vec<String> {
@@ -83,7 +54,7 @@ impl Env {
     }
 
     /// A stored session of this workspace with one user message.
-    fn session(&self, profile: &str) -> String {
+    fn session_of(&self, profile: &str) -> String {
         let ws = ok(std::fs::canonicalize(self.ws.path())).display().to_string();
         let log = ok(self.store().create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) }));
         ok(log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None })));
@@ -155,17 +126,17 @@ fn a_missing_model_key_is_said_at_start_once() {
         assert!(all.contains("--profile demo"), "suggests the demo profile: {all}");
         assert_eq!(all.matches("is not set").count(), 1, "said once: {all}");
     };
-    let o = e.run(&["run", "Summarise.", "-p", &p]);
+    let o = e.run_in(&["run", "Summarise.", "-p", &p]);
     said_once(&o, "WHARF_H3_KEY");
-    let o = e.run(&["chat", "-p", &p]);
+    let o = e.run_in(&["chat", "-p", &p]);
     said_once(&o, "WHARF_H3_KEY");
     // The default profile's adapter names DEEPSEEK_API_KEY (the harness
     // clears it).
-    let o = e.run(&["run", "Summarise."]);
+    let o = e.run_in(&["run", "Summarise."]);
     said_once(&o, "DEEPSEEK_API_KEY");
     assert!(e.ids().is_empty(), "no session was started: {:?}", e.ids());
     // Another adapter picked with --model is checked instead.
-    let o = e.run(&["run", "Summarise.", "-p", &p, "--model", "nokey"]);
+    let o = e.run_in(&["run", "Summarise.", "-p", &p, "--model", "nokey"]);
     assert!(!o.stderr.contains("is not set"), "{}", o.stderr);
 }
 
@@ -253,25 +224,25 @@ fn run_reads_the_task_from_stdin() {
 #[test]
 fn session_ids_resolve_by_any_unique_part() {
     let e = env();
-    let a = e.session("demo");
-    let b = e.session("demo");
+    let a = e.session_of("demo");
+    let b = e.session_of("demo");
     // The random suffix after `Z-` alone.
     let suffix = a.rsplit('-').next().unwrap_or_default().to_string();
     assert_eq!(suffix.len(), 8, "{a}");
-    let o = e.run(&["sessions", "show", &suffix]);
+    let o = e.run_in(&["sessions", "show", &suffix]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains(&format!("session {a}:")), "{}", o.stdout);
-    let o = e.run(&["sessions", "export", &suffix[2..]]);
+    let o = e.run_in(&["sessions", "export", &suffix[2..]]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let o = e.run(&["run", "Summarise.", "-p", "demo", "--resume", &suffix]);
+    let o = e.run_in(&["run", "Summarise.", "-p", "demo", "--resume", &suffix]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains(&format!("session {a} ")), "{}", o.stderr);
     // A part both hold (not a prefix): an error listing both.
-    let o = e.run(&["sessions", "show", "Z-"]);
+    let o = e.run_in(&["sessions", "show", "Z-"]);
     assert_eq!(o.code, 2, "{}", o.stdout);
     assert!(o.stderr.contains("matches 2 sessions"), "{}", o.stderr);
     assert!(o.stderr.contains(&a) && o.stderr.contains(&b), "lists the matches: {}", o.stderr);
-    let o = e.run(&["run", "x", "-p", "demo", "--resume", "Z-"]);
+    let o = e.run_in(&["run", "x", "-p", "demo", "--resume", "Z-"]);
     assert_eq!(o.code, 2, "{}", o.stdout);
     assert!(o.stderr.contains(&a) && o.stderr.contains(&b), "{}", o.stderr);
 }
@@ -279,7 +250,7 @@ fn session_ids_resolve_by_any_unique_part() {
 #[test]
 fn continue_with_another_profile_says_so() {
     let e = env();
-    let o = e.run(&["run", "Summarise.", "-p", "demo"]);
+    let o = e.run_in(&["run", "Summarise.", "-p", "demo"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let other = e.write(
         "other.toml",
@@ -294,12 +265,12 @@ path = "${plugin_dir}/llm-scripted.wasm"
 turns = [{ text = "Continued." }]
 "#,
     );
-    let o = e.run(&["run", "Go on.", "-p", &other, "--continue"]);
+    let o = e.run_in(&["run", "Go on.", "-p", &other, "--continue"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains("started with profile `demo`"), "{}", o.stderr);
     assert!(o.stderr.contains(&format!("with profile `{other}`")), "{}", o.stderr);
     // The same profile: nothing to say.
-    let o = e.run(&["run", "Once more.", "-p", "demo", "--continue"]);
+    let o = e.run_in(&["run", "Once more.", "-p", "demo", "--continue"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(!o.stderr.contains("started with profile"), "{}", o.stderr);
 }
@@ -321,7 +292,7 @@ const CALL: &str =
 /// `wharf mcp serve` given `frames` at once, then the end of input: the
 /// JSON messages it wrote.
 fn mcp_serve(e: &Env, profile: &str, frames: &[&str]) -> (Vec<Value>, String) {
-    let mut c = e.cmd(&["mcp", "serve", "-p", profile]);
+    let mut c = e.cmd_in(&["mcp", "serve", "-p", profile]);
     c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = ok(c.spawn());
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
@@ -381,7 +352,7 @@ fn mcp_serve_records_a_session_only_when_a_tool_is_called() {
     let (msgs, stderr) = mcp_serve(&e, &p, &[INIT, INITIALIZED, LIST]);
     assert!(msgs.iter().any(|m| m["id"] == 2), "{msgs:?}");
     assert!(e.ids().is_empty(), "an MCP run without calls left sessions: {:?}\n{stderr}", e.ids());
-    let o = e.run(&["sessions", "list", "--all"]);
+    let o = e.run_in(&["sessions", "list", "--all"]);
     assert!(o.stdout.contains("no sessions"), "{}", o.stdout);
     let (msgs, stderr) = mcp_serve(&e, &p, &[INIT, INITIALIZED, CALL]);
     let call = msgs.iter().find(|m| m["id"] == 3).unwrap_or_else(|| panic!("{msgs:?}"));
