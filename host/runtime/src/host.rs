@@ -639,9 +639,22 @@ impl PluginHost {
                 }
             }
         }
+        // The loop runs on a thread and runtime of its own: a host whose
+        // workers are all busy (calls that rarely yield) still applies a
+        // change at once — a config-only swap waits for no worker, as it
+        // waits for no compile.
         let host = self.clone();
-        let task = tokio::spawn(async move { host.watch_loop(rx, config_files, source).await });
-        Ok(WatchHandle { _watcher: watcher, task })
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        std::thread::Builder::new().name("wharf-watch".into()).spawn(move || {
+            rt.block_on(async move {
+                tokio::select! {
+                    () = host.watch_loop(rx, config_files, source) => {}
+                    _ = stopped => {}
+                }
+            });
+        })?;
+        Ok(WatchHandle { _watcher: watcher, _stop: stop })
     }
 
     async fn watch_loop(
@@ -791,11 +804,6 @@ fn same_settings(a: &PluginSpec, b: &PluginSpec) -> bool {
 /// Keeps a watch alive; dropping it stops watching.
 pub struct WatchHandle {
     _watcher: notify::RecommendedWatcher,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for WatchHandle {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    /// Dropped with the handle: the loop's thread then ends.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
