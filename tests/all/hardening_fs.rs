@@ -161,7 +161,7 @@ pub(crate) fn silent_writer(path: &Path) -> std::fs::File {
 
 /// Runs `wharf plugin call` to its end, or kills it after `limit` (a hang):
 /// (exit code, stdout), or `None` when it had to be killed.
-fn plugin_call_within(args: &[&str], limit: std::time::Duration) -> Option<(i32, String)> {
+fn plugin_call_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: std::time::Duration) -> Option<(i32, String)> {
     use std::io::Read;
     let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut child = wharf_tests::wharf(home.path())
@@ -206,23 +206,16 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     // Far longer than the call's limit of 2 s, far shorter than a hang.
     let limit = std::time::Duration::from_secs(60);
 
+    // `wharf plugin call` of `fs` `read` with ARGS, the workspace granted, 2 s.
+    let read_call = |args: &str| -> Vec<String> {
+        let a = ["plugin", "call", fs_wasm, "read", args, "--workspace", &wsarg, "--allow-dir", &grant];
+        a.iter().map(|s| s.to_string()).chain(["--timeout-ms".into(), "2000".into()]).collect()
+    };
     let pipe = ws.join("pipe");
     mkfifo(&pipe);
     let writer = silent_writer(&pipe);
     let args = json!({ "path": pipe }).to_string();
-    let call = [
-        "plugin",
-        "call",
-        fs_wasm,
-        "read",
-        &args,
-        "--workspace",
-        &wsarg,
-        "--allow-dir",
-        &grant,
-        "--timeout-ms",
-        "2000",
-    ];
+    let call = read_call(&args);
     let (code, out) =
         plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a read of a silent FIFO hung the call"));
     assert_eq!(code, 1, "{out}");
@@ -237,19 +230,7 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     let lonely = ws.join("lonely");
     mkfifo(&lonely);
     let args = json!({ "path": lonely }).to_string();
-    let call = [
-        "plugin",
-        "call",
-        fs_wasm,
-        "read",
-        &args,
-        "--workspace",
-        &wsarg,
-        "--allow-dir",
-        &grant,
-        "--timeout-ms",
-        "2000",
-    ];
+    let call = read_call(&args);
     let (code, out) =
         plugin_call_within(&call, limit).unwrap_or_else(|| panic!("opening a FIFO without a writer hung the call"));
     assert!(code == 0 || code == 1, "{out}");
@@ -257,7 +238,7 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     // Regular files next to them read as before.
     std::fs::write(ws.join("a.txt"), "alpha\n").unwrap_or_else(|e| panic!("{e}"));
     let args = json!({ "path": ws.join("a.txt") }).to_string();
-    let call = ["plugin", "call", fs_wasm, "read", &args, "--workspace", &wsarg, "--allow-dir", &grant];
+    let call = read_call(&args);
     let (code, out) = plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a regular read hung"));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("alpha"), "{out}");

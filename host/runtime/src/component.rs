@@ -771,12 +771,9 @@ impl Runtime {
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
         };
-        if version.generic.is_some() {
-            version.describe_generic(&spec.grant)
-        } else {
-            version.describe(&spec.grant, true, self.max_tools())
-        }
-        .map_err(|reason| LoadError::Invalid { path, reason })?;
+        version
+            .describe_kind(&spec.grant, true, self.max_tools())
+            .map_err(|reason| LoadError::Invalid { path, reason })?;
         version.load_time = t0.elapsed();
         let version = Arc::new(version);
         let _ = version.me.set(Arc::downgrade(&version));
@@ -880,12 +877,9 @@ impl Runtime {
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
         };
-        if version.generic.is_some() {
-            version.describe_generic(&spec.grant)
-        } else {
-            version.describe(&spec.grant, validate, self.max_tools())
-        }
-        .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
+        version
+            .describe_kind(&spec.grant, validate, self.max_tools())
+            .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
         let version = Arc::new(version);
         let _ = version.me.set(Arc::downgrade(&version));
         if first_tier {
@@ -1293,6 +1287,12 @@ impl PluginVersion {
 
     /// Calls `plugin.info()` with no grants, then computes the effective
     /// grant and asks the kinds for their registrations.
+    /// Describes a generic component from its exports, a Wharf plugin by
+    /// calling it.
+    fn describe_kind(&mut self, grant: &Grant, validate: bool, max_tools: usize) -> Result<(), String> {
+        if self.generic.is_some() { self.describe_generic(grant) } else { self.describe(grant, validate, max_tools) }
+    }
+
     fn describe(&mut self, grant: &Grant, validate: bool, max_tools: usize) -> Result<(), String> {
         // Loading is blocking; when called from inside an async runtime
         // (tests, `block_in_place` callers) run the describe calls on a
