@@ -110,9 +110,10 @@ use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason, ToolCall
 use wharf_core::plugin::HookPoint;
 use wharf_core::registry::Registry;
 
-use crate::host_ctx::{HostArgs, HostCtx};
-use crate::mcp::McpManager;
-use crate::mcp::config::McpServerConfig;
+use wharf_cli_common::HostArgs;
+use wharf_harness::Harness;
+use wharf_mcp::McpManager;
+use wharf_mcp::config::McpServerConfig;
 
 /// Arguments of `wharf acp`.
 #[derive(Args, Debug)]
@@ -135,7 +136,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     // Fail fast on a broken profile instead of at the first session/new.
     let config = args.host.load_config()?;
     // The key the profile's adapter reads, set or not (the auth method).
-    let key = crate::host_ctx::missing_model_key(&config, &args.host, |_| false);
+    let key = wharf_harness::models::missing_model_key(&config, args.host.model.as_deref(), |_| false);
     let server = Arc::new(Server {
         key,
         args: args.host,
@@ -257,7 +258,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
 /// The auth method of an adapter key read from the environment.
 const ENV_AUTH_METHOD: &str = "env-api-key";
 
-fn initialize_response(key: Option<&crate::host_ctx::MissingKey>) -> acp::InitializeResponse {
+fn initialize_response(key: Option<&wharf_harness::models::MissingKey>) -> acp::InitializeResponse {
     let methods = key
         .map(|k| {
             vec![acp::AuthMethod::Agent(
@@ -290,7 +291,7 @@ fn internal(message: impl Into<String>) -> sdk::Error {
 }
 
 /// `-32000` "Authentication required", with the variable to set.
-fn auth_required(key: &crate::host_ctx::MissingKey) -> sdk::Error {
+fn auth_required(key: &wharf_harness::models::MissingKey) -> sdk::Error {
     sdk::Error::auth_required().data(json!({
         "message": key.to_string(),
         "env": key.var,
@@ -300,8 +301,8 @@ fn auth_required(key: &crate::host_ctx::MissingKey) -> sdk::Error {
 }
 
 /// Refuses work that needs the model when its key is not set.
-fn check_key(host: &HostCtx, args: &HostArgs) -> Result<(), sdk::Error> {
-    match crate::host_ctx::missing_model_key(&host.config, args, crate::host_ctx::env_is_set) {
+fn check_key(host: &Harness, args: &HostArgs) -> Result<(), sdk::Error> {
+    match wharf_harness::models::missing_model_key(&host.config, args.model.as_deref(), wharf_harness::models::env_is_set) {
         Some(k) => Err(auth_required(&k)),
         None => Ok(()),
     }
@@ -311,15 +312,15 @@ fn check_key(host: &HostCtx, args: &HostArgs) -> Result<(), sdk::Error> {
 struct Server {
     args: HostArgs,
     /// The API key variable the profile's adapter reads (set or not).
-    key: Option<crate::host_ctx::MissingKey>,
+    key: Option<wharf_harness::models::MissingKey>,
     /// One host (config, plugins, store) per workspace; the async mutex makes
     /// concurrent `session/new` calls for one cwd share one load.
-    hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<HostCtx>>>,
+    hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<Harness>>>,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Sessions closed by `session/close`: their log stays open in this
     /// process (the host still logs plugin changes to it), so a later
     /// `session/load` continues it.
-    closed: Mutex<HashMap<String, (Agent, Arc<HostCtx>)>>,
+    closed: Mutex<HashMap<String, (Agent, Arc<Harness>)>>,
     /// The client's name from `initialize`, for `approval/decided.by`.
     client: Mutex<Option<String>>,
 }
@@ -331,7 +332,7 @@ impl Server {
         })
     }
 
-    async fn host_for(&self, cwd: &Path) -> Result<Arc<HostCtx>, sdk::Error> {
+    async fn host_for(&self, cwd: &Path) -> Result<Arc<Harness>, sdk::Error> {
         if !cwd.is_absolute() {
             return Err(invalid_params(format!("cwd must be an absolute path, got `{}`", cwd.display())));
         }
@@ -347,7 +348,7 @@ impl Server {
         let args = HostArgs { workspace: Some(workspace.clone()), ..self.args.clone() };
         let started = std::time::Instant::now();
         eprintln!("wharf acp: loading plugins for {}…", workspace.display());
-        let host = HostCtx::start(&args).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
+        let host = Harness::start(&args.options()).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
         // Required MCP servers before the first prompt, so its first step
         // sees their tools (a failed one blocks turns with its error).
         if let Err(e) = host.mcp_ready().await {
@@ -374,7 +375,7 @@ impl Server {
     /// registry of its own layered over the host's, once they have settled.
     async fn open(
         &self,
-        host: &Arc<HostCtx>,
+        host: &Arc<Harness>,
         origin: Origin<'_>,
         servers: &[acp::McpServer],
     ) -> Result<Opened, sdk::Error> {
@@ -419,9 +420,9 @@ impl Server {
             return Err(internal(format!("{e:#}")));
         }
         if !mcp.wait_all().await {
-            for s in mcp.status().into_iter().filter(|s| s["state"] != "ready") {
-                let why = s["error"].as_str().unwrap_or("not ready").to_string();
-                tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", s["server"].as_str().unwrap_or(""));
+            for s in mcp.status().into_iter().filter(|s| !s.is_ready()) {
+                let why = s.error.clone().unwrap_or_else(|| "not ready".into());
+                tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", Some(s.server.as_str()).unwrap_or(""));
             }
         }
         Ok(Opened { agent, first_seq, approvals, mcp: Some(mcp) })
@@ -433,7 +434,7 @@ impl Server {
         let Some(key) = self.key.as_ref().filter(|_| req.method_id.0.as_ref() == ENV_AUTH_METHOD) else {
             return Err(invalid_params(format!("unknown authentication method `{}`", req.method_id.0)));
         };
-        if crate::host_ctx::env_is_set(&key.var) {
+        if wharf_harness::models::env_is_set(&key.var) {
             Ok(acp::AuthenticateResponse::new())
         } else {
             Err(auth_required(key))
@@ -511,9 +512,9 @@ impl Server {
         cx: Cx,
     ) -> Result<acp::SetSessionModeResponse, sdk::Error> {
         let session = self.session(&req.session_id)?;
-        crate::permissions::preset(&req.mode_id.0).map_err(|e| invalid_params(format!("{e:#}")))?;
+        wharf_harness::permissions::preset(&req.mode_id.0).map_err(|e| invalid_params(format!("{e:#}")))?;
         let preset =
-            crate::permissions::switch(&session.host, &req.mode_id.0).await.map_err(|e| internal(format!("{e:#}")))?;
+            wharf_harness::permissions::switch(&session.host, &req.mode_id.0).await.map_err(|e| internal(format!("{e:#}")))?;
         let others: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(id, s)| Arc::ptr_eq(&s.host, &session.host) && id.as_str() != req.session_id.0.as_ref())
@@ -540,7 +541,7 @@ impl Server {
     async fn shutdown(&self) {
         let sessions: Vec<Arc<Session>> = lock(&self.sessions).drain().map(|(_, s)| s).collect();
         futures::future::join_all(sessions.iter().map(|s| s.end())).await;
-        let hosts: Vec<Arc<HostCtx>> = self.hosts.lock().await.values().cloned().collect();
+        let hosts: Vec<Arc<Harness>> = self.hosts.lock().await.values().cloned().collect();
         for h in hosts {
             h.close().await;
         }
@@ -549,14 +550,14 @@ impl Server {
 
 /// The ACP session modes: the permission presets, when the profile has a
 /// `permissions` row.
-fn session_modes(host: &HostCtx) -> Option<acp::SessionModeState> {
-    let current = crate::permissions::current(host)?;
-    let mut modes: Vec<acp::SessionMode> = crate::permissions::PRESETS
+fn session_modes(host: &Harness) -> Option<acp::SessionModeState> {
+    let current = wharf_harness::permissions::current(host)?;
+    let mut modes: Vec<acp::SessionMode> = wharf_harness::permissions::PRESETS
         .iter()
         .map(|(id, what)| acp::SessionMode::new(*id, *id).description(what.to_string()))
         .collect();
     // A profile's own mode (e.g. `workspace-write`) is listed too.
-    if crate::permissions::describe(&current).is_none() {
+    if wharf_harness::permissions::describe(&current).is_none() {
         modes.push(acp::SessionMode::new(current.clone(), current.clone()));
     }
     Some(acp::SessionModeState::new(current, modes))
@@ -666,7 +667,7 @@ fn replay(cx: &Cx, id: &acp::SessionId, workspace: &Path, events: Vec<Event>) {
 /// One ACP session: a Wharf agent over one session log.
 struct Session {
     agent: Agent,
-    host: Arc<HostCtx>,
+    host: Arc<Harness>,
     /// Seq of the last event the forwarder has turned into updates.
     forwarded: watch::Receiver<u64>,
     /// Inbox ids of the prompts this client sent (not echoed back live).
@@ -683,7 +684,7 @@ impl Session {
     /// Starts the forwarder: log events → `session/update`s (from
     /// `first_seq`) and `ask` → `session/request_permission`, in one task so
     /// they leave in order.
-    fn start(opened: Opened, host: Arc<HostCtx>, cx: Cx, approver_name: String) -> Result<Arc<Self>, sdk::Error> {
+    fn start(opened: Opened, host: Arc<Harness>, cx: Cx, approver_name: String) -> Result<Arc<Self>, sdk::Error> {
         let Opened { agent, first_seq, mut approvals, mcp } = opened;
         let id = acp::SessionId::new(agent.session_id());
         let mut rx = agent.log().subscribe_from(first_seq).map_err(|e| internal(e.to_string()))?;

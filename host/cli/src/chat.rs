@@ -60,7 +60,8 @@ mod status;
 use editor::{Input, Screen};
 use render::Renderer;
 
-use crate::host_ctx::{HostArgs, HostCtx};
+use wharf_cli_common::HostArgs;
+use wharf_harness::Harness;
 use crate::run_cmd::reason_text;
 
 /// Arguments of `wharf chat`.
@@ -76,7 +77,7 @@ pub struct ChatArgs {
     #[arg(long = "continue", id = "continue_")]
     pub continue_: bool,
     /// Step budget per turn (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
+    #[arg(long = "max-steps", value_name = "N", value_parser = wharf_cli_common::parse_max_steps)]
     pub max_steps: Option<u32>,
     /// Do not show the model's reasoning.
     #[arg(long = "hide-reasoning")]
@@ -106,7 +107,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let out = Out::new();
     let config = args.host.load_config()?;
     // A missing key is said now, not at the first model request.
-    crate::host_ctx::require_model_key(&config, &args.host)?;
+    wharf_harness::models::require_model_key(&config, args.host.model.as_deref())?;
     // Before loading, so keys typed while plugins compile reach the editor
     // intact; Ctrl-C is handled from here on so the settings are restored.
     let _typeahead = editor::TypeAhead::hold();
@@ -151,14 +152,15 @@ async fn load_with_progress(
     args: &HostArgs,
     count: usize,
     interrupts: &mut tokio::signal::unix::Signal,
-) -> Result<HostCtx> {
+) -> Result<Harness> {
     let tty = std::io::stderr().is_terminal();
     let label = format!("loading {count} plugin{}…", if count == 1 { "" } else { "s" });
     let started = Instant::now();
     if !tty {
         eprintln!("{label}");
     }
-    let start = HostCtx::start(args);
+    let options = args.options();
+    let start = Harness::start(&options);
     tokio::pin!(start);
     let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
     let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -193,7 +195,7 @@ async fn load_with_progress(
         if let Err(e) = host.mcp_ready().await {
             eprintln!("wharf: {e} (turns are blocked until it connects)");
         }
-        let ready = m.status().iter().filter(|s| s["state"] == "ready").count();
+        let ready = m.status().iter().filter(|s| s.is_ready()).count();
         eprintln!("MCP: {ready} of {} server(s) ready", m.status().len());
     }
     Ok(host)
@@ -217,7 +219,7 @@ struct Out {
 impl Out {
     fn new() -> Self {
         Self {
-            color: crate::output::color(),
+            color: wharf_cli_common::output::color(),
             screen: None,
             plain: RefCell::new(Screen::stdout()),
             prompt: None,
@@ -347,7 +349,7 @@ struct Running {
 }
 
 struct Chat {
-    host: HostCtx,
+    host: Harness,
     approver: Arc<dyn Approver>,
     /// Sessions opened by this process (a log stays open once opened).
     agents: HashMap<String, Agent>,
@@ -395,7 +397,7 @@ impl Chat {
         self.agent = Some(agent);
         self.render = Renderer::new(self.render.show_reasoning, self.out.color);
         let ws = self.host.workspace.display().to_string();
-        self.out.line(&self.out.dim(&format!("session {id} · profile {} · {ws}", self.host.args.profile)));
+        self.out.line(&self.out.dim(&format!("session {id} · profile {} · {ws}", self.host.options.profile)));
         Ok(())
     }
 
@@ -444,7 +446,7 @@ impl Chat {
         let mut quit_after_turn = false;
         let mut ctrl_c = false;
         // Warnings logged meanwhile (the log itself goes to a file).
-        let mut notices = crate::output::take_notices().unwrap_or_else(|| mpsc::channel(1).1);
+        let mut notices = wharf_cli_common::output::take_notices().unwrap_or_else(|| mpsc::channel(1).1);
         // Piped input ended (the channel is closed: reading it again would
         // return at once, forever).
         let mut input_open = true;
@@ -596,7 +598,7 @@ impl Chat {
                         }
                         Ok(Action::Compact) => self.compact_now().await,
                         Ok(Action::Quit) => return self.quit(running.take()).await,
-                        Err(e) => self.out.line(&self.out.warn(&format!("error: {}", crate::output::error_text(&e)))),
+                        Err(e) => self.out.line(&self.out.warn(&format!("error: {}", wharf_cli_common::output::error_text(&e)))),
                     }
                     show_prompt = true;
                 }
@@ -900,7 +902,7 @@ impl Chat {
     }
 
     fn resolve_session(&self, prefix: &str) -> Result<String> {
-        crate::host_ctx::resolve_session(&self.host.store, prefix)
+        wharf_harness::sessions::resolve_session(&self.host.store, prefix)
     }
 
     fn list_sessions(&self) -> Result<()> {

@@ -9,7 +9,9 @@ use wharf_runtime::bindings::exports::wharf::plugin::hooks::Outcome;
 use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::{PluginVersion, Runtime, RuntimeOptions};
 
-use crate::host_ctx::{HostArgs, plugin_dir, specs};
+use wharf_cli_common::HostArgs;
+use wharf_cli_common::args::plugin_dir;
+use wharf_harness::specs;
 
 fn check(ok: bool) -> &'static str {
     if ok { "ok  " } else { "FAIL" }
@@ -76,7 +78,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     // Engine and cache.
     let config = args.load_config();
     let cache_dir = match &config {
-        Ok(c) => crate::host_ctx::cache_dir(c),
+        Ok(c) => wharf_cli_common::args::cache_dir(c),
         Err(_) => wharf_runtime::cache::CompileCache::default_dir().unwrap_or_default(),
     };
     let cache_ok = std::fs::create_dir_all(&cache_dir).is_ok() && tempfile_in(&cache_dir).is_ok();
@@ -118,10 +120,10 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     }
 
     // The profile and its plugins.
-    println!("\nplugin dir: {}", plugin_dir().display());
+    println!("\nplugin dir: {}", plugin_dir().0.display());
     match config {
         Err(e) => {
-            r.line(format!("[FAIL] profile `{}`: {}", args.profile, crate::output::error_text(&e)));
+            r.line(format!("[FAIL] profile `{}`: {}", args.profile, wharf_cli_common::output::error_text(&e)));
         }
         Ok(config) => {
             r.line(format!("[ok  ] profile `{}`: {} plugin(s)", args.profile, config.plugins.len()));
@@ -184,12 +186,12 @@ fn row_origin(config: &wharf_config::Config, id: &str) -> String {
 }
 
 /// Tool names two rows offer, decided as the host decides them
-/// ([`crate::host_ctx::tool_precedence`]: the row of the later config
+/// ([`wharf_harness::tool_precedence`]: the row of the later config
 /// layer, else the earlier row): a `[warn]` per shadowed tool naming both
 /// rows and which wins, and a `[FAIL]` per row all of whose tools are
 /// refused (it loads for nothing).
 fn tool_name_lines(config: &wharf_config::Config, offered: &[(String, Vec<String>)]) -> Vec<String> {
-    let precedence = crate::host_ctx::tool_precedence(config);
+    let precedence = wharf_harness::tool_precedence(config);
     let mut order: Vec<(usize, &(String, Vec<String>))> = offered.iter().enumerate().collect();
     order.sort_by_key(|(i, (id, _))| (std::cmp::Reverse(precedence.get(id).copied().unwrap_or(0)), *i));
     let mut holder: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
@@ -297,13 +299,13 @@ fn key_lines(config: Option<&wharf_config::Config>, profile: &str, is_set: impl 
 fn mcp_lines(rows: &[wharf_config::McpServer], workspace: &std::path::Path) -> Vec<String> {
     rows.iter()
         .map(|row| {
-            let (ok, text) = crate::mcp::config::describe(row, workspace);
+            let (ok, text) = wharf_mcp::config::describe(row, workspace);
             let mark = match (ok, row.unsandboxed && !row.is_http()) {
                 (false, _) => "FAIL",
                 (true, true) => "warn",
                 (true, false) => "ok  ",
             };
-            let transport = crate::mcp::config::Transport::of(row).as_str();
+            let transport = wharf_mcp::config::Transport::of(row).as_str();
             format!("[{mark}] mcp server `{}` ({transport}): {text}", row.name)
         })
         .collect()

@@ -3,10 +3,7 @@
 mod acp;
 mod chat;
 mod doctor;
-mod host_ctx;
 mod mcp;
-mod output;
-mod permissions;
 mod plugin_build;
 mod plugin_cmd;
 mod plugin_new;
@@ -16,7 +13,6 @@ mod run_cmd;
 mod serve_cmd;
 mod sessions_cmd;
 mod term;
-mod usage;
 mod web;
 
 use std::path::PathBuf;
@@ -69,7 +65,7 @@ enum Command {
     Mcp(mcp::McpCommand),
     /// Check the toolchain, cache, process sandbox, keys (never printed) and
     /// the profile's plugins.
-    Doctor(host_ctx::HostArgs),
+    Doctor(wharf_cli_common::HostArgs),
 }
 
 /// `wharf plugin …`: the component tools plus scaffolding and building.
@@ -90,7 +86,7 @@ enum ConfigCommand {
     /// Print the composed config with the layer each value came from.
     Dump {
         #[command(flatten)]
-        host: host_ctx::HostArgs,
+        host: wharf_cli_common::HostArgs,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -118,7 +114,7 @@ fn main() -> ExitCode {
         Command::Web(_) => Some("web"),
         _ => None,
     };
-    output::init_logging(&cli.log, log_file);
+    wharf_cli_common::output::init_logging(&cli.log, log_file);
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -154,7 +150,7 @@ fn main() -> ExitCode {
                 } else {
                     config.dump()
                 };
-                output::Stdout::new().write_all(text.as_bytes())?;
+                wharf_cli_common::output::Stdout::new().write_all(text.as_bytes())?;
                 Ok(ExitCode::SUCCESS)
             }
             Command::Plugin(PluginCli::Existing(cmd)) => plugin_cmd::run(cmd).await,
@@ -172,9 +168,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         // The reader of stdout went away (`… | head`): nothing to report.
-        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if wharf_cli_common::output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wharf: {}", output::error_text(&e));
+            eprintln!("wharf: {}", wharf_cli_common::output::error_text(&e));
             ExitCode::from(2)
         }
     }

@@ -2,8 +2,6 @@
 //! [`client`]) and `wharf mcp serve` offers the profile's sandboxed tools to
 //! MCP clients ([`server`]).
 
-pub mod client;
-pub mod config;
 pub mod server;
 
 use std::path::{Path, PathBuf};
@@ -15,9 +13,9 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use wharf_core::registry::Registry;
 
-pub use client::McpManager;
+use wharf_mcp::{McpManager, client};
 
-use crate::host_ctx::HostArgs;
+use wharf_cli_common::HostArgs;
 
 /// `wharf mcp …`.
 #[derive(Subcommand, Debug)]
@@ -49,7 +47,7 @@ pub struct ToolsArgs {
 /// Adds the servers of `--mcp-config FILE` (if given) to a config's.
 pub fn add_file(config: &mut wharf_config::Config, file: Option<&Path>) -> Result<()> {
     if let Some(file) = file {
-        config::merge(&mut config.mcp, config::load_file(file)?);
+        wharf_mcp::config::merge(&mut config.mcp, wharf_mcp::config::load_file(file)?);
     }
     Ok(())
 }
@@ -81,9 +79,8 @@ async fn tools(args: ToolsArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&json!({"servers": status, "tools": tools}))?);
     } else {
         for s in &status {
-            let name = s["server"].as_str().unwrap_or("?");
-            let state = s["state"].as_str().unwrap_or("?");
-            match s.get("error").and_then(|e| e.as_str()) {
+            let (name, state) = (&s.server, s.state);
+            match &s.error {
                 Some(e) => println!("{name}: {state}: {e}"),
                 None => println!("{name}: {state}"),
             }

@@ -18,7 +18,7 @@ pub struct TextRenderer {
     tools: Tools,
     /// Show reasoning deltas (dimmed).
     pub show_reasoning: bool,
-    /// Use ANSI styles (see [`crate::output::color`]).
+    /// Use ANSI styles (see [`wharf_cli_common::output::color`]).
     pub color: bool,
 }
 

@@ -8,7 +8,8 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use wharf_core::events::{EventKind, StopReason};
 
-use crate::host_ctx::{HostArgs, HostCtx};
+use wharf_cli_common::HostArgs;
+use wharf_harness::Harness;
 use crate::render::TextRenderer;
 
 /// Output formats of `wharf run`.
@@ -38,7 +39,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub output: Output,
     /// Step budget for this turn, at least 1 (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
+    #[arg(long = "max-steps", value_name = "N", value_parser = wharf_cli_common::parse_max_steps)]
     pub max_steps: Option<u32>,
     /// Continue an existing session (a unique prefix of its id is enough)
     /// instead of starting a new one; it must belong to this workspace.
@@ -128,10 +129,10 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let mut headless = false;
     let host = match &args.replay {
         None => {
-            HostCtx::start_with(&args.host, |config| {
+            Harness::start_with(&args.host.options(), |config| {
                 // A missing key is said now, not at the first model request.
-                crate::host_ctx::require_model_key(config, &args.host)?;
-                headless = crate::permissions::headless(config);
+                wharf_harness::models::require_model_key(config, args.host.model.as_deref())?;
+                headless = wharf_harness::permissions::headless(config);
                 Ok(())
             })
             .await?
@@ -142,14 +143,14 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
                 None => args.host.load_config()?.session.dir,
             };
             let store = wharf_core::Store::new(dir);
-            let id = crate::host_ctx::resolve_session(&store, id)?;
+            let id = wharf_harness::sessions::resolve_session(&store, id)?;
             let turns = replay_turns(&store, &id)?;
-            HostCtx::start_with(&args.host, |config| {
-                headless = crate::permissions::headless(config);
+            Harness::start_with(&args.host.options(), |config| {
+                headless = wharf_harness::permissions::headless(config);
                 config.plugins.retain(|p| p.id != "replay");
                 config.plugins.push(wharf_config::PluginRow {
                     id: "replay".into(),
-                    path: crate::host_ctx::plugin_dir().join("llm-scripted.wasm"),
+                    path: wharf_cli_common::args::plugin_dir().0.join("llm-scripted.wasm"),
                     config: serde_json::json!({
                         "model": format!("replay:{id}"),
                         "turns": turns,
@@ -169,7 +170,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         }
     };
     if headless {
-        crate::permissions::pin_headless(&host);
+        wharf_harness::permissions::pin_headless(&host);
     }
     let approver = host.headless_approver();
     let resume = match (&args.resume, args.continue_) {
@@ -185,7 +186,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let turn_over = std::sync::Arc::new(tokio::sync::Notify::new());
     let printer_turn_over = turn_over.clone();
     let printer = tokio::spawn(async move {
-        let mut renderer = TextRenderer::new(true, crate::output::color());
+        let mut renderer = TextRenderer::new(true, wharf_cli_common::output::color());
         let stdout = std::io::stdout();
         // What arrived since the last look is printed with one write: a
         // step's events come in bursts.
@@ -272,12 +273,12 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let usage = summary.usage;
     // Cost and context use of this turn, from the log (the model of each step).
     let turn = host.store.load(&session_id).ok().and_then(|l| {
-        let u = crate::usage::summarize(&host.config, &l.events);
+        let u = wharf_harness::usage::summarize(&host.config, &l.events);
         u.turns.last().cloned().map(|t| (t, u))
     });
     let priced = match &turn {
         Some((t, u)) => {
-            let cost = t.cost.map(|c| format!(" · cost {}", crate::usage::format_cost(c, u.currency.as_deref())));
+            let cost = t.cost.map(|c| format!(" · cost {}", wharf_harness::usage::format_cost(c, u.currency.as_deref())));
             let context = u.context_percent.map(|p| format!(" · context {p:.1} %")).unwrap_or_default();
             let model = u.model.as_deref().map(|m| format!(" · {m}")).unwrap_or_default();
             format!("{model}{}{context}", cost.unwrap_or_default())

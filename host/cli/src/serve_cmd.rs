@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::host_ctx::HostArgs;
+use wharf_cli_common::HostArgs;
 use crate::web::{NetArgs, Surface};
 
 /// Arguments of `wharf serve`.

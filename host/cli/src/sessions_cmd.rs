@@ -11,10 +11,11 @@ use clap::Subcommand;
 use wharf_core::events::{Event, EventKind, SessionStart};
 use wharf_core::store::{ExportFormat, SessionSummary, Store};
 
-use crate::host_ctx::{HostArgs, resolve_session, same_workspace};
-use crate::output::Stdout;
+use wharf_cli_common::HostArgs;
+use wharf_harness::sessions::{resolve_session, same_workspace};
+use wharf_cli_common::output::Stdout;
 use crate::render::TextRenderer;
-use crate::usage::{self, UsageSummary};
+use wharf_harness::usage::{self, UsageSummary};
 
 /// Session subcommands.
 #[derive(Subcommand, Debug)]

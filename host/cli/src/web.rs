@@ -3,7 +3,7 @@
 //! served beside it (the page is a client of that same API).
 //!
 //! This module is wiring only: the command-line flags, [`host::CliHost`]
-//! (the [`wharf_serve::SessionHost`] over a [`HostCtx`]) and the UI's
+//! (the [`wharf_serve::SessionHost`] over a [`Harness`]) and the UI's
 //! static files. The routes, the security rules (token, `Host`, `Origin`,
 //! non-loopback only with `--allow-remote` and a configured token) and the
 //! event streams are in `wharf-serve` (see its docs, `docs/api.md` and
@@ -27,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use wharf_serve::{Access, allowed_hosts};
 use wharf_serve::{BindRequest, ServeOptions, Server};
 
-use crate::host_ctx::{HostArgs, HostCtx};
+use wharf_cli_common::HostArgs;
+use wharf_harness::Harness;
 
 /// The security middleware, for other HTTP surfaces of this binary.
 pub(crate) mod security {
@@ -61,7 +62,7 @@ pub struct NetArgs {
     #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Step budget per turn (overrides `agent.max_steps`).
-    #[arg(long = "max-steps", value_name = "N", value_parser = crate::host_ctx::parse_max_steps)]
+    #[arg(long = "max-steps", value_name = "N", value_parser = wharf_cli_common::parse_max_steps)]
     pub max_steps: Option<u32>,
     /// Unload a session after this many seconds without a turn, a pending
     /// approval, queued input or a request (it loads again on demand); 0: never.
@@ -126,8 +127,8 @@ fn ui_router() -> Router {
 
 /// `wharf web` logs to a file; its terminal gets one line per warning and
 /// per failed plugin version (not per retry), saying what keeps serving.
-fn spawn_notices(host: &HostCtx) {
-    let mut notices = crate::output::take_notices();
+fn spawn_notices(host: &Harness) {
+    let mut notices = wharf_cli_common::output::take_notices();
     let mut changes = host.plugins.subscribe();
     let plugins = host.plugins.clone();
     tokio::spawn(async move {
@@ -144,7 +145,7 @@ fn spawn_notices(host: &HostCtx) {
                             continue;
                         }
                         let serving = plugins.versions().get(&p.id).map(|v| v.digest.clone());
-                        let log = crate::output::log_file_shown();
+                        let log = wharf_cli_common::output::log_file_shown();
                         crate::render::reload_failed_notice(&p, serving.as_deref(), log.as_deref())
                     }
                     Ok(wharf_core::events::EventKind::PluginLoaded(p) | wharf_core::events::EventKind::PluginUnloaded(p)) => {
@@ -178,7 +179,7 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         "--idle-timeout: expected seconds from 0 to a year"
     );
     let file = net.mcp_config.clone();
-    let host = HostCtx::start_with(host_args, |config| crate::mcp::add_file(config, file.as_deref())).await?;
+    let host = Harness::start_with(&host_args.options(), |config| crate::mcp::add_file(config, file.as_deref())).await?;
     let mcp = host.mcp.clone();
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, net.port))
         .await
@@ -202,7 +203,7 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
     eprintln!(
         "wharf {}: profile `{}`, workspace {}, sessions in {} (Ctrl-C to stop)",
         surface.name(),
-        host.args.profile,
+        host.options.profile,
         host.workspace.display(),
         host.store.root().display()
     );

@@ -1,6 +1,6 @@
 //! `/model`, context-window use and cost in `wharf chat`.
 //!
-//! Every figure comes from the session log ([`crate::usage::summarize`]):
+//! Every figure comes from the session log ([`wharf_harness::usage::summarize`]):
 //! the model each step ran on is the one the last `session/model` event
 //! before it names, priced with the adapter config's `prices` table.
 
@@ -8,7 +8,7 @@ use anyhow::Result;
 use wharf_core::events::{Event, EventKind, PluginChange};
 
 use super::Chat;
-use crate::usage::{self, UsageSummary};
+use wharf_harness::usage::{self, UsageSummary};
 
 /// At most this many sessions are offered by the `/resume` picker.
 const PICKER_SIZE: usize = 10;
@@ -77,7 +77,7 @@ impl Chat {
         let (adapter, model, warning) = match switched {
             Ok(m) => m,
             Err(e) => {
-                self.out.line(&self.out.warn(&format!("/model: {}", crate::output::error_text(&e))));
+                self.out.line(&self.out.warn(&format!("/model: {}", wharf_cli_common::output::error_text(&e))));
                 return Ok(());
             }
         };
@@ -201,7 +201,7 @@ impl Chat {
         list.retain(|s| {
             s.id != current
                 && s.header.spawned_by.is_none()
-                && crate::host_ctx::same_workspace(&s.header, &self.host.workspace)
+                && wharf_harness::sessions::same_workspace(&s.header, &self.host.workspace)
         });
         list.sort_by(|a, b| (&b.header.created, &b.id).cmp(&(&a.header.created, &a.id)));
         list.truncate(PICKER_SIZE);

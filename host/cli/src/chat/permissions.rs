@@ -1,7 +1,7 @@
 //! `/permissions` in `wharf chat`: the permission-mode presets.
 
 use super::Chat;
-use crate::permissions;
+use wharf_harness::permissions;
 
 impl Chat {
     /// The permission-mode part of the status line: the current preset.
@@ -25,7 +25,7 @@ impl Chat {
             tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(permissions::switch(host, arg)));
         match switched {
             Ok(p) => o.line(&o.dim(&format!("permissions: {p} — {}", permissions::describe(p).unwrap_or_default()))),
-            Err(e) => o.line(&o.warn(&format!("/permissions: {}", crate::output::error_text(&e)))),
+            Err(e) => o.line(&o.warn(&format!("/permissions: {}", wharf_cli_common::output::error_text(&e)))),
         }
     }
 }

@@ -174,7 +174,7 @@ impl Renderer {
                 let msg = crate::render::reload_failed_notice(
                     p,
                     serving.as_deref(),
-                    crate::output::log_file_shown().as_deref(),
+                    wharf_cli_common::output::log_file_shown().as_deref(),
                 );
                 let _ = writeln!(out, "{}", self.paint("33", &format!("⚠ {msg}")));
             }

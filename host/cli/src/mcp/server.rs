@@ -84,8 +84,9 @@ use wharf_core::pipeline::{StepRef, ToolPipeline};
 use wharf_core::plugin::{FinishReason, ToolCall};
 use wharf_core::store::SessionLog;
 
-use super::client::TOOL_PREFIX;
-use crate::host_ctx::{HostArgs, HostCtx};
+use wharf_mcp::TOOL_PREFIX;
+use wharf_cli_common::HostArgs;
+use wharf_harness::Harness;
 
 /// Arguments of `wharf mcp serve`.
 #[derive(Args, Debug)]
@@ -115,7 +116,7 @@ const MAX_HTTP_BODY: usize = 4 << 20;
 const MAX_PEERS: usize = 256;
 
 struct Inner {
-    host: Arc<HostCtx>,
+    host: Arc<Harness>,
     approver: Arc<dyn Approver>,
     /// The session recording this run's calls, opened at the first call (a
     /// run without calls leaves no session behind).
@@ -302,7 +303,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     // The profile's own MCP servers are not started: their tools would not be
     // re-exported anyway, and a profile listing `wharf mcp serve` itself as a
     // server would otherwise start itself recursively.
-    let host = HostCtx::start_with(&args.host, |config| {
+    let host = Harness::start_with(&args.host.options(), |config| {
         config.mcp.clear();
         Ok(())
     })
@@ -335,7 +336,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
 /// Sends `tools/list_changed` to `peers()` on every hot reload, until the
 /// plugin feed closes.
 fn notify_reloads(
-    host: &HostCtx,
+    host: &Harness,
     peers: impl Fn() -> Vec<Peer<RoleServer>> + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     let mut changes = host.plugins.subscribe();
@@ -356,7 +357,7 @@ fn notify_reloads(
     })
 }
 
-async fn serve_stdio(server: WharfServer, host: &HostCtx) -> Result<()> {
+async fn serve_stdio(server: WharfServer, host: &Harness) -> Result<()> {
     let (transport, written) = checked_stdio();
     let running = server.serve(transport).await?;
     // Hot reloads change the tool list.
@@ -417,7 +418,7 @@ fn parse_addr(addr: &str) -> Result<(IpAddr, u16)> {
 
 async fn serve_http(
     server: WharfServer,
-    host: &HostCtx,
+    host: &Harness,
     args: &ServeArgs,
     ip: IpAddr,
     port: u16,

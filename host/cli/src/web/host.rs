@@ -1,4 +1,4 @@
-//! [`CliHost`]: the server's [`SessionHost`] over this binary's [`HostCtx`]
+//! [`CliHost`]: the server's [`SessionHost`] over this binary's [`Harness`]
 //! (plugins, MCP servers, session store, usage prices).
 
 use std::sync::Arc;
@@ -12,17 +12,17 @@ use wharf_core::events::{Event, EventKind};
 use wharf_core::store::{Store, StoreError};
 use wharf_serve::{HostFuture, PluginFeed, SessionHost};
 
-use crate::host_ctx::HostCtx;
+use wharf_harness::Harness;
 
 /// The host behind `wharf web` and `wharf serve`.
 pub struct CliHost {
-    host: HostCtx,
+    host: Harness,
     max_steps: Option<u32>,
 }
 
 impl CliHost {
     /// A host over `host`, with `--max-steps`.
-    pub fn new(host: HostCtx, max_steps: Option<u32>) -> Self {
+    pub fn new(host: Harness, max_steps: Option<u32>) -> Self {
         Self { host, max_steps }
     }
 }
@@ -59,7 +59,7 @@ impl SessionHost for CliHost {
     ) -> anyhow::Result<Agent> {
         // The API names sessions by exact id (no prefixes).
         if let Some(id) = id
-            && crate::host_ctx::resolve_session(&self.host.store, id)? != id
+            && wharf_harness::sessions::resolve_session(&self.host.store, id)? != id
         {
             return Err(StoreError::NotFound(id.to_string()).into());
         }
@@ -75,17 +75,17 @@ impl SessionHost for CliHost {
         let h = &self.host;
         json!({
             "version": env!("CARGO_PKG_VERSION"),
-            "profile": h.args.profile,
+            "profile": h.options.profile,
             "workspace": h.workspace,
             "session_dir": h.store.root(),
             "mcp": h.mcp.as_ref().map(|m| m.status()).unwrap_or_default(),
         })
     }
 
-    /// [`crate::usage::summarize`] (tokens, cost from the adapter's price
+    /// [`wharf_harness::usage::summarize`] (tokens, cost from the adapter's price
     /// table, context-window use), plus `total_tokens`.
     fn usage(&self, events: &[Event]) -> Value {
-        let u = crate::usage::summarize(&self.host.config, events);
+        let u = wharf_harness::usage::summarize(&self.host.config, events);
         let total = u.prompt_tokens + u.completion_tokens;
         let mut v = serde_json::to_value(&u).unwrap_or(Value::Null);
         if let Some(o) = v.as_object_mut() {
@@ -122,7 +122,7 @@ impl SessionHost for CliHost {
             None => (Vec::new(), None),
         };
         let plugin = |k: &EventKind| serde_json::to_string(k).ok();
-        let mcp = |d: Value| json!({"type": crate::mcp::client::STATUS_EVENT, "data": d}).to_string();
+        let mcp = |d: wharf_mcp::ServerStatus| json!({"type": wharf_mcp::client::STATUS_EVENT, "data": d}).to_string();
         let mut first: Vec<String> = history.iter().filter_map(plugin).collect();
         first.extend(mcp_history.into_iter().map(mcp));
         let (tx, live) = mpsc::channel::<String>(256);

@@ -69,6 +69,9 @@ use super::config::{
 
 /// Type of the status feed's events (web UI only, never in a session log).
 pub const STATUS_EVENT: &str = "mcp/status";
+
+/// What every MCP server's plugin id starts with (`mcp:SERVER`).
+pub const PLUGIN_ID_PREFIX: &str = "mcp:";
 /// Prefix of imported tool names.
 pub const TOOL_PREFIX: &str = "mcp__";
 /// Retries after a failed or lost connection before giving up.
@@ -117,6 +120,69 @@ impl State {
     }
 }
 
+/// What a server said about itself when it connected.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ServerInfo {
+    /// The server's name.
+    pub name: String,
+    /// The server's version.
+    pub version: String,
+}
+
+/// A server's state as surfaces show it (the web UI's MCP panel, `wharf mcp
+/// tools --json`): the JSON shape in the module docs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ServerStatus {
+    /// The server's name in the config.
+    pub server: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Whether turns wait for it.
+    pub required: bool,
+    /// `connecting`, `ready`, `failed` or `closed`.
+    pub state: &'static str,
+    /// Why the last attempt failed or the connection closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The tools installed (qualified names), when ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Digest of the installed tool set, when ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The server's own name and version, when ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<ServerInfo>,
+    /// Connection attempt (from 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Set when `list_changed` replaced the tools.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub refreshed: bool,
+}
+
+impl ServerStatus {
+    fn new(c: &McpServerConfig, state: State) -> Self {
+        Self {
+            server: c.name.clone(),
+            transport: Transport::of(c).as_str(),
+            required: c.required,
+            state: state.as_str(),
+            error: None,
+            tools: None,
+            digest: None,
+            server_info: None,
+            attempt: None,
+            refreshed: false,
+        }
+    }
+
+    /// Whether the server's tools are installed.
+    pub fn is_ready(&self) -> bool {
+        self.state == "ready"
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Status {
     state: State,
@@ -134,11 +200,11 @@ struct Server {
 pub struct McpManager {
     registry: Arc<Registry>,
     servers: Vec<Arc<Server>>,
-    events: broadcast::Sender<Value>,
-    history: Mutex<Vec<Value>>,
+    events: broadcast::Sender<ServerStatus>,
+    history: Mutex<Vec<ServerStatus>>,
     /// `plugin/*` session events so far, and the logs they go to.
     changes: Mutex<Changes>,
-    latest: Mutex<BTreeMap<String, Value>>,
+    latest: Mutex<BTreeMap<String, ServerStatus>>,
     workspace: PathBuf,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -185,22 +251,17 @@ impl McpManager {
     }
 
     /// The history so far and a receiver of every later change (no gap, no duplicate).
-    pub fn subscribe_with_history(&self) -> (Vec<Value>, broadcast::Receiver<Value>) {
+    pub fn subscribe_with_history(&self) -> (Vec<ServerStatus>, broadcast::Receiver<ServerStatus>) {
         let h = lock(&self.history);
         (h.clone(), self.events.subscribe())
     }
 
     /// The latest status of every server.
-    pub fn status(&self) -> Vec<Value> {
+    pub fn status(&self) -> Vec<ServerStatus> {
         let latest = lock(&self.latest);
         self.servers
             .iter()
-            .map(|s| {
-                latest.get(&s.config.name).cloned().unwrap_or_else(|| {
-                    json!({"server": s.config.name, "state": "connecting", "required": s.config.required,
-                           "transport": Transport::of(&s.config).as_str()})
-                })
-            })
+            .map(|s| latest.get(&s.config.name).cloned().unwrap_or_else(|| ServerStatus::new(&s.config, State::Connecting)))
             .collect()
     }
 
@@ -281,22 +342,18 @@ impl McpManager {
         }
     }
 
-    fn publish(&self, server: &Server, state: State, extra: Value) {
+    fn publish(&self, server: &Server, state: State, edit: impl FnOnce(&mut ServerStatus)) {
         let c = &server.config;
-        let mut data = json!({
-            "server": c.name, "transport": Transport::of(c).as_str(), "required": c.required, "state": state.as_str(),
-        });
-        if let (Some(d), Value::Object(extra)) = (data.as_object_mut(), extra) {
-            d.extend(extra);
-        }
-        let error = data.get("error").and_then(Value::as_str).map(str::to_string);
+        let mut data = ServerStatus::new(c, state);
+        edit(&mut data);
+        let error = data.error.clone();
         match state {
             State::Failed | State::Closed => {
                 tracing::warn!(server = %c.name, error = ?error, "MCP server {}", state.as_str())
             }
             _ => tracing::info!(server = %c.name, "MCP server {}", state.as_str()),
         }
-        self.log_change(server, state, data.get("digest").and_then(Value::as_str), error.as_deref());
+        self.log_change(server, state, data.digest.as_deref(), error.as_deref());
         lock(&self.latest).insert(c.name.clone(), data.clone());
         let mut history = lock(&self.history);
         history.push(data.clone());
@@ -357,7 +414,7 @@ impl McpManager {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            self.publish(&server, State::Connecting, json!({"attempt": attempt}));
+            self.publish(&server, State::Connecting, |d| d.attempt = Some(attempt));
             let outcome = tokio::select! {
                 r = self.connect_and_serve(&server, attempt) => r,
                 _ = self.shutdown.cancelled() => return,
@@ -367,11 +424,17 @@ impl McpManager {
                 Ok(Ended::Lost(error)) => {
                     // It worked once: retries start over.
                     failures = 1;
-                    self.publish(&server, State::Closed, json!({"error": error, "attempt": attempt}));
+                    self.publish(&server, State::Closed, |d| {
+                        d.error = Some(error.clone());
+                        d.attempt = Some(attempt);
+                    });
                 }
                 Err(error) => {
                     failures += 1;
-                    self.publish(&server, State::Failed, json!({"error": error, "attempt": attempt}));
+                    self.publish(&server, State::Failed, |d| {
+                        d.error = Some(error.clone());
+                        d.attempt = Some(attempt);
+                    });
                 }
             }
             if failures > MAX_RETRIES {
@@ -413,8 +476,7 @@ impl McpManager {
         let info = running
             .peer_info()
             .and_then(|i| i.server_info.clone())
-            .map(|i| json!({"name": i.name, "version": i.version}))
-            .unwrap_or(Value::Null);
+            .map(|i| ServerInfo { name: i.name, version: i.version });
         let conn = Conn { peer: peer.clone(), info, refresh: refresh.clone(), attempt };
         self.install(server, &conn, tools, false).map_err(with_stderr)?;
         let cancel = running.cancellation_token();
@@ -542,10 +604,10 @@ impl McpManager {
                         config = config.auth_header(token.to_string());
                         continue;
                     }
-                    let name = axum::http::HeaderName::from_bytes(k.as_bytes())
+                    let name = http::HeaderName::from_bytes(k.as_bytes())
                         .map_err(|e| format!("bad header name `{k}`: {e}"))?;
                     let value =
-                        axum::http::HeaderValue::from_str(v).map_err(|e| format!("bad value of header `{k}`: {e}"))?;
+                        http::HeaderValue::from_str(v).map_err(|e| format!("bad value of header `{k}`: {e}"))?;
                     headers.insert(name, value);
                 }
                 let config = config.custom_headers(headers);
@@ -566,7 +628,7 @@ impl McpManager {
         let c = &server.config;
         let (peer, info, refresh, attempt) = (&conn.peer, &conn.info, &conn.refresh, conn.attempt);
         let mut hasher = Sha256::new();
-        hasher.update(info.to_string().as_bytes());
+        hasher.update(serde_json::to_string(info).unwrap_or_default().as_bytes());
         for t in &tools {
             hasher.update(serde_json::to_string(t).unwrap_or_default().as_bytes());
         }
@@ -596,11 +658,13 @@ impl McpManager {
             }));
         }
         self.registry.install(plugin.clone(), regs).map_err(|e| e.to_string())?;
-        let mut extra = json!({"tools": names, "digest": plugin.digest, "server_info": info, "attempt": attempt});
-        if refreshed {
-            extra["refreshed"] = json!(true);
-        }
-        self.publish(server, State::Ready, extra);
+        self.publish(server, State::Ready, |d| {
+            d.tools = Some(names);
+            d.digest = Some(plugin.digest.clone());
+            d.server_info = info.clone();
+            d.attempt = Some(attempt);
+            d.refreshed = refreshed;
+        });
         Ok(())
     }
 }
@@ -621,7 +685,7 @@ struct Changes {
 /// One live connection, as tools need it.
 struct Conn {
     peer: Peer<RoleClient>,
-    info: Value,
+    info: Option<ServerInfo>,
     refresh: Arc<Refresh>,
     attempt: u32,
 }
@@ -666,7 +730,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The registry plugin id of a server.
 pub fn plugin_id(server: &str) -> String {
-    format!("mcp:{server}")
+    format!("{PLUGIN_ID_PREFIX}{server}")
 }
 
 /// `mcp__SERVER__TOOL`, with characters models refuse replaced by `_`, cut to

@@ -15,7 +15,7 @@
 use anyhow::{Context, Result};
 use wharf_config::{Config, PluginRow};
 
-use crate::host_ctx::HostCtx;
+use crate::Harness;
 
 /// The id the shipped profiles give their preset row.
 pub const ROW: &str = "permissions";
@@ -65,7 +65,7 @@ pub fn is_rules_row(row: &PluginRow) -> bool {
 /// The ids of the rows whose `mode` is the preset, in profile order: rows
 /// whose loaded component reports itself as [`RULES_COMPONENT`] (rows not
 /// loaded are judged by [`is_rules_row`]).
-pub fn rows(host: &HostCtx) -> Vec<String> {
+pub fn rows(host: &Harness) -> Vec<String> {
     let versions = host.plugins.versions();
     host.config
         .plugins
@@ -81,7 +81,7 @@ pub fn rows(host: &HostCtx) -> Vec<String> {
 /// The current preset (the rules rows' `mode`, live overrides included;
 /// rows that disagree are listed as `mixed (ID: MODE, …)`); `None` when
 /// the profile has no rules row or none sets a mode.
-pub fn current(host: &HostCtx) -> Option<String> {
+pub fn current(host: &Harness) -> Option<String> {
     let modes: Vec<(String, String)> = rows(host)
         .into_iter()
         .filter_map(|id| {
@@ -100,7 +100,7 @@ pub fn current(host: &HostCtx) -> Option<String> {
 /// Switches to preset `name` while the host runs: every rules row is
 /// reloaded with the new `mode` (calls being decided finish on the old
 /// one). Returns the preset's static name.
-pub async fn switch(host: &HostCtx, name: &str) -> Result<&'static str> {
+pub async fn switch(host: &Harness, name: &str) -> Result<&'static str> {
     let preset = preset(name)?;
     let ids = rows(host);
     anyhow::ensure!(
@@ -135,8 +135,8 @@ pub fn headless(config: &mut Config) -> bool {
 /// Records [`headless`]'s change as a live override of each rules row the
 /// config files set to `ask`, so a hot reload of them does not bring `ask`
 /// back.
-pub fn pin_headless(host: &HostCtx) {
-    let on_disk = host.args.load_config().ok();
+pub fn pin_headless(host: &Harness) {
+    let on_disk = host.options.load_config().ok();
     let mut live = host.live.lock().unwrap_or_else(|e| e.into_inner());
     for id in rows(host) {
         let asks = match on_disk.as_ref().and_then(|c| c.plugin(&id)) {

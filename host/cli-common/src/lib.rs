@@ -1,0 +1,8 @@
+//! What the `wharf` command's surfaces share: the host flags and the
+//! environment turned into [`wharf_harness::HostOptions`] ([`args`]), and
+//! how commands print, colour and log ([`output`]).
+
+pub mod args;
+pub mod output;
+
+pub use args::{HostArgs, parse_max_steps};

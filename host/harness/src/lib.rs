@@ -1,0 +1,27 @@
+//! A Wharf host as a library: [`Harness::start`] turns [`HostOptions`]
+//! (a profile and its layers, a workspace, where components and sessions
+//! are) into a running host — config, runtime, loaded plugins, MCP servers,
+//! session store — and opens sessions' agents on it. Around it: which model
+//! serves ([`models`]), permission presets ([`permissions`]), usage and cost
+//! from a session's log ([`usage`]), and typed views of the loaded plugins
+//! for surfaces ([`views`]).
+//!
+//! Every surface (`wharf run`, `chat`, `web`, `serve`, `acp`, `mcp serve`)
+//! and the in-process tests build hosts here. Nothing in this crate parses
+//! command-line flags, reads the environment for its options or prints: a
+//! surface fills in [`HostOptions`] and shows [`Notice`]s its own way.
+
+mod harness;
+pub mod models;
+mod oci;
+mod options;
+pub mod permissions;
+mod plugin_specs;
+pub mod sessions;
+pub mod usage;
+pub mod views;
+
+pub use harness::Harness;
+pub use oci::resolve_row;
+pub use options::{HostOptions, MAX_STEPS_LIMIT, Notice, NoticeSink};
+pub use plugin_specs::{LiveOverrides, ReloadCauses, apply_live, specs, tool_precedence};
