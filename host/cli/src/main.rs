@@ -10,10 +10,8 @@ mod plugin_new;
 mod plugin_oci;
 mod render;
 mod run_cmd;
-mod serve_cmd;
 mod sessions_cmd;
 mod term;
-mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,9 +55,9 @@ enum Command {
     #[command(subcommand)]
     Plugin(PluginCli),
     /// Local web UI: sessions, live events, approvals, plugins.
-    Web(web::WebArgs),
+    Web(wharf_serve::web::WebArgs),
     /// A long-running multi-session host with an HTTP API.
-    Serve(serve_cmd::ServeArgs),
+    Serve(wharf_serve::web::ServeArgs),
     /// MCP: serve the profile's tools over stdio; list configured servers' tools.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
@@ -157,8 +155,8 @@ fn main() -> ExitCode {
             Command::Plugin(PluginCli::New(args)) => plugin_new::run(args).await,
             Command::Plugin(PluginCli::Build(args)) => plugin_build::run(args).await,
             Command::Plugin(PluginCli::Oci(cmd)) => plugin_oci::run(cmd).await,
-            Command::Web(args) => web::run(args).await,
-            Command::Serve(args) => serve_cmd::run(args).await,
+            Command::Web(args) => wharf_serve::web::run_web(args).await,
+            Command::Serve(args) => wharf_serve::web::run_serve(args).await,
             Command::Mcp(cmd) => mcp::run(cmd).await,
             Command::Doctor(args) => doctor::run(args).await,
         }

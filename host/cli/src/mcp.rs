@@ -4,7 +4,7 @@
 
 pub mod server;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -44,14 +44,6 @@ pub struct ToolsArgs {
     pub json: bool,
 }
 
-/// Adds the servers of `--mcp-config FILE` (if given) to a config's.
-pub fn add_file(config: &mut wharf_config::Config, file: Option<&Path>) -> Result<()> {
-    if let Some(file) = file {
-        wharf_mcp::config::merge(&mut config.mcp, wharf_mcp::config::load_file(file)?);
-    }
-    Ok(())
-}
-
 /// Runs `wharf mcp …`.
 pub async fn run(cmd: McpCommand) -> Result<ExitCode> {
     match cmd {
@@ -64,7 +56,7 @@ async fn tools(args: ToolsArgs) -> Result<ExitCode> {
     // Only the config: listing servers needs no components.
     let workspace = args.host.workspace()?;
     let mut config = args.host.load_config()?;
-    add_file(&mut config, args.mcp_config.as_deref())?;
+    wharf_mcp::config::add_file(&mut config, args.mcp_config.as_deref())?;
     if config.mcp.is_empty() {
         eprintln!("wharf mcp: no MCP servers configured (add [[mcp]] rows to the profile, or --mcp-config FILE)");
     }

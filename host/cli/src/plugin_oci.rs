@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use wharf_config::Config;
 use wharf_dist::registry::Registry;
 use wharf_dist::{OciRef, Store, lock, sign};
 

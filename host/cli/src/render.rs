@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use wharf_core::events::{Event, EventKind, PluginChange};
+use wharf_core::events::{Event, EventKind};
 
 use crate::term::Tools;
 use crate::term::markdown::Markdown;
@@ -129,31 +129,7 @@ impl TextRenderer {
     }
 }
 
-/// One line for a failed (re)load of plugin `p`: what failed (the error's
-/// first line), and whether an earlier version (`serving`, its digest) still
-/// answers; `log` is where the details are.
-pub fn reload_failed_notice(p: &PluginChange, serving: Option<&str>, log: Option<&str>) -> String {
-    let error = p.error.as_deref().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let error = crate::term::cut_chars(error, 160);
-    let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
-    let mut msg = match (p.id.as_str(), serving) {
-        ("config", _) => format!("config: the change was not applied ({error}); the previous config stays"),
-        ("", _) => format!("plugin load failed ({error})"),
-        (id, Some(old)) if old != p.digest => {
-            let new = if p.digest.is_empty() { String::new() } else { format!(" {}", short(&p.digest)) };
-            format!(
-                "{id}: new version{new} failed to load ({error}); the previous version {} keeps serving",
-                short(old)
-            )
-        }
-        (id, Some(_)) => format!("{id}: reload failed ({error}); the loaded version keeps serving"),
-        (id, None) => format!("{id}: failed to load ({error}); it is not available"),
-    };
-    if let Some(log) = log {
-        msg.push_str(&format!(" · details in {log}"));
-    }
-    msg
-}
+pub use wharf_cli_common::output::reload_failed_notice;
 
 #[cfg(test)]
 mod tests {

@@ -266,6 +266,15 @@ pub fn load_file(path: &Path) -> Result<Vec<McpServerConfig>> {
     parse(&text).with_context(|| format!("MCP config {}", path.display()))
 }
 
+/// Adds the servers of an `--mcp-config FILE` (if given) over a config's
+/// own, by name.
+pub fn add_file(config: &mut wharf_config::Config, file: Option<&Path>) -> Result<()> {
+    if let Some(file) = file {
+        merge(&mut config.mcp, load_file(file)?);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

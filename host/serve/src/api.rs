@@ -118,12 +118,16 @@ pub(crate) fn api_router(server: Arc<Server>) -> Router {
         .with_state(server)
 }
 
-async fn info(State(app): AppState) -> Json<Value> {
-    let mut v = app.host.info();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("loaded".into(), json!(app.loaded().len()));
-    }
-    Json(v)
+/// `GET /api/info`: the host, and how many sessions it has loaded.
+#[derive(serde::Serialize)]
+struct InfoView {
+    #[serde(flatten)]
+    host: wharf_harness::views::HostInfo,
+    loaded: usize,
+}
+
+async fn info(State(app): AppState) -> Json<InfoView> {
+    Json(InfoView { host: app.harness.info(), loaded: app.loaded().len() })
 }
 
 async fn openapi() -> Response {
@@ -137,14 +141,12 @@ fn usage_of(app: &Server, s: &SessionSummary) -> Value {
     {
         return v.clone();
     }
-    let v = match app.host.store().load(&s.id) {
+    let v = match app.harness.store.load(&s.id) {
         Ok(loaded) => {
-            let mut v = app.host.usage(&loaded.events);
-            if let Some(turns) = v.get_mut("turns").and_then(Value::as_array_mut) {
-                let extra = turns.len().saturating_sub(MAX_USAGE_TURNS);
-                turns.drain(..extra);
-            }
-            v
+            let mut u = crate::harness_ops::usage(&app.harness, &loaded.events);
+            let extra = u.summary.turns.len().saturating_sub(MAX_USAGE_TURNS);
+            u.summary.turns.drain(..extra);
+            serde_json::to_value(&u).unwrap_or(Value::Null)
         }
         Err(e) => {
             tracing::debug!(session = %s.id, "usage: {e}");
@@ -188,7 +190,7 @@ struct ListQuery {
 }
 
 async fn list_sessions(State(app): AppState, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
-    let mut list = app.host.store().list()?;
+    let mut list = app.harness.store.list()?;
     list.reverse();
     let want = q.workspace.filter(|w| !w.is_empty());
     Ok(Json(Value::Array(
@@ -200,7 +202,7 @@ async fn list_sessions(State(app): AppState, Query(q): Query<ListQuery>) -> ApiR
 }
 
 async fn session(State(app): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let list = app.host.store().list()?;
+    let list = app.harness.store.list()?;
     let s = list
         .iter()
         .find(|s| s.id == id)
@@ -222,7 +224,7 @@ async fn history(
 ) -> ApiResult<Json<Value>> {
     let from = q.from.unwrap_or(1).max(1);
     let limit = q.limit.unwrap_or(1000).clamp(1, MAX_HISTORY);
-    let events = app.host.store().load(&id)?.events;
+    let events = app.harness.store.load(&id)?.events;
     let last = events.last().map_or(0, |e| e.seq);
     let page: Vec<&Event> = events.iter().filter(|e| e.seq >= from).take(limit).collect();
     let next = page.last().map_or(from, |e| e.seq + 1);
@@ -312,7 +314,7 @@ async fn input(app: &Arc<Server>, id: &str, text: String, how: Input) -> ApiResu
 /// and marks it delivered in one transaction; if the owner dies first, the
 /// host that takes the session over does).
 fn remote_input(app: &Server, id: &str, text: &str, how: Input, holder: &str) -> ApiResult<Json<Value>> {
-    let store = app.host.store();
+    let store = &app.harness.store;
     if matches!(how, Input::Prompt) {
         let loaded = store.load(id)?;
         if Projection::from_events(&loaded.events).open_turn().is_some() {
@@ -369,7 +371,7 @@ struct ForkBody {
 }
 
 async fn fork(State(app): AppState, Path(id): Path<String>, body: Option<Json<ForkBody>>) -> ApiResult<Json<Value>> {
-    let store = app.host.store();
+    let store = &app.harness.store;
     let at = match body.and_then(|b| b.0.at_seq) {
         Some(s) => s,
         None => {
@@ -401,7 +403,7 @@ async fn approvals(State(app): AppState, Path(id): Path<String>) -> ApiResult<Js
         Some(l) => l.approvals.list(),
         None => {
             // Not loaded here: nothing can be waiting (but say 404 for no session).
-            app.host.store().load(&id)?;
+            app.harness.store.load(&id)?;
             Vec::new()
         }
     };
@@ -479,7 +481,7 @@ async fn session_events(
     let from = last_id.map(|s| s.saturating_add(1)).or(q.from).unwrap_or(1).max(1);
     // 404 before the stream starts.
     if !app.is_loaded(&id) {
-        app.host.store().load(&id)?;
+        app.harness.store.load(&id)?;
     }
     let (tx, rx) = mpsc::channel::<SseEvent>(256);
     let shutdown = app.shutdown.clone();
@@ -519,7 +521,7 @@ async fn session_events(
                 None => {
                     // Not loaded here: another host's writes, through the
                     // store (NOTIFY), until it is loaded here.
-                    match app.host.store().watch(&id, next) {
+                    match app.harness.store.watch(&id, next) {
                         Ok(mut events) => loop {
                             tokio::select! {
                                 ev = events.recv() => match ev {
@@ -546,7 +548,7 @@ async fn session_events(
                     if app.is_loaded(&id) {
                         continue;
                     }
-                    match app.host.store().load(&id) {
+                    match app.harness.store.load(&id) {
                         Ok(stored) => {
                             for ev in &stored.events {
                                 if !forward(&tx, &dec, &mut next, ev).await {
@@ -580,13 +582,13 @@ async fn session_events(
     Ok(sse(rx).into_response())
 }
 
-async fn plugins(State(app): AppState) -> Json<Value> {
-    Json(app.host.plugins())
+async fn plugins(State(app): AppState) -> Json<wharf_harness::views::PluginsView> {
+    Json(app.harness.plugins_view())
 }
 
 /// Plugin changes: the history so far, a `ready` event, then live.
 async fn plugin_events(State(app): AppState) -> ApiResult<Response> {
-    let mut feed = app.host.plugin_feed();
+    let mut feed = crate::harness_ops::plugin_feed(&app.harness);
     let (tx, rx) = mpsc::channel::<SseEvent>(256);
     let shutdown = app.shutdown.clone();
     tokio::spawn(async move {

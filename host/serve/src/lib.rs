@@ -24,9 +24,9 @@
 //! died); a host that finds it lost a session (input stream ended, append
 //! fenced, agent stopped on a store error) drops its loading of it.
 //!
-//! The crate does not know how to build an agent: the embedding process
-//! implements [`SessionHost`] (the CLI does, over its configured plugins,
-//! MCP servers and store). The routes are documented in `docs/api.md` and
+//! Sessions' agents come from a [`wharf_harness::Harness`] (its plugins,
+//! MCP servers and store); [`run`] is the whole `wharf web` / `wharf
+//! serve` command over one. The routes are documented in `docs/api.md` and
 //! `docs/openapi.json` (served at `GET /api/openapi.json`; a test checks it
 //! against [`route_table`]).
 //!
@@ -50,10 +50,11 @@
 mod access;
 mod api;
 mod errors;
-mod host;
+mod harness_ops;
 pub mod render;
 mod security;
 mod server;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -66,7 +67,7 @@ pub use access::{
     Access, BindRequest, MIN_TOKEN_LEN, allowed_hosts, check_bind, check_token, random_token, shown_addr,
 };
 pub use api::{MAX_HISTORY, MAX_TEXT, OPENAPI, route_table};
-pub use host::{HostFuture, PluginFeed, SessionHost};
+pub use harness_ops::{PluginFeed, UsageView};
 pub use security::guard;
 pub use server::{ServeOptions, Server};
 

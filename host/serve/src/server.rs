@@ -15,7 +15,7 @@ use wharf_core::events::InboxKind;
 use wharf_core::store::{LogRelease, RemoteInput, StoreError};
 
 use crate::ServeError;
-use crate::host::SessionHost;
+use wharf_harness::Harness;
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -34,6 +34,8 @@ pub struct ServeOptions {
     /// (their host died, or input waits with no owner) and takes them over.
     /// `None`: never (another host must).
     pub adopt_every: Option<Duration>,
+    /// Step budget per turn (`None`: the profile's `agent.max_steps`).
+    pub max_steps: Option<u32>,
 }
 
 impl Default for ServeOptions {
@@ -43,6 +45,7 @@ impl Default for ServeOptions {
             max_pending_approvals: 64,
             surface: "api".into(),
             adopt_every: Some(Duration::from_millis(250)),
+            max_steps: None,
         }
     }
 }
@@ -164,7 +167,7 @@ struct Sessions {
 
 /// The state of a server.
 pub struct Server {
-    pub(crate) host: Arc<dyn SessionHost>,
+    pub(crate) harness: Arc<Harness>,
     pub(crate) options: ServeOptions,
     sessions: Mutex<Sessions>,
     /// Ids of sessions as they are loaded (event streams wait for these).
@@ -178,12 +181,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server over `host`; stops its sessions' work when `shutdown` fires.
-    /// Starts the idle unloader (needs a Tokio runtime).
-    pub fn new(host: Arc<dyn SessionHost>, options: ServeOptions, shutdown: CancellationToken) -> Arc<Self> {
+    /// A server over `harness`'s sessions; stops their work when
+    /// `shutdown` fires. Starts the idle unloader (needs a Tokio runtime).
+    pub fn new(harness: Arc<Harness>, options: ServeOptions, shutdown: CancellationToken) -> Arc<Self> {
         let (opened, _) = broadcast::channel(256);
         let server = Arc::new(Self {
-            host,
+            harness,
             options,
             sessions: Mutex::default(),
             opened,
@@ -299,7 +302,8 @@ impl Server {
     fn load(self: &Arc<Self>, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
         let (approver, mut questions) = ChannelApprover::new();
         let stop = self.shutdown.child_token();
-        let agent = self.host.open_agent(id, Arc::new(approver), stop.clone()).map_err(ServeError::from_host)?;
+        let agent = crate::harness_ops::open_agent(&self.harness, id, Arc::new(approver), self.options.max_steps, stop.clone())
+            .map_err(ServeError::from_host)?;
         let approvals: Arc<Approvals> = Arc::default();
         let pending = approvals.clone();
         let max = self.options.max_pending_approvals.max(1);
@@ -309,10 +313,10 @@ impl Server {
             }
         });
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-        let (runner, token, host, weak) = (agent.clone(), stop.clone(), self.host.clone(), Arc::downgrade(self));
+        let (runner, token, host, weak) = (agent.clone(), stop.clone(), self.harness.clone(), Arc::downgrade(self));
         let serving = tokio::spawn(async move {
             tokio::select! {
-                r = host.ready() => if let Err(e) = r { tracing::warn!("{e}") },
+                r = host.mcp_ready() => if let Err(e) = r { tracing::warn!("{e}") },
                 _ = token.cancelled() => return,
             }
             if let Err(e) = runner.serve(token).await {
@@ -372,8 +376,8 @@ impl Server {
     /// [`wharf_core::store::Backend::orphans`]); each host races for them
     /// and the store's lease lets one win.
     async fn adopt_orphans(self: &Arc<Self>) {
-        let host = self.host.clone();
-        let ids = match tokio::task::spawn_blocking(move || host.store().backend().orphans(ADOPT_BATCH)).await {
+        let harness = self.harness.clone();
+        let ids = match tokio::task::spawn_blocking(move || harness.store.backend().orphans(ADOPT_BATCH)).await {
             Ok(Ok(ids)) => ids,
             Ok(Err(e)) => {
                 tracing::debug!("looking for orphaned sessions: {e}");

@@ -50,12 +50,7 @@ pub fn terminal_width() -> Option<usize> {
 }
 
 /// `s` cut to `max` characters, with `…` when cut.
-pub fn cut_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
+pub use wharf_cli_common::output::cut_chars;
 
 /// `s` wrapped in the SGR `code` when `color`.
 pub fn paint(color: bool, code: &str, s: &str) -> String {

@@ -1,15 +1,9 @@
-//! `wharf web` and `wharf serve`: the session API of the `wharf-serve`
-//! crate over this process's host, `wharf web` with the web UI's pages
-//! served beside it (the page is a client of that same API).
-//!
-//! This module is wiring only: the command-line flags, [`host::CliHost`]
-//! (the [`wharf_serve::SessionHost`] over a [`Harness`]) and the UI's
-//! static files. The routes, the security rules (token, `Host`, `Origin`,
-//! non-loopback only with `--allow-remote` and a configured token) and the
-//! event streams are in `wharf-serve` (see its docs, `docs/api.md` and
-//! `docs/openapi.json`).
-
-mod host;
+//! `wharf web` and `wharf serve` as commands: the flags, starting a
+//! [`Harness`], and serving the session API over it — `wharf web` with the
+//! web UI's pages beside it (the page is a client of that same API). The
+//! routes, the security rules (token, `Host`, `Origin`, non-loopback only
+//! with `--allow-remote` and a configured token) and the event streams are
+//! the rest of this crate (see `docs/api.md` and `docs/openapi.json`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,20 +18,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
-pub(crate) use wharf_serve::{Access, allowed_hosts};
-use wharf_serve::{BindRequest, ServeOptions, Server};
-
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
 
-/// The security middleware, for other HTTP surfaces of this binary.
-pub(crate) mod security {
-    pub(crate) use wharf_serve::guard;
-}
+use crate::{Access, BindRequest, ServeOptions, Server};
 
-const INDEX_HTML: &str = include_str!("web/index.html");
-const APP_JS: &str = include_str!("web/app.js");
-const APP_CSS: &str = include_str!("web/app.css");
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
 
 /// Listening and session flags shared by `wharf web` and `wharf serve`.
 #[derive(Args, Debug, Clone)]
@@ -73,26 +61,34 @@ pub struct NetArgs {
 /// Arguments of `wharf web`.
 #[derive(Args, Debug)]
 pub struct WebArgs {
+    #[allow(missing_docs)] // flattened: the flags document themselves
     #[command(flatten)]
     pub host: HostArgs,
+    #[allow(missing_docs)]
     #[command(flatten)]
     pub net: NetArgs,
 }
 
-/// A configured access token must be at least 16 characters, without
-/// spaces, control characters, `;` or `,` (it goes into a cookie).
-pub(crate) fn check_token(t: &str) -> Result<()> {
-    Ok(wharf_serve::check_token(t)?)
-}
-
-/// A random per-launch access token (64 hex digits).
-pub(crate) fn random_token() -> Result<String> {
-    Ok(wharf_serve::random_token()?)
+/// Arguments of `wharf serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[allow(missing_docs)] // flattened: the flags document themselves
+    #[command(flatten)]
+    pub host: HostArgs,
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    pub net: NetArgs,
 }
 
 /// Runs `wharf web`.
-pub async fn run(args: WebArgs) -> Result<ExitCode> {
+pub async fn run_web(args: WebArgs) -> Result<ExitCode> {
     serve(&args.host, &args.net, Surface::Web).await
+}
+
+/// Runs `wharf serve`: a long-running multi-session host over the HTTP
+/// API, without the page.
+pub async fn run_serve(args: ServeArgs) -> Result<ExitCode> {
+    serve(&args.host, &args.net, Surface::Serve).await
 }
 
 /// Which command is serving.
@@ -146,7 +142,7 @@ fn spawn_notices(host: &Harness) {
                         }
                         let serving = plugins.versions().get(&p.id).map(|v| v.digest.clone());
                         let log = wharf_cli_common::output::log_file_shown();
-                        crate::render::reload_failed_notice(&p, serving.as_deref(), log.as_deref())
+                        wharf_cli_common::output::reload_failed_notice(&p, serving.as_deref(), log.as_deref())
                     }
                     Ok(wharf_core::events::EventKind::PluginLoaded(p) | wharf_core::events::EventKind::PluginUnloaded(p)) => {
                         failed.retain(|(id, _)| *id != p.id);
@@ -169,24 +165,24 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         allow_remote: net.allow_remote,
         allowed_hosts: net.allowed_hosts.clone(),
     };
-    let (ip, token) = wharf_serve::check_bind(&req)?;
+    let (ip, token) = crate::check_bind(&req)?;
     let token = match token {
         Some(t) => t,
-        None => random_token()?,
+        None => crate::random_token()?,
     };
     anyhow::ensure!(
         net.idle_timeout.is_finite() && net.idle_timeout >= 0.0 && net.idle_timeout <= 365.0 * 86400.0,
         "--idle-timeout: expected seconds from 0 to a year"
     );
     let file = net.mcp_config.clone();
-    let host = Harness::start_with(&host_args.options(), |config| crate::mcp::add_file(config, file.as_deref())).await?;
+    let host = Harness::start_with(&host_args.options(), |config| wharf_mcp::config::add_file(config, file.as_deref())).await?;
     let mcp = host.mcp.clone();
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, net.port))
         .await
         .with_context(|| format!("cannot listen on {ip}:{}", net.port))?;
     let addr = listener.local_addr()?;
     let access = Access::new(&req, addr, token.clone());
-    let shown = wharf_serve::shown_addr(addr);
+    let shown = crate::shown_addr(addr);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -211,11 +207,15 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         spawn_notices(&host);
     }
     let shutdown = CancellationToken::new();
-    let cli = Arc::new(host::CliHost::new(host, net.max_steps));
-    let options = ServeOptions { idle_timeout: idle, surface: surface.name().into(), ..ServeOptions::default() };
-    let server = Server::new(cli, options, shutdown.clone());
+    let options = ServeOptions {
+        idle_timeout: idle,
+        surface: surface.name().into(),
+        max_steps: net.max_steps,
+        ..ServeOptions::default()
+    };
+    let server = Server::new(Arc::new(host), options, shutdown.clone());
     let ui = (surface == Surface::Web).then(ui_router);
-    let router = wharf_serve::router(server.clone(), access, ui);
+    let router = crate::router(server.clone(), access, ui);
     let stop = shutdown.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
