@@ -1,17 +1,14 @@
 //! `wharf`: the command-line host of the Wharf agent harness.
 
 mod acp;
-mod chat;
 mod doctor;
 mod mcp;
 mod plugin_build;
 mod plugin_cmd;
 mod plugin_new;
 mod plugin_oci;
-mod render;
 mod run_cmd;
 mod sessions_cmd;
-mod term;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +34,7 @@ enum Command {
     /// Run one task headless; exit 0 only when the turn completes.
     Run(run_cmd::RunArgs),
     /// Chat with the agent in the terminal (streaming, approvals, Ctrl-C cancels).
-    Chat(chat::ChatArgs),
+    Chat(wharf_chat::ChatArgs),
     /// Serve the Agent Client Protocol (v1) over stdio, for editors such as Zed.
     Acp(acp::AcpArgs),
     /// List, show, export and fork stored sessions.
@@ -127,7 +124,7 @@ fn main() -> ExitCode {
         {
             wharf_runtime::process::kill_all();
             // `exit` skips destructors: give the terminal back as found.
-            chat::restore_terminal();
+            wharf_chat::restore_terminal();
             std::process::exit(143);
         }
     });
@@ -137,7 +134,7 @@ fn main() -> ExitCode {
             // task the loop waits on (the model stream, a tool call) then
             // runs it on the same worker instead of unparking this thread.
             Command::Run(args) => on_worker(run_cmd::run(args)).await,
-            Command::Chat(args) => chat::run(args).await,
+            Command::Chat(args) => wharf_chat::run(args).await,
             Command::Acp(args) => acp::run(args).await,
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
             Command::Config(ConfigCommand::Dump { host, json }) => {

@@ -10,7 +10,7 @@ use wharf_core::events::{EventKind, StopReason};
 
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
-use crate::render::TextRenderer;
+use wharf_chat::render::{TextRenderer, reason_text};
 
 /// Output formats of `wharf run`.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -299,15 +299,3 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     })
 }
 
-/// A stop reason for humans.
-pub fn reason_text(r: &StopReason) -> String {
-    match r {
-        StopReason::Completed => "completed".into(),
-        StopReason::MaxSteps => "max_steps".into(),
-        StopReason::Cancelled => "cancelled".into(),
-        StopReason::Blocked { message } => format!("blocked: {message}"),
-        StopReason::Error { code, message } => format!("error {code}: {message}"),
-        StopReason::MaxTokens => "max_tokens".into(),
-        StopReason::Interrupted => "interrupted".into(),
-    }
-}

@@ -14,7 +14,7 @@ use wharf_core::store::{ExportFormat, SessionSummary, Store};
 use wharf_cli_common::HostArgs;
 use wharf_harness::sessions::{resolve_session, same_workspace};
 use wharf_cli_common::output::Stdout;
-use crate::render::TextRenderer;
+use wharf_chat::render::TextRenderer;
 use wharf_harness::usage::{self, UsageSummary};
 
 /// Session subcommands.

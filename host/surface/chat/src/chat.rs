@@ -50,8 +50,8 @@ use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval}
 use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxOp, StopReason};
 use wharf_core::{Agent, AgentError, TurnSummary};
 
-mod editor;
-pub(crate) use editor::restore_terminal;
+pub(crate) mod editor;
+pub use editor::restore_terminal;
 mod model;
 mod permissions;
 mod render;
@@ -62,12 +62,13 @@ use render::Renderer;
 
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
-use crate::run_cmd::reason_text;
+use crate::render::reason_text;
 
 /// Arguments of `wharf chat`.
 #[derive(Args, Debug)]
 pub struct ChatArgs {
     #[command(flatten)]
+    #[allow(missing_docs)] // flattened: the flags document themselves
     pub host: HostArgs,
     /// Continue an existing session (a unique prefix of its id is enough)
     /// instead of starting a new one; it must belong to this workspace.

@@ -128,7 +128,7 @@ static SAVED: Mutex<Option<libc::termios>> = Mutex::new(None);
 /// Puts back the terminal settings chat found, if it changed them; for exits
 /// that skip destructors (SIGTERM). The line editor's raw mode is undone
 /// too: it was entered from the held settings.
-pub(crate) fn restore_terminal() {
+pub fn restore_terminal() {
     if let Some(saved) = SAVED.lock().unwrap_or_else(|e| e.into_inner()).take() {
         // SAFETY: the settings read from this terminal in `TypeAhead::hold`.
         unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &saved) };

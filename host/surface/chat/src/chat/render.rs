@@ -8,7 +8,7 @@ use serde_json::Value;
 use wharf_core::approval::ApprovalRequest;
 use wharf_core::events::{ApprovalOutcome, Event, EventKind};
 
-use crate::run_cmd::reason_text;
+use crate::render::reason_text;
 use crate::term::markdown::Markdown;
 use crate::term::{Tools, paint};
 

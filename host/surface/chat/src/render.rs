@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use wharf_core::events::{Event, EventKind};
+use wharf_core::events::{Event, EventKind, StopReason};
 
 use crate::term::Tools;
 use crate::term::markdown::Markdown;
@@ -122,7 +122,7 @@ impl TextRenderer {
             }
             EventKind::TurnEnd(t) => {
                 self.end_stream(out);
-                let _ = writeln!(out, "— turn {} ended: {}", t.turn, crate::run_cmd::reason_text(&t.reason));
+                let _ = writeln!(out, "— turn {} ended: {}", t.turn, reason_text(&t.reason));
             }
             _ => {}
         }
@@ -130,6 +130,19 @@ impl TextRenderer {
 }
 
 pub use wharf_cli_common::output::reload_failed_notice;
+
+/// A stop reason for humans.
+pub fn reason_text(r: &StopReason) -> String {
+    match r {
+        StopReason::Completed => "completed".into(),
+        StopReason::MaxSteps => "max_steps".into(),
+        StopReason::Cancelled => "cancelled".into(),
+        StopReason::Blocked { message } => format!("blocked: {message}"),
+        StopReason::Error { code, message } => format!("error {code}: {message}"),
+        StopReason::MaxTokens => "max_tokens".into(),
+        StopReason::Interrupted => "interrupted".into(),
+    }
+}
 
 #[cfg(test)]
 mod tests {
