@@ -1,12 +1,6 @@
 //! `wharf`: the command-line host of the Wharf agent harness.
 
-mod acp;
 mod doctor;
-mod mcp;
-mod plugin_build;
-mod plugin_cmd;
-mod plugin_new;
-mod plugin_oci;
 mod run_cmd;
 mod sessions_cmd;
 
@@ -36,7 +30,7 @@ enum Command {
     /// Chat with the agent in the terminal (streaming, approvals, Ctrl-C cancels).
     Chat(wharf_chat::ChatArgs),
     /// Serve the Agent Client Protocol (v1) over stdio, for editors such as Zed.
-    Acp(acp::AcpArgs),
+    Acp(wharf_acp::AcpArgs),
     /// List, show, export and fork stored sessions.
     Sessions {
         /// Session directory (default `~/.wharf/sessions`).
@@ -50,30 +44,17 @@ enum Command {
     Config(ConfigCommand),
     /// Inspect, check and call plugin components.
     #[command(subcommand)]
-    Plugin(PluginCli),
+    Plugin(wharf_plugin_tools::PluginCommand),
     /// Local web UI: sessions, live events, approvals, plugins.
     Web(wharf_serve::web::WebArgs),
     /// A long-running multi-session host with an HTTP API.
     Serve(wharf_serve::web::ServeArgs),
     /// MCP: serve the profile's tools over stdio; list configured servers' tools.
     #[command(subcommand)]
-    Mcp(mcp::McpCommand),
+    Mcp(wharf_mcp_server::McpCommand),
     /// Check the toolchain, cache, process sandbox, keys (never printed) and
     /// the profile's plugins.
     Doctor(wharf_cli_common::HostArgs),
-}
-
-/// `wharf plugin …`: the component tools plus scaffolding and building.
-#[derive(Subcommand)]
-enum PluginCli {
-    #[command(flatten)]
-    Existing(plugin_cmd::PluginCommand),
-    /// Scaffold a plugin project (Rust, Python or JavaScript) with a test.
-    New(plugin_new::NewArgs),
-    /// Build a plugin project into a component and check it.
-    Build(plugin_build::BuildArgs),
-    #[command(flatten)]
-    Oci(plugin_oci::OciCommand),
 }
 
 #[derive(Subcommand)]
@@ -135,7 +116,7 @@ fn main() -> ExitCode {
             // runs it on the same worker instead of unparking this thread.
             Command::Run(args) => on_worker(run_cmd::run(args)).await,
             Command::Chat(args) => wharf_chat::run(args).await,
-            Command::Acp(args) => acp::run(args).await,
+            Command::Acp(args) => wharf_acp::run(args).await,
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
             Command::Config(ConfigCommand::Dump { host, json }) => {
                 use std::io::Write;
@@ -148,13 +129,10 @@ fn main() -> ExitCode {
                 wharf_cli_common::output::Stdout::new().write_all(text.as_bytes())?;
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Plugin(PluginCli::Existing(cmd)) => plugin_cmd::run(cmd).await,
-            Command::Plugin(PluginCli::New(args)) => plugin_new::run(args).await,
-            Command::Plugin(PluginCli::Build(args)) => plugin_build::run(args).await,
-            Command::Plugin(PluginCli::Oci(cmd)) => plugin_oci::run(cmd).await,
+            Command::Plugin(cmd) => wharf_plugin_tools::run(cmd).await,
             Command::Web(args) => wharf_serve::web::run_web(args).await,
             Command::Serve(args) => wharf_serve::web::run_serve(args).await,
-            Command::Mcp(cmd) => mcp::run(cmd).await,
+            Command::Mcp(cmd) => wharf_mcp_server::run(cmd).await,
             Command::Doctor(args) => doctor::run(args).await,
         }
     });

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::plugin_build::{Lang, PluginKind, sdk_dir};
+use crate::build::{Lang, PluginKind, sdk_dir};
 
 /// Arguments of `wharf plugin new`.
 #[derive(clap::Args, Debug)]
@@ -39,7 +39,7 @@ pub struct NewArgs {
 
 macro_rules! template {
     ($($part:expr),+) => {
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../sdk/", $($part),+))
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../sdk/", $($part),+))
     };
 }
 

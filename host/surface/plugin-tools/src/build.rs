@@ -139,7 +139,7 @@ fn exe_ancestors() -> Vec<PathBuf> {
 
 /// The checkout this binary was compiled from, if it is still there.
 fn build_checkout() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
     std::fs::canonicalize(p).ok()
 }
 

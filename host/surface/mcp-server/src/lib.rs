@@ -1,6 +1,7 @@
-//! MCP, both ways: configured MCP servers become tools (`mcp__SERVER__TOOL`,
-//! [`client`]) and `wharf mcp serve` offers the profile's sandboxed tools to
-//! MCP clients ([`server`]).
+//! `wharf mcp …`: `wharf mcp serve` offers the profile's sandboxed tools to
+//! MCP clients ([`server`], over stdio or streamable HTTP), and `wharf mcp
+//! tools` lists what the profile's `[[mcp]]` servers offer (the client side
+//! is the `wharf-mcp` crate, which every host uses).
 
 pub mod server;
 
@@ -33,6 +34,7 @@ pub enum McpCommand {
 /// Arguments of `wharf mcp tools`.
 #[derive(Args, Debug)]
 pub struct ToolsArgs {
+    #[allow(missing_docs)] // flattened: the flags document themselves
     #[command(flatten)]
     pub host: HostArgs,
     /// More MCP servers, over the profile's by name (JSON: `{"mcp": [rows]}`,

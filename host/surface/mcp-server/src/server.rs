@@ -91,6 +91,7 @@ use wharf_harness::Harness;
 /// Arguments of `wharf mcp serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    #[allow(missing_docs)] // flattened: the flags document themselves
     #[command(flatten)]
     pub host: HostArgs,
     /// Serve MCP Streamable HTTP on ADDR (`HOST:PORT`, or a port on

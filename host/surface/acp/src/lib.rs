@@ -120,6 +120,7 @@ use wharf_mcp::config::McpServerConfig;
 pub struct AcpArgs {
     /// Profile and config layers. The workspace of each session is the `cwd`
     /// the editor sends (`--workspace` is ignored).
+    #[allow(missing_docs)] // flattened: the flags document themselves
     #[command(flatten)]
     pub host: HostArgs,
 }

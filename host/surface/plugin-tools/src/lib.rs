@@ -1,0 +1,39 @@
+//! `wharf plugin …`: what a plugin author and an operator do with
+//! components outside a session — inspect, check and call one
+//! ([`inspect`]), scaffold a project ([`new`]), build it in any supported
+//! language and check the result ([`build`]), and push, pull, lock, sign
+//! and verify components in an OCI registry ([`oci`]).
+
+pub mod build;
+pub mod inspect;
+pub mod new;
+pub mod oci;
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+/// `wharf plugin …`: the component tools plus scaffolding and building.
+#[derive(Subcommand)]
+pub enum PluginCommand {
+    #[allow(missing_docs)] // flattened: each subcommand documents itself
+    #[command(flatten)]
+    Inspect(inspect::PluginCommand),
+    /// Scaffold a plugin project (Rust, Python or JavaScript) with a test.
+    New(new::NewArgs),
+    /// Build a plugin project into a component and check it.
+    Build(build::BuildArgs),
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    Oci(oci::OciCommand),
+}
+
+/// Runs `wharf plugin …`.
+pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginCommand::Inspect(cmd) => inspect::run(cmd).await,
+        PluginCommand::New(args) => new::run(args).await,
+        PluginCommand::Build(args) => build::run(args).await,
+        PluginCommand::Oci(cmd) => oci::run(cmd).await,
+    }
+}
