@@ -197,7 +197,7 @@ fn build_c() -> Result<PathBuf, Unbuilt> {
     let mut h = DefaultHasher::new();
     hash_dir(&src, &mut h);
     hash_dir(&root().join("tests/generic/wit"), &mut h);
-    std::fs::read(root().join("host/cli/src/plugin_build.rs")).unwrap_or_default().hash(&mut h);
+    std::fs::read(root().join("host/surface/plugin-tools/src/build.rs")).unwrap_or_default().hash(&mut h);
     for t in ["clang", "wit-bindgen", "wasm-tools"] {
         version_of(&on_path(t).unwrap_or_default(), "--version").hash(&mut h);
     }

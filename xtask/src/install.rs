@@ -3,7 +3,7 @@
 //! any directory.
 //!
 //! Layout (the binary looks for `../lib/wharf/plugins` next to itself, see
-//! `plugin_dir` in `host/cli/src/host_ctx.rs`):
+//! `plugin_dir` in `host/cli-common/src/args.rs`):
 //!
 //! ```text
 //! DIR/bin/wharf

@@ -23,7 +23,7 @@ use crate::render::Decorator;
 use crate::server::{Server, lock};
 
 /// The OpenAPI document of these routes.
-pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+pub const OPENAPI: &str = include_str!("../../../../docs/openapi.json");
 
 /// Longest prompt, steer or followup text accepted (bytes).
 pub const MAX_TEXT: usize = 1 << 20;
