@@ -15,6 +15,7 @@ mod fleet;
 mod fresh_machine;
 mod generic_components;
 mod generic_langs;
+mod harness;
 mod hardening3_cfg;
 mod hardening3_cli;
 mod hardening_fs;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
 
+pub mod host;
 pub mod pg;
 
 /// The workspace root.

@@ -10,7 +10,7 @@ use clap::Args;
 use wharf_harness::{HostOptions, MAX_STEPS_LIMIT, Notice};
 
 /// Options shared by every command that runs an agent.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug)]
 pub struct HostArgs {
     /// Profile: a shipped name (`default`, `demo`, …) or a path to a TOML file.
     #[arg(long, short = 'p', default_value = "default")]
@@ -34,6 +34,22 @@ pub struct HostArgs {
     /// `ADAPTER:NAME`, or an adapter's plugin id (its configured model).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+}
+
+impl Default for HostArgs {
+    /// What no flags mean: the `default` profile (a derived `Default` would
+    /// give an empty profile name, which loads nothing).
+    fn default() -> Self {
+        Self {
+            profile: "default".into(),
+            patches: Vec::new(),
+            overrides: Vec::new(),
+            workspace: None,
+            session_dir: None,
+            no_watch: false,
+            model: None,
+        }
+    }
 }
 
 impl HostArgs {

@@ -55,40 +55,6 @@ pub struct RunArgs {
     pub replay: Option<String>,
 }
 
-/// Turns a recorded session's assistant messages into a script for the
-/// scripted adapter: turn i answers the request holding i assistant
-/// messages, exactly as the recording did.
-fn replay_turns(store: &wharf_core::Store, id: &str) -> Result<serde_json::Value> {
-    let loaded = store.load(id)?;
-    let mut turns = Vec::new();
-    for ev in &loaded.events {
-        if let EventKind::AssistantMessage(m) = &ev.kind {
-            let finish = match m.finish {
-                Some(wharf_core::plugin::FinishReason::ToolCalls) => "tool_calls",
-                Some(wharf_core::plugin::FinishReason::MaxTokens) => "max_tokens",
-                Some(wharf_core::plugin::FinishReason::ContentFilter) => "content_filter",
-                _ if !m.tool_calls.is_empty() => "tool_calls",
-                _ => "stop",
-            };
-            let calls: Vec<serde_json::Value> = m
-                .tool_calls
-                .iter()
-                .map(|c| serde_json::json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
-                .collect();
-            let mut turn = serde_json::json!({"text": m.content, "tool_calls": calls, "finish": finish});
-            if let Some(r) = &m.reasoning {
-                turn["reasoning"] = serde_json::Value::from(r.clone());
-            }
-            if let Some(u) = &m.usage {
-                turn["usage"] = serde_json::to_value(u)?;
-            }
-            turns.push(turn);
-        }
-    }
-    anyhow::ensure!(!turns.is_empty(), "session {id} has no model output to replay");
-    Ok(serde_json::Value::Array(turns))
-}
-
 /// Longest task read from stdin.
 const MAX_STDIN_TASK: u64 = 4 << 20;
 
@@ -126,52 +92,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let task = task_text(args.task.as_deref()).await?;
     anyhow::ensure!(!task.trim().is_empty(), "the task is empty: say what the agent should do");
     // Nobody can answer an ask here: the `ask` preset runs as `auto`.
-    let mut headless = false;
-    let host = match &args.replay {
-        None => {
-            Harness::start_with(&args.host.options(), |config| {
-                // A missing key is said now, not at the first model request.
-                wharf_harness::models::require_model_key(config, args.host.model.as_deref())?;
-                headless = wharf_harness::permissions::headless(config);
-                Ok(())
-            })
-            .await?
-        }
-        Some(id) => {
-            let dir = match &args.host.session_dir {
-                Some(d) => d.clone(),
-                None => args.host.load_config()?.session.dir,
-            };
-            let store = wharf_core::Store::new(dir);
-            let id = wharf_harness::sessions::resolve_session(&store, id)?;
-            let turns = replay_turns(&store, &id)?;
-            Harness::start_with(&args.host.options(), |config| {
-                headless = wharf_harness::permissions::headless(config);
-                config.plugins.retain(|p| p.id != "replay");
-                config.plugins.push(wharf_config::PluginRow {
-                    id: "replay".into(),
-                    path: wharf_cli_common::args::plugin_dir().0.join("llm-scripted.wasm"),
-                    config: serde_json::json!({
-                        "model": format!("replay:{id}"),
-                        "turns": turns,
-                        "on_exhausted": "error",
-                    }),
-                    grant: wharf_config::GrantConfig::default(),
-                    warm: false,
-                    source: None,
-                    digest: None,
-                    verify: None,
-                    on_invalid_config: Default::default(),
-                });
-                config.agent.adapter = Some("replay".into());
-                Ok(())
-            })
-            .await?
-        }
-    };
-    if headless {
-        wharf_harness::permissions::pin_headless(&host);
-    }
+    let host = wharf_harness::headless::start(&args.host.options(), args.replay.as_deref()).await?;
     let approver = host.headless_approver();
     let resume = match (&args.resume, args.continue_) {
         (_, true) => Some(host.latest_session()?),

@@ -12,6 +12,7 @@
 //! surface fills in [`HostOptions`] and shows [`Notice`]s its own way.
 
 mod harness;
+pub mod headless;
 pub mod models;
 mod oci;
 mod options;

@@ -1,0 +1,208 @@
+//! An in-process host for tests: a profile (shipped, a file, or TOML text
+//! built with [`scripted_model`] and friends), a workspace and a session
+//! directory of their own, built through `wharf-harness` exactly as the
+//! `wharf` binary builds its hosts — without spawning it. Tests that are
+//! about the binary itself (exit codes, the terminal, installs) spawn it
+//! with [`crate::wharf`]; the rest drive a [`TestHost`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+use wharf_core::TurnSummary;
+use wharf_core::events::{Event, StopReason};
+use wharf_harness::{Harness, HostOptions};
+
+/// How a [`TestHost`] is made.
+#[derive(Debug, Default)]
+pub struct TestHostBuilder {
+    profile: Option<Profile>,
+    workspace: Option<PathBuf>,
+    overrides: Vec<String>,
+    model: Option<String>,
+    replay: Option<String>,
+    watch: bool,
+}
+
+#[derive(Debug)]
+enum Profile {
+    Named(String),
+    Text(String),
+}
+
+/// The row of the scripted model adapter (`llm-scripted.wasm`), as profile
+/// TOML: `turns` is TOML for its `[[plugin.config.turns]]` tables (each a
+/// model answer: `text`, `tool_calls`, …), played in order.
+pub fn scripted_model(turns: &str) -> String {
+    crate::plugin("llm-scripted");
+    format!(
+        "[[plugin]]\nid = \"scripted\"\npath = \"${{plugin_dir}}/llm-scripted.wasm\"\n\
+         [plugin.config]\nmodel = \"scripted-test\"\n{turns}\n"
+    )
+}
+
+impl TestHostBuilder {
+    /// A shipped profile by name (`default`, `demo`, …) or a profile file.
+    pub fn profile(mut self, name_or_path: impl Into<String>) -> Self {
+        self.profile = Some(Profile::Named(name_or_path.into()));
+        self
+    }
+
+    /// A profile given as TOML text (`${plugin_dir}`, `${workspace}` work as
+    /// in any profile).
+    pub fn profile_text(mut self, toml: impl Into<String>) -> Self {
+        self.profile = Some(Profile::Text(toml.into()));
+        self
+    }
+
+    /// The workspace (default: a fresh temporary directory).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// A `-c KEY=VALUE` override.
+    pub fn set(mut self, key_value: impl Into<String>) -> Self {
+        self.overrides.push(key_value.into());
+        self
+    }
+
+    /// `--model`.
+    pub fn model(mut self, spec: impl Into<String>) -> Self {
+        self.model = Some(spec.into());
+        self
+    }
+
+    /// `--replay SESSION`: the recorded model outputs of a session of this
+    /// host's session directory.
+    pub fn replay(mut self, session: impl Into<String>) -> Self {
+        self.replay = Some(session.into());
+        self
+    }
+
+    /// Watch component and config files (off by default: tests that hot
+    /// reload say so).
+    pub fn watch(mut self, on: bool) -> Self {
+        self.watch = on;
+        self
+    }
+
+    /// Starts the host the way `wharf run` does (model key checked, `ask`
+    /// run as `auto`), in `dir` (its home, workspace and sessions live
+    /// there unless given).
+    pub async fn start_in(self, dir: &Path) -> Result<TestHost> {
+        let home = dir.join("home");
+        let workspace = match self.workspace {
+            Some(w) => w,
+            None => dir.join("workspace"),
+        };
+        for d in [&home, &workspace] {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+        }
+        let profile = match self.profile {
+            None => "default".to_string(),
+            Some(Profile::Named(n)) => n,
+            Some(Profile::Text(text)) => {
+                let path = dir.join("profile.toml");
+                std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+                path.display().to_string()
+            }
+        };
+        let sessions = dir.join("sessions");
+        let options = HostOptions {
+            profile,
+            overrides: self.overrides,
+            workspace: Some(workspace.clone()),
+            session_dir: Some(sessions.clone()),
+            watch: self.watch,
+            model: self.model,
+            home: Some(home),
+            plugin_dir: crate::target_dir().join("plugins"),
+            plugin_dir_explicit: true,
+            cache_dir: Some(crate::target_dir().join("test-cache")),
+            ..HostOptions::default()
+        };
+        let harness = wharf_harness::headless::start(&options, self.replay.as_deref()).await?;
+        Ok(TestHost { harness, workspace, sessions })
+    }
+}
+
+/// A host built in-process (see the module docs).
+pub struct TestHost {
+    /// The host.
+    pub harness: Harness,
+    /// Its workspace.
+    pub workspace: PathBuf,
+    /// Where its sessions are stored.
+    pub sessions: PathBuf,
+}
+
+/// One headless turn's outcome: what `wharf run --output jsonl` would show.
+#[derive(Debug)]
+pub struct Run {
+    /// The session's id.
+    pub session: String,
+    /// How the turn ended.
+    pub summary: TurnSummary,
+    /// The session's events from the first of this turn's (a new session:
+    /// from its header).
+    pub events: Vec<Event>,
+}
+
+impl Run {
+    /// `wharf run`'s exit code: 0 only when the turn completed.
+    pub fn exit_code(&self) -> i32 {
+        if self.summary.reason == StopReason::Completed { 0 } else { 1 }
+    }
+
+    /// The events as the JSON lines `--output jsonl` prints.
+    pub fn json(&self) -> Vec<Value> {
+        self.events.iter().filter_map(|e| serde_json::to_value(e).ok()).collect()
+    }
+}
+
+impl TestHost {
+    /// A builder.
+    pub fn builder() -> TestHostBuilder {
+        TestHostBuilder::default()
+    }
+
+    /// Runs `task` as one headless turn of a new session.
+    pub async fn run(&self, task: &str) -> Result<Run> {
+        self.run_with(None, task, None).await
+    }
+
+    /// Runs `task` as one headless turn, in session `resume` (any unique
+    /// part of its id) or a new one, with a step budget.
+    pub async fn run_with(&self, resume: Option<&str>, task: &str, max_steps: Option<u32>) -> Result<Run> {
+        let h = &self.harness;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (agent, first_seq) = h.open_agent_until(resume, h.headless_approver(), max_steps, stop.clone())?;
+        if let Err(e) = h.mcp_ready().await {
+            eprintln!("wharf-tests: MCP servers not ready: {e}");
+        }
+        let summary = agent.prompt(task.to_string()).await;
+        // The session is closed as the binary's exit closes it, so a later
+        // run can resume it: the log's last handle goes before returning.
+        stop.cancel();
+        agent.log().flush().await?;
+        let released = agent.log().watch_release();
+        let session = agent.session_id().to_string();
+        drop(agent);
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !released.is_released() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
+        let summary = summary?;
+        let events = h.store.load(&session)?.events.into_iter().filter(|e| e.seq >= first_seq).collect();
+        Ok(Run { session, summary, events })
+    }
+
+    /// Stops MCP servers and lets background work finish.
+    pub async fn close(self) {
+        self.harness.close().await;
+    }
+}
