@@ -155,6 +155,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
+pub use crate::profiles::MAX_PROFILE_CHAIN;
 pub use crate::schema::{
     BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MAX_TOOLS_PER_PLUGIN_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT,
     TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
@@ -622,9 +623,9 @@ pub struct Config {
     pub watch: Vec<PathBuf>,
     composed: Table,
     provenance: Vec<(String, Location)>,
-    /// The layers read, as shown in locations, in layer order (the profile
-    /// first).
-    layers: Vec<String>,
+    /// The files of each layer read, as shown in locations, in layer order
+    /// (the profile and the profiles it extends first).
+    layers: Vec<Vec<String>>,
 }
 
 impl Config {
@@ -645,12 +646,13 @@ impl Config {
     }
 
     /// The layer that defined plugin row `id` (its `id` key, which later
-    /// layers never replace): 0 for the profile, then the user, project and
-    /// patch files that were read, in order; a row a `-c` override made
-    /// comes after all of them. `None`: no such row.
+    /// layers never replace): 0 for the profile (any file of its `extends`
+    /// chain), then the user, project and patch files that were read, in
+    /// order; a row a `-c` override made comes after all of them. `None`:
+    /// no such row.
     pub fn row_layer(&self, id: &str) -> Option<usize> {
         let at = self.origin(&format!("plugin.{}.id", tree::toml_key(id)))?;
-        Some(self.layers.iter().position(|l| *l == at.source).unwrap_or(self.layers.len()))
+        Some(self.layers.iter().position(|l| l.contains(&at.source)).unwrap_or(self.layers.len()))
     }
 
     /// The composed config as TOML, each leaf followed by
@@ -692,17 +694,9 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
 
     let mut root = loader.defaults()?;
 
-    // The profile.
-    if let Some((name, text)) = profiles::SHIPPED.iter().find(|(n, _)| *n == opts.profile) {
-        let shown = format!("shipped:profiles/{name}.toml");
-        let base = loader.vars.workspace.clone();
-        merge::merge_layer(&mut root, loader.layer(text, &shown, None, &base)?);
-    } else if opts.profile.ends_with(".toml") || opts.profile.contains('/') || opts.profile.contains('\\') {
-        let layer = loader.file(Path::new(&opts.profile), true)?;
-        merge::merge_layer(&mut root, layer.unwrap_or_default());
-    } else {
-        let known: Vec<&str> = profiles::SHIPPED.iter().map(|(n, _)| *n).collect();
-        return Err(ConfigError::UnknownProfile { name: opts.profile.clone(), known: known.join(", ") });
+    // The profile, after the profiles it extends.
+    for layer in loader.profile_chain(&opts.profile)? {
+        merge::merge_layer(&mut root, layer);
     }
 
     // User, project, patches.
@@ -773,8 +767,9 @@ struct Loader {
     vars: Vars,
     sources: Vec<PathBuf>,
     watch: Vec<PathBuf>,
-    /// Shown names of the layers parsed, in order.
-    layers: Vec<String>,
+    /// Shown names of the files of each layer parsed, in order (a profile
+    /// and the profiles it extends are one layer).
+    layers: Vec<Vec<String>>,
 }
 
 impl Loader {
@@ -841,9 +836,16 @@ impl Loader {
         profile_dir: Option<PathBuf>,
         base: &Path,
     ) -> Result<Table, ConfigError> {
-        self.layers.push(shown.to_string());
+        self.layers.push(vec![shown.to_string()]);
         let src = SourceText::new(shown, text);
         let mut table = src.parse()?;
+        if let Some(e) = table.entry(profiles::EXTENDS) {
+            return Err(ConfigError::invalid(
+                &e.key_at,
+                "`extends` belongs in a profile (the --profile file, or a profile it extends), not in a config \
+                 layer: this file is already merged over the profile, so set the keys here",
+            ));
+        }
         let vars = self.vars.with_profile_dir(profile_dir);
         check_table(ROOT, &mut table, TOP, &Ctx { vars: &vars, base_dir: base })?;
         Ok(table)
