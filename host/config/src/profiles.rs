@@ -179,6 +179,8 @@ impl Loader {
             .with_profile_dir(Some(dir.to_path_buf()))
             .expand_path(value, dir)
             .map_err(|error| ConfigError::Variable { at: at.clone(), error })?;
+        // Shown without the `..` of a path relative to the extending file.
+        let abs = std::fs::canonicalize(&abs).unwrap_or(abs);
         Ok(Source::File { given: abs.clone(), abs })
     }
 }
