@@ -99,7 +99,8 @@ impl Loader {
                 Source::Shipped(name, _) => (*name).to_string(),
                 Source::File { given, abs } => self.shown(given, abs),
             };
-            let names = || links.iter().map(|l| l.label.as_str()).chain([label.as_str()]).collect::<Vec<_>>().join(" > ");
+            let names =
+                || links.iter().map(|l| l.label.as_str()).chain([label.as_str()]).collect::<Vec<_>>().join(" > ");
             if let Some(at) = &from {
                 if links.iter().any(|l| l.identity == identity) {
                     return Err(ConfigError::invalid(at, format!("`extends` makes a cycle: {}", names())));
@@ -112,7 +113,9 @@ impl Loader {
                 }
             }
             let (shown, text, file, dir) = match &source {
-                Source::Shipped(name, text) => (format!("shipped:profiles/{name}.toml"), Cow::Borrowed(*text), None, None),
+                Source::Shipped(name, text) => {
+                    (format!("shipped:profiles/{name}.toml"), Cow::Borrowed(*text), None, None)
+                }
                 Source::File { abs, .. } => {
                     self.watch.push(abs.clone());
                     let text = std::fs::read_to_string(abs).map_err(|source| ConfigError::Read {
@@ -171,7 +174,10 @@ impl Loader {
         let (Source::File { .. }, Some(dir)) = (from, dir) else {
             return Err(ConfigError::invalid(
                 at,
-                format!("a shipped profile can only extend a shipped profile (shipped: {}), not \"{value}\"", shipped_names()),
+                format!(
+                    "a shipped profile can only extend a shipped profile (shipped: {}), not \"{value}\"",
+                    shipped_names()
+                ),
             ));
         };
         let abs = self
