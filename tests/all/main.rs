@@ -28,6 +28,7 @@ mod oci;
 mod permissions;
 mod plugins_langs;
 mod policy;
+mod profile_extends;
 mod project_context;
 mod reload;
 mod run;

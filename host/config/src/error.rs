@@ -22,12 +22,17 @@ pub struct Location {
     /// 1-based column (in characters), when the layer is a file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub column: Option<u32>,
+    /// For a profile reached through `extends`: the profiles that extend
+    /// it, from the one asked for down to its direct child (`["code"]` for
+    /// a value of `default` under `--profile code`). Empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<String>,
 }
 
 impl Location {
     /// A location without a position (a `-c` argument, or `default`).
     pub fn whole(source: impl Into<String>) -> Self {
-        Self { source: source.into(), line: None, column: None }
+        Self { source: source.into(), line: None, column: None, via: Vec::new() }
     }
 
     /// The location of built-in defaults.
@@ -40,12 +45,19 @@ impl Location {
         self.source == DEFAULT_SOURCE && self.line.is_none()
     }
 
-    /// `source:line` (no column), as used in `dump()` comments.
+    /// `source:line` (no column) and ` (via A > B)` if reached through
+    /// `extends`, as used in `dump()` comments.
     pub fn short(&self) -> String {
-        match self.line {
+        let place = match self.line {
             Some(line) => format!("{}:{line}", self.source),
             None => self.source.clone(),
-        }
+        };
+        format!("{place}{}", self.via_suffix())
+    }
+
+    /// ` (via A > B)`, or nothing.
+    fn via_suffix(&self) -> String {
+        if self.via.is_empty() { String::new() } else { format!(" (via {})", self.via.join(" > ")) }
     }
 }
 
@@ -60,7 +72,7 @@ impl fmt::Display for Location {
                 write!(f, ":{col}")?;
             }
         }
-        Ok(())
+        f.write_str(&self.via_suffix())
     }
 }
 

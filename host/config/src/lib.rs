@@ -42,7 +42,8 @@
 //!
 //! 1. built-in defaults (shown as `default` in [`Config::dump`]);
 //! 2. the shipped profile, by name ([`shipped_profiles`], embedded from
-//!    `profiles/NAME.toml`), or a path to a `.toml` file;
+//!    `profiles/NAME.toml`), or a path to a `.toml` file, over the profiles
+//!    it extends (see [Extending a profile](#extending-a-profile));
 //! 3. the user file `~/.wharf/config.toml` (skipped if missing, or if no home
 //!    directory is known);
 //! 4. the project file `.wharf/config.toml` in the workspace (skipped if
@@ -87,6 +88,26 @@
 //! After merging, every enabled row must have a `path` or a `source`, and
 //! `agent.adapter` (if set) must name an enabled row.
 //!
+//! # Extending a profile
+//!
+//! A profile may hold only what differs from another one: a top-level
+//! `extends = "NAME"` names a shipped profile, `extends = "PATH.toml"` (or
+//! any value with a `/`) a file, relative to the extending file (variables
+//! and `~/` allowed; a shipped profile extends only shipped ones). The
+//! named profile is read first and the extending one merged over it by the
+//! rules above, as a later layer is: its `[agent]` keys replace inherited
+//! ones; a row with an inherited id replaces the keys it sets (its `config`
+//! or `grant` whole) and keeps its place; a row with a new id is appended
+//! after the inherited rows; `enabled = false` drops an inherited row.
+//! Chains are allowed (A extends B extends `default`), up to
+//! [`MAX_PROFILE_CHAIN`] files; a cycle, a longer chain or an unknown name
+//! is an error that names the files (or lists the shipped names). Each file
+//! is checked on its own, so `${profile_dir}` and relative paths follow the
+//! file that holds them. The chain is one layer, the profile (layer 0 of
+//! [`Config::row_layer`]). `extends` is for profiles only: a user, project
+//! or patch file already merges over the profile, and `extends` there (or
+//! in `-c`) is an error.
+//!
 //! # Components from OCI registries
 //!
 //! A row may take its component from a registry instead of a file:
@@ -118,15 +139,17 @@
 //! # Provenance
 //!
 //! Each leaf of the composed config (a scalar or an array) remembers the
-//! layer that set it: [`Config::provenance`], [`Config::dump`],
-//! [`Config::dump_json`].
+//! file (layer) that set it: [`Config::provenance`], [`Config::dump`],
+//! [`Config::dump_json`]. A value of a profile that was reached through
+//! `extends` also names the profiles it came through, from the one asked
+//! for ([`Location::via`]).
 //!
 //! ```text
 //! [agent]
 //! max_steps = 80  # from ~/.wharf/config.toml:2
 //! ...
 //! [[plugin]]
-//! id = "fs"  # from shipped:profiles/default.toml:9
+//! id = "fs"  # from shipped:profiles/default.toml:18 (via code)
 //! [plugin.grant]
 //! memory_mb = 512  # from -c plugin.fs.grant.memory_mb=512
 //! ```
@@ -155,6 +178,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::error::{ConfigError, Location};
+pub use crate::profiles::MAX_PROFILE_CHAIN;
 pub use crate::schema::{
     BYTES_LIMIT, ID_MAX_LEN, MAX_STEPS_LIMIT, MAX_TOOLS_PER_PLUGIN_LIMIT, MCP_NAME_MAX_LEN, MEMORY_MB_LIMIT,
     TIMEOUT_MS_LIMIT, TOOL_POOL_LIMIT,
@@ -175,7 +199,9 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are Wharf, a careful software agent
 workspace. Use the tools you are given to inspect and change files; read before you edit, keep \
 changes small and focused, and finish with a short summary of what you did.";
 
-/// The shipped profiles: `(name, TOML text)`.
+/// The shipped profiles: `(name, TOML text)`. A text that `extends`
+/// another shipped profile holds only what differs from it; [`load`]
+/// composes the whole profile.
 pub fn shipped_profiles() -> &'static [(&'static str, &'static str)] {
     profiles::SHIPPED
 }
@@ -622,9 +648,9 @@ pub struct Config {
     pub watch: Vec<PathBuf>,
     composed: Table,
     provenance: Vec<(String, Location)>,
-    /// The layers read, as shown in locations, in layer order (the profile
-    /// first).
-    layers: Vec<String>,
+    /// The files of each layer read, as shown in locations, in layer order
+    /// (the profile and the profiles it extends first).
+    layers: Vec<Vec<String>>,
 }
 
 impl Config {
@@ -645,16 +671,18 @@ impl Config {
     }
 
     /// The layer that defined plugin row `id` (its `id` key, which later
-    /// layers never replace): 0 for the profile, then the user, project and
-    /// patch files that were read, in order; a row a `-c` override made
-    /// comes after all of them. `None`: no such row.
+    /// layers never replace): 0 for the profile (any file of its `extends`
+    /// chain), then the user, project and patch files that were read, in
+    /// order; a row a `-c` override made comes after all of them. `None`:
+    /// no such row.
     pub fn row_layer(&self, id: &str) -> Option<usize> {
         let at = self.origin(&format!("plugin.{}.id", tree::toml_key(id)))?;
-        Some(self.layers.iter().position(|l| *l == at.source).unwrap_or(self.layers.len()))
+        Some(self.layers.iter().position(|l| l.contains(&at.source)).unwrap_or(self.layers.len()))
     }
 
     /// The composed config as TOML, each leaf followed by
-    /// `# from LAYER:LINE` (`# from -c KEY=VALUE`, `# from default`). The
+    /// `# from LAYER:LINE` (`# from -c KEY=VALUE`, `# from default`; a
+    /// value of an extended profile adds ` (via PROFILE > …)`). The
     /// text parses as TOML. Disabled rows are not shown; MCP `env` and
     /// `headers` values are shown as `"<redacted>"`.
     pub fn dump(&self) -> String {
@@ -663,7 +691,8 @@ impl Config {
 
     /// The same as [`Config::dump`] (secrets redacted too) as JSON: `{"config": {...composed values,
     /// "plugin": [rows]...}, "provenance": {"agent.max_steps": {"source":
-    /// "...", "line": 3, "column": 13}, ...}, "sources": [...]}`.
+    /// "...", "line": 3, "column": 13, "via": ["code"]}, ...}, "sources":
+    /// [...]}` (`via` only for a value of an extended profile).
     pub fn dump_json(&self) -> serde_json::Value {
         let provenance: serde_json::Map<String, serde_json::Value> = self
             .provenance
@@ -692,17 +721,9 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
 
     let mut root = loader.defaults()?;
 
-    // The profile.
-    if let Some((name, text)) = profiles::SHIPPED.iter().find(|(n, _)| *n == opts.profile) {
-        let shown = format!("shipped:profiles/{name}.toml");
-        let base = loader.vars.workspace.clone();
-        merge::merge_layer(&mut root, loader.layer(text, &shown, None, &base)?);
-    } else if opts.profile.ends_with(".toml") || opts.profile.contains('/') || opts.profile.contains('\\') {
-        let layer = loader.file(Path::new(&opts.profile), true)?;
-        merge::merge_layer(&mut root, layer.unwrap_or_default());
-    } else {
-        let known: Vec<&str> = profiles::SHIPPED.iter().map(|(n, _)| *n).collect();
-        return Err(ConfigError::UnknownProfile { name: opts.profile.clone(), known: known.join(", ") });
+    // The profile, after the profiles it extends.
+    for layer in loader.profile_chain(&opts.profile)? {
+        merge::merge_layer(&mut root, layer);
     }
 
     // User, project, patches.
@@ -773,8 +794,9 @@ struct Loader {
     vars: Vars,
     sources: Vec<PathBuf>,
     watch: Vec<PathBuf>,
-    /// Shown names of the layers parsed, in order.
-    layers: Vec<String>,
+    /// Shown names of the files of each layer parsed, in order (a profile
+    /// and the profiles it extends are one layer).
+    layers: Vec<Vec<String>>,
 }
 
 impl Loader {
@@ -841,9 +863,16 @@ impl Loader {
         profile_dir: Option<PathBuf>,
         base: &Path,
     ) -> Result<Table, ConfigError> {
-        self.layers.push(shown.to_string());
+        self.layers.push(vec![shown.to_string()]);
         let src = SourceText::new(shown, text);
         let mut table = src.parse()?;
+        if let Some(e) = table.entry(profiles::EXTENDS) {
+            return Err(ConfigError::invalid(
+                &e.key_at,
+                "`extends` belongs in a profile (the --profile file, or a profile it extends), not in a config \
+                 layer: this file is already merged over the profile, so set the keys here",
+            ));
+        }
         let vars = self.vars.with_profile_dir(profile_dir);
         check_table(ROOT, &mut table, TOP, &Ctx { vars: &vars, base_dir: base })?;
         Ok(table)

@@ -690,3 +690,232 @@ fn on_invalid_config_is_a_row_setting_deny_by_default() {
     assert_eq!(c.plugin("fs").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Keep));
     assert_eq!(c.plugin("llm").map(|p| p.on_invalid_config), Some(OnInvalidConfig::Deny));
 }
+
+/// The line of `adapter = "deepseek"` in the shipped default profile.
+fn default_adapter_line() -> usize {
+    let text = shipped_profiles().iter().find(|(n, _)| *n == "default").map_or("", |(_, t)| *t);
+    text.lines().position(|l| l == "adapter = \"deepseek\"").map_or(0, |i| i + 1)
+}
+
+/// The file as `extends` shows it: its real path.
+fn real(p: &Path) -> String {
+    std::fs::canonicalize(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).display().to_string()
+}
+
+#[test]
+fn extends_merges_rows_by_id_and_names_the_file_of_each_value() {
+    let env = Env::new();
+    let base = env.write("profiles/base.toml", BASE);
+    let child = env.write(
+        "team/child.toml",
+        r#"extends = "../profiles/base.toml"
+
+[agent]
+max_steps = 20
+
+[[plugin]]
+id = "fs"
+[plugin.grant]
+dirs = ["${profile_dir}:ro"]
+
+[[plugin]]
+id = "extra"
+path = "extra.wasm"
+"#,
+    );
+    env.write("ws/.wharf/config.toml", "[[plugin]]\nid = \"mine\"\npath = \"mine.wasm\"\n");
+    let c = env.load(&env.opts(child.to_str().unwrap_or_default()));
+
+    // Inherited rows keep the base's order; a new id is appended.
+    let ids: Vec<&str> = c.plugins.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["fs", "llm", "extra", "mine"]);
+    assert_eq!(c.agent.max_steps, 20);
+    assert_eq!(c.agent.adapter.as_deref(), Some("llm"));
+    // A row's key replaces the inherited one whole; the keys it does not set are kept.
+    let fs = c.plugin("fs").unwrap_or_else(|| panic!("no fs"));
+    assert_eq!(fs.grant.dirs, [format!("{}:ro", env.path("team").display())], "${{profile_dir}} is the child's");
+    assert_eq!(fs.grant.memory_mb, None, "grant replaced whole");
+    assert_eq!(fs.config, json!({"root_hint": ".", "depth": 2}), "config inherited");
+    assert_eq!(fs.path, env.path("plugins/fs.wasm"));
+    assert_eq!(c.plugin("extra").map(|p| p.path.clone()), Some(env.path("team/extra.wasm")));
+
+    // Each value names its file; an inherited one also the profile it came through.
+    let (base_shown, child_shown) = (real(&base), child.display().to_string());
+    let origin = |k: &str| c.origin(k).map(Location::short).unwrap_or_else(|| panic!("no origin for {k}"));
+    assert_eq!(origin("agent.max_steps"), format!("{child_shown}:4"));
+    assert_eq!(origin("agent.adapter"), format!("{base_shown}:3 (via {child_shown})"));
+    assert_eq!(origin("plugin.fs.path"), format!("{base_shown}:7 (via {child_shown})"));
+    assert_eq!(origin("plugin.fs.grant.dirs"), format!("{child_shown}:9"));
+    let dump = c.dump();
+    assert!(dump.contains(&format!("max_steps = 20  # from {child_shown}:4\n")), "{dump}");
+    assert!(dump.contains(&format!("warm = true  # from {base_shown}:18 (via {child_shown})\n")), "{dump}");
+    let j = c.dump_json();
+    assert_eq!(
+        j["provenance"]["agent.adapter"],
+        json!({"source": base_shown, "line": 3, "column": 11, "via": [child_shown]})
+    );
+    assert_eq!(j["provenance"]["agent.max_steps"], json!({"source": child_shown, "line": 4, "column": 13}));
+
+    // Both files are read and watched; the chain is one layer for row precedence.
+    assert_eq!(c.sources, [PathBuf::from(&base_shown), child.clone(), env.path("ws/.wharf/config.toml")]);
+    assert!(c.watch.contains(&PathBuf::from(&base_shown)) && c.watch.contains(&child));
+    assert_eq!([c.row_layer("llm"), c.row_layer("extra"), c.row_layer("mine")], [Some(0), Some(0), Some(1)]);
+}
+
+#[test]
+fn extends_chains_up_to_a_shipped_profile() {
+    let env = Env::new();
+    let b = env.write("b.toml", "extends = \"default\"\n[agent]\nmax_steps = 7\n");
+    let a = env.write("a.toml", "extends = \"./b.toml\"\n[agent]\ntool_pool = 2\n");
+    let c = env.load(&env.opts(a.to_str().unwrap_or_default()));
+    assert_eq!((c.agent.max_steps, c.agent.tool_pool), (7, 2));
+    let default = env.load(&env.opts("default"));
+    let ids = |c: &Config| c.plugins.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&c), ids(&default));
+    assert_eq!(c.plugins, default.plugins);
+    let (a, b) = (a.display().to_string(), real(&b));
+    let origin = |k: &str| c.origin(k).map(Location::short).unwrap_or_else(|| panic!("no origin for {k}"));
+    assert_eq!(
+        origin("agent.adapter"),
+        format!("shipped:profiles/default.toml:{} (via {a} > {b})", default_adapter_line())
+    );
+    assert_eq!(origin("agent.max_steps"), format!("{b}:3 (via {a})"));
+    assert_eq!(origin("agent.tool_pool"), format!("{a}:3"));
+    // Shipped profiles are not files: only the two on disk are sources.
+    assert_eq!(c.sources, [PathBuf::from(&b), PathBuf::from(&a)]);
+}
+
+#[test]
+fn an_extends_cycle_is_an_error_naming_the_files() {
+    let env = Env::new();
+    let a = env.write("a.toml", "extends = \"b.toml\"\n");
+    let b = env.write("b.toml", "\nextends = \"a.toml\"\n");
+    let e = env.fail(&env.opts(a.to_str().unwrap_or_default()));
+    let (a, b) = (a.display().to_string(), real(&b));
+    assert!(matches!(e, ConfigError::Invalid { .. }), "{e:?}");
+    assert_eq!(at(&e), (b.clone(), Some(2), Some(11)), "at the `extends` that closes the cycle");
+    assert!(e.to_string().contains(&format!("`extends` makes a cycle: {a} > {b} > {}", real(Path::new(&a)))), "{e}");
+
+    // A profile extending itself, too.
+    let me = env.write("me.toml", "extends = \"me.toml\"\n");
+    let e = env.fail(&env.opts(me.to_str().unwrap_or_default()));
+    assert!(e.to_string().contains("makes a cycle"), "{e}");
+}
+
+#[test]
+fn an_extends_chain_deeper_than_the_limit_is_an_error() {
+    let env = Env::new();
+    // p0 extends p1 … extends pN-1; the last one extends nothing.
+    let chain = |n: usize| {
+        for i in 0..n {
+            let text = if i + 1 < n { format!("extends = \"p{}.toml\"\n", i + 1) } else { String::new() };
+            env.write(&format!("c{n}/p{i}.toml"), &format!("{text}[agent]\nmax_steps = {}\n", i + 1));
+        }
+        env.opts(env.path(&format!("c{n}/p0.toml")).to_str().unwrap_or_default())
+    };
+    let c = env.load(&chain(MAX_PROFILE_CHAIN));
+    assert_eq!(c.agent.max_steps, 1, "the profile asked for wins");
+    let e = env.fail(&chain(MAX_PROFILE_CHAIN + 1));
+    let msg = e.to_string();
+    assert!(msg.contains(&format!("`extends` chains more than {MAX_PROFILE_CHAIN} profiles")), "{msg}");
+    assert!(msg.contains("p0.toml > ") && msg.contains(&format!("p{MAX_PROFILE_CHAIN}.toml")), "{msg}");
+    assert_eq!(at(&e).1, Some(1));
+}
+
+#[test]
+fn extends_of_an_unknown_name_lists_the_shipped_profiles() {
+    let env = Env::new();
+    let p = env.write("p.toml", "# mine\nextends = \"defualt\"\n");
+    let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
+    assert_eq!(at(&e), (p.display().to_string(), Some(2), Some(11)));
+    let msg = e.to_string();
+    assert!(msg.contains("no shipped profile \"defualt\""), "{msg}");
+    assert!(msg.contains("shipped: anthropic, code, default, demo, demo-deepseek, guarded, openai, polyglot"), "{msg}");
+
+    // Not a string.
+    let p = env.write("q.toml", "extends = 3\n");
+    let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
+    assert!(matches!(&e, ConfigError::Type { key, found: "an integer", .. } if key == "extends"), "{e:?}");
+
+    // A missing file.
+    let p = env.write("r.toml", "extends = \"gone.toml\"\n");
+    let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
+    assert!(matches!(&e, ConfigError::Read { path, .. } if path.ends_with("gone.toml")), "{e:?}");
+}
+
+#[test]
+fn an_extending_profile_drops_an_inherited_row_with_enabled_false() {
+    let env = Env::new();
+    let p = env.write(
+        "p.toml",
+        "extends = \"default\"\n[agent]\nadapter = \"fs\"\n\n[[plugin]]\nid = \"deepseek\"\nenabled = false\n",
+    );
+    let mut opts = env.opts(p.to_str().unwrap_or_default());
+    let c = env.load(&opts);
+    assert!(c.plugin("deepseek").is_none());
+    assert!(!c.dump().contains("llm-deepseek"));
+    // As with layers, a later layer can enable it again, with the keys it inherited.
+    opts.overrides = vec!["plugin.deepseek.enabled=true".into()];
+    let c = env.load(&opts);
+    let ds = c.plugin("deepseek").unwrap_or_else(|| panic!("deepseek not back"));
+    assert_eq!(ds.path, env.path("plugins/llm-deepseek.wasm"));
+    assert_eq!(ds.grant.hosts, ["api.deepseek.com"]);
+
+    // Dropping the adapter without naming another one is the usual error.
+    let p = env.write("q.toml", "extends = \"default\"\n[[plugin]]\nid = \"deepseek\"\nenabled = false\n");
+    let e = env.fail(&env.opts(p.to_str().unwrap_or_default()));
+    assert!(e.to_string().contains("\"deepseek\", which is disabled"), "{e}");
+    let place = format!("shipped:profiles/default.toml:{}:11 (via ", default_adapter_line());
+    assert!(e.to_string().contains(&place), "{e}");
+}
+
+#[test]
+fn extends_is_refused_in_a_config_layer() {
+    let env = Env::new();
+    env.write("ws/.wharf/config.toml", "extends = \"code\"\n");
+    let e = env.fail(&env.opts("default"));
+    assert_eq!(at(&e), (env.path("ws/.wharf/config.toml").display().to_string(), Some(1), Some(1)));
+    assert!(e.to_string().contains("`extends` belongs in a profile"), "{e}");
+
+    let env = Env::new();
+    let patch = env.write("patch.toml", "# a patch\nextends = \"code\"\n[agent]\nmax_steps = 3\n");
+    let mut opts = env.opts("default");
+    opts.patches = vec![patch.clone()];
+    let e = env.fail(&opts);
+    assert_eq!(at(&e), (patch.display().to_string(), Some(2), Some(1)));
+    assert!(e.to_string().contains("`extends` belongs in a profile"), "{e}");
+
+    opts.patches.clear();
+    opts.overrides = vec!["extends=code".into()];
+    assert!(matches!(env.fail(&opts), ConfigError::UnknownKey { key, .. } if key == "extends"));
+}
+
+#[test]
+fn shipped_profiles_that_extend_name_the_base_for_inherited_values() {
+    let env = Env::new();
+    let default = env.load(&env.opts("default"));
+    let code = env.load(&env.opts("code"));
+    let origin = |k: &str| code.origin(k).map(Location::short).unwrap_or_else(|| panic!("no origin for {k}"));
+    assert!(origin("plugin.fs.path").starts_with("shipped:profiles/default.toml:"), "{}", origin("plugin.fs.path"));
+    assert!(origin("plugin.fs.path").ends_with(" (via code)"));
+    assert!(origin("plugin.code.path").starts_with("shipped:profiles/code.toml:"));
+    assert!(origin("plugin.permissions.config.read_only_tools").starts_with("shipped:profiles/code.toml:"));
+    let ro = &code.plugin("permissions").unwrap_or_else(|| panic!("no permissions")).config["read_only_tools"];
+    assert!(ro.as_array().is_some_and(|a| a.contains(&json!("run_code"))), "{ro}");
+
+    // Every profile that extends `default` keeps its rows in its order and
+    // adds or drops rows only as it says.
+    let ids = |c: &Config| c.plugins.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    let shared = |c: &Config| ids(c).into_iter().filter(|i| default.plugin(i).is_some()).collect::<Vec<_>>();
+    for (name, text) in shipped_profiles() {
+        if !text.lines().any(|l| l == "extends = \"default\"") {
+            continue;
+        }
+        let c = env.load(&env.opts(name));
+        let kept: Vec<String> = ids(&default).into_iter().filter(|i| c.plugin(i).is_some()).collect();
+        assert_eq!(shared(&c), kept, "{name}");
+    }
+    assert_eq!(ids(&code).last().map(String::as_str), Some("code"));
+    let anthropic = env.load(&env.opts("anthropic"));
+    assert!(anthropic.plugin("deepseek").is_none() && anthropic.plugin("anthropic").is_some());
+}

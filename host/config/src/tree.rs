@@ -112,12 +112,20 @@ pub(crate) struct SourceText<'a> {
     pub(crate) name: &'a str,
     text: &'a str,
     line_starts: Vec<usize>,
+    /// The profiles that extend this one (see [`Location::via`]).
+    via: Vec<String>,
 }
 
 impl<'a> SourceText<'a> {
     pub(crate) fn new(name: &'a str, text: &'a str) -> Self {
         let line_starts = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
-        Self { name, text, line_starts }
+        Self { name, text, line_starts, via: Vec::new() }
+    }
+
+    /// The same text reached through the profiles `via` (`extends`).
+    pub(crate) fn with_via(mut self, via: Vec<String>) -> Self {
+        self.via = via;
+        self
     }
 
     /// The location of byte `offset`.
@@ -130,6 +138,7 @@ impl<'a> SourceText<'a> {
             source: self.name.to_string(),
             line: Some(u32::try_from(line).unwrap_or(u32::MAX)),
             column: Some(u32::try_from(column).unwrap_or(u32::MAX)),
+            via: self.via.clone(),
         }
     }
 
