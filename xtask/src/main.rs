@@ -306,7 +306,7 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&ws);
     std::fs::create_dir_all(ws.join("wit"))?;
     std::fs::copy(root.join("README.md"), ws.join("README.md"))?;
-    for entry in std::fs::read_dir(root.join("wit"))? {
+    for entry in std::fs::read_dir(root.join("wit/since_v0.1.0"))? {
         let p = entry?.path();
         if p.extension().is_some_and(|e| e == "wit")
             && let Some(name) = p.file_name()
