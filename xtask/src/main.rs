@@ -111,8 +111,13 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
             let manifest = path.join("Cargo.toml");
             let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
             // Only components: cdylib plugins and command fixtures (bins).
+            // `plugins/` holds nothing else (shared guest libraries such as
+            // `llm-wire` live under `sdk/`), so a library there is a mistake.
             let cdylib = text.lines().any(|l| l.trim_start().starts_with("crate-type") && l.contains("cdylib"));
             if !cdylib && !path.join("src/main.rs").exists() {
+                if dir == "plugins" {
+                    bail!("{}: not a component (no cdylib, no src/main.rs); put libraries under sdk/", path.display());
+                }
                 continue;
             }
             let package = text
