@@ -1,4 +1,4 @@
-//! The SSE parser and stream assembler (`plugins/llm-wire`) on arbitrary
+//! The SSE parser and stream assembler (`sdk/llm-wire`) on arbitrary
 //! bodies split at arbitrary points: no panic, and the split never changes
 //! the outcome — the same events, or the same error code; and a stream
 //! that decodes through `serde_json::Value`s decodes alike through the

@@ -22,7 +22,7 @@ const WITH_IMPORTS: &str = r#""wharf:plugin/types@0.1.0": ::wharf_sdk::raw::whar
 
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    let wit = manifest.join("../../wit");
+    let wit = manifest.join("../../wit/since_v0.1.0");
     let wit = fs::canonicalize(&wit).unwrap_or(wit);
     let template = manifest.join("src/export_macros.rs.in");
     println!("cargo::rerun-if-changed={}", template.display());

@@ -316,11 +316,11 @@ fn sdk_unit_tests_pass_natively() {
     assert!(o.status.success(), "sdk/js tests:\n{}\n{}", text(&o.stdout), text(&o.stderr));
 }
 
-/// A copy of `wit/` with the package version replaced.
+/// A copy of `wit/since_v0.1.0/` with the package version replaced.
 fn wit_at_version(dir: &Path, version: &str) -> PathBuf {
     let out = dir.join(format!("wit-{version}"));
     std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{e}"));
-    for entry in std::fs::read_dir(root().join("wit")).unwrap_or_else(|e| panic!("{e}")) {
+    for entry in std::fs::read_dir(root().join("wit/since_v0.1.0")).unwrap_or_else(|e| panic!("{e}")) {
         let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
         let name = path.file_name().unwrap_or_default();

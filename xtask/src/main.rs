@@ -111,8 +111,13 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
             let manifest = path.join("Cargo.toml");
             let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
             // Only components: cdylib plugins and command fixtures (bins).
+            // `plugins/` holds nothing else (shared guest libraries such as
+            // `llm-wire` live under `sdk/`), so a library there is a mistake.
             let cdylib = text.lines().any(|l| l.trim_start().starts_with("crate-type") && l.contains("cdylib"));
             if !cdylib && !path.join("src/main.rs").exists() {
+                if dir == "plugins" {
+                    bail!("{}: not a component (no cdylib, no src/main.rs); put libraries under sdk/", path.display());
+                }
                 continue;
             }
             let package = text
@@ -306,7 +311,7 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&ws);
     std::fs::create_dir_all(ws.join("wit"))?;
     std::fs::copy(root.join("README.md"), ws.join("README.md"))?;
-    for entry in std::fs::read_dir(root.join("wit"))? {
+    for entry in std::fs::read_dir(root.join("wit/since_v0.1.0"))? {
         let p = entry?.path();
         if p.extension().is_some_and(|e| e == "wit")
             && let Some(name) = p.file_name()

@@ -31,7 +31,7 @@ use boa_engine::{
 };
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/since_v0.1.0",
     world: "code-plugin",
     generate_all,
 });

@@ -1,9 +1,9 @@
 //! # wharf-sdk: write Wharf plugins in Rust
 //!
 //! A Wharf plugin is a WebAssembly component that implements the WIT contract
-//! `wharf:plugin@0.1.0` (in the repository's `wit/` directory). This crate
-//! turns that contract into a few Rust traits and one export macro per plugin
-//! kind, so a tool plugin is a handful of lines:
+//! `wharf:plugin@0.1.0` (in the repository's `wit/since_v0.1.0/` directory).
+//! This crate turns that contract into a few Rust traits and one export macro
+//! per plugin kind, so a tool plugin is a handful of lines:
 //!
 //! ```rust,no_run
 //! use serde::Deserialize;
@@ -116,7 +116,7 @@ pub mod raw {
         // shapes) rather than by importing `wharf:plugin/llm`: an import of an
         // interface that the component also exports keeps its resource type
         // (`completion`) as an import the host does not provide. Any drift from
-        // `wit/llm.wit` fails to compile in `export_llm!`, whose glue lifts and
+        // `wit/since_v0.1.0/llm.wit` fails to compile in `export_llm!`, whose glue lifts and
         // lowers these types field by field, by name.
         inline: "
             package wharf:sdk;
@@ -236,7 +236,7 @@ pub mod raw {
                 import wharf:plugin/skills@0.1.0;
             }
         ",
-        path: "../../wit",
+        path: "../../wit/since_v0.1.0",
         generate_all,
         generate_unused_types: true,
         additional_type_attributes: {

@@ -1,8 +1,8 @@
 //! Fixture: a tool plugin for `wharf:plugin@0.2.0`, a package version the
 //! host does not implement (it has 0.1.x). Built from the copy of the WIT in
-//! `wit/` (same contract, version bumped), so the only thing wrong with it is
-//! the version: the host must reject it with a clear "unsupported WIT
-//! version" error rather than a generic link failure.
+//! `wit/since_v0.1.0/` (same contract, version bumped), so the only thing
+//! wrong with it is the version: the host must reject it with a clear
+//! "unsupported WIT version" error rather than a generic link failure.
 //!
 //! It does not use `wharf-sdk`, which is bound to 0.1.0.
 

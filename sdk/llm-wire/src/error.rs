@@ -1,7 +1,8 @@
 //! Stable error codes and the mapping of provider failures onto them.
 //!
 //! Every failure an adapter reports carries one [`ErrorCode`]; the host's
-//! retry policy keys on it. The codes mirror `error-code` in `wit/llm.wit`.
+//! retry policy keys on it. The codes mirror `error-code` in
+//! `wit/since_v0.1.0/llm.wit`.
 //!
 //! Messages are built from the response **body only** (never from request
 //! headers), are truncated to [`MAX_MESSAGE_CHARS`], and can be scrubbed of
@@ -17,7 +18,7 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 /// What replaces a secret in redacted text.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Stable error codes, as in `wit/llm.wit` (`error-code`).
+/// Stable error codes, as in `wit/since_v0.1.0/llm.wit` (`error-code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 401/403: the key is missing, wrong or not allowed.

@@ -1,9 +1,10 @@
-//! Host-side bindings generated from `wit/` (world `host`: every import the
-//! host provides and every export kind a component may have).
+//! Host-side bindings of contract `wharf:plugin@0.1.0`, generated from
+//! `wit/since_v0.1.0/` (world `host`: every import the host provides and
+//! every export kind a component may have).
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "../../wit/since_v0.1.0",
     world: "host",
     imports: {
         "wharf:plugin/process": async | trappable,
@@ -15,7 +16,8 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-/// The WIT package version this host implements.
-pub const WIT_PACKAGE: &str = "wharf:plugin";
-/// Major/minor of the package; any 0.1.x component is accepted.
+/// The folder of `wit/` this module binds.
+pub const WIT_DIR: &str = "since_v0.1.0";
+/// Major/minor/patch of the package in that folder; any 0.1.x component is
+/// accepted.
 pub const WIT_VERSION: (u64, u64, u64) = (0, 1, 0);
