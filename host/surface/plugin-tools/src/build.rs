@@ -178,23 +178,26 @@ pub fn sdk_dir() -> anyhow::Result<PathBuf> {
         .context("cannot find the Wharf SDKs: set WHARF_SDK_DIR to the `sdk` directory of a Wharf checkout")
 }
 
-/// The WIT package directory: `$WHARF_WIT_DIR`, else `wit/` (or
-/// `share/wharf/wit/`) in a directory above the `wharf` binary, else the
-/// checkout the binary was built from.
+/// The WIT package directory of the contract this host binds
+/// (`wit/since_vX.Y.Z`, [`wharf_runtime::bindings::WIT_DIR`]):
+/// `$WHARF_WIT_DIR` (that folder, or the `wit` folder holding it), else
+/// `wit/` (or `share/wharf/wit/`) in a directory above the `wharf` binary,
+/// else the checkout the binary was built from.
 pub fn wit_dir() -> anyhow::Result<PathBuf> {
+    let version = wharf_runtime::bindings::WIT_DIR;
     if let Some(d) = std::env::var_os("WHARF_WIT_DIR") {
         let d = absolute(PathBuf::from(d));
-        if !d.join("worlds.wit").is_file() {
-            bail!("WHARF_WIT_DIR={} has no worlds.wit", d.display());
-        }
-        return Ok(d);
+        return [d.clone(), d.join(version)]
+            .into_iter()
+            .find(|c| c.join("worlds.wit").is_file())
+            .with_context(|| format!("WHARF_WIT_DIR={} has no worlds.wit (nor {version}/worlds.wit)", d.display()));
     }
     let mut candidates = Vec::new();
     for a in exe_ancestors() {
-        candidates.push(a.join("wit"));
-        candidates.push(a.join("share/wharf/wit"));
+        candidates.push(a.join("wit").join(version));
+        candidates.push(a.join("share/wharf/wit").join(version));
     }
-    candidates.extend(build_checkout().map(|c| c.join("wit")));
+    candidates.extend(build_checkout().map(|c| c.join("wit").join(version)));
     candidates
         .into_iter()
         .find(|c| c.join("worlds.wit").is_file())
