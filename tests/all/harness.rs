@@ -89,10 +89,7 @@ async fn notices_go_to_the_embedder_not_to_stderr() -> Result<()> {
     };
     let host = wharf_harness::Harness::start(&options).await?;
     let notices = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    assert!(
-        notices.iter().any(|n| matches!(n, Notice::Warning(t) if t.contains("not-a-listed-model"))),
-        "{notices:?}"
-    );
+    assert!(notices.iter().any(|n| matches!(n, Notice::Warning(t) if t.contains("not-a-listed-model"))), "{notices:?}");
     assert_eq!(host.current_model(), Some(("scripted".to_string(), "not-a-listed-model".to_string())));
     host.close().await;
     Ok(())

@@ -261,6 +261,40 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
 }
 
+/// One line for a failed (re)load of plugin `p`: what failed (the error's
+/// first line), and whether an earlier version (`serving`, its digest) still
+/// answers; `log` is where the details are.
+pub fn reload_failed_notice(p: &wharf_core::events::PluginChange, serving: Option<&str>, log: Option<&str>) -> String {
+    let error = p.error.as_deref().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    let error = cut_chars(error, 160);
+    let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
+    let mut msg = match (p.id.as_str(), serving) {
+        ("config", _) => format!("config: the change was not applied ({error}); the previous config stays"),
+        ("", _) => format!("plugin load failed ({error})"),
+        (id, Some(old)) if old != p.digest => {
+            let new = if p.digest.is_empty() { String::new() } else { format!(" {}", short(&p.digest)) };
+            format!(
+                "{id}: new version{new} failed to load ({error}); the previous version {} keeps serving",
+                short(old)
+            )
+        }
+        (id, Some(_)) => format!("{id}: reload failed ({error}); the loaded version keeps serving"),
+        (id, None) => format!("{id}: failed to load ({error}); it is not available"),
+    };
+    if let Some(log) = log {
+        msg.push_str(&format!(" · details in {log}"));
+    }
+    msg
+}
+
+/// `s` cut to `max` characters, with `…` when cut.
+pub fn cut_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -299,39 +333,5 @@ mod tests {
         open_log(dir.path(), "chat").unwrap();
         assert!(dir.path().join("chat.log.1").exists());
         assert!(std::fs::metadata(&path).unwrap().len() < 1024);
-    }
-}
-
-/// One line for a failed (re)load of plugin `p`: what failed (the error's
-/// first line), and whether an earlier version (`serving`, its digest) still
-/// answers; `log` is where the details are.
-pub fn reload_failed_notice(p: &wharf_core::events::PluginChange, serving: Option<&str>, log: Option<&str>) -> String {
-    let error = p.error.as_deref().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    let error = cut_chars(error, 160);
-    let short = |d: &str| d.get(..12).unwrap_or(d).to_string();
-    let mut msg = match (p.id.as_str(), serving) {
-        ("config", _) => format!("config: the change was not applied ({error}); the previous config stays"),
-        ("", _) => format!("plugin load failed ({error})"),
-        (id, Some(old)) if old != p.digest => {
-            let new = if p.digest.is_empty() { String::new() } else { format!(" {}", short(&p.digest)) };
-            format!(
-                "{id}: new version{new} failed to load ({error}); the previous version {} keeps serving",
-                short(old)
-            )
-        }
-        (id, Some(_)) => format!("{id}: reload failed ({error}); the loaded version keeps serving"),
-        (id, None) => format!("{id}: failed to load ({error}); it is not available"),
-    };
-    if let Some(log) = log {
-        msg.push_str(&format!(" · details in {log}"));
-    }
-    msg
-}
-
-/// `s` cut to `max` characters, with `…` when cut.
-pub fn cut_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
     }
 }

@@ -8,9 +8,8 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use wharf_core::events::{EventKind, StopReason};
 
-use wharf_cli_common::HostArgs;
-use wharf_harness::Harness;
 use wharf_chat::render::{TextRenderer, reason_text};
+use wharf_cli_common::HostArgs;
 
 /// Output formats of `wharf run`.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -199,7 +198,8 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     });
     let priced = match &turn {
         Some((t, u)) => {
-            let cost = t.cost.map(|c| format!(" · cost {}", wharf_harness::usage::format_cost(c, u.currency.as_deref())));
+            let cost =
+                t.cost.map(|c| format!(" · cost {}", wharf_harness::usage::format_cost(c, u.currency.as_deref())));
             let context = u.context_percent.map(|p| format!(" · context {p:.1} %")).unwrap_or_default();
             let model = u.model.as_deref().map(|m| format!(" · {m}")).unwrap_or_default();
             format!("{model}{}{context}", cost.unwrap_or_default())
@@ -219,4 +219,3 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         _ => ExitCode::from(1),
     })
 }
-

@@ -11,10 +11,10 @@ use clap::Subcommand;
 use wharf_core::events::{Event, EventKind, SessionStart};
 use wharf_core::store::{ExportFormat, SessionSummary, Store};
 
-use wharf_cli_common::HostArgs;
-use wharf_harness::sessions::{resolve_session, same_workspace};
-use wharf_cli_common::output::Stdout;
 use wharf_chat::render::TextRenderer;
+use wharf_cli_common::HostArgs;
+use wharf_cli_common::output::Stdout;
+use wharf_harness::sessions::{resolve_session, same_workspace};
 use wharf_harness::usage::{self, UsageSummary};
 
 /// Session subcommands.

@@ -30,9 +30,7 @@ use wharf_runtime::{Runtime, RuntimeOptions};
 
 use crate::models::resolve_model_spec;
 use crate::options::{HostOptions, Notice, check_plugin_dir};
-use crate::plugin_specs::{
-    ConfigSeen, LiveOverrides, ReloadCauses, apply_live, merge_keys, specs, tool_precedence,
-};
+use crate::plugin_specs::{ConfigSeen, LiveOverrides, ReloadCauses, apply_live, merge_keys, specs, tool_precedence};
 use crate::sessions::{latest_session, read_header, resolve_session};
 
 /// A running host: config, plugins and the session store.

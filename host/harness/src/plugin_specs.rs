@@ -165,4 +165,3 @@ pub(crate) fn merge_keys(config: &mut serde_json::Value, set: &serde_json::Map<S
         }
     }
 }
-

@@ -261,7 +261,9 @@ impl McpManager {
         let latest = lock(&self.latest);
         self.servers
             .iter()
-            .map(|s| latest.get(&s.config.name).cloned().unwrap_or_else(|| ServerStatus::new(&s.config, State::Connecting)))
+            .map(|s| {
+                latest.get(&s.config.name).cloned().unwrap_or_else(|| ServerStatus::new(&s.config, State::Connecting))
+            })
             .collect()
     }
 

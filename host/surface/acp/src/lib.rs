@@ -303,7 +303,11 @@ fn auth_required(key: &wharf_harness::models::MissingKey) -> sdk::Error {
 
 /// Refuses work that needs the model when its key is not set.
 fn check_key(host: &Harness, args: &HostArgs) -> Result<(), sdk::Error> {
-    match wharf_harness::models::missing_model_key(&host.config, args.model.as_deref(), wharf_harness::models::env_is_set) {
+    match wharf_harness::models::missing_model_key(
+        &host.config,
+        args.model.as_deref(),
+        wharf_harness::models::env_is_set,
+    ) {
         Some(k) => Err(auth_required(&k)),
         None => Ok(()),
     }
@@ -349,7 +353,8 @@ impl Server {
         let args = HostArgs { workspace: Some(workspace.clone()), ..self.args.clone() };
         let started = std::time::Instant::now();
         eprintln!("wharf acp: loading plugins for {}…", workspace.display());
-        let host = Harness::start(&args.options()).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
+        let host =
+            Harness::start(&args.options()).await.map_err(|e| internal(format!("cannot start the host: {e:#}")))?;
         // Required MCP servers before the first prompt, so its first step
         // sees their tools (a failed one blocks turns with its error).
         if let Err(e) = host.mcp_ready().await {
@@ -423,7 +428,7 @@ impl Server {
         if !mcp.wait_all().await {
             for s in mcp.status().into_iter().filter(|s| !s.is_ready()) {
                 let why = s.error.clone().unwrap_or_else(|| "not ready".into());
-                tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", Some(s.server.as_str()).unwrap_or(""));
+                tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", s.server);
             }
         }
         Ok(Opened { agent, first_seq, approvals, mcp: Some(mcp) })
@@ -514,8 +519,9 @@ impl Server {
     ) -> Result<acp::SetSessionModeResponse, sdk::Error> {
         let session = self.session(&req.session_id)?;
         wharf_harness::permissions::preset(&req.mode_id.0).map_err(|e| invalid_params(format!("{e:#}")))?;
-        let preset =
-            wharf_harness::permissions::switch(&session.host, &req.mode_id.0).await.map_err(|e| internal(format!("{e:#}")))?;
+        let preset = wharf_harness::permissions::switch(&session.host, &req.mode_id.0)
+            .await
+            .map_err(|e| internal(format!("{e:#}")))?;
         let others: Vec<String> = lock(&self.sessions)
             .iter()
             .filter(|(id, s)| Arc::ptr_eq(&s.host, &session.host) && id.as_str() != req.session_id.0.as_ref())

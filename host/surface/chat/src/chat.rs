@@ -60,9 +60,9 @@ mod status;
 use editor::{Input, Screen};
 use render::Renderer;
 
+use crate::render::reason_text;
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
-use crate::render::reason_text;
 
 /// Arguments of `wharf chat`.
 #[derive(Args, Debug)]

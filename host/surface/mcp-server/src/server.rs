@@ -84,9 +84,9 @@ use wharf_core::pipeline::{StepRef, ToolPipeline};
 use wharf_core::plugin::{FinishReason, ToolCall};
 use wharf_core::store::SessionLog;
 
-use wharf_mcp::TOOL_PREFIX;
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
+use wharf_mcp::TOOL_PREFIX;
 
 /// Arguments of `wharf mcp serve`.
 #[derive(Args, Debug)]

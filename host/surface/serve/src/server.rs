@@ -302,8 +302,9 @@ impl Server {
     fn load(self: &Arc<Self>, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
         let (approver, mut questions) = ChannelApprover::new();
         let stop = self.shutdown.child_token();
-        let agent = crate::harness_ops::open_agent(&self.harness, id, Arc::new(approver), self.options.max_steps, stop.clone())
-            .map_err(ServeError::from_host)?;
+        let agent =
+            crate::harness_ops::open_agent(&self.harness, id, Arc::new(approver), self.options.max_steps, stop.clone())
+                .map_err(ServeError::from_host)?;
         let approvals: Arc<Approvals> = Arc::default();
         let pending = approvals.clone();
         let max = self.options.max_pending_approvals.max(1);

@@ -175,7 +175,8 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         "--idle-timeout: expected seconds from 0 to a year"
     );
     let file = net.mcp_config.clone();
-    let host = Harness::start_with(&host_args.options(), |config| wharf_mcp::config::add_file(config, file.as_deref())).await?;
+    let host = Harness::start_with(&host_args.options(), |config| wharf_mcp::config::add_file(config, file.as_deref()))
+        .await?;
     let mcp = host.mcp.clone();
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, net.port))
         .await
