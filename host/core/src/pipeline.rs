@@ -2,9 +2,10 @@
 //!
 //! ```text
 //! tool/call logged
-//!   → guards that need nothing else: unknown tool (UNKNOWN_TOOL), arguments
-//!     not JSON (INVALID_ARGUMENTS; empty text means {}), schema validation
-//!     against the tool's input_schema (INVALID_ARGUMENTS)
+//!   → guards that need nothing else: unknown tool (UNKNOWN_TOOL), a tool
+//!     whose input_schema cannot be compiled, arguments over the size bound
+//!     or not JSON (INVALID_ARGUMENTS; empty text means {}), schema validation
+//!     against the tool's input_schema (INVALID_ARGUMENTS; see crate::schema)
 //!   → tools/pre-execute hooks (waterfall; Replace rewrites `arguments`,
 //!     Reject or a hook failure denies)
 //!   → policies from the registry snapshot (all of them, concurrently, each
@@ -266,6 +267,21 @@ impl ToolPipeline {
             );
         };
         let plugin = Some(tool.plugin().clone());
+        // Compiled when the tool was registered (or on its first call).
+        let schema = match crate::schema::compiled(&tool.spec().input_schema) {
+            Ok(s) => s,
+            Err(e) => {
+                let msg = format!("Error: the tool `{}` cannot be called: its {e}", call.name);
+                return done(codes::INVALID_ARGUMENTS, msg, plugin, Value::Null);
+            }
+        };
+        if call.arguments.len() > crate::schema::MAX_ARGS_BYTES {
+            let msg = format!(
+                "Error: invalid arguments: /: arguments are larger than {} bytes of JSON",
+                crate::schema::MAX_ARGS_BYTES
+            );
+            return done(codes::INVALID_ARGUMENTS, msg, plugin, Value::Null);
+        }
         let args: Value = if call.arguments.trim().is_empty() {
             json!({})
         } else {
@@ -281,7 +297,7 @@ impl ToolPipeline {
                 }
             }
         };
-        if let Err(e) = crate::schema::validate(&tool.spec().input_schema, &args) {
+        if let Err(e) = schema.validate(&args) {
             return done(codes::INVALID_ARGUMENTS, format!("Error: invalid arguments: {e}"), plugin, args);
         }
 
@@ -354,7 +370,7 @@ impl ToolPipeline {
             }
         }
         if final_args != args
-            && let Err(e) = crate::schema::validate(&tool.spec().input_schema, &final_args)
+            && let Err(e) = schema.validate(&final_args)
         {
             return done(
                 codes::INVALID_ARGUMENTS,

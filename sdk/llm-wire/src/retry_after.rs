@@ -28,61 +28,12 @@ pub fn parse_retry_after(value: &str, now_unix_secs: u64) -> Option<u64> {
     Some(at.saturating_sub(now_unix_secs).saturating_mul(1000))
 }
 
-/// Parses an HTTP-date into seconds since the Unix epoch.
+/// Parses an HTTP-date into seconds since the Unix epoch, with the
+/// `httpdate` crate: the three forms of RFC 9110 §5.6.7, exactly as written
+/// there (GMT, English names, the weekday matching the date, years 1970-9999).
 pub fn parse_http_date(value: &str) -> Option<u64> {
-    let parts: Vec<&str> = value.split_whitespace().collect();
-    let (day, month, year, time) = match parts.as_slice() {
-        // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-        [wd, d, m, y, t, "GMT"] if wd.ends_with(',') => (*d, *m, y.parse::<i64>().ok()?, *t),
-        // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
-        [wd, dmy, t, "GMT"] if wd.ends_with(',') => {
-            let mut it = dmy.split('-');
-            let (d, m, y) = (it.next()?, it.next()?, it.next()?);
-            let y: i64 = y.parse().ok()?;
-            // Two-digit years: RFC 9110 says to read them as within 50 years.
-            let y = if y < 70 {
-                2000 + y
-            } else if y < 100 {
-                1900 + y
-            } else {
-                y
-            };
-            (d, m, y, *t)
-        }
-        // asctime: Sun Nov  6 08:49:37 1994
-        [_wd, m, d, t, y] => (*d, *m, y.parse::<i64>().ok()?, *t),
-        _ => return None,
-    };
-    let day: i64 = day.parse().ok()?;
-    let month = month_number(month)?;
-    let mut hms = time.split(':');
-    let h: i64 = hms.next()?.parse().ok()?;
-    let mi: i64 = hms.next()?.parse().ok()?;
-    let s: i64 = hms.next()?.parse().ok()?;
-    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
-    u64::try_from(secs).ok()
-}
-
-fn month_number(m: &str) -> Option<i64> {
-    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-    let lower = m.to_ascii_lowercase();
-    MONTHS.iter().position(|x| *x == lower).map(|i| i as i64 + 1)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    at.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_secs())
 }
 
 #[cfg(test)]
@@ -114,6 +65,9 @@ mod tests {
         assert_eq!(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT"), None);
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 PST"), None);
+        // A weekday that does not match the date.
+        assert_eq!(parse_http_date("Mon, 06 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994"), None);
     }
 
     #[test]
