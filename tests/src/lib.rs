@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
 
+use anyhow::Context;
+
 pub mod pg;
 
 /// The workspace root.
@@ -123,6 +125,12 @@ pub fn wharf(home: &Path) -> Command {
         .env_remove("DEEPSEEK_API_KEY")
         .env("WHARF_LOG", "warn");
     c
+}
+
+/// Every line of `text` (the `--output jsonl` of a run) as JSON; the
+/// error names the line that is not.
+pub fn json_lines(text: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    text.lines().map(|l| serde_json::from_str(l).with_context(|| format!("not a JSON line: {l}"))).collect()
 }
 
 /// The marker starting every skip line: `WHARF-SKIP <test>: <reason>`.
