@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -76,7 +77,7 @@ model = "scripted-acp"
     }
 
     fn spawn(&self, profile: &Path) -> Client {
-        for p in ["fs", "llm-scripted", "policy-fixed"] {
+        for p in [plugins::FS, plugins::LLM_SCRIPTED, plugins::POLICY_FIXED] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -789,7 +790,7 @@ text = "Done again."
 /// `session/new` fails with -32000 before any session is stored.
 #[test]
 fn a_missing_model_key_is_an_auth_error_with_auth_methods() -> anyhow::Result<()> {
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let e = env();
     let p = e.home.path().join("keyed.toml");
     std::fs::write(&p, crate::hardening3_cli::KEYED_PROFILE).context("writing the file")?;

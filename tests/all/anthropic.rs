@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::anthropic::{AnthropicMock, AnthropicScript};
+use wharf_tests::plugins;
 
 const KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
 const KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
@@ -70,8 +71,8 @@ impl Case {
     }
 
     fn profile(&self, extra: &str) -> PathBuf {
-        let _ = wharf_tests::plugin("fs");
-        let _ = wharf_tests::plugin("llm-anthropic");
+        let _ = wharf_tests::plugin(plugins::FS);
+        let _ = wharf_tests::plugin(plugins::LLM_ANTHROPIC);
         let text = format!(
             r#"
 [agent]

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -76,7 +77,15 @@ model = "scripted-chat"
     }
 
     pub(crate) fn chat_command(&self, profile: &str, extra: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted", "policy-fixed", "policy-rules", "context", "compaction"] {
+        for p in [
+            plugins::FS,
+            plugins::TEXT,
+            plugins::LLM_SCRIPTED,
+            plugins::POLICY_FIXED,
+            plugins::POLICY_RULES,
+            plugins::CONTEXT,
+            plugins::COMPACTION,
+        ] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -656,7 +665,7 @@ fn a_component_breaking_mid_session_is_one_notice_and_the_details_go_to_the_log(
     let e = env();
     let comp = tempfile::tempdir().context("creating a temp dir")?;
     let text = comp.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text).context("copying text to text")?;
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text).context("copying text to text")?;
     let turns = format!(
         r#"
 [[plugin.config.turns]]

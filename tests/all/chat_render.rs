@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -151,7 +152,7 @@ fn strip_ansi(s: &str) -> String {
 
 /// Runs the scripted edit-and-explain turn; returns the raw terminal output.
 fn chat(home: &Path, ws: &Path, no_color: bool) -> String {
-    for p in ["fs", "llm-scripted"] {
+    for p in [plugins::FS, plugins::LLM_SCRIPTED] {
         let _ = wharf_tests::plugin(p);
     }
     std::fs::write(ws.join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use wharf_core::events::{EventKind, UserMessage};
 use wharf_core::store::{NewSession, Store};
+use wharf_tests::plugins;
 
 /// A home, a workspace with a README and a session directory.
 pub(crate) struct Env {
@@ -39,7 +40,7 @@ pub(crate) fn env() -> Env {
 
 impl Env {
     pub(crate) fn cmd(&self, args: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted"] {
+        for p in [plugins::FS, plugins::TEXT, plugins::LLM_SCRIPTED] {
             let _ = wharf_tests::plugin(p);
         }
         let mut c = wharf_tests::wharf(self.home.path());
@@ -200,9 +201,18 @@ fn terminal_stdout(mut c: Command) -> String {
 
 #[test]
 fn doctor_warns_about_a_key_the_profile_needs() -> anyhow::Result<()> {
-    for p in
-        ["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-deepseek"]
-    {
+    for p in [
+        plugins::FS,
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::SUBAGENT,
+        plugins::POLICY_RULES,
+        plugins::LLM_DEEPSEEK,
+    ] {
         let _ = wharf_tests::plugin(p);
     }
     let e = env();

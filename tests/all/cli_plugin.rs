@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde_json::Value;
+use wharf_tests::plugins;
 
 fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
     let out = wharf_tests::wharf(home).args(args).output().expect("spawn wharf");
@@ -22,7 +23,7 @@ fn home() -> tempfile::TempDir {
 #[test]
 fn inspect_reports_kinds_tools_and_version() -> anyhow::Result<()> {
     let h = home();
-    let text = wharf_tests::plugin("text");
+    let text = wharf_tests::plugin(plugins::TEXT);
     let (code, out, err) = run(h.path(), &["plugin", "inspect", text.to_str().unwrap_or(""), "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).with_context(|| format!("parsing JSON: {out}"))?;
@@ -42,7 +43,7 @@ fn call_prints_json_and_exit_codes() -> anyhow::Result<()> {
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let file = ws.path().join("a.txt");
     std::fs::write(&file, "one two three\nfour\n").context("writing the file")?;
-    let text = wharf_tests::plugin("text");
+    let text = wharf_tests::plugin(plugins::TEXT);
     let text = text.to_str().unwrap_or("");
     let args = format!(r#"{{"path": "{}"}}"#, file.display());
     let dir = format!("{}:ro", ws.path().display());
@@ -77,7 +78,7 @@ fn call_prints_json_and_exit_codes() -> anyhow::Result<()> {
 #[test]
 fn granted_env_var_is_visible_by_name_only() -> anyhow::Result<()> {
     let h = home();
-    let evil = wharf_tests::plugin("evil");
+    let evil = wharf_tests::plugin(plugins::EVIL);
     let evil = evil.to_str().unwrap_or("");
     let args = r#"{"name": "SECRET_TOKEN"}"#;
     let out = wharf_tests::wharf(h.path())
@@ -105,9 +106,9 @@ fn malformed_components_get_one_line_errors() {
     let cases = [
         (wharf_tests::fixture("not-wasm.wasm"), "not a WebAssembly file"),
         (wharf_tests::fixture("core-module.wasm"), "core WebAssembly module, not a component"),
-        (wharf_tests::plugin("wrong-world"), "not a Wharf plugin"),
-        (wharf_tests::plugin("future-version"), "wharf:plugin@0.2.0"),
-        (wharf_tests::plugin("missing-import"), "acme:extra/thing"),
+        (wharf_tests::plugin(plugins::WRONG_WORLD), "not a Wharf plugin"),
+        (wharf_tests::plugin(plugins::FUTURE_VERSION), "wharf:plugin@0.2.0"),
+        (wharf_tests::plugin(plugins::MISSING_IMPORT), "acme:extra/thing"),
     ];
     for (file, needle) in cases {
         let f = file.to_str().unwrap_or("");

@@ -7,10 +7,11 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::policy::{Env, env, policy, toml_str};
+use wharf_tests::plugins;
 
 /// The `code` row, with `grant` (e.g. `tools = true`).
 fn code_row(grant: &str) -> String {
-    let _ = wharf_tests::plugin("code");
+    let _ = wharf_tests::plugin(plugins::CODE);
     policy("code", "code", "max_calls = 50", grant)
 }
 
@@ -376,7 +377,7 @@ fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
 
 /// The DeepSeek adapter row pointing at `mock`.
 fn deepseek_row(mock: &MockLlm) -> String {
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     format!(
         "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
          base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\nidle_timeout_ms = 5000\n\
@@ -394,7 +395,14 @@ fn mcp_row() -> String {
 
 /// `wharf run TASK --output jsonl` as a command (not started).
 fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command {
-    for p in ["fs", "llm-scripted", "policy-rules", "policy-fixed", "code", "subagent"] {
+    for p in [
+        plugins::FS,
+        plugins::LLM_SCRIPTED,
+        plugins::POLICY_RULES,
+        plugins::POLICY_FIXED,
+        plugins::CODE,
+        plugins::SUBAGENT,
+    ] {
         let _ = wharf_tests::plugin(p);
     }
     let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -939,7 +947,7 @@ struct Acp {
 
 impl Acp {
     fn spawn(env: &Env, profile: &Path) -> Self {
-        for p in ["fs", "llm-scripted", "policy-fixed", "code"] {
+        for p in [plugins::FS, plugins::LLM_SCRIPTED, plugins::POLICY_FIXED, plugins::CODE] {
             let _ = wharf_tests::plugin(p);
         }
         let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -1153,18 +1161,18 @@ return {{found: text.includes("needle"), denied}};
     .context("parsing JSON")?;
     let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
     for p in [
-        "fs",
-        "text",
-        "shell",
-        "web",
-        "todo",
-        "skills",
-        "context",
-        "compaction",
-        "subagent",
-        "policy-rules",
-        "llm-deepseek",
-        "code",
+        plugins::FS,
+        plugins::TEXT,
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::SUBAGENT,
+        plugins::POLICY_RULES,
+        plugins::LLM_DEEPSEEK,
+        plugins::CODE,
     ] {
         let _ = wharf_tests::plugin(p);
     }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
 
 use crate::chat::Pty;
+use wharf_tests::plugins;
 
 struct World {
     home: tempfile::TempDir,
@@ -28,7 +29,7 @@ fn world(replies: Vec<Value>) -> World {
     let ws = tempfile::tempdir().expect("creating a temp dir");
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nThe magic word is heliotrope.\n")
         .expect("writing README.md");
-    for p in ["llm-deepseek", "fs"] {
+    for p in [plugins::LLM_DEEPSEEK, plugins::FS] {
         let _ = wharf_tests::plugin(p);
     }
     let port = mock.addr().port();

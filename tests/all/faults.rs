@@ -24,6 +24,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::plugins;
 
 /// splitmix64: a seeded generator, so a failing run can be replayed.
 struct Rng(u64);
@@ -103,8 +104,8 @@ model = "scripted-test"
         );
         std::fs::write(&profile, text).expect("writing profile");
         // Built components must exist before the binary resolves ${plugin_dir}.
-        let _ = wharf_tests::plugin("fs");
-        let _ = wharf_tests::plugin("llm-scripted");
+        let _ = wharf_tests::plugin(plugins::FS);
+        let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
         Self { home, ws, profile }
     }
 
@@ -625,7 +626,7 @@ fn concurrent_sessions_under_mock_model_faults_end_consistently() -> anyhow::Res
     .context("parsing JSON")?;
     let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
     let w = World::new();
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let profile = w.home.path().join("mock.toml");
     std::fs::write(
         &profile,

@@ -23,6 +23,7 @@ use wharf_core::events::{Event, EventKind, StopReason};
 use wharf_tests::pg::{PgServer, ServeHost};
 
 use super::web::{Sse, open_sse};
+use wharf_tests::plugins;
 
 /// Lease and renewal of the test hosts (short, so takeovers are quick).
 pub const LEASE_MS: u64 = 600;
@@ -70,7 +71,7 @@ impl Fleet {
         let home = tempfile::tempdir().expect("creating a temp dir");
         let ws = tempfile::tempdir().expect("creating a temp dir");
         std::fs::write(ws.path().join("README.md"), "# Fleet\n").expect("writing README.md");
-        let _ = wharf_tests::plugin("evil");
+        let _ = wharf_tests::plugin(plugins::EVIL);
         let store = format!("{url}?wharf_lease_ms={LEASE_MS}&wharf_renew_ms={RENEW_MS}{extra}");
         let text = format!(
             r#"

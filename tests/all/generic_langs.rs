@@ -31,6 +31,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::policy::{env, toml_str};
+use wharf_tests::plugins;
 
 fn root() -> PathBuf {
     wharf_tests::root()
@@ -218,7 +219,7 @@ fn component(lang: &str) -> Result<PathBuf, Unbuilt> {
     static PY: OnceLock<Result<PathBuf, Unbuilt>> = OnceLock::new();
     static C: OnceLock<Result<PathBuf, Unbuilt>> = OnceLock::new();
     match lang {
-        "rust" => Ok(wharf_tests::plugin("generic-rust")),
+        "rust" => Ok(wharf_tests::plugin(plugins::GENERIC_RUST)),
         "js" => JS.get_or_init(build_js).clone(),
         "python" => PY.get_or_init(build_python).clone(),
         "c" => C.get_or_init(build_c).clone(),

@@ -15,6 +15,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::chat::env;
+use wharf_tests::plugins;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -140,7 +141,7 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() -> anyhow::Result<()> 
         wharf_tests::skip(&wharf_tests::current_test(), "cargo is not available to build the scaffold");
         return Ok(());
     }
-    for p in ["fs", "text", "context", "policy-rules", "llm-scripted"] {
+    for p in [plugins::FS, plugins::TEXT, plugins::CONTEXT, plugins::POLICY_RULES, plugins::LLM_SCRIPTED] {
         let _ = wharf_tests::plugin(p);
     }
     let home = tempfile::tempdir().context("creating a temp dir")?;
@@ -212,7 +213,7 @@ fn readme_config() -> String {
 /// (exit 1), and the shadowed tool is named.
 #[test]
 fn doctor_fails_a_row_whose_tools_are_all_refused() -> anyhow::Result<()> {
-    let _ = wharf_tests::plugin("text");
+    let _ = wharf_tests::plugin(plugins::TEXT);
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let profile = home.path().join("twice.toml");
@@ -235,7 +236,7 @@ fn doctor_fails_a_row_whose_tools_are_all_refused() -> anyhow::Result<()> {
 /// compile cache, which used to print `[FAIL]` and exit 0).
 #[test]
 fn doctor_exits_non_zero_when_it_prints_a_failure() -> anyhow::Result<()> {
-    let _ = wharf_tests::plugin("fs");
+    let _ = wharf_tests::plugin(plugins::FS);
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let not_a_dir = home.path().join("cache-file");

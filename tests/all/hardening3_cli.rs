@@ -15,6 +15,7 @@ use wharf_core::events::{EventKind, UserMessage};
 use wharf_core::store::NewSession;
 
 use crate::cli_edges::{Env, Out, env};
+use wharf_tests::plugins;
 
 impl Env {
     /// `wharf ARGS --session-dir …` in the workspace.
@@ -122,7 +123,7 @@ turns = [{ text = "Hi." }]
 
 #[test]
 fn a_missing_model_key_is_said_at_start_once() {
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let e = env();
     let p = e.write("keyed.toml", KEYED_PROFILE);
     let said_once = |o: &Out, var: &str| {

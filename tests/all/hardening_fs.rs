@@ -12,6 +12,7 @@ use anyhow::Context;
 use serde_json::json;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
@@ -47,7 +48,7 @@ fn setup() -> Ws {
         Grant { dirs: vec![DirGrant::new(&ws, Access::Rw).expect("granting the directory")], ..Grant::default() };
     let spec = PluginSpec {
         id: "evil-fs".into(),
-        path: wharf_tests::plugin("evil-fs"),
+        path: wharf_tests::plugin(plugins::EVIL_FS),
         config: json!({}),
         grant,
         warm: false,
@@ -200,7 +201,7 @@ fn plugin_call_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: std::time::D
 fn reading_a_fifo_ends_at_the_time_limit_not_never() -> anyhow::Result<()> {
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let ws = std::fs::canonicalize(ws.path()).context("canonicalizing the workspace")?;
-    let fs_wasm = wharf_tests::plugin("fs");
+    let fs_wasm = wharf_tests::plugin(plugins::FS);
     let fs_wasm = fs_wasm.to_str().unwrap_or("");
     let grant = format!("{}:ro", ws.display());
     let wsarg = ws.display().to_string();

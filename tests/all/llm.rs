@@ -20,6 +20,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::{Plugin, plugins};
 
 /// A distinctive key: the leak test greps for it.
 const KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
@@ -46,7 +47,7 @@ struct Run {
 
 /// How a profile's adapter row looks.
 struct Row {
-    plugin: &'static str,
+    plugin: Plugin,
     /// Extra `[plugin.config]` lines.
     config: String,
     /// `grant.hosts`; `None`: the mock's `127.0.0.1:PORT`.
@@ -57,11 +58,11 @@ struct Row {
 
 impl Row {
     fn deepseek() -> Self {
-        Self { plugin: "llm-deepseek", config: String::new(), hosts: None, key: true }
+        Self { plugin: plugins::LLM_DEEPSEEK, config: String::new(), hosts: None, key: true }
     }
 
     fn openai() -> Self {
-        Self { plugin: "llm-openai", config: String::new(), hosts: None, key: false }
+        Self { plugin: plugins::LLM_OPENAI, config: String::new(), hosts: None, key: false }
     }
 
     fn config(mut self, lines: &str) -> Self {
@@ -85,7 +86,7 @@ impl Case {
 
     /// Writes a profile with the fs plugin and the adapter row.
     fn profile(&self, row: &Row) -> PathBuf {
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let _ = wharf_tests::plugin(row.plugin);
         let port = self.mock.addr().port();
         let hosts = row.hosts.clone().unwrap_or_else(|| format!("\"127.0.0.1:{port}\""));
@@ -996,8 +997,8 @@ fn real_deepseek_api_when_a_key_is_set() -> anyhow::Result<()> {
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     std::fs::write(ws.path().join("motto.txt"), "The motto of this project is: tidewater.\n")
         .context("writing motto.txt")?;
-    let _ = wharf_tests::plugin("fs");
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::FS);
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let profile = home.path().join("real.toml");
     std::fs::write(
         &profile,

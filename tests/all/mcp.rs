@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use wharf_core::EventKind;
 
 use crate::web::start;
+use wharf_tests::plugins;
 
 static FIXTURE: Once = Once::new();
 
@@ -82,7 +83,7 @@ fn served() -> Served {
     let ws = tempfile::tempdir().expect("creating a temp dir");
     std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").expect("writing README.md");
     let text_wasm = home.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text_wasm).expect("copying the text component");
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_wasm).expect("copying the text component");
     let profile = home.path().join("serve.toml");
     std::fs::write(&profile, SERVE_PROFILE.replace("TEXT_WASM", &text_wasm.display().to_string()))
         .expect("writing profile");
@@ -210,7 +211,7 @@ fn serve_announces_list_changed_when_a_component_is_hot_reloaded() -> anyhow::Re
     }
     // Another component at the watched path: `text` now offers fs's tools.
     let tmp = s.text_wasm.with_extension("tmp");
-    std::fs::copy(wharf_tests::plugin("fs"), &tmp).context("copying the fs component")?;
+    std::fs::copy(wharf_tests::plugin(plugins::FS), &tmp).context("copying the fs component")?;
     std::fs::rename(&tmp, &s.text_wasm).context("moving the new file in place")?;
     let out = child.wait_with_output().context("waiting for the process")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -458,7 +459,7 @@ struct Run {
 
 impl Run {
     fn new() -> Self {
-        for p in ["llm-scripted", "policy-rules"] {
+        for p in [plugins::LLM_SCRIPTED, plugins::POLICY_RULES] {
             let _ = wharf_tests::plugin(p);
         }
         let home = tempfile::tempdir().expect("creating a temp dir");

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::EventKind;
+use wharf_tests::plugins;
 
 const PROFILE: &str = r#"
 [[plugin]]
@@ -82,7 +83,7 @@ impl Server {
 /// `wharf mcp serve --http 127.0.0.1:0` with `extra` arguments; waits for
 /// the line naming its address and token.
 fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
-    for p in ["text", "policy-fixed"] {
+    for p in [plugins::TEXT, plugins::POLICY_FIXED] {
         let _ = wharf_tests::plugin(p);
     }
     let profile = home.join("serve.toml");

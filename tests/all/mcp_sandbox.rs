@@ -11,6 +11,7 @@ use anyhow::Context;
 use serde_json::Value;
 use wharf_core::EventKind;
 use wharf_core::events::ToolResultEvent as ToolResult;
+use wharf_tests::plugins;
 
 /// Whether this machine has the OS sandbox (else sandboxed rows refuse to start).
 fn sandbox_available(home: &Path) -> Result<(), String> {
@@ -29,7 +30,7 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        for p in ["llm-scripted", "policy-rules"] {
+        for p in [plugins::LLM_SCRIPTED, plugins::POLICY_RULES] {
             let _ = wharf_tests::plugin(p);
         }
         let t = || tempfile::tempdir().expect("creating a temp dir");

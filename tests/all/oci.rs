@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::Value;
+use wharf_tests::plugins;
 
 /// A `docker-registry` on a free loopback port, storing under a temp dir;
 /// killed on drop.
@@ -140,7 +141,7 @@ impl Home {
     }
 
     fn wharf(&self) -> Command {
-        let _ = wharf_tests::plugin("llm-scripted");
+        let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
         let mut c = wharf_tests::wharf(self.path());
         c.current_dir(self.path())
             .env("WHARF_OCI_DIR", self.store())
@@ -246,8 +247,8 @@ fn assert_refused(home: &Home, profile: &Path, reason: &str) -> String {
 #[test]
 fn push_pull_run_lock_moved_tag_and_offline() {
     let Some(mut reg) = Registry::start("oci::push_pull_run_lock_moved_tag_and_offline") else { return };
-    let echo = wharf_tests::plugin("echo");
-    let text = wharf_tests::plugin("text");
+    let echo = wharf_tests::plugin(plugins::ECHO);
+    let text = wharf_tests::plugin(plugins::TEXT);
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
 
     // Push from one home, pull into a fresh one.
@@ -328,7 +329,7 @@ fn push_pull_run_lock_moved_tag_and_offline() {
 #[test]
 fn wrong_digest_and_tampered_layers_are_refused() -> anyhow::Result<()> {
     let Some(reg) = Registry::start("oci::wrong_digest_and_tampered_layers_are_refused") else { return Ok(()) };
-    let echo = wharf_tests::plugin("echo");
+    let echo = wharf_tests::plugin(plugins::ECHO);
     let publisher = Home::new();
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
     let d1 = publisher.push(&echo, &tag);
@@ -378,8 +379,8 @@ fn signatures_unsigned_signed_wrong_key_other_digest() -> anyhow::Result<()> {
     let Some(mut reg) = Registry::start("oci::signatures_unsigned_signed_wrong_key_other_digest") else {
         return Ok(());
     };
-    let echo = wharf_tests::plugin("echo");
-    let text = wharf_tests::plugin("text");
+    let echo = wharf_tests::plugin(plugins::ECHO);
+    let text = wharf_tests::plugin(plugins::TEXT);
     let publisher = Home::new();
     let keys = publisher.path().join("keys");
     std::fs::create_dir_all(&keys).context("creating keys")?;
@@ -474,8 +475,8 @@ fn new_pin_in_the_profile_hot_reloads() -> anyhow::Result<()> {
     let Some(reg) = Registry::start("oci::new_pin_in_the_profile_hot_reloads") else { return Ok(()) };
     let publisher = Home::new();
     let tag = format!("oci://{}/tools/swap:v1", reg.host());
-    let d1 = publisher.push(&wharf_tests::plugin("echo"), &tag);
-    let d2 = publisher.push(&wharf_tests::plugin("text"), &format!("oci://{}/tools/swap:v2", reg.host()));
+    let d1 = publisher.push(&wharf_tests::plugin(plugins::ECHO), &tag);
+    let d2 = publisher.push(&wharf_tests::plugin(plugins::TEXT), &format!("oci://{}/tools/swap:v2", reg.host()));
     let home = Home::new();
     let profile = home.profile("swap", &echo_row(&tag, &format!("digest = \"{d1}\"")));
     let mut child = home
@@ -588,7 +589,7 @@ fn docker_setup(dir: &Path, config: &str, scripts: &[(&str, String)]) -> (PathBu
 fn registry_credentials_from_docker_credential_helpers() -> anyhow::Result<()> {
     let test = "oci::registry_credentials_from_docker_credential_helpers";
     let Some(reg) = Registry::start_with(test, Some(HTPASSWD)) else { return Ok(()) };
-    let echo = wharf_tests::plugin("echo");
+    let echo = wharf_tests::plugin(plugins::ECHO);
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
     let tmp = tempfile::tempdir().context("creating a temp dir")?;
     let asked = tmp.path().join("asked");

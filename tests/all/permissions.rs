@@ -16,12 +16,23 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::chat::Pty;
+use wharf_tests::{Plugin, plugins};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Every component the default profile loads, plus the scripted model.
-const DEFAULT_PLUGINS: &[&str] =
-    &["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-scripted"];
+const DEFAULT_PLUGINS: &[Plugin] = &[
+    plugins::FS,
+    plugins::SHELL,
+    plugins::WEB,
+    plugins::TODO,
+    plugins::SKILLS,
+    plugins::CONTEXT,
+    plugins::COMPACTION,
+    plugins::SUBAGENT,
+    plugins::POLICY_RULES,
+    plugins::LLM_SCRIPTED,
+];
 
 struct Env {
     home: tempfile::TempDir,
@@ -30,7 +41,7 @@ struct Env {
 }
 
 fn env() -> Env {
-    for p in DEFAULT_PLUGINS {
+    for &p in DEFAULT_PLUGINS {
         let _ = wharf_tests::plugin(p);
     }
     let home = tempfile::tempdir().expect("creating a temp dir");

@@ -21,6 +21,7 @@ use std::process::{Command, Output};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 fn root() -> PathBuf {
     wharf_tests::root()
@@ -145,7 +146,7 @@ fn sdk_examples_build_call_and_run_in_a_session() -> anyhow::Result<()> {
     // and the scripted model, so the shared target/plugins is left alone.
     let plugins = tmp();
     let pdir = plugins.path();
-    for p in ["fs", "llm-scripted"] {
+    for p in [plugins::FS, plugins::LLM_SCRIPTED] {
         std::fs::copy(wharf_tests::plugin(p), pdir.join(format!("{p}.wasm")))
             .with_context(|| format!("copying the {p} component"))?;
     }

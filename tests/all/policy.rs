@@ -10,6 +10,7 @@ use std::process::Command;
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
+use wharf_tests::plugins;
 
 pub(crate) struct Env {
     home: tempfile::TempDir,
@@ -109,7 +110,15 @@ dirs = ["${{workspace}}:ro"]
 
     fn wharf(&self) -> Command {
         // Built components must exist before the binary resolves ${plugin_dir}.
-        for p in ["fs", "text", "llm-scripted", "policy-rules", "policy-fixed", "compaction", "subagent"] {
+        for p in [
+            plugins::FS,
+            plugins::TEXT,
+            plugins::LLM_SCRIPTED,
+            plugins::POLICY_RULES,
+            plugins::POLICY_FIXED,
+            plugins::COMPACTION,
+            plugins::SUBAGENT,
+        ] {
             let _ = wharf_tests::plugin(p);
         }
         let mut c = wharf_tests::wharf(self.home.path());

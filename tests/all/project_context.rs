@@ -11,6 +11,7 @@ use std::process::Output;
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::plugins;
 
 const KEY: &str = "sk-context-test-0123456789";
 const MODEL: &str = "deepseek-v4-flash";
@@ -32,16 +33,16 @@ struct World {
 impl World {
     fn new(replies: Value) -> Self {
         for p in [
-            "fs",
-            "shell",
-            "web",
-            "todo",
-            "skills",
-            "context",
-            "compaction",
-            "subagent",
-            "policy-rules",
-            "llm-deepseek",
+            plugins::FS,
+            plugins::SHELL,
+            plugins::WEB,
+            plugins::TODO,
+            plugins::SKILLS,
+            plugins::CONTEXT,
+            plugins::COMPACTION,
+            plugins::SUBAGENT,
+            plugins::POLICY_RULES,
+            plugins::LLM_DEEPSEEK,
         ] {
             let _ = wharf_tests::plugin(p);
         }

@@ -22,6 +22,7 @@ use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::host::PluginHost;
 use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::{Plugin, plugins};
 
 /// A model whose replies the test hands over step by step.
 struct ControlledModel {
@@ -127,7 +128,7 @@ fn replace(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).expect("moving the new file in place");
 }
 
-fn bytes(name: &str) -> Vec<u8> {
+fn bytes(name: Plugin) -> Vec<u8> {
     std::fs::read(wharf_tests::plugin(name)).expect("reading the component")
 }
 
@@ -200,8 +201,8 @@ fn results(events: &[Event]) -> Vec<(String, bool, Option<String>, String)> {
 async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
-    let fs = bytes("fs");
+    let text = bytes(plugins::TEXT);
+    let fs = bytes(plugins::FS);
     replace(&path, &text);
     std::fs::write(f.dir.join("note.txt"), "swapped in\n").context("writing note.txt")?;
     let grant =
@@ -266,7 +267,7 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() -> anyho
 async fn broken_versions_never_replace_a_working_one() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
+    let text = bytes(plugins::TEXT);
     replace(&path, &text);
     f.host
         .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
@@ -281,8 +282,8 @@ async fn broken_versions_never_replace_a_working_one() -> anyhow::Result<()> {
     // Each broken version, with what its failure says.
     let broken_versions = [
         (b"garbage, not wasm at all".to_vec(), "not a WebAssembly file"),
-        (bytes("wrong-world"), "not a Wharf plugin"),
-        (bytes("future-version"), "built against"),
+        (bytes(plugins::WRONG_WORLD), "not a Wharf plugin"),
+        (bytes(plugins::FUTURE_VERSION), "built against"),
     ];
     for (broken, why) in &broken_versions {
         replace(&path, broken);
@@ -340,11 +341,11 @@ async fn broken_versions_never_replace_a_working_one() -> anyhow::Result<()> {
 async fn unload_revokes_every_registration() -> anyhow::Result<()> {
     let f = fixture();
     let specs = vec![
-        spec("tool", &wharf_tests::plugin("text"), json!({}), Grant::default()),
-        spec("pol", &wharf_tests::plugin("policy-fixed"), json!({"decision": "allow"}), Grant::default()),
+        spec("tool", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
+        spec("pol", &wharf_tests::plugin(plugins::POLICY_FIXED), json!({"decision": "allow"}), Grant::default()),
         spec(
             "hk",
-            &wharf_tests::plugin("hooks-fixed"),
+            &wharf_tests::plugin(plugins::HOOKS_FIXED),
             json!({"sections": [{"id": "s", "order": 1, "text": "be brief"}]}),
             Grant::default(),
         ),
@@ -374,7 +375,7 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() -> anyhow::Result<()>
     // text tool may read `data/`.
     let conf = f.dir.join("live.json");
     std::fs::write(&conf, r#"{"decision": "allow", "grant": false}"#).context("writing conf")?;
-    let (text, pol) = (wharf_tests::plugin("text"), wharf_tests::plugin("policy-fixed"));
+    let (text, pol) = (wharf_tests::plugin(plugins::TEXT), wharf_tests::plugin(plugins::POLICY_FIXED));
     let data_c = data.clone();
     let conf_c = conf.clone();
     let source: wharf_runtime::host::SpecSource = Arc::new(move || {
@@ -446,11 +447,11 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() -> anyhow::Result<()>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_swapped_100_times_under_10000_calls() -> anyhow::Result<()> {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol_path = f.dir.join("policy.wasm");
     replace(&pol_path, &variant(&base, 0));
     let specs = vec![
-        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
         spec("pol", &pol_path, json!({"decision": "allow"}), Grant::default()),
     ];
     f.host.load_all(specs).await.map_err(|errors| anyhow::anyhow!(errors.join("\n"))).context("loading the plugins")?;
@@ -529,7 +530,7 @@ fn deny_reason(d: &wharf_core::plugin::Decision) -> String {
 /// restored byte for byte, or fixed with a new build.
 async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol = f.dir.join("policy.wasm");
     replace(&pol, &base);
     let conf = f.dir.join("live.json");
@@ -588,7 +589,7 @@ async fn a_config_edit_made_while_the_file_is_broken_applies_to_the_fixed_build(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() -> anyhow::Result<()> {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol = f.dir.join("policy.wasm");
     replace(&pol, &base);
     let config = json!({"decision": "deny", "reason": "no writes", "tools": ["write"]});
@@ -600,12 +601,12 @@ async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() -
     let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
     // A valid component, but a compactor: it must not take the policy's place.
-    replace(&pol, &bytes("compaction"));
+    replace(&pol, &bytes(plugins::COMPACTION));
     let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol")).await;
     let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
     let msg = c.error.clone().unwrap_or_default();
     assert!(msg.contains("does not export policy") && msg.contains("policy.wasm"), "{msg}");
-    assert_eq!(c.digest, wharf_runtime::cache::digest(&bytes("compaction")));
+    assert_eq!(c.digest, wharf_runtime::cache::digest(&bytes(plugins::COMPACTION)));
     // The old version keeps serving, and keeps denying.
     assert_eq!(f.registry.version_of("pol").map(|p| p.digest), Some(wharf_runtime::cache::digest(&base)));
     assert!(f.registry.snapshot().compactors.is_empty());
@@ -622,15 +623,20 @@ async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_starts() -> anyhow::Result<()> {
     let f = fixture();
-    let evil_fs = bytes("evil-fs");
+    let evil_fs = bytes(plugins::EVIL_FS);
     let first = f.dir.join("first.wasm");
     replace(&first, &evil_fs);
     // `second` is the same component: every one of its tool names is taken
     // by `first`, except the one only it has. `text` comes after both.
     let specs = vec![
         spec("first", &first, json!({}), Grant::default()),
-        spec("second", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["second_only"]}), Grant::default()),
-        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec(
+            "second",
+            &wharf_tests::plugin(plugins::EVIL_FS),
+            json!({"extra_tools": ["second_only"]}),
+            Grant::default(),
+        ),
+        spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
     ];
     f.host
         .load_all(specs)
@@ -670,8 +676,12 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
     assert_eq!(owner("second_only").map(|p| p.id).as_deref(), Some("second"));
 
     // One plugin naming a tool twice is refused at load, saying so.
-    let dup =
-        spec("dup", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["twice", "twice"]}), Grant::default());
+    let dup = spec(
+        "dup",
+        &wharf_tests::plugin(plugins::EVIL_FS),
+        json!({"extra_tools": ["twice", "twice"]}),
+        Grant::default(),
+    );
     let err = f.host.load_all(vec![dup]).await.err().unwrap_or_else(|| panic!("a duplicate name was accepted"));
     assert!(err.join("\n").contains("`twice` twice"), "{err:?}");
     assert!(f.registry.version_of("dup").is_none());
@@ -686,7 +696,7 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
 async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
+    let text = bytes(plugins::TEXT);
     replace(&path, &text);
     f.host
         .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
@@ -698,7 +708,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Re
     let mut events = f.host.subscribe();
     // The version that fails (a component of the wrong world), and the
     // next one, written since.
-    let failed = bytes("wrong-world");
+    let failed = bytes(plugins::WRONG_WORLD);
     replace(&path, &variant(&text, 3));
     let err = f.host.reload_bytes(spec("tool", &path, json!({}), Grant::default()), failed.clone()).await;
     assert!(err.is_err_and(|e| e.contains("not a Wharf plugin")));
@@ -771,9 +781,9 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() -> anyhow
     let conf = f.dir.join("pol.json");
     let (allow, deny) = (json!({"decision": "allow"}), json!({"decision": "deny", "reason": "v2 says no"}));
     std::fs::write(&conf, allow.to_string()).context("writing conf")?;
-    let pol = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
+    let pol = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
     let source: wharf_runtime::host::SpecSource = Arc::new(move || {
-        let mut specs = vec![spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default())];
+        let mut specs = vec![spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default())];
         specs.extend(pol()?);
         Ok(specs)
     });
@@ -859,7 +869,7 @@ async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_
     let conf = f.dir.join("rules.json");
     let (good, bad) = (json!({"default": "allow"}), json!({}));
     std::fs::write(&conf, good.to_string()).context("writing conf")?;
-    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Deny);
+    let source = policy_row("rules", wharf_tests::plugin(plugins::POLICY_RULES), &conf, OnInvalidConfig::Deny);
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
@@ -910,7 +920,7 @@ async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep(
     let conf = f.dir.join("rules.json");
     let good = json!({"default": "allow"});
     std::fs::write(&conf, good.to_string()).context("writing conf")?;
-    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Keep);
+    let source = policy_row("rules", wharf_tests::plugin(plugins::POLICY_RULES), &conf, OnInvalidConfig::Keep);
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
@@ -958,7 +968,7 @@ async fn a_config_only_change_applies_while_compiles_are_held() -> anyhow::Resul
     let tier_up = rt.hold_tier_up();
     let conf = dir.join("pol.json");
     std::fs::write(&conf, r#"{"decision": "allow"}"#).context("writing conf")?;
-    let source = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
+    let source = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
     host.load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
         .map_err(|errors| anyhow::anyhow!(errors.join("\n")))

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::Value;
 use wharf_core::events::Event;
+use wharf_tests::plugins;
 
 struct Env {
     home: tempfile::TempDir,
@@ -26,7 +27,7 @@ fn env() -> Env {
 impl Env {
     fn wharf(&self) -> Command {
         // Built components must exist before the binary resolves ${plugin_dir}.
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let mut c = wharf_tests::wharf(self.home.path());
         c.current_dir(self.ws.path());
         c

@@ -13,6 +13,7 @@ use anyhow::Context;
 use serde_json::json;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
@@ -22,7 +23,7 @@ fn runtime() -> Arc<Runtime> {
 fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: "evil".into(),
-        path: wharf_tests::plugin("evil"),
+        path: wharf_tests::plugin(plugins::EVIL),
         config: json!({}),
         grant,
         warm: false,
@@ -35,7 +36,7 @@ fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
 fn load_warm(rt: &Runtime) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: "evil-warm".into(),
-        path: wharf_tests::plugin("evil"),
+        path: wharf_tests::plugin(plugins::EVIL),
         config: json!({}),
         grant: Grant::default(),
         warm: true,

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::process::{Level, sandbox_level};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
@@ -25,7 +26,7 @@ fn runtime() -> Arc<Runtime> {
 fn load(rt: &Runtime, id: &str, grant: Grant) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: id.into(),
-        path: wharf_tests::plugin("shell"),
+        path: wharf_tests::plugin(plugins::SHELL),
         config: json!({}),
         grant,
         warm: false,
@@ -201,7 +202,7 @@ async fn tcp_connect_needs_a_host_grant() -> anyhow::Result<()> {
 fn api_key_is_not_in_the_environment() -> anyhow::Result<()> {
     let h = tempdir();
     let ws = tempdir();
-    let shell = wharf_tests::plugin("shell");
+    let shell = wharf_tests::plugin(plugins::SHELL);
     let shell = shell.to_str().unwrap_or("");
     let dir = format!("{}:rw", ws.path().display());
     let args = json!({"command": "echo \"key=[$DEEPSEEK_API_KEY]\"; env; tr '\\0' '\\n' < /proc/$PPID/environ"});

@@ -13,6 +13,7 @@ use anyhow::Context;
 use serde_json::Value;
 use wharf_core::events::Event;
 use wharf_tests::pg::PgServer;
+use wharf_tests::plugins;
 
 struct Env {
     home: tempfile::TempDir,
@@ -37,7 +38,7 @@ fn env(test: &str) -> Option<Env> {
 
 impl Env {
     fn wharf(&self) -> Command {
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let mut c = wharf_tests::wharf(self.home.path());
         c.current_dir(self.ws.path());
         c

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const BASE: &str = "BASE: You are the Wharf prompt-test agent. Café ☕ stays intact.";
@@ -48,7 +49,7 @@ struct World {
 
 impl World {
     fn new(replies: Value) -> Self {
-        for p in ["skills", "hooks-fixed", "subagent", "llm-openai"] {
+        for p in [plugins::SKILLS, plugins::HOOKS_FIXED, plugins::SUBAGENT, plugins::LLM_OPENAI] {
             let _ = wharf_tests::plugin(p);
         }
         let script: Script = serde_json::from_value(json!({

@@ -11,6 +11,7 @@ use serde_json::json;
 use wharf_runtime::engine::CompileTier;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::{Plugin, plugins};
 
 fn tiered_runtime(cache: &std::path::Path) -> Arc<Runtime> {
     let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cache.to_path_buf()), ..Default::default() })
@@ -33,9 +34,9 @@ fn first_tier() -> CompileTier {
     }
 }
 
-fn load(rt: &Runtime, plugin: &str, grant: Grant) -> anyhow::Result<Arc<PluginVersion>> {
+fn load(rt: &Runtime, plugin: Plugin, grant: Grant) -> anyhow::Result<Arc<PluginVersion>> {
     let spec = PluginSpec {
-        id: plugin.into(),
+        id: plugin.name().into(),
         path: wharf_tests::plugin(plugin),
         config: json!({}),
         grant,
@@ -67,7 +68,7 @@ async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() -> anyhow:
     }
     let cache = tempfile::tempdir().context("creating a temp dir")?;
     let rt = tiered_runtime(cache.path());
-    let v = load(&rt, "text", Grant::default())?;
+    let v = load(&rt, plugins::TEXT, Grant::default())?;
     assert_eq!(v.tier(), first_tier(), "an empty cache must serve from the first tier");
     let (err, _, out) = call(&v, "echo", json!({"text": "first"})).await;
     assert!(!err && out.contains("first"), "fast-tier call failed: {out}");
@@ -85,7 +86,7 @@ async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() -> anyhow:
     // The optimised artifact reached the disk: a new process starts warm.
     assert_eq!(artifacts(cache.path()), 1, "no optimised artifact on disk");
     let rt3 = tiered_runtime(cache.path());
-    let v3 = load(&rt3, "text", Grant::default())?;
+    let v3 = load(&rt3, plugins::TEXT, Grant::default())?;
     assert_eq!(v3.tier(), CompileTier::Optimized, "a cached component must load optimised code directly");
     assert_eq!(rt3.tier_up_pending(), 0);
     Ok(())
@@ -99,12 +100,12 @@ async fn limits_hold_on_the_fast_tier() -> anyhow::Result<()> {
     }
     let cache = tempfile::tempdir().context("creating a temp dir")?;
     let rt = tiered_runtime(cache.path());
-    let spin = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() })?;
+    let spin = load(&rt, plugins::EVIL, Grant { timeout_ms: Some(300), ..Grant::default() })?;
     assert_eq!(spin.tier(), first_tier());
     let (err, code, content) = call(&spin, "spin", json!({})).await;
     assert!(err, "spin returned on the fast tier: {content}");
     assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
-    let alloc = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() })?;
+    let alloc = load(&rt, plugins::EVIL, Grant { memory_mb: Some(64), ..Grant::default() })?;
     let (err, code, content) = call(&alloc, "alloc", json!({"mb": 1024})).await;
     assert!(err, "alloc returned on the fast tier: {content}");
     assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"), "{content}");
@@ -128,13 +129,13 @@ async fn the_sandbox_holds_on_winch_code() -> anyhow::Result<()> {
     }
     let engine = wharf_runtime::engine::EngineOptions { tier: CompileTier::Baseline, ..Default::default() };
     let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None }).context("Winch engine")?;
-    let small = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() })?;
+    let small = load(&rt, plugins::EVIL, Grant { memory_mb: Some(64), ..Grant::default() })?;
     let (err, code, content) = call(&small, "alloc", json!({"mb": 1024})).await;
     assert!(err && code.as_deref() == Some("MEMORY_LIMIT"), "alloc on Winch code: {code:?} {content}");
-    let timed = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() })?;
+    let timed = load(&rt, plugins::EVIL, Grant { timeout_ms: Some(300), ..Grant::default() })?;
     let (err, code, content) = call(&timed, "spin", json!({})).await;
     assert!(err && code.as_deref() == Some("TIMEOUT"), "spin on Winch code: {code:?} {content}");
-    let v = load(&rt, "evil", Grant::default())?;
+    let v = load(&rt, plugins::EVIL, Grant::default())?;
     assert_eq!(v.tier(), CompileTier::Baseline);
     let expect = [
         ("recurse", json!({"depth": 100_000_000u64}), "STACK_OVERFLOW"),
@@ -153,7 +154,7 @@ async fn the_sandbox_holds_on_winch_code() -> anyhow::Result<()> {
     let (err, _, content) = call(&v, "ok", json!({})).await;
     assert!(!err, "a normal call after every containment failed: {content}");
     // A first-party tool computes the same result as on optimised code.
-    let text = load(&rt, "text", Grant::default())?;
+    let text = load(&rt, plugins::TEXT, Grant::default())?;
     let (err, _, out) = call(&text, "echo", json!({"text": "über ✓"})).await;
     assert!(!err && out.contains("über ✓"), "{out}");
     Ok(())

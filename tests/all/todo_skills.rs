@@ -8,6 +8,8 @@
 //!   `skill` returns the body and the other files, and skills added or
 //!   edited mid-turn (through the `fs` tools) or between turns show up in
 //!   the next request's system prompt. `wharf plugin call` loads a skill.
+//!   A source whose catalog comes from its config (`skills-fixed`) reaches
+//!   the model the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +18,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::{Event, EventKind};
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::{Plugin, plugins};
 
 fn write(path: &Path, text: &str) {
     if let Some(parent) = path.parent() {
@@ -82,7 +85,7 @@ fn session_id(events: &[Value]) -> String {
 }
 
 /// `wharf plugin call FILE TOOL ARGS EXTRA…` as JSON.
-fn plugin_call(env: &Env, plugin: &str, tool: &str, args: &Value, extra: &[&str]) -> anyhow::Result<Value> {
+fn plugin_call(env: &Env, plugin: Plugin, tool: &str, args: &Value, extra: &[&str]) -> anyhow::Result<Value> {
     let out = env
         .wharf()
         .args(["plugin", "call"])
@@ -135,7 +138,7 @@ text = "All done."
 
 #[test]
 fn todo_write_records_each_list_and_refuses_invalid_ones() -> anyhow::Result<()> {
-    let _ = wharf_tests::plugin("todo");
+    let _ = wharf_tests::plugin(plugins::TODO);
     let env = Env::new();
     let profile = env.profile(TODO_PROFILE);
     let (code, events, err) = env.run(&profile, "Plan the work.", &[]);
@@ -188,12 +191,19 @@ fn todo_write_records_each_list_and_refuses_invalid_ones() -> anyhow::Result<()>
 #[test]
 fn todo_without_a_session_says_nothing_was_recorded() -> anyhow::Result<()> {
     let env = Env::new();
-    let v = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "a", "status": "pending"}]}), &[])?;
+    let v = plugin_call(
+        &env,
+        plugins::TODO,
+        "todo_write",
+        &json!({"todos": [{"content": "a", "status": "pending"}]}),
+        &[],
+    )?;
     assert_eq!(v["is_error"], false, "{v}");
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.starts_with("Todo list (1 item: 0 completed, 0 in progress, 1 pending):\n[ ] a"), "{content}");
     assert!(content.contains("Not recorded: no session is attached"), "{content}");
-    let bad = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "", "status": "pending"}]}), &[])?;
+    let bad =
+        plugin_call(&env, plugins::TODO, "todo_write", &json!({"todos": [{"content": "", "status": "pending"}]}), &[])?;
     assert_eq!(bad["is_error"], true, "{bad}");
     assert_eq!(bad["error_code"], "INVALID_ARGUMENT", "{bad}");
     assert!(bad["content"].as_str().unwrap_or("").contains("todos[0].content: empty"), "{bad}");
@@ -233,7 +243,11 @@ fn last_tool_result(req: &wharf_mock_llm::RecordedRequest) -> String {
 
 #[test]
 fn skills_catalog_reaches_the_model_and_follows_the_files() -> anyhow::Result<()> {
-    let _ = (wharf_tests::plugin("skills"), wharf_tests::plugin("fs"), wharf_tests::plugin("llm-openai"));
+    let _ = (
+        wharf_tests::plugin(plugins::SKILLS),
+        wharf_tests::plugin(plugins::FS),
+        wharf_tests::plugin(plugins::LLM_OPENAI),
+    );
     let env = Env::new();
     let ws_skills = env.ws.path().join(".wharf/skills");
     let home_skills = env.home.path().join(".wharf/skills");
@@ -340,17 +354,81 @@ fn skill_tool_through_plugin_call() -> anyhow::Result<()> {
     let dir = std::fs::canonicalize(&dir).context("canonicalizing dir")?.display().to_string();
     let config = json!({"dirs": [dir]}).to_string();
     let extra = ["--allow-dir", dir.as_str(), "--config", config.as_str()];
-    let v = plugin_call(&env, "skills", "skill", &json!({"name": "xlsx"}), &extra)?;
+    let v = plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "xlsx"}), &extra)?;
     assert_eq!(v["is_error"], false, "{v}");
     assert_eq!(
         v["content"],
         format!("# Skill: xlsx\n\nUse openpyxl.\n\n---\nSkill directory: {dir}/xlsx\nThis skill has no other files.\n")
     );
-    let missing = plugin_call(&env, "skills", "skill", &json!({"name": "docx"}), &extra)?;
+    let missing = plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "docx"}), &extra)?;
     assert_eq!(missing["is_error"], true, "{missing}");
     assert_eq!(missing["content"], "no skill named `docx` (available: pdf, xlsx)");
     // Without the grant the directory is invisible: no skills at all.
-    let ungranted = plugin_call(&env, "skills", "skill", &json!({"name": "pdf"}), &["--config", config.as_str()])?;
+    let ungranted =
+        plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "pdf"}), &["--config", config.as_str()])?;
     assert_eq!(ungranted["content"], "no skill named `pdf` (available: none)");
+    Ok(())
+}
+
+/// A skills source that is not a directory: `skills-fixed` takes its
+/// catalog from its config. The catalog reaches the model's system prompt,
+/// its `skill` tool loads a skill, and an unknown name lists the others.
+#[test]
+fn a_skills_source_from_config_reaches_the_model() -> anyhow::Result<()> {
+    let _ = (wharf_tests::plugin(plugins::SKILLS_FIXED), wharf_tests::plugin(plugins::LLM_OPENAI));
+    let env = Env::new();
+    let script: Script = serde_json::from_value(json!({
+        "replies": [
+            stream(json!({"tool_calls": [call("c1", "skill", json!({"name": "release"}))]})),
+            stream(json!({"tool_calls": [call("c2", "skill", json!({"name": "docx"}))]})),
+            stream(json!({"text": "Done."})),
+        ],
+        "checks": {"reasoning": "ignore"},
+    }))
+    .context("building the mock's script")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
+    let profile = env.profile(&format!(
+        r#"
+[agent]
+adapter = "model"
+max_steps = 5
+
+[[plugin]]
+id = "skills"
+path = "${{plugin_dir}}/skills-fixed.wasm"
+[[plugin.config.skills]]
+name = "release"
+description = "How to cut a release."
+text = "1. Bump the version.\n2. Tag it."
+[[plugin.config.skills]]
+name = "deploy"
+description = "Ship it."
+text = "Run the pipeline."
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-openai.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "mock-model"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+timeout_ms = 20000
+"#,
+        url = mock.url(),
+        port = mock.addr().port(),
+    ));
+
+    let (code, events, err) = env.run(&profile, "Cut the release.", &[]);
+    assert_eq!(code, 0, "{err}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "{err}");
+    let s0 = system(&reqs[0]);
+    assert!(s0.contains("load one with the `skill` tool"), "{s0}");
+    assert!(s0.contains("- release — How to cut a release.\n- deploy — Ship it."), "{s0}");
+    assert_eq!(last_tool_result(&reqs[1]), "1. Bump the version.\n2. Tag it.");
+    assert_eq!(last_tool_result(&reqs[2]), "no skill named `docx` (available: release, deploy)");
+    let errors: Vec<bool> = of_type(&events, "tool/result").iter().map(|r| r["data"]["is_error"] == true).collect();
+    assert_eq!(errors, [false, true], "{events:?}");
     Ok(())
 }

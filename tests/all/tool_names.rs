@@ -4,6 +4,7 @@
 //! warning naming both rows, and the turn runs.
 
 use anyhow::Context;
+use wharf_tests::plugins;
 
 const PROFILE: &str = r#"
 [agent]
@@ -42,7 +43,7 @@ fn the_first_row_keeps_a_shared_tool_name_and_the_run_completes() -> anyhow::Res
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     std::fs::write(ws.path().join("README.md"), "# Sample\n").context("writing README.md")?;
-    let _ = wharf_tests::plugin("fs");
+    let _ = wharf_tests::plugin(plugins::FS);
     let profile = home.path().join("clash.toml");
     std::fs::write(&profile, PROFILE).context("writing profile")?;
     let sessions = home.path().join("sessions");

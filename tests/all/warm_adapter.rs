@@ -13,6 +13,7 @@ use wharf_mock_llm::{MockLlm, Script};
 use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime(max_instances: u32) -> Arc<Runtime> {
     let engine = EngineOptions { max_instances, ..EngineOptions::default() };
@@ -29,7 +30,7 @@ fn mock(replies: usize) -> MockLlm {
 fn load(rt: &Runtime, mock: &MockLlm) -> (Arc<PluginVersion>, Arc<dyn LlmAdapter>) {
     let spec = PluginSpec {
         id: "model".into(),
-        path: wharf_tests::plugin("llm-openai"),
+        path: wharf_tests::plugin(plugins::LLM_OPENAI),
         config: json!({"base_url": format!("{}/v1", mock.url()), "model": "m"}),
         grant: Grant { hosts: vec![format!("127.0.0.1:{}", mock.addr().port())], ..Grant::default() },
         warm: false,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 /// A running `wharf web`.
 pub struct Web {
@@ -43,7 +44,7 @@ pub fn start(profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
 
 /// Like [`start`], with `wharf COMMAND` (`web` or `serve`).
 pub fn start_command(command: &'static str, profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
-    let _ = wharf_tests::plugin("text");
+    let _ = wharf_tests::plugin(plugins::TEXT);
     let home = tempfile::tempdir().expect("creating a temp dir");
     let ws = tempfile::tempdir().expect("creating a temp dir");
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project with a few words.\n")
@@ -641,7 +642,7 @@ fn a_stored_session_is_shown_then_resumed_and_cancelled() -> anyhow::Result<()> 
 fn plugins_api_shows_grants_and_streams_hot_reloads() -> anyhow::Result<()> {
     let home_plugins = tempfile::tempdir().context("creating a temp dir")?;
     let text_path = home_plugins.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text_path).context("copying the text component")?;
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_path).context("copying the text component")?;
     let profile = GATED.replace("${plugin_dir}/text.wasm", &text_path.display().to_string());
     let w = start(&profile, &[], &[]);
     let (code, p) = w.call("GET", "/api/plugins", None);
@@ -671,7 +672,7 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() -> anyhow::Result<()> {
 
     // Hot reload: another component at the same path replaces the version.
     let tmp = home_plugins.path().join("text.wasm.tmp");
-    std::fs::copy(wharf_tests::plugin("fs"), &tmp).context("copying the fs component")?;
+    std::fs::copy(wharf_tests::plugin(plugins::FS), &tmp).context("copying the fs component")?;
     std::fs::rename(&tmp, &text_path).context("moving the new file in place")?;
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 const PAGE: &str = r##"<!DOCTYPE html>
 <html><head><title>Loopback &amp; Co</title>
@@ -98,7 +99,7 @@ fn serve(conn: TcpStream, port: u16, hits: &Mutex<Vec<String>>) {
 }
 
 fn web() -> PathBuf {
-    wharf_tests::plugin("web")
+    wharf_tests::plugin(plugins::WEB)
 }
 
 /// `wharf plugin call web.wasm web_fetch ARGS FLAGS…` → the printed JSON.
@@ -276,7 +277,7 @@ fn web_fetch_in_a_session() -> anyhow::Result<()> {
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let sessions = home.path().join("sessions");
-    let _ = wharf_tests::plugin("llm-scripted");
+    let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
     let _ = web();
     let call = |url: String| {
         let args = json!({"url": url}).to_string();
