@@ -665,7 +665,7 @@ fn a_component_breaking_mid_session_is_one_notice_and_the_details_go_to_the_log(
     let e = env();
     let comp = tempfile::tempdir().context("creating a temp dir")?;
     let text = comp.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text).context("copying text to text")?;
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text).context("copying the text component")?;
     let turns = format!(
         r#"
 [[plugin.config.turns]]

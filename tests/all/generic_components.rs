@@ -374,7 +374,7 @@ fn served(initial: &Path) -> Served {
     let home = tempfile::tempdir().expect("creating a temp dir");
     let ws = tempfile::tempdir().expect("creating a temp dir");
     let wasm = home.path().join("types.wasm");
-    std::fs::copy(initial, &wasm).expect("copying initial to wasm");
+    std::fs::copy(initial, &wasm).expect("copying the component");
     let profile = home.path().join("serve.toml");
     std::fs::write(&profile, SERVE_PROFILE.replace("GENERIC_WASM", &wasm.display().to_string()))
         .expect("writing profile");
@@ -477,7 +477,7 @@ fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() -> anyhow::Re
         log.push(line);
     }
     let tmp = s.wasm.with_extension("tmp");
-    std::fs::copy(&generic, &tmp).context("copying generic to tmp")?;
+    std::fs::copy(&generic, &tmp).context("copying the generic component")?;
     std::fs::rename(&tmp, &s.wasm).context("moving the new file in place")?;
     let out = child.wait_with_output().context("waiting for the process")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -639,7 +639,7 @@ fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() -> anyhow:
 
     // The new version in place (atomically, as an editor or a deploy does).
     let tmp = s.wasm.with_extension("tmp");
-    std::fs::copy(wharf_tests::plugin(plugins::GENERIC_SWAP), &tmp).context("copying generic-swap to tmp")?;
+    std::fs::copy(wharf_tests::plugin(plugins::GENERIC_SWAP), &tmp).context("copying the generic-swap component")?;
     std::fs::rename(&tmp, &s.wasm).context("moving the new file in place")?;
     mcp.wait_for("notifications/tools/list_changed", |v| v["method"] == "notifications/tools/list_changed");
 
