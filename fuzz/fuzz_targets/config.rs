@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(cfg) => {
             let dump = cfg.dump();
             let _ = cfg.dump_json();
-            let again = wharf_config::load(&opts).unwrap_or_else(|e| panic!("second load failed: {e}"));
+            let again = wharf_config::load(&opts).expect("a second load of what loaded");
             assert_eq!(again.dump(), dump, "loading is not deterministic");
         }
         Err(e) => {

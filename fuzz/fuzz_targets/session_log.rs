@@ -20,15 +20,15 @@ fuzz_target!(|data: &[u8]| {
     let _ = store.list();
     match store.open(ID) {
         Ok((log, report)) => {
-            let loaded = loaded.unwrap_or_else(|e| panic!("open accepted what load refused: {e}"));
+            let loaded = loaded.expect("open accepted what load refused");
             drop(log);
             let after = std::fs::read(&path).unwrap_or_default();
             assert!(after.starts_with(data), "repair rewrote history");
-            let repaired = store.load(ID).unwrap_or_else(|e| panic!("the repaired log does not load: {e}"));
+            let repaired = store.load(ID).expect("the repaired log loads");
             assert_eq!(repaired.events.len(), loaded.events.len() + report.repairs.len());
             if invariants::check_prefix(&loaded.events).is_ok() {
-                invariants::check(&repaired.events)
-                    .unwrap_or_else(|e| panic!("repair left a broken log: {e}\nrepairs: {:?}", report.repairs));
+                let broken = invariants::check(&repaired.events).err();
+                assert!(broken.is_none(), "repair left a broken log: {broken:?}\nrepairs: {:?}", report.repairs);
             }
         }
         Err(e) => {

@@ -177,14 +177,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let ran = rt.block_on(async { tokio::time::timeout(Duration::from_secs(24 * 3600), agent.prompt("go")).await });
-    let ran = ran.unwrap_or_else(|_| panic!("the turn did not end within a day of (paused) time"));
-    ran.unwrap_or_else(|e| panic!("the agent failed: {e}"));
+    let ran = ran.expect("the turn ends within a day of (paused) time");
+    ran.expect("the agent runs the turn");
     drop(agent);
 
-    let loaded = store.load(&id).unwrap_or_else(|e| panic!("the log does not load: {e}"));
+    let loaded = store.load(&id).expect("the log loads");
     let _ = std::fs::remove_file(store.path_of(&id));
     let _ = std::fs::remove_file(store.root().join(format!("{id}.lock")));
-    invariants::check(&loaded.events).unwrap_or_else(|e| panic!("invariant: {e}"));
+    invariants::check(&loaded.events).expect("the log satisfies the invariants");
     let messages = loaded.messages();
     for (i, m) in messages.iter().enumerate() {
         if m.role != Role::Assistant {

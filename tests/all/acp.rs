@@ -10,7 +10,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -21,9 +23,9 @@ struct Env {
 }
 
 fn env() -> Env {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
@@ -70,12 +72,12 @@ model = "scripted-acp"
 "#
         );
         let path = self.home.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
     fn spawn(&self, profile: &Path) -> Client {
-        for p in ["fs", "llm-scripted", "policy-fixed"] {
+        for p in [plugins::FS, plugins::LLM_SCRIPTED, plugins::POLICY_FIXED] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -90,12 +92,12 @@ model = "scripted-acp"
     }
 
     fn cwd(&self) -> String {
-        std::fs::canonicalize(self.ws.path()).unwrap_or_else(|e| panic!("{e}")).display().to_string()
+        std::fs::canonicalize(self.ws.path()).expect("canonicalizing the workspace").display().to_string()
     }
 
     fn log_types(&self, id: &str) -> Vec<Value> {
         let store = wharf_core::Store::new(&self.sessions);
-        let loaded = store.load(id).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = store.load(id).expect("loading the session");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect()
     }
 }
@@ -115,7 +117,7 @@ struct Client {
 
 impl Client {
     fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf acp: {e}"));
+        let mut child = cmd.spawn().expect("spawn wharf acp");
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
         let (tx, rx) = channel();
@@ -154,8 +156,8 @@ impl Client {
 
     fn send(&mut self, v: Value) {
         let stdin = self.stdin.as_mut().unwrap_or_else(|| panic!("stdin closed"));
-        writeln!(stdin, "{v}").unwrap_or_else(|e| panic!("write: {e}"));
-        stdin.flush().unwrap_or_else(|e| panic!("flush: {e}"));
+        writeln!(stdin, "{v}").expect("writing to wharf acp");
+        stdin.flush().expect("writing to wharf acp");
     }
 
     fn request(&mut self, method: &str, params: Value) -> i64 {
@@ -233,7 +235,7 @@ impl Client {
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
-            if let Some(status) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            if let Some(status) = self.child.try_wait().expect("polling the child") {
                 assert!(status.success(), "wharf acp exited with {status}\nstderr:\n{}", self.stderr());
                 break;
             }
@@ -533,7 +535,7 @@ fn initialize_answers_its_own_version_to_a_newer_client() {
 }
 
 #[test]
-fn profile_mcp_servers_give_acp_sessions_their_tools() {
+fn profile_mcp_servers_give_acp_sessions_their_tools() -> anyhow::Result<()> {
     let e = env();
     let turns = r#"
 [[plugin.config.turns]]
@@ -548,9 +550,9 @@ text = "Done."
 "#;
     let p = e.profile("mcp", turns, false);
     let fx = crate::mcp::fixture().display().to_string();
-    let mut text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+    let mut text = std::fs::read_to_string(&p).context("reading the file")?;
     text.push_str(&format!("\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\"]\nrequired = true\n"));
-    std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&p, text).context("writing the file")?;
     let mut c = e.spawn(&p);
     c.initialize();
     let sid = c.new_session(&e.cwd());
@@ -576,6 +578,7 @@ text = "Done."
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!pid.is_empty() && !proc.exists(), "the MCP server ({pid}) outlived wharf acp");
+    Ok(())
 }
 
 /// A policy row: policy-fixed deciding `decision` for `tools`.
@@ -786,11 +789,11 @@ text = "Done again."
 /// `initialize` answer lists an auth method naming the variable, and
 /// `session/new` fails with -32000 before any session is stored.
 #[test]
-fn a_missing_model_key_is_an_auth_error_with_auth_methods() {
-    let _ = wharf_tests::plugin("llm-deepseek");
+fn a_missing_model_key_is_an_auth_error_with_auth_methods() -> anyhow::Result<()> {
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let e = env();
     let p = e.home.path().join("keyed.toml");
-    std::fs::write(&p, crate::hardening3_cli::KEYED_PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&p, crate::hardening3_cli::KEYED_PROFILE).context("writing the file")?;
     let mut c = e.spawn(&p);
     let init = c.initialize();
     let methods = init["authMethods"].as_array().cloned().unwrap_or_default();
@@ -810,4 +813,5 @@ fn a_missing_model_key_is_an_auth_error_with_auth_methods() {
         if e.sessions.exists() { wharf_core::Store::new(&e.sessions).list().unwrap_or_default() } else { vec![] };
     assert!(stored.is_empty(), "no session was stored");
     c.close();
+    Ok(())
 }

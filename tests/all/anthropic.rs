@@ -7,18 +7,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::anthropic::{AnthropicMock, AnthropicScript};
+use wharf_tests::plugins;
 
 const KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
 const KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
 const MODEL: &str = "claude-test-1";
 /// A distinctive signature: it must go back unchanged and appear nowhere else.
 const SIGNATURE: &str = "EqQBCkYIBxgCKkCsig+TEST/opaque==Zm9vYmFy";
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
 
 struct Case {
     home: tempfile::TempDir,
@@ -63,18 +61,18 @@ impl Run {
 impl Case {
     fn new(replies: Value) -> Self {
         let script: AnthropicScript =
-            ok(serde_json::from_value(json!({"api_key": KEY, "model": MODEL, "replies": replies})));
-        let mock = ok(AnthropicMock::start_background(script));
-        let home = ok(tempfile::tempdir());
-        let ws = ok(tempfile::tempdir());
-        ok(std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n"));
+            serde_json::from_value(json!({"api_key": KEY, "model": MODEL, "replies": replies})).expect("parsing JSON");
+        let mock = AnthropicMock::start_background(script).expect("starting the mock Anthropic API");
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
+        std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n").expect("writing a.txt");
         let sessions = home.path().join("sessions");
         Self { home, ws, sessions, mock }
     }
 
     fn profile(&self, extra: &str) -> PathBuf {
-        let _ = wharf_tests::plugin("fs");
-        let _ = wharf_tests::plugin("llm-anthropic");
+        let _ = wharf_tests::plugin(plugins::FS);
+        let _ = wharf_tests::plugin(plugins::LLM_ANTHROPIC);
         let text = format!(
             r#"
 [agent]
@@ -105,25 +103,23 @@ timeout_ms = 20000
             port = self.mock.addr().port(),
         );
         let path = self.home.path().join("profile.toml");
-        ok(std::fs::write(&path, text));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
     fn run(&self, extra: &str, task: &str) -> Run {
         let profile = self.profile(extra);
         let t0 = Instant::now();
-        let out = ok(wharf_tests::wharf(self.home.path())
+        let out = wharf_tests::wharf(self.home.path())
             .current_dir(self.ws.path())
             .env(KEY_ENV, KEY)
             .env("WHARF_LOG", "warn")
             .args(["run", task, "--profile", &profile.display().to_string()])
             .args(["--session-dir", &self.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
-            .output());
+            .output()
+            .expect("running wharf run");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let events = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
-            .collect();
+        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
         Run {
             code: out.status.code().unwrap_or(-1),
             events,
@@ -134,10 +130,11 @@ timeout_ms = 20000
     }
 
     fn sessions_show(&self, id: &str) -> String {
-        let out = ok(wharf_tests::wharf(self.home.path())
+        let out = wharf_tests::wharf(self.home.path())
             .current_dir(self.ws.path())
             .args(["sessions", "show", id, "--session-dir", &self.sessions.display().to_string()])
-            .output());
+            .output()
+            .expect("running wharf sessions show");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -210,7 +207,7 @@ fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
 }
 
 #[test]
-fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows_them() {
+fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows_them() -> anyhow::Result<()> {
     let case = Case::new(json!([
         {"kind": "stream", "blocks": [
             {"type": "thinking", "thinking": "I should read a.txt first.", "signature": SIGNATURE},
@@ -253,9 +250,10 @@ fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows
     assert!(shown.contains("The file says alpha."), "{shown}");
     assert!(!shown.contains(SIGNATURE) && !shown.contains("EqSecondSig"), "{shown}");
     for entry in walk(case.sessions.clone()) {
-        let text = String::from_utf8_lossy(&ok(std::fs::read(&entry))).into_owned();
+        let text = String::from_utf8_lossy(&std::fs::read(&entry).context("reading entry")?).into_owned();
         assert!(!text.contains(SIGNATURE), "{} holds the signature", entry.display());
     }
+    Ok(())
 }
 
 fn walk(dir: PathBuf) -> Vec<PathBuf> {
@@ -307,18 +305,20 @@ fn anthropic_401_is_auth_not_retried_and_names_the_key_variable() {
 }
 
 #[test]
-fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() {
+fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() -> anyhow::Result<()> {
     let case = Case::new(json!([text_reply("unreachable")]));
     let profile = case.profile("");
-    let out = ok(wharf_tests::wharf(case.home.path())
+    let out = wharf_tests::wharf(case.home.path())
         .current_dir(case.ws.path())
         .env(KEY_ENV, "sk-ant-wrong")
         .args(["run", "hi", "--profile", &profile.display().to_string()])
         .args(["--session-dir", &case.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
-        .output());
+        .output()
+        .context("running wharf run hi")?;
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("\"AUTH\"") && stdout.contains(KEY_ENV), "{stdout}");
     let v = case.mock.violations();
     assert!(v.iter().any(|v| v.rule == "x_api_key"), "{v:?}");
+    Ok(())
 }

@@ -19,9 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::{Plugin, plugins};
 
 /// The output cap every call here runs with (the default grant).
 const OUTPUT_CAP_MIB: u64 = 16;
@@ -33,10 +35,6 @@ const CONSTANT_MIB: u64 = 32;
 const GRANT_MIB: u64 = 112;
 /// The payload the guest builds, MiB.
 const PAYLOAD_MIB: u64 = 96;
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// What a child process did.
 struct Measured {
@@ -53,7 +51,7 @@ struct Measured {
 #[allow(clippy::zombie_processes)]
 fn measured(mut cmd: Command) -> Measured {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = ok(cmd.spawn());
+    let mut child = cmd.spawn().expect("spawning the command");
     let mut out = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut err = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let out_t = std::thread::spawn(move || {
@@ -83,11 +81,11 @@ fn measured(mut cmd: Command) -> Measured {
 
 fn home() -> &'static Path {
     static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    HOME.get_or_init(|| ok(tempfile::tempdir())).path()
+    HOME.get_or_init(|| tempfile::tempdir().expect("creating a temp dir")).path()
 }
 
 /// `wharf plugin call PLUGIN TOOL ARGS EXTRA…`, measured.
-fn plugin_call(plugin: &str, tool: &str, args: &Value, extra: &[&str]) -> Measured {
+fn plugin_call(plugin: Plugin, tool: &str, args: &Value, extra: &[&str]) -> Measured {
     let mut c = wharf_tests::wharf(home());
     c.args(["plugin", "call"]).arg(wharf_tests::plugin(plugin)).args([tool, &args.to_string()]).args(extra);
     measured(c)
@@ -97,7 +95,7 @@ fn plugin_call(plugin: &str, tool: &str, args: &Value, extra: &[&str]) -> Measur
 fn baseline_mib() -> u64 {
     static BASE: OnceLock<u64> = OnceLock::new();
     *BASE.get_or_init(|| {
-        let m = plugin_call("evil", "ok", &json!({}), &["--memory-mb", &GRANT_MIB.to_string()]);
+        let m = plugin_call(plugins::EVIL, "ok", &json!({}), &["--memory-mb", &GRANT_MIB.to_string()]);
         assert_eq!(m.code, 0, "{} {}", m.stdout, m.stderr);
         m.peak_mib
     })
@@ -114,19 +112,20 @@ fn assert_within_bound(m: &Measured, grant_mib: u64, what: &str) {
     );
 }
 
-fn result(m: &Measured) -> Value {
-    serde_json::from_str(m.stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: stdout {:?}\nstderr: {}", &m.stdout[..m.stdout.len().min(300)], m.stderr))
+fn result(m: &Measured) -> anyhow::Result<Value> {
+    serde_json::from_str(m.stdout.trim()).with_context(|| {
+        format!("the output is not JSON: stdout {:?}\nstderr: {}", &m.stdout[..m.stdout.len().min(300)], m.stderr)
+    })
 }
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
-    ok(Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }))
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime")
 }
 
-fn load(rt: &Runtime, plugin: &str, config: Value, grant: Grant) -> Result<Arc<PluginVersion>, String> {
+fn load(rt: &Runtime, plugin: Plugin, config: Value, grant: Grant) -> Result<Arc<PluginVersion>, String> {
     let spec = PluginSpec {
-        id: plugin.into(),
+        id: plugin.name().into(),
         path: wharf_tests::plugin(plugin),
         config,
         grant,
@@ -149,7 +148,7 @@ async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<String>, St
 /// version: the next call is served. Returns the first call's result.
 async fn then_next_call_served(tool: &str, args: Value, grant: Grant) -> (Option<String>, String) {
     let rt = runtime();
-    let v = ok(load(&rt, "evil", json!({}), grant));
+    let v = load(&rt, plugins::EVIL, json!({}), grant).expect("loading the component");
     let first = call(&v, tool, args).await;
     let (code, content) = call(&v, "ok", json!({})).await;
     assert_eq!((code, content.as_str()), (None, "ok"), "the call after {tool} was not served");
@@ -163,17 +162,18 @@ fn big_grant() -> Grant {
 // ------------------------------------------------------------ tool errors
 
 #[test]
-fn an_oversized_error_code_is_not_copied_out() {
+fn an_oversized_error_code_is_not_copied_out() -> anyhow::Result<()> {
     let args = json!({"code": "A", "repeat": PAYLOAD_MIB << 20});
-    let m = plugin_call("evil", "bad_code", &args, &["--memory-mb", &GRANT_MIB.to_string()]);
+    let m = plugin_call(plugins::EVIL, "bad_code", &args, &["--memory-mb", &GRANT_MIB.to_string()]);
     assert!(m.stdout.len() < 4096, "{} bytes on stdout", m.stdout.len());
-    let v = result(&m);
+    let v = result(&m)?;
     assert_eq!((m.code, v["error_code"].as_str()), (1, Some("OUTPUT_LIMIT")), "{v}");
     assert!(v["content"].as_str().unwrap_or("").contains("more than"), "{v}");
     assert_within_bound(&m, GRANT_MIB, "100 MiB error code");
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Runtime::new().context("creating a tokio runtime")?;
     let (code, _) = rt.block_on(then_next_call_served("bad_code", args, big_grant()));
     assert_eq!(code.as_deref(), Some("OUTPUT_LIMIT"));
+    Ok(())
 }
 
 #[tokio::test]
@@ -197,13 +197,13 @@ async fn an_invalid_error_code_becomes_tool_error_with_the_original_in_the_messa
 }
 
 #[test]
-fn an_error_message_is_cut_on_a_character_boundary() {
+fn an_error_message_is_cut_on_a_character_boundary() -> anyhow::Result<()> {
     // Over the output cap (so it is cut to 4096 bytes), with `é` across
     // byte 4096; within the cap's copy slack, so it reaches the cut.
     let args = json!({"bytes": (OUTPUT_CAP_MIB << 20) + 100});
-    let m = plugin_call("evil", "utf8_cut", &args, &[]);
+    let m = plugin_call(plugins::EVIL, "utf8_cut", &args, &[]);
     assert!(!m.stderr.contains("panicked"), "{}", m.stderr);
-    let v = result(&m);
+    let v = result(&m)?;
     assert_eq!((m.code, v["error_code"].as_str()), (1, Some("CUT")), "{}", m.stderr);
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.starts_with(&"x".repeat(4095)), "{}", &content[..100]);
@@ -211,39 +211,42 @@ fn an_error_message_is_cut_on_a_character_boundary() {
     assert!(content.contains("error message truncated"), "{}", &content[4000..]);
     assert!(content.len() < 4096 + 200);
     assert_within_bound(&m, 256, "16 MiB error message");
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Runtime::new().context("creating a tokio runtime")?;
     let (code, _) = rt.block_on(then_next_call_served("utf8_cut", args, Grant::default()));
     assert_eq!(code.as_deref(), Some("CUT"));
+    Ok(())
 }
 
 #[test]
-fn a_huge_output_stops_at_the_copy() {
+fn a_huge_output_stops_at_the_copy() -> anyhow::Result<()> {
     let args = json!({"mb": PAYLOAD_MIB});
-    let m = plugin_call("evil", "huge_output", &args, &["--memory-mb", &GRANT_MIB.to_string()]);
-    let v = result(&m);
+    let m = plugin_call(plugins::EVIL, "huge_output", &args, &["--memory-mb", &GRANT_MIB.to_string()]);
+    let v = result(&m)?;
     assert_eq!(v["error_code"], "OUTPUT_LIMIT", "{v}");
     assert!(v["content"].as_str().unwrap_or("").contains("output limit 16777216 bytes"), "{v}");
     assert_within_bound(&m, GRANT_MIB, "96 MiB output");
+    Ok(())
 }
 
 // ---------------------------------------------------------------- kv
 
 #[test]
-fn a_kv_entry_flood_is_refused() {
+fn a_kv_entry_flood_is_refused() -> anyhow::Result<()> {
     // Millions of empty values: entries are counted and charged overhead.
     let args = json!({"count": 3_000_000, "bytes": 0});
-    let m = plugin_call("evil", "kv_flood", &args, &[]);
-    let v = result(&m);
+    let m = plugin_call(plugins::EVIL, "kv_flood", &args, &[]);
+    let v = result(&m)?;
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.starts_with("stored 65536 entries, then:") && content.contains("key-value store is full"), "{v}");
     assert_within_bound(&m, 256, "kv entry flood");
     // Values: the byte quota counts each entry's overhead too.
-    let m = plugin_call("evil", "kv_flood", &json!({"count": 100, "bytes": 1 << 20}), &[]);
-    let content = result(&m)["content"].as_str().unwrap_or("").to_string();
+    let m = plugin_call(plugins::EVIL, "kv_flood", &json!({"count": 100, "bytes": 1 << 20}), &[]);
+    let content = result(&m)?["content"].as_str().unwrap_or("").to_string();
     assert!(content.starts_with("stored 15 entries, then:") && content.contains("key-value quota"), "{content}");
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Runtime::new().context("creating a tokio runtime")?;
     let (code, content) = rt.block_on(then_next_call_served("kv_flood", args, Grant::default()));
     assert_eq!(code, None, "{content}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------- log
@@ -269,7 +272,10 @@ fn strip_ansi(s: &str) -> String {
 #[test]
 fn a_component_cannot_forge_a_host_log_line() {
     let mut c = wharf_tests::wharf(home());
-    c.env("WHARF_LOG", "debug").args(["plugin", "call"]).arg(wharf_tests::plugin("evil")).args(["log_forge", "{}"]);
+    c.env("WHARF_LOG", "debug")
+        .args(["plugin", "call"])
+        .arg(wharf_tests::plugin(plugins::EVIL))
+        .args(["log_forge", "{}"]);
     let m = measured(c);
     assert_eq!(m.code, 0, "{}", m.stderr);
     let stderr = strip_ansi(&m.stderr);
@@ -286,7 +292,7 @@ fn a_component_cannot_forge_a_host_log_line() {
 #[test]
 fn a_log_flood_stays_within_the_call_budget() {
     // 1000 lines of 16 KiB would be 16 MiB of host log.
-    let m = plugin_call("evil", "log_flood", &json!({"count": 5000, "bytes": 16 << 10}), &[]);
+    let m = plugin_call(plugins::EVIL, "log_flood", &json!({"count": 5000, "bytes": 16 << 10}), &[]);
     assert_eq!(m.code, 0, "{}", &m.stderr[..m.stderr.len().min(500)]);
     assert!(m.stderr.len() < 512 << 10, "{} bytes of log from one call", m.stderr.len());
     assert!(m.stderr.contains("log budget of this call"), "{}", &m.stderr[m.stderr.len().saturating_sub(500)..]);
@@ -305,20 +311,21 @@ async fn a_guest_exit_keeps_its_status() {
 }
 
 #[test]
-fn a_resource_flood_hits_the_table_limit_with_its_cause() {
+fn a_resource_flood_hits_the_table_limit_with_its_cause() -> anyhow::Result<()> {
     // 2 million header-field resources: ~1 million (wasmtime's default
     // table size) of host allocations without a bound of our own.
     let args = json!({"count": 2_000_000});
-    let m = plugin_call("evil", "resource_flood", &args, &[]);
-    let v = result(&m);
+    let m = plugin_call(plugins::EVIL, "resource_flood", &args, &[]);
+    let v = result(&m)?;
     let content = v["content"].as_str().unwrap_or("");
     assert_eq!(v["error_code"], "MEMORY_LIMIT", "{v}");
     assert!(content.contains("more than 16384 host resources") && content.contains("resource table"), "{v}");
     assert!(!content.contains("wasm backtrace"), "{v}");
     assert_within_bound(&m, 256, "resource flood");
-    let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+    let rt = tokio::runtime::Runtime::new().context("creating a tokio runtime")?;
     let (code, _) = rt.block_on(then_next_call_served("resource_flood", args, Grant::default()));
     assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"));
+    Ok(())
 }
 
 #[tokio::test]
@@ -333,7 +340,7 @@ async fn a_trap_names_its_kind() {
 
 /// `wharf plugin call PLUGIN t0 --config CONFIG`: must be refused at load
 /// with one line naming `reason`.
-fn refused_at_load(plugin: &str, config: Value, grant_mib: u64, reason: &str) {
+fn refused_at_load(plugin: Plugin, config: Value, grant_mib: u64, reason: &str) {
     let m = plugin_call(
         plugin,
         "t0",
@@ -344,15 +351,15 @@ fn refused_at_load(plugin: &str, config: Value, grant_mib: u64, reason: &str) {
     let err = m.stderr.trim();
     assert!(err.len() < 1024 && err.lines().count() == 1, "not one short line: {}", &err[..err.len().min(500)]);
     assert!(err.contains(reason), "{config}: {err}");
-    assert_within_bound(&m, grant_mib, plugin);
+    assert_within_bound(&m, grant_mib, plugin.name());
 }
 
 /// After a refusal, the same file with a sane config loads and serves.
-async fn loads_when_sane(plugin: &str, refused: Value) {
+async fn loads_when_sane(plugin: Plugin, refused: Value) {
     let rt = runtime();
     assert!(load(&rt, plugin, refused, big_grant()).is_err());
-    let v = ok(load(&rt, plugin, json!({}), Grant::default()));
-    if plugin == "huge-describe" {
+    let v = load(&rt, plugin, json!({}), Grant::default()).expect("loading the component");
+    if plugin == plugins::HUGE_DESCRIBE {
         assert_eq!(call(&v, "t0", json!({})).await, (None, "ok".to_string()));
     }
 }
@@ -366,16 +373,16 @@ async fn huge_describe_output_is_refused_at_load() {
         (json!({"schema_bytes": 100_000}), "input schema of 100000 bytes is larger than 65536 bytes"),
         (json!({"description_bytes": 20_000}), "description of 20000 bytes is longer than 16384 bytes"),
     ] {
-        refused_at_load("huge-describe", config.clone(), GRANT_MIB, reason);
-        loads_when_sane("huge-describe", config).await;
+        refused_at_load(plugins::HUGE_DESCRIBE, config.clone(), GRANT_MIB, reason);
+        loads_when_sane(plugins::HUGE_DESCRIBE, config).await;
     }
     for (config, reason) in [
         (json!({"sections": 1, "section_bytes": PAYLOAD_MIB << 20}), "hooks.subscriptions() failed: OUTPUT_LIMIT"),
         (json!({"sections": 1000, "section_bytes": 1}), "returned 1000 sections; at most 16 are allowed"),
         (json!({"sections": 1, "section_bytes": 100_000}), "section `s0` of 100000 bytes is longer than 65536 bytes"),
     ] {
-        refused_at_load("huge-sections", config.clone(), GRANT_MIB, reason);
-        loads_when_sane("huge-sections", config).await;
+        refused_at_load(plugins::HUGE_SECTIONS, config.clone(), GRANT_MIB, reason);
+        loads_when_sane(plugins::HUGE_SECTIONS, config).await;
     }
 }
 
@@ -388,7 +395,10 @@ struct Session {
 
 impl Session {
     fn new() -> Self {
-        Self { home: ok(tempfile::tempdir()), ws: ok(tempfile::tempdir()) }
+        Self {
+            home: tempfile::tempdir().expect("creating a temp dir"),
+            ws: tempfile::tempdir().expect("creating a temp dir"),
+        }
     }
 
     fn sessions(&self) -> PathBuf {
@@ -427,7 +437,7 @@ model = "scripted-test"
 {turns}"#
         );
         let path = self.home.path().join("profile.toml");
-        ok(std::fs::write(&path, profile));
+        std::fs::write(&path, profile).expect("writing the file");
         let mut c = wharf_tests::wharf(self.home.path());
         c.current_dir(self.ws.path())
             .args(["run", "go", "--output", "jsonl", "--profile"])
@@ -452,7 +462,7 @@ fn toml_inline(v: &Value) -> String {
 
 #[test]
 fn an_event_flood_is_refused_and_the_log_stays_small() {
-    let _ = (wharf_tests::plugin("evil"), wharf_tests::plugin("llm-scripted"));
+    let _ = (wharf_tests::plugin(plugins::EVIL), wharf_tests::plugin(plugins::LLM_SCRIPTED));
     let base = Session::new().run(&[("ok", json!({}))]).0.peak_mib;
     let s = Session::new();
     let (m, events, log_bytes) = s.run(&[

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::Store;
 use wharf_core::events::EventKind;
@@ -21,7 +22,7 @@ fn call_turn(tool: &str, args: &Value) -> String {
 const ECHO_LAST: &str = "text = \"The tool said: \"\necho_last_tool_result = true\nfinish = \"stop\"\n";
 
 #[test]
-fn a_long_session_is_compacted_and_the_log_keeps_everything() {
+fn a_long_session_is_compacted_and_the_log_keeps_everything() -> anyhow::Result<()> {
     let env = env();
     // Twelve steps, each echoing ~1.6 KB (about 400 tokens) through the
     // `echo` tool, against a 3000-token window: without compaction the
@@ -66,7 +67,7 @@ fn a_long_session_is_compacted_and_the_log_keeps_everything() {
     // stays under the window, and no tool result is ever separated from its
     // call.
     let id = session_id(&run.stderr).unwrap_or_else(|| panic!("no session id\n{}", run.stderr));
-    let log = Store::new(&env.sessions).load(&id).unwrap_or_else(|e| panic!("{e}"));
+    let log = Store::new(&env.sessions).load(&id).context("loading the session")?;
     let mut proj = wharf_core::Projection::new();
     let mut max_seen = 0;
     for ev in &log.events {
@@ -94,6 +95,7 @@ fn a_long_session_is_compacted_and_the_log_keeps_everything() {
         log.events.iter().filter(|e| !matches!(e.kind, EventKind::CompactionSummary(_))).cloned().collect();
     let uncompacted = wharf_core::compaction::request_tokens(&wharf_core::derive_messages(&raw), &[]);
     assert!(uncompacted > 3000 && max_seen < uncompacted / 2, "max {max_seen} of {uncompacted} tokens");
+    Ok(())
 }
 
 #[test]
@@ -129,7 +131,7 @@ fn parent_and_child(main: &str, child: &str) -> String {
 }
 
 #[test]
-fn a_subagent_runs_in_its_own_linked_log_under_the_parents_policy() {
+fn a_subagent_runs_in_its_own_linked_log_under_the_parents_policy() -> anyhow::Result<()> {
     let env = env();
     let rules = policy(
         "rules",
@@ -180,8 +182,10 @@ finish = "stop"
     // the parent's policy at depth 1, its invariants intact.
     let parent_id = session_id(&run.stderr).unwrap_or_default();
     let store = Store::new(&env.sessions);
-    let child = store.load(&child_id).unwrap_or_else(|e| panic!("child log {child_id}: {e}"));
-    wharf_core::invariants::check(&child.events).unwrap_or_else(|e| panic!("child log: {e}"));
+    let child = store.load(&child_id).with_context(|| format!("child log {child_id}"))?;
+    wharf_core::invariants::check(&child.events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the child log's invariants")?;
     let EventKind::SessionStart(h) = &child.events[0].kind else { panic!("no header") };
     let link = h.spawned_by.clone().unwrap_or_else(|| panic!("child header not linked: {h:?}"));
     assert_eq!((link.session.as_str(), link.call_id.as_str(), link.depth), (parent_id.as_str(), "call_0_0", 1));
@@ -193,10 +197,11 @@ finish = "stop"
     // The child offered only the tools it was given.
     let parent_tools = run.events.iter().any(|e| e["type"] == "tool/call" && e["data"]["name"] == "subagent");
     assert!(parent_tools);
+    Ok(())
 }
 
 #[test]
-fn subagents_nest_at_most_three_deep() {
+fn subagents_nest_at_most_three_deep() -> anyhow::Result<()> {
     let env = env();
     let sub = policy("subagent", "subagent", "", "agents = true\ntimeout_ms = 120000");
     // Every level (the main script and the CHILD branch) delegates again,
@@ -213,6 +218,7 @@ fn subagents_nest_at_most_three_deep() {
     // Depth 1, 2 and 3 ran; the fourth level was refused.
     assert_eq!(text.matches("The tool said: ").count(), 4, "{text}");
     assert!(text.contains("nest at most 3 deep"), "{text}");
-    let sessions: Vec<_> = Store::new(&env.sessions).list().unwrap_or_else(|e| panic!("{e}"));
+    let sessions: Vec<_> = Store::new(&env.sessions).list().context("listing the sessions")?;
     assert_eq!(sessions.len(), 4, "parent + three children");
+    Ok(())
 }

@@ -13,6 +13,9 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use wharf_tests::plugins;
+
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(crate) struct Env {
@@ -22,9 +25,9 @@ pub(crate) struct Env {
 }
 
 pub(crate) fn env() -> Env {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
@@ -65,7 +68,7 @@ model = "scripted-chat"
 "#
         );
         let path = self.home.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -74,7 +77,15 @@ model = "scripted-chat"
     }
 
     pub(crate) fn chat_command(&self, profile: &str, extra: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted", "policy-fixed", "policy-rules", "context", "compaction"] {
+        for p in [
+            plugins::FS,
+            plugins::TEXT,
+            plugins::LLM_SCRIPTED,
+            plugins::POLICY_FIXED,
+            plugins::POLICY_RULES,
+            plugins::CONTEXT,
+            plugins::COMPACTION,
+        ] {
             let _ = wharf_tests::plugin(p);
         }
         let mut cmd = wharf_tests::wharf(self.home.path());
@@ -87,10 +98,10 @@ model = "scripted-chat"
 
     pub(crate) fn events(&self) -> Vec<serde_json::Value> {
         let store = wharf_core::Store::new(&self.sessions);
-        let list = store.list().unwrap_or_else(|e| panic!("{e}"));
+        let list = store.list().expect("listing the sessions");
         let last = list.last().unwrap_or_else(|| panic!("no session"));
-        let loaded = store.load(&last.id).unwrap_or_else(|e| panic!("{e}"));
-        wharf_core::invariants::check(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = store.load(&last.id).expect("loading the session");
+        wharf_core::invariants::check(&loaded.events).expect("checking the log's invariants");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
     }
 }
@@ -114,7 +125,7 @@ impl Pty {
         assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
         // SAFETY: both descriptors were just opened and are owned here.
         let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let dup = || slave.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let dup = || slave.try_clone().expect("duplicating the pty descriptor");
         cmd.stdin(dup()).stdout(dup()).stderr(dup());
         // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
         // pty (its stdin) its controlling terminal.
@@ -126,10 +137,10 @@ impl Pty {
                 Ok(())
             });
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+        let child = cmd.spawn().expect("spawn wharf chat");
         drop(slave);
         let master = File::from(master);
-        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let mut reader = master.try_clone().expect("duplicating the pty");
         let output = Arc::new(Mutex::new(Vec::new()));
         let out = output.clone();
         std::thread::spawn(move || {
@@ -151,8 +162,8 @@ impl Pty {
     }
 
     pub(crate) fn send(&mut self, s: &str) {
-        self.master.write_all(s.as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
-        self.master.flush().unwrap_or_else(|e| panic!("{e}"));
+        self.master.write_all(s.as_bytes()).expect("write to pty");
+        self.master.flush().expect("flushing");
     }
 
     pub(crate) fn line(&mut self, s: &str) {
@@ -197,7 +208,7 @@ impl Pty {
     pub(crate) fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(s) = self.child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+            if let Some(s) = self.child.try_wait().expect("polling the child") {
                 return s;
             }
             assert!(Instant::now() < deadline, "wharf chat did not exit; screen:\n{}", self.screen());
@@ -296,10 +307,10 @@ fn demo_prompt_and_slash_commands() {
 /// which echoed them and turned Enter into a line feed — Ctrl-J, "insert a
 /// newline", once the editor read it — so the command was never submitted.
 #[test]
-fn a_command_typed_while_plugins_load_is_submitted() {
+fn a_command_typed_while_plugins_load_is_submitted() -> anyhow::Result<()> {
     let e = env();
     // An empty compile cache, so loading lasts long enough to type into.
-    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cache = tempfile::tempdir().context("creating a temp dir")?;
     let mut cmd = e.chat_command("demo", &[]);
     cmd.env("WHARF_CACHE_DIR", cache.path());
     let mut t = Pty::spawn(cmd);
@@ -311,6 +322,7 @@ fn a_command_typed_while_plugins_load_is_submitted() {
     t.expect("bye · session ");
     assert!(t.wait().success());
     assert!(!t.screen().contains('┆'), "the typed Enter became a newline:\n{}", t.screen());
+    Ok(())
 }
 
 /// SIGTERM ends chat without running destructors; the terminal still gets
@@ -592,11 +604,11 @@ text = "Steered."
 }
 
 #[test]
-fn at_path_attaches_a_file_and_reports_a_denied_one() {
+fn at_path_attaches_a_file_and_reports_a_denied_one() -> anyhow::Result<()> {
     let e = env();
-    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outside = tempfile::tempdir().context("creating a temp dir")?;
     let secret = outside.path().join("secret.txt");
-    std::fs::write(&secret, "top secret").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&secret, "top secret").context("writing secret")?;
     // The script picks its turn by the assistant messages sent so far, and
     // each attachment step is one: turns 1 and 3 are never played.
     let turns = r#"
@@ -641,6 +653,7 @@ text = "Noted."
     let first_result = events.iter().position(|v| v["type"] == "tool/result").unwrap_or(usize::MAX);
     let first_chunk = events.iter().position(|v| v["type"] == "assistant/chunk").unwrap_or(0);
     assert!(first_result < first_chunk, "the read ran after the model was asked");
+    Ok(())
 }
 
 /// Hardening 3, item 2: a component that breaks mid-session is one notice
@@ -648,11 +661,11 @@ text = "Noted."
 /// lines of every retry; the log, with the details, is in
 /// `~/.wharf/logs/chat.log`; and the previous version does keep serving.
 #[test]
-fn a_component_breaking_mid_session_is_one_notice_and_the_details_go_to_the_log() {
+fn a_component_breaking_mid_session_is_one_notice_and_the_details_go_to_the_log() -> anyhow::Result<()> {
     let e = env();
-    let comp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let comp = tempfile::tempdir().context("creating a temp dir")?;
     let text = comp.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text).context("copying the text component")?;
     let turns = format!(
         r#"
 [[plugin.config.turns]]
@@ -673,8 +686,8 @@ dirs = ["${{workspace}}:ro"]
     t.expect("› ");
     // Replaced in one step, as a build would: one broken version.
     let tmp = comp.path().join("text.wasm.new");
-    std::fs::write(&tmp, b"garbage, not wasm at all").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, &text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&tmp, b"garbage, not wasm at all").context("writing the temp file")?;
+    std::fs::rename(&tmp, &text).context("moving the new file in place")?;
     t.expect("⚠ text: new version ");
     t.expect("failed to load (");
     t.expect("the previous version ");
@@ -705,12 +718,13 @@ dirs = ["${{workspace}}:ro"]
     assert!(!screen.contains("WARN") && !screen.contains("wharf_runtime"), "log lines on the chat screen:\n{screen}");
     let stamp = screen.lines().find(|l| l.len() > 20 && l.as_bytes()[4] == b'-' && l.get(10..11) == Some("T"));
     assert!(stamp.is_none(), "a timestamped line on the chat screen: {stamp:?}");
+    Ok(())
 }
 
 /// Hardening 3, item 2: commands that log to stderr write no colour codes
 /// when stderr is not a terminal.
 #[test]
-fn log_lines_on_a_piped_stderr_have_no_colour() {
+fn log_lines_on_a_piped_stderr_have_no_colour() -> anyhow::Result<()> {
     let e = env();
     let p = e.profile("plainlog", "[[plugin.config.turns]]\ntext = \"Hi.\"\n", false);
     let out = wharf_tests::wharf(e.home.path())
@@ -720,19 +734,20 @@ fn log_lines_on_a_piped_stderr_have_no_colour() {
         .env("WHARF_LOG", "debug")
         .env_remove("NO_COLOR")
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("DEBUG"), "no log lines at debug level:\n{stderr}");
     assert!(!stderr.contains('\x1b'), "ANSI colour on a piped stderr:\n{stderr:?}");
+    Ok(())
 }
 
 /// Hardening 3, item 4: an approval shows the diff of a write (not its raw
 /// JSON), one key answers it, and `t` rejects with a note that reaches the
 /// model in the tool result of its next request.
 #[test]
-fn approvals_show_the_diff_take_one_key_and_tell_the_model_why() {
+fn approvals_show_the_diff_take_one_key_and_tell_the_model_why() -> anyhow::Result<()> {
     let e = env();
-    std::fs::write(e.ws.path().join("notes.md"), "# Notes\nold line\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(e.ws.path().join("notes.md"), "# Notes\nold line\n").context("writing notes.md")?;
     let turns = r##"
 [[plugin.config.turns]]
 tool_calls = [{ name = "write", arguments = { path = "notes.md", content = "# Notes\nnew line\n" } }]
@@ -789,6 +804,7 @@ text = "Written."
         .filter_map(|v| v["data"]["content"].as_str())
         .any(|c| c.starts_with("The tool said: ") && c.contains("the index links to it"));
     assert!(echoed, "the model's next request did not carry the note");
+    Ok(())
 }
 
 /// `wharf chat` with its stdin a pipe holding `input` (closed after it) and
@@ -797,9 +813,9 @@ fn chat_piped(e: &Env, profile: &str, input: &str) -> (Option<i32>, String, Stri
     use std::process::Stdio;
     let mut cmd = e.chat_command(profile, &[]);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+    let mut child = cmd.spawn().expect("spawn wharf chat");
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(input.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        stdin.write_all(input.as_bytes()).expect("writing");
     }
     let id = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -811,7 +827,7 @@ fn chat_piped(e: &Env, profile: &str, input: &str) -> (Option<i32>, String, Stri
         unsafe { libc::kill(id as libc::pid_t, libc::SIGKILL) };
         panic!("wharf chat with piped input did not exit");
     };
-    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    let out = out.expect("waiting for wharf chat");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
 }
@@ -956,10 +972,10 @@ delay_ms = 1500
 /// item 5), which the attachment parser reads back whole: unquoted, the
 /// agent read `docs/my`.
 #[test]
-fn tab_completes_a_path_with_spaces_quoted() {
+fn tab_completes_a_path_with_spaces_quoted() -> anyhow::Result<()> {
     let e = env();
-    std::fs::create_dir(e.ws.path().join("docs")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(e.ws.path().join("docs/my notes.md"), "Notes with spaces.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(e.ws.path().join("docs")).context("creating docs")?;
+    std::fs::write(e.ws.path().join("docs/my notes.md"), "Notes with spaces.\n").context("writing docs/my notes.md")?;
     let turns = r#"
 [[plugin.config.turns]]
 text = "(the attachment step)"
@@ -992,4 +1008,5 @@ echo_last_tool_result = true
     let args: serde_json::Value =
         serde_json::from_str(call["data"]["arguments"].as_str().unwrap_or("{}")).unwrap_or_default();
     assert_eq!(args["path"], "docs/my notes.md", "{call}");
+    Ok(())
 }

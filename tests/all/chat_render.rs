@@ -12,6 +12,9 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use wharf_tests::plugins;
+
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 const PROFILE: &str = r#"
@@ -65,7 +68,7 @@ impl Pty {
         assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
         // SAFETY: both descriptors were just opened and are owned here.
         let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let dup = || slave.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let dup = || slave.try_clone().expect("duplicating the pty descriptor");
         cmd.stdin(dup()).stdout(dup()).stderr(dup());
         // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
         // pty (its stdin) its controlling terminal.
@@ -77,10 +80,10 @@ impl Pty {
                 Ok(())
             });
         }
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf chat: {e}"));
+        let child = cmd.spawn().expect("spawn wharf chat");
         drop(slave);
         let master = File::from(master);
-        let mut reader = master.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let mut reader = master.try_clone().expect("duplicating the pty");
         let output = Arc::new(Mutex::new(Vec::new()));
         let out = output.clone();
         std::thread::spawn(move || {
@@ -100,8 +103,8 @@ impl Pty {
     }
 
     fn line(&mut self, s: &str) {
-        self.master.write_all(format!("{s}\r").as_bytes()).unwrap_or_else(|e| panic!("write to pty: {e}"));
-        self.master.flush().unwrap_or_else(|e| panic!("{e}"));
+        self.master.write_all(format!("{s}\r").as_bytes()).expect("write to pty");
+        self.master.flush().expect("flushing");
     }
 
     /// Waits until the screen (without ANSI escapes) shows `needle`.
@@ -149,12 +152,12 @@ fn strip_ansi(s: &str) -> String {
 
 /// Runs the scripted edit-and-explain turn; returns the raw terminal output.
 fn chat(home: &Path, ws: &Path, no_color: bool) -> String {
-    for p in ["fs", "llm-scripted"] {
+    for p in [plugins::FS, plugins::LLM_SCRIPTED] {
         let _ = wharf_tests::plugin(p);
     }
-    std::fs::write(ws.join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     let profile = home.join("render.toml");
-    std::fs::write(&profile, PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, PROFILE).expect("writing profile");
     let mut cmd = wharf_tests::wharf(home);
     cmd.args(["chat", "--profile", &profile.display().to_string()])
         .args(["--session-dir", &home.join("sessions").display().to_string()])
@@ -205,9 +208,9 @@ fn in_order(lines: &[String], want: &[&str]) {
 }
 
 #[test]
-fn markdown_and_an_edit_diff_are_rendered() {
+fn markdown_and_an_edit_diff_are_rendered() -> anyhow::Result<()> {
     let (home, ws) =
-        (tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")), tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")));
+        (tempfile::tempdir().context("creating a temp dir")?, tempfile::tempdir().context("creating a temp dir")?);
     let raw = chat(home.path(), ws.path(), false);
     let lines = lines(&raw);
     assert_eq!(
@@ -242,12 +245,13 @@ fn markdown_and_an_edit_diff_are_rendered() {
     consecutive(&printed(&raw), &["Result", "", "• changed one line"]);
     let code = raw.lines().find(|l| l.contains("answer")).unwrap_or_else(|| panic!("no code line:\n{raw}"));
     assert!(code.matches("\x1b[38;2;").count() >= 3, "not highlighted: {code:?}");
+    Ok(())
 }
 
 #[test]
-fn no_color_prints_the_markdown_as_is() {
+fn no_color_prints_the_markdown_as_is() -> anyhow::Result<()> {
     let (home, ws) =
-        (tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")), tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")));
+        (tempfile::tempdir().context("creating a temp dir")?, tempfile::tempdir().context("creating a temp dir")?);
     let raw = chat(home.path(), ws.path(), true);
     let lines = lines(&raw);
     in_order(&lines, &["-A sample project.", "+A rendered project."]);
@@ -265,4 +269,5 @@ fn no_color_prints_the_markdown_as_is() {
     );
     assert!(!raw.contains("\x1b[38;2;") && !raw.contains("\x1b[31m"), "colour under NO_COLOR: {raw:?}");
     consecutive(&printed(&raw), &["## Result", "", "- changed **one** line"]);
+    Ok(())
 }

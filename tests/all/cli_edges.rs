@@ -11,12 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use anyhow::Context;
 use wharf_core::events::{EventKind, UserMessage};
 use wharf_core::store::{NewSession, Store};
-
-pub(crate) fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use wharf_tests::plugins;
 
 /// A home, a workspace with a README and a session directory.
 pub(crate) struct Env {
@@ -33,16 +31,16 @@ pub(crate) struct Out {
 }
 
 pub(crate) fn env() -> Env {
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
-    ok(std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
 
 impl Env {
     pub(crate) fn cmd(&self, args: &[&str]) -> Command {
-        for p in ["fs", "text", "llm-scripted"] {
+        for p in [plugins::FS, plugins::TEXT, plugins::LLM_SCRIPTED] {
             let _ = wharf_tests::plugin(p);
         }
         let mut c = wharf_tests::wharf(self.home.path());
@@ -51,7 +49,7 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Out {
-        let out = ok(self.cmd(args).stdin(Stdio::null()).output());
+        let out = self.cmd(args).stdin(Stdio::null()).output().expect("running wharf");
         Out {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -69,13 +67,16 @@ impl Env {
 
     /// A stored session created in `workspace` with `messages` user messages.
     fn session(&self, workspace: &Path, messages: usize) -> String {
-        let ws = ok(std::fs::canonicalize(workspace)).display().to_string();
-        let log = ok(self.store().create(NewSession { id: None, workspace: Some(ws), profile: Some("demo".into()) }));
+        let ws = std::fs::canonicalize(workspace).expect("canonicalizing workspace").display().to_string();
+        let log = self
+            .store()
+            .create(NewSession { id: None, workspace: Some(ws), profile: Some("demo".into()) })
+            .expect("creating a session");
         for i in 0..messages {
             let content = format!("message {i}: {}", "x".repeat(200));
-            ok(log.append(EventKind::UserMessage(UserMessage { content, inbox_id: None })));
+            log.append(EventKind::UserMessage(UserMessage { content, inbox_id: None })).expect("appending an event");
         }
-        ok(log.flush_blocking());
+        log.flush_blocking().expect("flushing the session log");
         let id = log.id().to_string();
         // Ids start with the creation time to the millisecond.
         std::thread::sleep(Duration::from_millis(5));
@@ -84,7 +85,7 @@ impl Env {
 }
 
 #[test]
-fn zero_step_budget_and_empty_task_are_refused() {
+fn zero_step_budget_and_empty_task_are_refused() -> anyhow::Result<()> {
     let e = env();
     let sd = e.session_dir();
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--max-steps", "0", "--session-dir", &sd]);
@@ -97,15 +98,16 @@ fn zero_step_budget_and_empty_task_are_refused() {
         assert_eq!(o.code, 2, "{}", o.stderr);
         assert!(o.stderr.contains("the task is empty"), "{}", o.stderr);
     }
-    assert!(ok(e.store().list()).is_empty(), "no session was started");
+    assert!(e.store().list().context("listing the sessions")?.is_empty(), "no session was started");
     // A budget of 1 is a budget.
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--max-steps", "1", "--session-dir", &sd]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("max_steps · 1 step(s)"), "{}", o.stderr);
+    Ok(())
 }
 
 #[test]
-fn stop_lines_are_words_not_debug() {
+fn stop_lines_are_words_not_debug() -> anyhow::Result<()> {
     let e = env();
     let sd = e.session_dir();
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--max-steps", "1", "--session-dir", &sd]);
@@ -113,7 +115,7 @@ fn stop_lines_are_words_not_debug() {
     assert!(!o.stdout.contains("MaxSteps"), "{}", o.stdout);
 
     let profile = e.home.path().join("auth.toml");
-    ok(std::fs::write(
+    std::fs::write(
         &profile,
         r#"
 [agent]
@@ -125,7 +127,8 @@ path = "${plugin_dir}/llm-scripted.wasm"
 [plugin.config]
 turns = [{ error = { code = "AUTH", message = "the key was refused" } }]
 "#,
-    ));
+    )
+    .context("writing profile")?;
     let p = profile.display().to_string();
     let o = e.run(&["run", "Hello.", "-p", &p, "--session-dir", &sd]);
     assert_eq!(o.code, 1, "{}", o.stderr);
@@ -135,6 +138,7 @@ turns = [{ error = { code = "AUTH", message = "the key was refused" } }]
     for out in [&o.stdout, &o.stderr] {
         assert!(!out.contains("Error {") && !out.contains("code: \""), "{out}");
     }
+    Ok(())
 }
 
 #[test]
@@ -175,7 +179,7 @@ fn terminal_stdout(mut c: Command) -> String {
     // SAFETY: both descriptors were just opened and are owned here.
     let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
     c.stdin(Stdio::null()).stdout(slave).stderr(Stdio::null());
-    let mut child = ok(c.spawn());
+    let mut child = c.spawn().expect("spawning the command");
     let mut reader = std::fs::File::from(master);
     let collect = std::thread::spawn(move || {
         let mut out = Vec::new();
@@ -189,17 +193,26 @@ fn terminal_stdout(mut c: Command) -> String {
         }
         String::from_utf8_lossy(&out).into_owned()
     });
-    ok(child.wait());
+    child.wait().expect("waiting for the process");
     // The child (and the `Command`'s copy) closed the slave side.
     drop(c);
     collect.join().unwrap_or_default()
 }
 
 #[test]
-fn doctor_warns_about_a_key_the_profile_needs() {
-    for p in
-        ["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-deepseek"]
-    {
+fn doctor_warns_about_a_key_the_profile_needs() -> anyhow::Result<()> {
+    for p in [
+        plugins::FS,
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::SUBAGENT,
+        plugins::POLICY_RULES,
+        plugins::LLM_DEEPSEEK,
+    ] {
         let _ = wharf_tests::plugin(p);
     }
     let e = env();
@@ -209,17 +222,19 @@ fn doctor_warns_about_a_key_the_profile_needs() {
     assert!(line.contains("profile `default`") && line.contains("plugin row `deepseek`"), "{line}");
     assert!(line.contains("shipped:profiles/default.toml:"), "where the row names the key: {line}");
     // Set, it is only said to be set.
-    let out = ok(e.cmd(&["doctor"]).env("DEEPSEEK_API_KEY", "sk-doctor-secret-0123").output());
+    let out =
+        e.cmd(&["doctor"]).env("DEEPSEEK_API_KEY", "sk-doctor-secret-0123").output().context("running wharf doctor")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("[ok  ] DEEPSEEK_API_KEY: set (not shown)"), "{stdout}");
     assert!(!stdout.contains("sk-doctor-secret"), "{stdout}");
     // A profile that does not use it.
     let o = e.run(&["doctor", "-p", "demo"]);
     assert!(o.stdout.contains("[ok  ] DEEPSEEK_API_KEY: not set (profile `demo` does not use it)"), "{}", o.stdout);
+    Ok(())
 }
 
 #[test]
-fn sessions_newest_first_and_unique_prefixes() {
+fn sessions_newest_first_and_unique_prefixes() -> anyhow::Result<()> {
     let e = env();
     let sd = e.session_dir();
     let older = e.session(e.ws.path(), 0);
@@ -232,7 +247,7 @@ fn sessions_newest_first_and_unique_prefixes() {
     assert!(o.stdout.starts_with("id"), "{}", o.stdout);
     assert_eq!(ids, [newer.as_str(), older.as_str()], "newest first");
     let o = e.run(&["sessions", "list", "--json", "--session-dir", &sd]);
-    let v: serde_json::Value = ok(serde_json::from_str(&o.stdout));
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).context("parsing JSON")?;
     assert_eq!(v[0]["id"], newer.as_str());
 
     // A unique prefix works wherever an id is asked for.
@@ -246,7 +261,14 @@ fn sessions_newest_first_and_unique_prefixes() {
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--resume", prefix, "--session-dir", &sd]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains(&format!("session {older} ")), "resumed the full id: {}", o.stderr);
-    let turns = ok(e.store().load(&older)).events.iter().filter(|ev| matches!(ev.kind, EventKind::TurnEnd(_))).count();
+    let turns = e
+        .store()
+        .load(&older)
+        .context("loading the session")?
+        .events
+        .iter()
+        .filter(|ev| matches!(ev.kind, EventKind::TurnEnd(_)))
+        .count();
     assert_eq!(turns, 1, "the turn ran in the resumed session");
 
     // Ambiguous and unknown prefixes are refused, naming the problem.
@@ -260,29 +282,31 @@ fn sessions_newest_first_and_unique_prefixes() {
     let o = e.run(&["sessions", "show", "1999", "--session-dir", &sd]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("session `1999` not found"), "{}", o.stderr);
+    Ok(())
 }
 
 #[test]
-fn resume_from_another_workspace_is_refused() {
+fn resume_from_another_workspace_is_refused() -> anyhow::Result<()> {
     let e = env();
     let sd = e.session_dir();
     let id = e.session(e.ws.path(), 0);
-    let elsewhere = ok(tempfile::tempdir());
+    let elsewhere = tempfile::tempdir().context("creating a temp dir")?;
     let there = elsewhere.path().display().to_string();
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--resume", &id, "-w", &there, "--session-dir", &sd]);
     assert_eq!(o.code, 2, "{}", o.stderr);
-    let home = ok(std::fs::canonicalize(e.ws.path())).display().to_string();
+    let home = std::fs::canonicalize(e.ws.path()).context("canonicalizing the workspace")?.display().to_string();
     assert!(o.stderr.contains("belongs to workspace") && o.stderr.contains(&home), "{}", o.stderr);
-    let events = ok(e.store().load(&id)).events;
+    let events = e.store().load(&id).context("loading the session")?.events;
     assert_eq!(events.len(), 1, "nothing was appended");
     assert!(!elsewhere.path().join("SUMMARY.md").exists(), "no tool ran in the other workspace");
     // From its own workspace it resumes.
     let o = e.run(&["run", "Summarise.", "-p", "demo", "--resume", &id, "--session-dir", &sd]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    Ok(())
 }
 
 #[test]
-fn export_into_a_closed_pipe_is_quiet() {
+fn export_into_a_closed_pipe_is_quiet() -> anyhow::Result<()> {
     let e = env();
     let sd = e.session_dir();
     // ~2 MB of events: far more than a pipe holds.
@@ -290,22 +314,23 @@ fn export_into_a_closed_pipe_is_quiet() {
     for args in [vec!["sessions", "export", id.as_str()], vec!["sessions", "show", id.as_str()]] {
         let mut c = e.cmd(&args);
         c.args(["--session-dir", &sd]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = ok(c.spawn());
+        let mut child = c.spawn().context("spawning the command")?;
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let mut first = String::new();
-        ok(BufReader::new(stdout).read_line(&mut first));
+        BufReader::new(stdout).read_line(&mut first).context("reading a line")?;
         // The reader is gone (like `head -1`).
-        let out = ok(child.wait_with_output());
+        let out = child.wait_with_output().context("waiting for the process")?;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!first.is_empty(), "{args:?}: nothing was printed");
         assert!(!stderr.to_lowercase().contains("broken pipe"), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
+    Ok(())
 }
 
 #[test]
-fn config_errors_are_said_once_and_name_the_workspace() {
+fn config_errors_are_said_once_and_name_the_workspace() -> anyhow::Result<()> {
     let e = env();
     let missing = e.home.path().join("nope/profile.toml").display().to_string();
     let o = e.run(&["config", "dump", "-p", &missing]);
@@ -320,7 +345,7 @@ fn config_errors_are_said_once_and_name_the_workspace() {
     // A workspace that is not a directory (or cannot be listed) is reported
     // as the workspace, not as its `.wharf/config.toml`.
     let file = e.home.path().join("not-a-dir");
-    ok(std::fs::write(&file, "x"));
+    std::fs::write(&file, "x").context("writing the file")?;
     let f = file.display().to_string();
     let o = e.run(&["config", "dump", "-p", "demo", "-w", &f]);
     assert_eq!(o.code, 2);
@@ -331,13 +356,16 @@ fn config_errors_are_said_once_and_name_the_workspace() {
     if unsafe { libc::geteuid() } != 0 {
         use std::os::unix::fs::PermissionsExt;
         let locked = e.home.path().join("locked");
-        ok(std::fs::create_dir(&locked));
-        ok(std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)));
+        std::fs::create_dir(&locked).context("creating locked")?;
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000))
+            .context("setting the permissions of locked")?;
         let l = locked.display().to_string();
         let o = e.run(&["config", "dump", "-p", "demo", "-w", &l]);
-        ok(std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)));
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755))
+            .context("setting the permissions of locked")?;
         assert_eq!(o.code, 2);
         assert!(o.stderr.contains(&format!("workspace {l} is not readable")), "{}", o.stderr);
         assert!(!o.stderr.contains(".wharf"), "{}", o.stderr);
     }
+    Ok(())
 }

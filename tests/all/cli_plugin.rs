@@ -3,10 +3,12 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use serde_json::Value;
+use wharf_tests::plugins;
 
 fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = wharf_tests::wharf(home).args(args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+    let out = wharf_tests::wharf(home).args(args).output().expect("spawn wharf");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -15,16 +17,16 @@ fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 fn home() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+    tempfile::tempdir().expect("creating a temp dir")
 }
 
 #[test]
-fn inspect_reports_kinds_tools_and_version() {
+fn inspect_reports_kinds_tools_and_version() -> anyhow::Result<()> {
     let h = home();
-    let text = wharf_tests::plugin("text");
+    let text = wharf_tests::plugin(plugins::TEXT);
     let (code, out, err) = run(h.path(), &["plugin", "inspect", text.to_str().unwrap_or(""), "--json"]);
     assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: Value = serde_json::from_str(&out).with_context(|| format!("parsing JSON: {out}"))?;
     assert_eq!(v["kinds"], serde_json::json!(["tool"]));
     assert_eq!(v["wit"], "wharf:plugin@0.1.0");
     let tools = v["tools"].as_array().cloned().unwrap_or_default();
@@ -32,29 +34,30 @@ fn inspect_reports_kinds_tools_and_version() {
     assert_eq!(wc["mode"], "parallel");
     assert_eq!(wc["input_schema"]["type"], "object");
     assert!(v["requests"]["filesystem"].is_string());
+    Ok(())
 }
 
 #[test]
-fn call_prints_json_and_exit_codes() {
+fn call_prints_json_and_exit_codes() -> anyhow::Result<()> {
     let h = home();
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let file = ws.path().join("a.txt");
-    std::fs::write(&file, "one two three\nfour\n").unwrap_or_else(|e| panic!("{e}"));
-    let text = wharf_tests::plugin("text");
+    std::fs::write(&file, "one two three\nfour\n").context("writing the file")?;
+    let text = wharf_tests::plugin(plugins::TEXT);
     let text = text.to_str().unwrap_or("");
     let args = format!(r#"{{"path": "{}"}}"#, file.display());
     let dir = format!("{}:ro", ws.path().display());
 
     let (code, out, err) = run(h.path(), &["plugin", "call", text, "word_count", &args, "--allow-dir", &dir]);
     assert_eq!(code, 0, "{out} {err}");
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: Value = serde_json::from_str(out.trim()).with_context(|| format!("parsing JSON: {out}"))?;
     assert_eq!(v["is_error"], false);
     assert!(v["content"].as_str().unwrap_or("").contains('4'), "{out}");
 
     // Without the grant the same call fails inside the sandbox: exit 1.
     let (code, out, _) = run(h.path(), &["plugin", "call", text, "word_count", &args]);
     assert_eq!(code, 1, "{out}");
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: Value = serde_json::from_str(out.trim()).with_context(|| format!("parsing JSON: {out}"))?;
     assert_eq!(v["is_error"], true);
     assert!(v["error_code"].is_string());
 
@@ -69,19 +72,20 @@ fn call_prints_json_and_exit_codes() {
     let (code, _, err) = run(h.path(), &["plugin", "call", text, "no_such_tool", "{}"]);
     assert_eq!(code, 2);
     assert!(err.contains("no tool `no_such_tool`"), "{err}");
+    Ok(())
 }
 
 #[test]
-fn granted_env_var_is_visible_by_name_only() {
+fn granted_env_var_is_visible_by_name_only() -> anyhow::Result<()> {
     let h = home();
-    let evil = wharf_tests::plugin("evil");
+    let evil = wharf_tests::plugin(plugins::EVIL);
     let evil = evil.to_str().unwrap_or("");
     let args = r#"{"name": "SECRET_TOKEN"}"#;
     let out = wharf_tests::wharf(h.path())
         .env("SECRET_TOKEN", "s3cr3t")
         .args(["plugin", "call", evil, "read_env", args, "--allow-env", "SECRET_TOKEN"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf plugin call read_env")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("s3cr3t"));
@@ -89,10 +93,11 @@ fn granted_env_var_is_visible_by_name_only() {
         .env("SECRET_TOKEN", "s3cr3t")
         .args(["plugin", "call", evil, "read_env", args])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf plugin call read_env")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(!stdout.contains("s3cr3t"));
+    Ok(())
 }
 
 #[test]
@@ -101,9 +106,9 @@ fn malformed_components_get_one_line_errors() {
     let cases = [
         (wharf_tests::fixture("not-wasm.wasm"), "not a WebAssembly file"),
         (wharf_tests::fixture("core-module.wasm"), "core WebAssembly module, not a component"),
-        (wharf_tests::plugin("wrong-world"), "not a Wharf plugin"),
-        (wharf_tests::plugin("future-version"), "wharf:plugin@0.2.0"),
-        (wharf_tests::plugin("missing-import"), "acme:extra/thing"),
+        (wharf_tests::plugin(plugins::WRONG_WORLD), "not a Wharf plugin"),
+        (wharf_tests::plugin(plugins::FUTURE_VERSION), "wharf:plugin@0.2.0"),
+        (wharf_tests::plugin(plugins::MISSING_IMPORT), "acme:extra/thing"),
     ];
     for (file, needle) in cases {
         let f = file.to_str().unwrap_or("");

@@ -3,13 +3,15 @@
 //! tools through the host's pipeline. Profile and run helpers from policy.rs
 //! (every session log is checked with `wharf_core::invariants::check`).
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::policy::{Env, env, policy, toml_str};
+use wharf_tests::plugins;
 
 /// The `code` row, with `grant` (e.g. `tools = true`).
 fn code_row(grant: &str) -> String {
-    let _ = wharf_tests::plugin("code");
+    let _ = wharf_tests::plugin(plugins::CODE);
     policy("code", "code", "max_calls = 50", grant)
 }
 
@@ -76,12 +78,12 @@ fn run_programs(
 }
 
 #[test]
-fn a_program_reads_twenty_files_in_parallel_in_one_model_step() {
+fn a_program_reads_twenty_files_in_parallel_in_one_model_step() -> anyhow::Result<()> {
     let env = env();
-    std::fs::create_dir_all(env.path("data")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.path("data")).context("creating data")?;
     for i in 0..20 {
         let body = if i % 3 == 0 { format!("file {i} has the needle\n") } else { format!("file {i}\n") };
-        std::fs::write(env.path(&format!("data/f{i:02}.txt")), body).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(env.path(&format!("data/f{i:02}.txt")), body).context("writing data/f{i:02}.txt")?;
     }
     let program = r#"
 const listing = await tools.glob({pattern: "data/*.txt"});
@@ -121,6 +123,7 @@ return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")
     }
     // The model saw the program's output, not the inner results.
     assert!(run.last_text().contains(r#""with_needle":7"#), "{}", run.dump());
+    Ok(())
 }
 
 #[test]
@@ -261,7 +264,7 @@ fn python_is_refused_with_the_supported_languages_and_the_session_goes_on() {
 }
 
 #[test]
-fn a_batch_with_exclusive_tools_keeps_the_barriers_and_the_program_order() {
+fn a_batch_with_exclusive_tools_keeps_the_barriers_and_the_program_order() -> anyhow::Result<()> {
     let env = env();
     // write and edit are `exclusive` in `fs`; read, glob and the MCP tool
     // are `parallel`. One Promise.all, so one batch of 7.
@@ -284,7 +287,7 @@ return r.map(x => String(x).slice(0, 80));
     let r = code_results(&run);
     let content = r[0]["content"].as_str().unwrap_or_default();
     let json = content.rsplit_once("result: ").map(|(_, j)| j).unwrap_or_else(|| panic!("{}", run.dump()));
-    let values: Vec<String> = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {content}"));
+    let values: Vec<String> = serde_json::from_str(json).with_context(|| format!("parsing JSON: {content}"))?;
     // Results in program order; each read saw the file as the exclusive
     // calls before it in the batch left it, none after.
     assert_eq!(values.len(), 7, "{values:?}");
@@ -335,6 +338,7 @@ return r.map(x => String(x).slice(0, 80));
     let slow = run.events.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "mcp__fx__slow");
     let slow_ms = slow.and_then(|e| e["data"]["duration_ms"].as_u64()).unwrap_or_default();
     assert!(slow_ms >= 400, "{}", run.dump());
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -355,10 +359,6 @@ use crate::policy::{Run, session_id};
 const KEY_ENV: &str = "WHARF_TEST_CODE_KEY";
 const KEY: &str = "sk-code-mode-test";
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
-
 /// The `fs` row, then `rows`, with `[agent] adapter = ADAPTER`.
 fn profile_text(adapter: &str, rows: &str) -> String {
     format!(
@@ -371,13 +371,13 @@ fn profile_text(adapter: &str, rows: &str) -> String {
 fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
     let dir = env.sessions.parent().map(Path::to_path_buf).unwrap_or_else(|| env.sessions.clone());
     let path = dir.join(format!("{name}.toml"));
-    ok(std::fs::write(&path, text));
+    std::fs::write(&path, text).expect("writing the file");
     path
 }
 
 /// The DeepSeek adapter row pointing at `mock`.
 fn deepseek_row(mock: &MockLlm) -> String {
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     format!(
         "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
          base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\nidle_timeout_ms = 5000\n\
@@ -395,7 +395,14 @@ fn mcp_row() -> String {
 
 /// `wharf run TASK --output jsonl` as a command (not started).
 fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command {
-    for p in ["fs", "llm-scripted", "policy-rules", "policy-fixed", "code", "subagent"] {
+    for p in [
+        plugins::FS,
+        plugins::LLM_SCRIPTED,
+        plugins::POLICY_RULES,
+        plugins::POLICY_FIXED,
+        plugins::CODE,
+        plugins::SUBAGENT,
+    ] {
         let _ = wharf_tests::plugin(p);
     }
     let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -424,7 +431,7 @@ fn parse_events(stdout: &str) -> Vec<Value> {
 
 /// The stored log of session `id`, checked against the invariants.
 fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
-    let log = ok(wharf_core::Store::new(&env.sessions).load(id));
+    let log = wharf_core::Store::new(&env.sessions).load(id).expect("loading the session");
     if let Err(e) = wharf_core::invariants::check(&log.events) {
         panic!("session log breaks an invariant: {e}");
     }
@@ -433,7 +440,7 @@ fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
 
 /// Runs `wharf run` to its end; the stored log is checked.
 fn run_to_end(env: &Env, profile: &Path, extra: &[&str]) -> Run {
-    let out = ok(run_command(env, profile, "do the task", extra).output());
+    let out = run_command(env, profile, "do the task", extra).output().expect("running wharf run");
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         events: parse_events(&String::from_utf8_lossy(&out.stdout)),
@@ -454,8 +461,9 @@ fn stream(fields: Value) -> Value {
 }
 
 fn mock(replies: Vec<Value>) -> MockLlm {
-    let script: Script = ok(serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": replies})));
-    ok(MockLlm::start_background(script))
+    let script: Script =
+        serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": replies})).expect("parsing JSON");
+    MockLlm::start_background(script).expect("starting the mock LLM")
 }
 
 /// A mock reply calling `run_code` with `code`.
@@ -479,10 +487,10 @@ return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")
 "#;
 
 fn twenty_files(env: &Env) {
-    ok(std::fs::create_dir_all(env.path("data")));
+    std::fs::create_dir_all(env.path("data")).expect("creating data");
     for i in 0..20 {
         let body = if i % 3 == 0 { format!("file {i} has the needle\n") } else { format!("file {i}\n") };
-        ok(std::fs::write(env.path(&format!("data/f{i:02}.txt")), body));
+        std::fs::write(env.path(&format!("data/f{i:02}.txt")), body).expect("writing data/f{i:02}.txt");
     }
 }
 
@@ -574,7 +582,7 @@ return {echoed, sum, refused};
 }
 
 #[test]
-fn adversarial_programs_reach_nothing_around_the_pipeline() {
+fn adversarial_programs_reach_nothing_around_the_pipeline() -> anyhow::Result<()> {
     let env = env();
     let globals = r#"
 const probe = {};
@@ -621,12 +629,12 @@ return {real: real.includes("A sample project"), again: again.includes("A sample
     assert_eq!(run.code, 0, "{}", run.dump());
     let r = code_results(&run);
     assert_eq!(r.len(), 4, "{}", run.dump());
-    let value = |i: usize| -> Value {
+    let value = |i: usize| -> anyhow::Result<Value> {
         let c = r[i]["content"].as_str().unwrap_or_default();
-        let json = c.rsplit_once("result: ").map(|(_, j)| j).unwrap_or_else(|| panic!("no result in {c}"));
-        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {c}"))
+        let json = c.rsplit_once("result: ").map(|(_, j)| j).with_context(|| format!("no result in {c}"))?;
+        serde_json::from_str(json).with_context(|| format!("the result is not JSON: {c}"))
     };
-    let g = value(0);
+    let g = value(0)?;
     for (name, ty) in g["probe"].as_object().cloned().unwrap_or_default() {
         assert_eq!(ty, "undefined", "`{name}` is reachable: {g}");
     }
@@ -634,7 +642,7 @@ return {real: real.includes("A sample project"), again: again.includes("A sample
     assert_eq!(g["imported2"], "refused", "{g}");
     assert_eq!(g["viaFunction"], "undefined", "{g}");
 
-    let a = value(1);
+    let a = value(1)?;
     for key in ["write:pwned.txt", "run_code:", "bash:", "read:/etc/passwd", "read:../../../../etc/passwd", "direct"] {
         let v = a[key].as_str().unwrap_or_default();
         assert!(!v.is_empty() && !v.starts_with("ran"), "{key}: {a}");
@@ -649,7 +657,7 @@ return {real: real.includes("A sample project"), again: again.includes("A sample
         assert_eq!(res["data"]["is_error"], true, "{res}");
     }
 
-    let f = value(2);
+    let f = value(2)?;
     assert_eq!(f["real"], true, "{f}");
     assert_eq!(f["again"], true, "{f}");
     assert_eq!(f["tamper"], json!([]), "sloppy-mode writes fail silently: {f}");
@@ -662,6 +670,7 @@ return {real: real.includes("A sample project"), again: again.includes("A sample
         assert_eq!(res["data"]["plugin"], "fs", "{res}");
     }
     assert!(r[3]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[3]);
+    Ok(())
 }
 
 #[test]
@@ -710,7 +719,11 @@ fn spawn_streamed(
     task: &str,
     extra: &[&str],
 ) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = ok(run_command(env, profile, task, extra).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn());
+    let mut child = run_command(env, profile, task, extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning wharf run");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = mpsc::channel::<String>();
     std::thread::spawn(move || {
@@ -755,15 +768,17 @@ fn slow_profile(env: &Env, name: &str) -> PathBuf {
 }
 
 #[test]
-fn sigint_mid_program_stops_it_and_its_inner_calls() {
+fn sigint_mid_program_stops_it_and_its_inner_calls() -> anyhow::Result<()> {
     let env = env();
     let profile = slow_profile(&env, "sigint");
     let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
     let mut lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
     std::thread::sleep(Duration::from_millis(500));
-    assert!(ok(Command::new("kill").args(["-INT", &child.id().to_string()]).status()).success());
+    assert!(
+        Command::new("kill").args(["-INT", &child.id().to_string()]).status().context("running kill -INT")?.success()
+    );
     let t0 = Instant::now();
-    let status = ok(child.wait());
+    let status = child.wait().context("waiting for the process")?;
     assert!(t0.elapsed() < Duration::from_secs(15), "wharf did not stop promptly after SIGINT");
     lines.extend(rx.iter());
     let events = parse_events(&lines.join("\n"));
@@ -797,33 +812,36 @@ fn sigint_mid_program_stops_it_and_its_inner_calls() {
     if !id.is_empty() {
         let _ = stored(&env, &id);
     }
+    Ok(())
 }
 
 #[test]
-fn resume_after_kill_9_during_a_program_repairs_the_log() {
+fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> {
     let env = env();
     let profile = slow_profile(&env, "kill9");
     let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
     let lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
     std::thread::sleep(Duration::from_millis(300));
-    ok(child.kill());
-    let _ = ok(child.wait());
+    child.kill().context("killing the child")?;
+    let _ = child.wait().context("waiting for the process")?;
     let id = parse_events(&lines.join("\n"))
         .iter()
         .find(|e| e["type"] == "session/start")
         .and_then(|e| e["data"]["id"].as_str().map(str::to_string))
         .unwrap_or_else(|| {
-            let entries = ok(std::fs::read_dir(&env.sessions));
+            let entries = std::fs::read_dir(&env.sessions).expect("listing the sessions");
             entries
                 .flatten()
                 .find_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(str::to_string))
                 .unwrap_or_else(|| panic!("no session file"))
         });
     // The crashed log is a valid prefix: the program's call open.
-    let crashed = ok(wharf_core::Store::new(&env.sessions).load(&id));
-    ok(wharf_core::invariants::check_prefix(&crashed.events));
+    let crashed = wharf_core::Store::new(&env.sessions).load(&id).context("loading the session")?;
+    wharf_core::invariants::check_prefix(&crashed.events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the log prefix's invariants")?;
 
-    let out = ok(run_command(&env, &profile, "again", &["--resume", &id]).output());
+    let out = run_command(&env, &profile, "again", &["--resume", &id]).output().context("running wharf run")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let events = stored(&env, &id);
@@ -857,10 +875,11 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() {
     // The resumed turn ran and the model saw the interrupted result.
     let end = values.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "completed", "{values:#?}");
+    Ok(())
 }
 
 #[test]
-fn an_inner_call_asks_for_approval_in_chat() {
+fn an_inner_call_asks_for_approval_in_chat() -> anyhow::Result<()> {
     let env = env();
     let program = r#"
 const a = await tools.write({path: "approved.txt", content: "yes"});
@@ -899,7 +918,7 @@ return {a, b};
     assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
     assert!(!env.path("rejected.txt").exists());
     let store = wharf_core::Store::new(&env.sessions);
-    let list = ok(store.list());
+    let list = store.list().context("listing the sessions")?;
     let id = list.last().map(|s| s.id.clone()).unwrap_or_default();
     let values: Vec<Value> = stored(&env, &id).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
     let inner: Vec<&Value> =
@@ -911,6 +930,7 @@ return {a, b};
     let code = values.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "run_code").cloned();
     let content = code.as_ref().and_then(|c| c["data"]["content"].as_str()).unwrap_or_default().to_string();
     assert!(content.contains(r#""b":"APPROVAL_REJECTED""#), "{content}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -927,7 +947,7 @@ struct Acp {
 
 impl Acp {
     fn spawn(env: &Env, profile: &Path) -> Self {
-        for p in ["fs", "llm-scripted", "policy-fixed", "code"] {
+        for p in [plugins::FS, plugins::LLM_SCRIPTED, plugins::POLICY_FIXED, plugins::CODE] {
             let _ = wharf_tests::plugin(p);
         }
         let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -938,7 +958,7 @@ impl Acp {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut child = ok(cmd.spawn());
+        let mut child = cmd.spawn().expect("spawning the command");
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -957,8 +977,8 @@ impl Acp {
     fn send(&mut self, v: Value) {
         use std::io::Write as _;
         let stdin = self.stdin.as_mut().unwrap_or_else(|| panic!("stdin closed"));
-        ok(writeln!(stdin, "{v}"));
-        ok(stdin.flush());
+        writeln!(stdin, "{v}").expect("writing to wharf mcp serve");
+        stdin.flush().expect("writing to wharf mcp serve");
     }
 
     fn request(&mut self, method: &str, params: Value) -> i64 {
@@ -1004,7 +1024,7 @@ impl Drop for Acp {
 /// The stored log of `id` as JSON values (read while the session is live:
 /// a prefix, checked as one).
 fn live_log(env: &Env, id: &str) -> Vec<Value> {
-    let log = ok(wharf_core::Store::new(&env.sessions).load(id));
+    let log = wharf_core::Store::new(&env.sessions).load(id).expect("loading the session");
     if let Err(e) = wharf_core::invariants::check_prefix(&log.events) {
         panic!("session log breaks an invariant: {e}");
     }
@@ -1012,7 +1032,7 @@ fn live_log(env: &Env, id: &str) -> Vec<Value> {
 }
 
 #[test]
-fn acp_cancel_stops_a_program_and_an_inner_call_asks_for_approval() {
+fn acp_cancel_stops_a_program_and_an_inner_call_asks_for_approval() -> anyhow::Result<()> {
     let env = env();
     let write = r#"
 const w = await tools.write({path: "approved.txt", content: "yes"});
@@ -1033,7 +1053,7 @@ return w.slice(0, 60);
         json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test-client", "version": "1"}}),
     );
     c.result(init);
-    let cwd = ok(std::fs::canonicalize(env.path(""))).display().to_string();
+    let cwd = std::fs::canonicalize(env.path("")).context("canonicalizing the workspace")?.display().to_string();
     let new = c.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
     let sid = c.result(new)["sessionId"].as_str().unwrap_or_else(|| panic!("no sessionId")).to_string();
 
@@ -1109,6 +1129,7 @@ return w.slice(0, 60);
     assert!(reported, "{c_updates:#?}");
     let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
     assert_eq!(ends, [&json!("cancelled"), &json!("completed")], "{log:#?}");
+    Ok(())
 }
 
 /// The shipped `code` profile under `wharf run` (headless: `ask` runs as
@@ -1116,9 +1137,9 @@ return w.slice(0, 60);
 /// program makes still meets the permissions policy — the read runs, the
 /// write outside the workspace is refused (`auto` asks; nobody can answer).
 #[test]
-fn the_shipped_code_profile_runs_run_code_headless_and_inner_calls_meet_the_policy() {
+fn the_shipped_code_profile_runs_run_code_headless_and_inner_calls_meet_the_policy() -> anyhow::Result<()> {
     let env = env();
-    ok(std::fs::write(env.path("notes.txt"), "the needle is here\n"));
+    std::fs::write(env.path("notes.txt"), "the needle is here\n").context("writing notes.txt")?;
     let outside = env.sessions.parent().map(|p| p.join("outside.txt")).unwrap_or_default();
     let program = format!(
         r#"
@@ -1130,34 +1151,35 @@ return {{found: text.includes("needle"), denied}};
 "#,
         json!(outside.display().to_string())
     );
-    let script: Script = ok(serde_json::from_value(json!({
+    let script: Script = serde_json::from_value(json!({
         "checks": {"api_key": KEY},
         "replies": [
             run_code_reply("call_code", &program),
             stream(json!({"text": "Read it; the write was refused."})),
         ],
-    })));
-    let mock = ok(MockLlm::start_background(script));
+    }))
+    .context("parsing JSON")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
     for p in [
-        "fs",
-        "text",
-        "shell",
-        "web",
-        "todo",
-        "skills",
-        "context",
-        "compaction",
-        "subagent",
-        "policy-rules",
-        "llm-deepseek",
-        "code",
+        plugins::FS,
+        plugins::TEXT,
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::SUBAGENT,
+        plugins::POLICY_RULES,
+        plugins::LLM_DEEPSEEK,
+        plugins::CODE,
     ] {
         let _ = wharf_tests::plugin(p);
     }
     let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
     let ws = env.path("");
     let port = mock.addr().port();
-    let out = ok(wharf_tests::wharf(&home)
+    let out = wharf_tests::wharf(&home)
         .current_dir(&ws)
         .env("DEEPSEEK_API_KEY", KEY)
         .args([
@@ -1177,7 +1199,8 @@ return {{found: text.includes("needle"), denied}};
             "-c",
             &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
         ])
-        .output());
+        .output()
+        .context("running wharf run Find the needle.")?;
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         events: parse_events(&String::from_utf8_lossy(&out.stdout)),
@@ -1205,6 +1228,7 @@ return {{found: text.includes("needle"), denied}};
     assert_eq!(run.one("policy/decision", &id_of(0))["data"]["verdict"], "allow");
     assert_eq!(run.one("policy/decision", &id_of(1))["data"]["verdict"], "ask", "{}", run.dump());
     assert!(!outside.exists(), "the denied write ran");
+    Ok(())
 }
 
 /// Deep recursion is the program's error, with its message and position,

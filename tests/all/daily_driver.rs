@@ -7,10 +7,12 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
 
 use crate::chat::Pty;
+use wharf_tests::plugins;
 
 struct World {
     home: tempfile::TempDir,
@@ -21,13 +23,13 @@ struct World {
 }
 
 fn world(replies: Vec<Value>) -> World {
-    let script: Script = serde_json::from_value(json!({ "replies": replies })).unwrap_or_else(|e| panic!("{e}"));
-    let mock = MockLlm::start_background(script).unwrap_or_else(|e| panic!("{e}"));
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let script: Script = serde_json::from_value(json!({ "replies": replies })).expect("parsing JSON");
+    let mock = MockLlm::start_background(script).expect("starting the mock LLM");
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nThe magic word is heliotrope.\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    for p in ["llm-deepseek", "fs"] {
+        .expect("writing README.md");
+    for p in [plugins::LLM_DEEPSEEK, plugins::FS] {
         let _ = wharf_tests::plugin(p);
     }
     let port = mock.addr().port();
@@ -59,7 +61,7 @@ timeout_ms = 20000
         url = mock.url()
     );
     let profile = home.path().join("profile.toml");
-    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text).expect("writing profile");
     let sessions = home.path().join("sessions");
     World { home, ws, sessions, profile, mock }
 }
@@ -84,13 +86,13 @@ impl World {
 
     fn sessions(&self) -> Vec<String> {
         let store = wharf_core::Store::new(&self.sessions);
-        store.list().unwrap_or_else(|e| panic!("{e}")).into_iter().map(|s| s.id).collect()
+        store.list().expect("listing the sessions").into_iter().map(|s| s.id).collect()
     }
 
     fn events(&self, id: &str) -> Vec<Value> {
         let store = wharf_core::Store::new(&self.sessions);
-        let loaded = store.load(id).unwrap_or_else(|e| panic!("{e}"));
-        wharf_core::invariants::check(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = store.load(id).expect("loading the session");
+        wharf_core::invariants::check(&loaded.events).expect("checking the log's invariants");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
     }
 
@@ -154,9 +156,9 @@ fn model_switch_in_chat_reaches_the_next_request_and_continue_reopens_the_sessio
 }
 
 #[test]
-fn resume_picker_offers_this_workspaces_sessions() {
+fn resume_picker_offers_this_workspaces_sessions() -> anyhow::Result<()> {
     let w = world(vec![reply("one"), reply("two")]);
-    let out = w.command(&["run", "the first task", "--no-watch"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = w.command(&["run", "the first task", "--no-watch"]).output().context("running wharf run")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let first = w.sessions();
     let mut t = w.chat(&[]);
@@ -177,12 +179,13 @@ fn resume_picker_offers_this_workspaces_sessions() {
     let last = w.mock.requests().pop().unwrap_or_else(|| panic!("no request"));
     assert!(last.raw_body.contains("the first task"), "{}", last.raw_body);
     w.mock.assert_no_violations();
+    Ok(())
 }
 
 #[test]
-fn at_path_attachment_in_run_is_a_valid_request_with_the_file() {
+fn at_path_attachment_in_run_is_a_valid_request_with_the_file() -> anyhow::Result<()> {
     let w = world(vec![reply("It says heliotrope.")]);
-    let out = w.command(&["run", "what does @README.md say?", "--no-watch"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = w.command(&["run", "what does @README.md say?", "--no-watch"]).output().context("running wharf run")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     w.mock.assert_no_violations();
     let reqs = w.mock.requests();
@@ -193,4 +196,5 @@ fn at_path_attachment_in_run_is_a_valid_request_with_the_file() {
     let reads: Vec<&Value> =
         events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["name"] == "read").collect();
     assert_eq!(reads.len(), 1, "{reads:?}");
+    Ok(())
 }

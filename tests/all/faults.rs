@@ -20,13 +20,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 use wharf_mock_llm::{MockLlm, Script};
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use wharf_tests::plugins;
 
 /// splitmix64: a seeded generator, so a failing run can be replayed.
 struct Rng(u64);
@@ -80,9 +78,9 @@ struct World {
 
 impl World {
     fn new() -> Self {
-        let home = ok(tempfile::tempdir());
-        let ws = ok(tempfile::tempdir());
-        ok(std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n"));
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
+        std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
         let profile = home.path().join("slow.toml");
         let text = format!(
             r#"
@@ -104,10 +102,10 @@ model = "scripted-test"
 {SLOW_SCRIPT}
 "#
         );
-        ok(std::fs::write(&profile, text));
+        std::fs::write(&profile, text).expect("writing profile");
         // Built components must exist before the binary resolves ${plugin_dir}.
-        let _ = wharf_tests::plugin("fs");
-        let _ = wharf_tests::plugin("llm-scripted");
+        let _ = wharf_tests::plugin(plugins::FS);
+        let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
         Self { home, ws, profile }
     }
 
@@ -131,12 +129,16 @@ model = "scripted-test"
     }
 
     fn show(&self, dir: &Path, id: &str) -> Output {
-        ok(self.wharf().args(["sessions", "show", id, "--session-dir"]).arg(dir).output())
+        self.wharf()
+            .args(["sessions", "show", id, "--session-dir"])
+            .arg(dir)
+            .output()
+            .expect("running wharf sessions show")
     }
 
     /// A completed session in `dir`: its id.
     fn completed_session(&self, dir: &Path) -> String {
-        let out = ok(self.run_cmd(dir, "go", None).output());
+        let out = self.run_cmd(dir, "go", None).output().expect("running wharf");
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         only_session(dir)
     }
@@ -144,7 +146,8 @@ model = "scripted-test"
 
 /// The id of the single session in `dir`.
 fn only_session(dir: &Path) -> String {
-    let ids: Vec<String> = ok(std::fs::read_dir(dir))
+    let ids: Vec<String> = std::fs::read_dir(dir)
+        .expect("listing the session directory")
         .flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(str::to_string))
         .collect();
@@ -157,7 +160,7 @@ fn log_path(dir: &Path, id: &str) -> PathBuf {
 }
 
 fn load(dir: &Path, id: &str) -> wharf_core::store::LoadedSession {
-    ok(wharf_core::Store::new(dir).load(id))
+    wharf_core::Store::new(dir).load(id).expect("loading the session")
 }
 
 fn count(events: &[Event], type_name: &str) -> usize {
@@ -217,7 +220,7 @@ struct KillStats {
 }
 
 #[test]
-fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
+fn kill_9_at_random_moments_then_every_log_loads_and_resumes() -> anyhow::Result<()> {
     let kills = env_u64("WHARF_FAULT_KILLS").unwrap_or(8) as usize;
     let seed = env_u64("WHARF_FAULT_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
@@ -245,11 +248,12 @@ fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
         let start_lines = resume_id.as_ref().map(|id| lines_in(&log_path(&dir, id))).unwrap_or(0) as u64;
         let target = start_lines + 1 + rng.below(turn_lines + 2);
         let extra_ms = rng.below(20);
-        let mut child = ok(w
+        let mut child = w
             .run_cmd(&dir, if resume_id.is_some() { "again" } else { "go" }, resume_id.as_deref())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .spawn());
+            .spawn()
+            .context("spawning wharf run")?;
         // Wait for the target line count (or the end of the run), then kill.
         let t0 = Instant::now();
         let mut id = resume_id.clone();
@@ -274,9 +278,9 @@ fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
             std::thread::sleep(Duration::from_millis(2));
         };
         if !finished {
-            ok(child.kill());
+            child.kill().context("killing the child")?;
         }
-        let status = ok(child.wait());
+        let status = child.wait().context("waiting for the process")?;
         let mut stderr = String::new();
         if let Some(mut e) = child.stderr.take() {
             let _ = e.read_to_string(&mut stderr);
@@ -294,9 +298,11 @@ fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
         // The log loads as it is, satisfies the invariants of a live log,
         // and `sessions show` reads it.
         let path = log_path(&dir, &id);
-        let before = ok(std::fs::read(&path));
+        let before = std::fs::read(&path).context("reading the file")?;
         let crashed = load(&dir, &id);
-        wharf_core::invariants::check_prefix(&crashed.events).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        wharf_core::invariants::check_prefix(&crashed.events)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("checking the log prefix's invariants: {ctx}"))?;
         let show = w.show(&dir, &id);
         assert_eq!(show.status.code(), Some(0), "{ctx}: {}", String::from_utf8_lossy(&show.stderr));
         let open = count(&crashed.events, "turn/start") > count(&crashed.events, "turn/end");
@@ -312,14 +318,16 @@ fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
 
         // Resume: history is only appended to; an open turn is closed with
         // `interrupted` before the new one starts; the new turn completes.
-        let out = ok(w.run_cmd(&dir, "continue", Some(&id)).output());
+        let out = w.run_cmd(&dir, "continue", Some(&id)).output().context("running wharf run")?;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{ctx}: resume failed: {err}");
-        let after = ok(std::fs::read(&path));
+        let after = std::fs::read(&path).context("reading the file")?;
         assert!(after.starts_with(&before), "{ctx}: resume rewrote history");
         let resumed = load(&dir, &id);
         assert!(resumed.warnings.is_empty() || !crashed.warnings.is_empty(), "{ctx}: {:?}", resumed.warnings);
-        wharf_core::invariants::check(&resumed.events).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        wharf_core::invariants::check(&resumed.events)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("checking the log's invariants: {ctx}"))?;
         let added = &resumed.events[crashed.events.len()..];
         let first_start = added.iter().position(|e| e.type_name() == "turn/start").unwrap_or(added.len());
         let repaired: Vec<String> = added[..first_start].iter().filter_map(end_reason).collect();
@@ -346,6 +354,7 @@ fn kill_9_at_random_moments_then_every_log_loads_and_resumes() {
     if kills >= 4 {
         assert!(stats.mid_turn > 0, "no kill landed inside a turn (seed {seed}): {stats:?}");
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -369,56 +378,63 @@ fn limit_file_size(cmd: &mut Command, bytes: u64) {
 }
 
 #[test]
-fn file_size_limit_mid_turn_is_a_clear_error_and_the_log_survives() {
+fn file_size_limit_mid_turn_is_a_clear_error_and_the_log_survives() -> anyhow::Result<()> {
     let w = World::new();
     let dir = w.home.path().join("sessions");
     let id = w.completed_session(&dir);
     let path = log_path(&dir, &id);
-    let before = ok(std::fs::read(&path));
+    let before = std::fs::read(&path).context("reading the file")?;
     let before_events = load(&dir, &id).events.len();
 
     // Room for a few events of the next turn, not for all of them.
     let limit = before.len() as u64 + 1200;
     let mut cmd = w.run_cmd(&dir, "again", Some(&id));
     limit_file_size(&mut cmd, limit);
-    let out = ok(cmd.output());
+    let out = cmd.output().context("running the command")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let line = assert_clear_error(&out, &stderr, &[&path.display().to_string(), "File too large"]);
     assert!(line.contains("appending event"), "{line}");
 
     // Nothing lost, nothing torn: the failed line was rolled back.
-    let after = ok(std::fs::read(&path));
+    let after = std::fs::read(&path).context("reading the file")?;
     assert!(after.starts_with(&before), "history was rewritten");
     assert!(after.len() as u64 <= limit);
     let loaded = load(&dir, &id);
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert!(loaded.events.len() > before_events, "the limit left no room for the new turn's first events");
-    wharf_core::invariants::check_prefix(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check_prefix(&loaded.events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the log prefix's invariants")?;
 
     // With room again, resume closes the cut turn and completes.
-    let out = ok(w.run_cmd(&dir, "continue", Some(&id)).output());
+    let out = w.run_cmd(&dir, "continue", Some(&id)).output().context("running wharf run")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let done = load(&dir, &id);
-    wharf_core::invariants::check(&done.events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&done.events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let reasons: Vec<String> = done.events.iter().filter_map(end_reason).collect();
     assert_eq!(reasons, ["completed", "interrupted", "completed"]);
+    Ok(())
 }
 
 #[test]
-fn file_size_limit_at_creation_leaves_no_headerless_log() {
+fn file_size_limit_at_creation_leaves_no_headerless_log() -> anyhow::Result<()> {
     let w = World::new();
     let dir = w.home.path().join("sessions");
-    ok(std::fs::create_dir_all(&dir));
+    std::fs::create_dir_all(&dir).context("creating the directory")?;
     let mut cmd = w.run_cmd(&dir, "go", None);
     // Less than the header line (at 0, instantiating the components fails first).
     limit_file_size(&mut cmd, 120);
-    let out = ok(cmd.output());
+    let out = cmd.output().context("running the command")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let line = assert_clear_error(&out, &stderr, &[&dir.display().to_string(), "File too large"]);
     assert!(line.contains(".jsonl"), "{line}");
-    let logs: Vec<_> =
-        ok(std::fs::read_dir(&dir)).flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jsonl")).collect();
+    let logs: Vec<_> = std::fs::read_dir(&dir)
+        .context("listing the session directory")?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     assert!(logs.is_empty(), "a session without a header was left behind: {logs:?}");
+    Ok(())
 }
 
 /// Runs `cmd` inside a private mount namespace after `setup` (a shell
@@ -476,18 +492,18 @@ fn mount_ns_available() -> bool {
 }
 
 #[test]
-fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() {
+fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() -> anyhow::Result<()> {
     if !mount_ns_available() {
-        return;
+        return Ok(());
     }
     let w = World::new();
     let dir = w.home.path().join("sessions");
     let id = w.completed_session(&dir);
-    let before = ok(std::fs::read(log_path(&dir, &id)));
+    let before = std::fs::read(log_path(&dir, &id)).context("reading the session log")?;
     // A 64 KiB tmpfs holding a copy of the log, filled to the brim; the run
     // appends into it until ENOSPC; the log is copied back afterwards.
     let mnt = w.home.path().join("full");
-    ok(std::fs::create_dir_all(&mnt));
+    std::fs::create_dir_all(&mnt).context("creating mnt")?;
     let setup = format!(
         "mount -t tmpfs -o size=64k tmpfs \"$1\"\ncp '{src}' \"$1\"/\n\
          dd if=/dev/zero of=\"$1/filler\" bs=1k 2>/dev/null || true",
@@ -495,33 +511,41 @@ fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() {
     );
     let mut cmd = in_mount_ns(&w.run_cmd(&mnt, "again", Some(&id)), &setup, &mnt);
     cmd.env("FAULT_AFTER", format!("cp \"{}\" '{}'", log_path(&mnt, &id).display(), dir.display()));
-    let out = ok(cmd.output());
+    let out = cmd.output().context("running the command")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_clear_error(&out, &stderr, &["disk full", &log_path(&mnt, &id).display().to_string()]);
 
-    let after = ok(std::fs::read(log_path(&dir, &id)));
+    let after = std::fs::read(log_path(&dir, &id)).context("reading the session log")?;
     assert!(after.starts_with(&before), "history was rewritten");
     let loaded = load(&dir, &id);
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    wharf_core::invariants::check_prefix(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
-    let out = ok(w.run_cmd(&dir, "continue", Some(&id)).output());
+    wharf_core::invariants::check_prefix(&loaded.events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the log prefix's invariants")?;
+    let out = w.run_cmd(&dir, "continue", Some(&id)).output().context("running wharf run")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    wharf_core::invariants::check(&load(&dir, &id).events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&load(&dir, &id).events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[test]
-fn read_only_session_dir_is_a_clear_error_and_changes_nothing() {
+fn read_only_session_dir_is_a_clear_error_and_changes_nothing() -> anyhow::Result<()> {
     if !mount_ns_available() {
-        return;
+        return Ok(());
     }
     let w = World::new();
     let dir = w.home.path().join("sessions");
     let id = w.completed_session(&dir);
     let path = log_path(&dir, &id);
-    let before = ok(std::fs::read(&path));
+    let before = std::fs::read(&path).context("reading the file")?;
     let files = |d: &Path| {
-        let mut v: Vec<String> =
-            ok(std::fs::read_dir(d)).flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .expect("listing the directory")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         v.sort();
         v
     };
@@ -529,22 +553,28 @@ fn read_only_session_dir_is_a_clear_error_and_changes_nothing() {
     let ro = "mount --bind \"$1\" \"$1\"\nmount -o remount,bind,ro \"$1\"";
 
     // Resuming: refused up front, naming the directory's file.
-    let out = ok(in_mount_ns(&w.run_cmd(&dir, "again", Some(&id)), ro, &dir).output());
+    let out = in_mount_ns(&w.run_cmd(&dir, "again", Some(&id)), ro, &dir)
+        .output()
+        .context("running wharf in a mount namespace")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_clear_error(&out, &stderr, &["read-only file system", &dir.display().to_string()]);
     // A new session: the same.
-    let out = ok(in_mount_ns(&w.run_cmd(&dir, "go", None), ro, &dir).output());
+    let out =
+        in_mount_ns(&w.run_cmd(&dir, "go", None), ro, &dir).output().context("running wharf in a mount namespace")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_clear_error(&out, &stderr, &["read-only file system", &dir.display().to_string()]);
     // Reading still works there.
     let mut show = w.wharf();
     show.args(["sessions", "show", &id, "--session-dir"]).arg(&dir);
-    let out = ok(in_mount_ns(&show, ro, &dir).output());
+    let out = in_mount_ns(&show, ro, &dir).output().context("running wharf in a mount namespace")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 
-    assert_eq!(ok(std::fs::read(&path)), before, "the log changed");
+    assert_eq!(std::fs::read(&path).context("reading the file")?, before, "the log changed");
     assert_eq!(files(&dir), listing, "files appeared or vanished");
-    wharf_core::invariants::check(&load(&dir, &id).events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&load(&dir, &id).events)
+        .map_err(anyhow::Error::msg)
+        .context("checking the log's invariants")?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -566,7 +596,7 @@ fn stream(fields: Value) -> Value {
 const RETRYABLE: &[&str] = &["RATE_LIMIT", "SERVER", "TRANSPORT", "TIMEOUT", "STREAM_CLOSED"];
 
 #[test]
-fn concurrent_sessions_under_mock_model_faults_end_consistently() {
+fn concurrent_sessions_under_mock_model_faults_end_consistently() -> anyhow::Result<()> {
     const SESSIONS: usize = 6;
     // Faults handed out in arrival order to whichever session asks next;
     // once used up, every request gets the default (a clean answer).
@@ -588,16 +618,17 @@ fn concurrent_sessions_under_mock_model_faults_end_consistently() {
         json!({"kind": "error", "status": 500, "retry_after": "0"}),
     ];
     let queued = replies.len();
-    let script: Script = ok(serde_json::from_value(json!({
+    let script: Script = serde_json::from_value(json!({
         "checks": {"api_key": KEY, "model": MODEL},
         "replies": replies,
         "default": stream(json!({"text": "All good.", "keepalive_every": 1})),
-    })));
-    let mock = ok(MockLlm::start_background(script));
+    }))
+    .context("parsing JSON")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
     let w = World::new();
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let profile = w.home.path().join("mock.toml");
-    ok(std::fs::write(
+    std::fs::write(
         &profile,
         format!(
             r#"
@@ -627,11 +658,12 @@ timeout_ms = 20000
             url = mock.url(),
             port = mock.addr().port(),
         ),
-    ));
+    )
+    .context("writing profile")?;
     let dir = w.home.path().join("sessions");
-    let children: Vec<_> = (0..SESSIONS)
+    let children = (0..SESSIONS)
         .map(|i| {
-            ok(w.wharf()
+            w.wharf()
                 .env(KEY_ENV, KEY)
                 .args(["run", &format!("task {i}"), "--no-watch", "--output", "jsonl", "--profile"])
                 .arg(&profile)
@@ -639,19 +671,19 @@ timeout_ms = 20000
                 .arg(&dir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                .spawn())
+                .spawn()
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()
+        .context("spawning wharf run")?;
     let mut attempts = 0;
     let mut outcomes = Vec::new();
     for child in children {
-        let out = ok(child.wait_with_output());
+        let out = child.wait_with_output().context("waiting for the process")?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(!stdout.contains(KEY) && !stderr.contains(KEY), "the key leaked");
-        let events: Vec<Value> =
-            stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l}: {e}"))).collect();
+        let events = wharf_tests::json_lines(&stdout)?;
         let id = events
             .iter()
             .find(|e| e["type"] == "session/start")
@@ -660,9 +692,12 @@ timeout_ms = 20000
             .to_string();
         // The stored log is what was streamed, and it is well formed.
         let log = load(&dir, &id).events;
-        let stored: Vec<Value> = log.iter().map(|e| ok(serde_json::to_value(e))).collect();
+        let stored =
+            log.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>().context("serializing the log")?;
         assert_eq!(stored, events, "{id}: stored log and streamed events differ");
-        wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("{id}: {e}"));
+        wharf_core::invariants::check(&log)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("checking the log's invariants: {id}"))?;
         // The exit status agrees with how the turn ended.
         let end = events.iter().rev().find(|e| e["type"] == "turn/end").map(|e| e["data"].clone());
         let end = end.unwrap_or_else(|| panic!("{id}: no turn/end\n{stderr}"));
@@ -703,6 +738,7 @@ timeout_ms = 20000
     // an error; the rest complete.
     assert!(outcomes.iter().any(|r| r == "completed"), "{outcomes:?}");
     eprintln!("faults: mock under load: {outcomes:?}, {attempts} requests");
+    Ok(())
 }
 
 /// Two `wharf serve` hosts on one PostgreSQL database (issue 17), the
@@ -714,17 +750,17 @@ timeout_ms = 20000
 /// session continues with a prompt through the survivor, every input is
 /// logged exactly once, and the log keeps the invariants with seqs 1..n.
 #[test]
-fn two_hosts_one_database_owner_killed_at_random_moments() {
+fn two_hosts_one_database_owner_killed_at_random_moments() -> anyhow::Result<()> {
     use super::fleet::{Fleet, checked_log, create, logged_inputs, shared_pg, wait_for};
     let test = "faults::two_hosts_one_database_owner_killed_at_random_moments";
-    let Some(pg) = shared_pg(test) else { return };
+    let Some(pg) = shared_pg(test) else { return Ok(()) };
     let kills = env_u64("WHARF_FAULT_KILLS").unwrap_or(8) as usize;
     let seed = env_u64("WHARF_FAULT_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
     });
     eprintln!("faults: two hosts, {kills} kills, seed {seed} (replay with WHARF_FAULT_SEED={seed})");
     let mut rng = Rng(seed);
-    let f = Fleet::new(ok(pg.database()), "");
+    let f = Fleet::new(pg.database().map_err(anyhow::Error::msg).context("creating a database")?, "");
     let args = ["--idle-timeout", "1"];
     let mut hosts = [f.host("h0", &args), f.host("h1", &args)];
     let store = f.store();
@@ -744,13 +780,13 @@ fn two_hosts_one_database_owner_killed_at_random_moments() {
         hosts[v].kill9();
         let survivor = format!(":{}", hosts[s].pid());
         wait_for(&format!("{ctx}: the takeover"), Duration::from_secs(30), || {
-            ok(store.lease(&id)).is_some_and(|l| l.holder.ends_with(&survivor))
+            store.lease(&id).expect("reading the lease").is_some_and(|l| l.holder.ends_with(&survivor))
         });
         let then = format!("after kill {k}");
         let (code, r) = hosts[s].call("POST", &format!("/api/sessions/{id}/followup"), Some(&json!({"text": then})));
         assert_eq!(code, 200, "{ctx}: {r}\n{}", hosts[s].stderr());
         wait_for(&format!("{ctx}: both inputs answered"), Duration::from_secs(30), || {
-            let events = ok(store.load(&id)).events;
+            let events = store.load(&id).expect("loading the session").events;
             let ends = events.iter().filter(|e| e.type_name() == "turn/end").count();
             let quiet = events.last().is_some_and(|e| e.type_name() == "turn/end");
             logged_inputs(&events, &then).0 == 1 && logged_inputs(&events, &first).0 == 1 && ends >= 2 && quiet
@@ -768,4 +804,5 @@ fn two_hosts_one_database_owner_killed_at_random_moments() {
         "faults: two hosts: {kills} kills, {interrupted} turns repaired as interrupted, {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
 }

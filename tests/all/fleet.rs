@@ -17,11 +17,13 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::{Event, EventKind, StopReason};
 use wharf_tests::pg::{PgServer, ServeHost};
 
 use super::web::{Sse, open_sse};
+use wharf_tests::plugins;
 
 /// Lease and renewal of the test hosts (short, so takeovers are quick).
 pub const LEASE_MS: u64 = 600;
@@ -66,10 +68,10 @@ pub struct Fleet {
 impl Fleet {
     /// On database `url`, with `extra` Wharf URL parameters.
     pub fn new(url: String, extra: &str) -> Fleet {
-        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(ws.path().join("README.md"), "# Fleet\n").unwrap_or_else(|e| panic!("{e}"));
-        let _ = wharf_tests::plugin("evil");
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
+        std::fs::write(ws.path().join("README.md"), "# Fleet\n").expect("writing README.md");
+        let _ = wharf_tests::plugin(plugins::EVIL);
         let store = format!("{url}?wharf_lease_ms={LEASE_MS}&wharf_renew_ms={RENEW_MS}{extra}");
         let text = format!(
             r#"
@@ -93,19 +95,19 @@ chunk_size = 4
 {SCRIPT}"#
         );
         let profile = home.path().join("fleet.toml");
-        std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&profile, text).expect("writing profile");
         Fleet { home, ws, profile, url }
     }
 
     /// Starts host `name` (extra `wharf serve` arguments in `extra`).
     pub fn host(&self, name: &str, extra: &[&str]) -> ServeHost {
-        ServeHost::start(self.home.path(), self.ws.path(), &self.profile, name, extra).unwrap_or_else(|e| panic!("{e}"))
+        ServeHost::start(self.home.path(), self.ws.path(), &self.profile, name, extra).expect("starting wharf serve")
     }
 
     /// A store on the same database, for checks.
     pub fn store(&self) -> wharf_core::Store {
         let options = wharf_store_pg::PgOptions { holder: "test-reader".into(), ..Default::default() };
-        wharf_store_pg::store(&self.url, options).unwrap_or_else(|e| panic!("{e}"))
+        wharf_store_pg::store(&self.url, options).expect("opening the store")
     }
 }
 
@@ -166,10 +168,10 @@ pub fn create(host: &ServeHost, text: Option<&str>) -> String {
 /// The session's log, checked: seqs 1..n without gaps and the core log
 /// invariants.
 pub fn checked_log(store: &wharf_core::Store, id: &str) -> Vec<Event> {
-    let events = store.load(id).unwrap_or_else(|e| panic!("{e}")).events;
+    let events = store.load(id).expect("loading the session").events;
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seqs contiguous");
-    wharf_core::invariants::check(&events).unwrap_or_else(|v| panic!("invariants: {v:?}"));
+    wharf_core::invariants::check(&events).expect("checking the log's invariants");
     events
 }
 
@@ -196,11 +198,11 @@ pub fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
 }
 
 #[test]
-fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() {
+fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() -> anyhow::Result<()> {
     let Some(pg) = shared_pg("fleet::prompt_through_another_host_runs_on_the_owner_and_streams_everywhere") else {
-        return;
+        return Ok(());
     };
-    let f = Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "");
+    let f = Fleet::new(pg.database().map_err(anyhow::Error::msg).context("creating a database")?, "");
     let a = f.host("a", &[]);
     let b = f.host("b", &[]);
     let id = create(&a, None);
@@ -219,7 +221,7 @@ fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() {
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "streamed once each, in order");
     assert_eq!(logged_inputs(&log, "hello fleet"), (1, 1), "input logged exactly once");
     // It ran on A: A holds the lease, B never loaded it.
-    let lease = store.lease(&id).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no lease"));
+    let lease = store.lease(&id).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
     assert!(lease.holder.ends_with(&format!(":{}", a.pid())), "{lease:?}");
     assert_eq!(b.call("GET", &format!("/api/sessions/{id}"), None).1["live"], false);
     assert_eq!(a.call("GET", &format!("/api/sessions/{id}"), None).1["live"], true);
@@ -238,14 +240,15 @@ fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() {
     assert_eq!(logged_inputs(&log, "third"), (1, 1));
     assert_eq!(logged_inputs(&log, "fourth"), (1, 1));
     assert_eq!(log.iter().filter(|e| matches!(e.kind, EventKind::TurnEnd(_))).count(), 3);
+    Ok(())
 }
 
 #[test]
-fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() {
+fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Result<()> {
     let Some(pg) = shared_pg("fleet::kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over") else {
-        return;
+        return Ok(());
     };
-    let f = Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "");
+    let f = Fleet::new(pg.database().map_err(anyhow::Error::msg).context("creating a database")?, "");
     let mut a = f.host("a", &[]);
     let b = f.host("b", &[]);
     let id = create(&a, Some("slow: sleep in a tool"));
@@ -266,7 +269,7 @@ fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() {
     assert_eq!(aborted["data"]["error_code"], "INTERRUPTED", "{aborted}");
     streamed.extend(repair);
     let store = f.store();
-    let lease = store.lease(&id).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("no lease"));
+    let lease = store.lease(&id).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
     assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B holds it: {lease:?}");
     assert_eq!(lease.token, 2, "one takeover: {lease:?}");
     eprintln!("fleet: takeover {} ms after kill -9 (lease {LEASE_MS} ms)", took.as_millis());
@@ -281,24 +284,27 @@ fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() {
     assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "no event lost or repeated on B's stream");
     assert!(log.iter().any(|e| matches!(&e.kind, EventKind::TurnEnd(t) if t.reason == StopReason::Interrupted)));
     assert_eq!(logged_inputs(&log, "go on"), (1, 1));
+    Ok(())
 }
 
 #[test]
-fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
+fn database_restart_mid_turn_clear_errors_then_nothing_lost() -> anyhow::Result<()> {
     let test = "fleet::database_restart_mid_turn_clear_errors_then_nothing_lost";
     if wharf_tests::pg::bin_dir().is_none() {
         wharf_tests::skip(test, "PostgreSQL is not installed");
-        return;
+        return Ok(());
     }
-    let pg = PgServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let pg = PgServer::start().map_err(anyhow::Error::msg).context("starting postgres")?;
     // Reads give up after 1 s (a clear error); the writer retries for 30 s.
-    let f =
-        Fleet::new(pg.database().unwrap_or_else(|e| panic!("{e}")), "&wharf_read_retry_ms=1000&wharf_retry_ms=30000");
+    let f = Fleet::new(
+        pg.database().map_err(anyhow::Error::msg).context("creating a database")?,
+        "&wharf_read_retry_ms=1000&wharf_retry_ms=30000",
+    );
     let a = f.host("a", &[]);
     let id = create(&a, Some("restart: stream slowly"));
     let mut sse = events(&a, &format!("/api/sessions/{id}/events?from=1"));
     let mut streamed = read_until(&mut sse, "the first chunk", |v| is_type(v, "assistant/chunk"));
-    pg.stop().unwrap_or_else(|e| panic!("{e}"));
+    pg.stop().map_err(anyhow::Error::msg).context("stopping postgres")?;
     let down = Instant::now();
     // While it is down: a clear error, quickly.
     let (code, r) = a.call("GET", &format!("/api/sessions/{id}/history"), None);
@@ -309,7 +315,7 @@ fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
     assert_eq!(code, 503, "{r}");
     assert!(down.elapsed() < Duration::from_secs(10), "errors took {:?}", down.elapsed());
     std::thread::sleep(Duration::from_millis(2500u64.saturating_sub(down.elapsed().as_millis() as u64)));
-    pg.restart_after_stop().unwrap_or_else(|e| panic!("{e}"));
+    pg.restart_after_stop().map_err(anyhow::Error::msg).context("restarting postgres")?;
     // The turn waited for the database and completes.
     streamed.extend(read_until(&mut sse, "the turn's end", |v| is_type(v, "turn/end")));
     assert!(turn_end(streamed.last().unwrap_or(&Value::Null), "completed"), "{:?}", streamed.last());
@@ -324,6 +330,7 @@ fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
         2
     );
     assert!(a.stderr().contains("retrying"), "the host said it was retrying: {}", a.stderr());
+    Ok(())
 }
 
 /// The retry budget is per request, not per store operation: reopening an
@@ -331,16 +338,16 @@ fn database_restart_mid_turn_clear_errors_then_nothing_lost() {
 /// (look the session up, list, take the lease …), and the request still
 /// answers 503 after about one budget.
 #[test]
-fn a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation() {
+fn a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation() -> anyhow::Result<()> {
     let test = "fleet::a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation";
     if wharf_tests::pg::bin_dir().is_none() {
         wharf_tests::skip(test, "PostgreSQL is not installed");
-        return;
+        return Ok(());
     }
-    let pg = PgServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let pg = PgServer::start().map_err(anyhow::Error::msg).context("starting postgres")?;
     let budget = Duration::from_millis(1500);
     let f = Fleet::new(
-        pg.database().unwrap_or_else(|e| panic!("{e}")),
+        pg.database().map_err(anyhow::Error::msg).context("creating a database")?,
         &format!("&wharf_read_retry_ms={}", budget.as_millis()),
     );
     let a = f.host("a", &[]);
@@ -350,7 +357,7 @@ fn a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation()
     wait_for("the unload", Duration::from_secs(10), || {
         a.call("GET", &format!("/api/sessions/{id}"), None).1["live"] == false
     });
-    pg.stop().unwrap_or_else(|e| panic!("{e}"));
+    pg.stop().map_err(anyhow::Error::msg).context("stopping postgres")?;
     let asked = Instant::now();
     let (code, r) = a.call("POST", &format!("/api/sessions/{id}/resume"), None);
     let took = asked.elapsed();
@@ -358,4 +365,5 @@ fn a_request_while_the_database_is_down_waits_one_budget_not_one_per_operation()
     let msg = r["error"].as_str().unwrap_or_default();
     assert!(msg.contains("gave up after retrying"), "{msg}");
     assert!(took < budget * 2, "the request waited {took:?}, more than one budget ({budget:?}) and its slack");
+    Ok(())
 }

@@ -6,9 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use anyhow::Context;
 
 /// Not a test of its own: the child run by
 /// `a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci`. Does
@@ -21,11 +19,11 @@ fn skip_probe() {
 }
 
 #[test]
-fn a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci() {
-    let dir = ok(tempfile::tempdir());
+fn a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
     let file = dir.path().join("skips.txt");
-    let exe = ok(std::env::current_exe());
-    let probe = |ci: Option<&str>| {
+    let exe = std::env::current_exe().context("the test binary's path")?;
+    let probe = |ci: Option<&str>| -> anyhow::Result<std::process::Output> {
         let mut c = Command::new(&exe);
         // Captured output, as `cargo test` runs it.
         c.args(["fresh_machine::skip_probe", "--exact", "--test-threads", "2"])
@@ -35,21 +33,22 @@ fn a_skip_is_printed_past_the_capture_recorded_and_fails_under_ci() {
         if let Some(v) = ci {
             c.env("CI", v);
         }
-        ok(c.output())
+        c.output().context("running the test binary")
     };
     let line = "WHARF-SKIP fresh_machine::skip_probe: probe: nothing to test here";
-    let out = probe(None);
+    let out = probe(None)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "a skip alone is not a failure: {stderr}");
     assert!(stderr.lines().any(|l| l == line), "the skip line is not on stderr: {stderr}");
-    assert_eq!(ok(std::fs::read_to_string(&file)), format!("{line}\n"));
+    assert_eq!(std::fs::read_to_string(&file).context("reading the file")?, format!("{line}\n"));
     // An empty CI counts as unset; any value makes the skip a failure.
-    assert!(probe(Some("")).status.success());
-    let out = probe(Some("true"));
+    assert!(probe(Some(""))?.status.success());
+    let out = probe(Some("true"))?;
     assert!(!out.status.success(), "under CI a skip must fail the test");
     assert!(String::from_utf8_lossy(&out.stdout).contains("CI is set, so a skip is a failure"));
     // …and is still listed (three runs: three lines).
-    assert_eq!(ok(std::fs::read_to_string(&file)), format!("{line}\n").repeat(3));
+    assert_eq!(std::fs::read_to_string(&file).context("reading the file")?, format!("{line}\n").repeat(3));
+    Ok(())
 }
 
 fn on_path(name: &str) -> bool {
@@ -58,43 +57,46 @@ fn on_path(name: &str) -> bool {
 }
 
 fn copy(from: &Path, to: &Path) {
-    ok(std::fs::create_dir_all(to.parent().unwrap_or(to)));
-    ok(std::fs::copy(from, to));
+    std::fs::create_dir_all(to.parent().unwrap_or(to)).expect("creating the parent directory");
+    std::fs::copy(from, to).expect("copying the file");
 }
 
 #[test]
-fn building_a_js_plugin_never_rewrites_its_lockfile() {
+fn building_a_js_plugin_never_rewrites_its_lockfile() -> anyhow::Result<()> {
     if !on_path("npm") || !on_path("node") {
         wharf_tests::skip("fresh_machine::building_a_js_plugin_never_rewrites_its_lockfile", "npm or node is missing");
-        return;
+        return Ok(());
     }
     // The example with its SDK beside it (`"wharf-sdk": "file:../.."`), and
     // a lockfile that no longer matches the SDK's package.json exactly: what
     // `npm install` would rewrite.
     let root = wharf_tests::root();
-    let tmp = ok(tempfile::tempdir());
+    let tmp = tempfile::tempdir().context("creating a temp dir")?;
     let sdk = tmp.path().join("sdk/js");
     copy(&root.join("sdk/js/package.json"), &sdk.join("package.json"));
     let example = sdk.join("examples/json_diff");
     for f in ["package.json", "app.js"] {
         copy(&root.join("sdk/js/examples/json_diff").join(f), &example.join(f));
     }
-    let lock = ok(std::fs::read_to_string(root.join("sdk/js/examples/json_diff/package-lock.json")));
+    let lock = std::fs::read_to_string(root.join("sdk/js/examples/json_diff/package-lock.json"))
+        .context("reading sdk/js/examples/json_diff/package-lock.json")?;
     let stale: String = lock.lines().filter(|l| !l.contains("preview2-shim")).map(|l| format!("{l}\n")).collect();
-    ok(std::fs::write(example.join("package-lock.json"), &stale));
-    let out = ok(wharf_tests::wharf(tmp.path())
+    std::fs::write(example.join("package-lock.json"), &stale).context("writing package-lock.json")?;
+    let out = wharf_tests::wharf(tmp.path())
         .args(["plugin", "build"])
         .arg(&example)
         .arg("-o")
         .arg(tmp.path().join("json_diff.wasm"))
-        .output());
+        .output()
+        .context("running wharf plugin build")?;
     // The build itself may stop later for want of componentize-js; the npm
     // step ran either way.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(example.join("node_modules/wharf-sdk").exists(), "the dependencies were not installed: {stderr}");
     assert_eq!(
-        ok(std::fs::read_to_string(example.join("package-lock.json"))),
+        std::fs::read_to_string(example.join("package-lock.json")).context("reading package-lock.json")?,
         stale,
         "the build rewrote the lockfile: {stderr}"
     );
+    Ok(())
 }

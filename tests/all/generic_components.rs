@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 /// What a call should give: the tool's output (JSON) or a tool error whose
 /// message contains the text.
@@ -127,7 +129,7 @@ fn tool_names() -> Vec<&'static str> {
 }
 
 fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = wharf_tests::wharf(home).args(args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+    let out = wharf_tests::wharf(home).args(args).output().expect("spawn wharf");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -136,26 +138,26 @@ fn run(home: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 /// `wharf plugin call FILE TOOL ARGS`: (exit code, the printed outcome).
-pub(crate) fn call(home: &Path, file: &Path, tool: &str, args: &Value) -> (i32, Value) {
+pub(crate) fn call(home: &Path, file: &Path, tool: &str, args: &Value) -> anyhow::Result<(i32, Value)> {
     let (code, out, err) = run(home, &["plugin", "call", &file.display().to_string(), tool, &args.to_string()]);
-    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{tool} {args}: {e}: {out} {err}"));
-    (code, v)
+    let v: Value = serde_json::from_str(out.trim()).with_context(|| format!("{tool} {args}: not JSON: {out} {err}"))?;
+    Ok((code, v))
 }
 
 /// Calls every case of [`cases`] on `file` and checks each outcome.
-pub(crate) fn check_every_function(file: &Path) {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+pub(crate) fn check_every_function(file: &Path) -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let mut called = std::collections::BTreeSet::new();
     for (tool, args, expect) in cases() {
-        let (code, out) = call(home.path(), file, tool, &args);
+        let (code, out) = call(home.path(), file, tool, &args)?;
         called.insert(tool);
         match expect {
             Expect::Ok(want) => {
                 assert_eq!(code, 0, "{tool} {args}: {out}");
                 assert_eq!(out["is_error"], false, "{tool} {args}: {out}");
                 let content = out["content"].as_str().unwrap_or_else(|| panic!("{tool}: no content: {out}"));
-                let got: Value = serde_json::from_str(content)
-                    .unwrap_or_else(|e| panic!("{tool}: content is not JSON ({e}): {out}"));
+                let got: Value =
+                    serde_json::from_str(content).with_context(|| format!("{tool}: content is not JSON: {out}"))?;
                 assert_eq!(got, want, "{tool} {args}");
             }
             Expect::Err(text) => {
@@ -167,24 +169,26 @@ pub(crate) fn check_every_function(file: &Path) {
         }
     }
     assert_eq!(called.into_iter().collect::<Vec<_>>(), tool_names(), "every function is exercised");
+    Ok(())
 }
 
 fn generic_rust() -> PathBuf {
-    wharf_tests::plugin("generic-rust")
+    wharf_tests::plugin(plugins::GENERIC_RUST)
 }
 
 #[test]
-fn every_function_through_plugin_call() {
-    check_every_function(&generic_rust());
+fn every_function_through_plugin_call() -> anyhow::Result<()> {
+    check_every_function(&generic_rust())?;
+    Ok(())
 }
 
 #[test]
-fn inspect_shows_the_derived_tools_with_exact_schemas() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn inspect_shows_the_derived_tools_with_exact_schemas() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let file = generic_rust().display().to_string();
     let (code, out, err) = run(home.path(), &["plugin", "inspect", &file, "--json"]);
     assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: Value = serde_json::from_str(&out).with_context(|| format!("parsing JSON: {out}"))?;
     assert_eq!(v["kinds"], json!(["tool"]));
     assert!(v["wit"].as_str().unwrap_or("").starts_with("generic"), "{}", v["wit"]);
     assert_eq!(v["name"], "example:types");
@@ -242,24 +246,25 @@ fn inspect_shows_the_derived_tools_with_exact_schemas() {
             && text.contains("kinds.divide: func(a: s32, b: s32) -> result<s32, string>"),
         "{text}"
     );
+    Ok(())
 }
 
 #[test]
-fn bad_arguments_are_refused_naming_the_field() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn bad_arguments_are_refused_naming_the_field() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let file = generic_rust();
     // Caught by the schema (the pipeline's guard): the path is named.
     let (code, out) =
-        call(home.path(), &file, "kinds_mid", &json!({"a": {"x": 1, "y": 2, "label": 5}, "b": {"x": 0, "y": 0}}));
+        call(home.path(), &file, "kinds_mid", &json!({"a": {"x": 1, "y": 2, "label": 5}, "b": {"x": 0, "y": 0}}))?;
     assert_eq!(code, 1, "{out}");
     assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
     assert!(out["content"].as_str().unwrap_or("").contains("/a/label"), "{out}");
     // Out of range for the WIT integer.
-    let (_, out) = call(home.path(), &file, "kinds_add", &json!({"a": 2147483648u64, "b": 0}));
+    let (_, out) = call(home.path(), &file, "kinds_add", &json!({"a": 2147483648u64, "b": 0}))?;
     assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
     assert!(out["content"].as_str().unwrap_or("").contains("/a"), "{out}");
     // Beyond what the schema checks (base64): the conversion names it.
-    let (code, out) = call(home.path(), &file, "kinds_reverse_bytes", &json!({"data": "not base64!"}));
+    let (code, out) = call(home.path(), &file, "kinds_reverse_bytes", &json!({"data": "not base64!"}))?;
     assert_eq!(code, 1, "{out}");
     assert_eq!(out["error_code"], "INVALID_ARGUMENTS", "{out}");
     assert!(out["content"].as_str().unwrap_or("").contains("`data`: expected base64"), "{out}");
@@ -269,15 +274,16 @@ fn bad_arguments_are_refused_naming_the_field() {
         &file,
         "kinds_ints",
         &json!({"a": 0, "b": 0, "c": 0, "d": 0, "e": 0, "f": 0, "g": 9007199254740993u64, "h": 0}),
-    );
+    )?;
     assert_eq!(out["is_error"], true, "{out}");
     assert!(out["content"].as_str().unwrap_or("").contains("/g"), "{out}");
+    Ok(())
 }
 
 #[test]
-fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let file = wharf_tests::plugin("generic-resource").display().to_string();
+fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let file = wharf_tests::plugin(plugins::GENERIC_RESOURCE).display().to_string();
     let (code, out, err) = run(home.path(), &["plugin", "inspect", &file]);
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("function `counters.peek` parameter `c` uses a resource (`borrow<…>`)"), "{err}");
@@ -286,13 +292,14 @@ fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() {
     let (code, _, err) = run(home.path(), &["plugin", "call", &file, "counters_version", "{}"]);
     assert_ne!(code, 0);
     assert!(err.contains("counters.peek"), "{err}");
+    Ok(())
 }
 
 #[test]
-fn run_calls_a_generic_tool_for_the_scripted_model() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let _ = wharf_tests::plugin("llm-scripted");
+fn run_calls_a_generic_tool_for_the_scripted_model() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
     let profile = home.path().join("generic.toml");
     let text = format!(
         r#"
@@ -322,25 +329,24 @@ text = "Done."
 "#,
         generic_rust().display()
     );
-    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text).context("writing profile")?;
     let sessions = home.path().join("sessions");
     let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .args(["run", "midpoint please", "--profile", &profile.display().to_string()])
         .args(["--session-dir", &sessions.display().to_string(), "--output", "jsonl"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run midpoint please")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let events: Vec<Value> =
-        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let events = wharf_tests::json_lines(&stdout)?;
     let results: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool/result").map(|e| &e["data"]).collect();
     assert_eq!(results.len(), 2, "{stdout}");
     let mid = results.iter().find(|r| r["name"] == "kinds_mid").unwrap_or_else(|| panic!("{stdout}"));
     assert_eq!(mid["plugin"], "types");
     assert_eq!(mid["is_error"], false, "{mid}");
     let got: Value =
-        serde_json::from_str(mid["content"].as_str().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {mid}"));
+        serde_json::from_str(mid["content"].as_str().unwrap_or("")).with_context(|| format!("parsing JSON: {mid}"))?;
     assert_eq!(got, json!({"x": 2.0, "y": 1.0, "label": "far"}));
     let div = results.iter().find(|r| r["name"] == "kinds_divide").unwrap_or_else(|| panic!("{stdout}"));
     assert_eq!(div["is_error"], true, "{div}");
@@ -348,6 +354,7 @@ text = "Done."
     assert_eq!(div["content"], "division by zero");
     let end = events.last().cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "completed", "{end}");
+    Ok(())
 }
 
 const SERVE_PROFILE: &str = r#"
@@ -364,13 +371,13 @@ struct Served {
 }
 
 fn served(initial: &Path) -> Served {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
     let wasm = home.path().join("types.wasm");
-    std::fs::copy(initial, &wasm).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(initial, &wasm).expect("copying the component");
     let profile = home.path().join("serve.toml");
     std::fs::write(&profile, SERVE_PROFILE.replace("GENERIC_WASM", &wasm.display().to_string()))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing profile");
     Served { home, ws, profile, wasm }
 }
 
@@ -397,7 +404,7 @@ fn result_text(call: &Value) -> String {
 }
 
 #[test]
-fn mcp_serve_lists_and_calls_generic_tools() {
+fn mcp_serve_lists_and_calls_generic_tools() -> anyhow::Result<()> {
     let s = served(&generic_rust());
     let calls = [
         ("kinds_add", json!({"a": 40, "b": 2})),
@@ -405,11 +412,12 @@ fn mcp_serve_lists_and_calls_generic_tools() {
         ("kinds_divide", json!({"a": 1, "b": 0})),
         ("kinds_swap", json!({"t": [1, 2]})),
     ];
-    let out = s.client(&calls, &[]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = s.client(&calls, &[]).output().context("running the MCP client")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let report: Value =
+        serde_json::from_str(stdout.trim()).with_context(|| format!("parsing JSON: {stdout}\n{stderr}"))?;
     let mut names: Vec<&str> =
         report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     names.sort();
@@ -437,20 +445,21 @@ fn mcp_serve_lists_and_calls_generic_tools() {
     // A wrong type: the pipeline's guard names the path.
     assert_eq!(c[3]["result"]["_meta"]["wharf/error_code"], "INVALID_ARGUMENTS", "{}", c[3]);
     assert!(result_text(&c[3]).contains("/t/0"), "{}", c[3]);
+    Ok(())
 }
 
 #[test]
-fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() {
+fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() -> anyhow::Result<()> {
     // Start with a Wharf tool plugin at the path, then put the generic
     // component there: its functions replace the old tools.
-    let s = served(&wharf_tests::plugin("text"));
+    let s = served(&wharf_tests::plugin(plugins::TEXT));
     let generic = generic_rust();
     let mut child = s
         .client(&[], &["--wait-list-changed", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf mcp serve")?;
     let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -460,18 +469,19 @@ fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() {
     });
     let mut log = Vec::new();
     loop {
-        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| panic!("client never listed: {log:?}"));
+        let line =
+            rx.recv_timeout(Duration::from_secs(120)).with_context(|| format!("client never listed: {log:?}"))?;
         if line == "listed" {
             break;
         }
         log.push(line);
     }
     let tmp = s.wasm.with_extension("tmp");
-    std::fs::copy(&generic, &tmp).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, &s.wasm).unwrap_or_else(|e| panic!("{e}"));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(&generic, &tmp).context("copying the generic component")?;
+    std::fs::rename(&tmp, &s.wasm).context("moving the new file in place")?;
+    let out = child.wait_with_output().context("waiting for the process")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report: Value = serde_json::from_str(stdout.trim()).with_context(|| format!("parsing JSON: {stdout}"))?;
     let before: Vec<&str> =
         report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     assert!(before.contains(&"word_count"), "{before:?}");
@@ -480,20 +490,21 @@ fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() {
         report["relisted"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     after.sort();
     assert_eq!(after, tool_names(), "the generic functions replaced word_count & co.");
+    Ok(())
 }
 
 #[test]
-fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() {
+fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() -> anyhow::Result<()> {
     use wharf_mock_llm::{MockLlm, Script};
     const KEY_ENV: &str = "WHARF_TEST_GENERIC_KEY";
     const KEY: &str = "sk-generic-test";
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let script: Script =
         serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": [{"kind": "stream", "text": "ok"}]}))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let mock = MockLlm::start_background(script).unwrap_or_else(|e| panic!("{e}"));
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+            .context("parsing JSON")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let profile = home.path().join("docs.toml");
     let text = format!(
         "[agent]\nadapter = \"model\"\nmax_steps = 2\n\n[[plugin]]\nid = \"types\"\npath = {}\n\n\
@@ -504,7 +515,7 @@ fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() {
         mock.url(),
         mock.addr().port()
     );
-    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text).context("writing profile")?;
     let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .env(KEY_ENV, KEY)
@@ -512,7 +523,7 @@ fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() {
         .args(["--workspace", &ws.path().display().to_string()])
         .args(["--session-dir", &home.path().join("sessions").display().to_string(), "--output", "jsonl"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run hello")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{}\n{stderr}", String::from_utf8_lossy(&out.stdout));
     mock.assert_no_violations();
@@ -530,6 +541,7 @@ fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() {
              WIT: `kinds.next-char: func(c: char) -> char`"
         ))
     );
+    Ok(())
 }
 
 /// A line-by-line JSON-RPC client of `wharf mcp serve` on stdio.
@@ -546,7 +558,7 @@ impl McpStdio {
         c.args(["mcp", "serve", "--profile"]).arg(&s.profile);
         c.arg("-w").arg(s.ws.path()).arg("--session-dir").arg(s.home.path().join("sessions"));
         c.env("WHARF_LOG", "warn").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+        let mut child = c.spawn().expect("spawning the command");
         let stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let (tx, lines) = std::sync::mpsc::channel();
@@ -568,8 +580,8 @@ impl McpStdio {
 
     fn send(&mut self, v: Value) {
         use std::io::Write;
-        writeln!(self.stdin, "{v}").unwrap_or_else(|e| panic!("{e}"));
-        self.stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+        writeln!(self.stdin, "{v}").expect("writing to wharf mcp serve");
+        self.stdin.flush().expect("writing to wharf mcp serve");
     }
 
     /// The next message matching `want`, skipping others.
@@ -577,7 +589,11 @@ impl McpStdio {
         let deadline = std::time::Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no {what} from wharf mcp serve"));
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .with_context(|| format!("no {what} from wharf mcp serve"))
+                .expect("wharf mcp serve answers");
             if let Ok(v) = serde_json::from_str::<Value>(&line)
                 && want(&v)
             {
@@ -616,15 +632,15 @@ impl Drop for McpStdio {
 }
 
 #[test]
-fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() {
+fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() -> anyhow::Result<()> {
     let s = served(&generic_rust());
     let mut mcp = McpStdio::start(&s);
     assert_eq!(mcp.tool_names(), tool_names());
 
     // The new version in place (atomically, as an editor or a deploy does).
     let tmp = s.wasm.with_extension("tmp");
-    std::fs::copy(wharf_tests::plugin("generic-swap"), &tmp).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, &s.wasm).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::GENERIC_SWAP), &tmp).context("copying the generic-swap component")?;
+    std::fs::rename(&tmp, &s.wasm).context("moving the new file in place")?;
     mcp.wait_for("notifications/tools/list_changed", |v| v["method"] == "notifications/tools/list_changed");
 
     // kinds_* are gone, farewell is new, greet is the new version's.
@@ -641,6 +657,7 @@ fn mcp_serve_swaps_a_generic_component_for_one_with_other_functions() {
     assert!(refused, "a removed tool answered: {r}");
     assert!(!r.to_string().contains("\"3\""), "{r}");
     assert!(r.to_string().contains("kinds_add"), "the error names the tool: {r}");
+    Ok(())
 }
 
 /// A component of functions that each return their own number (`u32`):
@@ -668,13 +685,13 @@ fn numbered_component(exports: &[(&str, &[&str])]) -> Vec<u8> {
         }
     }
     let wat = format!("(component\n(core module $m\n{core})\n(core instance $i (instantiate $m))\n{lifts}{items})");
-    wat::parse_str(&wat).unwrap_or_else(|e| panic!("{e}"))
+    wat::parse_str(&wat).expect("assembling the WAT")
 }
 
 /// Writes `bytes` as `name` in `dir`.
 fn write_component(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, bytes).expect("writing the file");
     path
 }
 
@@ -682,8 +699,8 @@ fn write_component(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 /// `greet`; only those two are qualified with their package, every other
 /// function keeps its plain name, and each tool calls its own function.
 #[test]
-fn same_named_interfaces_in_two_packages_get_package_qualified_tools() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn same_named_interfaces_in_two_packages_get_package_qualified_tools() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let bytes = numbered_component(&[
         ("tp:generic/alpha", &["greet", "wave"]),
         ("tp:other/alpha", &["greet"]),
@@ -693,7 +710,7 @@ fn same_named_interfaces_in_two_packages_get_package_qualified_tools() {
     let file = write_component(home.path(), "two-alphas.wasm", &bytes);
     let (code, out, err) = run(home.path(), &["plugin", "inspect", &file.display().to_string(), "--json"]);
     assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: Value = serde_json::from_str(&out).with_context(|| format!("parsing JSON: {out}"))?;
     let mut names: Vec<&str> = v["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     names.sort();
     assert_eq!(names, ["alpha_wave", "beta_ping", "generic_alpha_greet", "hello", "other_alpha_greet"]);
@@ -706,21 +723,22 @@ fn same_named_interfaces_in_two_packages_get_package_qualified_tools() {
     for (tool, want) in
         [("generic_alpha_greet", 0), ("alpha_wave", 1), ("other_alpha_greet", 2), ("beta_ping", 3), ("hello", 4)]
     {
-        let (code, out) = call(home.path(), &file, tool, &json!({}));
+        let (code, out) = call(home.path(), &file, tool, &json!({}))?;
         assert_eq!(code, 0, "{tool}: {out}");
         assert_eq!(out["content"], want.to_string(), "{tool}: {out}");
     }
+    Ok(())
 }
 
 /// Qualification goes as far as the export's namespace and version; names
 /// that still collide refuse the component, naming both functions.
 #[test]
-fn names_colliding_even_when_qualified_refuse_the_component() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn names_colliding_even_when_qualified_refuse_the_component() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     // Versions tell two same-named packages apart.
     let bytes = numbered_component(&[("tp:generic/alpha@1.0.0", &["greet"]), ("tp:generic/alpha@2.0.0", &["greet"])]);
     let file = write_component(home.path(), "versions.wasm", &bytes);
-    let (code, out) = call(home.path(), &file, "tp_generic_alpha_v2_0_0_greet", &json!({}));
+    let (code, out) = call(home.path(), &file, "tp_generic_alpha_v2_0_0_greet", &json!({}))?;
     assert_eq!((code, out["content"].clone()), (0, json!("1")), "{out}");
     // `tp:generic/alpha.greet` would become `generic_alpha_greet`, then
     // `tp_generic_alpha_greet`: both are top-level functions' names.
@@ -740,6 +758,7 @@ fn names_colliding_even_when_qualified_refuse_the_component() {
         ),
         "{err}"
     );
+    Ok(())
 }
 
 /// `(export name, functions)` for a component of `n` functions in one
@@ -754,26 +773,26 @@ fn big_component(n: usize) -> Vec<u8> {
 /// bound and its 4,999th tool is its 4,999th function; a profile's
 /// `engine.max_tools_per_plugin` below that refuses it, naming the setting.
 #[test]
-fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let file = write_component(home.path(), "big.wasm", &big_component(5000));
-    let (code, out) = call(home.path(), &file, "api_op_4998", &json!({}));
+    let (code, out) = call(home.path(), &file, "api_op_4998", &json!({}))?;
     assert_eq!(code, 0, "{out}");
     assert_eq!(out["content"], "4998", "{out}");
 
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let profile = home.path().join("bounded.toml");
     let text = format!(
         "[engine]\nmax_tools_per_plugin = 4000\n\n[[plugin]]\nid = \"big\"\npath = {}\n",
         crate::policy::toml_str(&file.display().to_string())
     );
-    std::fs::write(&profile, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text).context("writing profile")?;
     let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .args(["run", "hello", "--profile", &profile.display().to_string(), "--no-watch"])
         .args(["--workspace", &ws.path().display().to_string()])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run hello")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(
@@ -781,4 +800,5 @@ fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() {
             && stderr.contains("`engine.max_tools_per_plugin`"),
         "{stderr}"
     );
+    Ok(())
 }

@@ -27,9 +27,11 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::policy::{env, toml_str};
+use wharf_tests::plugins;
 
 fn root() -> PathBuf {
     wharf_tests::root()
@@ -45,7 +47,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 fn output(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+    cmd.output().with_context(|| format!("spawning {cmd:?}")).expect("the command starts")
 }
 
 /// The first line a tool prints for `--version` (part of the cache key).
@@ -217,7 +219,7 @@ fn component(lang: &str) -> Result<PathBuf, Unbuilt> {
     static PY: OnceLock<Result<PathBuf, Unbuilt>> = OnceLock::new();
     static C: OnceLock<Result<PathBuf, Unbuilt>> = OnceLock::new();
     match lang {
-        "rust" => Ok(wharf_tests::plugin("generic-rust")),
+        "rust" => Ok(wharf_tests::plugin(plugins::GENERIC_RUST)),
         "js" => JS.get_or_init(build_js).clone(),
         "python" => PY.get_or_init(build_python).clone(),
         "c" => C.get_or_init(build_c).clone(),
@@ -268,10 +270,12 @@ fn call(home: &Path, file: &Path, tool: &str, args: &Value) -> Outcome {
     let o = output(wharf_tests::wharf(home).args(["plugin", "call"]).arg(file).arg(tool).arg(args.to_string()));
     let stdout = text(&o.stdout);
     let v: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("{tool}: call output is not JSON ({e}): {stdout}\n{}", text(&o.stderr)));
+        .with_context(|| format!("{tool}: the call output is not JSON: {stdout}\n{}", text(&o.stderr)))
+        .expect("wharf plugin call prints JSON");
     let content = v["content"].as_str().unwrap_or("").to_string();
     if o.status.success() && v["is_error"] != true {
-        Outcome::Ok(serde_json::from_str(&content).unwrap_or_else(|e| panic!("{tool}: content is not JSON ({e}): {v}")))
+        let result = serde_json::from_str(&content).with_context(|| format!("{tool}: the content is not JSON: {v}"));
+        Outcome::Ok(result.expect("a successful call's content is JSON"))
     } else {
         Outcome::Err(content)
     }
@@ -424,7 +428,7 @@ fn cases() -> Vec<Case> {
 fn tools_of(home: &Path, file: &Path) -> Vec<(String, Value)> {
     let o = output(wharf_tests::wharf(home).args(["plugin", "inspect"]).arg(file).arg("--json"));
     assert!(o.status.success(), "inspect {}: {}", file.display(), text(&o.stderr));
-    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("inspect JSON: {e}"));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).expect("inspect JSON");
     let mut tools: Vec<(String, Value)> = v["tools"]
         .as_array()
         .into_iter()
@@ -442,11 +446,11 @@ fn tools_of(home: &Path, file: &Path) -> Vec<(String, Value)> {
 }
 
 #[test]
-fn every_language_gives_the_same_outputs_for_the_same_inputs() {
+fn every_language_gives_the_same_outputs_for_the_same_inputs() -> anyhow::Result<()> {
     let Some(comps) = components("every_language_gives_the_same_outputs_for_the_same_inputs", &LANGS) else {
-        return;
+        return Ok(());
     };
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let home = home.path();
 
     // The same tools with the same schemas, derived from the same WIT.
@@ -500,6 +504,7 @@ fn every_language_gives_the_same_outputs_for_the_same_inputs() {
         t0.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    Ok(())
 }
 
 /// A tool row for a component at an absolute path.
@@ -508,27 +513,27 @@ fn row(id: &str, file: &Path) -> String {
 }
 
 #[test]
-fn the_python_component_runs_in_an_agent_session_and_over_mcp() {
-    in_a_session_and_over_mcp("the_python_component_runs_in_an_agent_session_and_over_mcp", "python");
+fn the_python_component_runs_in_an_agent_session_and_over_mcp() -> anyhow::Result<()> {
+    in_a_session_and_over_mcp("the_python_component_runs_in_an_agent_session_and_over_mcp", "python")
 }
 
 #[test]
-fn the_js_component_runs_in_an_agent_session_and_over_mcp() {
-    in_a_session_and_over_mcp("the_js_component_runs_in_an_agent_session_and_over_mcp", "js");
+fn the_js_component_runs_in_an_agent_session_and_over_mcp() -> anyhow::Result<()> {
+    in_a_session_and_over_mcp("the_js_component_runs_in_an_agent_session_and_over_mcp", "js")
 }
 
 /// The component of `lang` through `wharf run` (scripted model, two
 /// calls, one `err`) and `wharf mcp serve` (list, two calls).
-fn in_a_session_and_over_mcp(test: &str, lang: &'static str) {
+fn in_a_session_and_over_mcp(test: &str, lang: &'static str) -> anyhow::Result<()> {
     let Some(comps) = components(test, &[lang]) else {
-        return;
+        return Ok(());
     };
     let file = &comps[0].1;
 
     // Exactly the WIT's functions (for Python: componentize-py's
     // build-time `exports.init`, still exported by the component, is left
     // out).
-    let inspect_home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let inspect_home = tempfile::tempdir().context("creating a temp dir")?;
     let names: Vec<String> = tools_of(inspect_home.path(), file).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, crate::generic_components::TOOLS, "the {lang} component's tools");
 
@@ -562,10 +567,10 @@ fn in_a_session_and_over_mcp(test: &str, lang: &'static str) {
     assert!(div["content"].as_str().unwrap_or("").contains("division by zero"), "{div}");
 
     // `wharf mcp serve`: the same tools listed, one called.
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let profile = home.path().join("serve.toml");
-    std::fs::write(&profile, row("types", file)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, row("types", file)).context("writing profile")?;
     let mut c = Command::new(crate::mcp::fixture());
     c.arg("client")
         .args(["--call", &format!("kinds_next_char={}", json!({"c": "\u{D7FF}"}))])
@@ -584,7 +589,8 @@ fn in_a_session_and_over_mcp(test: &str, lang: &'static str) {
     let o = output(&mut c);
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "{stdout}\n{}", text(&o.stderr));
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report: Value = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("the MCP client's report is not JSON: {stdout}"))?;
     let mut names: Vec<&str> =
         report["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     names.sort();
@@ -595,17 +601,18 @@ fn in_a_session_and_over_mcp(test: &str, lang: &'static str) {
     assert_eq!(serde_json::from_str::<Value>(&text_of(&c[0])).unwrap_or_default(), json!("\u{E000}"), "{}", c[0]);
     assert_eq!(c[1]["result"]["isError"], true, "{}", c[1]);
     assert!(text_of(&c[1]).contains("overflow"), "{}", c[1]);
+    Ok(())
 }
 
 #[test]
-fn plugin_new_lang_c_builds_and_calls() {
+fn plugin_new_lang_c_builds_and_calls() -> anyhow::Result<()> {
     if let Some(m) = c_toolchain_missing() {
         wharf_tests::skip("plugin_new_lang_c_builds_and_calls", &m);
-        return;
+        return Ok(());
     }
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let home = home.path();
-    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().context("creating a temp dir")?;
     let work = work.path();
 
     // Only tools: other kinds need the wharf:plugin world.
@@ -624,7 +631,7 @@ fn plugin_new_lang_c_builds_and_calls() {
     let t0 = Instant::now();
     let o = output(wharf_tests::wharf(home).args(["plugin", "build"]).arg(&dir).arg("--json"));
     assert!(o.status.success(), "build:\n{}\n{}", text(&o.stdout), text(&o.stderr));
-    let report: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("{e}"));
+    let report: Value = serde_json::from_str(text(&o.stdout).trim()).context("parsing JSON")?;
     assert_eq!(report["lang"], "c", "{report}");
     assert_eq!(report["tools"][0]["name"], "hello_c", "{report}");
     let wasm = PathBuf::from(report["path"].as_str().unwrap_or(""));
@@ -650,8 +657,9 @@ fn plugin_new_lang_c_builds_and_calls() {
     assert!(matches!(call(home, &wasm, "hello_c", &json!({})), Outcome::Err(_)), "a missing name is an error");
 
     // A compile error is the build's failure, with clang's message.
-    std::fs::write(dir.join("src/component.c"), "int broken( {\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("src/component.c"), "int broken( {\n").context("writing src/component.c")?;
     let o = output(wharf_tests::wharf(home).args(["plugin", "build"]).arg(&dir));
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("clang failed"), "{}", text(&o.stderr));
+    Ok(())
 }

@@ -11,20 +11,18 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::chat::env;
+use wharf_tests::plugins;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
-}
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
+fn run(cmd: &mut Command) -> anyhow::Result<Output> {
+    cmd.output().with_context(|| format!("spawning {cmd:?}"))
 }
 
 /// Item 6: `--profile guarded` calls its policy-rules row `rules`;
@@ -49,7 +47,7 @@ fn permissions_command_finds_the_rules_row_by_kind() {
 /// before the write, while `wharf run` (what `cargo xtask demo` runs)
 /// completes without asking.
 #[test]
-fn the_demo_asks_in_chat_and_runs_headless() {
+fn the_demo_asks_in_chat_and_runs_headless() -> anyhow::Result<()> {
     let e = env();
     let mut t = e.chat("demo", &[]);
     t.expect("› ");
@@ -66,8 +64,8 @@ fn the_demo_asks_in_chat_and_runs_headless() {
     t.send("\x04");
     assert!(t.wait().success());
 
-    let ws = ok(tempfile::tempdir());
-    ok(std::fs::write(ws.path().join("README.md"), "# Sample\n"));
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(ws.path().join("README.md"), "# Sample\n").context("writing README.md")?;
     let o = run(wharf_tests::wharf(e.home.path()).current_dir(ws.path()).args([
         "run",
         "Summarise the README.",
@@ -76,9 +74,10 @@ fn the_demo_asks_in_chat_and_runs_headless() {
         "--no-watch",
         "--session-dir",
         &e.sessions.display().to_string(),
-    ]));
+    ]))?;
     assert!(o.status.success(), "{}\n{}", text(&o.stdout), text(&o.stderr));
     assert!(ws.path().join("SUMMARY.md").exists(), "{}", text(&o.stderr));
+    Ok(())
 }
 
 /// Item 7: `/model bogus/x` names no adapter and is refused; a model the
@@ -109,7 +108,7 @@ fn model_command_validates_adapters_and_warns_about_unknown_models() {
 /// announced as a config change naming the file, not as a load and an
 /// unload of one digest.
 #[test]
-fn a_config_only_reload_is_announced_as_such() {
+fn a_config_only_reload_is_announced_as_such() -> anyhow::Result<()> {
     let e = env();
     let turns = "[[plugin.config.turns]]\ntext = \"Hi.\"\n";
     let profile = e.profile("cfg", turns, false);
@@ -117,8 +116,9 @@ fn a_config_only_reload_is_announced_as_such() {
     t.expect("› ");
     // Let the watcher settle before the edit.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let before = ok(std::fs::read_to_string(&profile));
-    ok(std::fs::write(&profile, before.replace("model = \"scripted-chat\"", "model = \"scripted-chat-2\"")));
+    let before = std::fs::read_to_string(&profile).context("reading profile")?;
+    std::fs::write(&profile, before.replace("model = \"scripted-chat\"", "model = \"scripted-chat-2\""))
+        .context("writing profile")?;
     t.expect("↻ config of scripted changed (from ~/cfg.toml)");
     // The session still answers, on the reloaded adapter.
     t.line("hello");
@@ -128,6 +128,7 @@ fn a_config_only_reload_is_announced_as_such() {
     assert!(t.wait().success());
     let screen = t.screen();
     assert!(!screen.contains("↻ plugin scripted"), "{screen}");
+    Ok(())
 }
 
 /// Follows the README's plugin quickstart literally under `--profile demo`:
@@ -135,18 +136,18 @@ fn a_config_only_reload_is_announced_as_such() {
 /// `.wharf/config.toml`; the project's `word_count` answers (over `mcp
 /// serve`), and `doctor` names both rows and which wins.
 #[test]
-fn the_readme_plugin_example_wins_over_the_shipped_tool() {
+fn the_readme_plugin_example_wins_over_the_shipped_tool() -> anyhow::Result<()> {
     if Command::new("cargo").arg("--version").output().is_err() {
         wharf_tests::skip(&wharf_tests::current_test(), "cargo is not available to build the scaffold");
-        return;
+        return Ok(());
     }
-    for p in ["fs", "text", "context", "policy-rules", "llm-scripted"] {
+    for p in [plugins::FS, plugins::TEXT, plugins::CONTEXT, plugins::POLICY_RULES, plugins::LLM_SCRIPTED] {
         let _ = wharf_tests::plugin(p);
     }
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let (home, ws) = (home.path(), ws.path());
-    ok(std::fs::write(ws.join("README.md"), "one two three\n"));
+    std::fs::write(ws.join("README.md"), "one two three\n").context("writing README.md")?;
     // Rust dependencies compile once per checkout (shared with plugins_langs).
     let cargo_target = wharf_tests::target_dir().join("plugin-new");
     let o = run(wharf_tests::wharf(home).current_dir(ws).args([
@@ -157,7 +158,7 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() {
         "rust",
         "--kind",
         "tool",
-    ]));
+    ]))?;
     assert!(o.status.success(), "plugin new: {}\n{}", text(&o.stdout), text(&o.stderr));
     let o = run(wharf_tests::wharf(home).current_dir(ws).env("CARGO_TARGET_DIR", &cargo_target).args([
         "plugin",
@@ -165,9 +166,9 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() {
         "word_count",
         "-o",
         ".wharf/plugins/word_count.wasm",
-    ]));
+    ]))?;
     assert!(o.status.success(), "plugin build: {}\n{}", text(&o.stdout), text(&o.stderr));
-    ok(std::fs::write(ws.join(".wharf/config.toml"), readme_config()));
+    std::fs::write(ws.join(".wharf/config.toml"), readme_config()).context("writing .wharf/config.toml")?;
 
     // Over MCP: the project's plugin answers `word_count`.
     let sessions = home.join("sessions");
@@ -179,27 +180,28 @@ fn the_readme_plugin_example_wins_over_the_shipped_tool() {
         .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
         .env("WHARF_LOG", "warn")
         .env_remove("DEEPSEEK_API_KEY");
-    let out = run(&mut c);
+    let out = run(&mut c)?;
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report: Value = serde_json::from_str(stdout.trim()).with_context(|| format!("parsing JSON: {stdout}"))?;
     let call = &report["calls"][0];
     assert_eq!(call["result"]["_meta"]["wharf/plugin"], "word_count", "{call}");
     assert_eq!(call["result"]["content"][0]["text"], "Hello, Wharf!", "{call}");
 
     // `doctor` names both rows and which wins; nothing fails for it.
-    let o = run(wharf_tests::wharf(home).current_dir(ws).args(["doctor", "--profile", "demo"]));
+    let o = run(wharf_tests::wharf(home).current_dir(ws).args(["doctor", "--profile", "demo"]))?;
     let stdout = text(&o.stdout);
     let line = stdout.lines().find(|l| l.contains("tool `word_count`")).unwrap_or_default();
     assert!(line.starts_with("[warn]"), "{stdout}");
     assert!(line.contains("row `word_count` (") && line.contains("wins over row `text` ("), "{line}");
     assert!(line.contains(".wharf/config.toml") && line.contains("shipped:profiles/demo.toml"), "{line}");
     assert!(!stdout.lines().any(|l| l.starts_with("[FAIL]") && l.contains("word_count")), "{stdout}");
+    Ok(())
 }
 
 /// The `.wharf/config.toml` the README shows after `wharf plugin build`.
 fn readme_config() -> String {
-    let readme = ok(std::fs::read_to_string(wharf_tests::root().join("README.md")));
+    let readme = std::fs::read_to_string(wharf_tests::root().join("README.md")).expect("reading README.md");
     let start =
         readme.find("```toml\n# .wharf/config.toml\n").unwrap_or_else(|| panic!("README has no config example"));
     let body = &readme[start + "```toml\n".len()..];
@@ -210,54 +212,59 @@ fn readme_config() -> String {
 /// Item 10: a row all of whose tools other rows have fails the doctor
 /// (exit 1), and the shadowed tool is named.
 #[test]
-fn doctor_fails_a_row_whose_tools_are_all_refused() {
-    let _ = wharf_tests::plugin("text");
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
+fn doctor_fails_a_row_whose_tools_are_all_refused() -> anyhow::Result<()> {
+    let _ = wharf_tests::plugin(plugins::TEXT);
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let profile = home.path().join("twice.toml");
-    ok(std::fs::write(
+    std::fs::write(
         &profile,
         "[[plugin]]\nid = \"text\"\npath = \"${plugin_dir}/text.wasm\"\n\n\
          [[plugin]]\nid = \"text_again\"\npath = \"${plugin_dir}/text.wasm\"\n",
-    ));
-    let o = run(wharf_tests::wharf(home.path()).current_dir(ws.path()).arg("doctor").arg("--profile").arg(&profile));
+    )
+    .context("writing profile")?;
+    let o = run(wharf_tests::wharf(home.path()).current_dir(ws.path()).arg("doctor").arg("--profile").arg(&profile))?;
     let stdout = text(&o.stdout);
     let fail = stdout.lines().find(|l| l.starts_with("[FAIL] plugin text_again")).unwrap_or_default();
     assert!(fail.contains("every tool it offers") && fail.contains("word_count"), "{stdout}");
     assert!(stdout.contains("row `text` (") && stdout.contains("wins over row `text_again`"), "{stdout}");
     assert_eq!(o.status.code(), Some(1), "{stdout}");
+    Ok(())
 }
 
 /// Item 10: any `[FAIL]` line means a non-zero exit (here an unwritable
 /// compile cache, which used to print `[FAIL]` and exit 0).
 #[test]
-fn doctor_exits_non_zero_when_it_prints_a_failure() {
-    let _ = wharf_tests::plugin("fs");
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
+fn doctor_exits_non_zero_when_it_prints_a_failure() -> anyhow::Result<()> {
+    let _ = wharf_tests::plugin(plugins::FS);
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let not_a_dir = home.path().join("cache-file");
-    ok(std::fs::write(&not_a_dir, "x"));
+    std::fs::write(&not_a_dir, "x").context("writing not_a_dir")?;
     let profile = home.path().join("fs.toml");
-    ok(std::fs::write(&profile, "[[plugin]]\nid = \"fs\"\npath = \"${plugin_dir}/fs.wasm\"\n"));
+    std::fs::write(&profile, "[[plugin]]\nid = \"fs\"\npath = \"${plugin_dir}/fs.wasm\"\n")
+        .context("writing profile")?;
     let o = run(wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .env("WHARF_CACHE_DIR", &not_a_dir)
         .arg("doctor")
         .arg("--profile")
-        .arg(&profile));
+        .arg(&profile))?;
     let stdout = text(&o.stdout);
     assert!(stdout.lines().any(|l| l.starts_with("[FAIL] compile cache")), "{stdout}\n{}", text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{stdout}");
+    Ok(())
 }
 
 /// Item 23: every shipped profile whose adapter is a real model, and the
 /// offline demo it mirrors, loads the project context (AGENTS.md) and the
 /// permission presets.
 #[test]
-fn shipped_session_profiles_know_their_project() {
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
-    let mut names: Vec<String> = ok(std::fs::read_dir(wharf_tests::root().join("profiles")))
+fn shipped_session_profiles_know_their_project() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    let mut names: Vec<String> = std::fs::read_dir(wharf_tests::root().join("profiles"))
+        .context("listing profiles")?
         .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_string))
         .collect();
     names.sort();
@@ -269,9 +276,9 @@ fn shipped_session_profiles_know_their_project() {
             "--json",
             "--profile",
             name,
-        ]));
+        ]))?;
         assert!(o.status.success(), "{name}: {}", text(&o.stderr));
-        let dump: Value = ok(serde_json::from_slice(&o.stdout));
+        let dump: Value = serde_json::from_slice(&o.stdout).context("parsing JSON")?;
         let rows = dump["config"]["plugin"].as_array().cloned().unwrap_or_default();
         let file = |r: &Value| {
             Path::new(r["path"].as_str().unwrap_or("")).file_name().and_then(|n| n.to_str()).unwrap_or("").to_string()
@@ -288,4 +295,5 @@ fn shipped_session_profiles_know_their_project() {
         assert_eq!(mode, "ask", "profile `{name}`: the permissions row and its documented `ask` default");
     }
     assert!(checked.contains(&"demo-deepseek") && checked.contains(&"demo"), "{checked:?}");
+    Ok(())
 }

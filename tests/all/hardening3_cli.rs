@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use wharf_core::events::{EventKind, UserMessage};
 use wharf_core::store::NewSession;
 
-use crate::cli_edges::{Env, Out, env, ok};
+use crate::cli_edges::{Env, Out, env};
+use wharf_tests::plugins;
 
 impl Env {
     /// `wharf ARGS --session-dir …` in the workspace.
@@ -29,12 +30,12 @@ impl Env {
         let mut c = self.cmd_in(args);
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
-        let mut child = ok(c.spawn());
+        let mut child = c.spawn().expect("spawning the command");
         if let Some(text) = input {
             let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
-            ok(stdin.write_all(text.as_bytes()));
+            stdin.write_all(text.as_bytes()).expect("writing");
         }
-        let out = ok(child.wait_with_output());
+        let out = child.wait_with_output().expect("waiting for the process");
         Out {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -50,15 +51,19 @@ impl Env {
         if !self.sessions.exists() {
             return Vec::new();
         }
-        ok(self.store().list()).into_iter().map(|s| s.id).collect()
+        self.store().list().expect("listing the sessions").into_iter().map(|s| s.id).collect()
     }
 
     /// A stored session of this workspace with one user message.
     fn session_of(&self, profile: &str) -> String {
-        let ws = ok(std::fs::canonicalize(self.ws.path())).display().to_string();
-        let log = ok(self.store().create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) }));
-        ok(log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None })));
-        ok(log.flush_blocking());
+        let ws = std::fs::canonicalize(self.ws.path()).expect("canonicalizing the workspace").display().to_string();
+        let log = self
+            .store()
+            .create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) })
+            .expect("creating a session");
+        log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None }))
+            .expect("appending an event");
+        log.flush_blocking().expect("flushing the session log");
         let id = log.id().to_string();
         std::thread::sleep(Duration::from_millis(5));
         id
@@ -66,13 +71,15 @@ impl Env {
 
     fn write(&self, name: &str, text: &str) -> String {
         let path = self.home.path().join(name);
-        ok(std::fs::write(&path, text));
+        std::fs::write(&path, text).expect("writing the file");
         path.display().to_string()
     }
 
     /// The user messages of session `id`.
     fn prompts(&self, id: &str) -> Vec<String> {
-        ok(self.store().load(id))
+        self.store()
+            .load(id)
+            .expect("loading the session")
             .events
             .into_iter()
             .filter_map(|e| match e.kind {
@@ -116,7 +123,7 @@ turns = [{ text = "Hi." }]
 
 #[test]
 fn a_missing_model_key_is_said_at_start_once() {
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let e = env();
     let p = e.write("keyed.toml", KEYED_PROFILE);
     let said_once = |o: &Out, var: &str| {
@@ -144,16 +151,17 @@ fn a_missing_model_key_is_said_at_start_once() {
 /// only stubs and basic tools: the Python and JavaScript toolchains are "at
 /// their pins", clang, lld and cargo are not there.
 fn install_toolchains(args: &[&str]) -> Out {
-    let dir = ok(tempfile::tempdir());
+    let dir = tempfile::tempdir().expect("creating a temp dir");
     let sdk = dir.path().join("sdk");
     let bin = dir.path().join("bin");
     let js_bin = sdk.join("js/node_modules/.bin");
     for d in [&sdk, &bin, &js_bin] {
-        ok(std::fs::create_dir_all(d));
+        std::fs::create_dir_all(d).expect("creating the stub directories");
     }
-    let script_src = ok(std::fs::read_to_string(wharf_tests::root().join("sdk/install-toolchains.sh")));
+    let script_src = std::fs::read_to_string(wharf_tests::root().join("sdk/install-toolchains.sh"))
+        .expect("reading sdk/install-toolchains.sh");
     let script = sdk.join("install-toolchains.sh");
-    ok(std::fs::write(&script, &script_src));
+    std::fs::write(&script, &script_src).expect("writing script");
     let pin = script_src
         .lines()
         .find_map(|l| l.strip_prefix("COMPONENTIZE_PY_VERSION="))
@@ -161,25 +169,26 @@ fn install_toolchains(args: &[&str]) -> Out {
         .to_string();
     let stub = |path: &Path, body: &str| {
         use std::os::unix::fs::PermissionsExt;
-        ok(std::fs::write(path, format!("#!/bin/sh\n{body}\n")));
-        ok(std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)));
+        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("writing a stub");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("making a stub executable");
     };
     stub(&bin.join("componentize-py"), &format!("echo componentize-py {pin}"));
     stub(&bin.join("rustup"), "echo wasm32-wasip2");
     stub(&js_bin.join("componentize-js"), "true");
     stub(&js_bin.join("esbuild"), "true");
-    ok(std::fs::write(sdk.join("js/package-lock.json"), "{}\n"));
-    let sum = ok(Command::new("sha256sum").arg(sdk.join("js/package-lock.json")).output());
+    std::fs::write(sdk.join("js/package-lock.json"), "{}\n").expect("writing js/package-lock.json");
+    let sum = Command::new("sha256sum").arg(sdk.join("js/package-lock.json")).output().expect("running sha256sum");
     let sum = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_string();
-    ok(std::fs::write(js_bin.parent().unwrap_or(&js_bin).join(".wharf-lock.sha256"), format!("{sum}\n")));
+    std::fs::write(js_bin.parent().unwrap_or(&js_bin).join(".wharf-lock.sha256"), format!("{sum}\n"))
+        .expect("writing .wharf-lock.sha256");
     let path = std::env::var_os("PATH").unwrap_or_default();
     for tool in ["awk", "sha256sum", "cat", "grep", "dirname", "sed", "env", "sh", "bash"] {
         let Some(real) = std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()) else {
             panic!("{tool} not found on PATH");
         };
-        ok(std::os::unix::fs::symlink(real, bin.join(tool)));
+        std::os::unix::fs::symlink(real, bin.join(tool)).expect("linking a tool into the stub PATH");
     }
-    let out = ok(Command::new(bin.join("bash")).arg(&script).args(args).env("PATH", &bin).output());
+    let out = Command::new(bin.join("bash")).arg(&script).args(args).env("PATH", &bin).output().expect("running bash");
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -294,10 +303,10 @@ const CALL: &str =
 fn mcp_serve(e: &Env, profile: &str, frames: &[&str]) -> (Vec<Value>, String) {
     let mut c = e.cmd_in(&["mcp", "serve", "-p", profile]);
     c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = ok(c.spawn());
+    let mut child = c.spawn().expect("spawning the command");
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let text: String = frames.iter().map(|f| format!("{f}\n")).collect();
-    ok(stdin.write_all(text.as_bytes()));
+    stdin.write_all(text.as_bytes()).expect("writing");
     drop(stdin);
     let mut out_pipe = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut err_pipe = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
@@ -314,7 +323,7 @@ fn mcp_serve(e: &Env, profile: &str, frames: &[&str]) -> (Vec<Value>, String) {
     // It must exit on its own once everything is answered.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let status = loop {
-        if let Some(status) = ok(child.try_wait()) {
+        if let Some(status) = child.try_wait().expect("polling the child") {
             break status;
         }
         if std::time::Instant::now() > deadline {
@@ -327,7 +336,7 @@ fn mcp_serve(e: &Env, profile: &str, frames: &[&str]) -> (Vec<Value>, String) {
     let stdout = reader.join().unwrap_or_default();
     let stderr = err_reader.join().unwrap_or_default();
     assert!(status.success(), "wharf mcp serve exited with {status}: {stderr}");
-    let msgs = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let msgs = wharf_tests::json_lines(&stdout).expect("wharf mcp serve prints JSON lines");
     (msgs, stderr)
 }
 

@@ -8,14 +8,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use anyhow::Context;
 use serde_json::json;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
-    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })
-        .unwrap_or_else(|e| panic!("runtime: {e:#}"))
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime")
 }
 
 /// Calls a tool; returns (is_error, content).
@@ -37,23 +38,23 @@ struct Ws {
 }
 
 fn setup() -> Ws {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let outer = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().expect("creating a temp dir");
+    let outer = std::fs::canonicalize(tmp.path()).expect("canonicalizing the temp dir");
     let ws = outer.join("ws");
-    std::fs::create_dir_all(ws.join("sub/deep")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.join("sub/file.txt"), "inside\n").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(outer.join("secret.txt"), "outside\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(ws.join("sub/deep")).expect("creating sub/deep");
+    std::fs::write(ws.join("sub/file.txt"), "inside\n").expect("writing sub/file.txt");
+    std::fs::write(outer.join("secret.txt"), "outside\n").expect("writing secret.txt");
     let grant =
-        Grant { dirs: vec![DirGrant::new(&ws, Access::Rw).unwrap_or_else(|e| panic!("{e}"))], ..Grant::default() };
+        Grant { dirs: vec![DirGrant::new(&ws, Access::Rw).expect("granting the directory")], ..Grant::default() };
     let spec = PluginSpec {
         id: "evil-fs".into(),
-        path: wharf_tests::plugin("evil-fs"),
+        path: wharf_tests::plugin(plugins::EVIL_FS),
         config: json!({}),
         grant,
         warm: false,
         on_invalid_config: Default::default(),
     };
-    let v = runtime().load(&spec).unwrap_or_else(|e| panic!("load evil-fs: {e}"));
+    let v = runtime().load(&spec).expect("load evil-fs");
     Ws { _tmp: tmp, outer, ws, v }
 }
 
@@ -102,15 +103,15 @@ async fn symlinks_pointing_out_of_the_grant_are_refused() {
 }
 
 #[tokio::test]
-async fn hard_links_and_renames_cannot_move_a_link_outward() {
+async fn hard_links_and_renames_cannot_move_a_link_outward() -> anyhow::Result<()> {
     let w = setup();
     // A link the user planted, pointing inside the grant from where it is
     // (`sub/deep/../../sub/file.txt` is `sub/file.txt`) but outside from the
     // grant's root: moving it up must be refused.
     let planted = w.ws.join("sub/deep/up");
-    std::os::unix::fs::symlink("../../sub/file.txt", &planted).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("../../sub/file.txt", &planted).context("linking planted")?;
     let abs = w.ws.join("sub/abs");
-    std::os::unix::fs::symlink("/etc/passwd", &abs).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink("/etc/passwd", &abs).context("linking abs")?;
     for tool in ["hard_link", "rename"] {
         for (from, to) in [(&planted, w.ws.join("moved_up")), (&abs, w.ws.join("sub/deep/abs_copy"))] {
             let (err, content) = call(&w.v, tool, json!({"from": from, "to": to})).await;
@@ -141,12 +142,13 @@ async fn hard_links_and_renames_cannot_move_a_link_outward() {
     assert!(err);
     assert!(!w.outer.join("x").exists());
     assert_still_serving(&w.v).await;
+    Ok(())
 }
 
 /// Makes a FIFO at `path`.
 pub(crate) fn mkfifo(path: &Path) {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("the path as a C string");
     // SAFETY: a NUL-terminated path.
     let r = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
     assert_eq!(r, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
@@ -156,24 +158,24 @@ pub(crate) fn mkfifo(path: &Path) {
 /// data that never comes. (`O_RDWR` opens a FIFO without waiting for the
 /// other end.)
 pub(crate) fn silent_writer(path: &Path) -> std::fs::File {
-    std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap_or_else(|e| panic!("{e}"))
+    std::fs::OpenOptions::new().read(true).write(true).open(path).expect("opening the FIFO")
 }
 
 /// Runs `wharf plugin call` to its end, or kills it after `limit` (a hang):
 /// (exit code, stdout), or `None` when it had to be killed.
 fn plugin_call_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: std::time::Duration) -> Option<(i32, String)> {
     use std::io::Read;
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
     let mut child = wharf_tests::wharf(home.path())
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        .expect("spawn wharf");
     let end = std::time::Instant::now() + limit;
     loop {
-        if let Some(status) = child.try_wait().unwrap_or_else(|e| panic!("{e}")) {
+        if let Some(status) = child.try_wait().expect("polling the child") {
             let mut out = String::new();
             if let Some(mut s) = child.stdout.take() {
                 let _ = s.read_to_string(&mut out);
@@ -196,10 +198,10 @@ fn plugin_call_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: std::time::D
 /// blocked the runtime's worker, so the deadline never fired and `wharf
 /// plugin call` hung until killed.)
 #[test]
-fn reading_a_fifo_ends_at_the_time_limit_not_never() {
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = std::fs::canonicalize(ws.path()).unwrap_or_else(|e| panic!("{e}"));
-    let fs_wasm = wharf_tests::plugin("fs");
+fn reading_a_fifo_ends_at_the_time_limit_not_never() -> anyhow::Result<()> {
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = std::fs::canonicalize(ws.path()).context("canonicalizing the workspace")?;
+    let fs_wasm = wharf_tests::plugin(plugins::FS);
     let fs_wasm = fs_wasm.to_str().unwrap_or("");
     let grant = format!("{}:ro", ws.display());
     let wsarg = ws.display().to_string();
@@ -219,7 +221,7 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     let (code, out) =
         plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a read of a silent FIFO hung the call"));
     assert_eq!(code, 1, "{out}");
-    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let v: serde_json::Value = serde_json::from_str(out.trim()).with_context(|| format!("parsing JSON: {out}"))?;
     // The read ends: at the deadline (TIMEOUT) or at once (wasmtime-wasi's
     // stream reads are positional: `pread` of a pipe is ESPIPE, IO).
     assert_eq!(v["is_error"], json!(true), "{out}");
@@ -236,10 +238,11 @@ fn reading_a_fifo_ends_at_the_time_limit_not_never() {
     assert!(code == 0 || code == 1, "{out}");
 
     // Regular files next to them read as before.
-    std::fs::write(ws.join("a.txt"), "alpha\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(ws.join("a.txt"), "alpha\n").context("writing a.txt")?;
     let args = json!({ "path": ws.join("a.txt") }).to_string();
     let call = read_call(&args);
     let (code, out) = plugin_call_within(&call, limit).unwrap_or_else(|| panic!("a regular read hung"));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("alpha"), "{out}");
+    Ok(())
 }

@@ -10,7 +10,7 @@ use wharf_harness::{HostOptions, Notice};
 use wharf_tests::host::{TestHost, scripted_model};
 
 fn profile(turns: &str) -> String {
-    let _ = wharf_tests::plugin("fs");
+    let _ = wharf_tests::plugin(wharf_tests::plugins::FS);
     format!(
         "[agent]\nadapter = \"scripted\"\nmax_steps = 10\n\n[[plugin]]\nid = \"fs\"\npath = \"${{plugin_dir}}/fs.wasm\"\n\
          [plugin.grant]\ndirs = [\"${{workspace}}:rw\"]\n\n{}",

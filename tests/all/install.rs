@@ -6,33 +6,33 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use anyhow::Context;
 
 /// `BIN run TASK --profile demo` in a fresh workspace holding a README,
 /// with a temp HOME and no `WHARF_PLUGIN_DIR`.
 fn demo_run(bin: &Path, home: &Path, ws: &Path) -> Output {
-    ok(std::fs::write(ws.join("README.md"), "# A project\n\nIt does one thing well.\n"));
-    ok(Command::new(bin)
+    std::fs::write(ws.join("README.md"), "# A project\n\nIt does one thing well.\n").expect("writing README.md");
+    Command::new(bin)
         .current_dir(ws)
         .env("HOME", home)
         .env_remove("WHARF_PLUGIN_DIR")
         .env_remove("DEEPSEEK_API_KEY")
         .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
         .args(["run", "Summarise the README.", "--profile", "demo", "--no-watch"])
-        .output())
+        .output()
+        .expect("running the installed wharf")
 }
 
 #[test]
-fn installed_wharf_runs_the_demo_from_any_directory() {
-    let prefix = ok(tempfile::tempdir());
-    let out = ok(wharf_tests::cargo()
+fn installed_wharf_runs_the_demo_from_any_directory() -> anyhow::Result<()> {
+    let prefix = tempfile::tempdir().context("creating a temp dir")?;
+    let out = wharf_tests::cargo()
         .current_dir(wharf_tests::root())
         .env_remove("WHARF_PLUGIN_DIR")
         .args(["xtask", "install", "--prefix"])
         .arg(prefix.path())
-        .output());
+        .output()
+        .context("running cargo")?;
     assert!(out.status.success(), "install failed:\n{}", String::from_utf8_lossy(&out.stderr));
     let bin = prefix.path().join("bin/wharf");
     let plugins = prefix.path().join("lib/wharf/plugins");
@@ -42,7 +42,8 @@ fn installed_wharf_runs_the_demo_from_any_directory() {
     }
     assert!(!plugins.join("evil.wasm").exists(), "test fixtures are not installed");
 
-    let (home, ws) = (ok(tempfile::tempdir()), ok(tempfile::tempdir()));
+    let (home, ws) =
+        (tempfile::tempdir().context("creating a temp dir")?, tempfile::tempdir().context("creating a temp dir")?);
     let out = demo_run(&bin, home.path(), ws.path());
     assert_eq!(
         out.status.code(),
@@ -51,20 +52,27 @@ fn installed_wharf_runs_the_demo_from_any_directory() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary = ok(std::fs::read_to_string(ws.path().join("SUMMARY.md")));
+    let summary = std::fs::read_to_string(ws.path().join("SUMMARY.md")).context("reading SUMMARY.md")?;
     assert!(!summary.trim().is_empty(), "the scripted model wrote SUMMARY.md through the fs component");
-    let doctor = ok(Command::new(&bin).current_dir(ws.path()).env("HOME", home.path()).arg("doctor").output());
+    let doctor = Command::new(&bin)
+        .current_dir(ws.path())
+        .env("HOME", home.path())
+        .arg("doctor")
+        .output()
+        .context("running the installed wharf")?;
     let stdout = String::from_utf8_lossy(&doctor.stdout);
     assert!(stdout.contains(&format!("plugin dir: {}", plugins.display())), "{stdout}");
+    Ok(())
 }
 
 #[test]
-fn a_binary_without_its_components_names_the_fix() {
-    let prefix = ok(tempfile::tempdir());
-    ok(std::fs::create_dir_all(prefix.path().join("bin")));
+fn a_binary_without_its_components_names_the_fix() -> anyhow::Result<()> {
+    let prefix = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::create_dir_all(prefix.path().join("bin")).context("creating bin")?;
     let bin = prefix.path().join("bin/wharf");
-    ok(std::fs::copy(wharf_tests::wharf_bin(), &bin));
-    let (home, ws) = (ok(tempfile::tempdir()), ok(tempfile::tempdir()));
+    std::fs::copy(wharf_tests::wharf_bin(), &bin).context("copying the wharf binary")?;
+    let (home, ws) =
+        (tempfile::tempdir().context("creating a temp dir")?, tempfile::tempdir().context("creating a temp dir")?);
     let out = demo_run(&bin, home.path(), ws.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -75,12 +83,14 @@ fn a_binary_without_its_components_names_the_fix() {
         "{stderr}"
     );
     // WHARF_PLUGIN_DIR fixes it.
-    let out = ok(Command::new(&bin)
+    let out = Command::new(&bin)
         .current_dir(ws.path())
         .env("HOME", home.path())
         .env("WHARF_PLUGIN_DIR", wharf_tests::target_dir().join("plugins"))
         .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
         .args(["run", "Summarise the README.", "--profile", "demo", "--no-watch"])
-        .output());
+        .output()
+        .context("running the installed wharf")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    Ok(())
 }

@@ -16,19 +16,17 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::{Plugin, plugins};
 
 /// A distinctive key: the leak test greps for it.
 const KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
 /// The variable the profiles name in `api_key_env`.
 const KEY_ENV: &str = "WHARF_TEST_LLM_KEY";
 const MODEL: &str = "deepseek-v4-pro";
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// One test's world: a temp HOME and workspace, and a running mock.
 struct Case {
@@ -49,7 +47,7 @@ struct Run {
 
 /// How a profile's adapter row looks.
 struct Row {
-    plugin: &'static str,
+    plugin: Plugin,
     /// Extra `[plugin.config]` lines.
     config: String,
     /// `grant.hosts`; `None`: the mock's `127.0.0.1:PORT`.
@@ -60,11 +58,11 @@ struct Row {
 
 impl Row {
     fn deepseek() -> Self {
-        Self { plugin: "llm-deepseek", config: String::new(), hosts: None, key: true }
+        Self { plugin: plugins::LLM_DEEPSEEK, config: String::new(), hosts: None, key: true }
     }
 
     fn openai() -> Self {
-        Self { plugin: "llm-openai", config: String::new(), hosts: None, key: false }
+        Self { plugin: plugins::LLM_OPENAI, config: String::new(), hosts: None, key: false }
     }
 
     fn config(mut self, lines: &str) -> Self {
@@ -76,19 +74,19 @@ impl Row {
 
 impl Case {
     fn new(script: Value) -> Self {
-        let script: Script = ok(serde_json::from_value(script));
-        let mock = ok(MockLlm::start_background(script));
-        let home = ok(tempfile::tempdir());
-        let ws = ok(tempfile::tempdir());
-        ok(std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n"));
-        ok(std::fs::write(ws.path().join("b.txt"), "beta: the second file — ünïcode\n"));
+        let script: Script = serde_json::from_value(script).expect("parsing JSON");
+        let mock = MockLlm::start_background(script).expect("starting the mock LLM");
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
+        std::fs::write(ws.path().join("a.txt"), "alpha: the first file\n").expect("writing a.txt");
+        std::fs::write(ws.path().join("b.txt"), "beta: the second file — ünïcode\n").expect("writing b.txt");
         let sessions = home.path().join("sessions");
         Self { home, ws, sessions, mock }
     }
 
     /// Writes a profile with the fs plugin and the adapter row.
     fn profile(&self, row: &Row) -> PathBuf {
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let _ = wharf_tests::plugin(row.plugin);
         let port = self.mock.addr().port();
         let hosts = row.hosts.clone().unwrap_or_else(|| format!("\"127.0.0.1:{port}\""));
@@ -128,7 +126,7 @@ timeout_ms = 20000
             config = row.config,
         );
         let path = self.home.path().join("profile.toml");
-        ok(std::fs::write(&path, text));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -152,7 +150,7 @@ timeout_ms = 20000
     fn run_with_log(&self, row: &Row, task: &str, log: &str) -> Run {
         let profile = self.profile(row);
         let t0 = Instant::now();
-        let out = ok(self.command(&profile, task, log).output());
+        let out = self.command(&profile, task, log).output().expect("running wharf");
         let elapsed = t0.elapsed();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let events = parse_lines(&stdout);
@@ -172,7 +170,7 @@ timeout_ms = 20000
     /// The stored log of the run.
     fn log(&self, run: &Run) -> Vec<Event> {
         let store = wharf_core::Store::new(&self.sessions);
-        ok(store.load(&run.session_id())).events
+        store.load(&run.session_id()).expect("loading the session").events
     }
 
     /// What every run must satisfy: the mock saw no broken rule, the stored
@@ -182,15 +180,18 @@ timeout_ms = 20000
         self.mock.assert_no_violations();
         let log = self.log(run);
         assert_eq!(log.len(), run.events.len(), "stored log and streamed events differ\n{}", run.stderr);
-        let stored: Vec<Value> = log.iter().map(|e| ok(serde_json::to_value(e))).collect();
+        let stored: Vec<Value> = log.iter().map(|e| serde_json::to_value(e).expect("serializing an event")).collect();
         assert_eq!(stored, run.events, "stored log and streamed events differ");
-        wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}\n{}", run.stdout));
+        wharf_core::invariants::check(&log)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("the stored log breaks an invariant; stdout:\n{}", run.stdout))
+            .expect("the stored log is valid");
         check_attempts(&run.events);
     }
 }
 
 fn parse_lines(stdout: &str) -> Vec<Value> {
-    stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}"))).collect()
+    wharf_tests::json_lines(stdout).expect("wharf run prints JSON lines")
 }
 
 /// Per step: the chunks after the last `llm/retry` (the successful attempt)
@@ -281,7 +282,7 @@ fn ok_reply() -> Value {
 // The happy path: parallel tool calls, reasoning pass-back, usage.
 
 #[test]
-fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() {
+fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() -> anyhow::Result<()> {
     let case = Case::new(script(vec![
         // Two parallel calls whose argument fragments alternate and are cut
         // mid-token; the body arrives in 5-byte writes (lines and UTF-8 split),
@@ -372,12 +373,14 @@ fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() {
     assert_eq!(passed_back(2), vec![json!("Two files → read both at once."), json!("")]);
 
     // Token usage per step and per session in `wharf sessions show`.
-    let show = ok(wharf_tests::wharf(case.home.path())
+    let show = wharf_tests::wharf(case.home.path())
         .args(["sessions", "show", &run.session_id(), "--session-dir", &case.sessions.display().to_string()])
-        .output());
+        .output()
+        .context("running wharf sessions show")?;
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.contains("300 prompt (200 cached) / 30 completion"), "per step: {text}");
     assert!(text.contains("500 prompt (320 cached) / 70 completion (17 reasoning)"), "per session: {text}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -643,7 +646,7 @@ fn a_retry_after_beyond_the_bound_stops_with_rate_limit_naming_the_time() {
 }
 
 #[test]
-fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() {
+fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() -> anyhow::Result<()> {
     let busy = json!({"kind": "error", "status": 503, "retry_after": "0",
         "headers": [["x-deepseek-request-id", "deepseek-503"]]});
     let case = Case::new(script(vec![busy, ok_reply()]));
@@ -654,8 +657,8 @@ fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() {
     assert_eq!(retry.len(), 1);
     assert!(retry[0]["message"].as_str().unwrap_or("").ends_with("[request id: deepseek-503]"), "{retry:?}");
     // In the stored session log, and in the host's own log (stderr).
-    let stored =
-        ok(serde_json::to_string(&case.log(&run).iter().map(|e| ok(serde_json::to_value(e))).collect::<Vec<_>>()));
+    let values = case.log(&run).iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>();
+    let stored = serde_json::to_string(&values.context("serializing the log")?).context("serializing the log")?;
     assert!(stored.contains("deepseek-503"), "not in the session log");
     assert!(run.stderr.contains("deepseek-503"), "not in the host log: {}", run.stderr);
     // A failure mid-stream names the id of the response head.
@@ -669,6 +672,7 @@ fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() {
     let retry = run.of_type("llm/retry");
     assert_eq!(retry.len(), 1, "{}", run.explain());
     assert!(retry[0]["message"].as_str().unwrap_or("").contains("[request id: req-stream]"), "{retry:?}");
+    Ok(())
 }
 
 #[test]
@@ -687,10 +691,10 @@ fn retries_are_bounded() {
 // Grants and the key.
 
 #[test]
-fn missing_key_is_auth_and_nothing_is_sent() {
+fn missing_key_is_auth_and_nothing_is_sent() -> anyhow::Result<()> {
     let case = Case::new(script(vec![ok_reply()]));
     let profile = case.profile(&Row::deepseek());
-    let out = ok(case.command(&profile, "go", "warn").env_remove(KEY_ENV).output());
+    let out = case.command(&profile, "go", "warn").env_remove(KEY_ENV).output().context("running wharf run")?;
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         events: parse_lines(&String::from_utf8_lossy(&out.stdout)),
@@ -705,6 +709,7 @@ fn missing_key_is_auth_and_nothing_is_sent() {
     assert_eq!(run.stderr.matches("is not set").count(), 1, "{}", run.explain());
     assert!(run.events.is_empty(), "{}", run.explain());
     assert!(case.mock.requests().is_empty());
+    Ok(())
 }
 
 #[test]
@@ -733,7 +738,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn the_api_key_is_never_written_anywhere() {
+fn the_api_key_is_never_written_anywhere() -> anyhow::Result<()> {
     let echo = format!("Incorrect API key provided: {KEY}. (Authorization: Bearer {KEY})");
     let case = Case::new(script(vec![
         stream(
@@ -756,11 +761,12 @@ fn the_api_key_is_never_written_anywhere() {
     assert_eq!(second.code, 1, "{}", second.explain());
     assert_eq!(second.turn_end()["code"], "AUTH");
     assert!(second.turn_end()["message"].as_str().unwrap_or("").contains("[REDACTED]"), "{}", second.explain());
-    let dump = ok(wharf_tests::wharf(case.home.path())
+    let dump = wharf_tests::wharf(case.home.path())
         .current_dir(case.ws.path())
         .env(KEY_ENV, KEY)
         .args(["config", "dump", "--profile", &case.profile(&Row::deepseek()).display().to_string()])
-        .output());
+        .output()
+        .context("running wharf config dump")?;
     assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
 
     let mut outputs = vec![
@@ -777,11 +783,15 @@ fn the_api_key_is_never_written_anywhere() {
     files(case.ws.path(), &mut written);
     assert!(written.iter().any(|p| p.extension().is_some_and(|e| e == "jsonl")), "no session log found");
     for p in &written {
-        outputs.push(("file", format!("{}\n{}", p.display(), String::from_utf8_lossy(&ok(std::fs::read(p))))));
+        outputs.push((
+            "file",
+            format!("{}\n{}", p.display(), String::from_utf8_lossy(&std::fs::read(p).context("reading the file")?)),
+        ));
     }
     for (what, text) in &outputs {
         assert!(!text.contains(KEY), "the API key leaked into {what}:\n{text}");
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -798,15 +808,20 @@ impl Drop for KillOnDrop {
 }
 
 #[test]
-fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
+fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() -> anyhow::Result<()> {
     let case = Case::new(script(vec![stream(json!({
         "reasoning": "Thinking.", "text": "Partial answer that never finishes.", "chunk_chars": 4,
         // Role chunk, 3 reasoning pieces, 3 text pieces, then silence.
         "fault": {"type": "stall", "after_chunks": 7, "ms": 60000, "keepalive_every_ms": 200}
     }))]));
     let profile = case.profile(&Row::deepseek());
-    let mut guard =
-        KillOnDrop(ok(case.command(&profile, "go", "warn").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()));
+    let mut guard = KillOnDrop(
+        case.command(&profile, "go", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("spawning wharf run")?,
+    );
     let child = &mut guard.0;
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = mpsc::channel::<String>();
@@ -820,7 +835,7 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-        let line = line.unwrap_or_else(|_| panic!("no streamed text before the stall: {lines:?}"));
+        let line = line.with_context(|| format!("no streamed text before the stall: {lines:?}"))?;
         lines.push(line);
         // The host may merge pieces that arrive together: count characters.
         let text_chars: usize = lines
@@ -835,10 +850,10 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
     }
     std::thread::sleep(Duration::from_millis(300));
     let pid = child.id().to_string();
-    let sent = ok(Command::new("kill").args(["-INT", &pid]).status());
+    let sent = Command::new("kill").args(["-INT", &pid]).status().context("running kill -INT")?;
     assert!(sent.success());
     let t0 = Instant::now();
-    let status = ok(child.wait());
+    let status = child.wait().context("waiting for the process")?;
     let _ = reader.join();
     lines.extend(rx.try_iter());
     let mut stderr = String::new();
@@ -862,8 +877,9 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
     assert_eq!(msgs[0]["reasoning"], "Thinking.");
     case.mock.assert_no_violations();
     let log = case.log(&run);
-    wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}"));
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     check_attempts(&run.events);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -872,7 +888,7 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() {
 /// A request body over the adapter's largest single write (1 MiB) reaches
 /// the server whole: written in pieces as the host's budget allows.
 #[test]
-fn a_request_body_over_a_mebibyte_arrives_whole() {
+fn a_request_body_over_a_mebibyte_arrives_whole() -> anyhow::Result<()> {
     let calls: Vec<Value> = (0..6)
         .map(|f| json!({"id": format!("big{f}"), "name": "read", "arguments": format!("{{\"path\": \"big{f}.txt\"}}")}))
         .collect();
@@ -880,13 +896,14 @@ fn a_request_body_over_a_mebibyte_arrives_whole() {
     let line = |f: usize, i: usize| format!("file {f} line {i:03} ünïcode {}", "x".repeat(780));
     for f in 0..6 {
         let text: String = (0..250).map(|i| format!("{}\n", line(f, i))).collect();
-        ok(std::fs::write(case.ws.path().join(format!("big{f}.txt")), text));
+        std::fs::write(case.ws.path().join(format!("big{f}.txt")), text).context("writing big{f}.txt")?;
     }
     let profile = case.profile(&Row::deepseek());
-    let with_limit =
-        ok(std::fs::read_to_string(&profile)).replace("[agent]\n", "[agent]\ntool_output_limit = 4194304\n");
-    ok(std::fs::write(&profile, with_limit));
-    let out = ok(case.command(&profile, "Read the big files", "warn").output());
+    let with_limit = std::fs::read_to_string(&profile)
+        .context("reading profile")?
+        .replace("[agent]\n", "[agent]\ntool_output_limit = 4194304\n");
+    std::fs::write(&profile, with_limit).context("writing profile")?;
+    let out = case.command(&profile, "Read the big files", "warn").output().context("running wharf run")?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let run = Run {
         code: out.status.code().unwrap_or(-1),
@@ -913,6 +930,7 @@ fn a_request_body_over_a_mebibyte_arrives_whole() {
         let all = tool_texts.join("\n");
         assert!(all.contains(&line(f, 0)) && all.contains(&line(f, 249)), "file {f} did not arrive whole");
     }
+    Ok(())
 }
 
 #[test]
@@ -967,21 +985,22 @@ fn openai_adapter_with_a_key_and_max_tokens_field() {
 // The real API.
 
 #[test]
-fn real_deepseek_api_when_a_key_is_set() {
+fn real_deepseek_api_when_a_key_is_set() -> anyhow::Result<()> {
     let Some(key) = std::env::var("DEEPSEEK_API_KEY").ok().filter(|k| !k.trim().is_empty()) else {
         // Expected without the secret (forks, clean clones, CI without it):
         // listed in the skip summary, never a failure.
         wharf_tests::skip_optional("llm::real_deepseek_api_when_a_key_is_set", "DEEPSEEK_API_KEY is not set");
-        return;
+        return Ok(());
     };
     let model = std::env::var("WHARF_DEEPSEEK_MODEL").unwrap_or_else(|_| "deepseek-v4-flash".into());
-    let home = ok(tempfile::tempdir());
-    let ws = ok(tempfile::tempdir());
-    ok(std::fs::write(ws.path().join("motto.txt"), "The motto of this project is: tidewater.\n"));
-    let _ = wharf_tests::plugin("fs");
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(ws.path().join("motto.txt"), "The motto of this project is: tidewater.\n")
+        .context("writing motto.txt")?;
+    let _ = wharf_tests::plugin(plugins::FS);
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let profile = home.path().join("real.toml");
-    ok(std::fs::write(
+    std::fs::write(
         &profile,
         format!(
             r#"
@@ -1007,9 +1026,10 @@ env = ["DEEPSEEK_API_KEY"]
 timeout_ms = 300000
 "#
         ),
-    ));
+    )
+    .context("writing profile")?;
     let sessions = home.path().join("sessions");
-    let out = ok(wharf_tests::wharf(home.path())
+    let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .env("DEEPSEEK_API_KEY", &key)
         .args([
@@ -1023,7 +1043,8 @@ timeout_ms = 300000
             "jsonl",
             "--no-watch",
         ])
-        .output());
+        .output()
+        .context("running wharf run")?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -1033,6 +1054,7 @@ timeout_ms = 300000
     let last = events.iter().rev().find(|e| e["type"] == "assistant/message").map(|e| e["data"]["content"].clone());
     assert!(last.and_then(|c| c.as_str().map(str::to_lowercase)).unwrap_or_default().contains("tidewater"), "{stdout}");
     let id = events.first().and_then(|e| e["data"]["id"].as_str()).unwrap_or("").to_string();
-    let log = ok(wharf_core::Store::new(&sessions).load(&id)).events;
-    wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("invariant: {e}"));
+    let log = wharf_core::Store::new(&sessions).load(&id).context("loading the session")?.events;
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }

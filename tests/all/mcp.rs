@@ -18,10 +18,12 @@ use std::process::{Command, Stdio};
 use std::sync::Once;
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::EventKind;
 
 use crate::web::start;
+use wharf_tests::plugins;
 
 static FIXTURE: Once = Once::new();
 
@@ -77,14 +79,14 @@ struct Served {
 }
 
 fn served() -> Served {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").expect("writing README.md");
     let text_wasm = home.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text_wasm).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_wasm).expect("copying the text component");
     let profile = home.path().join("serve.toml");
     std::fs::write(&profile, SERVE_PROFILE.replace("TEXT_WASM", &text_wasm.display().to_string()))
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing profile");
     Served { home, ws, profile, text_wasm }
 }
 
@@ -111,10 +113,10 @@ fn result_text(call: &Value) -> String {
 }
 
 #[test]
-fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
+fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() -> anyhow::Result<()> {
     let s = served();
-    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(outside.path().join("secret.txt"), "not yours\n").unwrap_or_else(|e| panic!("{e}"));
+    let outside = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(outside.path().join("secret.txt"), "not yours\n").context("writing secret.txt")?;
     let secret = outside.path().join("secret.txt").display().to_string();
     let calls = [
         ("word_count", json!({"path": "README.md"})),
@@ -123,11 +125,12 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
         ("word_count", json!({"path": secret})),
         ("word_count", json!({"path": 5})),
     ];
-    let out = s.client(&calls, &[]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = s.client(&calls, &[]).output().context("running the MCP client")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let report: Value =
+        serde_json::from_str(stdout.trim()).with_context(|| format!("parsing JSON: {stdout}\n{stderr}"))?;
     assert_eq!(report["server"]["serverInfo"]["name"], "wharf");
     assert_eq!(report["server"]["capabilities"]["tools"]["listChanged"], true);
     let names: Vec<&str> =
@@ -160,8 +163,8 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
     // Every call is in the session log, well formed, with the policy's vote.
     let session = c[0]["result"]["_meta"]["wharf/session"].as_str().unwrap_or("").to_string();
     let events =
-        wharf_core::Store::new(s.home.path().join("sessions")).load(&session).unwrap_or_else(|e| panic!("{e}")).events;
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+        wharf_core::Store::new(s.home.path().join("sessions")).load(&session).context("loading the session")?.events;
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<(String, Option<String>)> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -178,17 +181,18 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() {
         !events.iter().any(|e| matches!(&e.kind, EventKind::PluginReloadFailed(c) if c.id.starts_with("mcp:"))),
         "{events:?}"
     );
+    Ok(())
 }
 
 #[test]
-fn serve_announces_list_changed_when_a_component_is_hot_reloaded() {
+fn serve_announces_list_changed_when_a_component_is_hot_reloaded() -> anyhow::Result<()> {
     let s = served();
     let mut child = s
         .client(&[], &["--wait-list-changed", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf mcp serve")?;
     let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -198,7 +202,8 @@ fn serve_announces_list_changed_when_a_component_is_hot_reloaded() {
     });
     let mut log = Vec::new();
     loop {
-        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| panic!("client never listed: {log:?}"));
+        let line =
+            rx.recv_timeout(Duration::from_secs(120)).with_context(|| format!("client never listed: {log:?}"))?;
         if line == "listed" {
             break;
         }
@@ -206,15 +211,16 @@ fn serve_announces_list_changed_when_a_component_is_hot_reloaded() {
     }
     // Another component at the watched path: `text` now offers fs's tools.
     let tmp = s.text_wasm.with_extension("tmp");
-    std::fs::copy(wharf_tests::plugin("fs"), &tmp).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, &s.text_wasm).unwrap_or_else(|e| panic!("{e}"));
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::FS), &tmp).context("copying the fs component")?;
+    std::fs::rename(&tmp, &s.text_wasm).context("moving the new file in place")?;
+    let out = child.wait_with_output().context("waiting for the process")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report: Value = serde_json::from_str(stdout.trim()).with_context(|| format!("parsing JSON: {stdout}"))?;
     assert_eq!(report["list_changed"], true, "{report}");
     let names: Vec<&str> =
         report["relisted"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"read") && !names.contains(&"word_count"), "{names:?}");
+    Ok(())
 }
 
 /// Starts the fixture's streamable HTTP server; its URL and the child.
@@ -224,10 +230,10 @@ fn http_fixture() -> (String, std::process::Child) {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawning the MCP fixture");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    BufReader::new(stdout).read_line(&mut line).expect("reading a line");
     (line.trim().to_string(), child)
 }
 
@@ -241,10 +247,10 @@ impl Drop for Kill {
 }
 
 #[test]
-fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() {
+fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() -> anyhow::Result<()> {
     let (url, http) = http_fixture();
     let _http = Kill(http);
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
     let config = dir.path().join("mcp.json");
     let fx = fixture().display().to_string();
     let text = json!({"mcp": [
@@ -252,17 +258,17 @@ fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() {
         {"name": "remote", "url": url},
         {"name": "broken", "command": "/nonexistent/mcp-server"},
     ]});
-    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.to_string()).context("writing config")?;
     let out = wharf_tests::wharf(dir.path())
         .args(["mcp", "tools", "--json", "--mcp-config"])
         .arg(&config)
         .arg("-w")
         .arg(dir.path())
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf mcp tools")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "a server failed: {stdout}");
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let v: Value = serde_json::from_str(&stdout).with_context(|| format!("parsing JSON: {stdout}"))?;
     let state = |n: &str| {
         v["servers"].as_array().and_then(|s| s.iter().find(|s| s["server"] == n)).cloned().unwrap_or_default()
     };
@@ -285,12 +291,16 @@ fn client_lists_tools_of_stdio_and_http_servers_and_reports_failures() {
     assert_eq!(echo["input_schema"]["required"], json!(["text"]));
 
     // A malformed config is a usage error.
-    std::fs::write(&config, r#"{"mcp": [{"name": "Bad Name", "command": "x"}]}"#).unwrap_or_else(|e| panic!("{e}"));
-    let out = wharf_tests::wharf(dir.path()).args(["mcp", "tools", "--mcp-config"]).arg(&config).output();
-    let out = out.unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, r#"{"mcp": [{"name": "Bad Name", "command": "x"}]}"#).context("writing config")?;
+    let out = wharf_tests::wharf(dir.path())
+        .args(["mcp", "tools", "--mcp-config"])
+        .arg(&config)
+        .output()
+        .context("running wharf mcp tools")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("Bad Name"), "{stderr}");
+    Ok(())
 }
 
 const AGENT_PROFILE: &str = r#"
@@ -336,7 +346,7 @@ text = "Done."
 "#;
 
 #[test]
-fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() {
+fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() -> anyhow::Result<()> {
     let (url, http) = http_fixture();
     let _http = Kill(http);
     let fx = fixture().display().to_string();
@@ -365,7 +375,7 @@ required = true
     assert_eq!(end["data"]["reason"], "completed", "{end}\n{}", w.stderr());
 
     let events = w.log(&id);
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -413,14 +423,15 @@ required = true
     let (_, p) = w.call("GET", "/api/plugins", None);
     let servers: Vec<&str> = p["mcp"].as_array().into_iter().flatten().filter_map(|s| s["server"].as_str()).collect();
     assert_eq!(servers, ["fx", "remote"]);
+    Ok(())
 }
 
 #[test]
-fn a_required_server_that_fails_blocks_the_turn_with_its_error() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn a_required_server_that_fails_blocks_the_turn_with_its_error() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
     let config = dir.path().join("mcp.json");
     let text = json!({"mcp": [{"name": "gone", "command": "/nonexistent/mcp-server", "required": true}]});
-    std::fs::write(&config, text.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text.to_string()).context("writing config")?;
     let config = config.display().to_string();
     let w = start(AGENT_PROFILE, &["--mcp-config", &config], &[]);
     let (_, r) = w.call("POST", "/api/sessions", Some(json!({"text": "go"})));
@@ -437,6 +448,7 @@ fn a_required_server_that_fails_blocks_the_turn_with_its_error() {
         "{seen:?}"
     );
     assert!(!seen.iter().any(|e| e["type"] == "step/start"), "no model request was made");
+    Ok(())
 }
 
 /// A temp home, workspace and profile for `wharf run`.
@@ -447,17 +459,17 @@ struct Run {
 
 impl Run {
     fn new() -> Self {
-        for p in ["llm-scripted", "policy-rules"] {
+        for p in [plugins::LLM_SCRIPTED, plugins::POLICY_RULES] {
             let _ = wharf_tests::plugin(p);
         }
-        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
         Self { home, ws }
     }
 
     fn profile(&self, text: &str) -> PathBuf {
         let path = self.home.path().join("profile.toml");
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -474,7 +486,7 @@ impl Run {
             .arg("--session-dir")
             .arg(self.sessions())
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running wharf run go");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap_or_default();
         let id = first["data"]["id"].as_str().unwrap_or("").to_string();
@@ -482,8 +494,12 @@ impl Run {
     }
 
     fn log(&self, id: &str) -> Vec<wharf_core::events::Event> {
-        let events = wharf_core::Store::new(self.sessions()).load(id).unwrap_or_else(|e| panic!("{e}: {id}")).events;
-        wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+        let events = wharf_core::Store::new(self.sessions())
+            .load(id)
+            .with_context(|| format!("loading session {id}"))
+            .expect("the session log loads")
+            .events;
+        wharf_core::invariants::check(&events).expect("checking the log's invariants");
         events
     }
 }
@@ -523,7 +539,7 @@ text = "Done."
 "#;
 
 #[test]
-fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() {
+fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> anyhow::Result<()> {
     let (url, http) = http_fixture();
     let _http = Kill(http);
     let r = Run::new();
@@ -558,13 +574,18 @@ fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() {
 
     // The stdio server's process is gone once `wharf run` has exited, though
     // it ignores its closed stdin (`--linger`): wharf ended it.
-    let pid: u32 = results[2].content.trim().parse().unwrap_or_else(|e| panic!("{e}: {:?}", results[2]));
+    let pid: u32 = results[2]
+        .content
+        .trim()
+        .parse()
+        .with_context(|| format!("parsing results[2].content.trim(): {:?}", results[2]))?;
     let proc = PathBuf::from(format!("/proc/{pid}"));
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while proc.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!proc.exists(), "the MCP server (pid {pid}) outlived wharf run");
+    Ok(())
 }
 
 #[test]
@@ -592,7 +613,7 @@ fn run_fails_clearly_when_a_required_server_cannot_start() {
 }
 
 #[test]
-fn config_dump_shows_mcp_rows_without_secrets() {
+fn config_dump_shows_mcp_rows_without_secrets() -> anyhow::Result<()> {
     let r = Run::new();
     let profile = r.profile(
         "[[mcp]]\nname = \"search\"\nurl = \"https://mcp.example.com/mcp\"\n\
@@ -605,12 +626,13 @@ fn config_dump_shows_mcp_rows_without_secrets() {
         if json {
             c.arg("--json");
         }
-        let out = c.output().unwrap_or_else(|e| panic!("{e}"));
+        let out = c.output().context("running the command")?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("files-server") && stdout.contains("Authorization"), "{stdout}");
         assert!(!stdout.contains("literal-secret") && !stdout.contains("FILES_TOKEN"), "{stdout}");
     }
+    Ok(())
 }
 
 /// `wharf mcp serve` answers every line it cannot take as JSON-RPC: a line
@@ -619,7 +641,7 @@ fn config_dump_shows_mcp_rows_without_secrets() {
 /// has none or an invalid one); well-formed notifications and responses it
 /// cannot use get nothing; and the next request is served.
 #[test]
-fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
+fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() -> anyhow::Result<()> {
     use std::io::Write;
     let s = served();
     let mut child = Command::new(wharf_bin())
@@ -636,7 +658,7 @@ fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf mcp serve")?;
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -645,21 +667,21 @@ fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
             let _ = tx.send(line);
         }
     });
-    let mut send = move |line: &str| {
-        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
-        stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+    let mut send = move |line: &str| -> anyhow::Result<()> {
+        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).context("writing to wharf mcp serve")?;
+        stdin.flush().context("writing to wharf mcp serve")
     };
-    let next = |what: &str| -> Value {
-        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no reply to {what}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("reply to {what} is not JSON ({e}): {line}"))
+    let next = |what: &str| -> anyhow::Result<Value> {
+        let line = rx.recv_timeout(Duration::from_secs(60)).with_context(|| format!("no reply to {what}"))?;
+        serde_json::from_str(&line).with_context(|| format!("the reply to {what} is not JSON: {line}"))
     };
     send(
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
-    );
-    let init = next("initialize");
+    )?;
+    let init = next("initialize")?;
     assert_eq!(init["id"], 1, "{init}");
     assert_eq!(init["result"]["serverInfo"]["name"], "wharf", "{init}");
-    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
 
     // (line, expected code, expected id)
     let cases: &[(&str, i64, Value)] = &[
@@ -684,8 +706,8 @@ fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
         (r#"{"jsonrpc":"2.0","id":11,"method":"no/such/method"}"#, -32601, json!(11)),
     ];
     for (line, code, id) in cases {
-        send(line);
-        let r = next(line);
+        send(line)?;
+        let r = next(line)?;
         assert_eq!(r["jsonrpc"], "2.0", "{line} → {r}");
         assert_eq!(r["error"]["code"], *code, "{line} → {r}");
         assert!(r.as_object().is_some_and(|o| o.contains_key("id")), "the error has an id member: {line} → {r}");
@@ -694,18 +716,19 @@ fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() {
     }
     // Well-formed notifications and responses are never answered, even
     // ones rmcp cannot use; the next request is served and answered first.
-    send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#);
-    send(r#"{"jsonrpc":"2.0","method":"no/such/notification","params":{"a":1}}"#);
-    send(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#);
-    send("");
-    send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#);
-    let list = next("tools/list");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}"#)?;
+    send(r#"{"jsonrpc":"2.0","method":"no/such/notification","params":{"a":1}}"#)?;
+    send(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#)?;
+    send("")?;
+    send(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#)?;
+    let list = next("tools/list")?;
     assert_eq!(list["id"], 10, "{list}");
     let names: Vec<&str> =
         list["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
     assert!(names.contains(&"word_count"), "{list}");
     drop(send);
-    let status = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().context("waiting for the process")?;
     assert!(status.success(), "wharf mcp serve exited with {status}");
     assert!(rx.try_recv().is_err(), "nothing else was sent");
+    Ok(())
 }

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::EventKind;
+use wharf_tests::plugins;
 
 const PROFILE: &str = r#"
 [[plugin]]
@@ -72,7 +74,7 @@ impl Server {
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
-        let status = self.child.wait().unwrap_or_else(|e| panic!("{e}"));
+        let status = self.child.wait().expect("waiting for the process");
         assert!(status.success(), "wharf mcp serve --http exited with {status}: {rest}");
         rest
     }
@@ -81,11 +83,11 @@ impl Server {
 /// `wharf mcp serve --http 127.0.0.1:0` with `extra` arguments; waits for
 /// the line naming its address and token.
 fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
-    for p in ["text", "policy-fixed"] {
+    for p in [plugins::TEXT, plugins::POLICY_FIXED] {
         let _ = wharf_tests::plugin(p);
     }
     let profile = home.join("serve.toml");
-    std::fs::write(&profile, PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, PROFILE).expect("writing profile");
     let mut c = wharf_tests::wharf(home);
     c.args(["mcp", "serve", "--http", "127.0.0.1:0", "--profile"])
         .arg(&profile)
@@ -98,7 +100,7 @@ fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = c.spawn().expect("spawning the command");
     let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -129,13 +131,16 @@ fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
     panic!("no address line from wharf mcp serve --http: {seen}");
 }
 
-fn client(py: &Path, url: &str, token: &str, calls: &Value) -> Value {
+fn client(py: &Path, url: &str, token: &str, calls: &Value) -> anyhow::Result<Value> {
     let script = wharf_tests::root().join("tests/mcp-http-client/client.py");
-    let out =
-        Command::new(py).arg(script).args([url, token, &calls.to_string()]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(py)
+        .arg(script)
+        .args([url, token, &calls.to_string()])
+        .output()
+        .context("running the Python MCP client")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "client.py failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    serde_json::from_str(stdout.trim()).with_context(|| format!("the client's report is not JSON: {stdout}"))
 }
 
 fn statuses(v: &Value) -> Vec<i64> {
@@ -143,23 +148,23 @@ fn statuses(v: &Value) -> Vec<i64> {
 }
 
 #[test]
-fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() {
+fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() -> anyhow::Result<()> {
     let Some(py) = python_with_sdk() else {
         wharf_tests::skip(
             &wharf_tests::current_test(),
             "the Python MCP SDK is missing (pip install mcp==2.3.0, as .ci/run does in its virtualenv)",
         );
-        return;
+        return Ok(());
     };
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").context("writing README.md")?;
     let server = start(home.path(), ws.path(), &[]);
     assert!(server.url.starts_with("http://127.0.0.1:") && server.url.ends_with("/mcp"), "{}", server.url);
     assert_eq!(server.token.len(), 64, "a generated token is printed: {}", server.token);
 
     let calls = json!([["word_count", {"path": "README.md"}], ["echo", {"text": "hi"}]]);
-    let report = client(&py, &server.url, &server.token, &calls);
+    let report = client(&py, &server.url, &server.token, &calls)?;
     let ok = &report["ok"];
     assert!(ok.get("error").is_none(), "{report}");
     assert_eq!(ok["server"], "wharf", "{report}");
@@ -188,8 +193,8 @@ fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() {
     let rest = server.stop();
     assert!(rest.contains(&session), "the session is named on stderr at exit: {rest}");
     let events =
-        wharf_core::Store::new(home.path().join("sessions")).load(&session).unwrap_or_else(|e| panic!("{e}")).events;
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+        wharf_core::Store::new(home.path().join("sessions")).load(&session).context("loading the session")?.events;
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<(String, Option<String>)> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -198,51 +203,54 @@ fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() {
         })
         .collect();
     assert_eq!(results, [("word_count".to_string(), None), ("echo".to_string(), Some("DENIED".to_string()))]);
+    Ok(())
 }
 
 #[test]
-fn a_configured_token_is_used_and_not_printed() {
+fn a_configured_token_is_used_and_not_printed() -> anyhow::Result<()> {
     let Some(py) = python_with_sdk() else {
         wharf_tests::skip(&wharf_tests::current_test(), "the Python MCP SDK is missing (pip install mcp==2.3.0)");
-        return;
+        return Ok(());
     };
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let token = "configured-token-0123456789abcdef";
     let server = start(home.path(), ws.path(), &["--token", token]);
     assert!(!server.token.contains(token), "the configured token is not echoed: {}", server.token);
-    let report = client(&py, &server.url, token, &json!([]));
+    let report = client(&py, &server.url, token, &json!([]))?;
     assert_eq!(report["ok"]["tools"], json!(["echo", "regex_search", "word_count"]), "{report}");
     assert_eq!(statuses(&report["wrong_token"]).first(), Some(&401), "{report}");
     server.stop();
+    Ok(())
 }
 
 #[test]
-fn non_loopback_needs_allow_remote_and_a_token() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let run = |extra: &[&str]| {
+fn non_loopback_needs_allow_remote_and_a_token() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let run = |extra: &[&str]| -> anyhow::Result<_> {
         let out = wharf_tests::wharf(home.path())
             .args(["mcp", "serve", "--http", "0.0.0.0:0"])
             .args(extra)
             .env_remove("WHARF_MCP_TOKEN")
             .stdin(Stdio::null())
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+            .context("running wharf mcp serve")?;
+        Ok((out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned()))
     };
-    let (code, err) = run(&[]);
+    let (code, err) = run(&[])?;
     assert_ne!(code, Some(0));
     assert!(err.contains("non-loopback") && err.contains("--allow-remote"), "{err}");
-    let (code, err) = run(&["--allow-remote"]);
+    let (code, err) = run(&["--allow-remote"])?;
     assert_ne!(code, Some(0));
     assert!(err.contains("needs a configured token"), "{err}");
-    let (code, err) = run(&["--allow-remote", "--token", "short"]);
+    let (code, err) = run(&["--allow-remote", "--token", "short"])?;
     assert_ne!(code, Some(0));
     assert!(err.contains("at least 16 characters"), "{err}");
     let out = wharf_tests::wharf(home.path())
         .args(["mcp", "serve", "--http", "nonsense"])
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf mcp serve")?;
     assert!(String::from_utf8_lossy(&out.stderr).contains("HOST:PORT"), "{out:?}");
+    Ok(())
 }

@@ -7,9 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use serde_json::Value;
 use wharf_core::EventKind;
 use wharf_core::events::ToolResultEvent as ToolResult;
+use wharf_tests::plugins;
 
 /// Whether this machine has the OS sandbox (else sandboxed rows refuse to start).
 fn sandbox_available(home: &Path) -> Result<(), String> {
@@ -28,15 +30,15 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        for p in ["llm-scripted", "policy-rules"] {
+        for p in [plugins::LLM_SCRIPTED, plugins::POLICY_RULES] {
             let _ = wharf_tests::plugin(p);
         }
-        let t = || tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let t = || tempfile::tempdir().expect("creating a temp dir");
         let env = Self { home: t(), ws: t(), grant: t(), outside: t() };
         let ssh = env.home.path().join(".ssh");
-        std::fs::create_dir_all(&ssh).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(ssh.join("id_rsa"), "-----BEGIN FAKE KEY-----\n").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(env.ws.path().join("README.md"), "workspace readme\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&ssh).expect("creating ssh");
+        std::fs::write(ssh.join("id_rsa"), "-----BEGIN FAKE KEY-----\n").expect("writing id_rsa");
+        std::fs::write(env.ws.path().join("README.md"), "workspace readme\n").expect("writing README.md");
         env
     }
 
@@ -46,7 +48,7 @@ impl Env {
 
     fn profile(&self, body: &str) -> PathBuf {
         let path = self.home.path().join("profile.toml");
-        std::fs::write(&path, body).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, body).expect("writing the file");
         path
     }
 
@@ -62,13 +64,17 @@ impl Env {
             .arg("--session-dir")
             .arg(&sessions)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running wharf run go");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap_or_default();
         let id = first["data"]["id"].as_str().unwrap_or("").to_string();
-        let events = wharf_core::Store::new(sessions).load(&id).unwrap_or_else(|e| panic!("{e}: {stderr}")).events;
-        wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+        let events = wharf_core::Store::new(sessions)
+            .load(&id)
+            .with_context(|| format!("no session log; stderr: {stderr}"))
+            .expect("the run leaves a session log")
+            .events;
+        wharf_core::invariants::check(&events).expect("checking the log's invariants");
         (out.status.code().unwrap_or(-1), events, stderr)
     }
 }
@@ -124,16 +130,16 @@ fn call(tool: &str, args: &str) -> (String, String) {
 }
 
 #[test]
-fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_is_not() {
+fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_is_not() -> anyhow::Result<()> {
     let env = Env::new();
     if let Err(line) = sandbox_available(env.home.path()) {
         wharf_tests::skip(&wharf_tests::current_test(), &format!("no OS sandbox here: {line}"));
-        return;
+        return Ok(());
     }
     let fx = crate::mcp::fixture().display().to_string();
     let key = Env::p(&env.home, ".ssh/id_rsa");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}")).to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a local port")?;
+    let addr = listener.local_addr().context("reading the local address")?.to_string();
     let granted = Env::p(&env.grant, "granted.txt");
     let jail_out = Env::p(&env.outside, "jail.txt");
     let free_out = Env::p(&env.outside, "free.txt");
@@ -193,6 +199,7 @@ fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_i
     assert_eq!(std::fs::read_to_string(&free_out).unwrap_or_default(), "free");
     worked(10, "connected");
     drop(listener);
+    Ok(())
 }
 
 #[test]
@@ -216,7 +223,7 @@ fn a_sandboxed_server_with_a_missing_grant_fails_clearly() {
 }
 
 #[test]
-fn doctor_reports_each_servers_confinement() {
+fn doctor_reports_each_servers_confinement() -> anyhow::Result<()> {
     let env = Env::new();
     let rows = format!(
         "[[mcp]]\nname = \"jail\"\ncommand = \"srv\"\n[mcp.sandbox]\ndirs = [\"{}:rw\", \"{}:ro\"]\nnetwork = true\n\
@@ -236,7 +243,7 @@ fn doctor_reports_each_servers_confinement() {
         .arg("--profile")
         .arg(&profile)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf doctor")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let line = |name: &str| {
         text.lines()
@@ -263,4 +270,5 @@ fn doctor_reports_each_servers_confinement() {
     let remote = line("remote");
     assert!(remote.contains("(http)") && remote.contains("not a local process"), "{remote}");
     assert_eq!(out.status.code(), Some(1), "a row that cannot start fails the doctor: {text}");
+    Ok(())
 }

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::Value;
+use wharf_tests::plugins;
 
 /// A `docker-registry` on a free loopback port, storing under a temp dir;
 /// killed on drop.
@@ -36,12 +38,12 @@ impl Registry {
             wharf_tests::skip(test, "docker-registry is not installed (Debian package `docker-registry`)");
             return None;
         };
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("creating a temp dir");
         let data = dir.path().join("data");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("reserving a port");
         let config = dir.path().join("config.yml");
         let mut text = format!(
             "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
@@ -49,17 +51,17 @@ impl Registry {
         );
         if let Some(lines) = htpasswd {
             let file = dir.path().join("htpasswd");
-            std::fs::write(&file, lines).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(&file, lines).expect("writing the file");
             text.push_str(&format!("auth:\n  htpasswd:\n    realm: wharf-test\n    path: {}\n", file.display()));
         }
-        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&config, text).expect("writing config");
         let child = Command::new(bin)
             .arg("serve")
             .arg(&config)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn docker-registry: {e}"));
+            .expect("spawn docker-registry");
         let reg = Self { child: Some(child), port, data, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(15);
         let up = if htpasswd.is_some() { 401 } else { 200 };
@@ -127,7 +129,7 @@ struct Home {
 
 impl Home {
     fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap_or_else(|e| panic!("{e}")) }
+        Self { dir: tempfile::tempdir().expect("creating a temp dir") }
     }
 
     fn path(&self) -> &Path {
@@ -139,7 +141,7 @@ impl Home {
     }
 
     fn wharf(&self) -> Command {
-        let _ = wharf_tests::plugin("llm-scripted");
+        let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
         let mut c = wharf_tests::wharf(self.path());
         c.current_dir(self.path())
             .env("WHARF_OCI_DIR", self.store())
@@ -152,7 +154,7 @@ impl Home {
 
     /// `wharf ARGS…`: `(exit code, stdout, stderr)`.
     fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.wharf().args(args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        let out = self.wharf().args(args).output().expect("spawn wharf");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -165,7 +167,9 @@ impl Home {
         let (code, out, err) = self.run(args);
         assert_eq!(code, 0, "wharf {args:?}: {out} {err}");
         let last = out.lines().last().unwrap_or("");
-        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {out}"))
+        serde_json::from_str(last)
+            .with_context(|| format!("the last line is not JSON: {out}"))
+            .expect("wharf prints JSON")
     }
 
     fn push(&self, file: &Path, reference: &str) -> String {
@@ -196,7 +200,7 @@ text = "Done."
 "#
         );
         let path = self.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -243,8 +247,8 @@ fn assert_refused(home: &Home, profile: &Path, reason: &str) -> String {
 #[test]
 fn push_pull_run_lock_moved_tag_and_offline() {
     let Some(mut reg) = Registry::start("oci::push_pull_run_lock_moved_tag_and_offline") else { return };
-    let echo = wharf_tests::plugin("echo");
-    let text = wharf_tests::plugin("text");
+    let echo = wharf_tests::plugin(plugins::ECHO);
+    let text = wharf_tests::plugin(plugins::TEXT);
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
 
     // Push from one home, pull into a fresh one.
@@ -323,9 +327,9 @@ fn push_pull_run_lock_moved_tag_and_offline() {
 }
 
 #[test]
-fn wrong_digest_and_tampered_layers_are_refused() {
-    let Some(reg) = Registry::start("oci::wrong_digest_and_tampered_layers_are_refused") else { return };
-    let echo = wharf_tests::plugin("echo");
+fn wrong_digest_and_tampered_layers_are_refused() -> anyhow::Result<()> {
+    let Some(reg) = Registry::start("oci::wrong_digest_and_tampered_layers_are_refused") else { return Ok(()) };
+    let echo = wharf_tests::plugin(plugins::ECHO);
     let publisher = Home::new();
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
     let d1 = publisher.push(&echo, &tag);
@@ -350,7 +354,7 @@ fn wrong_digest_and_tampered_layers_are_refused() {
     let mut bytes = std::fs::read(&layer).unwrap_or_default();
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
-    std::fs::write(&layer, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&layer, &bytes).context("writing layer")?;
     assert_refused(&home, &good, "differs from the pinned");
     // A pull fetches the good bytes again.
     home.json(&["plugin", "pull", &at]);
@@ -360,23 +364,26 @@ fn wrong_digest_and_tampered_layers_are_refused() {
     // Tampered in the registry: the layer no longer has its digest.
     let layer_digest = pulled["layer"].as_str().unwrap_or_default().to_string();
     let blob = reg.blob_file(&layer_digest);
-    std::fs::write(&blob, &bytes).unwrap_or_else(|e| panic!("{}: {e}", blob.display()));
+    std::fs::write(&blob, &bytes).with_context(|| format!("writing blob: {}", blob.display()))?;
     let fresh = Home::new();
     let (code, out, err) = fresh.run(&["plugin", "pull", &tag]);
     assert_ne!(code, 0, "a tampered layer was pulled: {out}");
     assert!(err.to_lowercase().contains("digest"), "{err}");
     assert!(!fresh.store().join("blobs/sha256").join(layer_digest.trim_start_matches("sha256:")).exists());
     assert_refused(&fresh, &good, "digest");
+    Ok(())
 }
 
 #[test]
-fn signatures_unsigned_signed_wrong_key_other_digest() {
-    let Some(mut reg) = Registry::start("oci::signatures_unsigned_signed_wrong_key_other_digest") else { return };
-    let echo = wharf_tests::plugin("echo");
-    let text = wharf_tests::plugin("text");
+fn signatures_unsigned_signed_wrong_key_other_digest() -> anyhow::Result<()> {
+    let Some(mut reg) = Registry::start("oci::signatures_unsigned_signed_wrong_key_other_digest") else {
+        return Ok(());
+    };
+    let echo = wharf_tests::plugin(plugins::ECHO);
+    let text = wharf_tests::plugin(plugins::TEXT);
     let publisher = Home::new();
     let keys = publisher.path().join("keys");
-    std::fs::create_dir_all(&keys).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&keys).context("creating keys")?;
     let (k1, k2) = (keys.join("k1"), keys.join("k2"));
     for k in [&k1, &k2] {
         publisher.json(&["plugin", "sign", "--generate-key", &k.display().to_string()]);
@@ -439,12 +446,13 @@ fn signatures_unsigned_signed_wrong_key_other_digest() {
     let (code, events, err) = home.run_profile(&p1);
     assert_eq!(code, 0, "offline with a stored signature: {err}");
     assert!(echo_result(&events).is_some_and(|r| r.contains("hello from oci")), "{events:?}");
+    Ok(())
 }
 
 /// A copy of `echo` with other bytes (a custom section appended), so its
 /// digest differs and it still loads.
 fn echo_variant(echo: &Path, dir: &Path) -> PathBuf {
-    let mut bytes = std::fs::read(echo).unwrap_or_else(|e| panic!("{e}"));
+    let mut bytes = std::fs::read(echo).expect("reading the echo component");
     // Custom section (id 0): size, name length, name, payload.
     let name = b"wharf-test";
     let payload = b"variant";
@@ -454,7 +462,7 @@ fn echo_variant(echo: &Path, dir: &Path) -> PathBuf {
     bytes.extend_from_slice(name);
     bytes.extend_from_slice(payload);
     let path = dir.join("echo-variant.wasm");
-    std::fs::write(&path, bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, bytes).expect("writing the file");
     path
 }
 
@@ -462,13 +470,13 @@ fn echo_variant(echo: &Path, dir: &Path) -> PathBuf {
 /// component of a running `wharf mcp serve`; a pin it cannot resolve keeps
 /// the working version.
 #[test]
-fn new_pin_in_the_profile_hot_reloads() {
+fn new_pin_in_the_profile_hot_reloads() -> anyhow::Result<()> {
     use std::io::{BufRead, BufReader};
-    let Some(reg) = Registry::start("oci::new_pin_in_the_profile_hot_reloads") else { return };
+    let Some(reg) = Registry::start("oci::new_pin_in_the_profile_hot_reloads") else { return Ok(()) };
     let publisher = Home::new();
     let tag = format!("oci://{}/tools/swap:v1", reg.host());
-    let d1 = publisher.push(&wharf_tests::plugin("echo"), &tag);
-    let d2 = publisher.push(&wharf_tests::plugin("text"), &format!("oci://{}/tools/swap:v2", reg.host()));
+    let d1 = publisher.push(&wharf_tests::plugin(plugins::ECHO), &tag);
+    let d2 = publisher.push(&wharf_tests::plugin(plugins::TEXT), &format!("oci://{}/tools/swap:v2", reg.host()));
     let home = Home::new();
     let profile = home.profile("swap", &echo_row(&tag, &format!("digest = \"{d1}\"")));
     let mut child = home
@@ -481,7 +489,7 @@ fn new_pin_in_the_profile_hot_reloads() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf mcp serve")?;
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -491,15 +499,19 @@ fn new_pin_in_the_profile_hot_reloads() {
         }
     });
     let mut send = move |line: &str| {
-        stdin.write_all(line.as_bytes()).and_then(|()| stdin.write_all(b"\n")).unwrap_or_else(|e| panic!("{e}"));
-        stdin.flush().unwrap_or_else(|e| panic!("{e}"));
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.write_all(b"\n"))
+            .and_then(|()| stdin.flush())
+            .expect("writing to wharf mcp serve");
     };
     // The reply with `id` (notifications in between are skipped).
     let reply = |id: i64| -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no reply {id}"));
+            let line =
+                rx.recv_timeout(left).with_context(|| format!("no reply {id}")).expect("wharf mcp serve answers");
             let v: Value = serde_json::from_str(&line).unwrap_or_default();
             if v["id"] == id {
                 return v;
@@ -527,7 +539,7 @@ fn new_pin_in_the_profile_hot_reloads() {
 
     // A new pin: the text component replaces echo.
     let text = std::fs::read_to_string(&profile).unwrap_or_default();
-    std::fs::write(&profile, text.replace(&d1, &d2)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text.replace(&d1, &d2)).context("writing profile")?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let names = tools(&mut send);
@@ -541,11 +553,12 @@ fn new_pin_in_the_profile_hot_reloads() {
     }
     // A pin nothing has: refused, the working version stays.
     let bad = format!("sha256:{}", "cd".repeat(32));
-    std::fs::write(&profile, text.replace(&d1, &bad)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, text.replace(&d1, &bad)).context("writing profile")?;
     std::thread::sleep(Duration::from_secs(3));
     assert!(tools(&mut send).iter().any(|t| t == "word_count"), "a refused pin replaced the working version");
     let _ = child.kill();
     let _ = child.wait();
+    Ok(())
 }
 
 /// `alice` / `s3cret`, bcrypt (cost 4) as docker-registry's htpasswd wants it.
@@ -559,26 +572,26 @@ fn docker_setup(dir: &Path, config: &str, scripts: &[(&str, String)]) -> (PathBu
     let conf = dir.join("docker");
     let bin = dir.join("bin");
     for d in [&conf, &bin] {
-        std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(d).expect("creating the directories");
     }
-    std::fs::write(conf.join("config.json"), config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(conf.join("config.json"), config).expect("writing config.json");
     for (name, body) in scripts {
         let p = bin.join(format!("docker-credential-{name}"));
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("writing the file");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("setting the permissions of p");
     }
     let mut paths = vec![bin];
     paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
-    (conf, std::env::join_paths(paths).unwrap_or_else(|e| panic!("{e}")))
+    (conf, std::env::join_paths(paths).expect("building PATH"))
 }
 
 #[test]
-fn registry_credentials_from_docker_credential_helpers() {
+fn registry_credentials_from_docker_credential_helpers() -> anyhow::Result<()> {
     let test = "oci::registry_credentials_from_docker_credential_helpers";
-    let Some(reg) = Registry::start_with(test, Some(HTPASSWD)) else { return };
-    let echo = wharf_tests::plugin("echo");
+    let Some(reg) = Registry::start_with(test, Some(HTPASSWD)) else { return Ok(()) };
+    let echo = wharf_tests::plugin(plugins::ECHO);
     let tag = format!("oci://{}/tools/echo:v1", reg.host());
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().context("creating a temp dir")?;
     let asked = tmp.path().join("asked");
     let good = format!(
         "[ \"$1\" = get ] || exit 3\ncat >> '{}'\necho '{{\"ServerURL\":\"x\",\"Username\":\"alice\",\"Secret\":\"s3cret\"}}'",
@@ -589,13 +602,8 @@ fn registry_credentials_from_docker_credential_helpers() {
     let scripts = [("good", good), ("wrong", wrong), ("missing", missing)];
     let with = |home: &Home, config: &str, args: &[&str]| {
         let (conf, path) = docker_setup(home.path(), config, &scripts);
-        let out = home
-            .wharf()
-            .env("DOCKER_CONFIG", &conf)
-            .env("PATH", &path)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let out =
+            home.wharf().env("DOCKER_CONFIG", &conf).env("PATH", &path).args(args).output().expect("running wharf");
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
     };
@@ -618,7 +626,8 @@ fn registry_credentials_from_docker_credential_helpers() {
     let user = Home::new();
     let (code, out, err) = with(&user, r#"{"credsStore": "good"}"#, &["plugin", "pull", &tag]);
     assert_eq!(code, 0, "{out} {err}");
-    let pulled: Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let pulled: Value =
+        serde_json::from_str(out.lines().last().unwrap_or("")).with_context(|| format!("parsing JSON: {out}"))?;
     assert!(pulled["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")), "{pulled}");
 
     // A helper's wrong credentials are the registry's refusal; a failing
@@ -631,4 +640,5 @@ fn registry_credentials_from_docker_credential_helpers() {
     let (code, out, err) = with(&Home::new(), &auths, &["plugin", "pull", &tag]);
     assert_eq!(code, 0, "{out} {err}");
     assert!(err.contains("docker-credential-missing") && err.contains("credentials not found"), "no warning: {err}");
+    Ok(())
 }

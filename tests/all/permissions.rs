@@ -12,15 +12,27 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::chat::Pty;
+use wharf_tests::{Plugin, plugins};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Every component the default profile loads, plus the scripted model.
-const DEFAULT_PLUGINS: &[&str] =
-    &["fs", "shell", "web", "todo", "skills", "context", "compaction", "subagent", "policy-rules", "llm-scripted"];
+const DEFAULT_PLUGINS: &[Plugin] = &[
+    plugins::FS,
+    plugins::SHELL,
+    plugins::WEB,
+    plugins::TODO,
+    plugins::SKILLS,
+    plugins::CONTEXT,
+    plugins::COMPACTION,
+    plugins::SUBAGENT,
+    plugins::POLICY_RULES,
+    plugins::LLM_SCRIPTED,
+];
 
 struct Env {
     home: tempfile::TempDir,
@@ -29,12 +41,12 @@ struct Env {
 }
 
 fn env() -> Env {
-    for p in DEFAULT_PLUGINS {
+    for &p in DEFAULT_PLUGINS {
         let _ = wharf_tests::plugin(p);
     }
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
@@ -44,7 +56,7 @@ impl Env {
     /// scripted model playing `turns` (TOML `[[plugin.config.turns]]` rows).
     fn default_profile(&self, turns: &str) -> PathBuf {
         let shipped = std::fs::read_to_string(wharf_tests::root().join("profiles/default.toml"))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("reading profiles/default.toml");
         let start = shipped.find("[[plugin]]\nid = \"deepseek\"").unwrap_or_else(|| panic!("no deepseek row"));
         let end = shipped[start + 1..].find("\n[[plugin]]").map_or(shipped.len(), |i| start + 2 + i);
         assert!(shipped.contains("id = \"permissions\""), "the default profile has no permissions row");
@@ -56,16 +68,16 @@ impl Env {
              \"scripted-permissions\"\n{turns}\n"
         ));
         let path = self.home.path().join("default-scripted.toml");
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
     fn events(&self) -> Vec<Value> {
         let store = wharf_core::Store::new(&self.sessions);
-        let list = store.list().unwrap_or_else(|e| panic!("{e}"));
+        let list = store.list().expect("listing the sessions");
         let last = list.last().unwrap_or_else(|| panic!("no session"));
-        let loaded = store.load(&last.id).unwrap_or_else(|e| panic!("{e}"));
-        wharf_core::invariants::check(&loaded.events).unwrap_or_else(|e| panic!("{e}"));
+        let loaded = store.load(&last.id).expect("loading the session");
+        wharf_core::invariants::check(&loaded.events).expect("checking the log's invariants");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()
     }
 }
@@ -172,7 +184,7 @@ fn chat_asks_before_bash_and_write_and_permissions_switches() {
 }
 
 #[test]
-fn headless_run_uses_auto_and_never_waits() {
+fn headless_run_uses_auto_and_never_waits() -> anyhow::Result<()> {
     let e = env();
     let outside = e.home.path().join("outside.txt");
     let mut turns = String::new();
@@ -189,10 +201,10 @@ fn headless_run_uses_auto_and_never_waits() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|err| panic!("{err}"));
+        .context("spawning wharf run write the files")?;
     let deadline = Instant::now() + TIMEOUT;
     let status = loop {
-        if let Some(s) = child.try_wait().unwrap_or_else(|err| panic!("{err}")) {
+        if let Some(s) = child.try_wait().context("polling the child")? {
             break s;
         }
         if Instant::now() > deadline {
@@ -222,10 +234,11 @@ fn headless_run_uses_auto_and_never_waits() {
     assert_eq!(outcome, "rejected");
     let vote = events.iter().find(|ev| ev["type"] == "policy/decision" && ev["data"]["call_id"] == c[1].1.as_str());
     assert!(vote.map(Value::to_string).unwrap_or_default().contains("auto mode"), "{vote:?}");
+    Ok(())
 }
 
 #[test]
-fn acp_session_modes_are_the_presets_and_set_mode_switches() {
+fn acp_session_modes_are_the_presets_and_set_mode_switches() -> anyhow::Result<()> {
     let e = env();
     let mut turns = String::new();
     turns += &turn("write", json!({"path": "x.txt", "content": "x"}));
@@ -239,9 +252,9 @@ fn acp_session_modes_are_the_presets_and_set_mode_switches() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let mut c = Rpc::spawn(cmd);
-    let cwd = std::fs::canonicalize(e.ws.path()).unwrap_or_else(|err| panic!("{err}")).display().to_string();
-    c.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
-    let new = c.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let cwd = std::fs::canonicalize(e.ws.path()).context("canonicalizing the workspace")?.display().to_string();
+    c.call("initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))?;
+    let new = c.call("session/new", json!({"cwd": cwd, "mcpServers": []}))?;
     let r = &new["result"];
     assert_eq!(r["modes"]["currentModeId"], "ask", "{new}");
     let ids: Vec<&str> =
@@ -249,23 +262,23 @@ fn acp_session_modes_are_the_presets_and_set_mode_switches() {
     assert_eq!(ids, ["read-only", "ask", "auto", "full-access"]);
     let sid = r["sessionId"].as_str().unwrap_or_default().to_string();
 
-    let bad = c.call("session/set_mode", json!({"sessionId": sid, "modeId": "yolo"}));
+    let bad = c.call("session/set_mode", json!({"sessionId": sid, "modeId": "yolo"}))?;
     assert!(bad["error"]["message"].as_str().is_some_and(|m| m.contains("unknown permission preset")), "{bad}");
-    let ok = c.call("session/set_mode", json!({"sessionId": sid, "modeId": "read-only"}));
+    let ok = c.call("session/set_mode", json!({"sessionId": sid, "modeId": "read-only"}))?;
     assert!(ok.get("error").is_none(), "{ok}");
     // A second session in the workspace sees the switch.
-    let other = c.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let other = c.call("session/new", json!({"cwd": cwd, "mcpServers": []}))?;
     assert_eq!(other["result"]["modes"]["currentModeId"], "read-only", "{other}");
 
     // The write is denied without a permission request.
-    let done = c.call("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}));
+    let done = c.call("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}))?;
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert!(!c.seen.iter().any(|m| m["method"] == "session/request_permission"), "asked in read-only mode");
     assert!(!e.ws.path().join("x.txt").exists());
     let store = wharf_core::Store::new(&e.sessions);
     let events: Vec<Value> = store
         .load(&sid)
-        .unwrap_or_else(|err| panic!("{err}"))
+        .context("loading the session")?
         .events
         .iter()
         .map(|ev| serde_json::to_value(ev).unwrap_or_default())
@@ -274,6 +287,7 @@ fn acp_session_modes_are_the_presets_and_set_mode_switches() {
     assert_eq!(w.len(), 1);
     assert_eq!(verdict(&events, &w[0].1), "deny");
     assert_eq!(decided(&events, &w[0].1), None);
+    Ok(())
 }
 
 /// A JSON-RPC peer over a child's stdio (requests answered in order).
@@ -287,7 +301,7 @@ struct Rpc {
 
 impl Rpc {
     fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn: {e}"));
+        let mut child = cmd.spawn().expect("spawning wharf acp");
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         let stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
         let (tx, rx) = channel();
@@ -305,18 +319,18 @@ impl Rpc {
 
     /// Sends a request and returns its response (notifications meanwhile
     /// are kept in `seen`).
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    fn call(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.next;
         self.next += 1;
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{msg}").unwrap_or_else(|e| panic!("{e}"));
+        writeln!(self.stdin, "{msg}").with_context(|| format!("sending {method}"))?;
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let v = self.rx.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to {method}: {:?}", self.seen));
+            let v = self.rx.recv_timeout(left).with_context(|| format!("no answer to {method}: {:?}", self.seen))?;
             self.seen.push(v.clone());
             if v["id"] == id && v.get("method").is_none() {
-                return v;
+                return Ok(v);
             }
         }
     }

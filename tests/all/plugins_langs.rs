@@ -19,14 +19,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 fn root() -> PathBuf {
     wharf_tests::root()
 }
 
 fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+    tempfile::tempdir().expect("creating a temp dir")
 }
 
 fn on_path(name: &str) -> bool {
@@ -73,8 +75,8 @@ fn wharf(home: &Path) -> Command {
     wharf_tests::wharf(home)
 }
 
-fn run(cmd: &mut Command) -> Output {
-    cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+fn run(cmd: &mut Command) -> anyhow::Result<Output> {
+    cmd.output().with_context(|| format!("spawning {cmd:?}"))
 }
 
 fn text(b: &[u8]) -> String {
@@ -82,7 +84,7 @@ fn text(b: &[u8]) -> String {
 }
 
 /// `wharf plugin build DIR -o OUT --json`; the JSON report.
-fn build(home: &Path, dir: &Path, out: Option<&Path>, extra_env: &[(&str, &Path)]) -> Value {
+fn build(home: &Path, dir: &Path, out: Option<&Path>, extra_env: &[(&str, &Path)]) -> anyhow::Result<Value> {
     let mut cmd = wharf(home);
     cmd.args(["plugin", "build"]).arg(dir).arg("--json");
     if let Some(out) = out {
@@ -91,7 +93,7 @@ fn build(home: &Path, dir: &Path, out: Option<&Path>, extra_env: &[(&str, &Path)
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    let o = run(&mut cmd);
+    let o = run(&mut cmd)?;
     assert!(
         o.status.success(),
         "wharf plugin build {} failed:\n{}\n{}",
@@ -100,22 +102,22 @@ fn build(home: &Path, dir: &Path, out: Option<&Path>, extra_env: &[(&str, &Path)
         text(&o.stderr)
     );
     let stdout = text(&o.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("build report is not JSON ({e}): {stdout}"))
+    serde_json::from_str(stdout.trim()).with_context(|| format!("the build report is not JSON: {stdout}"))
 }
 
 /// `wharf plugin call FILE TOOL ARGS [flags]`: (exit code, result JSON).
-fn call(home: &Path, file: &Path, tool: &str, args: &Value, flags: &[&str]) -> (i32, Value) {
-    let o = run(wharf(home).args(["plugin", "call"]).arg(file).arg(tool).arg(args.to_string()).args(flags));
+fn call(home: &Path, file: &Path, tool: &str, args: &Value, flags: &[&str]) -> anyhow::Result<(i32, Value)> {
+    let o = run(wharf(home).args(["plugin", "call"]).arg(file).arg(tool).arg(args.to_string()).args(flags))?;
     let stdout = text(&o.stdout);
     let v = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("call output is not JSON ({e}): {stdout}\n{}", text(&o.stderr)));
-    (o.status.code().unwrap_or(-1), v)
+        .with_context(|| format!("the call output is not JSON: {stdout}\n{}", text(&o.stderr)))?;
+    Ok((o.status.code().unwrap_or(-1), v))
 }
 
-fn inspect(home: &Path, file: &Path) -> Value {
-    let o = run(wharf(home).args(["plugin", "inspect"]).arg(file).arg("--json"));
+fn inspect(home: &Path, file: &Path) -> anyhow::Result<Value> {
+    let o = run(wharf(home).args(["plugin", "inspect"]).arg(file).arg("--json"))?;
     assert!(o.status.success(), "inspect {}: {}", file.display(), text(&o.stderr));
-    serde_json::from_str(text(&o.stdout).trim()).unwrap_or_else(|e| panic!("inspect JSON: {e}"))
+    serde_json::from_str(text(&o.stdout).trim()).context("the inspect report is not JSON")
 }
 
 fn figures(label: &str, report: &Value, cached: &Value) {
@@ -134,9 +136,9 @@ fn figures(label: &str, report: &Value, cached: &Value) {
 /// The SDK examples: built from source, called directly, and used by an agent
 /// session with the scripted model, where the Python policy denies a write.
 #[test]
-fn sdk_examples_build_call_and_run_in_a_session() {
+fn sdk_examples_build_call_and_run_in_a_session() -> anyhow::Result<()> {
     if !toolchains_ready("sdk_examples_build_call_and_run_in_a_session") {
-        return;
+        return Ok(());
     }
     let home = tmp();
     let home = home.path();
@@ -144,9 +146,9 @@ fn sdk_examples_build_call_and_run_in_a_session() {
     // and the scripted model, so the shared target/plugins is left alone.
     let plugins = tmp();
     let pdir = plugins.path();
-    for name in ["fs", "llm-scripted"] {
-        std::fs::copy(wharf_tests::plugin(name), pdir.join(format!("{name}.wasm")))
-            .unwrap_or_else(|e| panic!("copy {name}: {e}"));
+    for p in [plugins::FS, plugins::LLM_SCRIPTED] {
+        std::fs::copy(wharf_tests::plugin(p), pdir.join(format!("{p}.wasm")))
+            .with_context(|| format!("copying the {p} component"))?;
     }
     let examples = [
         ("csv_query", root().join("sdk/python/examples/csv_query"), "tool"),
@@ -155,52 +157,52 @@ fn sdk_examples_build_call_and_run_in_a_session() {
     ];
     for (name, dir, kind) in &examples {
         let out = pdir.join(format!("{name}.wasm"));
-        let report = build(home, dir, Some(&out), &[]);
+        let report = build(home, dir, Some(&out), &[])?;
         assert_eq!(report["kinds"], json!([kind]), "{report}");
         assert_eq!(report["wit"], "wharf:plugin@0.1.0");
         assert_eq!(report["name"], *name);
         assert!(out.is_file());
-        let cached = inspect(home, &out);
+        let cached = inspect(home, &out)?;
         assert_eq!(cached["compile"]["source"], "disk", "a second load maps the cached artifact: {cached}");
         figures(name, &report, &cached);
     }
     let csv = pdir.join("csv_query.wasm");
     let jd = pdir.join("json_diff.wasm");
     let guard = pdir.join("path_guard.wasm");
-    assert_eq!(inspect(home, &csv)["requests"]["filesystem"], "read-only");
-    assert_eq!(inspect(home, &guard)["kinds"], json!(["policy"]));
+    assert_eq!(inspect(home, &csv)?["requests"]["filesystem"], "read-only");
+    assert_eq!(inspect(home, &guard)?["kinds"], json!(["policy"]));
 
     // wharf plugin call: real work, grants and clean errors.
     let ws = tmp();
     let wsp = ws.path();
     std::fs::write(wsp.join("sales.csv"), "region,product,amount\nEU,apple,10\nUS,pear,3\nEU,pear,5\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("writing sales.csv")?;
     let ro = format!("{}:ro", wsp.display());
     let ws_flag = wsp.display().to_string();
     let q = json!({"path": "sales.csv", "group_by": ["region"], "aggregate": [{"fn": "sum", "column": "amount"}],
                    "order_by": "sum(amount)", "descending": true});
-    let (code, v) = call(home, &csv, "csv_query", &q, &["--allow-dir", &ro, "--workspace", &ws_flag]);
+    let (code, v) = call(home, &csv, "csv_query", &q, &["--allow-dir", &ro, "--workspace", &ws_flag])?;
     assert_eq!(code, 0, "{v}");
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.contains("| EU | 15 |") && content.contains("| US | 3 |"), "{content}");
     assert!(content.find("| EU |") < content.find("| US |"), "descending order: {content}");
     // Without the grant the file is invisible inside the sandbox.
-    let (code, v) = call(home, &csv, "csv_query", &q, &["--workspace", &ws_flag]);
+    let (code, v) = call(home, &csv, "csv_query", &q, &["--workspace", &ws_flag])?;
     assert_eq!(code, 1, "{v}");
     assert!(matches!(v["error_code"].as_str(), Some("NOT_FOUND" | "PERMISSION_DENIED")), "{v}");
     // A bad column is the plugin's own clean error, not a trap.
     let bad = json!({"path": "sales.csv", "where": [{"column": "nope", "op": "==", "value": "x"}]});
-    let (code, v) = call(home, &csv, "csv_query", &bad, &["--allow-dir", &ro, "--workspace", &ws_flag]);
+    let (code, v) = call(home, &csv, "csv_query", &bad, &["--allow-dir", &ro, "--workspace", &ws_flag])?;
     assert_eq!((code, v["error_code"].as_str()), (1, Some("INVALID_ARGUMENT")), "{v}");
     assert!(v["content"].as_str().unwrap_or("").contains("unknown column `nope`"), "{v}");
 
     let d = json!({"before": {"a": [1, 2], "b": "x"}, "after": {"a": [1, 3], "c": null}});
-    let (code, v) = call(home, &jd, "json_diff", &d, &[]);
+    let (code, v) = call(home, &jd, "json_diff", &d, &[])?;
     assert_eq!(code, 0, "{v}");
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.starts_with("3 change(s)"), "{content}");
     assert!(content.contains("~ /a/1: 2 → 3") && content.contains("- /b: \"x\"") && content.contains("+ /c: null"));
-    let (code, v) = call(home, &jd, "json_diff", &json!({"before": "{", "after": 1, "parse_strings": true}), &[]);
+    let (code, v) = call(home, &jd, "json_diff", &json!({"before": "{", "after": 1, "parse_strings": true}), &[])?;
     assert_eq!((code, v["error_code"].as_str()), (1, Some("INVALID_ARGUMENT")), "{v}");
 
     // An agent session: scripted model + Rust fs + Python tool + JS tool +
@@ -213,7 +215,7 @@ fn sdk_examples_build_call_and_run_in_a_session() {
         .arg("--workspace")
         .arg(wsp)
         .arg("-c")
-        .arg(format!("engine.cache_dir={}", wharf_tests::target_dir().join("test-cache").display())));
+        .arg(format!("engine.cache_dir={}", wharf_tests::target_dir().join("test-cache").display())))?;
     let stdout = text(&o.stdout);
     assert!(o.status.success(), "wharf run failed:\n{stdout}\n{}", text(&o.stderr));
     let events: Vec<Value> = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
@@ -248,14 +250,15 @@ fn sdk_examples_build_call_and_run_in_a_session() {
     assert!(summary.contains("EU leads"), "{summary}");
     let end = of_type("turn/end").next().cloned().unwrap_or_default();
     assert!(end.to_string().contains("completed"), "{end}");
+    Ok(())
 }
 
 /// `wharf plugin new` → `build` → `call` for each language, from an empty
 /// directory, plus the generated unit tests for Python and JavaScript.
 #[test]
-fn plugin_new_build_call_in_each_language() {
+fn plugin_new_build_call_in_each_language() -> anyhow::Result<()> {
     if !toolchains_ready("plugin_new_build_call_in_each_language") {
-        return;
+        return Ok(());
     }
     let home = tmp();
     let home = home.path();
@@ -266,20 +269,20 @@ fn plugin_new_build_call_in_each_language() {
         let work = work.path();
         let name = format!("hello-{lang}");
         let ident = name.replace('-', "_");
-        let o = run(wharf(home).current_dir(work).args(["plugin", "new", &name, "--lang", lang, "--kind", "tool"]));
+        let o = run(wharf(home).current_dir(work).args(["plugin", "new", &name, "--lang", lang, "--kind", "tool"]))?;
         assert!(o.status.success(), "plugin new {lang}: {}", text(&o.stderr));
         let dir = work.join(&name);
         assert!(dir.is_dir(), "{}", text(&o.stdout));
-        let report = build(home, &dir, None, &[("CARGO_TARGET_DIR", &cargo_target)]);
+        let report = build(home, &dir, None, &[("CARGO_TARGET_DIR", &cargo_target)])?;
         assert_eq!(report["kinds"], json!(["tool"]), "{report}");
         assert_eq!(report["tools"][0]["name"], ident.as_str());
         let wasm = PathBuf::from(report["path"].as_str().unwrap_or(""));
-        let (code, v) = call(home, &wasm, &ident, &json!({"name": "Wharf", "times": 2}), &[]);
+        let (code, v) = call(home, &wasm, &ident, &json!({"name": "Wharf", "times": 2}), &[])?;
         assert_eq!(code, 0, "{lang}: {v}");
         assert_eq!(v["content"], "Hello, Wharf!\nHello, Wharf!", "{lang}");
-        let (code, v) = call(home, &wasm, &ident, &json!({}), &[]);
+        let (code, v) = call(home, &wasm, &ident, &json!({}), &[])?;
         assert_eq!((code, v["is_error"].as_bool()), (1, Some(true)), "{lang}: {v}");
-        let cached = inspect(home, &wasm);
+        let cached = inspect(home, &wasm)?;
         figures(&format!("plugin new --lang {lang}"), &report, &cached);
 
         // The scaffold's own unit tests (Rust: `cargo test`, not run here to
@@ -290,18 +293,19 @@ fn plugin_new_build_call_in_each_language() {
             _ => None,
         };
         if let Some(out) = test {
-            let out = out.unwrap_or_else(|e| panic!("{lang} unit tests: {e}"));
+            let out = out.with_context(|| format!("running the {lang} unit tests"))?;
             assert!(out.status.success(), "{lang} unit tests:\n{}\n{}", text(&out.stdout), text(&out.stderr));
         }
     }
+    Ok(())
 }
 
 /// The SDKs' own unit tests and the examples' tests, in plain CPython and
 /// Node (no component build).
 #[test]
-fn sdk_unit_tests_pass_natively() {
+fn sdk_unit_tests_pass_natively() -> anyhow::Result<()> {
     if !toolchains_ready("sdk_unit_tests_pass_natively") {
-        return;
+        return Ok(());
     }
     let py = [
         root().join("sdk/python/tests/test_wharf_sdk.py"),
@@ -309,25 +313,26 @@ fn sdk_unit_tests_pass_natively() {
         root().join("sdk/python/examples/path_guard/test_app.py"),
     ];
     for t in &py {
-        let o = run(Command::new("python3").arg(t).current_dir(t.parent().unwrap_or(Path::new("."))));
+        let o = run(Command::new("python3").arg(t).current_dir(t.parent().unwrap_or(Path::new("."))))?;
         assert!(o.status.success(), "{}:\n{}\n{}", t.display(), text(&o.stdout), text(&o.stderr));
     }
-    let o = run(Command::new("node").arg("--test").arg("test/").current_dir(root().join("sdk/js")));
+    let o = run(Command::new("node").arg("--test").arg("test/").current_dir(root().join("sdk/js")))?;
     assert!(o.status.success(), "sdk/js tests:\n{}\n{}", text(&o.stdout), text(&o.stderr));
+    Ok(())
 }
 
 /// A copy of `wit/since_v0.1.0/` with the package version replaced.
-fn wit_at_version(dir: &Path, version: &str) -> PathBuf {
+fn wit_at_version(dir: &Path, version: &str) -> anyhow::Result<PathBuf> {
     let out = dir.join(format!("wit-{version}"));
-    std::fs::create_dir_all(&out).unwrap_or_else(|e| panic!("{e}"));
-    for entry in std::fs::read_dir(root().join("wit/since_v0.1.0")).unwrap_or_else(|e| panic!("{e}")) {
-        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    for entry in std::fs::read_dir(root().join("wit/since_v0.1.0")).context("listing wit/since_v0.1.0/")? {
+        let path = entry.context("listing wit/since_v0.1.0/")?.path();
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         let name = path.file_name().unwrap_or_default();
         std::fs::write(out.join(name), text.replace("@0.1.0", &format!("@{version}")))
-            .unwrap_or_else(|e| panic!("{e}"));
+            .with_context(|| format!("writing the copy of {}", path.display()))?;
     }
-    out
+    Ok(out)
 }
 
 /// The compatibility promise: a component built against another 0.1.y of
@@ -335,29 +340,30 @@ fn wit_at_version(dir: &Path, version: &str) -> PathBuf {
 /// refused with a clear message. (The Python SDK is version-agnostic, so the
 /// same project builds against any copy of the package: `WHARF_WIT_DIR`.)
 #[test]
-fn components_of_other_0_1_versions_load_and_0_2_is_refused() {
+fn components_of_other_0_1_versions_load_and_0_2_is_refused() -> anyhow::Result<()> {
     if !toolchains_ready("components_of_other_0_1_versions_load_and_0_2_is_refused") {
-        return;
+        return Ok(());
     }
     let home = tmp();
     let home = home.path();
     let work = tmp();
     let work = work.path();
-    let o = run(wharf(home).current_dir(work).args(["plugin", "new", "versioned", "--lang", "python"]));
+    let o = run(wharf(home).current_dir(work).args(["plugin", "new", "versioned", "--lang", "python"]))?;
     assert!(o.status.success(), "{}", text(&o.stderr));
     let dir = work.join("versioned");
 
-    let wit = wit_at_version(work, "0.1.99");
+    let wit = wit_at_version(work, "0.1.99")?;
     let out = work.join("v0199.wasm");
-    let report = build(home, &dir, Some(&out), &[("WHARF_WIT_DIR", &wit)]);
+    let report = build(home, &dir, Some(&out), &[("WHARF_WIT_DIR", &wit)])?;
     assert_eq!(report["wit"], "wharf:plugin@0.1.99", "{report}");
-    let (code, v) = call(home, &out, "versioned", &json!({"name": "0.1.99"}), &[]);
+    let (code, v) = call(home, &out, "versioned", &json!({"name": "0.1.99"}), &[])?;
     assert_eq!((code, v["content"].as_str()), (0, Some("Hello, 0.1.99!")), "{v}");
 
-    let wit = wit_at_version(work, "0.2.0");
+    let wit = wit_at_version(work, "0.2.0")?;
     let out = work.join("v020.wasm");
-    let o = run(wharf(home).env("WHARF_WIT_DIR", &wit).args(["plugin", "build"]).arg(&dir).arg("-o").arg(&out));
+    let o = run(wharf(home).env("WHARF_WIT_DIR", &wit).args(["plugin", "build"]).arg(&dir).arg("-o").arg(&out))?;
     assert!(!o.status.success(), "a 0.2.0 component must not pass the check");
     let err = text(&o.stderr);
     assert!(err.contains("built against wharf:plugin@0.2.0") && err.contains("compatible: 0.1.x"), "{err}");
+    Ok(())
 }

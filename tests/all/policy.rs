@@ -7,8 +7,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
+use wharf_tests::plugins;
 
 pub(crate) struct Env {
     home: tempfile::TempDir,
@@ -17,9 +19,9 @@ pub(crate) struct Env {
 }
 
 pub(crate) fn env() -> Env {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
@@ -102,13 +104,21 @@ dirs = ["${{workspace}}:ro"]
 "#
         );
         let path = self.home.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
     fn wharf(&self) -> Command {
         // Built components must exist before the binary resolves ${plugin_dir}.
-        for p in ["fs", "text", "llm-scripted", "policy-rules", "policy-fixed", "compaction", "subagent"] {
+        for p in [
+            plugins::FS,
+            plugins::TEXT,
+            plugins::LLM_SCRIPTED,
+            plugins::POLICY_RULES,
+            plugins::POLICY_FIXED,
+            plugins::COMPACTION,
+            plugins::SUBAGENT,
+        ] {
             let _ = wharf_tests::plugin(p);
         }
         let mut c = wharf_tests::wharf(self.home.path());
@@ -136,13 +146,10 @@ dirs = ["${{workspace}}:ro"]
             "--no-watch",
         ];
         args.extend_from_slice(extra);
-        let out = self.wharf().args(&args).output().unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        let out = self.wharf().args(&args).output().expect("spawn wharf");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let events: Vec<Value> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
-            .collect();
+        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
         for e in &events {
             if let Err(err) = serde_json::from_value::<Event>(e.clone()) {
                 panic!("streamed line is not an event ({err}): {e}");
@@ -151,7 +158,7 @@ dirs = ["${{workspace}}:ro"]
         let run = Run { code: out.status.code().unwrap_or(-1), events, stderr };
         if let Some(id) = session_id(&run.stderr) {
             let store = wharf_core::Store::new(&self.sessions);
-            let log = store.load(&id).unwrap_or_else(|e| panic!("load session {id}: {e}"));
+            let log = store.load(&id).with_context(|| format!("loading session {id}")).expect("the session log loads");
             if let Err(e) = wharf_core::invariants::check(&log.events) {
                 panic!("session log breaks an invariant: {e}\n{}", run.dump());
             }

@@ -8,21 +8,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::plugins;
 
 const KEY: &str = "sk-context-test-0123456789";
 const MODEL: &str = "deepseek-v4-flash";
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn write(path: &Path, text: &str) {
     if let Some(dir) = path.parent() {
-        ok(std::fs::create_dir_all(dir));
+        std::fs::create_dir_all(dir).expect("creating the directory");
     }
-    ok(std::fs::write(path, text));
+    std::fs::write(path, text).expect("writing the file");
 }
 
 /// A temp HOME, a directory tree for the workspace, and a mock model.
@@ -35,33 +33,34 @@ struct World {
 impl World {
     fn new(replies: Value) -> Self {
         for p in [
-            "fs",
-            "shell",
-            "web",
-            "todo",
-            "skills",
-            "context",
-            "compaction",
-            "subagent",
-            "policy-rules",
-            "llm-deepseek",
+            plugins::FS,
+            plugins::SHELL,
+            plugins::WEB,
+            plugins::TODO,
+            plugins::SKILLS,
+            plugins::CONTEXT,
+            plugins::COMPACTION,
+            plugins::SUBAGENT,
+            plugins::POLICY_RULES,
+            plugins::LLM_DEEPSEEK,
         ] {
             let _ = wharf_tests::plugin(p);
         }
-        let script: Script = ok(serde_json::from_value(json!({
+        let script: Script = serde_json::from_value(json!({
             "checks": {"api_key": KEY, "model": MODEL},
             "replies": replies,
             "default": {"kind": "stream", "text": "Default."},
-        })));
-        let mock = ok(MockLlm::start_background(script));
-        let home = ok(tempfile::tempdir());
-        let tree = ok(tempfile::tempdir());
+        }))
+        .expect("parsing JSON");
+        let mock = MockLlm::start_background(script).expect("starting the mock LLM");
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let tree = tempfile::tempdir().expect("creating a temp dir");
         Self { home, tree, mock }
     }
 
     /// A path in the tree, canonical (as the workspace is shown to the model).
     fn path(&self, rel: &str) -> PathBuf {
-        let base = ok(std::fs::canonicalize(self.tree.path()));
+        let base = std::fs::canonicalize(self.tree.path()).expect("canonicalizing tree");
         base.join(rel)
     }
 
@@ -83,7 +82,7 @@ impl World {
             &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
         ]);
         c.args(extra);
-        let out = ok(c.output());
+        let out = c.output().expect("running the command");
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -110,22 +109,22 @@ fn headings(prompt: &str) -> Vec<String> {
 }
 
 #[test]
-fn agents_files_from_the_repository_root_down_and_the_global_one() {
+fn agents_files_from_the_repository_root_down_and_the_global_one() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Done."}]));
     write(&w.home.path().join(".wharf/AGENTS.md"), "GLOBAL: answer in English.\n");
     write(&w.path("AGENTS.md"), "ABOVE: outside the repository, never read.\n");
-    ok(std::fs::create_dir_all(w.path("repo/.git")));
+    std::fs::create_dir_all(w.path("repo/.git")).context("creating repo/.git")?;
     write(&w.path("repo/AGENTS.md"), "ROOT: run cargo fmt.\n");
     write(&w.path("repo/CLAUDE.md"), "ROOT-CLAUDE: shadowed by AGENTS.md.\n");
     write(&w.path("repo/crates/CLAUDE.md"), "MIDDLE: a CLAUDE.md where there is no AGENTS.md.\n");
     let ws = w.path("repo/crates/app");
-    ok(std::fs::create_dir_all(&ws));
+    std::fs::create_dir_all(&ws).context("creating ws")?;
 
     let out = w.run(&ws, &[]);
     let reqs = w.mock.requests();
     assert_eq!(reqs.len(), 1);
     let prompt = system(&reqs[0]);
-    let home = ok(std::fs::canonicalize(w.home.path()));
+    let home = std::fs::canonicalize(w.home.path()).context("canonicalizing home")?;
     assert_eq!(
         headings(&prompt),
         [
@@ -151,7 +150,8 @@ fn agents_files_from_the_repository_root_down_and_the_global_one() {
     assert!(line.contains(&w.path("repo/AGENTS.md").display().to_string()), "{stderr}");
     assert!(line.contains(&w.path("repo/crates/CLAUDE.md").display().to_string()), "{line}");
     // And `wharf doctor` in the workspace says what the prompt gets.
-    let doctor = ok(wharf_tests::wharf(w.home.path()).current_dir(&ws).arg("doctor").output());
+    let doctor =
+        wharf_tests::wharf(w.home.path()).current_dir(&ws).arg("doctor").output().context("running wharf doctor")?;
     let stdout = String::from_utf8_lossy(&doctor.stdout);
     let want = format!(
         "[ok  ]   system prompt: adds {}, {}, {}",
@@ -160,10 +160,11 @@ fn agents_files_from_the_repository_root_down_and_the_global_one() {
         w.path("repo/crates/CLAUDE.md").display()
     );
     assert!(stdout.lines().any(|l| l == want), "want {want:?} in\n{stdout}");
+    Ok(())
 }
 
 #[test]
-fn without_a_repository_only_the_workspace_and_no_section_without_files() {
+fn without_a_repository_only_the_workspace_and_no_section_without_files() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Done."}, {"kind": "stream", "text": "Done."}]));
     write(&w.path("AGENTS.md"), "PARENT: not a repository, so never read.\n");
     let ws = w.path("ws");
@@ -172,7 +173,7 @@ fn without_a_repository_only_the_workspace_and_no_section_without_files() {
     // is inside a repository.
     if w.path("").ancestors().any(|d| d.join(".git").exists()) {
         wharf_tests::skip(&wharf_tests::current_test(), "the temp directory is inside a git repository");
-        return;
+        return Ok(());
     }
     w.run(&ws, &[]);
     let prompt = system(&w.mock.requests()[0]);
@@ -182,14 +183,15 @@ fn without_a_repository_only_the_workspace_and_no_section_without_files() {
 
     // No file at all (and no ~/.wharf): no section.
     let empty = w.path("empty");
-    ok(std::fs::create_dir_all(&empty));
+    std::fs::create_dir_all(&empty).context("creating empty")?;
     w.run(&empty, &[]);
     let prompt = system(&w.mock.requests()[1]);
     assert!(!prompt.contains("# Project instructions"), "{prompt}");
+    Ok(())
 }
 
 #[test]
-fn re_read_at_every_step_and_bounded() {
+fn re_read_at_every_step_and_bounded() -> anyhow::Result<()> {
     let big = format!("BIG: {}", "é".repeat(200));
     let w = World::new(json!([
         {"kind": "stream", "tool_calls": [{
@@ -200,7 +202,7 @@ fn re_read_at_every_step_and_bounded() {
         {"kind": "stream", "text": "Done."},
     ]));
     let ws = w.path("ws");
-    ok(std::fs::create_dir_all(ws.join(".git")));
+    std::fs::create_dir_all(ws.join(".git")).context("creating .git")?;
     write(&ws.join("sub/AGENTS.md"), "SUB: not an ancestor, never read.\n");
     write(&w.home.path().join(".wharf/AGENTS.md"), &big);
     // 102 bytes: "BIG: ", 48 two-byte characters and half of the next, which is dropped.
@@ -218,16 +220,17 @@ fn re_read_at_every_step_and_bounded() {
     let second = system(&reqs[1]);
     assert!(second.contains("WRITTEN: appears from the next step."), "{second}");
     assert!(!second.contains(&kept), "the global file got what was left: {second}");
+    Ok(())
 }
 
 /// The default profile offers each capability once: every tool spec rides in
 /// every request, so the first request on the wire carries exactly the daily
 /// driver's tools (no `text` row: `regex_search` duplicated `grep`).
 #[test]
-fn the_default_profile_offers_each_tool_once() {
+fn the_default_profile_offers_each_tool_once() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Done."}]));
     let ws = w.path("ws");
-    ok(std::fs::create_dir_all(&ws));
+    std::fs::create_dir_all(&ws).context("creating ws")?;
     w.run(&ws, &[]);
     let reqs = w.mock.requests();
     assert_eq!(reqs.len(), 1);
@@ -257,4 +260,5 @@ fn the_default_profile_offers_each_tool_once() {
         "{}",
         reqs[0].raw_body
     );
+    Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use wharf_core::approval::HeadlessApprover;
@@ -21,6 +22,7 @@ use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::host::PluginHost;
 use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::{Plugin, plugins};
 
 /// A model whose replies the test hands over step by step.
 struct ControlledModel {
@@ -108,11 +110,11 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().expect("creating a temp dir");
+    let dir = std::fs::canonicalize(tmp.path()).expect("canonicalizing the temp dir");
     let cache = wharf_tests::target_dir().join("test-cache");
     let rt =
-        Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+        Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime");
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(rt, registry.clone());
     let store = Store::new(dir.join("sessions"));
@@ -122,12 +124,12 @@ fn fixture() -> Fixture {
 /// Writes `bytes` to `path` atomically (as build tools do).
 fn replace(path: &Path, bytes: &[u8]) {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&tmp, bytes).expect("writing the temp file");
+    std::fs::rename(&tmp, path).expect("moving the new file in place");
 }
 
-fn bytes(name: &str) -> Vec<u8> {
-    std::fs::read(wharf_tests::plugin(name)).unwrap_or_else(|e| panic!("{e}"))
+fn bytes(name: Plugin) -> Vec<u8> {
+    std::fs::read(wharf_tests::plugin(name)).expect("reading the component")
 }
 
 /// The same component with a custom section appended: identical behaviour,
@@ -196,17 +198,21 @@ fn results(events: &[Event]) -> Vec<(String, bool, Option<String>, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
+async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
-    let fs = bytes("fs");
+    let text = bytes(plugins::TEXT);
+    let fs = bytes(plugins::FS);
     replace(&path, &text);
-    std::fs::write(f.dir.join("note.txt"), "swapped in\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(f.dir.join("note.txt"), "swapped in\n").context("writing note.txt")?;
     let grant =
-        Grant { dirs: vec![DirGrant::new(&f.dir, Access::Rw).unwrap_or_else(|e| panic!("{e}"))], ..Grant::default() };
-    f.host.load_all(vec![spec("tool", &path, json!({}), grant)]).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+        Grant { dirs: vec![DirGrant::new(&f.dir, Access::Rw).context("granting the directory")?], ..Grant::default() };
+    f.host
+        .load_all(vec![spec("tool", &path, json!({}), grant)])
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
 
     let (tx, rx) = mpsc::unbounded_channel();
@@ -217,8 +223,8 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
     });
     f.registry
         .install(model.plugin.clone(), Registrations { llm: Some(model.clone()), ..Registrations::default() })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+        .context("installing the model")?;
+    let log = f.store.create(NewSession::default()).context("creating a session")?;
     log_plugin_events(&f.host, &log);
     let mut cfg = AgentConfig::default();
     cfg.pipeline.workspace = Some(f.dir.display().to_string());
@@ -226,7 +232,7 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
     // Turn 1 uses the text component's `echo`.
     let _ = tx.send(call("c1", "echo", json!({"text": "before"})));
     let _ = tx.send(stop("first turn done"));
-    let first = agent.prompt("go").await.unwrap_or_else(|e| panic!("{e}"));
+    let first = agent.prompt("go").await.context("running the turn")?;
     assert_eq!(first.reason, wharf_core::StopReason::Completed);
     // Rebuild the tool while the session is open: a different component.
     replace(&path, &fs);
@@ -235,7 +241,7 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
     // The next step sees the new tool list and runs the new version.
     let _ = tx.send(call("c2", "read", json!({"path": "note.txt"})));
     let _ = tx.send(stop("done"));
-    let summary = agent.prompt("again").await.unwrap_or_else(|e| panic!("{e}"));
+    let summary = agent.prompt("again").await.context("running the turn")?;
     assert_eq!(summary.reason, wharf_core::StopReason::Completed);
 
     let reqs = model.requests.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -243,7 +249,7 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
     assert!(names(&reqs[0]).contains("echo") && !names(&reqs[0]).contains("read"));
     let next = &reqs[2];
     assert!(names(next).contains("read") && !names(next).contains("echo"), "{:?}", names(next));
-    let events = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let events = f.store.load(log.id()).context("loading the session")?.events;
     let res = results(&events);
     let text_digest = wharf_runtime::cache::digest(&text);
     assert_eq!(res[0].2.as_deref(), Some(text_digest.as_str()));
@@ -253,26 +259,31 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() {
     // The swap is in the session log with both digests.
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginUnloaded(c) if c.digest == text_digest)));
     assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginLoaded(c) if c.digest == fs_digest)));
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn broken_versions_never_replace_a_working_one() {
+async fn broken_versions_never_replace_a_working_one() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
+    let text = bytes(plugins::TEXT);
     replace(&path, &text);
-    f.host.load_all(vec![spec("tool", &path, json!({}), Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    f.host
+        .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
-    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    let log = f.store.create(NewSession::default()).context("creating a session")?;
     log_plugin_events(&f.host, &log);
     let good = wharf_runtime::cache::digest(&text);
     // Each broken version, with what its failure says.
     let broken_versions = [
         (b"garbage, not wasm at all".to_vec(), "not a WebAssembly file"),
-        (bytes("wrong-world"), "not a Wharf plugin"),
-        (bytes("future-version"), "built against"),
+        (bytes(plugins::WRONG_WORLD), "not a Wharf plugin"),
+        (bytes(plugins::FUTURE_VERSION), "built against"),
     ];
     for (broken, why) in &broken_versions {
         replace(&path, broken);
@@ -307,7 +318,7 @@ async fn broken_versions_never_replace_a_working_one() {
     assert_ne!(f.registry.version_of("tool").map(|p| p.digest), Some(good));
     // On disk, each `plugin/reload-failed` (retries included) pairs a
     // version's digest with that version's error.
-    let on_disk = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let on_disk = f.store.load(log.id()).context("loading the session")?.events;
     let failed: Vec<_> = on_disk
         .iter()
         .filter_map(|e| match &e.kind {
@@ -323,22 +334,23 @@ async fn broken_versions_never_replace_a_working_one() {
             .unwrap_or_else(|| panic!("a digest of no failed version: {c:?}"));
         assert!(c.error.as_deref().is_some_and(|e| e.contains(why)), "{c:?}");
     }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unload_revokes_every_registration() {
+async fn unload_revokes_every_registration() -> anyhow::Result<()> {
     let f = fixture();
     let specs = vec![
-        spec("tool", &wharf_tests::plugin("text"), json!({}), Grant::default()),
-        spec("pol", &wharf_tests::plugin("policy-fixed"), json!({"decision": "allow"}), Grant::default()),
+        spec("tool", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
+        spec("pol", &wharf_tests::plugin(plugins::POLICY_FIXED), json!({"decision": "allow"}), Grant::default()),
         spec(
             "hk",
-            &wharf_tests::plugin("hooks-fixed"),
+            &wharf_tests::plugin(plugins::HOOKS_FIXED),
             json!({"sections": [{"id": "s", "order": 1, "text": "be brief"}]}),
             Grant::default(),
         ),
     ];
-    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("{e:?}"));
+    f.host.load_all(specs).await.map_err(|errors| anyhow::anyhow!(errors.join("\n"))).context("loading the plugins")?;
     for id in ["tool", "pol", "hk"] {
         assert!(f.registry.snapshot().count_owned_by(id) > 0 || id == "hk", "{id} registered nothing");
         assert!(f.host.unload(id).await);
@@ -350,19 +362,20 @@ async fn unload_revokes_every_registration() {
     assert!(f.registry.snapshot().prompt_sections.is_empty());
     let hist = f.host.history();
     assert_eq!(hist.iter().filter(|e| matches!(e, EventKind::PluginUnloaded(_))).count(), 3);
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_change_swaps_a_policy_and_a_grant_live() {
+async fn a_config_change_swaps_a_policy_and_a_grant_live() -> anyhow::Result<()> {
     let f = fixture();
     let data = f.dir.join("data");
-    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(data.join("a.txt"), "one two\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&data).context("creating data")?;
+    std::fs::write(data.join("a.txt"), "one two\n").context("writing a.txt")?;
     // The "config file": which decision the policy takes and whether the
     // text tool may read `data/`.
     let conf = f.dir.join("live.json");
-    std::fs::write(&conf, r#"{"decision": "allow", "grant": false}"#).unwrap_or_else(|e| panic!("{e}"));
-    let (text, pol) = (wharf_tests::plugin("text"), wharf_tests::plugin("policy-fixed"));
+    std::fs::write(&conf, r#"{"decision": "allow", "grant": false}"#).context("writing conf")?;
+    let (text, pol) = (wharf_tests::plugin(plugins::TEXT), wharf_tests::plugin(plugins::POLICY_FIXED));
     let data_c = data.clone();
     let conf_c = conf.clone();
     let source: wharf_runtime::host::SpecSource = Arc::new(move || {
@@ -378,8 +391,12 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() {
             spec("pol", &pol, json!({"decision": v["decision"], "tools": ["word_count"]}), Grant::default()),
         ])
     });
-    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    f.host
+        .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
 
     let file = data.join("a.txt").display().to_string();
@@ -396,53 +413,54 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() {
             });
             registry
                 .install(PluginRef::native("model"), Registrations { llm: Some(model), ..Registrations::default() })
-                .unwrap_or_else(|e| panic!("{e}"));
-            let log = store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+                .context("installing the model")?;
+            let log = store.create(NewSession::default()).context("creating a session")?;
             let agent =
                 Agent::new(log.clone(), registry, Arc::new(HeadlessApprover::default()), AgentConfig::default());
             let _ = tx.send(call("c", "word_count", json!({"path": file})));
             let _ = tx.send(stop("ok"));
-            agent.prompt("count").await.unwrap_or_else(|e| panic!("{e}"));
-            results(&store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events).remove(0)
+            agent.prompt("count").await.context("running the turn")?;
+            Ok::<_, anyhow::Error>(results(&store.load(log.id()).context("loading the session")?.events).remove(0))
         }
     };
     // Allowed, but no grant: the sandbox refuses the read.
-    let (_, err, _, content) = run("m1").await;
+    let (_, err, _, content) = run("m1").await?;
     assert!(err, "read without a grant: {content}");
     // Grant the directory live.
-    std::fs::write(&conf, r#"{"decision": "allow", "grant": true}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "allow", "grant": true}"#).context("writing conf")?;
     wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "text")).await;
-    let (_, err, _, content) = run("m2").await;
+    let (_, err, _, content) = run("m2").await?;
     assert!(!err, "read with the new grant: {content}");
     assert!(content.contains('2'), "{content}");
     // Swap the policy to deny: the next call is denied.
-    std::fs::write(&conf, r#"{"decision": "deny", "grant": true}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "deny", "grant": true}"#).context("writing conf")?;
     wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol")).await;
-    let (_, err, _, content) = run("m3").await;
+    let (_, err, _, content) = run("m3").await?;
     assert!(err, "policy should deny now: {content}");
     // A malformed config is refused and the running plugins keep serving.
-    std::fs::write(&conf, "{not json").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, "{not json").context("writing conf")?;
     wait_for(&mut plugin_events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "config")).await;
     assert!(f.registry.snapshot().tools.contains_key("word_count"));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn policy_swapped_100_times_under_10000_calls() {
+async fn policy_swapped_100_times_under_10000_calls() -> anyhow::Result<()> {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol_path = f.dir.join("policy.wasm");
     replace(&pol_path, &variant(&base, 0));
     let specs = vec![
-        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
         spec("pol", &pol_path, json!({"decision": "allow"}), Grant::default()),
     ];
-    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("{e:?}"));
+    f.host.load_all(specs).await.map_err(|errors| anyhow::anyhow!(errors.join("\n"))).context("loading the plugins")?;
     let (steps, per_step) = (100, 100);
     let model = Arc::new(FanOutModel { plugin: PluginRef::native("fan"), steps, per_step });
     f.registry
         .install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+        .context("installing the model")?;
+    let log = f.store.create(NewSession::default()).context("creating a session")?;
     let cfg = AgentConfig { max_steps: (steps + 2) as u32, ..AgentConfig::default() };
     let agent = Agent::new(log.clone(), f.registry.clone(), Arc::new(HeadlessApprover::default()), cfg);
     let runner = tokio::spawn(async move { agent.prompt("fan out").await });
@@ -453,15 +471,16 @@ async fn policy_swapped_100_times_under_10000_calls() {
         let b = variant(&base, generation);
         digests.insert(wharf_runtime::cache::digest(&b));
         let p = f.dir.join(format!("policy-{generation}.wasm"));
-        std::fs::write(&p, &b).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p, &b).context("writing the file")?;
         f.host
             .reload(spec("pol", &p, json!({"decision": "allow"}), Grant::default()))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .map_err(anyhow::Error::msg)
+            .context("reloading the policy")?;
     }
-    let summary = runner.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{e}"));
+    let summary = runner.await.context("joining the agent's task")?.context("running the turn")?;
     assert_eq!(summary.reason, wharf_core::StopReason::Completed);
-    let events = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+    let events = f.store.load(log.id()).context("loading the session")?.events;
     let res = results(&events);
     assert_eq!(res.len(), steps * per_step);
     let failed: Vec<_> = res.iter().filter(|r| r.1).collect();
@@ -480,7 +499,8 @@ async fn policy_swapped_100_times_under_10000_calls() {
     }
     assert_eq!(decisions, steps * per_step);
     assert!(decided_by.len() > 1, "the swaps did not overlap the calls");
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 /// What the loaded policy `id` decides on a call of `tool`.
@@ -495,7 +515,7 @@ async fn decide(registry: &Registry, id: &str, tool: &str) -> wharf_core::plugin
         agent_depth: 0,
         workspace: None,
     };
-    pol.evaluate(req).await.unwrap_or_else(|e| panic!("policy failed: {e}"))
+    pol.evaluate(req).await.expect("evaluating the policy")
 }
 
 fn deny_reason(d: &wharf_core::plugin::Decision) -> String {
@@ -510,11 +530,11 @@ fn deny_reason(d: &wharf_core::plugin::Decision) -> String {
 /// restored byte for byte, or fixed with a new build.
 async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol = f.dir.join("policy.wasm");
     replace(&pol, &base);
     let conf = f.dir.join("live.json");
-    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).expect("writing conf");
     let (pol_c, conf_c) = (pol.clone(), conf.clone());
     let source: wharf_runtime::host::SpecSource = Arc::new(move || {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&conf_c).map_err(|e| e.to_string())?)
@@ -522,15 +542,15 @@ async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
         let config = json!({"decision": v["decision"], "reason": "the v2 rules"});
         Ok(vec![spec("pol", &pol_c, config, Grant::default())])
     });
-    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    f.host.load_all(source().expect("reading the config source")).await.expect("loading the plugins");
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).expect("watching the config");
     let mut events = f.host.subscribe();
     assert_eq!(decide(&f.registry, "pol", "write").await, wharf_core::plugin::Decision::Allow);
 
     // The component breaks; then the operator tightens the rules.
     replace(&pol, b"not a component");
     wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol")).await;
-    std::fs::write(&conf, r#"{"decision": "deny"}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "deny"}"#).expect("writing conf");
     let ev = wait_for(&mut events, |e| {
         matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol"
             && c.error.as_deref().is_some_and(|m| m.contains("pending")))
@@ -551,7 +571,7 @@ async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
     assert_eq!(f.registry.version_of("pol").map(|p| p.digest), Some(digest));
 
     // Nothing is pending any more: going back to the old rules applies them.
-    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).expect("writing conf");
     wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol")).await;
     assert_eq!(decide(&f.registry, "pol", "write").await, wharf_core::plugin::Decision::Allow);
 }
@@ -567,22 +587,26 @@ async fn a_config_edit_made_while_the_file_is_broken_applies_to_the_fixed_build(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() {
+async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() -> anyhow::Result<()> {
     let f = fixture();
-    let base = bytes("policy-fixed");
+    let base = bytes(plugins::POLICY_FIXED);
     let pol = f.dir.join("policy.wasm");
     replace(&pol, &base);
     let config = json!({"decision": "deny", "reason": "no writes", "tools": ["write"]});
-    f.host.load_all(vec![spec("pol", &pol, config, Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    f.host
+        .load_all(vec![spec("pol", &pol, config, Grant::default())])
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
     // A valid component, but a compactor: it must not take the policy's place.
-    replace(&pol, &bytes("compaction"));
+    replace(&pol, &bytes(plugins::COMPACTION));
     let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(c) if c.id == "pol")).await;
     let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };
     let msg = c.error.clone().unwrap_or_default();
     assert!(msg.contains("does not export policy") && msg.contains("policy.wasm"), "{msg}");
-    assert_eq!(c.digest, wharf_runtime::cache::digest(&bytes("compaction")));
+    assert_eq!(c.digest, wharf_runtime::cache::digest(&bytes(plugins::COMPACTION)));
     // The old version keeps serving, and keeps denying.
     assert_eq!(f.registry.version_of("pol").map(|p| p.digest), Some(wharf_runtime::cache::digest(&base)));
     assert!(f.registry.snapshot().compactors.is_empty());
@@ -593,22 +617,32 @@ async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() {
     let digest = wharf_runtime::cache::digest(&fixed);
     wait_for(&mut events, |e| matches!(e, EventKind::PluginLoaded(c) if c.id == "pol" && c.digest == digest)).await;
     assert_eq!(deny_reason(&decide(&f.registry, "pol", "write").await), "no writes");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_starts() {
+async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_starts() -> anyhow::Result<()> {
     let f = fixture();
-    let evil_fs = bytes("evil-fs");
+    let evil_fs = bytes(plugins::EVIL_FS);
     let first = f.dir.join("first.wasm");
     replace(&first, &evil_fs);
     // `second` is the same component: every one of its tool names is taken
     // by `first`, except the one only it has. `text` comes after both.
     let specs = vec![
         spec("first", &first, json!({}), Grant::default()),
-        spec("second", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["second_only"]}), Grant::default()),
-        spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default()),
+        spec(
+            "second",
+            &wharf_tests::plugin(plugins::EVIL_FS),
+            json!({"extra_tools": ["second_only"]}),
+            Grant::default(),
+        ),
+        spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
     ];
-    f.host.load_all(specs).await.unwrap_or_else(|e| panic!("the profile did not start: {e:?}"));
+    f.host
+        .load_all(specs)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("starting the profile")?;
     let owner = |tool: &str| f.registry.snapshot().tools.get(tool).map(|t| t.plugin().clone());
     assert_eq!(owner("symlink").map(|p| p.id).as_deref(), Some("first"));
     assert_eq!(owner("ok").map(|p| p.id).as_deref(), Some("first"));
@@ -632,7 +666,7 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
     );
 
     // A hot reload of the holder keeps its names.
-    let _watch = f.host.watch(vec![], None).unwrap_or_else(|e| panic!("{e}"));
+    let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
     let next = variant(&evil_fs, 1);
     replace(&first, &next);
@@ -642,11 +676,16 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
     assert_eq!(owner("second_only").map(|p| p.id).as_deref(), Some("second"));
 
     // One plugin naming a tool twice is refused at load, saying so.
-    let dup =
-        spec("dup", &wharf_tests::plugin("evil-fs"), json!({"extra_tools": ["twice", "twice"]}), Grant::default());
+    let dup = spec(
+        "dup",
+        &wharf_tests::plugin(plugins::EVIL_FS),
+        json!({"extra_tools": ["twice", "twice"]}),
+        Grant::default(),
+    );
     let err = f.host.load_all(vec![dup]).await.err().unwrap_or_else(|| panic!("a duplicate name was accepted"));
     assert!(err.join("\n").contains("`twice` twice"), "{err:?}");
     assert!(f.registry.version_of("dup").is_none());
+    Ok(())
 }
 
 /// Issue 36 item 18: the watcher read and hashed one version, and the file
@@ -654,18 +693,22 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
 /// `plugin/reload-failed` event (live and in the session log) names the
 /// bytes that failed, not what the file holds by then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reload_failed_names_the_digest_of_the_bytes_that_failed() {
+async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Result<()> {
     let f = fixture();
     let path = f.dir.join("tool.wasm");
-    let text = bytes("text");
+    let text = bytes(plugins::TEXT);
     replace(&path, &text);
-    f.host.load_all(vec![spec("tool", &path, json!({}), Grant::default())]).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+    f.host
+        .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let log = f.store.create(NewSession::default()).context("creating a session")?;
     log_plugin_events(&f.host, &log);
     let mut events = f.host.subscribe();
     // The version that fails (a component of the wrong world), and the
     // next one, written since.
-    let failed = bytes("wrong-world");
+    let failed = bytes(plugins::WRONG_WORLD);
     replace(&path, &variant(&text, 3));
     let err = f.host.reload_bytes(spec("tool", &path, json!({}), Grant::default()), failed.clone()).await;
     assert!(err.is_err_and(|e| e.contains("not a Wharf plugin")));
@@ -676,7 +719,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() {
     // On disk too.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let on_disk = f.store.load(log.id()).unwrap_or_else(|e| panic!("{e}")).events;
+        let on_disk = f.store.load(log.id()).context("loading the session")?.events;
         let logged = on_disk.iter().find_map(|e| match &e.kind {
             EventKind::PluginReloadFailed(c) => Some(c.clone()),
             _ => None,
@@ -689,6 +732,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() {
         assert!(std::time::Instant::now() < deadline, "no plugin/reload-failed in the log");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    Ok(())
 }
 
 /// One policy row whose `config` is the JSON in `conf`, as a profile row's
@@ -706,7 +750,7 @@ fn policy_row(id: &str, component: PathBuf, conf: &Path, mode: OnInvalidConfig) 
 
 /// An event as it is on the wire (`{"type", "data"}`).
 fn wire(e: &EventKind) -> Value {
-    serde_json::to_value(e).unwrap_or_else(|e| panic!("{e}"))
+    serde_json::to_value(e).expect("serializing an event")
 }
 
 fn change_of<'a>(e: &'a EventKind, ty: &str, id: &str) -> Option<&'a wharf_core::events::PluginChange> {
@@ -732,19 +776,23 @@ async fn wait_row(
 /// in the log — `plugin/loaded` names each config (digest and generation)
 /// and every vote names the config that decided it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() {
+async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() -> anyhow::Result<()> {
     let f = fixture();
     let conf = f.dir.join("pol.json");
     let (allow, deny) = (json!({"decision": "allow"}), json!({"decision": "deny", "reason": "v2 says no"}));
-    std::fs::write(&conf, allow.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    let pol = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
+    std::fs::write(&conf, allow.to_string()).context("writing conf")?;
+    let pol = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
     let source: wharf_runtime::host::SpecSource = Arc::new(move || {
-        let mut specs = vec![spec("text", &wharf_tests::plugin("text"), json!({}), Grant::default())];
+        let mut specs = vec![spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default())];
         specs.extend(pol()?);
         Ok(specs)
     });
-    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    f.host
+        .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
 
     let (tx, rx) = mpsc::unbounded_channel();
@@ -755,30 +803,31 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() {
     });
     f.registry
         .install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })
-        .unwrap_or_else(|e| panic!("{e}"));
-    let log = f.store.create(NewSession::default()).unwrap_or_else(|e| panic!("{e}"));
+        .context("installing the model")?;
+    let log = f.store.create(NewSession::default()).context("creating a session")?;
     log_plugin_events(&f.host, &log);
     let agent =
         Agent::new(log.clone(), f.registry.clone(), Arc::new(HeadlessApprover::default()), AgentConfig::default());
     let _ = tx.send(call("c1", "echo", json!({"text": "one"})));
     let _ = tx.send(stop("ok"));
-    agent.prompt("one").await.unwrap_or_else(|e| panic!("{e}"));
+    agent.prompt("one").await.context("running the turn")?;
     // The operator edits the policy's config (the component is unchanged).
-    std::fs::write(&conf, deny.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, deny.to_string()).context("writing conf")?;
     let deny_digest = wharf_runtime::component::config_digest(&deny);
     wait_row(&mut plugin_events, "plugin/loaded", "pol", |d| d["config"] == json!(deny_digest)).await;
     let _ = tx.send(call("c2", "echo", json!({"text": "two"})));
     let _ = tx.send(stop("ok"));
-    agent.prompt("two").await.unwrap_or_else(|e| panic!("{e}"));
+    agent.prompt("two").await.context("running the turn")?;
 
     let events: Vec<Value> = f
         .store
         .load(log.id())
-        .unwrap_or_else(|e| panic!("{e}"))
+        .context("loading the session")?
         .events
         .iter()
-        .map(|e| serde_json::to_value(e).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()
+        .context("serializing the events")?;
     let loaded: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "pol")
@@ -806,6 +855,7 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() {
         events.iter().any(|e| e["type"] == "plugin/unloaded" && e["data"]["config"] == json!(allow_digest)),
         "no plugin/unloaded for the first config"
     );
+    Ok(())
 }
 
 /// Issue 36, items 19 and 20: a policy config the component refuses fails
@@ -814,18 +864,22 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() {
 /// log says when the period starts and ends; editing the config back to the
 /// loaded one is logged too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_logged() {
+async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_logged() -> anyhow::Result<()> {
     let f = fixture();
     let conf = f.dir.join("rules.json");
     let (good, bad) = (json!({"default": "allow"}), json!({}));
-    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Deny);
-    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, good.to_string()).context("writing conf")?;
+    let source = policy_row("rules", wharf_tests::plugin(plugins::POLICY_RULES), &conf, OnInvalidConfig::Deny);
+    f.host
+        .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut events = f.host.subscribe();
     assert_eq!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Allow);
 
-    std::fs::write(&conf, bad.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, bad.to_string()).context("writing conf")?;
     let bad_digest = wharf_runtime::component::config_digest(&bad);
     let failed = wait_row(&mut events, "plugin/reload-failed", "rules", |_| true).await;
     let msg = failed["error"].as_str().unwrap_or_default().to_string();
@@ -845,7 +899,7 @@ async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_
     assert_eq!(pol.plugin().config.as_deref(), Some(bad_digest.as_str()));
 
     // Edited back to what is loaded: logged, and the fail-closed period ends.
-    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, good.to_string()).context("writing conf")?;
     let good_digest = wharf_runtime::component::config_digest(&good);
     let back = wait_row(&mut events, "plugin/loaded", "rules", |_| true).await;
     assert_eq!(
@@ -854,23 +908,28 @@ async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_
         "{back}"
     );
     assert_eq!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Allow);
+    Ok(())
 }
 
 /// Issue 36, item 20: with `on_invalid_config = "keep"` a refused config is
 /// logged and the last good config keeps deciding; the next valid config
 /// applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep() {
+async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep() -> anyhow::Result<()> {
     let f = fixture();
     let conf = f.dir.join("rules.json");
     let good = json!({"default": "allow"});
-    std::fs::write(&conf, good.to_string()).unwrap_or_else(|e| panic!("{e}"));
-    let source = policy_row("rules", wharf_tests::plugin("policy-rules"), &conf, OnInvalidConfig::Keep);
-    f.host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
-    let _watch = f.host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, good.to_string()).context("writing conf")?;
+    let source = policy_row("rules", wharf_tests::plugin(plugins::POLICY_RULES), &conf, OnInvalidConfig::Keep);
+    f.host
+        .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
+    let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut events = f.host.subscribe();
 
-    std::fs::write(&conf, "{}").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, "{}").context("writing conf")?;
     let failed = wait_row(&mut events, "plugin/reload-failed", "rules", |_| true).await;
     let msg = failed["error"].as_str().unwrap_or_default();
     assert!(msg.contains("was refused") && msg.contains("keeps deciding"), "{failed}");
@@ -882,42 +941,46 @@ async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep(
 
     // A valid config applies.
     let deny = json!({"default": "deny"});
-    std::fs::write(&conf, deny.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, deny.to_string()).context("writing conf")?;
     let deny_digest = wharf_runtime::component::config_digest(&deny);
     wait_row(&mut events, "plugin/loaded", "rules", |d| d["config"] == json!(deny_digest)).await;
     assert!(matches!(decide(&f.registry, "rules", "write").await, wharf_core::plugin::Decision::Deny { .. }));
+    Ok(())
 }
 
 /// Issue 36, item 21: a config-only change does not compile anything — it
 /// applies while the component's tier-up compile (and any load compile) is
 /// held — and the tier-up, once it runs, reaches the new version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_only_change_applies_while_compiles_are_held() {
+async fn a_config_only_change_applies_while_compiles_are_held() -> anyhow::Result<()> {
     if std::env::var("WHARF_TIERED").is_ok_and(|v| v == "0") {
         wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
-        return;
+        return Ok(());
     }
-    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let dir = std::fs::canonicalize(tmp.path()).unwrap_or_else(|e| panic!("{e}"));
+    let tmp = tempfile::tempdir().context("creating a temp dir")?;
+    let dir = std::fs::canonicalize(tmp.path()).context("canonicalizing the temp dir")?;
     // An empty compile cache: the session's first seconds.
     let rt = Runtime::new(RuntimeOptions { cache_dir: Some(dir.join("cache")), ..Default::default() })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("creating the runtime")?;
     rt.enable_tiering();
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(rt.clone(), registry.clone());
     let tier_up = rt.hold_tier_up();
     let conf = dir.join("pol.json");
-    std::fs::write(&conf, r#"{"decision": "allow"}"#).unwrap_or_else(|e| panic!("{e}"));
-    let source = policy_row("pol", wharf_tests::plugin("policy-fixed"), &conf, OnInvalidConfig::Deny);
-    host.load_all(source().unwrap_or_else(|e| panic!("{e}"))).await.unwrap_or_else(|e| panic!("{e:?}"));
+    std::fs::write(&conf, r#"{"decision": "allow"}"#).context("writing conf")?;
+    let source = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
+    host.load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
+        .await
+        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .context("loading the plugins")?;
     let first_tier = host.versions().get("pol").map(|v| v.tier()).unwrap_or_else(|| panic!("not loaded"));
     assert_eq!(rt.tier_up_pending(), 1, "the optimised compile should be queued");
-    let _watch = host.watch(vec![conf.clone()], Some(source)).unwrap_or_else(|e| panic!("{e}"));
+    let _watch = host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut events = host.subscribe();
 
     // Nothing may compile from here on.
     let loads = rt.hold_load_compiles();
-    std::fs::write(&conf, r#"{"decision": "deny", "reason": "new rules"}"#).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&conf, r#"{"decision": "deny", "reason": "new rules"}"#).context("writing conf")?;
     let digest = wharf_runtime::component::config_digest(&json!({"decision": "deny", "reason": "new rules"}));
     wait_row(&mut events, "plugin/loaded", "pol", |d| d["config"] == json!(digest)).await;
     assert_eq!(deny_reason(&decide(&registry, "pol", "write").await), "new rules");
@@ -928,9 +991,10 @@ async fn a_config_only_change_applies_while_compiles_are_held() {
     let rt2 = rt.clone();
     let done = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120)))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("joining the blocking task")?;
     assert!(done, "tier-up did not finish in 120 s");
     let now = host.versions().get("pol").map(|v| v.tier()).unwrap_or_else(|| panic!("not loaded"));
     assert_ne!(now, first_tier, "the tier-up did not reach the reconfigured version");
     assert_eq!(deny_reason(&decide(&registry, "pol", "write").await), "new rules");
+    Ok(())
 }

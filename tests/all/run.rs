@@ -5,8 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::Value;
 use wharf_core::events::Event;
+use wharf_tests::plugins;
 
 struct Env {
     home: tempfile::TempDir,
@@ -15,9 +17,9 @@ struct Env {
 }
 
 fn env() -> Env {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     let sessions = home.path().join("sessions");
     Env { home, ws, sessions }
 }
@@ -25,7 +27,7 @@ fn env() -> Env {
 impl Env {
     fn wharf(&self) -> Command {
         // Built components must exist before the binary resolves ${plugin_dir}.
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let mut c = wharf_tests::wharf(self.home.path());
         c.current_dir(self.ws.path());
         c
@@ -54,7 +56,7 @@ model = "scripted-test"
 "#
         );
         let path = self.home.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -63,18 +65,15 @@ model = "scripted-test"
         let profile = profile.display().to_string();
         let mut args = vec!["run", task, "--profile", &profile, "--session-dir", &sessions, "--output", "jsonl"];
         args.extend_from_slice(extra);
-        let out = self.wharf().args(&args).output().unwrap_or_else(|e| panic!("{e}"));
+        let out = self.wharf().args(&args).output().expect("running wharf");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let events = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
-            .collect();
+        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
         (out.status.code().unwrap_or(-1), events, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
     fn log(&self, id: &str) -> Vec<Event> {
         let store = wharf_core::Store::new(&self.sessions);
-        store.load(id).unwrap_or_else(|e| panic!("{e}")).events
+        store.load(id).expect("loading the session").events
     }
 }
 
@@ -101,7 +100,7 @@ text = "It is a sample project."
 "#;
 
 #[test]
-fn two_step_turn_logs_events_in_order() {
+fn two_step_turn_logs_events_in_order() -> anyhow::Result<()> {
     let e = env();
     let p = e.profile("two", TWO_STEP, "");
     let (code, events, err) = e.run(&p, "What is this?", &[]);
@@ -140,7 +139,8 @@ fn two_step_turn_logs_events_in_order() {
     // The stored log is the same stream and satisfies the invariants.
     let log = e.log(&session_id(&events));
     assert_eq!(log.len(), events.len());
-    wharf_core::invariants::check(&log).unwrap_or_else(|err| panic!("{err}"));
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[test]
@@ -161,7 +161,7 @@ text = "done"
 }
 
 #[test]
-fn text_output_and_sessions_commands() {
+fn text_output_and_sessions_commands() -> anyhow::Result<()> {
     let e = env();
     let p = e.profile("two", TWO_STEP, "");
     let sessions = e.sessions.display().to_string();
@@ -169,7 +169,7 @@ fn text_output_and_sessions_commands() {
         .wharf()
         .args(["run", "What is this?", "--profile", &p.display().to_string(), "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run What is this?")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -178,21 +178,24 @@ fn text_output_and_sessions_commands() {
     assert!(stderr.contains("completed"), "{stderr}");
     let id = stderr.split_whitespace().nth(1).unwrap_or("").to_string();
 
-    let list =
-        e.wharf().args(["sessions", "list", "--session-dir", &sessions]).output().unwrap_or_else(|e| panic!("{e}"));
+    let list = e
+        .wharf()
+        .args(["sessions", "list", "--session-dir", &sessions])
+        .output()
+        .context("running wharf sessions list")?;
     assert!(String::from_utf8_lossy(&list.stdout).contains(&id));
     let show = e
         .wharf()
         .args(["sessions", "show", &id, "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf sessions show")?;
     let show_out = String::from_utf8_lossy(&show.stdout);
     assert!(show_out.contains("What is this?") && show_out.contains("tokens"), "{show_out}");
     let export = e
         .wharf()
         .args(["sessions", "export", &id, "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf sessions export")?;
     let lines = String::from_utf8_lossy(&export.stdout).lines().count();
     assert_eq!(lines, e.log(&id).len());
 
@@ -203,7 +206,7 @@ fn text_output_and_sessions_commands() {
         .wharf()
         .args(["sessions", "fork", &id, "--at", &end.to_string(), "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf sessions fork")?;
     assert_eq!(fork.status.code(), Some(0), "{}", String::from_utf8_lossy(&fork.stderr));
     let fork_id = String::from_utf8_lossy(&fork.stdout).trim().to_string();
     let forked = e.log(&fork_id);
@@ -218,12 +221,13 @@ fn text_output_and_sessions_commands() {
         .wharf()
         .args(["sessions", "fork", &id, "--at", &inside, "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf sessions fork")?;
     assert_eq!(bad.status.code(), Some(2));
+    Ok(())
 }
 
 #[test]
-fn kill_9_then_resume_continues_cleanly() {
+fn kill_9_then_resume_continues_cleanly() -> anyhow::Result<()> {
     let e = env();
     // A slow script: each batch waits, so the process is mid-turn when killed.
     let turns = r#"
@@ -245,7 +249,7 @@ text = "Resumed and finished."
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf run go")?;
     // Wait until the turn has started streaming, then kill -9.
     let t0 = Instant::now();
     let id = loop {
@@ -279,12 +283,13 @@ text = "Resumed and finished."
         .map(|ev| serde_json::to_value(&ev.kind).map(|v| v["data"]["reason"].to_string()).unwrap_or_default())
         .collect();
     assert_eq!(reasons, vec!["\"interrupted\"".to_string(), "\"completed\"".to_string()], "{reasons:?}");
-    wharf_core::invariants::check(&log).unwrap_or_else(|err| panic!("{err}"));
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     assert!(types(&events).contains(&"turn/end".to_string()));
+    Ok(())
 }
 
 #[test]
-fn torn_last_line_is_reported_and_earlier_events_load() {
+fn torn_last_line_is_reported_and_earlier_events_load() -> anyhow::Result<()> {
     let e = env();
     let p = e.profile("two", TWO_STEP, "");
     let (code, events, _) = e.run(&p, "What is this?", &[]);
@@ -294,13 +299,13 @@ fn torn_last_line_is_reported_and_earlier_events_load() {
     let mut bytes = std::fs::read(&path).unwrap_or_default();
     let n = e.log(&id).len();
     bytes.extend_from_slice(br#"{"seq":999,"time":"2026-01-01T00:00:00.000Z","type":"user/mess"#);
-    std::fs::write(&path, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, &bytes).context("writing the file")?;
     let sessions = e.sessions.display().to_string();
     let show = e
         .wharf()
         .args(["sessions", "show", &id, "--session-dir", &sessions])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf sessions show")?;
     assert_eq!(show.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&show.stderr).to_lowercase().contains("torn"),
@@ -310,11 +315,12 @@ fn torn_last_line_is_reported_and_earlier_events_load() {
     assert_eq!(e.log(&id).len(), n);
     let (code, _, err) = e.run(&p, "again", &["--resume", &id]);
     assert_eq!(code, 0, "{err}");
-    wharf_core::invariants::check(&e.log(&id)).unwrap_or_else(|err| panic!("{err}"));
+    wharf_core::invariants::check(&e.log(&id)).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[test]
-fn a_broken_plugin_stops_the_start_with_a_clear_error() {
+fn a_broken_plugin_stops_the_start_with_a_clear_error() -> anyhow::Result<()> {
     let e = env();
     let text = r#"
 [[plugin]]
@@ -322,15 +328,16 @@ id = "bad"
 path = "/no/such/component.wasm"
 "#;
     let path = e.home.path().join("bad.toml");
-    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, text).context("writing the file")?;
     let out = e
         .wharf()
         .args(["run", "x", "--profile", &path.display().to_string()])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run x")?;
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad") && err.contains("/no/such/component.wasm"), "{err}");
+    Ok(())
 }
 
 #[test]

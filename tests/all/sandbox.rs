@@ -9,39 +9,40 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::json;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
-    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })
-        .unwrap_or_else(|e| panic!("runtime: {e:#}"))
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime")
 }
 
 fn load(rt: &Runtime, grant: Grant) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: "evil".into(),
-        path: wharf_tests::plugin("evil"),
+        path: wharf_tests::plugin(plugins::EVIL),
         config: json!({}),
         grant,
         warm: false,
         on_invalid_config: Default::default(),
     };
-    rt.load(&spec).unwrap_or_else(|e| panic!("load evil: {e}"))
+    rt.load(&spec).expect("load evil")
 }
 
 /// `evil` with instances reused between calls.
 fn load_warm(rt: &Runtime) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: "evil-warm".into(),
-        path: wharf_tests::plugin("evil"),
+        path: wharf_tests::plugin(plugins::EVIL),
         config: json!({}),
         grant: Grant::default(),
         warm: true,
         on_invalid_config: Default::default(),
     };
-    rt.load(&spec).unwrap_or_else(|e| panic!("load evil (warm): {e}"))
+    rt.load(&spec).expect("load evil (warm)")
 }
 
 /// Calls a tool; returns (is_error, error_code, content).
@@ -60,35 +61,36 @@ async fn assert_still_serving(v: &PluginVersion) {
 }
 
 fn grant_dir(path: &Path, access: Access) -> DirGrant {
-    DirGrant::new(path, access).unwrap_or_else(|e| panic!("{e}"))
+    DirGrant::new(path, access).expect("granting the directory")
 }
 
 #[tokio::test]
-async fn cannot_read_etc_passwd() {
+async fn cannot_read_etc_passwd() -> anyhow::Result<()> {
     let rt = runtime();
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let v = load(&rt, Grant { dirs: vec![grant_dir(ws.path(), Access::Rw)], ..Grant::default() });
     let (err, code, content) = call(&v, "read_file", json!({"path": "/etc/passwd"})).await;
     assert!(err, "read /etc/passwd succeeded: {content}");
     assert!(!content.contains("root:"), "leaked: {content}");
     assert!(code.is_some());
     assert_still_serving(&v).await;
+    Ok(())
 }
 
 #[tokio::test]
-async fn writes_stay_inside_granted_dirs() {
+async fn writes_stay_inside_granted_dirs() -> anyhow::Result<()> {
     let rt = runtime();
-    let outer = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let outer = tempfile::tempdir().context("creating a temp dir")?;
     let ws = outer.path().join("ws");
     let ro = outer.path().join("ro");
-    std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir_all(&ro).unwrap_or_else(|e| panic!("{e}"));
-    let ws = std::fs::canonicalize(&ws).unwrap_or_else(|e| panic!("{e}"));
-    let ro = std::fs::canonicalize(&ro).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&ws).context("creating ws")?;
+    std::fs::create_dir_all(&ro).context("creating ro")?;
+    let ws = std::fs::canonicalize(&ws).context("canonicalizing the workspace")?;
+    let ro = std::fs::canonicalize(&ro).context("canonicalizing ro")?;
     let outer_c = ws.parent().map(Path::to_path_buf).unwrap_or_default();
     // A symlink planted inside the granted dir, pointing outside it.
-    std::os::unix::fs::symlink(&outer_c, ws.join("escape")).unwrap_or_else(|e| panic!("{e}"));
-    std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outer_c, ws.join("escape")).context("linking escape")?;
+    std::os::unix::fs::symlink("/etc/passwd", ws.join("passwd")).context("linking passwd")?;
     let v = load(&rt, Grant { dirs: vec![grant_dir(&ws, Access::Rw), grant_dir(&ro, Access::Ro)], ..Grant::default() });
 
     // Positive control: writing inside the rw dir works.
@@ -117,6 +119,7 @@ async fn writes_stay_inside_granted_dirs() {
     let (err, _, content) = call(&v, "read_file", json!({"path": ws.join("passwd")})).await;
     assert!(err && !content.contains("root:"), "read through symlink: {content}");
     assert_still_serving(&v).await;
+    Ok(())
 }
 
 #[tokio::test]
@@ -133,7 +136,7 @@ async fn env_is_not_inherited() {
 
 /// A listener that records whether anything connected.
 fn listener() -> (String, Arc<AtomicBool>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let l = TcpListener::bind("127.0.0.1:0").expect("binding a local port");
     let addr = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let hit = Arc::new(AtomicBool::new(false));
     let h = hit.clone();
@@ -265,12 +268,12 @@ async fn every_fresh_call_gets_an_instance_no_call_ran_in() {
 }
 
 #[tokio::test]
-async fn a_prepared_sandbox_never_serves_a_replaced_directory() {
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+async fn a_prepared_sandbox_never_serves_a_replaced_directory() -> anyhow::Result<()> {
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let dir = ws.path().join("granted");
     let file = dir.join("a.txt");
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&file, "before").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(&dir).context("creating the directory")?;
+    std::fs::write(&file, "before").context("writing the file")?;
     let rt = runtime();
     let v = load(&rt, Grant { dirs: vec![grant_dir(&dir, Access::Rw)], ..Grant::default() });
     let path = file.to_string_lossy().to_string();
@@ -279,12 +282,13 @@ async fn a_prepared_sandbox_never_serves_a_replaced_directory() {
     // The next call's sandbox holds the directory open by now; the path is
     // then given to a new directory.
     until_spare(&v).await;
-    std::fs::rename(&dir, ws.path().join("old")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&file, "after").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&dir, ws.path().join("old")).context("renaming dir")?;
+    std::fs::create_dir(&dir).context("creating the directory")?;
+    std::fs::write(&file, "after").context("writing the file")?;
     let (err, code, content) = call(&v, "read_file", json!({"path": path})).await;
     assert!(!err, "{code:?} {content}");
     assert_eq!(content, "after", "the call was served by the directory the path no longer names");
+    Ok(())
 }
 
 #[tokio::test]

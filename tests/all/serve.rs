@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 
 use super::web::{Sse, Web, open_sse, request, start_command};
@@ -178,7 +179,7 @@ fn every_documented_route_answers_and_needs_the_token() {
 }
 
 #[test]
-fn sse_resumes_by_last_event_id_with_no_event_lost_or_repeated() {
+fn sse_resumes_by_last_event_id_with_no_event_lost_or_repeated() -> anyhow::Result<()> {
     let w = serve(&[]);
     let id = new_session(&w, "How many words?");
     let mut sse = w.events(&format!("/api/sessions/{id}/events?from=1"), &[]);
@@ -199,15 +200,16 @@ fn sse_resumes_by_last_event_id_with_no_event_lost_or_repeated() {
     let end = streamed.last().copied().unwrap_or(0);
     assert_eq!(streamed, logged.iter().copied().filter(|s| *s <= end).collect::<Vec<_>>());
     assert_eq!(streamed, (1..=end).collect::<Vec<_>>(), "consecutive, from 1");
-    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&id)).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     // The history route pages the same events.
     let (_, h) = w.call("GET", &format!("/api/sessions/{id}/history?from=3&limit=2"), None);
     assert_eq!(seqs(h["events"].as_array().unwrap_or(&vec![])), vec![3, 4], "{h}");
     assert_eq!(h["next"], 5);
+    Ok(())
 }
 
 #[test]
-fn prompt_steer_and_followup() {
+fn prompt_steer_and_followup() -> anyhow::Result<()> {
     let w = serve(&[]);
     let id = new_session(&w, "How many words?");
     let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
@@ -248,11 +250,12 @@ fn prompt_steer_and_followup() {
     let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "More."})));
     assert_eq!(code, 200, "{r}");
     until_turn_ends(&mut sse, 1);
-    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&id)).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[test]
-fn an_approval_pending_in_one_session_does_not_block_another() {
+fn an_approval_pending_in_one_session_does_not_block_another() -> anyhow::Result<()> {
     let w = serve(&[]);
     let a = new_session(&w, "How many words? (a)");
     let b = new_session(&w, "How many words? (b)");
@@ -285,12 +288,15 @@ fn an_approval_pending_in_one_session_does_not_block_another() {
     let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
     assert_eq!(result["data"]["is_error"], true, "a denied call is an error result: {result}");
     for id in [&a, &b] {
-        wharf_core::invariants::check(&w.log(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+        wharf_core::invariants::check(&w.log(id))
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("checking the log's invariants: {id}"))?;
     }
+    Ok(())
 }
 
 #[test]
-fn an_idle_session_is_unloaded_and_reloads_on_demand() {
+fn an_idle_session_is_unloaded_and_reloads_on_demand() -> anyhow::Result<()> {
     let w = serve(&["--idle-timeout", "0.5"]);
     let id = new_session(&w, "How many words?");
     let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
@@ -310,7 +316,7 @@ fn an_idle_session_is_unloaded_and_reloads_on_demand() {
     let (_, info) = w.call("GET", "/api/info", None);
     assert_eq!(info["loaded"], 0, "{info}");
     let store = wharf_core::Store::new(&w.sessions);
-    let (log, _) = store.open(&id).unwrap_or_else(|e| panic!("the log is still held: {e}"));
+    let (log, _) = store.open(&id).context("the log is still held")?;
     drop(log);
     // A prompt loads it again; the stream opened before the unload goes on.
     let (code, r) = w.call("POST", &format!("/api/sessions/{id}/prompt"), Some(json!({"text": "A story?"})));
@@ -327,7 +333,7 @@ fn an_idle_session_is_unloaded_and_reloads_on_demand() {
         .map(|e| e["data"]["content"].as_str().unwrap_or("").to_string())
         .collect();
     assert!(text.ends_with("a sandboxed component."), "the reloaded session's turn ran: {text}");
-    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&id)).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     // The explicit route: quiet → unloaded; then nothing to unload.
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut r = w.call("POST", &format!("/api/sessions/{id}/unload"), None).1;
@@ -337,10 +343,11 @@ fn an_idle_session_is_unloaded_and_reloads_on_demand() {
         r = w.call("POST", &format!("/api/sessions/{id}/unload"), None).1;
     }
     assert_eq!(w.call("POST", &format!("/api/sessions/{id}/unload"), None).1["unloaded"], false);
+    Ok(())
 }
 
 #[test]
-fn fork_at_the_last_turn_and_at_a_seq() {
+fn fork_at_the_last_turn_and_at_a_seq() -> anyhow::Result<()> {
     let w = serve(&[]);
     let id = new_session(&w, "How many words?");
     let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
@@ -365,35 +372,39 @@ fn fork_at_the_last_turn_and_at_a_seq() {
     assert_eq!(code, 200);
     let fevents = until_turn_ends(&mut fsse, 2);
     assert_eq!(fevents.iter().filter(|e| e["type"] == "user/message").count(), 2, "{:?}", types(&fevents));
-    wharf_core::invariants::check(&w.log(&fork)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&fork))
+        .map_err(anyhow::Error::msg)
+        .context("checking the log's invariants")?;
     let parent_len = w.log(&id).len();
     assert_eq!(w.log(&id).last().map(|e| e.seq), Some(end_seq), "the parent is unchanged ({parent_len} events)");
     // Not a turn boundary, or no such session.
     let inside = events.iter().find(|e| e["type"] == "turn/start").and_then(|e| e["seq"].as_u64()).unwrap_or(0) + 1;
     assert_eq!(w.call("POST", &format!("/api/sessions/{id}/fork"), Some(json!({"at_seq": inside}))).0, 400);
     assert_eq!(w.call("POST", "/api/sessions/nope/fork", Some(json!({}))).0, 404);
+    Ok(())
 }
 
 #[test]
-fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let run = |args: &[&str]| {
+fn serve_refuses_a_remote_bind_without_the_flag_and_a_token() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let run = |args: &[&str]| -> anyhow::Result<_> {
         let out = wharf_tests::wharf(home.path())
             .args(["serve", "--port", "0", "--profile", "demo", "--no-watch"])
             .args(args)
             .env_remove("WHARF_WEB_TOKEN")
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+            .context("running wharf serve")?;
+        Ok((out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned()))
     };
-    let (code, err) = run(&["--bind", "0.0.0.0"]);
+    let (code, err) = run(&["--bind", "0.0.0.0"])?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--allow-remote"), "{err}");
-    let (code, err) = run(&["--bind", "0.0.0.0", "--allow-remote"]);
+    let (code, err) = run(&["--bind", "0.0.0.0", "--allow-remote"])?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("token"), "{err}");
-    let (code, err) = run(&["--idle-timeout", "-1"]);
+    let (code, err) = run(&["--idle-timeout", "-1"])?;
     assert_eq!(code, 2, "{err}");
+    Ok(())
 }
 
 /// One raw request: `content_length` is sent as is (it may claim more than
@@ -408,17 +419,17 @@ fn raw(
     content_length: usize,
 ) -> (u16, String, String) {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    s.set_read_timeout(Some(Duration::from_secs(30))).expect("setting a read timeout");
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Wharf-Token: {token}\r\n");
     if let Some(t) = ctype {
         head.push_str(&format!("Content-Type: {t}\r\n"));
     }
     head.push_str(&format!("Content-Length: {content_length}\r\nConnection: close\r\n\r\n"));
-    s.write_all(head.as_bytes()).unwrap_or_else(|e| panic!("send: {e}"));
+    s.write_all(head.as_bytes()).expect("sending the request");
     // The body goes from another thread while this one reads: the server
     // may answer before reading all of it (an over-size one).
-    let mut w = s.try_clone().unwrap_or_else(|e| panic!("{e}"));
+    let mut w = s.try_clone().expect("duplicating the socket");
     let body = body.to_vec();
     let writer = std::thread::spawn(move || {
         let _ = w.write_all(&body);
@@ -450,7 +461,7 @@ fn raw(
 /// type, an over-size body, a bad query string, a method a route does not
 /// take, an unknown path.
 #[test]
-fn every_error_answer_is_json_on_the_wire() {
+fn every_error_answer_is_json_on_the_wire() -> anyhow::Result<()> {
     /// Method, path, content type, body, the length the head claims, the
     /// status expected.
     type Case<'a> = (&'a str, String, Option<&'a str>, &'a [u8], usize, u16);
@@ -486,13 +497,14 @@ fn every_error_answer_is_json_on_the_wire() {
             continue;
         }
         assert!(content_type.starts_with("application/json"), "{method} {path}: {content_type} {text}");
-        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"));
+        let v: Value = serde_json::from_str(&text).with_context(|| format!("parsing JSON: {method} {path}: {text}"))?;
         let msg = v["error"].as_str().unwrap_or_else(|| panic!("{method} {path}: no error string in {v}"));
         assert!(!msg.is_empty(), "{method} {path}: {v}");
     }
     // The session is fine after all that.
     let (code, r) = w.call("GET", &format!("/api/sessions/{id}"), None);
     assert_eq!(code, 200, "{r}");
+    Ok(())
 }
 
 /// Under `wharf serve`, a session whose tool call waits on a FIFO (`fs`
@@ -502,7 +514,7 @@ fn every_error_answer_is_json_on_the_wire() {
 /// difference plain (before, the read blocked it and the server stalled;
 /// with more workers it took as many stuck calls).
 #[test]
-fn a_call_waiting_on_a_fifo_does_not_stall_other_sessions() {
+fn a_call_waiting_on_a_fifo_does_not_stall_other_sessions() -> anyhow::Result<()> {
     let profile = r#"
 [agent]
 adapter = "scripted"
@@ -558,6 +570,9 @@ echo_last_tool_result = true
     let end = events.last().cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "completed", "{end}");
     for id in [&a, &b] {
-        wharf_core::invariants::check(&w.log(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+        wharf_core::invariants::check(&w.log(id))
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("checking the log's invariants: {id}"))?;
     }
+    Ok(())
 }

@@ -11,6 +11,7 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::plugins;
 
 // Prices of the model the test switches to, per 1M tokens.
 const HIT: f64 = 0.5;
@@ -40,7 +41,7 @@ fn world(replies: usize) -> World {
     let script: Script = serde_json::from_value(json!({ "replies": replies })).unwrap();
     let mock = MockLlm::start_background(script).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let _ = wharf_tests::plugin("llm-deepseek");
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let port = mock.addr().port();
     let text = format!(
         r#"

@@ -11,35 +11,36 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::process::{Level, sandbox_level};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn runtime() -> Arc<Runtime> {
     let cache = wharf_tests::target_dir().join("test-cache");
-    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() })
-        .unwrap_or_else(|e| panic!("runtime: {e:#}"))
+    Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime")
 }
 
 fn load(rt: &Runtime, id: &str, grant: Grant) -> Arc<PluginVersion> {
     let spec = PluginSpec {
         id: id.into(),
-        path: wharf_tests::plugin("shell"),
+        path: wharf_tests::plugin(plugins::SHELL),
         config: json!({}),
         grant,
         warm: false,
         on_invalid_config: Default::default(),
     };
-    rt.load(&spec).unwrap_or_else(|e| panic!("load shell: {e}"))
+    rt.load(&spec).expect("load shell")
 }
 
 fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"))
+    tempfile::tempdir().expect("creating a temp dir")
 }
 
 fn rw(path: &Path) -> DirGrant {
-    DirGrant::new(path, Access::Rw).unwrap_or_else(|e| panic!("{e}"))
+    DirGrant::new(path, Access::Rw).expect("granting the directory")
 }
 
 /// `process` plus read-write access to `ws`.
@@ -144,23 +145,24 @@ async fn writes_outside_the_granted_dirs_fail() {
 }
 
 #[tokio::test]
-async fn protected_paths_are_not_readable() {
+async fn protected_paths_are_not_readable() -> anyhow::Result<()> {
     let rt = runtime();
     let ws = tempdir();
     let other = tempdir();
     let secret = other.path().join("sessions");
-    std::fs::create_dir_all(&secret).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(secret.join("log.jsonl"), "top secret").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(other.path().join("public.txt"), "public").unwrap_or_else(|e| panic!("{e}"));
-    wharf_runtime::process::protect_paths([secret.canonicalize().unwrap_or_else(|e| panic!("{e}"))]);
+    std::fs::create_dir_all(&secret).context("creating secret")?;
+    std::fs::write(secret.join("log.jsonl"), "top secret").context("writing log.jsonl")?;
+    std::fs::write(other.path().join("public.txt"), "public").context("writing public.txt")?;
+    wharf_runtime::process::protect_paths([secret.canonicalize().context("canonicalizing the secret directory")?]);
     let v = load(&rt, "shell-protected", grant(ws.path()));
     if !sandboxed(&v).await {
-        return;
+        return Ok(());
     }
     let out = bash(&v, &format!("cat {}/public.txt; cat {}/log.jsonl", other.path().display(), secret.display())).await;
     assert!(out.content.contains("public"), "{}", out.content);
     assert!(!out.content.contains("top secret"), "{}", out.content);
     assert!(out.content.contains("Permission denied"), "{}", out.content);
+    Ok(())
 }
 
 fn has_bash() -> bool {
@@ -168,21 +170,21 @@ fn has_bash() -> bool {
 }
 
 #[tokio::test]
-async fn tcp_connect_needs_a_host_grant() {
+async fn tcp_connect_needs_a_host_grant() -> anyhow::Result<()> {
     if !has_bash() {
         wharf_tests::skip("shell::tcp_connect_needs_a_host_grant", "no bash for the /dev/tcp check");
-        return;
+        return Ok(());
     }
     let rt = runtime();
     let ws = tempdir();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    listener.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"));
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a local port")?;
+    listener.set_nonblocking(true).context("making the listener non-blocking")?;
+    let port = listener.local_addr().map(|a| a.port()).context("reading the local port")?;
     let cmd = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED || echo REFUSED");
 
     let v = load(&rt, "shell-net", grant(ws.path()));
     if !sandboxed(&v).await {
-        return;
+        return Ok(());
     }
     let out = bash(&v, &cmd).await;
     assert!(out.content.contains("REFUSED") && !out.content.contains("CONNECTED"), "{}", out.content);
@@ -193,40 +195,42 @@ async fn tcp_connect_needs_a_host_grant() {
     let v = load(&rt, "shell-net", Grant { hosts: vec!["127.0.0.1".into()], ..grant(ws.path()) });
     let out = bash(&v, &cmd).await;
     assert!(out.content.contains("CONNECTED"), "{}", out.content);
+    Ok(())
 }
 
 #[test]
-fn api_key_is_not_in_the_environment() {
+fn api_key_is_not_in_the_environment() -> anyhow::Result<()> {
     let h = tempdir();
     let ws = tempdir();
-    let shell = wharf_tests::plugin("shell");
+    let shell = wharf_tests::plugin(plugins::SHELL);
     let shell = shell.to_str().unwrap_or("");
     let dir = format!("{}:rw", ws.path().display());
     let args = json!({"command": "echo \"key=[$DEEPSEEK_API_KEY]\"; env; tr '\\0' '\\n' < /proc/$PPID/environ"});
     let args = args.to_string();
-    let run = |extra: &[&str]| {
+    let run = |extra: &[&str]| -> anyhow::Result<String> {
         let out = wharf_tests::wharf(h.path())
             .env("DEEPSEEK_API_KEY", "sk-wharf-test-secret")
             .args(["plugin", "call", shell, "bash", &args, "--allow-process", "--allow-dir", &dir])
             .args(extra)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .context("running wharf plugin call")?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let stdout = run(&[]);
+    let stdout = run(&[])?;
     if sandbox_level().0 == Level::None {
         assert!(stdout.contains("SANDBOX_UNAVAILABLE"), "{stdout}");
         wharf_tests::skip(
             "shell::api_key_is_not_in_the_environment",
             "no OS sandbox (Landlock) on this machine: only the refusal path was checked",
         );
-        return;
+        return Ok(());
     }
     assert!(stdout.contains("key=[]"), "{stdout}");
     assert!(!stdout.contains("sk-wharf-test-secret"), "the API key leaked: {stdout}");
     // Granted by name, it is passed on.
-    let stdout = run(&["--allow-env", "DEEPSEEK_API_KEY"]);
+    let stdout = run(&["--allow-env", "DEEPSEEK_API_KEY"])?;
     assert!(stdout.contains("key=[sk-wharf-test-secret]"), "{stdout}");
+    Ok(())
 }
 
 #[tokio::test]

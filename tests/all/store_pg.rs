@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::Value;
 use wharf_core::events::Event;
 use wharf_tests::pg::PgServer;
+use wharf_tests::plugins;
 
 struct Env {
     home: tempfile::TempDir,
@@ -27,16 +29,16 @@ fn env(test: &str) -> Option<Env> {
             return None;
         }
     };
-    let url = pg.database().unwrap_or_else(|e| panic!("{e}"));
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").unwrap_or_else(|e| panic!("{e}"));
+    let url = pg.database().expect("creating a database");
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
+    std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project.\n").expect("writing README.md");
     Some(Env { home, ws, url })
 }
 
 impl Env {
     fn wharf(&self) -> Command {
-        let _ = wharf_tests::plugin("fs");
+        let _ = wharf_tests::plugin(plugins::FS);
         let mut c = wharf_tests::wharf(self.home.path());
         c.current_dir(self.ws.path());
         c
@@ -68,7 +70,7 @@ model = "scripted-test"
             url = self.url
         );
         let path = self.home.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
@@ -76,7 +78,7 @@ model = "scripted-test"
         let profile = profile.display().to_string();
         let mut args = vec!["run", task, "--profile", &profile, "--output", "jsonl"];
         args.extend_from_slice(extra);
-        let out = self.wharf().args(&args).output().unwrap_or_else(|e| panic!("{e}"));
+        let out = self.wharf().args(&args).output().expect("running wharf");
         let stdout = String::from_utf8_lossy(&out.stdout);
         let events = stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         (out.status.code().unwrap_or(-1), events, String::from_utf8_lossy(&out.stderr).into_owned())
@@ -89,7 +91,7 @@ model = "scripted-test"
             .args(["sessions", "--session-dir", store])
             .args(args)
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("running wharf sessions");
         assert!(out.status.success(), "wharf sessions {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -98,7 +100,7 @@ model = "scripted-test"
     fn log(&self, id: &str) -> Vec<Event> {
         self.sessions(&self.url, &["export", id])
             .lines()
-            .map(|l| Event::decode(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .map(|l| Event::decode(l).with_context(|| format!("not an event: {l}")).expect("the export is a log"))
             .collect()
     }
 }
@@ -124,7 +126,7 @@ fn one_turn(log: &wharf_core::SessionLog, text: &str) {
         EventKind::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed }),
     ];
     for k in kinds {
-        log.append(k).unwrap_or_else(|e| panic!("{e}"));
+        log.append(k).expect("appending an event");
     }
 }
 
@@ -150,8 +152,8 @@ text = "Still a sample project."
 "#;
 
 #[test]
-fn run_and_resume_against_postgres() {
-    let Some(e) = env("store_pg::run_and_resume_against_postgres") else { return };
+fn run_and_resume_against_postgres() -> anyhow::Result<()> {
+    let Some(e) = env("store_pg::run_and_resume_against_postgres") else { return Ok(()) };
     let p = e.profile("pg", TWO_TURNS);
     let (code, events, err) = e.run(&p, "What is this?", &[]);
     assert_eq!(code, 0, "{err}");
@@ -160,7 +162,7 @@ fn run_and_resume_against_postgres() {
     let (code, _, err) = e.run(&p, "And now?", &["--resume", &id]);
     assert_eq!(code, 0, "{err}");
     let log = e.log(&id);
-    wharf_core::invariants::check(&log).unwrap_or_else(|v| panic!("{v:?}"));
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let turns = log.iter().filter(|ev| ev.type_name() == "turn/end").count();
     assert_eq!(turns, 2);
     assert!(log.iter().any(|ev| matches!(&ev.kind, wharf_core::EventKind::UserMessage(m) if m.content == "And now?")));
@@ -168,11 +170,12 @@ fn run_and_resume_against_postgres() {
     assert!(!e.home.path().join(".wharf/sessions").join(format!("{id}.jsonl")).exists());
     let list = e.sessions(&e.url, &["list", "--all"]);
     assert!(list.contains(&id), "{list}");
+    Ok(())
 }
 
 #[test]
-fn kill_9_mid_turn_then_resume_after_the_lease_expires() {
-    let Some(e) = env("store_pg::kill_9_mid_turn_then_resume_after_the_lease_expires") else { return };
+fn kill_9_mid_turn_then_resume_after_the_lease_expires() -> anyhow::Result<()> {
+    let Some(e) = env("store_pg::kill_9_mid_turn_then_resume_after_the_lease_expires") else { return Ok(()) };
     let turns = r#"
 chunk_size = 4
 
@@ -191,7 +194,7 @@ text = "Resumed and finished."
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("spawning wharf run go")?;
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("no stdout")));
     let mut id = String::new();
     let t0 = Instant::now();
@@ -221,16 +224,17 @@ text = "Resumed and finished."
     let (code, _, err) = if code != 0 { e.run(&p, "continue", &["--resume", &id]) } else { (code, vec![], err) };
     assert_eq!(code, 0, "{err}");
     let log = e.log(&id);
-    wharf_core::invariants::check(&log).unwrap_or_else(|v| panic!("{v:?}"));
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     assert!(
         log.iter().any(|ev| matches!(&ev.kind, wharf_core::EventKind::TurnEnd(t) if t.reason == wharf_core::StopReason::Interrupted)),
         "repair closed the killed turn"
     );
+    Ok(())
 }
 
 #[test]
-fn migrate_jsonl_to_postgres_and_back_is_byte_identical() {
-    let Some(e) = env("store_pg::migrate_jsonl_to_postgres_and_back_is_byte_identical") else { return };
+fn migrate_jsonl_to_postgres_and_back_is_byte_identical() -> anyhow::Result<()> {
+    let Some(e) = env("store_pg::migrate_jsonl_to_postgres_and_back_is_byte_identical") else { return Ok(()) };
     let a = e.home.path().join("a");
     let b = e.home.path().join("b");
     // Two sessions in a JSONL directory, written by the store.
@@ -239,7 +243,7 @@ fn migrate_jsonl_to_postgres_and_back_is_byte_identical() {
     for text in ["first é \"quoted\"", "second \u{1F600}"] {
         let log = store
             .create(wharf_core::store::NewSession { workspace: Some("/w".into()), ..Default::default() })
-            .unwrap_or_else(|e| panic!("{e}"));
+            .context("creating a session")?;
         one_turn(&log, text);
         ids.push(log.id().to_string());
     }
@@ -252,7 +256,9 @@ fn migrate_jsonl_to_postgres_and_back_is_byte_identical() {
     assert!(out.contains("2 copied"), "{out}");
     for id in &ids {
         let f = format!("{id}.jsonl");
-        let (orig, back) = (std::fs::read(a.join(&f)), std::fs::read(b.join(&f)));
-        assert_eq!(back.unwrap_or_else(|e| panic!("{e}")), orig.unwrap_or_else(|e| panic!("{e}")), "{id}");
+        let orig = std::fs::read(a.join(&f)).with_context(|| format!("reading the original {f}"))?;
+        let back = std::fs::read(b.join(&f)).with_context(|| format!("reading the migrated {f}"))?;
+        assert_eq!(back, orig, "{id}");
     }
+    Ok(())
 }

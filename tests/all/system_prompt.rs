@@ -14,17 +14,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const BASE: &str = "BASE: You are the Wharf prompt-test agent. Café ☕ stays intact.";
 const SECTION: &str = "SECTION: house rules.";
 const INSTRUCTIONS: &str = "CHILD: answer in one word.";
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// The skills section the catalog of [`World::new`] renders to.
 fn skills_section() -> String {
@@ -51,24 +49,26 @@ struct World {
 
 impl World {
     fn new(replies: Value) -> Self {
-        for p in ["skills", "hooks-fixed", "subagent", "llm-openai"] {
+        for p in [plugins::SKILLS, plugins::HOOKS_FIXED, plugins::SUBAGENT, plugins::LLM_OPENAI] {
             let _ = wharf_tests::plugin(p);
         }
-        let script: Script = ok(serde_json::from_value(json!({
+        let script: Script = serde_json::from_value(json!({
             "replies": replies,
             "default": {"kind": "stream", "text": "Default."},
             "checks": {"reasoning": "ignore"},
-        })));
-        let mock = ok(MockLlm::start_background(script));
-        let home = ok(tempfile::tempdir());
-        let ws = ok(tempfile::tempdir());
+        }))
+        .expect("parsing JSON");
+        let mock = MockLlm::start_background(script).expect("starting the mock LLM");
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
         let skills = home.path().join("skills");
-        ok(std::fs::create_dir_all(skills.join("demo")));
-        ok(std::fs::write(
+        std::fs::create_dir_all(skills.join("demo")).expect("creating demo");
+        std::fs::write(
             skills.join("demo/SKILL.md"),
             "---\nname: demo\ndescription: Demo skill for the prompt test.\n---\nDo the demo.\n",
-        ));
-        let skills = ok(std::fs::canonicalize(&skills)).display().to_string();
+        )
+        .expect("writing demo/SKILL.md");
+        let skills = std::fs::canonicalize(&skills).expect("canonicalizing skills").display().to_string();
         let profile_text = format!(
             r#"
 [agent]
@@ -113,7 +113,7 @@ timeout_ms = 20000
             port = mock.addr().port(),
         );
         let profile = home.path().join("profile.toml");
-        ok(std::fs::write(&profile, &profile_text));
+        std::fs::write(&profile, &profile_text).expect("writing profile");
         let sessions = home.path().join("sessions");
         Self { home, ws, sessions, mock, profile, profile_text }
     }
@@ -154,24 +154,26 @@ fn assert_system(req: &RecordedRequest, want: &str, what: &str) {
 }
 
 #[test]
-fn run_sends_base_prompt_then_sections() {
+fn run_sends_base_prompt_then_sections() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Hello."}]));
-    let out = ok(w
+    let out = w
         .wharf()
         .args(["run", "Say hello.", "--no-watch", "--profile"])
         .arg(&w.profile)
         .arg("--session-dir")
         .arg(&w.sessions)
-        .output());
+        .output()
+        .context("running wharf run Say hello.")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let reqs = w.requests(1, "run");
     assert_eq!(reqs.len(), 1);
     assert_system(&reqs[0], &parent_prompt(), "run");
     w.mock.assert_no_violations();
+    Ok(())
 }
 
 #[test]
-fn subagent_gets_base_prompt_sections_then_its_instructions() {
+fn subagent_gets_base_prompt_sections_then_its_instructions() -> anyhow::Result<()> {
     let w = World::new(json!([
         {"kind": "stream", "tool_calls": [
             {"id": "call_1", "name": "subagent", "arguments": json!({"task": "Say one word."}).to_string()}
@@ -179,13 +181,14 @@ fn subagent_gets_base_prompt_sections_then_its_instructions() {
         {"kind": "stream", "text": "Word."},
         {"kind": "stream", "text": "The child said: Word."},
     ]));
-    let out = ok(w
+    let out = w
         .wharf()
         .args(["run", "Delegate a word.", "--no-watch", "--profile"])
         .arg(&w.profile)
         .arg("--session-dir")
         .arg(&w.sessions)
-        .output());
+        .output()
+        .context("running wharf run Delegate a word.")?;
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let reqs = w.requests(3, "subagent");
     assert_eq!(reqs.len(), 3, "parent, child, parent");
@@ -194,6 +197,7 @@ fn subagent_gets_base_prompt_sections_then_its_instructions() {
     assert_eq!(messages(&reqs[1])[1]["content"], "Say one word.", "the child's task");
     assert_system(&reqs[2], &parent_prompt(), "parent, second step");
     w.mock.assert_no_violations();
+    Ok(())
 }
 
 #[test]
@@ -208,7 +212,7 @@ fn web_sends_base_prompt_then_sections() {
 }
 
 #[test]
-fn acp_sends_base_prompt_then_sections() {
+fn acp_sends_base_prompt_then_sections() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Hello from ACP."}]));
     let mut cmd = w.wharf();
     cmd.args(["acp", "--no-watch", "--profile"])
@@ -218,7 +222,7 @@ fn acp_sends_base_prompt_then_sections() {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut child = ok(cmd.spawn());
+    let mut child = cmd.spawn().context("spawning the command")?;
     let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("no stdin"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
@@ -231,31 +235,32 @@ fn acp_sends_base_prompt_then_sections() {
             }
         }
     });
-    let mut call = |id: i64, method: &str, params: Value| -> Value {
+    let mut call = |id: i64, method: &str, params: Value| -> anyhow::Result<Value> {
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        ok(writeln!(stdin, "{msg}"));
-        ok(stdin.flush());
+        writeln!(stdin, "{msg}").and_then(|()| stdin.flush()).with_context(|| format!("sending acp {method}"))?;
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let v = rx.recv_timeout(left).unwrap_or_else(|e| panic!("acp {method}: {e}"));
+            let v = rx.recv_timeout(left).with_context(|| format!("no answer to acp {method}"))?;
             if v["id"] == id && v.get("method").is_none() {
                 assert!(v.get("error").is_none(), "acp {method}: {v}");
-                return v["result"].clone();
+                return Ok(v["result"].clone());
             }
         }
     };
-    call(1, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
-    let cwd = ok(std::fs::canonicalize(w.ws.path())).display().to_string();
-    let session = call(2, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    call(1, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}))?;
+    let cwd = std::fs::canonicalize(w.ws.path()).context("canonicalizing the workspace")?.display().to_string();
+    let session = call(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))?;
     let sid = session["sessionId"].clone();
-    let done = call(3, "session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Say hello."}]}));
+    let done =
+        call(3, "session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Say hello."}]}))?;
     assert_eq!(done["stopReason"], "end_turn", "{done}");
     let _ = child.kill();
     let _ = child.wait();
     let reqs = w.requests(1, "acp");
     assert_system(&reqs[0], &parent_prompt(), "acp");
     w.mock.assert_no_violations();
+    Ok(())
 }
 
 #[test]
@@ -292,7 +297,7 @@ impl Pty {
         assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
         // SAFETY: both descriptors were just opened and are owned here.
         let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let dup = || ok(slave.try_clone());
+        let dup = || slave.try_clone().expect("duplicating the pty descriptor");
         cmd.stdin(dup()).stdout(dup()).stderr(dup());
         // SAFETY: setsid and ioctl are async-signal-safe; the child makes the
         // pty (its stdin) its controlling terminal.
@@ -304,10 +309,10 @@ impl Pty {
                 Ok(())
             });
         }
-        let child = ok(cmd.spawn());
+        let child = cmd.spawn().expect("spawning the command");
         drop(slave);
         let master = std::fs::File::from(master);
-        let mut reader = ok(master.try_clone());
+        let mut reader = master.try_clone().expect("duplicating the pty");
         let output = Arc::new(Mutex::new(Vec::new()));
         let out = output.clone();
         std::thread::spawn(move || {
@@ -335,8 +340,8 @@ impl Pty {
     }
 
     fn send(&mut self, s: &str) {
-        ok(self.master.write_all(s.as_bytes()));
-        ok(self.master.flush());
+        self.master.write_all(s.as_bytes()).expect("writing");
+        self.master.flush().expect("flushing");
     }
 }
 

@@ -6,14 +6,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use serde_json::json;
 use wharf_runtime::engine::CompileTier;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
+use wharf_tests::{Plugin, plugins};
 
 fn tiered_runtime(cache: &std::path::Path) -> Arc<Runtime> {
     let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cache.to_path_buf()), ..Default::default() })
-        .unwrap_or_else(|e| panic!("runtime: {e:#}"));
+        .expect("creating the runtime");
     rt.enable_tiering();
     rt
 }
@@ -32,16 +34,16 @@ fn first_tier() -> CompileTier {
     }
 }
 
-fn load(rt: &Runtime, plugin: &str, grant: Grant) -> Arc<PluginVersion> {
+fn load(rt: &Runtime, plugin: Plugin, grant: Grant) -> anyhow::Result<Arc<PluginVersion>> {
     let spec = PluginSpec {
-        id: plugin.into(),
+        id: plugin.name().into(),
         path: wharf_tests::plugin(plugin),
         config: json!({}),
         grant,
         warm: false,
         on_invalid_config: Default::default(),
     };
-    rt.load(&spec).unwrap_or_else(|e| panic!("load {plugin}: {e}"))
+    rt.load(&spec).with_context(|| format!("loading {plugin}"))
 }
 
 async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
@@ -59,21 +61,21 @@ fn artifacts(dir: &std::path::Path) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() {
+async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() -> anyhow::Result<()> {
     if tiering_disabled_by_env() {
         wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
-        return;
+        return Ok(());
     }
-    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cache = tempfile::tempdir().context("creating a temp dir")?;
     let rt = tiered_runtime(cache.path());
-    let v = load(&rt, "text", Grant::default());
+    let v = load(&rt, plugins::TEXT, Grant::default())?;
     assert_eq!(v.tier(), first_tier(), "an empty cache must serve from the first tier");
     let (err, _, out) = call(&v, "echo", json!({"text": "first"})).await;
     assert!(!err && out.contains("first"), "fast-tier call failed: {out}");
     let rt2 = rt.clone();
     let done = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120)))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("joining the blocking task")?;
     assert!(done, "tier-up did not finish in 120 s");
     assert_eq!(rt.tier_up_pending(), 0);
     assert_eq!(v.tier(), CompileTier::Optimized, "the version was not swapped to optimised code");
@@ -84,25 +86,26 @@ async fn a_cache_miss_serves_fast_code_then_swaps_in_optimised_code() {
     // The optimised artifact reached the disk: a new process starts warm.
     assert_eq!(artifacts(cache.path()), 1, "no optimised artifact on disk");
     let rt3 = tiered_runtime(cache.path());
-    let v3 = load(&rt3, "text", Grant::default());
+    let v3 = load(&rt3, plugins::TEXT, Grant::default())?;
     assert_eq!(v3.tier(), CompileTier::Optimized, "a cached component must load optimised code directly");
     assert_eq!(rt3.tier_up_pending(), 0);
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_hold_on_the_fast_tier() {
+async fn limits_hold_on_the_fast_tier() -> anyhow::Result<()> {
     if tiering_disabled_by_env() {
         wharf_tests::skip(&wharf_tests::current_test(), "WHARF_TIERED=0 is set");
-        return;
+        return Ok(());
     }
-    let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cache = tempfile::tempdir().context("creating a temp dir")?;
     let rt = tiered_runtime(cache.path());
-    let spin = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() });
+    let spin = load(&rt, plugins::EVIL, Grant { timeout_ms: Some(300), ..Grant::default() })?;
     assert_eq!(spin.tier(), first_tier());
     let (err, code, content) = call(&spin, "spin", json!({})).await;
     assert!(err, "spin returned on the fast tier: {content}");
     assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
-    let alloc = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() });
+    let alloc = load(&rt, plugins::EVIL, Grant { memory_mb: Some(64), ..Grant::default() })?;
     let (err, code, content) = call(&alloc, "alloc", json!({"mb": 1024})).await;
     assert!(err, "alloc returned on the fast tier: {content}");
     assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"), "{content}");
@@ -112,26 +115,27 @@ async fn limits_hold_on_the_fast_tier() {
     assert!(!err, "normal call after containment failed: {content}");
     let rt2 = rt.clone();
     let _ = tokio::task::spawn_blocking(move || rt2.wait_tier_up(Duration::from_secs(120))).await;
+    Ok(())
 }
 
 /// Every containment the sandbox promises, on code compiled by Winch alone
 /// (a runtime whose only engine is the baseline tier, so no tier-up can
 /// swap the code during the test).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sandbox_holds_on_winch_code() {
+async fn the_sandbox_holds_on_winch_code() -> anyhow::Result<()> {
     if !cfg!(target_arch = "x86_64") {
         wharf_tests::skip(&wharf_tests::current_test(), "Winch is used on x86_64 only");
-        return;
+        return Ok(());
     }
     let engine = wharf_runtime::engine::EngineOptions { tier: CompileTier::Baseline, ..Default::default() };
-    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None }).unwrap_or_else(|e| panic!("Winch engine: {e:#}"));
-    let small = load(&rt, "evil", Grant { memory_mb: Some(64), ..Grant::default() });
+    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None }).context("Winch engine")?;
+    let small = load(&rt, plugins::EVIL, Grant { memory_mb: Some(64), ..Grant::default() })?;
     let (err, code, content) = call(&small, "alloc", json!({"mb": 1024})).await;
     assert!(err && code.as_deref() == Some("MEMORY_LIMIT"), "alloc on Winch code: {code:?} {content}");
-    let timed = load(&rt, "evil", Grant { timeout_ms: Some(300), ..Grant::default() });
+    let timed = load(&rt, plugins::EVIL, Grant { timeout_ms: Some(300), ..Grant::default() })?;
     let (err, code, content) = call(&timed, "spin", json!({})).await;
     assert!(err && code.as_deref() == Some("TIMEOUT"), "spin on Winch code: {code:?} {content}");
-    let v = load(&rt, "evil", Grant::default());
+    let v = load(&rt, plugins::EVIL, Grant::default())?;
     assert_eq!(v.tier(), CompileTier::Baseline);
     let expect = [
         ("recurse", json!({"depth": 100_000_000u64}), "STACK_OVERFLOW"),
@@ -150,7 +154,8 @@ async fn the_sandbox_holds_on_winch_code() {
     let (err, _, content) = call(&v, "ok", json!({})).await;
     assert!(!err, "a normal call after every containment failed: {content}");
     // A first-party tool computes the same result as on optimised code.
-    let text = load(&rt, "text", Grant::default());
+    let text = load(&rt, plugins::TEXT, Grant::default())?;
     let (err, _, out) = call(&text, "echo", json!({"text": "über ✓"})).await;
     assert!(!err && out.contains("über ✓"), "{out}");
+    Ok(())
 }

@@ -8,23 +8,23 @@
 //!   `skill` returns the body and the other files, and skills added or
 //!   edited mid-turn (through the `fs` tools) or between turns show up in
 //!   the next request's system prompt. `wharf plugin call` loads a skill.
+//!   A source whose catalog comes from its config (`skills-fixed`) reaches
+//!   the model the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::{Event, EventKind};
 use wharf_mock_llm::{MockLlm, Script};
-
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
-}
+use wharf_tests::{Plugin, plugins};
 
 fn write(path: &Path, text: &str) {
     if let Some(parent) = path.parent() {
-        ok(std::fs::create_dir_all(parent));
+        std::fs::create_dir_all(parent).expect("creating parent");
     }
-    ok(std::fs::write(path, text));
+    std::fs::write(path, text).expect("writing the file");
 }
 
 /// A temp HOME and workspace.
@@ -36,8 +36,8 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        let home = ok(tempfile::tempdir());
-        let ws = ok(tempfile::tempdir());
+        let home = tempfile::tempdir().expect("creating a temp dir");
+        let ws = tempfile::tempdir().expect("creating a temp dir");
         let sessions = home.path().join("sessions");
         Self { home, ws, sessions }
     }
@@ -50,31 +50,29 @@ impl Env {
 
     fn profile(&self, text: &str) -> PathBuf {
         let path = self.home.path().join("profile.toml");
-        ok(std::fs::write(&path, text));
+        std::fs::write(&path, text).expect("writing the file");
         path
     }
 
     /// `wharf run TASK --output jsonl` (plus `extra`): exit code, events,
     /// stderr.
     fn run(&self, profile: &Path, task: &str, extra: &[&str]) -> (i32, Vec<Value>, String) {
-        let out = ok(self
+        let out = self
             .wharf()
             .args(["run", task, "--output", "jsonl", "--profile"])
             .arg(profile)
             .arg("--session-dir")
             .arg(&self.sessions)
             .args(extra)
-            .output());
+            .output()
+            .expect("running wharf run");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let events = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
-            .collect();
+        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
         (out.status.code().unwrap_or(-1), events, String::from_utf8_lossy(&out.stderr).into_owned())
     }
 
     fn log(&self, id: &str) -> Vec<Event> {
-        ok(wharf_core::Store::new(&self.sessions).load(id)).events
+        wharf_core::Store::new(&self.sessions).load(id).expect("loading the session").events
     }
 }
 
@@ -87,17 +85,18 @@ fn session_id(events: &[Value]) -> String {
 }
 
 /// `wharf plugin call FILE TOOL ARGS EXTRA…` as JSON.
-fn plugin_call(env: &Env, plugin: &str, tool: &str, args: &Value, extra: &[&str]) -> Value {
-    let out = ok(env
+fn plugin_call(env: &Env, plugin: Plugin, tool: &str, args: &Value, extra: &[&str]) -> anyhow::Result<Value> {
+    let out = env
         .wharf()
         .args(["plugin", "call"])
         .arg(wharf_tests::plugin(plugin))
         .args([tool, &args.to_string()])
         .args(extra)
-        .output());
+        .output()
+        .context("running wharf plugin call")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+        .with_context(|| format!("the output is not JSON: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
 // ---------------------------------------------------------------- todo
@@ -138,8 +137,8 @@ text = "All done."
 "#;
 
 #[test]
-fn todo_write_records_each_list_and_refuses_invalid_ones() {
-    let _ = wharf_tests::plugin("todo");
+fn todo_write_records_each_list_and_refuses_invalid_ones() -> anyhow::Result<()> {
+    let _ = wharf_tests::plugin(plugins::TODO);
     let env = Env::new();
     let profile = env.profile(TODO_PROFILE);
     let (code, events, err) = env.run(&profile, "Plan the work.", &[]);
@@ -177,24 +176,38 @@ fn todo_write_records_each_list_and_refuses_invalid_ones() {
         })
         .collect();
     assert_eq!(logged, vec![first, second]);
-    let show = ok(env.wharf().args(["sessions", "show", &id, "--session-dir"]).arg(&env.sessions).output());
+    let show = env
+        .wharf()
+        .args(["sessions", "show", &id, "--session-dir"])
+        .arg(&env.sessions)
+        .output()
+        .context("running wharf sessions show")?;
     let text = String::from_utf8_lossy(&show.stdout);
     assert_eq!(show.status.code(), Some(0), "{}", String::from_utf8_lossy(&show.stderr));
     assert!(text.contains("Plan the work.") && text.contains("All done."), "{text}");
+    Ok(())
 }
 
 #[test]
-fn todo_without_a_session_says_nothing_was_recorded() {
+fn todo_without_a_session_says_nothing_was_recorded() -> anyhow::Result<()> {
     let env = Env::new();
-    let v = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "a", "status": "pending"}]}), &[]);
+    let v = plugin_call(
+        &env,
+        plugins::TODO,
+        "todo_write",
+        &json!({"todos": [{"content": "a", "status": "pending"}]}),
+        &[],
+    )?;
     assert_eq!(v["is_error"], false, "{v}");
     let content = v["content"].as_str().unwrap_or("");
     assert!(content.starts_with("Todo list (1 item: 0 completed, 0 in progress, 1 pending):\n[ ] a"), "{content}");
     assert!(content.contains("Not recorded: no session is attached"), "{content}");
-    let bad = plugin_call(&env, "todo", "todo_write", &json!({"todos": [{"content": "", "status": "pending"}]}), &[]);
+    let bad =
+        plugin_call(&env, plugins::TODO, "todo_write", &json!({"todos": [{"content": "", "status": "pending"}]}), &[])?;
     assert_eq!(bad["is_error"], true, "{bad}");
     assert_eq!(bad["error_code"], "INVALID_ARGUMENT", "{bad}");
     assert!(bad["content"].as_str().unwrap_or("").contains("todos[0].content: empty"), "{bad}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------- skills
@@ -229,8 +242,12 @@ fn last_tool_result(req: &wharf_mock_llm::RecordedRequest) -> String {
 }
 
 #[test]
-fn skills_catalog_reaches_the_model_and_follows_the_files() {
-    let _ = (wharf_tests::plugin("skills"), wharf_tests::plugin("fs"), wharf_tests::plugin("llm-openai"));
+fn skills_catalog_reaches_the_model_and_follows_the_files() -> anyhow::Result<()> {
+    let _ = (
+        wharf_tests::plugin(plugins::SKILLS),
+        wharf_tests::plugin(plugins::FS),
+        wharf_tests::plugin(plugins::LLM_OPENAI),
+    );
     let env = Env::new();
     let ws_skills = env.ws.path().join(".wharf/skills");
     let home_skills = env.home.path().join(".wharf/skills");
@@ -240,7 +257,7 @@ fn skills_catalog_reaches_the_model_and_follows_the_files() {
     write(&home_skills.join("pdf/SKILL.md"), "---\nname: pdf\ndescription: Shadowed by the workspace.\n---\n");
     write(&home_skills.join("release/SKILL.md"), "---\nname: release\ndescription: 'Cut a release.'\n---\nBump.\n");
 
-    let script: Script = ok(serde_json::from_value(json!({
+    let script: Script = serde_json::from_value(json!({
         "replies": [
             stream(json!({"tool_calls": [call("c1", "skill", json!({"name": "pdf"}))]})),
             stream(json!({"tool_calls": [
@@ -252,8 +269,8 @@ fn skills_catalog_reaches_the_model_and_follows_the_files() {
             stream(json!({"text": "Second turn."})),
         ],
         "checks": {"reasoning": "ignore"},
-    })));
-    let mock = ok(MockLlm::start_background(script));
+    })).context("parsing JSON")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
     let profile = env.profile(&format!(
         r#"
 [agent]
@@ -304,7 +321,8 @@ timeout_ms = 20000
     let loaded = last_tool_result(&reqs[1]);
     assert!(loaded.starts_with("# Skill: pdf\n\n# PDF\n\nRun scripts/fill.py"), "{loaded}");
     assert!(!loaded.contains("license: MIT"), "{loaded}");
-    let fill = ok(std::fs::canonicalize(ws_skills.join("pdf/scripts/fill.py")));
+    let fill =
+        std::fs::canonicalize(ws_skills.join("pdf/scripts/fill.py")).context("canonicalizing pdf/scripts/fill.py")?;
     assert!(loaded.contains(&format!("- {}", fill.display())), "{loaded}");
 
     // A skill added mid-turn is in the next step's catalog, an edited one too.
@@ -316,7 +334,7 @@ timeout_ms = 20000
     assert_eq!(of_type(&events, "tool/result").iter().filter(|r| r["data"]["is_error"] == true).count(), 0);
 
     // Between turns: a skill removed is gone from the next turn's catalog.
-    ok(std::fs::remove_dir_all(ws_skills.join("xlsx")));
+    std::fs::remove_dir_all(ws_skills.join("xlsx")).context("removing xlsx")?;
     let id = session_id(&events);
     let (code, _, err) = env.run(&profile, "Again.", &["--resume", &id]);
     assert_eq!(code, 0, "{err}");
@@ -324,27 +342,93 @@ timeout_ms = 20000
     assert_eq!(reqs.len(), 5);
     let s4 = system(&reqs[4]);
     assert!(s4.contains("- pdf — Fill PDF forms (v2).\n- release — Cut a release.") && !s4.contains("xlsx"), "{s4}");
+    Ok(())
 }
 
 #[test]
-fn skill_tool_through_plugin_call() {
+fn skill_tool_through_plugin_call() -> anyhow::Result<()> {
     let env = Env::new();
     let dir = env.ws.path().join("skills");
     write(&dir.join("pdf/SKILL.md"), PDF_V1);
     write(&dir.join("xlsx/SKILL.md"), XLSX);
-    let dir = ok(std::fs::canonicalize(&dir)).display().to_string();
+    let dir = std::fs::canonicalize(&dir).context("canonicalizing dir")?.display().to_string();
     let config = json!({"dirs": [dir]}).to_string();
     let extra = ["--allow-dir", dir.as_str(), "--config", config.as_str()];
-    let v = plugin_call(&env, "skills", "skill", &json!({"name": "xlsx"}), &extra);
+    let v = plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "xlsx"}), &extra)?;
     assert_eq!(v["is_error"], false, "{v}");
     assert_eq!(
         v["content"],
         format!("# Skill: xlsx\n\nUse openpyxl.\n\n---\nSkill directory: {dir}/xlsx\nThis skill has no other files.\n")
     );
-    let missing = plugin_call(&env, "skills", "skill", &json!({"name": "docx"}), &extra);
+    let missing = plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "docx"}), &extra)?;
     assert_eq!(missing["is_error"], true, "{missing}");
     assert_eq!(missing["content"], "no skill named `docx` (available: pdf, xlsx)");
     // Without the grant the directory is invisible: no skills at all.
-    let ungranted = plugin_call(&env, "skills", "skill", &json!({"name": "pdf"}), &["--config", config.as_str()]);
+    let ungranted =
+        plugin_call(&env, plugins::SKILLS, "skill", &json!({"name": "pdf"}), &["--config", config.as_str()])?;
     assert_eq!(ungranted["content"], "no skill named `pdf` (available: none)");
+    Ok(())
+}
+
+/// A skills source that is not a directory: `skills-fixed` takes its
+/// catalog from its config. The catalog reaches the model's system prompt,
+/// its `skill` tool loads a skill, and an unknown name lists the others.
+#[test]
+fn a_skills_source_from_config_reaches_the_model() -> anyhow::Result<()> {
+    let _ = (wharf_tests::plugin(plugins::SKILLS_FIXED), wharf_tests::plugin(plugins::LLM_OPENAI));
+    let env = Env::new();
+    let script: Script = serde_json::from_value(json!({
+        "replies": [
+            stream(json!({"tool_calls": [call("c1", "skill", json!({"name": "release"}))]})),
+            stream(json!({"tool_calls": [call("c2", "skill", json!({"name": "docx"}))]})),
+            stream(json!({"text": "Done."})),
+        ],
+        "checks": {"reasoning": "ignore"},
+    }))
+    .context("building the mock's script")?;
+    let mock = MockLlm::start_background(script).context("starting the mock LLM")?;
+    let profile = env.profile(&format!(
+        r#"
+[agent]
+adapter = "model"
+max_steps = 5
+
+[[plugin]]
+id = "skills"
+path = "${{plugin_dir}}/skills-fixed.wasm"
+[[plugin.config.skills]]
+name = "release"
+description = "How to cut a release."
+text = "1. Bump the version.\n2. Tag it."
+[[plugin.config.skills]]
+name = "deploy"
+description = "Ship it."
+text = "Run the pipeline."
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-openai.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "mock-model"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+timeout_ms = 20000
+"#,
+        url = mock.url(),
+        port = mock.addr().port(),
+    ));
+
+    let (code, events, err) = env.run(&profile, "Cut the release.", &[]);
+    assert_eq!(code, 0, "{err}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "{err}");
+    let s0 = system(&reqs[0]);
+    assert!(s0.contains("load one with the `skill` tool"), "{s0}");
+    assert!(s0.contains("- release — How to cut a release.\n- deploy — Ship it."), "{s0}");
+    assert_eq!(last_tool_result(&reqs[1]), "1. Bump the version.\n2. Tag it.");
+    assert_eq!(last_tool_result(&reqs[2]), "no skill named `docx` (available: release, deploy)");
+    let errors: Vec<bool> = of_type(&events, "tool/result").iter().map(|r| r["data"]["is_error"] == true).collect();
+    assert_eq!(errors, [false, true], "{events:?}");
+    Ok(())
 }

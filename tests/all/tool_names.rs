@@ -3,7 +3,8 @@
 //! keeps the names, the later row's tools of those names are refused with a
 //! warning naming both rows, and the turn runs.
 
-use serde_json::Value;
+use anyhow::Context;
+use wharf_tests::plugins;
 
 const PROFILE: &str = r#"
 [agent]
@@ -38,13 +39,13 @@ text = "Done."
 "#;
 
 #[test]
-fn the_first_row_keeps_a_shared_tool_name_and_the_run_completes() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(ws.path().join("README.md"), "# Sample\n").unwrap_or_else(|e| panic!("{e}"));
-    let _ = wharf_tests::plugin("fs");
+fn the_first_row_keeps_a_shared_tool_name_and_the_run_completes() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(ws.path().join("README.md"), "# Sample\n").context("writing README.md")?;
+    let _ = wharf_tests::plugin(plugins::FS);
     let profile = home.path().join("clash.toml");
-    std::fs::write(&profile, PROFILE).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&profile, PROFILE).context("writing profile")?;
     let sessions = home.path().join("sessions");
     let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
@@ -53,13 +54,10 @@ fn the_first_row_keeps_a_shared_tool_name_and_the_run_completes() {
         .arg("--session-dir")
         .arg(&sessions)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .context("running wharf run Read the README")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "the profile did not run: {stderr}");
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad jsonl line {l}: {e}")))
-        .collect();
+    let events = wharf_tests::json_lines(&String::from_utf8_lossy(&out.stdout))?;
     // The call ran on the first row.
     let result =
         events.iter().find(|e| e["type"] == "tool/result").unwrap_or_else(|| panic!("no tool result: {events:?}"));
@@ -73,4 +71,5 @@ fn the_first_row_keeps_a_shared_tool_name_and_the_run_completes() {
         .unwrap_or_else(|| panic!("fs_again not loaded: {events:?}"));
     let warning = loaded["data"]["error"].as_str().unwrap_or_default();
     assert!(warning.contains("`read`") && warning.contains("`fs`"), "{loaded}");
+    Ok(())
 }

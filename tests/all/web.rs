@@ -10,7 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 /// A running `wharf web`.
 pub struct Web {
@@ -42,12 +44,12 @@ pub fn start(profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
 
 /// Like [`start`], with `wharf COMMAND` (`web` or `serve`).
 pub fn start_command(command: &'static str, profile: &str, extra: &[&str], env: &[(&str, &str)]) -> Web {
-    let _ = wharf_tests::plugin("text");
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let _ = wharf_tests::plugin(plugins::TEXT);
+    let home = tempfile::tempdir().expect("creating a temp dir");
+    let ws = tempfile::tempdir().expect("creating a temp dir");
     std::fs::write(ws.path().join("README.md"), "# Sample\n\nA sample project with a few words.\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(home.path().join("profile.toml"), profile).unwrap_or_else(|e| panic!("{e}"));
+        .expect("writing README.md");
+    std::fs::write(home.path().join("profile.toml"), profile).expect("writing profile.toml");
     let sessions = home.path().join("sessions");
     launch(command, home, ws, sessions, extra, env)
 }
@@ -72,11 +74,11 @@ fn launch(
         .env_remove("WHARF_WEB_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&stderr).unwrap_or_else(|e| panic!("{e}")));
+        .stderr(std::fs::File::create(&stderr).expect("creating the stderr file"));
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn wharf web: {e}"));
+    let mut child = cmd.spawn().expect("spawn wharf web");
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -96,7 +98,7 @@ fn launch(
     };
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap_or_else(|| panic!("unexpected first line {url}"));
     let (port, token) = rest.split_once("/?token=").unwrap_or_else(|| panic!("no token in {url}"));
-    let port: u16 = port.parse().unwrap_or_else(|e| panic!("{e}: {url}"));
+    let port: u16 = port.parse().with_context(|| format!("no port in {url}")).expect("wharf printed its URL");
     Web {
         child: Some(child),
         port,
@@ -156,7 +158,7 @@ impl Web {
 
     /// The session log, read from disk.
     pub fn log(&self, id: &str) -> Vec<wharf_core::Event> {
-        wharf_core::Store::new(&self.sessions).load(id).unwrap_or_else(|e| panic!("{e}")).events
+        wharf_core::Store::new(&self.sessions).load(id).expect("loading the session").events
     }
 }
 
@@ -196,17 +198,17 @@ fn send_head(
     if let Some(b) = body {
         req.push_str(b);
     }
-    stream.write_all(req.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    stream.write_all(req.as_bytes()).expect("writing");
 }
 
 fn read_head(reader: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
     let mut line = String::new();
-    reader.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    reader.read_line(&mut line).expect("reading a line");
     let status = line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let mut headers = Vec::new();
     loop {
         line.clear();
-        reader.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+        reader.read_line(&mut line).expect("reading a line");
         let l = line.trim_end();
         if l.is_empty() {
             break;
@@ -220,17 +222,17 @@ fn read_head(reader: &mut impl BufRead) -> (u16, Vec<(String, String)>) {
 
 /// One HTTP/1.1 request over a fresh connection.
 pub fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Resp {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap_or_else(|e| panic!("{e}"));
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("setting a read timeout");
     send_head(&mut stream, port, method, path, headers, body);
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader);
     let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
     let mut body = String::new();
     if chunked {
-        Chunked { inner: reader, left: 0, done: false }.read_to_string(&mut body).unwrap_or_else(|e| panic!("{e}"));
+        Chunked { inner: reader, left: 0, done: false }.read_to_string(&mut body).expect("reading mut body");
     } else {
-        reader.read_to_string(&mut body).unwrap_or_else(|e| panic!("{e}"));
+        reader.read_to_string(&mut body).expect("reading mut body");
     }
     Resp { status, headers, body }
 }
@@ -291,8 +293,8 @@ impl SseEvent {
 }
 
 pub fn open_sse(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, Option<Sse>) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap_or_else(|e| panic!("connect: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap_or_else(|e| panic!("{e}"));
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("setting a read timeout");
     let mut h = headers.to_vec();
     h.push(("Accept", "text/event-stream"));
     send_head(&mut stream, port, "GET", path, &h, None);
@@ -476,31 +478,31 @@ fn bad_host_or_origin_is_403() {
 }
 
 #[test]
-fn non_loopback_bind_needs_allow_remote_and_a_token() {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let run = |args: &[&str], env: Option<&str>| {
+fn non_loopback_bind_needs_allow_remote_and_a_token() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let run = |args: &[&str], env: Option<&str>| -> anyhow::Result<_> {
         let mut c = wharf_tests::wharf(home.path());
         c.args(["web", "--port", "0", "--profile", "demo", "--no-watch"]).args(args).env_remove("WHARF_WEB_TOKEN");
         if let Some(t) = env {
             c.env("WHARF_WEB_TOKEN", t);
         }
-        let out = c.output().unwrap_or_else(|e| panic!("{e}"));
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned(), out.stdout)
+        let out = c.output().context("running wharf web")?;
+        Ok((out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned(), out.stdout))
     };
-    let (code, err, out) = run(&["--bind", "0.0.0.0"], None);
+    let (code, err, out) = run(&["--bind", "0.0.0.0"], None)?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("non-loopback") && err.contains("--allow-remote"), "{err}");
     assert!(out.is_empty(), "nothing printed on stdout");
-    let (code, err, _) = run(&["--bind", "0.0.0.0", "--allow-remote"], None);
+    let (code, err, _) = run(&["--bind", "0.0.0.0", "--allow-remote"], None)?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("token"), "{err}");
-    let (code, err, _) = run(&["--bind", "0.0.0.0", "--allow-remote", "--token", "short"], None);
+    let (code, err, _) = run(&["--bind", "0.0.0.0", "--allow-remote", "--token", "short"], None)?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("at least 16"), "{err}");
-    let (code, err, _) = run(&["--bind", "192.0.2.1"], Some("a-long-enough-token-123"));
+    let (code, err, _) = run(&["--bind", "192.0.2.1"], Some("a-long-enough-token-123"))?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--allow-remote"), "{err}");
-    let (code, err, _) = run(&["--bind", "not-an-address"], None);
+    let (code, err, _) = run(&["--bind", "not-an-address"], None)?;
     assert_eq!(code, 2, "{err}");
 
     // With both, it starts (and uses the configured token).
@@ -509,10 +511,11 @@ fn non_loopback_bind_needs_allow_remote_and_a_token() {
     let auth = ("X-Wharf-Token", "a-long-enough-token-123");
     assert_eq!(request(w.port, "GET", "/api/info", &[auth], None).status, 200);
     assert_eq!(request(w.port, "GET", "/api/info", &[], None).status, 401);
+    Ok(())
 }
 
 #[test]
-fn a_session_through_the_api_approval_resume_point_and_fork() {
+fn a_session_through_the_api_approval_resume_point_and_fork() -> anyhow::Result<()> {
     let w = start(GATED, &[], &[]);
     let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "How many words?"})));
     assert_eq!(code, 200, "{r}");
@@ -560,7 +563,7 @@ fn a_session_through_the_api_approval_resume_point_and_fork() {
     drop(again);
 
     let events = w.log(&id);
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     assert_eq!(events.last().map(|e| e.seq), Some(end_seq));
 
     // Fork at the turn end; the fork is open and takes a prompt.
@@ -584,7 +587,9 @@ fn a_session_through_the_api_approval_resume_point_and_fork() {
         .map(|e| e["data"]["content"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(text, SLOW_TEXT);
-    wharf_core::invariants::check(&w.log(&fork)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&fork))
+        .map_err(anyhow::Error::msg)
+        .context("checking the log's invariants")?;
 
     // Errors: unknown session, empty prompt, unknown approval.
     assert_eq!(w.call("POST", "/api/sessions/nope/prompt", Some(json!({"text": "x"}))).0, 404);
@@ -594,10 +599,11 @@ fn a_session_through_the_api_approval_resume_point_and_fork() {
         w.call("POST", &format!("/api/sessions/{id}/approvals/nope"), Some(json!({"outcome": "rejected"}))).0,
         404
     );
+    Ok(())
 }
 
 #[test]
-fn a_stored_session_is_shown_then_resumed_and_cancelled() {
+fn a_stored_session_is_shown_then_resumed_and_cancelled() -> anyhow::Result<()> {
     // A session written by an earlier server is readable, then resumed here.
     let w = start(GATED, &[], &[]);
     let (_, r) = w.call("POST", "/api/sessions", Some(json!({"text": "count"})));
@@ -628,14 +634,15 @@ fn a_stored_session_is_shown_then_resumed_and_cancelled() {
     assert_eq!(msg["data"]["interrupted"], true);
     let partial = msg["data"]["content"].as_str().unwrap_or("");
     assert!(SLOW_TEXT.starts_with(partial) && partial.len() < SLOW_TEXT.len(), "{partial}");
-    wharf_core::invariants::check(&w.log(&id)).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&w.log(&id)).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
+    Ok(())
 }
 
 #[test]
-fn plugins_api_shows_grants_and_streams_hot_reloads() {
-    let home_plugins = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn plugins_api_shows_grants_and_streams_hot_reloads() -> anyhow::Result<()> {
+    let home_plugins = tempfile::tempdir().context("creating a temp dir")?;
     let text_path = home_plugins.path().join("text.wasm");
-    std::fs::copy(wharf_tests::plugin("text"), &text_path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_path).context("copying the text component")?;
     let profile = GATED.replace("${plugin_dir}/text.wasm", &text_path.display().to_string());
     let w = start(&profile, &[], &[]);
     let (code, p) = w.call("GET", "/api/plugins", None);
@@ -665,8 +672,8 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() {
 
     // Hot reload: another component at the same path replaces the version.
     let tmp = home_plugins.path().join("text.wasm.tmp");
-    std::fs::copy(wharf_tests::plugin("fs"), &tmp).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::rename(&tmp, &text_path).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(wharf_tests::plugin(plugins::FS), &tmp).context("copying the fs component")?;
+    std::fs::rename(&tmp, &text_path).context("moving the new file in place")?;
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline
@@ -686,6 +693,7 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() {
     let text = p["plugins"].as_array().and_then(|a| a.iter().find(|x| x["id"] == "text")).cloned().unwrap_or_default();
     assert_eq!(text["digest"], new["data"]["digest"]);
     assert!(text["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "read")), "{text}");
+    Ok(())
 }
 
 /// A session written directly to the store, with a todo list.
@@ -695,7 +703,7 @@ fn stored_session_with_todos(dir: &std::path::Path) -> String {
     let store = wharf_core::Store::new(dir);
     let log = store
         .create(wharf_core::store::NewSession { id: None, workspace: None, profile: Some("stored".into()) })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("creating a session");
     let items =
         json!([{"content": "write the tests", "status": "completed"}, {"content": "ship it", "status": "in_progress"}]);
     for k in [
@@ -716,9 +724,9 @@ fn stored_session_with_todos(dir: &std::path::Path) -> String {
         K::StepEnd(StepEnd { turn: 1, step: 1, usage: None }),
         K::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed }),
     ] {
-        log.append(k).unwrap_or_else(|e| panic!("{e}"));
+        log.append(k).expect("appending an event");
     }
-    log.flush_blocking().unwrap_or_else(|e| panic!("{e}"));
+    log.flush_blocking().expect("flushing the session log");
     log.id().to_string()
 }
 
@@ -754,9 +762,9 @@ pub fn browser_tools(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
 }
 
 #[test]
-fn browser_prompt_stream_approve_result_and_cancel() {
+fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
     let Some((chromium, node, dir)) = browser_tools("web::browser_prompt_stream_approve_result_and_cancel") else {
-        return;
+        return Ok(());
     };
     let w = start(GATED, &[], &[]);
     let todo = stored_session_with_todos(&w.sessions);
@@ -771,7 +779,7 @@ fn browser_prompt_stream_approve_result_and_cancel() {
         .env("SCREENSHOT_DIR", &shots)
         .env("TODO_SESSION", &todo)
         .output()
-        .unwrap_or_else(|e| panic!("node: {e}"));
+        .context("running node")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -781,11 +789,11 @@ fn browser_prompt_stream_approve_result_and_cancel() {
         w.stderr()
     );
     // What the page did is in the log, and the log is well formed.
-    let list = wharf_core::Store::new(&w.sessions).list().unwrap_or_else(|e| panic!("{e}"));
+    let list = wharf_core::Store::new(&w.sessions).list().context("listing the sessions")?;
     assert_eq!(list.len(), 2);
     let driven = list.iter().find(|s| s.id != todo).unwrap_or_else(|| panic!("no session"));
     let events = w.log(&driven.id);
-    wharf_core::invariants::check(&events).unwrap_or_else(|e| panic!("{e}"));
+    wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let ends: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -794,4 +802,5 @@ fn browser_prompt_stream_approve_result_and_cancel() {
         })
         .collect();
     assert_eq!(ends, vec!["Completed".to_string(), "Cancelled".to_string()]);
+    Ok(())
 }

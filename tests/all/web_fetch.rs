@@ -9,7 +9,9 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::plugins;
 
 const PAGE: &str = r##"<!DOCTYPE html>
 <html><head><title>Loopback &amp; Co</title>
@@ -32,8 +34,8 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-        let port = listener.local_addr().unwrap_or_else(|e| panic!("{e}")).port();
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding a local port");
+        let port = listener.local_addr().expect("reading the local address").port();
         let hits = Arc::new(Mutex::new(Vec::new()));
         let h = hits.clone();
         std::thread::spawn(move || {
@@ -97,25 +99,26 @@ fn serve(conn: TcpStream, port: u16, hits: &Mutex<Vec<String>>) {
 }
 
 fn web() -> PathBuf {
-    wharf_tests::plugin("web")
+    wharf_tests::plugin(plugins::WEB)
 }
 
 /// `wharf plugin call web.wasm web_fetch ARGS FLAGS…` → the printed JSON.
-fn call(args: Value, flags: &[&str]) -> Value {
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+fn call(args: Value, flags: &[&str]) -> anyhow::Result<Value> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
     let out = wharf_tests::wharf(home.path())
         .args(["plugin", "call"])
         .arg(web())
         .args(["web_fetch", &args.to_string()])
         .args(flags)
         .output()
-        .unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        .context("running wharf plugin call")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let v: Value = serde_json::from_str(stdout.trim()).with_context(|| {
+        format!("the output is not JSON: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    })?;
     // The exit code agrees with the result.
     assert_eq!(out.status.success(), v["is_error"] == false, "{v}");
-    v
+    Ok(v)
 }
 
 fn content(v: &Value) -> &str {
@@ -135,9 +138,9 @@ fn assert_refused(v: &Value, code: &str, needles: &[&str]) {
 }
 
 #[test]
-fn allowlisted_host_returns_markdown() {
+fn allowlisted_host_returns_markdown() -> anyhow::Result<()> {
     let s = Server::start();
-    let v = call(json!({"url": s.url("/page.html")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/page.html")}), &["--allow-host", &s.allow()])?;
     assert_ok(&v);
     let c = content(&v);
     assert!(c.starts_with(&format!("Fetched {} (HTTP 200, text/html", s.url("/page.html"))), "{c}");
@@ -155,29 +158,31 @@ fn allowlisted_host_returns_markdown() {
     }
 
     // `text` drops the markup; `raw` is the body as sent.
-    let v = call(json!({"url": s.url("/page.html"), "format": "text"}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/page.html"), "format": "text"}), &["--allow-host", &s.allow()])?;
     assert_ok(&v);
     assert!(content(&v).contains("Welcome\n\nRead the docs first — then build."), "{}", content(&v));
-    let v = call(json!({"url": s.url("/page.html"), "format": "raw"}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/page.html"), "format": "raw"}), &["--allow-host", &s.allow()])?;
     assert!(content(&v).contains("<h1>Welcome</h1>"), "{}", content(&v));
-    let v = call(json!({"url": s.url("/plain.txt")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/plain.txt")}), &["--allow-host", &s.allow()])?;
     assert!(content(&v).ends_with("\n\njust plain text"), "{}", content(&v));
+    Ok(())
 }
 
 #[test]
-fn redirect_within_the_allowlist_is_followed() {
+fn redirect_within_the_allowlist_is_followed() -> anyhow::Result<()> {
     let s = Server::start();
-    let v = call(json!({"url": s.url("/redirect-ok")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/redirect-ok")}), &["--allow-host", &s.allow()])?;
     assert_ok(&v);
     assert!(content(&v).contains(&format!("Redirected from: {}", s.url("/redirect-ok"))), "{}", content(&v));
     assert!(content(&v).contains("# Welcome"), "{}", content(&v));
     assert_eq!(s.hits(), ["/redirect-ok", "/page.html"]);
+    Ok(())
 }
 
 #[test]
-fn redirect_to_a_host_outside_the_allowlist_is_refused() {
+fn redirect_to_a_host_outside_the_allowlist_is_refused() -> anyhow::Result<()> {
     let s = Server::start();
-    let v = call(json!({"url": s.url("/redirect-away")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/redirect-away")}), &["--allow-host", &s.allow()])?;
     let target = format!("http://localhost:{}/plain.txt", s.port);
     assert_refused(
         &v,
@@ -189,13 +194,14 @@ fn redirect_to_a_host_outside_the_allowlist_is_refused() {
     );
     // The refused hop never reached the server.
     assert_eq!(s.hits(), ["/redirect-away"]);
+    Ok(())
 }
 
 #[test]
-fn a_host_that_is_not_granted_is_refused() {
+fn a_host_that_is_not_granted_is_refused() -> anyhow::Result<()> {
     let s = Server::start();
     for flags in [&["--allow-host", "example.com"][..], &[]] {
-        let v = call(json!({"url": s.url("/page.html")}), flags);
+        let v = call(json!({"url": s.url("/page.html")}), flags)?;
         assert_refused(
             &v,
             "PERMISSION_DENIED",
@@ -207,31 +213,33 @@ fn a_host_that_is_not_granted_is_refused() {
         );
     }
     assert!(s.hits().is_empty(), "{:?}", s.hits());
+    Ok(())
 }
 
 #[test]
-fn a_wildcard_does_not_reach_loopback_unless_private_network_is_granted() {
+fn a_wildcard_does_not_reach_loopback_unless_private_network_is_granted() -> anyhow::Result<()> {
     let s = Server::start();
     let by_name = format!("http://localhost:{}/plain.txt", s.port);
     for url in [s.url("/plain.txt"), by_name.clone()] {
-        let v = call(json!({"url": url}), &["--allow-host", "*"]);
+        let v = call(json!({"url": url}), &["--allow-host", "*"])?;
         assert_refused(&v, "PERMISSION_DENIED", &["private, loopback or link-local", "private_network"]);
     }
     assert!(s.hits().is_empty(), "{:?}", s.hits());
     for url in [s.url("/plain.txt"), by_name] {
-        let v = call(json!({"url": url}), &["--allow-host", "*", "--allow-private-network"]);
+        let v = call(json!({"url": url}), &["--allow-host", "*", "--allow-private-network"])?;
         assert_ok(&v);
         assert!(content(&v).contains("just plain text"), "{}", content(&v));
     }
     // `localhost` named literally is the operator's explicit choice.
-    let v = call(json!({"url": format!("http://localhost:{}/plain.txt", s.port)}), &["--allow-host", "localhost"]);
+    let v = call(json!({"url": format!("http://localhost:{}/plain.txt", s.port)}), &["--allow-host", "localhost"])?;
     assert_ok(&v);
+    Ok(())
 }
 
 #[test]
-fn an_oversized_body_is_truncated_at_the_cap() {
+fn an_oversized_body_is_truncated_at_the_cap() -> anyhow::Result<()> {
     let s = Server::start();
-    let v = call(json!({"url": s.url("/big"), "max_bytes": 5000}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/big"), "max_bytes": 5000}), &["--allow-host", &s.allow()])?;
     assert_ok(&v);
     let c = content(&v);
     assert!(c.contains("5000 bytes, truncated"), "{}", &c[..200.min(c.len())]);
@@ -242,32 +250,34 @@ fn an_oversized_body_is_truncated_at_the_cap() {
     let v = call(
         json!({"url": s.url("/big"), "max_bytes": 10_000_000}),
         &["--allow-host", &s.allow(), "--config", r#"{"max_bytes": 2000}"#],
-    );
+    )?;
     assert!(content(&v).contains("2000 bytes, truncated"), "{}", content(&v));
-    let v = call(json!({"url": s.url("/big")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/big")}), &["--allow-host", &s.allow()])?;
     assert!(content(&v).contains(&format!("{} bytes, truncated", 256 << 10)), "{}", &content(&v)[..200]);
+    Ok(())
 }
 
 #[test]
-fn binary_content_and_bad_urls_are_refused_clearly() {
+fn binary_content_and_bad_urls_are_refused_clearly() -> anyhow::Result<()> {
     let s = Server::start();
-    let v = call(json!({"url": s.url("/image.png")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/image.png")}), &["--allow-host", &s.allow()])?;
     assert_refused(&v, "UNSUPPORTED_CONTENT_TYPE", &["image/png"]);
-    let v = call(json!({"url": s.url("/missing")}), &["--allow-host", &s.allow()]);
+    let v = call(json!({"url": s.url("/missing")}), &["--allow-host", &s.allow()])?;
     assert_refused(&v, "HTTP_ERROR", &["returned HTTP 404", "no such page"]);
-    let v = call(json!({"url": "file:///etc/passwd"}), &["--allow-host", "*"]);
+    let v = call(json!({"url": "file:///etc/passwd"}), &["--allow-host", "*"])?;
     assert_refused(&v, "INVALID_ARGUMENT", &["only http and https"]);
+    Ok(())
 }
 
 /// `wharf run` with the scripted model: the tool results land in the session
 /// log with the content (and refusal) the model saw.
 #[test]
-fn web_fetch_in_a_session() {
+fn web_fetch_in_a_session() -> anyhow::Result<()> {
     let s = Server::start();
-    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
     let sessions = home.path().join("sessions");
-    let _ = wharf_tests::plugin("llm-scripted");
+    let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
     let _ = web();
     let call = |url: String| {
         let args = json!({"url": url}).to_string();
@@ -305,7 +315,7 @@ finish = "stop"
         away = call(s.url("/redirect-away")),
     );
     let path = home.path().join("web.toml");
-    std::fs::write(&path, profile).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&path, profile).context("writing the file")?;
     let out = wharf_tests::wharf(home.path())
         .current_dir(ws.path())
         .args(["run", "fetch the page", "--profile"])
@@ -314,13 +324,10 @@ finish = "stop"
         .arg(&sessions)
         .args(["--output", "jsonl", "--no-watch"])
         .output()
-        .unwrap_or_else(|e| panic!("spawn wharf: {e}"));
+        .context("spawn wharf")?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l}: {e}")))
-        .collect();
+    let events = wharf_tests::json_lines(&String::from_utf8_lossy(&out.stdout))?;
     let id = events
         .iter()
         .find(|e| e["type"] == "session/start")
@@ -328,8 +335,8 @@ finish = "stop"
         .unwrap_or_else(|| panic!("no session/start: {stderr}"))
         .to_string();
     // Read back the stored log, not just the stream.
-    let log = wharf_core::Store::new(&sessions).load(&id).unwrap_or_else(|e| panic!("{e}")).events;
-    wharf_core::invariants::check(&log).unwrap_or_else(|e| panic!("{e}"));
+    let log = wharf_core::Store::new(&sessions).load(&id).context("loading the session")?.events;
+    wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<Value> = log
         .iter()
         .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
@@ -352,4 +359,5 @@ finish = "stop"
     let text = away["data"]["content"].as_str().unwrap_or_default();
     assert!(text.contains(&format!("to http://localhost:{}/plain.txt refused", s.port)), "{text}");
     assert!(!s.hits().contains(&"/plain.txt".to_string()), "{:?}", s.hits());
+    Ok(())
 }

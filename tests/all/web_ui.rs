@@ -6,6 +6,7 @@
 
 use std::process::Command;
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::EventKind as K;
 use wharf_core::events::{
@@ -84,7 +85,7 @@ fn result(turn: u64, call: &str, name: &str, content: &str, details: Value) -> K
         "turn": turn, "step": 1, "call_id": call, "name": name, "content": content, "plugin": "fs", "duration_ms": 1,
         "details": details,
     }))
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("parsing JSON");
     K::ToolResult(r)
 }
 
@@ -97,11 +98,11 @@ fn stored(dir: &std::path::Path, workspace: &str, kinds: Vec<K>) -> String {
             workspace: Some(workspace.into()),
             profile: Some("ui".into()),
         })
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("creating a session");
     for k in kinds {
-        log.append(k).unwrap_or_else(|e| panic!("{e}"));
+        log.append(k).expect("appending an event");
     }
-    log.flush_blocking().unwrap_or_else(|e| panic!("{e}"));
+    log.flush_blocking().expect("flushing the session log");
     log.id().to_string()
 }
 
@@ -137,7 +138,7 @@ fn markdown_session(dir: &std::path::Path, workspace: &str) -> String {
     for c in [&edit, &write, &bash] {
         let call: ToolCallEvent =
             serde_json::from_value(json!({"turn": 1, "step": 1, "id": c.id, "name": c.name, "arguments": c.arguments}))
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("parsing JSON");
         kinds.push(K::ToolCall(call));
     }
     // The fs component's details: the whole file's hunks (real line numbers).
@@ -284,11 +285,11 @@ fn urlencode(s: &str) -> String {
 }
 
 #[test]
-fn browser_markdown_diff_narrow_layout_scroll_and_workspace_filter() {
+fn browser_markdown_diff_narrow_layout_scroll_and_workspace_filter() -> anyhow::Result<()> {
     let Some((chromium, node, dir)) =
         browser_tools("web_ui::browser_markdown_diff_narrow_layout_scroll_and_workspace_filter")
     else {
-        return;
+        return Ok(());
     };
     let w = start(PROFILE, &[], &[]);
     let here = home_workspace(&w);
@@ -309,7 +310,7 @@ fn browser_markdown_diff_narrow_layout_scroll_and_workspace_filter() {
         .env("LAST_TEXT", last)
         .env("OTHER_SESSION", &other)
         .output()
-        .unwrap_or_else(|e| panic!("node: {e}"));
+        .context("running node")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -318,4 +319,5 @@ fn browser_markdown_diff_narrow_layout_scroll_and_workspace_filter() {
         shots.display(),
         w.stderr()
     );
+    Ok(())
 }

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::plugins;
 
 const KEY_ENV: &str = "WHARF_BENCH_CODE_KEY";
 
@@ -210,7 +211,7 @@ fn main() -> anyhow::Result<()> {
     let n_inner: usize = if quick { 10 } else { 50 };
     let n_direct: usize = if quick { 5 } else { 20 };
     let n_start: usize = if quick { 3 } else { 10 };
-    for p in ["fs", "code", "llm-scripted", "llm-deepseek"] {
+    for p in [plugins::FS, plugins::CODE, plugins::LLM_SCRIPTED, plugins::LLM_DEEPSEEK] {
         let _ = wharf_tests::plugin(p);
     }
     let world = World::new()?;
@@ -253,7 +254,7 @@ fn main() -> anyhow::Result<()> {
     let profile = world.profile("startup", "scripted", &scripted(&turns))?;
     let events = world.run(&profile)?;
     let startup_ms = mean_duration(&events, "run_code")?;
-    let size = std::fs::metadata(wharf_tests::plugin("code")).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(wharf_tests::plugin(plugins::CODE)).map(|m| m.len()).unwrap_or(0);
 
     let ratio = if direct_ms > 0.0 { inner_ms / direct_ms } else { f64::NAN };
     let json = json!({

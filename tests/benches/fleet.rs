@@ -35,6 +35,7 @@ use wharf_core::events::{
 use wharf_core::store::{NewSession, Store};
 use wharf_store_pg::PgOptions;
 use wharf_tests::pg::{PgServer, ServeHost};
+use wharf_tests::plugins;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
@@ -308,7 +309,7 @@ fn main() -> Result<()> {
     let sessions = env_usize("WHARF_BENCH_FLEET_SESSIONS", if quick { 100 } else { 1000 });
     let out_dir = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out_dir)?;
-    let _ = wharf_tests::plugin("evil");
+    let _ = wharf_tests::plugin(plugins::EVIL);
     let pg = PgServer::start_durable().map_err(anyhow::Error::msg).context("starting PostgreSQL")?;
 
     // 1. Append rates.

@@ -41,6 +41,7 @@ use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::host::PluginHost;
 use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 type Marks = Arc<Mutex<Vec<(Instant, Instant)>>>;
 
@@ -145,7 +146,7 @@ async fn run_steps(steps: usize, fanout: usize) -> anyhow::Result<StepRun> {
     let host = PluginHost::new(runtime, registry.clone());
     let spec = PluginSpec {
         id: "fs".into(),
-        path: wharf_tests::plugin("fs"),
+        path: wharf_tests::plugin(plugins::FS),
         config: json!({}),
         grant: Grant { dirs: vec![DirGrant::new(&ws, Access::Rw)?], ..Grant::default() },
         warm: false,
@@ -472,7 +473,7 @@ fn large_component() -> PathBuf {
         .iter()
         .map(|n| plugins.join(n))
         .find(|p| p.exists())
-        .unwrap_or_else(|| wharf_tests::plugin("fs"))
+        .unwrap_or_else(|| wharf_tests::plugin(plugins::FS))
 }
 
 fn yes(ok: bool) -> &'static str {
@@ -514,7 +515,7 @@ fn main() -> anyhow::Result<()> {
     let (store_1m, id_1m) = cached_log(million)?;
     let (load_1m, derive_1m) = load_derive(&store_1m, &id_1m, million)?;
 
-    let small = wharf_tests::plugin("policy-fixed");
+    let small = wharf_tests::plugin(plugins::POLICY_FIXED);
     let large = large_component();
     let small_kib = std::fs::metadata(&small)?.len() / 1024;
     let large_kib = std::fs::metadata(&large)?.len() / 1024;

@@ -25,6 +25,7 @@ use wharf_core::registry::Registry;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::host::{PluginHost, SpecSource};
 use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -156,7 +157,7 @@ async fn setup(cache: &Path) -> anyhow::Result<Setup> {
     runtime.enable_tiering();
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(runtime.clone(), registry.clone());
-    let base = std::fs::read(wharf_tests::plugin("policy-fixed"))?;
+    let base = std::fs::read(wharf_tests::plugin(plugins::POLICY_FIXED))?;
     let component = dir.join("policy.wasm");
     replace(&component, &base)?;
     let conf = dir.join("pol.json");

@@ -52,6 +52,7 @@ use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::host::PluginHost;
 use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 const FILE_TEXT: &str = "hello from the benchmark\n";
 
@@ -262,7 +263,7 @@ async fn density_host(
     let host = PluginHost::new(runtime, registry.clone());
     let spec = PluginSpec {
         id: "fs".into(),
-        path: wharf_tests::plugin("fs"),
+        path: wharf_tests::plugin(plugins::FS),
         config: json!({}),
         grant: Grant { dirs: vec![DirGrant::new(ws, Access::Ro)?], ..Grant::default() },
         warm: false,
@@ -518,7 +519,7 @@ fn main() -> anyhow::Result<()> {
     let specs = vec![
         PluginSpec {
             id: "fs".into(),
-            path: wharf_tests::plugin("fs"),
+            path: wharf_tests::plugin(plugins::FS),
             config: json!({}),
             grant: Grant { dirs: vec![DirGrant::new(&ws, Access::Ro)?], ..Grant::default() },
             warm: false,
@@ -526,7 +527,7 @@ fn main() -> anyhow::Result<()> {
         },
         PluginSpec {
             id: "openai".into(),
-            path: wharf_tests::plugin("llm-openai"),
+            path: wharf_tests::plugin(plugins::LLM_OPENAI),
             config: json!({"base_url": format!("{}/v1", mock.url), "model": "bench-model"}),
             grant: Grant { hosts: vec![format!("127.0.0.1:{port}")], ..Grant::default() },
             warm: false,

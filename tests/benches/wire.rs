@@ -41,6 +41,7 @@ use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
 use wharf_runtime::engine::{CompileTier, EngineOptions};
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, Runtime, RuntimeOptions};
+use wharf_tests::plugins;
 
 /// Steps per session (one `fs` read each) and the final answer.
 const STEPS: usize = 9;
@@ -522,7 +523,7 @@ async fn tier_call(tmp: &Path, tier: CompileTier, n: usize) -> anyhow::Result<Ve
     };
     let spec = PluginSpec {
         id: "text".into(),
-        path: wharf_tests::plugin("text"),
+        path: wharf_tests::plugin(plugins::TEXT),
         config: json!({}),
         grant,
         warm: false,
@@ -745,7 +746,18 @@ fn met(ok: bool) -> &'static str {
 fn main() -> anyhow::Result<()> {
     let out = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;
-    for p in ["fs", "llm-deepseek", "text", "shell", "web", "todo", "skills", "context", "compaction", "subagent"] {
+    for p in [
+        plugins::FS,
+        plugins::LLM_DEEPSEEK,
+        plugins::TEXT,
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::SUBAGENT,
+    ] {
         let _ = wharf_tests::plugin(p);
     }
     let tmp = tempfile::tempdir()?;

@@ -34,7 +34,7 @@ enum Profile {
 /// TOML: `turns` is TOML for its `[[plugin.config.turns]]` tables (each a
 /// model answer: `text`, `tool_calls`, …), played in order.
 pub fn scripted_model(turns: &str) -> String {
-    crate::plugin("llm-scripted");
+    crate::plugin(crate::plugins::LLM_SCRIPTED);
     format!(
         "[[plugin]]\nid = \"scripted\"\npath = \"${{plugin_dir}}/llm-scripted.wasm\"\n\
          [plugin.config]\nmodel = \"scripted-test\"\n{turns}\n"

@@ -297,12 +297,12 @@ impl ServeHost {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<(u16, serde_json::Value), String> {
-        http_json(self.port, &self.token, method, path, body)
+        http_json(self.port, &self.token, method, path, body).map_err(|e| format!("{method} {path}: {e}"))
     }
 
     /// [`try_call`](Self::try_call), panicking when the connection fails.
     pub fn call(&self, method: &str, path: &str, body: Option<&serde_json::Value>) -> (u16, serde_json::Value) {
-        self.try_call(method, path, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+        self.try_call(method, path, body).expect("a request to wharf serve")
     }
 }
 

@@ -14,10 +14,10 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tmp = tempfile::tempdir().expect("creating a temp dir");
         let root = tmp.path().to_path_buf();
         for d in ["home/.wharf", "ws/.wharf", "plugins"] {
-            std::fs::create_dir_all(root.join(d)).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(root.join(d)).expect("creating the test tree");
         }
         Self { _tmp: tmp, root }
     }
@@ -29,9 +29,9 @@ impl Env {
     fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.path(rel);
         if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(dir).expect("creating the directory");
         }
-        std::fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p, text).expect("writing the file");
         p
     }
 
@@ -47,7 +47,7 @@ impl Env {
     }
 
     fn load(&self, opts: &LoadOptions) -> Config {
-        load(opts).unwrap_or_else(|e| panic!("load failed: {e}"))
+        load(opts).expect("loading the config")
     }
 
     fn fail(&self, opts: &LoadOptions) -> ConfigError {
@@ -84,7 +84,7 @@ fn at(e: &ConfigError) -> (String, Option<u32>, Option<u32>) {
 }
 
 #[test]
-fn every_shipped_profile_loads_and_validates() {
+fn every_shipped_profile_loads_and_validates() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let names: Vec<&str> = shipped_profiles().iter().map(|(n, _)| *n).collect();
     assert_eq!(names, ["anthropic", "code", "default", "demo", "demo-deepseek", "guarded", "openai", "polyglot"]);
@@ -104,8 +104,10 @@ fn every_shipped_profile_loads_and_validates() {
         let c = env.load(&LoadOptions { home: None, ..env.opts(name) });
         assert_eq!(c.session.dir, env.path("ws/.wharf/sessions"));
         // The dump is TOML.
-        toml::from_str::<toml::Table>(&c.dump()).unwrap_or_else(|e| panic!("{name}: {e}\n{}", c.dump()));
+        toml::from_str::<toml::Table>(&c.dump())
+            .map_err(|e| format!("{name}: the dump is not TOML: {e}\n{}", c.dump()))?;
     }
+    Ok(())
 }
 
 #[test]
@@ -282,7 +284,7 @@ fn disabling_the_adapter_is_an_error_at_the_adapter() {
 }
 
 #[test]
-fn overrides_set_agent_keys_and_plugin_rows() {
+fn overrides_set_agent_keys_and_plugin_rows() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let profile = env.write("base.toml", BASE);
     let mut opts = env.opts(profile.to_str().unwrap_or_default());
@@ -312,11 +314,12 @@ fn overrides_set_agent_keys_and_plugin_rows() {
     let dump = c.dump();
     assert!(dump.contains("memory_mb = 512  # from -c plugin.fs.grant.memory_mb=512\n"), "{dump}");
     assert!(dump.contains("[plugin.config.deep]\ner = true  # from -c plugin.fs.config.deep.er=true\n"), "{dump}");
-    toml::from_str::<toml::Table>(&dump).unwrap_or_else(|e| panic!("{e}\n{dump}"));
+    toml::from_str::<toml::Table>(&dump).map_err(|e| format!("the dump is not TOML: {e}\n{dump}"))?;
 
     // Setting a row's top-level key replaces it, as a row would.
     opts.overrides = vec!["plugin.fs.config={ a = 1 }".into()];
     assert_eq!(env.load(&opts).plugin("fs").map(|p| p.config.clone()), Some(json!({"a": 1})));
+    Ok(())
 }
 
 #[test]
@@ -427,7 +430,7 @@ fn wrong_types_and_values_are_located() {
 }
 
 #[test]
-fn variables_expand_and_unknown_ones_are_errors() {
+fn variables_expand_and_unknown_ones_are_errors() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let p = env.write(
         "conf/p.toml",
@@ -467,17 +470,19 @@ dirs = ["~/d:rw", "rel", "${workspace}/sub/./x:ro"]
     );
 
     // `${profile_dir}` has no value in -c, `${home}` none without a home.
-    std::fs::remove_file(env.path("ws/.wharf/config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(env.path("ws/.wharf/config.toml"))
+        .map_err(|e| format!("removing ws/.wharf/config.toml: {e}"))?;
     let mut opts = env.opts("default");
     opts.overrides = vec!["plugin.fs.path=${profile_dir}/x.wasm".into()];
     assert!(matches!(env.fail(&opts), ConfigError::Variable { error: VarError::Unset(_), .. }));
     opts.overrides = vec!["plugin.fs.path=~/x.wasm".into()];
     opts.home = None;
     assert!(matches!(env.fail(&opts), ConfigError::Variable { error: VarError::Unset(_), .. }));
+    Ok(())
 }
 
 #[test]
-fn missing_optional_layers_are_skipped_and_required_ones_are_not() {
+fn missing_optional_layers_are_skipped_and_required_ones_are_not() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let c = env.load(&env.opts("default"));
     assert!(c.sources.is_empty());
@@ -496,8 +501,10 @@ fn missing_optional_layers_are_skipped_and_required_ones_are_not() {
     );
 
     // A present but unreadable optional layer (here: a directory) is an error.
-    std::fs::create_dir_all(env.path("home/.wharf/config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(env.path("home/.wharf/config.toml"))
+        .map_err(|e| format!("creating home/.wharf/config.toml: {e}"))?;
     assert!(matches!(env.fail(&env.opts("default")), ConfigError::Read { .. }));
+    Ok(())
 }
 
 #[test]
@@ -521,13 +528,13 @@ fn an_error_in_any_layer_yields_no_config() {
 }
 
 #[test]
-fn dump_marks_every_leaf_and_parses_as_toml() {
+fn dump_marks_every_leaf_and_parses_as_toml() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let mut opts = env.opts("demo");
     opts.overrides = vec!["plugin.scripted.config.model=\"other\"".into()];
     let c = env.load(&opts);
     let dump = c.dump();
-    let parsed: toml::Table = toml::from_str(&dump).unwrap_or_else(|e| panic!("{e}\n{dump}"));
+    let parsed: toml::Table = toml::from_str(&dump).map_err(|e| format!("the dump is not TOML: {e}\n{dump}"))?;
     // The dump holds the same values as the composed config.
     let as_json = serde_json::to_value(&parsed).unwrap_or_default();
     assert_eq!(as_json, c.dump_json()["config"]);
@@ -543,6 +550,7 @@ fn dump_marks_every_leaf_and_parses_as_toml() {
         assert_eq!(j["provenance"][key]["source"], loc.source.as_str());
     }
     assert!(j["provenance"]["plugin.fs.grant.dirs"]["line"].is_u64());
+    Ok(())
 }
 
 #[test]
@@ -607,7 +615,7 @@ fn mcp_rows_load_merge_by_name_and_can_be_disabled() {
 }
 
 #[test]
-fn mcp_secrets_never_show_in_dumps() {
+fn mcp_secrets_never_show_in_dumps() -> Result<(), Box<dyn std::error::Error>> {
     let env = Env::new();
     let profile = env.write("base.toml", MCP_BASE);
     let c = env.load(&env.opts(profile.to_str().unwrap_or_default()));
@@ -618,11 +626,12 @@ fn mcp_secrets_never_show_in_dumps() {
     assert!(dump.contains(&format!("\n[[mcp]]\nname = \"files\"  # from {file}:2\n")), "{dump}");
     assert!(dump.contains(&format!("[mcp.headers]\nAuthorization = \"<redacted>\"  # from {file}:11\n")), "{dump}");
     assert!(dump.contains("required = false  # from default\n"), "{dump}");
-    toml::from_str::<toml::Table>(&dump).unwrap_or_else(|e| panic!("{e}\n{dump}"));
+    toml::from_str::<toml::Table>(&dump).map_err(|e| format!("the dump is not TOML: {e}\n{dump}"))?;
     let json = c.dump_json().to_string();
     assert!(!json.contains("s3cret") && !json.contains("FILES_TOKEN"), "{json}");
     assert_eq!(c.dump_json()["config"]["mcp"][0]["env"]["LOG"], "<redacted>");
     assert!(!format!("{:?}", c.mcp).contains("s3cret"));
+    Ok(())
 }
 
 #[test]

@@ -213,6 +213,8 @@ pub fn from_docker_config(text: &str, registry: &str) -> Option<RegistryAuth> {
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
     fn helpers_come_from_cred_helpers_then_creds_store() {
         let text = r#"{"credHelpers": {"ghcr.io": "gh", "https://evil.io": "../../bin/sh"},
@@ -229,14 +231,14 @@ mod tests {
     fn script(dir: &std::path::Path, name: &str, body: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let p = dir.join(format!("docker-credential-{name}"));
-        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("writing the file");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("setting the permissions of p");
         p
     }
 
     #[tokio::test]
-    async fn a_fake_helper_is_run_with_the_host_on_stdin_and_bounded() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    async fn a_fake_helper_is_run_with_the_host_on_stdin_and_bounded() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir().context("creating a temp dir")?;
         let d = dir.path();
         let asked = d.join("asked");
         let good = script(
@@ -279,6 +281,7 @@ mod tests {
 
         let absent = run_helper_at(&d.join("docker-credential-absent"), "ghcr.io", t).await.unwrap_err();
         assert!(absent.contains("docker-credential-absent"), "{absent}");
+        Ok(())
     }
 
     #[test]

@@ -63,15 +63,18 @@ pub fn set_digest(text: &str, id: &str, digest: &str) -> Result<String, DistErro
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
-    fn locks_rows_keeping_the_file() {
+    fn locks_rows_keeping_the_file() -> anyhow::Result<()> {
         let text = "# my profile\n[agent]\nmax_steps = 3 # keep\n\n[[plugin]]\nid = \"echo\"\nsource = \"oci://h/r:v1\"  # from CI\nwarm = true\n\n[[plugin]]\nid = \"fs\"\npath = \"/x/fs.wasm\"\n\n[[plugin]]\nid = \"done\"\nsource = \"oci://h/d:v1\"\ndigest = \"sha256:00\"\n";
-        let rows = unlocked(text).unwrap_or_else(|e| panic!("{e}"));
+        let rows = unlocked(text).context("listing the unlocked rows")?;
         assert_eq!(rows, vec![Unlocked { id: "echo".into(), source: "oci://h/r:v1".into() }]);
-        let out = set_digest(text, "echo", "sha256:ab").unwrap_or_else(|e| panic!("{e}"));
+        let out = set_digest(text, "echo", "sha256:ab").context("setting the digest")?;
         assert_eq!(out, text.replace("# from CI\n", "# from CI\ndigest = \"sha256:ab\"\n"),);
         assert!(unlocked(&out).unwrap_or_default().is_empty());
         assert!(set_digest(text, "fs", "sha256:ab").is_err());
         assert!(set_digest("not = [toml", "echo", "x").is_err());
+        Ok(())
     }
 }

@@ -152,9 +152,11 @@ impl fmt::Display for OciRef {
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
-    fn parses_tags_digests_and_ports() {
-        let r = OciRef::parse("oci://127.0.0.1:5000/team/echo:v1").unwrap_or_else(|e| panic!("{e}"));
+    fn parses_tags_digests_and_ports() -> anyhow::Result<()> {
+        let r = OciRef::parse("oci://127.0.0.1:5000/team/echo:v1").context("parsing the reference")?;
         assert_eq!(
             (r.registry.as_str(), r.repository.as_str(), r.tag.as_deref()),
             ("127.0.0.1:5000", "team/echo", Some("v1"))
@@ -164,14 +166,15 @@ mod tests {
         assert_eq!(r.tag_key().as_deref(), Some("127.0.0.1:5000/team/echo:v1"));
 
         let d = Digest::of(b"x");
-        let r = OciRef::parse(&format!("oci://ghcr.io/a/b@{d}")).unwrap_or_else(|e| panic!("{e}"));
+        let r = OciRef::parse(&format!("oci://ghcr.io/a/b@{d}")).context("parsing the reference")?;
         assert_eq!((r.tag.as_deref(), r.digest.as_ref()), (None, Some(&d)));
         assert!(!r.is_loopback());
         assert_eq!(r.signature_of(&d).tag, Some(d.signature_tag()));
 
-        let r = OciRef::parse("oci://localhost/x").unwrap_or_else(|e| panic!("{e}"));
+        let r = OciRef::parse("oci://localhost/x").context("parsing the reference")?;
         assert_eq!(r.tag.as_deref(), Some("latest"));
         assert!(r.is_loopback());
+        Ok(())
     }
 
     #[test]

@@ -166,16 +166,18 @@ pub fn reason(mismatches: &[Mismatch]) -> String {
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
-    fn sign_and_verify() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let (private, public) = generate_key_pair().unwrap_or_else(|e| panic!("{e}"));
+    fn sign_and_verify() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir().context("creating a temp dir")?;
+        let (private, public) = generate_key_pair().context("generating a key pair")?;
         assert!(private.contains("BEGIN PRIVATE KEY") && public.contains("BEGIN PUBLIC KEY"));
         let (kp, pp) = (dir.path().join("k"), dir.path().join("k.pub"));
-        std::fs::write(&kp, &private).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(&pp, &public).unwrap_or_else(|e| panic!("{e}"));
-        let key = load_signing_key(&kp).unwrap_or_else(|e| panic!("{e}"));
-        let pubkey = load_verifying_key(&pp).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&kp, &private).context("writing the private key")?;
+        std::fs::write(&pp, &public).context("writing the public key")?;
+        let key = load_signing_key(&kp).context("loading the signing key")?;
+        let pubkey = load_verifying_key(&pp).context("loading the verifying key")?;
         assert!(load_verifying_key(&kp).is_err());
 
         let d = Digest::of(b"manifest");
@@ -189,12 +191,13 @@ mod tests {
         let mut changed = p.clone();
         changed[5] ^= 1;
         assert_eq!(verify(&pubkey, &changed, &s, &d), Err(Mismatch::BadSignature));
-        let (_, public2) = generate_key_pair().unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(&pp, &public2).unwrap_or_else(|e| panic!("{e}"));
-        let wrong = load_verifying_key(&pp).unwrap_or_else(|e| panic!("{e}"));
+        let (_, public2) = generate_key_pair().context("generating a key pair")?;
+        std::fs::write(&pp, &public2).context("writing the public key")?;
+        let wrong = load_verifying_key(&pp).context("loading the verifying key")?;
         assert_eq!(verify(&wrong, &p, &s, &d), Err(Mismatch::BadSignature));
         assert!(matches!(verify(&pubkey, &p, "!!", &d), Err(Mismatch::Malformed(_))));
         assert_eq!(reason(&[]), "unsigned: no signature");
         assert!(reason(&[Mismatch::BadSignature, Mismatch::OtherDigest("x".into())]).contains("another digest"));
+        Ok(())
     }
 }

@@ -171,32 +171,36 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
-    fn blobs_are_content_addressed_and_checked_on_read() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    fn blobs_are_content_addressed_and_checked_on_read() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir().context("creating a temp dir")?;
         let store = Store::new(dir.path());
-        let d = store.put(b"component bytes").unwrap_or_else(|e| panic!("{e}"));
+        let d = store.put(b"component bytes").context("storing a blob")?;
         assert_eq!(d, Digest::of(b"component bytes"));
         assert!(store.blob_path(&d).ends_with(format!("blobs/sha256/{}", d.hex())));
         assert_eq!(store.read(&d, 100, "layer").unwrap_or_default(), b"component bytes");
         assert!(matches!(store.read(&d, 3, "layer"), Err(DistError::TooLarge { .. })));
 
-        std::fs::write(store.blob_path(&d), b"changed").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(store.blob_path(&d), b"changed").context("overwriting the blob")?;
         assert!(matches!(store.read(&d, 100, "layer"), Err(DistError::DigestMismatch { .. })));
         assert!(matches!(store.read(&Digest::of(b"none"), 100, "layer"), Err(DistError::NotInStore(_))));
         assert!(store.put_checked(&d, b"other", "layer").is_err());
+        Ok(())
     }
 
     #[test]
-    fn index_maps_tags_to_digests() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    fn index_maps_tags_to_digests() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir().context("creating a temp dir")?;
         let store = Store::new(dir.path().join("oci"));
         assert_eq!(store.lookup("h/r:v1"), None);
         let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
-        store.record("h/r:v1", &a).unwrap_or_else(|e| panic!("{e}"));
-        store.record("h/r:v2", &b).unwrap_or_else(|e| panic!("{e}"));
-        store.record("h/r:v1", &b).unwrap_or_else(|e| panic!("{e}"));
+        store.record("h/r:v1", &a).context("recording a tag")?;
+        store.record("h/r:v2", &b).context("recording a tag")?;
+        store.record("h/r:v1", &b).context("recording a tag")?;
         assert_eq!(store.lookup("h/r:v1"), Some(b.clone()));
         assert_eq!(store.lookup("h/r:v2"), Some(b));
+        Ok(())
     }
 }

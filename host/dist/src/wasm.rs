@@ -167,23 +167,26 @@ pub fn manifest_for(component: &[u8], config: &[u8]) -> Result<Vec<u8>, DistErro
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     // The smallest component: the preamble with the component layer/version.
     const EMPTY_COMPONENT: &[u8] = &[0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00];
     const EMPTY_MODULE: &[u8] = &[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 
     #[test]
-    fn layout_round_trip() {
+    fn layout_round_trip() -> anyhow::Result<()> {
         assert!(component_info(EMPTY_COMPONENT).is_ok());
         assert!(component_info(EMPTY_MODULE).is_err());
         assert!(component_info(b"not wasm").is_err());
-        let config = config_for(EMPTY_COMPONENT).unwrap_or_else(|e| panic!("{e}"));
-        let c: WasmConfig = serde_json::from_slice(&config).unwrap_or_else(|e| panic!("{e}"));
+        let config = config_for(EMPTY_COMPONENT).context("building the config")?;
+        let c: WasmConfig = serde_json::from_slice(&config).context("parsing JSON")?;
         assert_eq!((c.architecture.as_str(), c.os.as_str()), ("wasm", "wasip2"));
         assert_eq!(c.layer_digests, vec![Digest::of(EMPTY_COMPONENT).to_string()]);
-        let m = manifest_for(EMPTY_COMPONENT, &config).unwrap_or_else(|e| panic!("{e}"));
-        let w = parse_manifest(&m).unwrap_or_else(|e| panic!("{e}"));
+        let m = manifest_for(EMPTY_COMPONENT, &config).context("building the manifest")?;
+        let w = parse_manifest(&m).context("parsing the manifest")?;
         assert_eq!((w.layer, w.layer_size), (Digest::of(EMPTY_COMPONENT), EMPTY_COMPONENT.len() as u64));
         assert_eq!(w.config, Digest::of(&config));
+        Ok(())
     }
 
     #[test]

@@ -337,6 +337,8 @@ pub fn host_allowed(patterns: &[String], host: &str, port: Option<u16>) -> bool 
 mod tests {
     use super::*;
 
+    use anyhow::Context;
+
     #[test]
     fn host_patterns() {
         let p = vec!["api.example.com".to_string(), "*.svc.local".to_string(), "127.0.0.1:8080".to_string()];
@@ -374,12 +376,13 @@ mod tests {
     }
 
     #[test]
-    fn dir_suffix_defaults_to_read_only() {
+    fn dir_suffix_defaults_to_read_only() -> anyhow::Result<()> {
         let tmp = std::env::temp_dir();
-        let d = DirGrant::parse(tmp.to_str().unwrap_or("/tmp")).unwrap_or_else(|e| panic!("{e}"));
+        let d = DirGrant::parse(tmp.to_str().unwrap_or("/tmp")).context("parsing the grant")?;
         assert_eq!(d.access, Access::Ro);
-        let d = DirGrant::parse(&format!("{}:rw", tmp.display())).unwrap_or_else(|e| panic!("{e}"));
+        let d = DirGrant::parse(&format!("{}:rw", tmp.display())).context("parsing the grant")?;
         assert_eq!(d.access, Access::Rw);
         assert!(DirGrant::parse("/definitely/not/here:rw").is_err());
+        Ok(())
     }
 }

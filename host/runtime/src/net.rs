@@ -863,8 +863,10 @@ fn classify_v6(ip: Ipv6Addr) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    use anyhow::Context as _;
+
     fn class(s: &str) -> Option<&'static str> {
-        classify(s.parse().unwrap_or_else(|e| panic!("{s}: {e}")))
+        classify(s.parse().with_context(|| format!("not an address: {s}")).expect("a test address"))
     }
 
     #[test]
@@ -957,7 +959,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn allowlist_then_addresses() {
+    async fn allowlist_then_addresses() -> anyhow::Result<()> {
         // Not in the allowlist at all.
         let d = vet(&hosts(&["example.com"]), true, "127.0.0.1", 80).await;
         assert_eq!(d, Err(Denial::NotAllowed { host: "127.0.0.1".into(), port: 80 }));
@@ -980,18 +982,21 @@ mod tests {
         // A public literal passes and is pinned.
         assert_eq!(
             vet(&hosts(&["*"]), false, "1.1.1.1", 443).await,
-            Ok(Vetted { pin: Some("1.1.1.1:443".parse().unwrap_or_else(|e| panic!("{e}"))) })
+            Ok(Vetted { pin: Some("1.1.1.1:443".parse().context("parsing 1.1.1.1:443")?) })
         );
+        Ok(())
     }
 
     #[test]
-    fn pinning_keeps_path_and_query() {
-        let uri: http::Uri = "http://example.com:8080/a/b?c=d".parse().unwrap_or_else(|e| panic!("{e}"));
-        let v4 = pinned_uri(&uri, "93.184.215.14:8080".parse().unwrap_or_else(|e| panic!("{e}")));
+    fn pinning_keeps_path_and_query() -> anyhow::Result<()> {
+        let uri: http::Uri =
+            "http://example.com:8080/a/b?c=d".parse().context("parsing http://example.com:8080/a/b?c=d")?;
+        let v4 = pinned_uri(&uri, "93.184.215.14:8080".parse().context("parsing 93.184.215.14:8080")?);
         assert_eq!(v4.map(|u| u.to_string()).as_deref(), Some("http://93.184.215.14:8080/a/b?c=d"));
-        let bare: http::Uri = "http://example.com".parse().unwrap_or_else(|e| panic!("{e}"));
-        let v6 = pinned_uri(&bare, "[2606:4700::1]:80".parse().unwrap_or_else(|e| panic!("{e}")));
+        let bare: http::Uri = "http://example.com".parse().context("parsing http://example.com")?;
+        let v6 = pinned_uri(&bare, "[2606:4700::1]:80".parse().context("parsing [2606:4700::1]:80")?);
         assert_eq!(v6.map(|u| u.to_string()).as_deref(), Some("http://[2606:4700::1]:80/"));
+        Ok(())
     }
 
     #[test]
@@ -1020,8 +1025,8 @@ mod tests {
     /// connections.
     async fn keepalive_server(reply: Reply) -> (SocketAddr, Arc<AtomicU64>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding a local port");
+        let addr = listener.local_addr().expect("reading the local address");
         let accepted = Arc::new(AtomicU64::new(0));
         let count = accepted.clone();
         tokio::spawn(async move {
@@ -1069,12 +1074,12 @@ mod tests {
     /// `GET http://ADDR/x` with an empty body.
     fn get_request(addr: SocketAddr) -> http::Request<WasiBody> {
         let body: WasiBody = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {}).boxed_unsync();
-        http::Request::get(format!("http://{addr}/x")).body(body).unwrap_or_else(|e| panic!("{e}"))
+        http::Request::get(format!("http://{addr}/x")).body(body).expect("building the request")
     }
 
     /// Sends [`get_request`] on `plugin`'s pool; its response.
     async fn send_get(plugin: &Arc<str>, addr: SocketAddr) -> http::Response<WasiBody> {
-        let (res, _io) = send_pooled(plugin, get_request(addr), None, None).await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(plugin, get_request(addr), None, None).await.expect("sending the request");
         res
     }
 
@@ -1086,8 +1091,7 @@ mod tests {
     }
 
     async fn get(plugin: &Arc<str>, addr: SocketAddr) -> String {
-        let bytes =
-            send_get(plugin, addr).await.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
+        let bytes = send_get(plugin, addr).await.into_body().collect().await.expect("reading the body").to_bytes();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
@@ -1114,8 +1118,8 @@ mod tests {
     /// connections and notes when the first one is closed.
     async fn never_ending_server() -> (SocketAddr, Arc<AtomicU64>, Arc<std::sync::atomic::AtomicBool>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding a local port");
+        let addr = listener.local_addr().expect("reading the local address");
         let accepted = Arc::new(AtomicU64::new(0));
         let first_closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (count, closed) = (accepted.clone(), first_closed.clone());
@@ -1185,7 +1189,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_address_check_runs_when_a_connection_is_opened_not_when_one_is_reused() {
+    async fn the_address_check_runs_when_a_connection_is_opened_not_when_one_is_reused() -> anyhow::Result<()> {
         let (addr, accepted) = keepalive_server(Reply::Hello).await;
         let p: Arc<str> = Arc::from("pool-test-check");
         let request = || get_request(addr);
@@ -1195,29 +1199,31 @@ mod tests {
         assert!(matches!(denied, Err(HttpError::DestinationIpProhibited)), "{:?}", denied.map(|_| ()));
         assert_eq!(accepted.load(Ordering::SeqCst), 0, "no connection was opened");
         // A connection opened under a check that passed (here: none needed)…
-        let (res, _io) = send_pooled(&p, request(), None, None).await.unwrap_or_else(|e| panic!("{e}"));
-        let _ = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}"));
+        let (res, _io) = send_pooled(&p, request(), None, None).await.context("sending the request")?;
+        let _ = res.into_body().collect().await.context("reading the body")?;
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
         // …serves the next request without resolving again: it connects
         // nowhere new.
-        let (res, _io) = send_pooled(&p, request(), None, Some(&refused)).await.unwrap_or_else(|e| panic!("{e}"));
-        let bytes = res.into_body().collect().await.unwrap_or_else(|e| panic!("{e}")).to_bytes();
+        let (res, _io) = send_pooled(&p, request(), None, Some(&refused)).await.context("sending the request")?;
+        let bytes = res.into_body().collect().await.context("reading the body")?.to_bytes();
         assert_eq!(&bytes[..], b"hello");
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
         assert!(pool().stats().reused >= 1);
+        Ok(())
     }
 
     #[tokio::test]
-    async fn admit_then_resolve_is_vet() {
+    async fn admit_then_resolve_is_vet() -> anyhow::Result<()> {
         // Admitted without an address check: a literal entry, or private networks granted.
         assert_eq!(admit(&hosts(&["127.0.0.1:8080"]), false, "127.0.0.1", 8080), Ok(false));
         assert_eq!(admit(&hosts(&["*"]), true, "example.com", 443), Ok(false));
         // A name under a wildcard needs one; its addresses decide.
         assert_eq!(admit(&hosts(&["*"]), false, "localhost", 443), Ok(true));
         assert!(matches!(resolve_public("localhost", 443).await, Err(Denial::Private { .. })));
-        assert_eq!(resolve_public("1.1.1.1", 443).await, Ok("1.1.1.1:443".parse().unwrap_or_else(|e| panic!("{e}"))));
+        assert_eq!(resolve_public("1.1.1.1", 443).await, Ok("1.1.1.1:443".parse().context("parsing 1.1.1.1:443")?));
         assert!(matches!(admit(&hosts(&["example.com"]), false, "other.com", 443), Err(Denial::NotAllowed { .. })));
         assert!(matches!(admit(&hosts(&["*"]), false, "", 443), Err(Denial::BadUri(_))));
+        Ok(())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1237,8 +1243,8 @@ mod tests {
     /// body, all written at once.
     async fn chunked_server(n: usize) -> SocketAddr {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binding a local port");
+        let addr = listener.local_addr().expect("reading the local address");
         tokio::spawn(async move {
             let Ok((mut s, _)) = listener.accept().await else { return };
             let mut buf = [0u8; 4096];
@@ -1259,7 +1265,7 @@ mod tests {
     /// per chunk). A current-thread runtime, so the reader could run
     /// between any two of the pump's turns.
     #[tokio::test(flavor = "current_thread")]
-    async fn chunks_read_together_reach_a_waiting_reader_together() {
+    async fn chunks_read_together_reach_a_waiting_reader_together() -> anyhow::Result<()> {
         let n = 12;
         let addr = chunked_server(n).await;
         let p: Arc<str> = Arc::from("pool-test-gather");
@@ -1270,17 +1276,18 @@ mod tests {
         let reader = tokio::spawn(async move {
             let mut pieces = Vec::new();
             while let Some(frame) = body.frame().await {
-                let frame = frame.unwrap_or_else(|e| panic!("{e}"));
-                pieces.push(frame.into_data().unwrap_or_else(|_| panic!("trailers")).len() / 10);
+                let frame = frame.context("reading the body")?;
+                pieces.push(frame.into_data().ok().context("a trailers frame, not data")?.len() / 10);
             }
-            pieces
+            anyhow::Ok(pieces)
         });
-        let pieces = reader.await.unwrap_or_else(|e| panic!("{e}"));
+        let pieces = reader.await.context("joining the reader")??;
         assert_eq!(pieces, vec![n], "chunks per piece");
+        Ok(())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_streamed_body_is_read_ahead_boundedly_and_handed_over_in_pieces() {
+    async fn a_streamed_body_is_read_ahead_boundedly_and_handed_over_in_pieces() -> anyhow::Result<()> {
         let n = 200;
         let addr = chunked_server(n).await;
         let p: Arc<str> = Arc::from("pool-test-coalesce");
@@ -1290,8 +1297,8 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let mut frames = Vec::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.unwrap_or_else(|e| panic!("{e}"));
-            frames.push(frame.into_data().unwrap_or_else(|_| panic!("trailers")));
+            let frame = frame.context("reading the body")?;
+            frames.push(frame.into_data().ok().context("a trailers frame, not data")?);
         }
         // …so the first read gets several chunks in one piece, but no more
         // than the pump's channel holds (plus the one being queued and the
@@ -1302,13 +1309,14 @@ mod tests {
         let want: String = (0..n).map(|i| format!("chunk-{i:03}\n")).collect();
         assert_eq!(String::from_utf8_lossy(&all), want);
         assert!(frames.len() < n, "{} pieces for {n} chunks", frames.len());
+        Ok(())
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_body_dropped_while_the_server_is_silent_closes_its_connection() {
+    async fn a_body_dropped_while_the_server_is_silent_closes_its_connection() -> anyhow::Result<()> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap_or_else(|e| panic!("{e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding a local port")?;
+        let addr = listener.local_addr().context("reading the local address")?;
         let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let Ok((mut s, _)) = listener.accept().await else { return };
@@ -1331,5 +1339,6 @@ mod tests {
         assert!(matches!(closed, Ok(Ok(true))), "the connection stayed open after the body was dropped");
         let key = PoolKey { plugin: p, tls: false, authority: addr.to_string() };
         assert!(matches!(pool().take(&key), Taken::Nothing));
+        Ok(())
     }
 }

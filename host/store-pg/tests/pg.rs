@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use tokio::sync::mpsc;
 use wharf_core::events::{EventKind, InboxKind, TurnStart};
 use wharf_core::store::conformance::{self, OPEN_TURN_REPAIRS, turn, types, user};
@@ -25,7 +26,7 @@ fn server(test: &str) -> Option<&'static PgServer> {
 }
 
 fn pg_store(url: &str, options: PgOptions) -> Store {
-    wharf_store_pg::store(url, options).unwrap_or_else(|e| panic!("{e}"))
+    wharf_store_pg::store(url, options).expect("opening the store")
 }
 
 /// Options of a host whose lease is short and never renewed in the
@@ -142,13 +143,13 @@ fn takeover_after_expiry_runs_crash_repair() {
 }
 
 #[test]
-fn database_restart_mid_session_loses_nothing() {
+fn database_restart_mid_session_loses_nothing() -> anyhow::Result<()> {
     let test = "database_restart_mid_session_loses_nothing";
     if wharf_tests::pg::bin_dir().is_none() {
         wharf_tests::skip(test, "PostgreSQL is not installed");
-        return;
+        return Ok(());
     }
-    let pg = Arc::new(PgServer::start().unwrap_or_else(|e| panic!("{e}")));
+    let pg = Arc::new(PgServer::start().context("starting postgres")?);
     let store = pg_store(&pg.url(), PgOptions { retry_for: Duration::from_secs(30), ..PgOptions::default() });
     let log = store.create(NewSession::default()).unwrap();
     turn(&log, 1, "before");
@@ -187,6 +188,7 @@ fn database_restart_mid_session_loses_nothing() {
     let seqs: Vec<u64> = loaded.events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=19).collect::<Vec<_>>());
     assert_eq!(store.load(&id2).unwrap().events.len(), 2);
+    Ok(())
 }
 
 #[test]

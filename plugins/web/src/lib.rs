@@ -509,16 +509,18 @@ mod tests {
     }
 
     #[test]
-    fn follows_redirects_hop_by_hop() {
+    fn follows_redirects_hop_by_hop() -> Result<(), Box<dyn std::error::Error>> {
         let mut f = Fake::default();
         page(&mut f, "http://a.test/start", 302, &[("location", "/next")], "");
         page(&mut f, "http://a.test/next", 301, &[("location", "https://b.test/page")], "");
         page(&mut f, "https://b.test/page", 200, &[("content-type", "text/html")], "<title>T</title><h2>Hi</h2>");
-        let out = fetch(&mut f, args("http://a.test/start"), &Config::default()).unwrap_or_else(|e| panic!("{e:?}"));
+        let out = fetch(&mut f, args("http://a.test/start"), &Config::default())
+            .map_err(|e| format!("fetching http://a.test/start: {e:?}"))?;
         assert_eq!(f.seen, ["http://a.test/start", "http://a.test/next", "https://b.test/page"]);
         assert!(out.content.starts_with("Fetched https://b.test/page (HTTP 200, text/html"), "{}", out.content);
         assert!(out.content.contains("Redirected from: http://a.test/start → http://a.test/next"), "{}", out.content);
         assert!(out.content.contains("Title: T\n\n## Hi"), "{}", out.content);
+        Ok(())
     }
 
     #[test]
@@ -547,7 +549,7 @@ mod tests {
     }
 
     #[test]
-    fn caps_binary_and_errors() {
+    fn caps_binary_and_errors() -> Result<(), Box<dyn std::error::Error>> {
         let mut f = Fake::default();
         page(&mut f, "http://a.test/big", 200, &[("content-type", "text/plain")], &"x".repeat(5000));
         page(&mut f, "http://a.test/img", 200, &[("content-type", "image/png")], "\u{89}PNG");
@@ -556,7 +558,7 @@ mod tests {
         page(&mut f, "http://a.test/json", 200, &[("content-type", "application/json; charset=utf-8")], "{\"a\":1}");
         let cfg = Config { max_bytes: 1000, ..Config::default() };
         let a = FetchArgs { max_bytes: Some(1_000_000), ..args("http://a.test/big") };
-        let out = fetch(&mut f, a, &cfg).unwrap_or_else(|e| panic!("{e:?}"));
+        let out = fetch(&mut f, a, &cfg).map_err(|e| format!("fetching http://a.test/big: {e:?}"))?;
         assert!(out.content.contains("1000 bytes, truncated"), "{}", out.content);
         assert!(out.content.ends_with("(at most 1000) reads more.]"), "{}", out.content);
         assert!(out.content.contains(&"x".repeat(1000)) && !out.content.contains(&"x".repeat(1001)));
@@ -571,9 +573,11 @@ mod tests {
             (e.code.as_str(), e.message.as_str()),
             ("HTTP_ERROR", "GET http://a.test/404 returned HTTP 404:\n\nNot here")
         );
-        let out = fetch(&mut f, args("http://a.test/json"), &cfg).unwrap_or_else(|e| panic!("{e:?}"));
+        let out = fetch(&mut f, args("http://a.test/json"), &cfg)
+            .map_err(|e| format!("fetching http://a.test/json: {e:?}"))?;
         assert!(out.content.ends_with("\n\n{\"a\":1}"), "{}", out.content);
         let e = fetch(&mut f, args("file:///etc/passwd"), &cfg).err().unwrap_or_else(|| panic!("ok"));
         assert_eq!(e.code, "INVALID_ARGUMENT");
+        Ok(())
     }
 }
