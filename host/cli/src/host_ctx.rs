@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use clap::Args;
 use wharf_config::{Config, LoadOptions};
-use wharf_core::agent::CompactionConfig;
+use wharf_core::agent::{AttachTool, CompactionConfig};
 use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
-use wharf_core::events::{Event, EventKind, SessionStart};
+use wharf_core::events::SessionStart;
 use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
 use wharf_core::store::{NewSession, Store};
@@ -343,18 +343,11 @@ pub fn latest_session(store: &Store, workspace: &Path) -> Result<Option<String>>
     Ok(list.into_iter().max_by(|a, b| (&a.header.created, &a.id).cmp(&(&b.header.created, &b.id))).map(|s| s.id))
 }
 
-/// The header of a session log (its first line), if it reads as one.
-fn read_header(path: &Path) -> Option<SessionStart> {
-    use std::io::{BufRead, Read};
-    let file = std::fs::File::open(path).ok()?;
-    // A header is small; a longer first line is not one.
-    let mut line = String::new();
-    std::io::BufReader::new(file.take(1 << 20)).read_line(&mut line).ok()?;
-    match serde_json::from_str::<Event>(&line).ok()?.kind {
-        EventKind::SessionStart(h) => Some(h),
-        _ => None,
-    }
-}
+/// The tool `@path` attachments become calls of (the `fs` plugin's), and
+/// its argument taking the path: the host's choice, the core knows no tool.
+const ATTACH_TOOL: &str = "read";
+/// See [`ATTACH_TOOL`].
+const ATTACH_PATH_ARGUMENT: &str = "path";
 
 /// The compile cache: `$WHARF_CACHE_DIR` wins over `engine.cache_dir`, so
 /// tests and CI can share one cache across throwaway homes.
@@ -784,10 +777,10 @@ impl HostCtx {
             format!(
                 "no session to continue in workspace {} (sessions in {}); start one without --continue",
                 self.workspace.display(),
-                self.store.root().display()
+                self.store.describe()
             )
         })?;
-        let header = read_header(&self.store.path_of(&id)).or_else(|| self.store.load(&id).ok().map(|l| l.header));
+        let header = self.store.header(&id).ok();
         if let Some(theirs) = header.and_then(|h| h.profile)
             && theirs != self.args.profile
         {
@@ -849,6 +842,7 @@ impl HostCtx {
                 context_window: self.config.agent.context_window,
                 ..CompactionConfig::default()
             },
+            attach: Some(AttachTool { tool: ATTACH_TOOL.into(), path_argument: ATTACH_PATH_ARGUMENT.into() }),
             ..AgentConfig::default()
         }
     }
@@ -857,7 +851,7 @@ impl HostCtx {
     /// workspace.
     fn check_workspace(&self, id: &str) -> Result<()> {
         // The header is the first line; the whole log is read by `open`.
-        let header = read_header(&self.store.path_of(id)).or_else(|| self.store.load(id).ok().map(|l| l.header));
+        let header = self.store.header(id).ok();
         let Some(theirs) = header.and_then(|h| h.workspace) else {
             return Ok(());
         };

@@ -13,6 +13,7 @@ mod plugin_new;
 mod plugin_oci;
 mod render;
 mod run_cmd;
+mod runtime_env;
 mod serve_cmd;
 mod sessions_cmd;
 mod term;

@@ -77,7 +77,7 @@ impl SessionHost for CliHost {
             "version": env!("CARGO_PKG_VERSION"),
             "profile": h.args.profile,
             "workspace": h.workspace,
-            "session_dir": h.store.root(),
+            "session_dir": h.store.describe(),
             "mcp": h.mcp.as_ref().map(|m| m.status()).unwrap_or_default(),
         })
     }
