@@ -3,6 +3,7 @@
 //! how commands print, colour and log ([`output`]).
 
 pub mod args;
+pub mod env;
 pub mod output;
 
 pub use args::{HostArgs, parse_max_steps};

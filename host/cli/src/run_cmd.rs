@@ -99,7 +99,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let (agent, first_seq) = host.open_agent(resume.as_deref(), approver, args.max_steps)?;
     let session_id = agent.session_id().to_string();
-    let log_path = agent.log().path().to_path_buf();
+    let log_path = agent.log().describe().to_string();
     let mut rx = agent.log().subscribe_from(first_seq)?;
     let output = args.output;
     // Set when the turn is over, so the printer does not wait out its tick.
@@ -212,7 +212,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         summary.steps,
         usage.prompt_tokens,
         usage.completion_tokens,
-        log_path.display()
+        log_path
     );
     Ok(match summary.reason {
         StopReason::Completed => ExitCode::SUCCESS,

@@ -121,7 +121,7 @@ fn store(dir: Option<PathBuf>) -> Result<Store> {
             if configured.is_some() {
                 return open_store(configured.as_deref(), PathBuf::new());
             }
-            Store::default_root()?
+            wharf_cli_common::env::default_session_dir()?
         }
     };
     Ok(Store::new(dir))
@@ -161,7 +161,7 @@ fn migrate(src: &Store, target: &str, ids: Vec<String>, out: &mut Stdout) -> Res
             anyhow::ensure!(
                 there.lines == loaded.lines,
                 "session {id} already exists in {} with other events; not overwritten",
-                dst.root().display()
+                dst.describe()
             );
             writeln!(out, "skipped {id} (already there, {} events)", there.lines.len())?;
             skipped += 1;
@@ -172,7 +172,7 @@ fn migrate(src: &Store, target: &str, ids: Vec<String>, out: &mut Stdout) -> Res
         writeln!(out, "copied {id} ({} events)", loaded.lines.len())?;
         copied += 1;
     }
-    writeln!(out, "{copied} copied, {skipped} skipped: {} -> {}", src.root().display(), dst.root().display())?;
+    writeln!(out, "{copied} copied, {skipped} skipped: {} -> {}", src.describe(), dst.describe())?;
     Ok(())
 }
 
@@ -216,7 +216,7 @@ fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
                             "created": s.header.created,
                             "workspace": s.header.workspace,
                             "parent": s.header.parent,
-                            "path": s.path,
+                            "path": s.location,
                             "bytes": s.bytes,
                             "status": u.status,
                             "steps": u.steps,

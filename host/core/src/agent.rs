@@ -78,6 +78,7 @@ use crate::registry::{Registry, Snapshot};
 use crate::retry::RetryPolicy;
 use crate::services::SessionContext;
 
+pub use crate::attach::AttachTool;
 pub use crate::compaction::CompactionConfig;
 use crate::store::{SessionLog, StoreError};
 use crate::util;
@@ -110,6 +111,9 @@ pub struct AgentConfig {
     pub max_depth: u32,
     /// History compaction.
     pub compaction: CompactionConfig,
+    /// The tool `@path` attachments in user messages become calls of
+    /// ([`crate::attach`]); `None`: attachments are left as text.
+    pub attach: Option<AttachTool>,
 }
 
 impl Default for AgentConfig {
@@ -125,6 +129,7 @@ impl Default for AgentConfig {
             instructions: None,
             max_depth: 3,
             compaction: CompactionConfig::default(),
+            attach: None,
         }
     }
 }
@@ -582,8 +587,9 @@ impl Agent {
     }
 
     /// `@path` attachments of the claimed messages ([`crate::attach`]): a
-    /// step of `read` calls through the pipeline before the model request.
-    /// Returns whether that step was taken (as step `at.step`).
+    /// step of calls of the configured [`AttachTool`] through the pipeline
+    /// before the model request. Returns whether that step was taken (as
+    /// step `at.step`).
     async fn attach(
         &self,
         snap: &Arc<Snapshot>,
@@ -592,6 +598,9 @@ impl Agent {
         token: &CancellationToken,
     ) -> Result<bool, AgentError> {
         let inner = &self.inner;
+        let Some(tool) = &inner.config.attach else {
+            return Ok(false);
+        };
         let ws = inner.config.pipeline.workspace.as_deref().map(std::path::Path::new);
         let mut paths: Vec<String> = Vec::new();
         for text in claimed {
@@ -604,7 +613,7 @@ impl Agent {
         if paths.is_empty() {
             return Ok(false);
         }
-        let calls = crate::attach::calls(&paths, at.turn);
+        let calls = crate::attach::calls(tool, &paths, at.turn);
         inner.log.append(EventKind::StepStart(StepStart { turn: at.turn, step: at.step }))?;
         let acc = Acc { tool_calls: calls.clone(), ..Acc::default() };
         self.commit_message(at, &acc, false)?;

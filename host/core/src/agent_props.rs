@@ -170,7 +170,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
         invariants::check(&loaded.events).map_err(TestCaseError::fail)?;
         let live = agent.log().messages();
         prop_assert_eq!(&live, &crate::projection::derive_messages(&loaded.events));
-        let path = agent.log().path().to_path_buf();
+        let path = std::path::PathBuf::from(agent.log().describe());
         drop(agent);
 
         // Restart: same model-visible history, nothing to repair.
@@ -184,14 +184,15 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
         let header_len = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
         let cut = header_len + ((bytes.len() - header_len) as f64 * s.cut) as usize;
         let crash_id = "crashed";
-        let mut f = std::fs::File::create(store.path_of(crash_id)).unwrap();
+        let crash_path = dir.path().join(format!("{crash_id}.jsonl"));
+        let mut f = std::fs::File::create(&crash_path).unwrap();
         f.write_all(&bytes[..cut]).unwrap();
         drop(f);
         let (log, _) = store.open(crash_id).unwrap();
         drop(log);
         let repaired = store.load(crash_id).unwrap();
         invariants::check(&repaired.events).map_err(TestCaseError::fail)?;
-        prop_assert!(std::fs::read(store.path_of(crash_id)).unwrap().starts_with(&bytes[..cut]));
+        prop_assert!(std::fs::read(&crash_path).unwrap().starts_with(&bytes[..cut]));
         Ok(())
     })
 }

@@ -144,6 +144,38 @@ async fn two_step_turn_exact_event_order() {
     assert_eq!(h.agent.log().messages(), crate::projection::derive_messages(&h.events()));
 }
 
+/// `@path` attachments become calls of the tool the host names, with the
+/// path under the argument it names; without one they stay text.
+#[tokio::test]
+async fn attachments_call_the_configured_tool() {
+    let tool = || FakeTool::new("open_file", ToolMode::Parallel);
+    let attach = AttachTool { tool: "open_file".into(), path_argument: "file".into() };
+    let cfg = AgentConfig { attach: Some(attach), ..config() };
+    let h = harness_with(
+        ScriptedLlm::new(vec![Reply::text("ok")]),
+        vec![tool()],
+        Arc::new(HeadlessApprover::default()),
+        cfg,
+    );
+    h.agent.prompt("look at @notes/a.md please").await.unwrap();
+    let calls = h.find(|k| match k {
+        EventKind::ToolCall(c) => Some((c.id.clone(), c.name.clone(), c.arguments.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        calls,
+        vec![("attach-1-1".to_string(), "open_file".to_string(), r#"{"file":"notes/a.md"}"#.to_string())]
+    );
+    // The model's request already holds the result.
+    let roles: Vec<Role> = h.llm.requests()[0].messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool]);
+
+    let h = harness(vec![Reply::text("ok")], vec![tool()]);
+    h.agent.prompt("look at @notes/a.md please").await.unwrap();
+    assert!(h.results().is_empty());
+    assert_eq!(h.llm.requests()[0].messages.len(), 1);
+}
+
 #[tokio::test]
 async fn parallel_results_commit_in_model_order() {
     let j = journal();

@@ -2,10 +2,12 @@
 //!
 //! A token `@some/file.rs` or `@"path with spaces"` in a user message asks
 //! the host to attach that file. The agent turns the attachments of the
-//! messages it claims into `read` tool calls of a step of their own, before
+//! messages it claims into calls of the tool the host names
+//! ([`AttachTool`], e.g. a file-reading tool), in a step of their own, before
 //! the model is asked anything, so the normal tool pipeline applies (grants,
 //! policies, approvals, hooks, output caps) and the model sees the content as
-//! those calls' results. A denied or missing path is an error result.
+//! those calls' results. A denied or missing path is an error result. The
+//! core knows no tool: without an [`AttachTool`] nothing is attached.
 //!
 //! The rule for what is an attachment: `@` at the start of the text or after
 //! whitespace or an opening bracket (so never inside an e-mail address),
@@ -25,8 +27,18 @@ pub const MAX_ATTACHMENTS: usize = 8;
 /// Longest path (bytes) an attachment may name.
 pub const MAX_PATH_BYTES: usize = 4096;
 
-/// Prefix of the ids of the `read` calls attachments become.
+/// Prefix of the ids of the calls attachments become.
 pub const CALL_ID_PREFIX: &str = "attach-";
+
+/// The tool attachments become calls of, as the host configures it: the
+/// tool's name and the name of its argument that takes the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachTool {
+    /// The tool to call (registered by some plugin).
+    pub tool: String,
+    /// The argument of that tool that takes the attached path.
+    pub path_argument: String,
+}
 
 /// The attachments of `text`, in order, without duplicates, at most
 /// [`MAX_ATTACHMENTS`]. `workspace` resolves relative paths for the
@@ -95,16 +107,20 @@ fn exists(t: &str, workspace: Option<&Path>) -> bool {
     workspace.is_some_and(|w| w.join(p).exists())
 }
 
-/// The `read` calls that attach `paths`; ids are unique per turn
+/// The calls of `tool` that attach `paths`; ids are unique per turn
 /// (`attach-<turn>-<n>`).
-pub fn calls(paths: &[String], turn: u64) -> Vec<ToolCall> {
+pub fn calls(tool: &AttachTool, paths: &[String], turn: u64) -> Vec<ToolCall> {
     paths
         .iter()
         .enumerate()
-        .map(|(n, p)| ToolCall {
-            id: format!("{CALL_ID_PREFIX}{turn}-{}", n + 1),
-            name: "read".into(),
-            arguments: serde_json::json!({ "path": p }).to_string(),
+        .map(|(n, p)| {
+            let mut args = serde_json::Map::new();
+            args.insert(tool.path_argument.clone(), serde_json::Value::String(p.clone()));
+            ToolCall {
+                id: format!("{CALL_ID_PREFIX}{turn}-{}", n + 1),
+                name: tool.tool.clone(),
+                arguments: serde_json::Value::Object(args).to_string(),
+            }
         })
         .collect()
 }
@@ -150,11 +166,12 @@ mod tests {
     }
 
     #[test]
-    fn attach_calls_are_read_calls() {
-        let c = calls(&["a b.md".to_string()], 3);
+    fn attach_calls_are_calls_of_the_configured_tool() {
+        let tool = AttachTool { tool: "open_file".into(), path_argument: "file".into() };
+        let c = calls(&tool, &["a b.md".to_string()], 3);
         assert_eq!(c[0].id, "attach-3-1");
-        assert_eq!(c[0].name, "read");
+        assert_eq!(c[0].name, "open_file");
         let v: serde_json::Value = serde_json::from_str(&c[0].arguments).unwrap();
-        assert_eq!(v["path"], "a b.md");
+        assert_eq!(v, serde_json::json!({ "file": "a b.md" }));
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{CompactionSummary, EventKind};
+use crate::events::{COMPACTION_FAILED_EVENT, CompactionSummary, EventKind};
 use crate::plugin::{Message, PluginRef, Role, ToolSpec};
 use crate::registry::Snapshot;
 use crate::services::SessionContext;
@@ -171,7 +171,7 @@ pub(crate) async fn compact(
 /// Records a failed automatic compaction (ignorable, so older readers skip
 /// it).
 pub(crate) fn record_failure(ctx: &SessionContext, err: &CompactError) -> Result<(), StoreError> {
-    ctx.log.append_ignorable("compaction/failed", json!({ "error": err.to_string() })).map(|_| ())
+    ctx.log.append_ignorable(COMPACTION_FAILED_EVENT, json!({ "error": err.to_string() })).map(|_| ())
 }
 
 #[cfg(test)]

@@ -239,6 +239,20 @@ pub const KNOWN_TYPES: &[&str] = &[
     "todo/updated",
 ];
 
+/// `session/model`, ignorable: which adapter and model serve the session
+/// from this point on, `{adapter, model, reason}` with reason `initial`,
+/// `resume` or `change` (appended by the host, read by usage and cost
+/// reports).
+pub const MODEL_EVENT: &str = "session/model";
+
+/// `compaction/failed`, ignorable: an automatic compaction failed,
+/// `{error}`; none is tried again for the rest of the turn.
+pub const COMPACTION_FAILED_EVENT: &str = "compaction/failed";
+
+/// The ignorable event types the host itself appends (kept as
+/// [`EventKind::Unknown`] by readers; a plugin's own types are not listed).
+pub const HOST_IGNORABLE_TYPES: &[&str] = &[MODEL_EVENT, COMPACTION_FAILED_EVENT];
+
 impl EventKind {
     /// Whether this build knows the wire type name.
     pub fn is_known_type(name: &str) -> bool {
@@ -898,6 +912,18 @@ mod tests {
         let line = r#"{"seq":2,"time":"t","type":"future/thing","data":{"x":1},"ignorable":true}"#;
         let ev = Event::decode(line).unwrap();
         assert!(matches!(&ev.kind, EventKind::Unknown { type_name, .. } if type_name == "future/thing"));
+        assert_eq!(ev.to_json_line().unwrap(), line);
+    }
+
+    #[test]
+    fn host_ignorable_types_stay_outside_the_typed_vocabulary() {
+        // Older readers must be able to skip them: never a known type.
+        for name in HOST_IGNORABLE_TYPES {
+            assert!(!EventKind::is_known_type(name), "{name}");
+        }
+        let line = r#"{"seq":4,"time":"t","type":"session/model","data":{"adapter":"a","model":"m","reason":"initial"},"ignorable":true}"#;
+        let ev = Event::decode(line).unwrap();
+        assert_eq!(ev.type_name(), MODEL_EVENT);
         assert_eq!(ev.to_json_line().unwrap(), line);
     }
 

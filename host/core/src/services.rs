@@ -38,7 +38,7 @@ use crate::plugin::{
     SessionServices, ToolOutcome, ToolRequest, ToolSpec,
 };
 use crate::registry::Registry;
-use crate::store::{NewSession, SessionLog, Store};
+use crate::store::{NewSession, SessionLog};
 use crate::util;
 
 /// Most items a todo list may hold.
@@ -450,9 +450,10 @@ impl CallServices {
             set
         };
         let header = ctx.log.header();
-        let root = ctx.log.path().parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-        let store = Store::new(root);
-        let child_log = store
+        // The child's session goes to the parent's store, whatever backend.
+        let child_log = ctx
+            .log
+            .store()
             .create_child(
                 NewSession {
                     id: None,

@@ -14,9 +14,9 @@
 //!
 //! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
 //! [`crate::events`]); `<root>/<id>.lock` holds the pid of the last writer,
-//! for error messages only (the lock itself is on the log, below). The default root
-//! is `$WHARF_HOME/sessions`, else `~/.wharf/sessions` ([`Store::default_root`]);
-//! any directory can be used ([`Store::new`]). Ids sort by creation time
+//! for error messages only (the lock itself is on the log, below). The
+//! directory is the caller's choice ([`Store::new`]; the `wharf` binary's
+//! default is `$WHARF_HOME/sessions`, else `~/.wharf/sessions`). Ids sort by creation time
 //! ([`crate::util::new_session_id`]). There is no other index: listing reads
 //! the head of each file, so anything derived is rebuildable from the logs.
 //!
@@ -122,32 +122,31 @@ pub enum StoreError {
     /// The log has an event type this build does not know and it is not
     /// marked ignorable.
     #[error(
-        "{}:{line}: unknown event type `{type_name}` (not marked ignorable); was this session written by a newer Wharf?",
-        .path.display()
+        "{location}:{line}: unknown event type `{type_name}` (not marked ignorable); was this session written by a newer Wharf?"
     )]
     UnknownEventType {
-        /// Log file.
-        path: PathBuf,
+        /// Where the log is kept (a file, or `LOCATION#id`).
+        location: String,
         /// 1-based line.
         line: u64,
         /// The type.
         type_name: String,
     },
     /// A line that is not a valid event, and not a torn tail.
-    #[error("{}:{line}: corrupt event: {detail}", .path.display())]
+    #[error("{location}:{line}: corrupt event: {detail}")]
     Corrupt {
-        /// Log file.
-        path: PathBuf,
+        /// Where the log is kept (a file, or `LOCATION#id`).
+        location: String,
         /// 1-based line.
         line: u64,
         /// Parser message.
         detail: String,
     },
     /// Seq numbers are not contiguous.
-    #[error("{}:{line}: expected seq {expected}, found {found}", .path.display())]
+    #[error("{location}:{line}: expected seq {expected}, found {found}")]
     SeqGap {
-        /// Log file.
-        path: PathBuf,
+        /// Where the log is kept (a file, or `LOCATION#id`).
+        location: String,
         /// 1-based line.
         line: u64,
         /// Expected seq.
@@ -156,10 +155,10 @@ pub enum StoreError {
         found: u64,
     },
     /// The file does not start with a `session/start` event.
-    #[error("{}: no session/start header (empty or damaged file)", .path.display())]
+    #[error("{location}: no session/start header (empty or damaged file)")]
     MissingHeader {
-        /// Log file.
-        path: PathBuf,
+        /// Where the log is kept (a file, or `LOCATION#id`).
+        location: String,
     },
     /// A fork point that is not a turn boundary.
     #[error("cannot fork session `{id}` at seq {seq}: {reason}")]
@@ -172,36 +171,36 @@ pub enum StoreError {
         reason: String,
     },
     /// No space left on the device (or quota exceeded).
-    #[error("disk full while {op} {}", .path.display())]
+    #[error("disk full while {op} {location}")]
     DiskFull {
         /// What was being done.
         op: String,
         /// The file or directory.
-        path: PathBuf,
+        location: String,
     },
     /// The file system is read-only.
-    #[error("read-only file system while {op} {}", .path.display())]
+    #[error("read-only file system while {op} {location}")]
     ReadOnly {
         /// What was being done.
         op: String,
         /// The file or directory.
-        path: PathBuf,
+        location: String,
     },
     /// The OS refused access.
-    #[error("permission denied while {op} {}", .path.display())]
+    #[error("permission denied while {op} {location}")]
     PermissionDenied {
         /// What was being done.
         op: String,
         /// The file or directory.
-        path: PathBuf,
+        location: String,
     },
     /// Another I/O failure.
-    #[error("I/O error while {op} {}: {cause}", .path.display())]
+    #[error("I/O error while {op} {location}: {cause}")]
     Io {
         /// What was being done.
         op: String,
         /// The file or directory.
-        path: PathBuf,
+        location: String,
         /// The OS error. Shown in the message and deliberately not the
         /// error's `source()`, so `{:#}` chains do not print it twice.
         cause: io::Error,
@@ -217,9 +216,6 @@ pub enum StoreError {
     /// An event could not be encoded (should not happen).
     #[error("cannot encode event: {0}")]
     Encode(String),
-    /// Neither `$WHARF_HOME` nor `$HOME` is set.
-    #[error("cannot find the session directory: neither $WHARF_HOME nor $HOME is set")]
-    NoHome,
     /// Another host holds the session's lease (a database store).
     #[error("session `{id}` is open on {holder} (lease expires in {expires_in_ms} ms unless renewed)")]
     Leased {
@@ -287,12 +283,12 @@ fn pid_text(pid: Option<u32>) -> String {
 
 /// Maps an OS error to a typed store error.
 pub(crate) fn io_error(op: impl Into<String>, path: &Path, e: io::Error) -> StoreError {
-    let (op, path) = (op.into(), path.to_path_buf());
+    let (op, location) = (op.into(), path.display().to_string());
     match e.raw_os_error() {
-        Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::DiskFull { op, path },
-        Some(libc::EROFS) => StoreError::ReadOnly { op, path },
-        Some(libc::EACCES) | Some(libc::EPERM) => StoreError::PermissionDenied { op, path },
-        _ => StoreError::Io { op, path, cause: e },
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::DiskFull { op, location },
+        Some(libc::EROFS) => StoreError::ReadOnly { op, location },
+        Some(libc::EACCES) | Some(libc::EPERM) => StoreError::PermissionDenied { op, location },
+        _ => StoreError::Io { op, location, cause: e },
     }
 }
 
@@ -357,8 +353,9 @@ pub struct SessionSummary {
     pub header: SessionStart,
     /// First user message, shortened to 80 characters, if found near the top.
     pub title: Option<String>,
-    /// Log file (for another backend: `LOCATION#id`).
-    pub path: PathBuf,
+    /// Where the log is kept, for people: a file, or `LOCATION#id` for
+    /// another backend.
+    pub location: String,
     /// Size of the log in bytes (its JSONL form).
     pub bytes: u64,
 }
@@ -436,26 +433,17 @@ impl Store {
         self
     }
 
-    /// `$WHARF_HOME/sessions`, else `$HOME/.wharf/sessions`.
-    pub fn default_root() -> Result<PathBuf, StoreError> {
-        if let Some(h) = std::env::var_os("WHARF_HOME").filter(|h| !h.is_empty()) {
-            return Ok(PathBuf::from(h).join("sessions"));
-        }
-        match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            Some(h) => Ok(PathBuf::from(h).join(".wharf").join("sessions")),
-            None => Err(StoreError::NoHome),
-        }
+    /// Where sessions are kept, for people: a directory, or a database URL
+    /// without its password.
+    pub fn describe(&self) -> String {
+        self.backend.describe()
     }
 
-    /// The root directory (for another backend: its location, e.g. a URL
-    /// without password).
-    pub fn root(&self) -> &Path {
-        self.backend.root()
-    }
-
-    /// The log file of a session id (for another backend: `LOCATION#id`).
-    pub fn path_of(&self, id: &str) -> PathBuf {
-        self.backend.path_of(id)
+    /// The header (`session/start`) of session `id`, read without loading
+    /// the rest of the log where the backend can.
+    pub fn header(&self, id: &str) -> Result<SessionStart, StoreError> {
+        validate_id(id)?;
+        self.backend.header(id)
     }
 
     /// The backend.
@@ -556,7 +544,7 @@ impl Store {
         seed: &[Event],
     ) -> Result<SessionLog, StoreError> {
         let (id, writer) = self.create_writer(fixed_id)?;
-        let log = SessionLog::start(id.clone(), self.backend.path_of(&id), writer, Projection::new());
+        let log = SessionLog::start(self.clone(), id.clone(), writer, Projection::new());
         let written = (|| {
             log.append(EventKind::SessionStart(header(&id)))?;
             for chunk in seed.chunks(IMPORT_BATCH) {
@@ -585,7 +573,7 @@ impl Store {
         let mut events = Vec::with_capacity(lines.len());
         for (i, l) in lines.iter().enumerate() {
             let ev = Event::decode(l).map_err(|e| StoreError::Corrupt {
-                path: PathBuf::from("<import>"),
+                location: "<import>".into(),
                 line: i as u64 + 1,
                 detail: e.to_string(),
             })?;
@@ -593,10 +581,10 @@ impl Store {
         }
         let id = match events.first().map(|e| &e.kind) {
             Some(EventKind::SessionStart(h)) => h.id.clone(),
-            _ => return Err(StoreError::MissingHeader { path: PathBuf::from("<import>") }),
+            _ => return Err(StoreError::MissingHeader { location: "<import>".into() }),
         };
         let (id, writer) = self.create_writer(Some(&id))?;
-        let log = SessionLog::start(id.clone(), self.backend.path_of(&id), writer, Projection::new());
+        let log = SessionLog::start(self.clone(), id.clone(), writer, Projection::new());
         let written = (|| {
             let mut it = events.into_iter().zip(lines.iter().cloned()).peekable();
             while it.peek().is_some() {
@@ -620,7 +608,7 @@ impl Store {
         validate_id(id)?;
         let (writer, loaded) = self.backend.open(id, &self.options)?;
         let projection = Projection::from_events(&loaded.events);
-        let log = SessionLog::start(id.to_string(), self.backend.path_of(id), writer, projection);
+        let log = SessionLog::start(self.clone(), id.to_string(), writer, projection);
         let mut report = OpenReport { warnings: loaded.warnings, repairs: vec![] };
         if let Some((line, bytes)) = loaded.torn {
             report
@@ -640,7 +628,7 @@ impl Store {
         let loaded = self.backend.load(id)?;
         let header = match loaded.events.first().map(|e| &e.kind) {
             Some(EventKind::SessionStart(h)) => h.clone(),
-            _ => return Err(StoreError::MissingHeader { path: self.backend.path_of(id) }),
+            _ => return Err(StoreError::MissingHeader { location: self.backend.describe_session(id) }),
         };
         Ok(LoadedSession { header, events: loaded.events, lines: loaded.lines, warnings: loaded.warnings })
     }
@@ -744,7 +732,7 @@ pub struct SessionLog {
 
 impl std::fmt::Debug for SessionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionLog").field("id", &self.shared.id).field("path", &self.shared.path).finish()
+        f.debug_struct("SessionLog").field("id", &self.shared.id).field("location", &self.shared.location).finish()
     }
 }
 
@@ -761,8 +749,12 @@ impl LogRelease {
 }
 
 struct Shared {
+    /// The store the session is kept in (a subagent's session goes there
+    /// too).
+    store: Store,
     id: String,
-    path: PathBuf,
+    /// Where the log is kept, for people ([`Backend::describe_session`]).
+    location: String,
     sync: Arc<dyn Syncer>,
     state: Mutex<State>,
 }
@@ -784,12 +776,14 @@ struct Subscriber {
 pub type EventFilter = Box<dyn Fn(&Event) -> bool + Send>;
 
 impl SessionLog {
-    fn start(id: String, path: PathBuf, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
+    fn start(store: Store, id: String, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
         let next_seq = projection.last_seq() + 1;
+        let location = store.backend.describe_session(&id);
         SessionLog {
             shared: Arc::new(Shared {
+                store,
                 id,
-                path,
+                location,
                 sync: writer.syncer(),
                 state: Mutex::new(State { writer, next_seq, projection, subscribers: Vec::new() }),
             }),
@@ -811,9 +805,15 @@ impl SessionLog {
         LogRelease(Arc::downgrade(&self.shared))
     }
 
-    /// Log file path (for another backend: `LOCATION#id`).
-    pub fn path(&self) -> &Path {
-        &self.shared.path
+    /// Where the log is kept, for people: a file, or `LOCATION#id` for
+    /// another backend.
+    pub fn describe(&self) -> &str {
+        &self.shared.location
+    }
+
+    /// The store the session is kept in.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
     }
 
     /// Appends one event (seq and time assigned here) and returns it. The
@@ -1139,7 +1139,7 @@ mod tests {
         let log = store.create(NewSession::default()).unwrap();
         turn(&log, 1, "a");
         let id = log.id().to_string();
-        let path = log.path().to_path_buf();
+        let path = PathBuf::from(log.describe());
         drop(log);
         let torn = br#"{"seq":8,"time":"t","type":"turn/st"#;
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -1166,11 +1166,30 @@ mod tests {
     }
 
     #[test]
+    fn a_jsonl_store_describes_its_directory_and_files() {
+        let (d, store) = store();
+        let dir = d.path().join("sessions");
+        assert_eq!(store.describe(), dir.display().to_string());
+        let log = store.create(NewSession { profile: Some("p".into()), ..Default::default() }).unwrap();
+        let file = dir.join(format!("{}.jsonl", log.id()));
+        assert_eq!(log.describe(), file.display().to_string());
+        assert_eq!(store.header(log.id()).unwrap().profile.as_deref(), Some("p"));
+        let listed = store.list().unwrap();
+        assert_eq!(listed[0].location, log.describe());
+        // The header is read from the first line: a damaged tail does not matter.
+        let id = log.id().to_string();
+        drop(log);
+        OpenOptions::new().append(true).open(&file).unwrap().write_all(b"garbage\n{}\n").unwrap();
+        assert!(store.load(&id).is_err());
+        assert_eq!(store.header(&id).unwrap().id, id);
+    }
+
+    #[test]
     fn corrupt_middle_line_is_refused() {
         let (_d, store) = store();
         let log = store.create(NewSession::default()).unwrap();
         let id = log.id().to_string();
-        let path = log.path().to_path_buf();
+        let path = PathBuf::from(log.describe());
         drop(log);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"garbage\n{\"seq\":2,\"time\":\"t\",\"type\":\"turn/start\",\"data\":{\"turn\":1}}\n").unwrap();
@@ -1211,7 +1230,7 @@ mod tests {
         }))
         .unwrap();
         let id = log.id().to_string();
-        let path = log.path().to_path_buf();
+        let path = PathBuf::from(log.describe());
         drop(log); // "crash"
         let before = fs::read(&path).unwrap();
         let (log, report) = store.open(&id).unwrap();
@@ -1258,7 +1277,7 @@ mod tests {
         let log = store.create(NewSession::default()).unwrap();
         log.append_ignorable("x/custom", serde_json::json!({"k": 1})).unwrap();
         let id = log.id().to_string();
-        let path = log.path().to_path_buf();
+        let path = PathBuf::from(log.describe());
         drop(log);
         let loaded = store.load(&id).unwrap();
         assert!(matches!(&loaded.events[1].kind, EventKind::Unknown { type_name, .. } if type_name == "x/custom"));
@@ -1321,7 +1340,7 @@ mod tests {
         store.export(a.id(), ExportFormat::Jsonl, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 7);
-        assert_eq!(text, fs::read_to_string(a.path()).unwrap());
+        assert_eq!(text, fs::read_to_string(a.describe()).unwrap());
         let mut out = Vec::new();
         store.export(a.id(), ExportFormat::JsonArray, &mut out).unwrap();
         let arr: Vec<Event> = serde_json::from_slice(&out).unwrap();
@@ -1333,12 +1352,12 @@ mod tests {
         let (_d, store) = store();
         let log = store.create(NewSession::default()).unwrap();
         turn(&log, 1, "a");
-        let before = fs::read(log.path()).unwrap();
+        let before = fs::read(log.describe()).unwrap();
         log.fail_next_write(20, libc::ENOSPC);
         let err = log.append(EventKind::TurnStart(TurnStart { turn: 2 })).unwrap_err();
         assert!(matches!(err, StoreError::DiskFull { .. }), "{err}");
         assert!(err.to_string().starts_with("disk full while appending event 8 (turn/start)"), "{err}");
-        assert_eq!(fs::read(log.path()).unwrap(), before);
+        assert_eq!(fs::read(log.describe()).unwrap(), before);
         // Space comes back: the next append gets the same seq.
         let ev = log.append(EventKind::TurnStart(TurnStart { turn: 2 })).unwrap();
         assert_eq!(ev.seq, 8);

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use wharf_config::Config;
-use wharf_core::agent::CompactionConfig;
+use wharf_core::agent::{AttachTool, CompactionConfig};
 use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
 use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
@@ -31,7 +31,13 @@ use wharf_runtime::{Runtime, RuntimeOptions};
 use crate::models::resolve_model_spec;
 use crate::options::{HostOptions, Notice, check_plugin_dir};
 use crate::plugin_specs::{ConfigSeen, LiveOverrides, ReloadCauses, apply_live, merge_keys, specs, tool_precedence};
-use crate::sessions::{latest_session, read_header, resolve_session};
+use crate::sessions::{latest_session, resolve_session};
+
+/// The tool `@path` attachments become calls of (the `fs` plugin's), and
+/// its argument taking the path: the host's choice, the core knows no tool.
+const ATTACH_TOOL: &str = "read";
+/// See [`ATTACH_TOOL`].
+const ATTACH_PATH_ARGUMENT: &str = "path";
 
 /// A running host: config, plugins and the session store.
 pub struct Harness {
@@ -300,10 +306,10 @@ impl Harness {
             format!(
                 "no session to continue in workspace {} (sessions in {}); start one without --continue",
                 self.workspace.display(),
-                self.store.root().display()
+                self.store.describe()
             )
         })?;
-        let header = read_header(&self.store.path_of(&id)).or_else(|| self.store.load(&id).ok().map(|l| l.header));
+        let header = self.store.header(&id).ok();
         if let Some(theirs) = header.and_then(|h| h.profile)
             && theirs != self.options.profile
         {
@@ -365,6 +371,7 @@ impl Harness {
                 context_window: self.config.agent.context_window,
                 ..CompactionConfig::default()
             },
+            attach: Some(AttachTool { tool: ATTACH_TOOL.into(), path_argument: ATTACH_PATH_ARGUMENT.into() }),
             ..AgentConfig::default()
         }
     }
@@ -373,7 +380,7 @@ impl Harness {
     /// workspace.
     fn check_workspace(&self, id: &str) -> Result<()> {
         // The header is the first line; the whole log is read by `open`.
-        let header = read_header(&self.store.path_of(id)).or_else(|| self.store.load(id).ok().map(|l| l.header));
+        let header = self.store.header(id).ok();
         let Some(theirs) = header.and_then(|h| h.workspace) else {
             return Ok(());
         };

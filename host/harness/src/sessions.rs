@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use wharf_core::events::{Event, EventKind, SessionStart};
+use wharf_core::events::SessionStart;
 use wharf_core::store::Store;
 
 /// The stored session `part` names: an exact id, else the only id that
@@ -53,19 +53,6 @@ pub fn latest_session(store: &Store, workspace: &Path) -> Result<Option<String>>
     let mut list = store.list()?;
     list.retain(|s| s.header.spawned_by.is_none() && same_workspace(&s.header, workspace));
     Ok(list.into_iter().max_by(|a, b| (&a.header.created, &a.id).cmp(&(&b.header.created, &b.id))).map(|s| s.id))
-}
-
-/// The header of a session log (its first line), if it reads as one.
-pub(crate) fn read_header(path: &Path) -> Option<SessionStart> {
-    use std::io::{BufRead, Read};
-    let file = std::fs::File::open(path).ok()?;
-    // A header is small; a longer first line is not one.
-    let mut line = String::new();
-    std::io::BufReader::new(file.take(1 << 20)).read_line(&mut line).ok()?;
-    match serde_json::from_str::<Event>(&line).ok()?.kind {
-        EventKind::SessionStart(h) => Some(h),
-        _ => None,
-    }
 }
 
 /// The session store a host uses: `session.store` when set (`postgres://…`),

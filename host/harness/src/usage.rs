@@ -26,9 +26,7 @@ use wharf_config::Config;
 use wharf_core::events::{Event, EventKind};
 use wharf_core::plugin::Usage;
 
-/// Wire type of the model-change event: `{adapter, model, reason}` with
-/// reason `initial`, `resume` or `change`.
-pub const MODEL_EVENT: &str = "session/model";
+pub use wharf_core::events::MODEL_EVENT;
 
 /// The prices of one model, per 1M tokens.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -114,8 +114,8 @@ pub struct HostInfo {
     pub profile: String,
     /// The workspace.
     pub workspace: PathBuf,
-    /// Where sessions are stored.
-    pub session_dir: PathBuf,
+    /// Where sessions are stored (a directory, or a database without its credentials).
+    pub session_dir: String,
     /// MCP servers' state.
     pub mcp: Vec<ServerStatus>,
 }
@@ -132,7 +132,7 @@ impl Harness {
             version: env!("CARGO_PKG_VERSION"),
             profile: self.options.profile.clone(),
             workspace: self.workspace.clone(),
-            session_dir: self.store.root().to_path_buf(),
+            session_dir: self.store.describe(),
             mcp: self.mcp_status(),
         }
     }

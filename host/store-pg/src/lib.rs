@@ -50,7 +50,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -58,7 +57,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
-use wharf_core::events::{Event, EventKind, InboxKind, InboxOp};
+use wharf_core::events::{Event, EventKind, InboxKind, InboxOp, SessionStart};
 use wharf_core::store::backend::{TITLE_SCAN, decode_rows, summary_title};
 use wharf_core::store::{
     Backend, Encoded, LeaseInfo, RawLog, RemoteInput, SessionSummary, StoreError, StoreOptions, Syncer, Writer,
@@ -173,7 +172,7 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
         config.connect_timeout(Duration::from_secs(5));
     }
     config.application_name("wharf");
-    let location = PathBuf::from(display_url(&config));
+    let location = display_url(&config);
     let (htx, hrx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     std::thread::Builder::new()
@@ -244,8 +243,8 @@ fn display_url(c: &tokio_postgres::Config) -> String {
     format!("postgres://{user}{host}:{port}/{}", c.get_dbname().unwrap_or(""))
 }
 
-fn unavailable(location: &Path, detail: String) -> StoreError {
-    StoreError::Unavailable { location: location.display().to_string(), detail }
+fn unavailable(location: &str, detail: String) -> StoreError {
+    StoreError::Unavailable { location: location.to_string(), detail }
 }
 
 /// Runs `fut` on the backend's runtime thread and waits for it from any
@@ -281,7 +280,8 @@ struct Wakers {
 }
 
 struct Inner {
-    location: PathBuf,
+    /// The URL without password, for people.
+    location: String,
     config: tokio_postgres::Config,
     pool: Pool,
     handle: tokio::runtime::Handle,
@@ -402,7 +402,7 @@ impl Inner {
             match attempt().await {
                 Ok(v) => {
                     if warned {
-                        tracing::info!(store = %self.location.display(), "{what}: the session store is back");
+                        tracing::info!(store = %self.location, "{what}: the session store is back");
                     }
                     return Ok(v);
                 }
@@ -421,7 +421,7 @@ impl Inner {
                         );
                     }
                     if !warned {
-                        tracing::warn!(store = %self.location.display(), "{detail}; retrying");
+                        tracing::warn!(store = %self.location, "{detail}; retrying");
                         warned = true;
                     }
                     tokio::time::sleep(delay).await;
@@ -512,12 +512,17 @@ impl Inner {
     }
 
     async fn load(&self, id: &str, from_seq: i64) -> Result<Vec<(u64, String)>, StoreError> {
+        self.load_range(id, from_seq, i64::MAX).await
+    }
+
+    /// The events `from_seq..=to_seq` of `id`.
+    async fn load_range(&self, id: &str, from_seq: i64, to_seq: i64) -> Result<Vec<(u64, String)>, StoreError> {
         self.retry_read("reading events", || async {
             let c = self.client().await?;
             let rows = c
                 .query(
-                    "SELECT seq, body FROM wharf_events WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
-                    &[&id, &from_seq],
+                    "SELECT seq, body FROM wharf_events WHERE session_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    &[&id, &from_seq, &to_seq],
                 )
                 .await
                 .map_err(|e| pg_fail("reading events", e))?;
@@ -628,12 +633,26 @@ async fn listen_once(weak: &std::sync::Weak<Inner>, config: tokio_postgres::Conf
 const POLL: Duration = Duration::from_secs(2);
 
 impl Backend for PgBackend {
-    fn root(&self) -> &Path {
-        &self.inner.location
+    fn describe(&self) -> String {
+        self.inner.location.clone()
     }
 
-    fn path_of(&self, id: &str) -> PathBuf {
-        PathBuf::from(format!("{}#{id}", self.inner.location.display()))
+    /// Reads seq 1 alone.
+    fn header(&self, id: &str) -> Result<SessionStart, StoreError> {
+        let inner = self.inner.clone();
+        let sid = id.to_string();
+        let rows = self.inner.call(async move {
+            let rows = inner.load_range(&sid, 1, 1).await?;
+            if rows.is_empty() && !inner.exists(&sid).await? {
+                return Err(StoreError::NotFound(sid));
+            }
+            Ok(rows)
+        })?;
+        let raw = decode_rows(&self.describe_session(id), rows)?;
+        match raw.events.into_iter().next().map(|e| e.kind) {
+            Some(EventKind::SessionStart(h)) => Ok(h),
+            _ => Err(StoreError::MissingHeader { location: self.describe_session(id) }),
+        }
     }
 
     fn create(&self, id: &str, _options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError> {
@@ -715,7 +734,7 @@ impl Backend for PgBackend {
             }
         })?;
         let mut writer = PgWriter::start(self.inner.clone(), id.to_string(), token, last_seq);
-        let raw = decode_rows(&self.path_of(id), writer.read_rows(1)?)?;
+        let raw = decode_rows(&self.describe_session(id), writer.read_rows(1)?)?;
         writer.ack_logged_inputs(&raw.events);
         Ok((Box::new(writer), raw))
     }
@@ -730,7 +749,7 @@ impl Backend for PgBackend {
             }
             Ok(rows)
         })?;
-        decode_rows(&self.path_of(id), rows)
+        decode_rows(&self.describe_session(id), rows)
     }
 
     fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
@@ -765,7 +784,7 @@ impl Backend for PgBackend {
         for (id, body, title, bytes) in rows {
             match Event::decode(&body).map(|e| e.kind) {
                 Ok(EventKind::SessionStart(header)) => out.push(SessionSummary {
-                    path: self.path_of(&id),
+                    location: self.describe_session(&id),
                     id,
                     header,
                     title,
@@ -854,7 +873,7 @@ impl Backend for PgBackend {
         let mut wake = self.inner.register(false, id);
         let weak = Arc::downgrade(&self.inner);
         let sid = id.to_string();
-        let location = self.path_of(id);
+        let location = self.describe_session(id);
         self.inner.handle.spawn(async move {
             let mut next = i64::try_from(from_seq.max(1)).unwrap_or(i64::MAX);
             loop {
@@ -870,7 +889,7 @@ impl Backend for PgBackend {
                                     next = i64::try_from(seq).unwrap_or(i64::MAX) + 1;
                                 }
                                 Err(e) => {
-                                    tracing::warn!(session = %location.display(), seq, error = %e, "watch stopped at an unreadable event");
+                                    tracing::warn!(session = %location, seq, error = %e, "watch stopped at an unreadable event");
                                     return;
                                 }
                             }
@@ -1138,7 +1157,7 @@ impl Writer for PgWriter {
         let mut out = Vec::with_capacity(rows.len());
         for (seq, body) in rows {
             let ev = Event::decode(&body).map_err(|e| StoreError::Corrupt {
-                path: PathBuf::from(format!("{}#{}", self.inner.location.display(), self.id)),
+                location: format!("{}#{}", self.inner.location, self.id),
                 line: seq,
                 detail: e.to_string(),
             })?;

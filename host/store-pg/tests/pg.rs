@@ -252,13 +252,13 @@ fn copy_jsonl_to_postgres_and_back_is_byte_identical() {
     log.append_ignorable("x/plugin", serde_json::json!({"nested": {"k": [1, 2.5, null]}})).unwrap();
     turn(&log, 2, "second");
     let id = log.id().to_string();
-    let path = log.path().to_path_buf();
+    let path = std::path::PathBuf::from(log.describe());
     drop(log);
     let db = pg_store(&pg.database().unwrap(), PgOptions::default());
     drop(db.import(&src.load(&id).unwrap().lines).unwrap());
     let back = Store::new(tmp.path().join("b"));
     drop(back.import(&db.load(&id).unwrap().lines).unwrap());
-    assert_eq!(std::fs::read(back.path_of(&id)).unwrap(), std::fs::read(&path).unwrap());
+    assert_eq!(std::fs::read(tmp.path().join("b").join(format!("{id}.jsonl"))).unwrap(), std::fs::read(&path).unwrap());
     let listed = db.list().unwrap();
     assert_eq!(listed[0].bytes, std::fs::metadata(&path).unwrap().len());
 }

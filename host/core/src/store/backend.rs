@@ -24,13 +24,12 @@
 //! - [`Backend::load`] returns the committed events in seq order with the
 //!   exact stored text of each.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
 use super::{LoadWarning, SessionSummary, StoreError, StoreOptions};
-use crate::events::{Event, EventKind, InboxKind};
+use crate::events::{Event, EventKind, InboxKind, SessionStart};
 
 /// One event on its way to a backend, with its JSON line (no newline).
 #[derive(Debug, Clone, Copy)]
@@ -112,10 +111,22 @@ pub trait Writer: Send {
 
 /// Where sessions are kept.
 pub trait Backend: Send + Sync + std::fmt::Debug {
-    /// The location shown to people: a directory, or a URL without password.
-    fn root(&self) -> &Path;
-    /// Where one session is kept (a file, or `URL#id`).
-    fn path_of(&self, id: &str) -> PathBuf;
+    /// Where sessions are kept, for people: a directory, or a URL without
+    /// password.
+    fn describe(&self) -> String;
+    /// Where one session is kept, for people (and error messages): by
+    /// default `LOCATION#id`.
+    fn describe_session(&self, id: &str) -> String {
+        format!("{}#{id}", self.describe())
+    }
+    /// The header (`session/start`, seq 1) of `id`. The default reads the
+    /// whole session; a backend that can read the first event alone should.
+    fn header(&self, id: &str) -> Result<SessionStart, StoreError> {
+        match self.load(id)?.events.into_iter().next().map(|e| e.kind) {
+            Some(EventKind::SessionStart(h)) => Ok(h),
+            _ => Err(StoreError::MissingHeader { location: self.describe_session(id) }),
+        }
+    }
     /// Creates `id` exclusively and returns its writer.
     fn create(&self, id: &str, options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError>;
     /// Removes a session whose creation failed before it committed a header
@@ -137,17 +148,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Stores input for the session's owner, wherever it runs; returns the
     /// item id.
     fn push_input(&self, id: &str, _kind: InboxKind, _text: &str) -> Result<String, StoreError> {
-        Err(StoreError::Unsupported {
-            op: "shared inbox".into(),
-            location: format!("{} ({id})", self.root().display()),
-        })
+        Err(StoreError::Unsupported { op: "shared inbox".into(), location: format!("{} ({id})", self.describe()) })
     }
     /// Streams the events of a session written by any writer, from
     /// `from_seq`, without gaps or duplicates.
     fn watch(&self, id: &str, _from_seq: u64) -> Result<mpsc::UnboundedReceiver<Event>, StoreError> {
         Err(StoreError::Unsupported {
             op: "watching another writer".into(),
-            location: format!("{} ({id})", self.root().display()),
+            location: format!("{} ({id})", self.describe()),
         })
     }
     /// Sessions (at most `limit`) that need a writer and have none: a
@@ -162,30 +170,30 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 /// Decodes stored rows `(seq, text)` into a [`RawLog`], checking that seqs
 /// run 1.. without gaps and that seq 1 is `session/start` (for backends that
 /// store one event per row). `location` names the session in errors.
-pub fn decode_rows(location: &Path, rows: Vec<(u64, String)>) -> Result<RawLog, StoreError> {
+pub fn decode_rows(location: &str, rows: Vec<(u64, String)>) -> Result<RawLog, StoreError> {
     let mut out = RawLog::default();
     for (i, (seq, text)) in rows.into_iter().enumerate() {
         let line = i as u64 + 1;
         let ev = Event::decode(&text).map_err(|e| match e {
             crate::events::DecodeError::UnknownType(type_name) => {
-                StoreError::UnknownEventType { path: location.to_path_buf(), line, type_name }
+                StoreError::UnknownEventType { location: location.to_string(), line, type_name }
             }
             crate::events::DecodeError::Malformed(detail) => {
-                StoreError::Corrupt { path: location.to_path_buf(), line, detail }
+                StoreError::Corrupt { location: location.to_string(), line, detail }
             }
         })?;
         if ev.seq != line || seq != line {
             let found = if seq != line { seq } else { ev.seq };
-            return Err(StoreError::SeqGap { path: location.to_path_buf(), line, expected: line, found });
+            return Err(StoreError::SeqGap { location: location.to_string(), line, expected: line, found });
         }
         if line == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
-            return Err(StoreError::MissingHeader { path: location.to_path_buf() });
+            return Err(StoreError::MissingHeader { location: location.to_string() });
         }
         out.events.push(ev);
         out.lines.push(text);
     }
     if out.events.is_empty() {
-        return Err(StoreError::MissingHeader { path: location.to_path_buf() });
+        return Err(StoreError::MissingHeader { location: location.to_string() });
     }
     Ok(out)
 }

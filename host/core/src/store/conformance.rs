@@ -107,6 +107,7 @@ fn create_append_reload(store: &Store) {
     drop(log);
     let loaded = store.load(&id).unwrap();
     assert_eq!(loaded.header.workspace.as_deref(), Some("/w"));
+    assert_eq!(store.header(&id).unwrap(), loaded.header, "the header alone reads the same");
     assert_eq!(loaded.messages(), live);
     assert_eq!(loaded.events.len(), 7);
     assert_eq!(loaded.lines.len(), 7);
@@ -306,6 +307,8 @@ fn list_and_export(store: &Store) {
 fn invalid_ids_and_missing_sessions(store: &Store) {
     assert!(matches!(store.open("../etc"), Err(StoreError::InvalidId(_))));
     assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
+    assert!(matches!(store.header("nope"), Err(StoreError::NotFound(_))));
+    assert!(matches!(store.header("../etc"), Err(StoreError::InvalidId(_))));
     assert!(matches!(store.open("nope"), Err(StoreError::NotFound(_))));
     assert!(!store.exists("nope").unwrap());
     assert!(matches!(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::backend::{Backend, Encoded, RawLog, Syncer, TITLE_SCAN, Writer, summary_title};
 use super::{LoadWarning, SessionSummary, StoreError, StoreOptions, io_error};
-use crate::events::{Event, EventKind};
+use crate::events::{Event, EventKind, SessionStart};
 
 /// A directory of `<id>.jsonl` logs (each locked with `flock` on itself
 /// while a writer has it open) and `<id>.lock` files naming that writer's pid.
@@ -26,18 +26,49 @@ impl JsonlBackend {
         Self { root: root.into() }
     }
 
+    /// The log file of `id`.
+    fn path_of(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.jsonl"))
+    }
+
     fn pid_path(&self, id: &str) -> PathBuf {
         self.root.join(format!("{id}.lock"))
     }
 }
 
 impl Backend for JsonlBackend {
-    fn root(&self) -> &Path {
-        &self.root
+    fn describe(&self) -> String {
+        self.root.display().to_string()
     }
 
-    fn path_of(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.jsonl"))
+    fn describe_session(&self, id: &str) -> String {
+        self.path_of(id).display().to_string()
+    }
+
+    /// Reads the first line only (a header is small; a first line longer
+    /// than 1 MiB is not one).
+    fn header(&self, id: &str) -> Result<SessionStart, StoreError> {
+        let path = self.path_of(id);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(id.to_string())),
+            Err(e) => return Err(io_error("reading", &path, e)),
+        };
+        let mut line = String::new();
+        BufReader::new(io::Read::take(file, 1 << 20))
+            .read_line(&mut line)
+            .map_err(|e| io_error("reading", &path, e))?;
+        let location = || path.display().to_string();
+        match Event::decode(line.trim_end_matches('\n')) {
+            Ok(Event { kind: EventKind::SessionStart(h), .. }) => Ok(h),
+            Ok(_) => Err(StoreError::MissingHeader { location: location() }),
+            Err(crate::events::DecodeError::UnknownType(type_name)) => {
+                Err(StoreError::UnknownEventType { location: location(), line: 1, type_name })
+            }
+            Err(crate::events::DecodeError::Malformed(detail)) => {
+                Err(StoreError::Corrupt { location: location(), line: 1, detail })
+            }
+        }
     }
 
     fn create(&self, id: &str, options: &StoreOptions) -> Result<Box<dyn Writer>, StoreError> {
@@ -168,30 +199,40 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLog, StoreError> {
                         EventKind::SessionRepaired(r) if r.torn_line == bad_line => {
                             warnings.push(LoadWarning::RepairedTornLine { line: bad_line })
                         }
-                        _ => return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail }),
+                        _ => {
+                            return Err(StoreError::Corrupt {
+                                location: path.display().to_string(),
+                                line: bad_line,
+                                detail,
+                            });
+                        }
                     }
                 }
                 let expected = events.len() as u64 + 1;
                 if ev.seq != expected {
                     return Err(StoreError::SeqGap {
-                        path: path.to_path_buf(),
+                        location: path.display().to_string(),
                         line: line_no,
                         expected,
                         found: ev.seq,
                     });
                 }
                 if expected == 1 && !matches!(ev.kind, EventKind::SessionStart(_)) {
-                    return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+                    return Err(StoreError::MissingHeader { location: path.display().to_string() });
                 }
                 events.push(ev);
                 lines.push(text.to_string());
             }
             Err(crate::events::DecodeError::UnknownType(type_name)) => {
-                return Err(StoreError::UnknownEventType { path: path.to_path_buf(), line: line_no, type_name });
+                return Err(StoreError::UnknownEventType {
+                    location: path.display().to_string(),
+                    line: line_no,
+                    type_name,
+                });
             }
             Err(crate::events::DecodeError::Malformed(detail)) => {
                 if let Some((bad_line, _, detail)) = pending_bad {
-                    return Err(StoreError::Corrupt { path: path.to_path_buf(), line: bad_line, detail });
+                    return Err(StoreError::Corrupt { location: path.display().to_string(), line: bad_line, detail });
                 }
                 pending_bad = Some((line_no, line.len() as u64, detail));
             }
@@ -202,7 +243,7 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<RawLog, StoreError> {
         (line, len)
     });
     if events.is_empty() {
-        return Err(StoreError::MissingHeader { path: path.to_path_buf() });
+        return Err(StoreError::MissingHeader { location: path.display().to_string() });
     }
     Ok(RawLog { events, lines, warnings, torn })
 }
@@ -226,7 +267,13 @@ fn read_summary(path: &Path, id: &str) -> Result<Option<SessionSummary>, StoreEr
             break;
         }
     }
-    Ok(header.map(|header| SessionSummary { id: id.to_string(), header, title, path: path.to_path_buf(), bytes }))
+    Ok(header.map(|header| SessionSummary {
+        id: id.to_string(),
+        header,
+        title,
+        location: path.display().to_string(),
+        bytes,
+    }))
 }
 
 // ---------------------------------------------------------------------------

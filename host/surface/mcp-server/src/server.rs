@@ -327,7 +327,7 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     match server.inner.session.get() {
         Some(r) => {
             r.log.flush().await?;
-            eprintln!("wharf mcp: session {} · log {}", r.log.id(), r.log.path().display());
+            eprintln!("wharf mcp: session {} · log {}", r.log.id(), r.log.describe());
         }
         None => eprintln!("wharf mcp: no tool was called; no session recorded"),
     }

@@ -202,7 +202,7 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         surface.name(),
         host.options.profile,
         host.workspace.display(),
-        host.store.root().display()
+        host.store.describe()
     );
     if surface == Surface::Web {
         spawn_notices(&host);
