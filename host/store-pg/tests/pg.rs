@@ -149,7 +149,7 @@ fn database_restart_mid_session_loses_nothing() -> anyhow::Result<()> {
         wharf_tests::skip(test, "PostgreSQL is not installed");
         return Ok(());
     }
-    let pg = Arc::new(PgServer::start().context("starting postgres")?);
+    let pg = Arc::new(PgServer::start().map_err(anyhow::Error::msg).context("starting postgres")?);
     let store = pg_store(&pg.url(), PgOptions { retry_for: Duration::from_secs(30), ..PgOptions::default() });
     let log = store.create(NewSession::default()).unwrap();
     turn(&log, 1, "before");
