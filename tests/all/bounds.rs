@@ -20,6 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 
@@ -137,7 +138,7 @@ fn load(rt: &Runtime, plugin: &str, config: Value, grant: Grant) -> Result<Arc<P
 }
 
 /// Calls a tool in process: (error code, content).
-async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<String>, String) {
+async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<ToolErrorCode>, String) {
     let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => (o.error_code, o.content),
@@ -147,7 +148,7 @@ async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<String>, St
 
 /// Runs `tool` on a fresh in-process `evil` and then `ok` on the same
 /// version: the next call is served. Returns the first call's result.
-async fn then_next_call_served(tool: &str, args: Value, grant: Grant) -> (Option<String>, String) {
+async fn then_next_call_served(tool: &str, args: Value, grant: Grant) -> (Option<ToolErrorCode>, String) {
     let rt = runtime();
     let v = ok(load(&rt, "evil", json!({}), grant));
     let first = call(&v, tool, args).await;

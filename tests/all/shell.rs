@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::process::{Level, sandbox_level};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
@@ -50,7 +51,7 @@ fn grant(ws: &Path) -> Grant {
 #[derive(Debug)]
 struct Out {
     is_error: bool,
-    code: Option<String>,
+    code: Option<ToolErrorCode>,
     content: String,
     details: Value,
 }
