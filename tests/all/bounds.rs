@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 use wharf_tests::{Plugin, plugins};
@@ -136,7 +137,7 @@ fn load(rt: &Runtime, plugin: Plugin, config: Value, grant: Grant) -> Result<Arc
 }
 
 /// Calls a tool in process: (error code, content).
-async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<String>, String) {
+async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<ToolErrorCode>, String) {
     let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => (o.error_code, o.content),
@@ -146,7 +147,7 @@ async fn call(v: &PluginVersion, tool: &str, args: Value) -> (Option<String>, St
 
 /// Runs `tool` on a fresh in-process `evil` and then `ok` on the same
 /// version: the next call is served. Returns the first call's result.
-async fn then_next_call_served(tool: &str, args: Value, grant: Grant) -> (Option<String>, String) {
+async fn then_next_call_served(tool: &str, args: Value, grant: Grant) -> (Option<ToolErrorCode>, String) {
     let rt = runtime();
     let v = load(&rt, plugins::EVIL, json!({}), grant).expect("loading the component");
     let first = call(&v, tool, args).await;

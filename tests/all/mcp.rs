@@ -168,7 +168,7 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() -> anyhow::Resul
     let results: Vec<(String, Option<String>)> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::ToolResult(r) => Some((r.name.clone(), r.error_code.clone())),
+            EventKind::ToolResult(r) => Some((r.name.clone(), r.error_code.as_deref().map(String::from))),
             _ => None,
         })
         .collect();

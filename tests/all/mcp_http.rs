@@ -198,7 +198,7 @@ fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() -> anyho
     let results: Vec<(String, Option<String>)> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::ToolResult(r) => Some((r.name.clone(), r.error_code.clone())),
+            EventKind::ToolResult(r) => Some((r.name.clone(), r.error_code.as_deref().map(String::from))),
             _ => None,
         })
         .collect();

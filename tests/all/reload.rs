@@ -711,7 +711,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Re
     let failed = bytes(plugins::WRONG_WORLD);
     replace(&path, &variant(&text, 3));
     let err = f.host.reload_bytes(spec("tool", &path, json!({}), Grant::default()), failed.clone()).await;
-    assert!(err.is_err_and(|e| e.contains("not a Wharf plugin")));
+    assert!(err.is_err_and(|e| e.message.contains("not a Wharf plugin")));
     let want = wharf_runtime::cache::digest(&failed);
     let ev = wait_for(&mut events, |e| matches!(e, EventKind::PluginReloadFailed(_))).await;
     let EventKind::PluginReloadFailed(c) = ev else { unreachable!() };

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::json;
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 use wharf_tests::plugins;
@@ -46,7 +47,7 @@ fn load_warm(rt: &Runtime) -> Arc<PluginVersion> {
 }
 
 /// Calls a tool; returns (is_error, error_code, content).
-async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
+async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<ToolErrorCode>, String) {
     let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => (o.is_error, o.error_code, o.content),

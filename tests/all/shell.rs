@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
 use wharf_runtime::process::{Level, sandbox_level};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
@@ -51,7 +52,7 @@ fn grant(ws: &Path) -> Grant {
 #[derive(Debug)]
 struct Out {
     is_error: bool,
-    code: Option<String>,
+    code: Option<ToolErrorCode>,
     content: String,
     details: Value,
 }

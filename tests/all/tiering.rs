@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::json;
+use wharf_core::plugin::ToolErrorCode;
 use wharf_runtime::engine::CompileTier;
 use wharf_runtime::grants::Grant;
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
@@ -46,7 +47,7 @@ fn load(rt: &Runtime, plugin: Plugin, grant: Grant) -> anyhow::Result<Arc<Plugin
     rt.load(&spec).with_context(|| format!("loading {plugin}"))
 }
 
-async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<String>, String) {
+async fn call(v: &PluginVersion, tool: &str, args: serde_json::Value) -> (bool, Option<ToolErrorCode>, String) {
     let ctx = CallContext { session_id: "t".into(), call_id: "c".into(), ..CallContext::default() };
     match v.call_tool(tool, &args.to_string(), &ctx).await {
         Ok(o) => (o.is_error, o.error_code, o.content),

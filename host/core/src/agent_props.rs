@@ -167,7 +167,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
 
         let id = agent.session_id().to_string();
         let loaded = store.load(&id).unwrap();
-        invariants::check(&loaded.events).map_err(TestCaseError::fail)?;
+        invariants::check(&loaded.events).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let live = agent.log().messages();
         prop_assert_eq!(&live, &crate::projection::derive_messages(&loaded.events));
         let path = std::path::PathBuf::from(agent.log().describe());
@@ -191,7 +191,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
         let (log, _) = store.open(crash_id).unwrap();
         drop(log);
         let repaired = store.load(crash_id).unwrap();
-        invariants::check(&repaired.events).map_err(TestCaseError::fail)?;
+        invariants::check(&repaired.events).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(std::fs::read(&crash_path).unwrap().starts_with(&bytes[..cut]));
         Ok(())
     })

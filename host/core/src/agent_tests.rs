@@ -7,8 +7,9 @@ use super::*;
 use crate::approval::{Approval, ApprovalRequest, HeadlessApprover};
 use crate::events::*;
 use crate::invariants;
-use crate::pipeline::codes;
-use crate::plugin::{BoxFuture, Decision, HookOutcome, PromptSection, Role, Tool, ToolMode, ToolOutcome};
+use crate::plugin::{
+    BoxFuture, Decision, HookOutcome, PromptSection, Role, Tool, ToolErrorCode, ToolMode, ToolOutcome,
+};
 use crate::registry::Registrations;
 use crate::store::{NewSession, Store};
 use crate::testkit::*;
@@ -322,7 +323,7 @@ async fn cancel_mid_stream_commits_interrupted_message() {
     assert_eq!(m.tool_calls.len(), 1);
     let r = &h.results()[0];
     assert!(r.is_error);
-    assert_eq!(r.error_code.as_deref(), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert_eq!(r.error_code, Some(ToolErrorCode::AbortedBeforeDispatch));
     assert!(j.lock().unwrap().is_empty(), "the tool never started");
     let ends = h.find(|k| match k {
         EventKind::TurnEnd(t) => Some(t.reason.clone()),
@@ -377,8 +378,8 @@ async fn cancel_mid_tools_drains_started_and_aborts_unstarted() {
     let r = h.results();
     assert_eq!(r[0].error_code.as_deref(), Some("ABORTED"), "the started call drained with the tool's own answer");
     assert_eq!(r[0].plugin.as_deref(), Some("plugin-slow"));
-    assert_eq!(r[1].error_code.as_deref(), Some(codes::ABORTED_BEFORE_DISPATCH));
-    assert_eq!(r[2].error_code.as_deref(), Some(codes::ABORTED_BEFORE_DISPATCH));
+    assert_eq!(r[1].error_code, Some(ToolErrorCode::AbortedBeforeDispatch));
+    assert_eq!(r[2].error_code, Some(ToolErrorCode::AbortedBeforeDispatch));
     assert_eq!(*j.lock().unwrap(), strs(&["start:a", "end:a"]));
     let discarded = h.find(|k| match k {
         EventKind::InboxSpliced(s) if s.op == InboxOp::Discarded => Some(s.id.clone()),
@@ -408,13 +409,13 @@ async fn cancellation_grace_and_tool_deadline() {
         cfg,
     );
     h.agent.prompt("one").await.unwrap();
-    assert_eq!(h.results()[0].error_code.as_deref(), Some(codes::TIMEOUT));
+    assert_eq!(h.results()[0].error_code, Some(ToolErrorCode::Timeout));
     let agent = h.agent.clone();
     let task = tokio::spawn(async move { agent.prompt("two").await });
     gate.reached().await;
     h.agent.cancel();
     assert_eq!(task.await.unwrap().unwrap().reason, StopReason::Cancelled);
-    assert_eq!(h.results()[1].error_code.as_deref(), Some(codes::ABORTED));
+    assert_eq!(h.results()[1].error_code, Some(ToolErrorCode::Aborted));
     invariants::check(&h.events()).unwrap();
 }
 
@@ -524,7 +525,7 @@ async fn policy_deny_wins_and_is_logged() {
     );
     assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
     let r = &h.results()[0];
-    assert_eq!(r.error_code.as_deref(), Some(codes::DENIED));
+    assert_eq!(r.error_code, Some(ToolErrorCode::Denied));
     assert!(r.content.contains("pol-deny: nope"), "{}", r.content);
     let d = h.find(|k| match k {
         EventKind::PolicyDecision(d) => Some(d.clone()),
@@ -549,7 +550,7 @@ async fn failing_and_hanging_policies_fail_closed() {
     );
     h.agent.prompt("go").await.unwrap();
     let r = &h.results()[0];
-    assert_eq!(r.error_code.as_deref(), Some(codes::DENIED));
+    assert_eq!(r.error_code, Some(ToolErrorCode::Denied));
     assert!(r.content.contains("pol-hang: policy failed (timed out"), "{}", r.content);
 
     let h = policy_harness(
@@ -583,7 +584,7 @@ async fn ask_goes_to_headless_approver_which_denies() {
     });
     assert_eq!(decided[0].outcome, ApprovalOutcome::Rejected);
     assert_eq!(decided[0].by, "headless(rule=deny)");
-    assert_eq!(h.results()[0].error_code.as_deref(), Some(codes::APPROVAL_REJECTED));
+    assert_eq!(h.results()[0].error_code, Some(ToolErrorCode::ApprovalRejected));
     invariants::check(&h.events()).unwrap();
 }
 
@@ -633,7 +634,7 @@ async fn rewrite_that_breaks_the_schema_is_refused() {
     );
     h.agent.prompt("go").await.unwrap();
     let r = &h.results()[0];
-    assert_eq!(r.error_code.as_deref(), Some(codes::INVALID_ARGUMENTS));
+    assert_eq!(r.error_code, Some(ToolErrorCode::InvalidArguments));
     assert!(r.content.contains("/path: expected string, got number"), "{}", r.content);
 }
 
@@ -657,14 +658,14 @@ async fn guards_unknown_tool_bad_json_and_schema() {
     );
     assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
     let r = h.results();
-    let codes_: Vec<Option<&str>> = r.iter().map(|r| r.error_code.as_deref()).collect();
+    let codes_: Vec<Option<ToolErrorCode>> = r.iter().map(|r| r.error_code.clone()).collect();
     assert_eq!(
         codes_,
         vec![
-            Some(codes::UNKNOWN_TOOL),
-            Some(codes::INVALID_ARGUMENTS),
-            Some(codes::INVALID_ARGUMENTS),
-            Some(codes::INVALID_ARGUMENTS),
+            Some(ToolErrorCode::UnknownTool),
+            Some(ToolErrorCode::InvalidArguments),
+            Some(ToolErrorCode::InvalidArguments),
+            Some(ToolErrorCode::InvalidArguments),
             None
         ]
     );
@@ -685,7 +686,7 @@ async fn tool_panic_becomes_an_error_result() {
     assert_eq!(h.agent.prompt("go").await.unwrap().reason, StopReason::Completed);
     // A panic in the task is the host's bug, never labelled as the tool's.
     let r = &h.results()[0];
-    assert_eq!(r.error_code.as_deref(), Some(codes::HOST_PANIC));
+    assert_eq!(r.error_code, Some(ToolErrorCode::HostPanic));
     assert!(r.content.contains("internal error in the host") && r.content.contains("tool bug"), "{}", r.content);
     assert!(!r.content.contains("tool crashed"), "{}", r.content);
 }
@@ -701,7 +702,7 @@ async fn a_panic_is_host_panic_whether_the_call_ran_on_the_step_or_its_own_task(
     let r = h.results();
     assert_eq!(r.len(), 2);
     for r in &r {
-        assert_eq!(r.error_code.as_deref(), Some(codes::HOST_PANIC));
+        assert_eq!(r.error_code, Some(ToolErrorCode::HostPanic));
         assert!(r.content.contains("tool bug"), "{}", r.content);
     }
     invariants::check(&h.events()).unwrap();
@@ -976,7 +977,7 @@ async fn post_execute_hook_can_replace_or_block() {
     h.agent.prompt("go").await.unwrap();
     let r = h.results();
     assert_eq!(r[0].content, "replaced");
-    assert_eq!(r[1].error_code.as_deref(), Some(codes::BLOCKED));
+    assert_eq!(r[1].error_code, Some(ToolErrorCode::Blocked));
 }
 
 #[tokio::test]
@@ -1015,7 +1016,7 @@ async fn cancel_while_waiting_for_approval() {
     assert_eq!(decided, vec![ApprovalOutcome::Cancelled]);
     let r = h.results();
     assert_eq!(r.len(), 2);
-    assert!(r.iter().all(|r| r.error_code.as_deref() == Some(codes::ABORTED_BEFORE_DISPATCH)));
+    assert!(r.iter().all(|r| r.error_code == Some(ToolErrorCode::AbortedBeforeDispatch)));
     invariants::check(&h.events()).unwrap();
 }
 

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::plugin::{BoxFuture, Hook, HookOutcome, HookPoint, PluginRef};
+use crate::plugin::{BoxFuture, Hook, HookOutcome, HookPoint, PluginError, PluginRef, ToolErrorCode};
 use crate::registry::Snapshot;
 
 /// Default per-listener timeout.
@@ -86,7 +86,7 @@ pub struct HookTrace {
     /// Who answered.
     pub plugin: PluginRef,
     /// What it answered (`Err` for failures and timeouts).
-    pub result: Result<HookOutcome, String>,
+    pub result: Result<HookOutcome, PluginError>,
 }
 
 /// A listener that stopped a waterfall or objected in a serial dispatch.
@@ -118,7 +118,7 @@ struct FnHook<F> {
 impl<F, Fut> Hook for FnHook<F>
 where
     F: Fn(HookPoint, Value) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<HookOutcome, String>> + Send + 'static,
+    Fut: Future<Output = Result<HookOutcome, PluginError>> + Send + 'static,
 {
     fn plugin(&self) -> &PluginRef {
         &self.plugin
@@ -126,7 +126,7 @@ where
     fn subscriptions(&self) -> &[(HookPoint, i32)] {
         &self.subs
     }
-    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
         Box::pin((self.f)(point, payload))
     }
 }
@@ -162,7 +162,7 @@ impl Bus {
     pub fn on<F, Fut>(&self, point: HookPoint, priority: i32, f: F) -> ListenerHandle
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<HookOutcome, String>> + Send + 'static,
+        Fut: Future<Output = Result<HookOutcome, PluginError>> + Send + 'static,
     {
         self.register(Arc::new(FnHook {
             plugin: PluginRef::native("host"),
@@ -191,10 +191,13 @@ impl Bus {
         all.into_iter().map(|(_, h)| h).collect()
     }
 
-    async fn call(&self, h: &Arc<dyn Hook>, point: HookPoint, payload: Value) -> Result<HookOutcome, String> {
+    async fn call(&self, h: &Arc<dyn Hook>, point: HookPoint, payload: Value) -> Result<HookOutcome, PluginError> {
         let r = match tokio::time::timeout(self.timeout, h.handle(point, payload)).await {
             Ok(r) => r,
-            Err(_) => Err(format!("timed out after {} ms", self.timeout.as_millis())),
+            Err(_) => Err(PluginError::failed(
+                ToolErrorCode::Timeout,
+                format!("timed out after {} ms", self.timeout.as_millis()),
+            )),
         };
         if let Err(e) = &r {
             tracing::warn!(plugin = %h.plugin().id, point = ?point, error = %e, "hook listener failed");
@@ -252,12 +255,15 @@ impl Bus {
             set.spawn(async move {
                 let r = match tokio::time::timeout(timeout, h.handle(point, payload)).await {
                     Ok(r) => r,
-                    Err(_) => Err(format!("timed out after {} ms", timeout.as_millis())),
+                    Err(_) => Err(PluginError::failed(
+                        ToolErrorCode::Timeout,
+                        format!("timed out after {} ms", timeout.as_millis()),
+                    )),
                 };
                 (i, r)
             });
         }
-        let mut results: Vec<Option<Result<HookOutcome, String>>> = vec![None; listeners.len()];
+        let mut results: Vec<Option<Result<HookOutcome, PluginError>>> = vec![None; listeners.len()];
         while let Some(joined) = set.join_next().await {
             if let Ok((i, r)) = joined {
                 results[i] = Some(r);
@@ -267,7 +273,8 @@ impl Bus {
             .iter()
             .zip(results)
             .map(|(h, r)| {
-                let result = r.unwrap_or_else(|| Err("listener panicked".to_string()));
+                let result =
+                    r.unwrap_or_else(|| Err(PluginError::failed(ToolErrorCode::HostPanic, "listener panicked")));
                 if let Err(e) = &result {
                     tracing::warn!(plugin = %h.plugin().id, point = ?point, error = %e, "hook listener failed");
                 }
@@ -287,7 +294,7 @@ mod tests {
     struct PluginHook {
         plugin: PluginRef,
         subs: Vec<(HookPoint, i32)>,
-        answer: Result<HookOutcome, String>,
+        answer: Result<HookOutcome, PluginError>,
     }
 
     impl Hook for PluginHook {
@@ -297,13 +304,13 @@ mod tests {
         fn subscriptions(&self) -> &[(HookPoint, i32)] {
             &self.subs
         }
-        fn handle(&self, _: HookPoint, _: Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+        fn handle(&self, _: HookPoint, _: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
             let a = self.answer.clone();
             Box::pin(async move { a })
         }
     }
 
-    fn install(reg: &Registry, id: &str, point: HookPoint, prio: i32, answer: Result<HookOutcome, String>) {
+    fn install(reg: &Registry, id: &str, point: HookPoint, prio: i32, answer: Result<HookOutcome, PluginError>) {
         let plugin = PluginRef::native(id);
         let hook = Arc::new(PluginHook { plugin: plugin.clone(), subs: vec![(point, prio)], answer });
         reg.install(plugin, Registrations { hooks: Some(hook), ..Default::default() }).unwrap();

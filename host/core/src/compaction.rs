@@ -159,7 +159,7 @@ pub(crate) async fn compact(
     let summary = compactor
         .summarize(messages, target, services)
         .await
-        .map_err(|message| CompactError::Compactor { plugin: plugin.id.clone(), message })?;
+        .map_err(|e| CompactError::Compactor { plugin: plugin.id.clone(), message: e.to_string() })?;
     if summary.trim().is_empty() {
         return Err(CompactError::Compactor { plugin: plugin.id, message: "the summary is empty".into() });
     }

@@ -20,7 +20,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::plugin::{Decision, FinishReason, LlmErrorCode, ToolCall, Usage};
+use crate::plugin::{Decision, FinishReason, LlmErrorCode, ToolCall, ToolErrorCode, Usage};
 
 /// Version of the on-disk format written in `session/start`.
 pub const FORMAT_VERSION: u32 = 1;
@@ -528,7 +528,7 @@ pub struct ToolResultEvent {
     pub is_error: bool,
     /// Stable error code (`UNKNOWN_TOOL`, `DENIED`, `ABORTED_BEFORE_DISPATCH` …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
+    pub error_code: Option<ToolErrorCode>,
     /// Plugin id of the tool (absent when no tool ran, e.g. unknown tool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
@@ -925,6 +925,21 @@ mod tests {
         let ev = Event::decode(line).unwrap();
         assert_eq!(ev.type_name(), MODEL_EVENT);
         assert_eq!(ev.to_json_line().unwrap(), line);
+    }
+
+    #[test]
+    fn old_tool_results_parse_and_encode_byte_for_byte() {
+        // Lines as older builds wrote them: a host code and a tool's own.
+        for line in [
+            r#"{"seq":9,"time":"2026-05-01T00:00:00.000Z","type":"tool/result","data":{"turn":1,"step":1,"call_id":"c1","name":"t","content":"Error: denied by policy: no","is_error":true,"error_code":"DENIED"}}"#,
+            r#"{"seq":9,"time":"t","type":"tool/result","data":{"turn":1,"step":1,"call_id":"c1","name":"t","content":"gone","is_error":true,"error_code":"NOT_FOUND","plugin":"fs","version":"d"}}"#,
+            r#"{"seq":9,"time":"t","type":"tool/result","data":{"turn":1,"step":1,"call_id":"c1","name":"t","content":"ok","is_error":false}}"#,
+        ] {
+            let ev = Event::decode(line).unwrap();
+            assert_eq!(ev.to_json_line().unwrap(), line);
+        }
+        let ev = Event::decode(r#"{"seq":1,"time":"t","type":"tool/result","data":{"turn":1,"step":1,"call_id":"c","name":"t","content":"","is_error":true,"error_code":"INTERRUPTED"}}"#).unwrap();
+        assert!(matches!(ev.kind, EventKind::ToolResult(r) if r.error_code == Some(ToolErrorCode::Interrupted)));
     }
 
     #[test]

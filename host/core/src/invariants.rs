@@ -35,17 +35,34 @@ struct Step {
     inner_open: Vec<String>,
 }
 
+/// A broken invariant: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", at.as_ref().map(|(seq, ty)| format!("seq {seq} ({ty}): ")).unwrap_or_default())]
+pub struct Violation {
+    /// The seq and type of the event that breaks it; `None` when the log as
+    /// a whole does (empty, a turn never closed).
+    pub at: Option<(u64, String)>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Violation {
+    fn whole(message: impl Into<String>) -> Self {
+        Self { at: None, message: message.into() }
+    }
+}
+
 /// Checks a complete log (every turn closed).
-pub fn check(events: &[Event]) -> Result<(), String> {
+pub fn check(events: &[Event]) -> Result<(), Violation> {
     check_inner(events, true)
 }
 
 /// Checks a log that may end inside a turn.
-pub fn check_prefix(events: &[Event]) -> Result<(), String> {
+pub fn check_prefix(events: &[Event]) -> Result<(), Violation> {
     check_inner(events, false)
 }
 
-fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
+fn check_inner(events: &[Event], complete: bool) -> Result<(), Violation> {
     let mut last_turn = 0u64;
     let mut turn: Option<u64> = None;
     let mut last_step = 0u32;
@@ -53,10 +70,10 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
     let mut inner: HashSet<String> = HashSet::new();
     let mut inner_answered: HashSet<String> = HashSet::new();
     if events.is_empty() {
-        return Err("empty log".into());
+        return Err(Violation::whole("empty log"));
     }
     for (i, ev) in events.iter().enumerate() {
-        let at = |msg: String| Err(format!("seq {} ({}): {msg}", ev.seq, ev.type_name()));
+        let at = |message: String| Err(Violation { at: Some((ev.seq, ev.type_name().to_string())), message });
         if ev.seq != i as u64 + 1 {
             return at(format!("expected seq {}", i + 1));
         }
@@ -200,7 +217,7 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), String> {
         }
     }
     if complete && let Some(t) = turn {
-        return Err(format!("turn {t} is never closed"));
+        return Err(Violation::whole(format!("turn {t} is never closed")));
     }
     Ok(())
 }
@@ -368,6 +385,9 @@ mod tests {
             ignorable: false,
             kind: EventKind::TurnStart(TurnStart { turn: 1 }),
         });
-        assert!(check(&gap).is_err());
+        let v = check(&gap).unwrap_err();
+        assert_eq!(v.at, Some((3, "turn/start".to_string())));
+        assert_eq!(v.to_string(), "seq 3 (turn/start): expected seq 2");
+        assert_eq!(check(&[]).unwrap_err().to_string(), "empty log");
     }
 }

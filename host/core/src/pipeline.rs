@@ -49,36 +49,13 @@ use crate::events::{
     ApprovalAsked, ApprovalDecided, ApprovalOutcome, EventKind, PolicyDecisionEvent, ToolCallEvent, ToolResultEvent,
     Verdict,
 };
-use crate::plugin::{HookOutcome, HookPoint, PluginRef, PolicyRequest, Tool, ToolCall, ToolInvocation, ToolOutcome};
+use crate::plugin::{
+    HookOutcome, HookPoint, PluginError, PluginRef, PolicyRequest, Tool, ToolCall, ToolErrorCode, ToolInvocation,
+    ToolOutcome,
+};
 use crate::policy::{Vote, compose};
 use crate::registry::Snapshot;
 use crate::store::{SessionLog, StoreError};
-
-/// Stable error codes the pipeline produces.
-pub mod codes {
-    /// No tool of that name in the snapshot.
-    pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";
-    /// Arguments are not JSON or fail the schema.
-    pub const INVALID_ARGUMENTS: &str = "INVALID_ARGUMENTS";
-    /// A policy or pre-execute hook denied the call.
-    pub const DENIED: &str = "DENIED";
-    /// The approval service rejected the call.
-    pub const APPROVAL_REJECTED: &str = "APPROVAL_REJECTED";
-    /// The approval service withdrew the question.
-    pub const APPROVAL_CANCELLED: &str = "APPROVAL_CANCELLED";
-    /// The turn was cancelled before the call was dispatched.
-    pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
-    /// The tool did not stop within the grace period after cancellation.
-    pub const ABORTED: &str = "ABORTED";
-    /// The call exceeded its deadline.
-    pub const TIMEOUT: &str = "TIMEOUT";
-    /// The host panicked while running the call (a bug in Wharf: tool
-    /// implementations are host code around a component or an MCP server;
-    /// a component's own crash is a `TRAP`).
-    pub const HOST_PANIC: &str = "HOST_PANIC";
-    /// A post-execute hook blocked the result.
-    pub const BLOCKED: &str = "BLOCKED";
-}
 
 /// Output size limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,7 +211,10 @@ impl ToolPipeline {
 
     pub(crate) fn aborted_before_dispatch(plugin: Option<PluginRef>) -> Finished {
         Finished {
-            outcome: ToolOutcome::error(codes::ABORTED_BEFORE_DISPATCH, "Error: tool call aborted before dispatch"),
+            outcome: ToolOutcome::error(
+                ToolErrorCode::AbortedBeforeDispatch,
+                "Error: tool call aborted before dispatch",
+            ),
             plugin,
             duration: None,
             arguments: Value::Null,
@@ -253,14 +233,14 @@ impl ToolPipeline {
         call: &ToolCall,
         cancel: &CancellationToken,
     ) -> Result<Prepared, StoreError> {
-        let done = |code: &str, msg: String, plugin: Option<PluginRef>, arguments: Value| {
+        let done = |code: ToolErrorCode, msg: String, plugin: Option<PluginRef>, arguments: Value| {
             Ok(Prepared::Done(Finished { outcome: ToolOutcome::error(code, msg), plugin, duration: None, arguments }))
         };
         let Some(tool) = snap.tools.get(&call.name).cloned() else {
             let names: Vec<&str> = snap.tools.keys().map(String::as_str).collect();
             let list = if names.is_empty() { "none".to_string() } else { names.join(", ") };
             return done(
-                codes::UNKNOWN_TOOL,
+                ToolErrorCode::UnknownTool,
                 format!("Error: unknown tool `{}`; available tools: {list}", call.name),
                 None,
                 Value::Null,
@@ -272,7 +252,7 @@ impl ToolPipeline {
             Ok(s) => s,
             Err(e) => {
                 let msg = format!("Error: the tool `{}` cannot be called: its {e}", call.name);
-                return done(codes::INVALID_ARGUMENTS, msg, plugin, Value::Null);
+                return done(ToolErrorCode::InvalidArguments, msg, plugin, Value::Null);
             }
         };
         if call.arguments.len() > crate::schema::MAX_ARGS_BYTES {
@@ -280,7 +260,7 @@ impl ToolPipeline {
                 "Error: invalid arguments: /: arguments are larger than {} bytes of JSON",
                 crate::schema::MAX_ARGS_BYTES
             );
-            return done(codes::INVALID_ARGUMENTS, msg, plugin, Value::Null);
+            return done(ToolErrorCode::InvalidArguments, msg, plugin, Value::Null);
         }
         let args: Value = if call.arguments.trim().is_empty() {
             json!({})
@@ -289,7 +269,7 @@ impl ToolPipeline {
                 Ok(v) => v,
                 Err(e) => {
                     return done(
-                        codes::INVALID_ARGUMENTS,
+                        ToolErrorCode::InvalidArguments,
                         format!("Error: arguments are not valid JSON: {e}"),
                         plugin,
                         Value::Null,
@@ -298,7 +278,7 @@ impl ToolPipeline {
             }
         };
         if let Err(e) = schema.validate(&args) {
-            return done(codes::INVALID_ARGUMENTS, format!("Error: invalid arguments: {e}"), plugin, args);
+            return done(ToolErrorCode::InvalidArguments, format!("Error: invalid arguments: {e}"), plugin, args);
         }
 
         // tools/pre-execute hooks, then policies.
@@ -361,7 +341,7 @@ impl ToolPipeline {
         match verdict {
             Verdict::Allow => {}
             Verdict::Deny { reason } => {
-                return done(codes::DENIED, format!("Error: denied by policy: {reason}"), plugin, final_args);
+                return done(ToolErrorCode::Denied, format!("Error: denied by policy: {reason}"), plugin, final_args);
             }
             Verdict::Ask { reason } => {
                 if let Some((code, msg)) = self.ask(call, &final_args, reason, cancel).await? {
@@ -373,7 +353,7 @@ impl ToolPipeline {
             && let Err(e) = schema.validate(&final_args)
         {
             return done(
-                codes::INVALID_ARGUMENTS,
+                ToolErrorCode::InvalidArguments,
                 format!("Error: arguments rewritten by a policy are invalid: {e}"),
                 plugin,
                 final_args,
@@ -390,7 +370,10 @@ impl ToolPipeline {
             let handle = set.spawn(async move {
                 match tokio::time::timeout(timeout, policy.evaluate(request)).await {
                     Ok(r) => r,
-                    Err(_) => Err(format!("timed out after {} ms", timeout.as_millis())),
+                    Err(_) => Err(PluginError::failed(
+                        ToolErrorCode::Timeout,
+                        format!("timed out after {} ms", timeout.as_millis()),
+                    )),
                 }
             });
             ids.insert(handle.id(), index);
@@ -399,7 +382,7 @@ impl ToolPipeline {
         while let Some(joined) = set.join_next_with_id().await {
             let (id, result) = match joined {
                 Ok((id, r)) => (id, r),
-                Err(e) => (e.id(), Err("policy panicked".to_string())),
+                Err(e) => (e.id(), Err(PluginError::failed(ToolErrorCode::HostPanic, "policy panicked"))),
             };
             if let Some(&index) = ids.get(&id) {
                 let plugin = snap.policies[index].plugin().clone();
@@ -421,7 +404,7 @@ impl ToolPipeline {
         args: &Value,
         reason: String,
         cancel: &CancellationToken,
-    ) -> Result<Option<(&'static str, String)>, StoreError> {
+    ) -> Result<Option<(ToolErrorCode, String)>, StoreError> {
         self.log.append(EventKind::ApprovalAsked(ApprovalAsked {
             call_id: call.id.clone(),
             tool: call.name.clone(),
@@ -466,14 +449,14 @@ impl ToolPipeline {
                 None
             }
             ApprovalOutcome::Rejected => Some((
-                codes::APPROVAL_REJECTED,
+                ToolErrorCode::ApprovalRejected,
                 format!("Error: the call needed approval ({reason}) and was rejected by {}{note}", approval.by),
             )),
             ApprovalOutcome::Cancelled if cancel.is_cancelled() => {
-                Some((codes::ABORTED_BEFORE_DISPATCH, "Error: tool call aborted before dispatch".into()))
+                Some((ToolErrorCode::AbortedBeforeDispatch, "Error: tool call aborted before dispatch".into()))
             }
             ApprovalOutcome::Cancelled => {
-                Some((codes::APPROVAL_CANCELLED, format!("Error: the approval question was withdrawn{note}")))
+                Some((ToolErrorCode::ApprovalCancelled, format!("Error: the approval question was withdrawn{note}")))
             }
         })
     }
@@ -496,7 +479,7 @@ impl ToolPipeline {
             let w = self.bus.waterfall(snap, HookPoint::ToolsPostExecute, payload).await;
             if let Some(r) = w.rejected {
                 outcome = ToolOutcome::error(
-                    codes::BLOCKED,
+                    ToolErrorCode::Blocked,
                     format!("Error: the result was blocked by `{}`: {}", r.by.id, r.reason),
                 );
             } else if w.trace.iter().any(|t| matches!(t.result, Ok(HookOutcome::Replace(_)))) {
@@ -556,10 +539,10 @@ pub(crate) async fn execute(
         o = call => o,
         _ = tokio::time::sleep(timeout) => {
             token.cancel();
-            ToolOutcome::error(codes::TIMEOUT, format!("Error: the tool did not finish within {} ms", timeout.as_millis()))
+            ToolOutcome::error(ToolErrorCode::Timeout, format!("Error: the tool did not finish within {} ms", timeout.as_millis()))
         }
         _ = async { cancel.cancelled().await; tokio::time::sleep(grace).await } => ToolOutcome::error(
-            codes::ABORTED,
+            ToolErrorCode::Aborted,
             format!("Error: the tool did not stop within {} ms of cancellation", grace.as_millis()),
         ),
     };

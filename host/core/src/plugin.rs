@@ -210,7 +210,7 @@ pub trait Compactor: Send + Sync {
         messages: Vec<Message>,
         target_tokens: u32,
         services: Arc<dyn SessionServices>,
-    ) -> BoxFuture<'_, Result<String, String>>;
+    ) -> BoxFuture<'_, Result<String, PluginError>>;
 }
 
 /// What a tool execution produced. Errors are data, never panics: the loop
@@ -223,7 +223,7 @@ pub struct ToolOutcome {
     pub is_error: bool,
     /// Stable error code when it failed (`TIMEOUT`, `TRAP`, `NOT_FOUND` …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
+    pub error_code: Option<ToolErrorCode>,
     /// Structured details for surfaces (not shown to the model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
@@ -236,8 +236,8 @@ impl ToolOutcome {
     }
 
     /// A failed result with a stable code.
-    pub fn error(code: &str, message: impl Into<String>) -> Self {
-        Self { content: message.into(), is_error: true, error_code: Some(code.to_string()), details: None }
+    pub fn error(code: impl Into<ToolErrorCode>, message: impl Into<String>) -> Self {
+        Self { content: message.into(), is_error: true, error_code: Some(code.into()), details: None }
     }
 }
 
@@ -438,6 +438,233 @@ impl LlmErrorCode {
     }
 }
 
+/// Stable codes of failed tool calls, beside [`LlmErrorCode`]: the host's
+/// own — the pipeline's, the runtime's sandbox, crash repair, MCP — and,
+/// as [`ToolErrorCode::Other`], whatever code a tool reports. Each reads,
+/// prints and serializes as its wire string (`TIMEOUT` …), exactly what
+/// session logs hold, and parsing a string gives the host's variant when
+/// there is one, so every code has one spelling.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ToolErrorCode {
+    /// `UNKNOWN_TOOL`: no tool of that name in the snapshot.
+    UnknownTool,
+    /// `INVALID_ARGUMENTS`: the arguments are not JSON or fail the schema.
+    InvalidArguments,
+    /// `DENIED`: a policy or pre-execute hook denied the call.
+    Denied,
+    /// `APPROVAL_REJECTED`: the approval service rejected the call.
+    ApprovalRejected,
+    /// `APPROVAL_CANCELLED`: the approval service withdrew the question.
+    ApprovalCancelled,
+    /// `ABORTED_BEFORE_DISPATCH`: the turn was cancelled before dispatch.
+    AbortedBeforeDispatch,
+    /// `ABORTED`: the call was cancelled (and did not stop within the
+    /// grace period, for the pipeline).
+    Aborted,
+    /// `TIMEOUT`: the call exceeded its deadline.
+    Timeout,
+    /// `HOST_PANIC`: the host panicked while running the call (a bug in
+    /// Wharf; a component's own crash is a `TRAP`).
+    HostPanic,
+    /// `BLOCKED`: a post-execute hook blocked the result.
+    Blocked,
+    /// `INTERRUPTED`: the host stopped before the call finished (crash
+    /// repair).
+    Interrupted,
+    /// `TRAP`: the component trapped or exited.
+    Trap,
+    /// `MEMORY_LIMIT`: the component went past its memory grant.
+    MemoryLimit,
+    /// `STACK_OVERFLOW`: the component overflowed its stack.
+    StackOverflow,
+    /// `OUTPUT_LIMIT`: the component's output went past the host's bound.
+    OutputLimit,
+    /// `HOST_ERROR`: the host could not run the call (no such export, no
+    /// sandbox).
+    HostError,
+    /// `NOT_A_TOOL`: the component exports no tools.
+    NotATool,
+    /// `TOOL_ERROR`: the tool failed without a usable code of its own.
+    ToolError,
+    /// `MCP_TOOL_ERROR`: an MCP server answered with `isError: true`.
+    McpToolError,
+    /// `MCP_ERROR`: an MCP request failed (transport, protocol).
+    McpError,
+    /// A code outside the host's vocabulary, as a tool reported it
+    /// (`NOT_FOUND`, `PERMISSION_DENIED` …).
+    Other(OtherCode),
+}
+
+/// A tool's own error code ([`ToolErrorCode::Other`]); made only by
+/// parsing, so it never spells one of the host's codes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OtherCode(String);
+
+impl OtherCode {
+    /// The code as the tool reported it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl ToolErrorCode {
+    /// Every code of the host's own, in declaration order.
+    pub const HOST: [ToolErrorCode; 20] = [
+        Self::UnknownTool,
+        Self::InvalidArguments,
+        Self::Denied,
+        Self::ApprovalRejected,
+        Self::ApprovalCancelled,
+        Self::AbortedBeforeDispatch,
+        Self::Aborted,
+        Self::Timeout,
+        Self::HostPanic,
+        Self::Blocked,
+        Self::Interrupted,
+        Self::Trap,
+        Self::MemoryLimit,
+        Self::StackOverflow,
+        Self::OutputLimit,
+        Self::HostError,
+        Self::NotATool,
+        Self::ToolError,
+        Self::McpToolError,
+        Self::McpError,
+    ];
+
+    /// The code as it appears in logs and on the wire (`TIMEOUT` …).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::UnknownTool => "UNKNOWN_TOOL",
+            Self::InvalidArguments => "INVALID_ARGUMENTS",
+            Self::Denied => "DENIED",
+            Self::ApprovalRejected => "APPROVAL_REJECTED",
+            Self::ApprovalCancelled => "APPROVAL_CANCELLED",
+            Self::AbortedBeforeDispatch => "ABORTED_BEFORE_DISPATCH",
+            Self::Aborted => "ABORTED",
+            Self::Timeout => "TIMEOUT",
+            Self::HostPanic => "HOST_PANIC",
+            Self::Blocked => "BLOCKED",
+            Self::Interrupted => "INTERRUPTED",
+            Self::Trap => "TRAP",
+            Self::MemoryLimit => "MEMORY_LIMIT",
+            Self::StackOverflow => "STACK_OVERFLOW",
+            Self::OutputLimit => "OUTPUT_LIMIT",
+            Self::HostError => "HOST_ERROR",
+            Self::NotATool => "NOT_A_TOOL",
+            Self::ToolError => "TOOL_ERROR",
+            Self::McpToolError => "MCP_TOOL_ERROR",
+            Self::McpError => "MCP_ERROR",
+            Self::Other(c) => c.as_str(),
+        }
+    }
+
+    /// The code spelled `code`: the host's variant, else [`Self::Other`].
+    pub fn parse(code: &str) -> Self {
+        Self::HOST.iter().find(|c| c.as_str() == code).cloned().unwrap_or_else(|| Self::Other(OtherCode(code.into())))
+    }
+}
+
+impl std::ops::Deref for ToolErrorCode {
+    type Target = str;
+
+    /// Reads as its wire string.
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for ToolErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<&str> for ToolErrorCode {
+    fn from(code: &str) -> Self {
+        Self::parse(code)
+    }
+}
+
+impl From<String> for ToolErrorCode {
+    fn from(code: String) -> Self {
+        match Self::parse(&code) {
+            Self::Other(_) => Self::Other(OtherCode(code)),
+            host => host,
+        }
+    }
+}
+
+impl PartialEq<str> for ToolErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ToolErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for ToolErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Self::from)
+    }
+}
+
+/// Why a call into a policy, hook or compactor failed. It prints as its
+/// message, which is what `policy/decision` votes and hook traces log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginError {
+    /// The plugin could not be run to an answer: its sandbox failed, it
+    /// timed out or the host panicked; `code` says which.
+    #[error("{message}")]
+    Failed {
+        /// The failure's code (`TIMEOUT`, `TRAP`, `HOST_PANIC` …).
+        code: ToolErrorCode,
+        /// What happened, naming the plugin where known.
+        message: String,
+    },
+    /// The plugin answered with an error of its own, or with something
+    /// the host cannot use.
+    #[error("{0}")]
+    Answer(String),
+}
+
+impl PluginError {
+    /// A failure with `code`.
+    pub fn failed(code: ToolErrorCode, message: impl Into<String>) -> Self {
+        Self::Failed { code, message: message.into() }
+    }
+
+    /// The failure's code, if the plugin did not answer.
+    pub fn code(&self) -> Option<&ToolErrorCode> {
+        match self {
+            Self::Failed { code, .. } => Some(code),
+            Self::Answer(_) => None,
+        }
+    }
+}
+
+impl From<String> for PluginError {
+    fn from(message: String) -> Self {
+        Self::Answer(message)
+    }
+}
+
+impl From<&str> for PluginError {
+    fn from(message: &str) -> Self {
+        Self::Answer(message.into())
+    }
+}
+
 /// A failed model request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{}: {message}", code.as_str())]
@@ -578,7 +805,7 @@ pub trait Policy: Send + Sync {
     /// The plugin version providing it.
     fn plugin(&self) -> &PluginRef;
     /// Decides on one call.
-    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, String>>;
+    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>>;
 }
 
 /// Hook points of the event bus.
@@ -633,7 +860,7 @@ pub trait Hook: Send + Sync {
     fn subscriptions(&self) -> &[(HookPoint, i32)];
     /// Handles one event. An `Err` is logged; at waterfall points it leaves
     /// the payload unchanged, except `tools/pre-execute`, where it blocks.
-    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>>;
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>>;
 }
 
 /// A static system-prompt section.
@@ -647,4 +874,65 @@ pub struct PromptSection {
     pub text: String,
     /// The plugin version providing it.
     pub plugin: PluginRef,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The strings logs have always held, in [`ToolErrorCode::HOST`] order.
+    const OLD_STRINGS: [&str; 20] = [
+        "UNKNOWN_TOOL",
+        "INVALID_ARGUMENTS",
+        "DENIED",
+        "APPROVAL_REJECTED",
+        "APPROVAL_CANCELLED",
+        "ABORTED_BEFORE_DISPATCH",
+        "ABORTED",
+        "TIMEOUT",
+        "HOST_PANIC",
+        "BLOCKED",
+        "INTERRUPTED",
+        "TRAP",
+        "MEMORY_LIMIT",
+        "STACK_OVERFLOW",
+        "OUTPUT_LIMIT",
+        "HOST_ERROR",
+        "NOT_A_TOOL",
+        "TOOL_ERROR",
+        "MCP_TOOL_ERROR",
+        "MCP_ERROR",
+    ];
+
+    #[test]
+    fn tool_error_codes_round_trip_the_exact_old_strings() {
+        for (code, old) in ToolErrorCode::HOST.iter().zip(OLD_STRINGS) {
+            assert_eq!(code.as_str(), old);
+            assert_eq!(code.to_string(), old);
+            assert_eq!(serde_json::to_value(code).unwrap(), serde_json::json!(old));
+            assert_eq!(serde_json::from_value::<ToolErrorCode>(serde_json::json!(old)).unwrap(), *code);
+            assert_eq!(ToolErrorCode::from(old.to_string()), *code, "a host code is never `Other`");
+        }
+        // A tool's own code is kept as it came.
+        let own = ToolErrorCode::from("NOT_FOUND");
+        assert!(matches!(&own, ToolErrorCode::Other(c) if c.as_str() == "NOT_FOUND"));
+        assert_eq!(serde_json::to_string(&own).unwrap(), r#""NOT_FOUND""#);
+        assert_eq!(Some(own).as_deref(), Some("NOT_FOUND"));
+    }
+
+    #[test]
+    fn outcomes_keep_their_wire_shape() {
+        let text = r#"{"content":"no","is_error":true,"error_code":"DENIED"}"#;
+        let o: ToolOutcome = serde_json::from_str(text).unwrap();
+        assert_eq!(o, ToolOutcome::error(ToolErrorCode::Denied, "no"));
+        assert_eq!(serde_json::to_string(&o).unwrap(), text);
+    }
+
+    #[test]
+    fn plugin_errors_print_their_message() {
+        let e = PluginError::failed(ToolErrorCode::Timeout, "timed out after 5 ms");
+        assert_eq!((e.to_string(), e.code()), ("timed out after 5 ms".to_string(), Some(&ToolErrorCode::Timeout)));
+        assert_eq!(PluginError::from("bad rewrite").to_string(), "bad rewrite");
+    }
 }

@@ -22,7 +22,7 @@
 use serde_json::Value;
 
 use crate::events::{PolicyVote, Verdict};
-use crate::plugin::{Decision, PluginRef};
+use crate::plugin::{Decision, PluginError, PluginRef};
 
 /// One policy's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,7 @@ pub struct Vote {
     /// Which plugin version answered.
     pub plugin: PluginRef,
     /// The decision, or why the policy failed.
-    pub result: Result<Decision, String>,
+    pub result: Result<Decision, PluginError>,
 }
 
 impl Vote {
@@ -44,7 +44,7 @@ impl Vote {
             version: self.plugin.digest.clone(),
             config: self.plugin.config.clone(),
             decision: self.result.as_ref().ok().cloned(),
-            error: self.result.as_ref().err().cloned(),
+            error: self.result.as_ref().err().map(ToString::to_string),
         }
     }
 }
@@ -112,7 +112,7 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
-    fn vote(index: usize, result: Result<Decision, String>) -> Vote {
+    fn vote(index: usize, result: Result<Decision, PluginError>) -> Vote {
         Vote { index, plugin: PluginRef::native(&format!("p{index}")), result }
     }
 
@@ -164,14 +164,14 @@ mod tests {
         assert_eq!(c.arguments, json!({"a": 10, "b": 20}));
     }
 
-    fn decision() -> impl Strategy<Value = Result<Decision, String>> {
+    fn decision() -> impl Strategy<Value = Result<Decision, PluginError>> {
         prop_oneof![
             Just(Ok(Decision::Allow)),
             "[a-c]{1,3}".prop_map(|r| Ok(Decision::Deny { reason: r })),
             "[a-c]{1,3}".prop_map(|r| Ok(Decision::Ask { reason: r })),
             (0i64..3, 0i64..3).prop_map(|(a, b)| Ok(Decision::Rewrite { args: json!({"a": a, "b": b}) })),
             (0i64..3).prop_map(|a| Ok(Decision::Rewrite { args: json!({"a": a}) })),
-            "[x-z]{1,2}".prop_map(Err),
+            "[x-z]{1,2}".prop_map(|e| Err(PluginError::Answer(e))),
         ]
     }
 

@@ -29,8 +29,8 @@ use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::ToolResultEvent;
-use crate::pipeline::{Finished, Prepared, StepRef, ToolPipeline, codes, execute};
-use crate::plugin::{ToolCall, ToolInvocation, ToolMode, ToolOutcome};
+use crate::pipeline::{Finished, Prepared, StepRef, ToolPipeline, execute};
+use crate::plugin::{ToolCall, ToolErrorCode, ToolInvocation, ToolMode, ToolOutcome};
 use crate::registry::Snapshot;
 use crate::store::StoreError;
 
@@ -188,7 +188,7 @@ impl Run<'_> {
                     self.panicked(i, e.into_panic())
                 } else {
                     let plugin = self.snap.tools.get(&self.calls[i].name).map(|t| t.plugin().clone());
-                    let outcome = ToolOutcome::error(codes::ABORTED, "Error: the call was aborted");
+                    let outcome = ToolOutcome::error(ToolErrorCode::Aborted, "Error: the call was aborted");
                     Finished { outcome, plugin, duration: None, arguments: serde_json::Value::Null }
                 }
             });
@@ -204,7 +204,7 @@ impl Run<'_> {
         let why = panic_message(payload);
         tracing::error!(call = %call.id, tool = %call.name, "the host panicked running a tool call: {why}");
         let outcome = ToolOutcome::error(
-            codes::HOST_PANIC,
+            ToolErrorCode::HostPanic,
             format!(
                 "Error: internal error in the host while running this call (a bug in Wharf, not in the tool): {why}"
             ),

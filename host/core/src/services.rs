@@ -186,7 +186,7 @@ impl SessionServices for CallServices {
                 let size = event_size(&data).ok_or_else(|| {
                     ServiceError::Invalid(format!("an event holds at most {MAX_EVENT_BYTES} bytes of JSON"))
                 })?;
-                let items = validate_todo(&data).map_err(ServiceError::Invalid)?;
+                let items = validate_todo(&data)?;
                 self.reserve_event(size)?;
                 self.ctx
                     .log
@@ -322,7 +322,11 @@ impl CallServices {
 /// Checks a todo list: `{"items": [...]}` (or a bare array) of objects with
 /// `content`, `status` in pending/in_progress/completed, optional `id` and
 /// `active_form`. Returns the array.
-pub fn validate_todo(data: &Value) -> Result<Value, String> {
+pub fn validate_todo(data: &Value) -> Result<Value, ServiceError> {
+    todo_items(data).map_err(ServiceError::Invalid)
+}
+
+fn todo_items(data: &Value) -> Result<Value, String> {
     let items = match data {
         Value::Array(_) => data,
         Value::Object(m) => m.get("items").ok_or("expected {\"items\": [...]}")?,

@@ -92,12 +92,9 @@ use crate::events::{
     ApprovalDecided, ApprovalOutcome, AssistantMessage, Event, EventKind, FORMAT_VERSION, InboxKind, SessionRepaired,
     SessionStart, StepEnd, StopReason, ToolCallEvent, ToolResultEvent, TurnEnd,
 };
-use crate::plugin::{Message, ToolCall, Usage};
+use crate::plugin::{Message, ToolCall, ToolErrorCode, Usage};
 use crate::projection::{PendingInboxItem, Projection};
 use crate::util;
-
-/// Error code of the tool results that crash repair appends.
-pub const INTERRUPTED_CODE: &str = "INTERRUPTED";
 
 /// A store failure. Messages name the session, file and line where known.
 #[derive(Debug, thiserror::Error)]
@@ -263,7 +260,7 @@ fn interrupted_result(turn: u64, step: u32, c: &ToolCall) -> EventKind {
         name: c.name.clone(),
         content: "Error: the host stopped before this tool call finished; its result is unknown".into(),
         is_error: true,
-        error_code: Some(INTERRUPTED_CODE.into()),
+        error_code: Some(ToolErrorCode::Interrupted),
         plugin: None,
         version: None,
         truncated: false,

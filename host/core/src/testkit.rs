@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plugin::{
     BoxFuture, Decision, FinishReason, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, LlmStream, ModelInfo,
-    PluginRef, Policy, PolicyRequest, Tool, ToolCall, ToolInvocation, ToolMode, ToolOutcome, ToolSpec, Usage,
+    PluginError, PluginRef, Policy, PolicyRequest, Tool, ToolCall, ToolInvocation, ToolMode, ToolOutcome, ToolSpec,
+    Usage,
 };
 use crate::registry::{Registrations, Registry, RegistryError};
 
@@ -302,7 +303,7 @@ impl Tool for FakeTool {
             };
             let out = tokio::select! {
                 _ = wait => (self.behaviour)(&call.arguments),
-                _ = cancelled => ToolOutcome::error("ABORTED", "cancelled"),
+                _ = cancelled => ToolOutcome::error(crate::plugin::ToolErrorCode::Aborted, "cancelled"),
             };
             lock(&self.journal).push(format!("end:{}", call.call_id));
             out
@@ -313,12 +314,12 @@ impl Tool for FakeTool {
 /// A policy with a fixed answer.
 pub struct FakePolicy {
     plugin: PluginRef,
-    answer: Option<Result<Decision, String>>,
+    answer: Option<Result<Decision, PluginError>>,
 }
 
 impl FakePolicy {
     /// Always answers `answer`.
-    pub fn new(id: &str, answer: Result<Decision, String>) -> Self {
+    pub fn new(id: &str, answer: Result<Decision, PluginError>) -> Self {
         Self { plugin: PluginRef::native(id), answer: Some(answer) }
     }
 
@@ -333,7 +334,7 @@ impl Policy for FakePolicy {
         &self.plugin
     }
 
-    fn evaluate(&self, _request: PolicyRequest) -> BoxFuture<'_, Result<Decision, String>> {
+    fn evaluate(&self, _request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>> {
         let answer = self.answer.clone();
         Box::pin(async move {
             match answer {

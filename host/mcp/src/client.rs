@@ -84,16 +84,17 @@ const STOP_WAIT: Duration = Duration::from_secs(7);
 /// Longest tool name offered to models.
 const MAX_TOOL_NAME: usize = 64;
 
-/// Error codes of MCP tool results.
+/// Error codes of MCP tool results (core's [`ToolErrorCode`]s).
 pub mod codes {
+    use wharf_core::plugin::ToolErrorCode;
     /// The server answered with `isError: true`.
-    pub const MCP_TOOL_ERROR: &str = "MCP_TOOL_ERROR";
+    pub const MCP_TOOL_ERROR: ToolErrorCode = ToolErrorCode::McpToolError;
     /// The request failed (transport closed, protocol error).
-    pub const MCP_ERROR: &str = "MCP_ERROR";
+    pub const MCP_ERROR: ToolErrorCode = ToolErrorCode::McpError;
     /// The call was cancelled.
-    pub const ABORTED: &str = "ABORTED";
+    pub const ABORTED: ToolErrorCode = ToolErrorCode::Aborted;
     /// The per-server tool deadline passed.
-    pub const TIMEOUT: &str = "TIMEOUT";
+    pub const TIMEOUT: ToolErrorCode = ToolErrorCode::Timeout;
 }
 
 /// Where a server is.
@@ -919,7 +920,11 @@ impl Hook for RequiredGuard {
         &[(HookPoint::AgentPreStep, i32::MIN)]
     }
 
-    fn handle(&self, _point: HookPoint, _payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+    fn handle(
+        &self,
+        _point: HookPoint,
+        _payload: Value,
+    ) -> BoxFuture<'_, Result<HookOutcome, wharf_core::plugin::PluginError>> {
         Box::pin(async move {
             for s in self.manager.servers.iter().filter(|s| s.config.required) {
                 let status = settle(s).await;
@@ -963,7 +968,7 @@ mod tests {
         .unwrap();
         let o = outcome("fx", "t", r);
         assert!(o.is_error);
-        assert_eq!(o.error_code.as_deref(), Some(codes::MCP_TOOL_ERROR));
+        assert_eq!(o.error_code, Some(codes::MCP_TOOL_ERROR));
         assert_eq!(o.content, "hi\n[image image/png, 4 bytes of base64]");
         let r: CallToolResult = serde_json::from_value(json!({"structuredContent": {"n": 3}})).unwrap();
         let o = outcome("fx", "t", r);

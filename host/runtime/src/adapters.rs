@@ -8,8 +8,9 @@ use wasmtime::Store;
 use wasmtime::component::ResourceAny;
 use wharf_core::plugin::{
     AdapterScope, BoxFuture, Compactor, Decision, FinishReason, Hook, HookOutcome, HookPoint, LlmAdapter, LlmError,
-    LlmErrorCode, LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginRef, Policy, PolicyRequest, PromptSection,
-    Role, SessionServices, Tool, ToolCall, ToolInvocation, ToolOutcome, ToolReach, ToolSpec, Usage,
+    LlmErrorCode, LlmEvent, LlmRequest, LlmStream, Message, ModelInfo, PluginError, PluginRef, Policy, PolicyRequest,
+    PromptSection, Role, SessionServices, Tool, ToolCall, ToolErrorCode, ToolInvocation, ToolOutcome, ToolReach,
+    ToolSpec, Usage,
 };
 use wharf_core::registry::Registrations;
 
@@ -52,9 +53,9 @@ impl Tool for ComponentTool {
             tokio::select! {
                 res = self.version.call_tool(&self.spec.name, &args, &ctx) => match res {
                     Ok(o) => o,
-                    Err(e) => ToolOutcome::error(&e.code, e.message),
+                    Err(e) => ToolOutcome::error(e.code, e.message),
                 },
-                _ = cancel.cancelled() => ToolOutcome::error("ABORTED", "the call was cancelled"),
+                _ = cancel.cancelled() => ToolOutcome::error(ToolErrorCode::Aborted, "the call was cancelled"),
             }
         })
     }
@@ -126,13 +127,10 @@ impl Compactor for ComponentCompactor {
         messages: Vec<Message>,
         target_tokens: u32,
         services: Arc<dyn SessionServices>,
-    ) -> BoxFuture<'_, Result<String, String>> {
+    ) -> BoxFuture<'_, Result<String, PluginError>> {
         Box::pin(async move {
             let msgs: Vec<wt::Message> = messages.iter().map(to_wit_message).collect();
-            match self.version.call_compactor(&msgs, target_tokens, services).await {
-                Ok(r) => r,
-                Err(e) => Err(e.to_string()),
-            }
+            self.version.call_compactor(&msgs, target_tokens, services).await
         })
     }
 }
@@ -218,8 +216,8 @@ fn from_wit_event(e: ex::llm::Event) -> LlmEvent {
 
 /// A sandbox failure during a model request, as an LLM error.
 fn sandbox_to_llm(e: CallError) -> LlmError {
-    let code = match e.code.as_str() {
-        "TIMEOUT" => LlmErrorCode::Timeout,
+    let code = match e.code {
+        ToolErrorCode::Timeout => LlmErrorCode::Timeout,
         _ => LlmErrorCode::Server,
     };
     LlmError::new(code, format!("adapter {}: {}", e.code, e.message))
@@ -365,7 +363,7 @@ impl Policy for ComponentPolicy {
         &self.plugin
     }
 
-    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, String>> {
+    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>> {
         Box::pin(async move {
             let req = ex::policy::Request {
                 tool: request.tool,
@@ -375,7 +373,11 @@ impl Policy for ComponentPolicy {
                 agent_depth: request.agent_depth,
                 workspace: request.workspace,
             };
-            let d = self.version.call_policy(req).await.map_err(|e| format!("policy {}: {e}", self.plugin.id))?;
+            let d = self
+                .version
+                .call_policy(req)
+                .await
+                .map_err(|e| PluginError::failed(e.code.clone(), format!("policy {}: {e}", self.plugin.id)))?;
             Ok(match d {
                 ex::policy::Decision::Allow => Decision::Allow,
                 ex::policy::Decision::Deny(reason) => Decision::Deny { reason },
@@ -383,7 +385,10 @@ impl Policy for ComponentPolicy {
                 ex::policy::Decision::Rewrite(args) => match serde_json::from_str::<serde_json::Value>(&args) {
                     Ok(v) if v.is_object() => Decision::Rewrite { args: v },
                     _ => {
-                        return Err(format!("policy {}: rewrite is not a JSON object", self.plugin.id));
+                        return Err(PluginError::Answer(format!(
+                            "policy {}: rewrite is not a JSON object",
+                            self.plugin.id
+                        )));
                     }
                 },
             })
@@ -439,20 +444,19 @@ impl Hook for ComponentHooks {
         &self.subs
     }
 
-    fn handle(&self, point: HookPoint, payload: serde_json::Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+    fn handle(&self, point: HookPoint, payload: serde_json::Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
         Box::pin(async move {
             let out = self
                 .version
                 .call_hook(to_wit_point(point), payload.to_string())
                 .await
-                .map_err(|e| format!("hook {}: {e}", self.plugin.id))?;
+                .map_err(|e| PluginError::failed(e.code.clone(), format!("hook {}: {e}", self.plugin.id)))?;
             Ok(match out {
                 ex::hooks::Outcome::Pass => HookOutcome::Pass,
                 ex::hooks::Outcome::Reject(r) => HookOutcome::Reject(r),
-                ex::hooks::Outcome::Replace(v) => HookOutcome::Replace(
-                    serde_json::from_str(&v)
-                        .map_err(|e| format!("hook {}: replacement is not JSON: {e}", self.plugin.id))?,
-                ),
+                ex::hooks::Outcome::Replace(v) => HookOutcome::Replace(serde_json::from_str(&v).map_err(|e| {
+                    PluginError::Answer(format!("hook {}: replacement is not JSON: {e}", self.plugin.id))
+                })?),
             })
         })
     }

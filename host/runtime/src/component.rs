@@ -9,6 +9,7 @@ use serde::Serialize;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker, ResourceAny};
 use wasmtime::{Store, Trap, UpdateDeadline};
+use wharf_core::plugin::{PluginError, ToolErrorCode};
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
@@ -123,7 +124,7 @@ macro_rules! sandboxed {
                 };
                 let out = match res {
                     Err(_) => {
-                        Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout_ms} ms")))
+                        Err(CallError::new(ToolErrorCode::Timeout, format!("call exceeded its time limit of {timeout_ms} ms")))
                     }
                     Ok(Ok(v)) => Ok(v),
                     Ok(Err(e)) => Err(classify_error(&e, $store.data())),
@@ -456,14 +457,23 @@ struct WarmInstance {
 pub struct CallError {
     /// Stable code: `TIMEOUT`, `MEMORY_LIMIT`, `STACK_OVERFLOW`, `TRAP`,
     /// `OUTPUT_LIMIT`, `ABORTED`, `HOST_ERROR`, or the tool's own code.
-    pub code: String,
+    pub code: ToolErrorCode,
     /// What happened.
     pub message: String,
 }
 
 impl CallError {
-    fn new(code: &str, message: impl Into<String>) -> Self {
-        Self { code: code.to_string(), message: message.into() }
+    fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+/// A sandbox failure of a policy, hook or compactor call, as the core's
+/// seams carry it (printed as before: `CODE: message`).
+impl From<CallError> for PluginError {
+    fn from(e: CallError) -> Self {
+        let message = e.to_string();
+        PluginError::failed(e.code, message)
     }
 }
 
@@ -1039,15 +1049,15 @@ fn convert_request(r: wt::GrantRequest) -> GrantRequest {
 pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallError {
     if let Some(l) = err.downcast_ref::<LimitError>().or(state.limits.hit.as_ref()) {
         return match l {
-            LimitError::Timeout(_) => CallError::new("TIMEOUT", l.to_string()),
-            LimitError::Memory(_) | LimitError::Table(_) => CallError::new("MEMORY_LIMIT", l.to_string()),
+            LimitError::Timeout(_) => CallError::new(ToolErrorCode::Timeout, l.to_string()),
+            LimitError::Memory(_) | LimitError::Table(_) => CallError::new(ToolErrorCode::MemoryLimit, l.to_string()),
         };
     }
     let cause = root_causes(err);
     // wasmtime's `HostcallFuelExhausted` is private: recognised by its text.
     if cause.contains("fuel allocated for hostcalls has been exhausted") {
         return CallError::new(
-            "OUTPUT_LIMIT",
+            ToolErrorCode::OutputLimit,
             format!(
                 "the plugin tried to hand the host more than {} bytes in one go (output limit {} bytes): {cause}",
                 state.hostcall_fuel, state.effective.output_limit_bytes
@@ -1060,28 +1070,29 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
     ) || cause.contains("resource table has no free keys")
     {
         return CallError::new(
-            "MEMORY_LIMIT",
+            ToolErrorCode::MemoryLimit,
             format!("the plugin holds more than {} host resources at once: {cause}", crate::state::MAX_RESOURCES),
         );
     }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return CallError::new("TRAP", format!("the plugin exited with status {} ({cause})", exit.0));
+        return CallError::new(ToolErrorCode::Trap, format!("the plugin exited with status {} ({cause})", exit.0));
     }
     if let Some(trap) = err.downcast_ref::<Trap>() {
         return match trap {
-            Trap::StackOverflow => CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack"),
-            Trap::Interrupt => {
-                CallError::new("TIMEOUT", format!("call exceeded its time limit of {} ms", state.timeout_ms))
-            }
+            Trap::StackOverflow => CallError::new(ToolErrorCode::StackOverflow, "the plugin overflowed its stack"),
+            Trap::Interrupt => CallError::new(
+                ToolErrorCode::Timeout,
+                format!("call exceeded its time limit of {} ms", state.timeout_ms),
+            ),
             Trap::MemoryOutOfBounds if deep_recursion(err) => {
                 // Guests keep a shadow stack at the bottom of linear memory;
                 // overflowing it wraps the stack pointer and faults there.
-                CallError::new("STACK_OVERFLOW", "the plugin overflowed its stack (deep recursion)")
+                CallError::new(ToolErrorCode::StackOverflow, "the plugin overflowed its stack (deep recursion)")
             }
-            other => CallError::new("TRAP", format!("the plugin trapped: {other} ({cause})")),
+            other => CallError::new(ToolErrorCode::Trap, format!("the plugin trapped: {other} ({cause})")),
         };
     }
-    CallError::new("TRAP", format!("the plugin failed: {cause}"))
+    CallError::new(ToolErrorCode::Trap, format!("the plugin failed: {cause}"))
 }
 
 /// Longest cause chain kept in a call error, bytes.
@@ -1187,7 +1198,7 @@ impl PluginVersion {
 
     fn build_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
         let mut state = HostState::new(self.shared.clone(), effective)
-            .map_err(|e| CallError::new("HOST_ERROR", format!("cannot set up the sandbox: {e:#}")))?;
+            .map_err(|e| CallError::new(ToolErrorCode::HostError, format!("cannot set up the sandbox: {e:#}")))?;
         state.hostcall_fuel = fuel;
         let mut store = Store::new(code.engine.engine(), state);
         // What one lift may copy out of the guest (results of an export, or
@@ -1419,7 +1430,7 @@ impl PluginVersion {
         }
         let code = self.code();
         let Some(tool_idx) = &code.indices.tool else {
-            return Err(CallError::new("NOT_A_TOOL", format!("plugin `{}` exports no tools", self.id)));
+            return Err(CallError::new(ToolErrorCode::NotATool, format!("plugin `{}` exports no tools", self.id)));
         };
         let wctx = wt::CallContext {
             session_id: ctx.session_id.clone(),
@@ -1450,7 +1461,7 @@ impl PluginVersion {
                 let size = out.content.len() + out.details.as_ref().map_or(0, |d| d.len());
                 if size > self.effective.output_limit_bytes {
                     return Err(CallError::new(
-                        "OUTPUT_LIMIT",
+                        ToolErrorCode::OutputLimit,
                         format!(
                             "output of {size} bytes exceeds the limit of {} bytes",
                             self.effective.output_limit_bytes
@@ -1476,7 +1487,7 @@ impl PluginVersion {
     pub async fn call_policy(&self, req: ex::policy::Request) -> Result<ex::policy::Decision, CallError> {
         let code = self.code();
         let Some(idx) = &code.indices.policy else {
-            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a policy", self.id)));
+            return Err(CallError::new(ToolErrorCode::HostError, format!("plugin `{}` is not a policy", self.id)));
         };
         sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
@@ -1492,7 +1503,7 @@ impl PluginVersion {
     ) -> Result<ex::hooks::Outcome, CallError> {
         let code = self.code();
         let Some(idx) = &code.indices.hooks else {
-            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no hooks", self.id)));
+            return Err(CallError::new(ToolErrorCode::HostError, format!("plugin `{}` has no hooks", self.id)));
         };
         sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
@@ -1500,16 +1511,18 @@ impl PluginVersion {
         })
     }
 
-    /// The skills catalog of a skills plugin.
-    pub async fn call_skills_catalog(&self) -> Result<Result<Vec<ex::skills::SkillSummary>, String>, CallError> {
+    /// The skills catalog of a skills plugin (its own error as
+    /// [`PluginError::Answer`]).
+    pub async fn call_skills_catalog(&self) -> Result<Vec<ex::skills::SkillSummary>, PluginError> {
         let code = self.code();
         let Some(idx) = &code.indices.skills else {
-            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no skills", self.id)));
+            return Err(CallError::new(ToolErrorCode::HostError, format!("plugin `{}` has no skills", self.id)).into());
         };
-        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        let answer = sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             let guest = idx.load(&mut store, &inst)?;
             guest.call_catalog(&mut store).await
-        })
+        })?;
+        answer.map_err(PluginError::Answer)
     }
 
     /// Asks a compactor for a summary of `messages`.
@@ -1518,16 +1531,19 @@ impl PluginVersion {
         messages: &[wt::Message],
         target_tokens: u32,
         services: Arc<dyn wharf_core::plugin::SessionServices>,
-    ) -> Result<Result<String, String>, CallError> {
+    ) -> Result<String, PluginError> {
         let code = self.code();
         let Some(idx) = &code.indices.compactor else {
-            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` is not a compactor", self.id)));
+            return Err(
+                CallError::new(ToolErrorCode::HostError, format!("plugin `{}` is not a compactor", self.id)).into()
+            );
         };
-        sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+        let answer = sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
             store.data_mut().services = Some(services);
             let guest = idx.load(&mut store, &inst)?;
             guest.call_summarize(&mut store, messages, target_tokens).await
-        })
+        })?;
+        answer.map_err(PluginError::Answer)
     }
 
     /// Starts a completion: `held`'s instance when it is of the current
@@ -1542,7 +1558,7 @@ impl PluginVersion {
         let code = self.code();
         let Some(idx) = &code.indices.llm else {
             return Err(StartError::Sandbox(CallError::new(
-                "HOST_ERROR",
+                ToolErrorCode::HostError,
                 format!("plugin `{}` is not an LLM adapter", self.id),
             )));
         };
@@ -1576,9 +1592,10 @@ impl PluginVersion {
             tokio::time::timeout_at(wall, fut).await
         };
         let out = match res {
-            Err(_) => {
-                Err(StartError::Sandbox(CallError::new("TIMEOUT", format!("adapter start exceeded {timeout_ms} ms"))))
-            }
+            Err(_) => Err(StartError::Sandbox(CallError::new(
+                ToolErrorCode::Timeout,
+                format!("adapter start exceeded {timeout_ms} ms"),
+            ))),
             Ok(Err(e)) => Err(StartError::Sandbox(classify_error(&e, store.data()))),
             Ok(Ok((_, Err(e)))) => Err(StartError::Adapter(e)),
             Ok(Ok((guest, Ok(handle)))) => Ok((guest, handle)),
@@ -1613,7 +1630,7 @@ impl PluginVersion {
         services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
     ) -> Result<Result<wt::ToolOutput, wt::ToolError>, CallError> {
         let (Some(pool), Some(tool_idx)) = (&self.warm, &code.indices.tool) else {
-            return Err(CallError::new("HOST_ERROR", "not a warm tool plugin"));
+            return Err(CallError::new(ToolErrorCode::HostError, "not a warm tool plugin"));
         };
         let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().filter(|w| Arc::ptr_eq(&w.code, code));
         let mut w = match taken {
@@ -1649,7 +1666,9 @@ impl PluginVersion {
             }
             // A trap poisons the store: drop the instance.
             Ok(Err(e)) => Err(classify_error(&e, w.store.data())),
-            Err(_) => Err(CallError::new("TIMEOUT", format!("call exceeded its time limit of {timeout} ms"))),
+            Err(_) => {
+                Err(CallError::new(ToolErrorCode::Timeout, format!("call exceeded its time limit of {timeout} ms")))
+            }
         }
     }
 }
@@ -1696,7 +1715,7 @@ fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String>
 /// one becomes `TOOL_ERROR`, anything else `TOOL_ERROR` with the original
 /// (cut, escaped) noted in the message. A message over the output cap is cut
 /// to [`ERROR_MESSAGE_CUT`] bytes on a character boundary.
-fn tool_error(e: wt::ToolError, output_limit: usize) -> (String, String) {
+fn tool_error(e: wt::ToolError, output_limit: usize) -> (ToolErrorCode, String) {
     let mut message = e.message;
     if message.len() > output_limit {
         let total = message.len();
@@ -1704,17 +1723,17 @@ fn tool_error(e: wt::ToolError, output_limit: usize) -> (String, String) {
         message.push_str(&format!(" …[error message truncated: {total} bytes in total]"));
     }
     if e.code.is_empty() {
-        return ("TOOL_ERROR".into(), message);
+        return (ToolErrorCode::ToolError, message);
     }
     if valid_code(&e.code) {
-        return (e.code, message);
+        return (e.code.into(), message);
     }
     message.push_str(&format!(
         "\n[the tool's error code `{}` ({} bytes) is not a code (1-{MAX_ERROR_CODE} of A-Z, 0-9, _): replaced by TOOL_ERROR]",
         shown(&e.code, MAX_ERROR_CODE),
         e.code.len()
     ));
-    ("TOOL_ERROR".into(), message)
+    (ToolErrorCode::ToolError, message)
 }
 
 /// Checks the bounds of `plugin.info()`.

@@ -46,6 +46,7 @@ use std::path::Path;
 
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex, Func, Val};
+use wharf_core::plugin::ToolErrorCode;
 
 use super::{
     CallContext, CallError, Indices, MAX_TOOL_DESCRIPTION, MAX_TOOL_SCHEMA, MAX_TOOL_SPECS_TOTAL, MAX_TOOLS_SETTING,
@@ -621,13 +622,13 @@ impl PluginVersion {
         ctx: &CallContext,
     ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
         let Some(f) = g.functions.iter().find(|f| f.tool == name) else {
-            return Err(CallError::new("HOST_ERROR", format!("plugin `{}` has no tool `{name}`", self.id)));
+            return Err(CallError::new(ToolErrorCode::HostError, format!("plugin `{}` has no tool `{name}`", self.id)));
         };
         let bad_args = |message: String| {
             Ok(wharf_core::plugin::ToolOutcome {
                 content: message,
                 is_error: true,
-                error_code: Some("INVALID_ARGUMENTS".into()),
+                error_code: Some(ToolErrorCode::InvalidArguments),
                 details: None,
             })
         };
@@ -680,21 +681,21 @@ impl PluginVersion {
                         Some(other) => other.to_string(),
                         None => format!("`{}` returned an error", f.display),
                     };
-                    Err(wt::ToolError { code: "TOOL_ERROR".into(), message })
+                    Err(wt::ToolError { code: ToolErrorCode::ToolError.to_string(), message })
                 }
             }
             (Some(t), Some(v)) => Ok(wt::ToolOutput {
                 content: wit_json::to_json(t, v, "result").map_err(mismatch)?.to_string(),
                 details: None,
             }),
-            (Some(_), None) => return Err(CallError::new("TRAP", "the component returned no result")),
+            (Some(_), None) => return Err(CallError::new(ToolErrorCode::Trap, "the component returned no result")),
         };
         self.finish_tool(res)
     }
 }
 
 fn mismatch(e: wit_json::ConvError) -> CallError {
-    CallError::new("TRAP", format!("the component's result does not match its type: {e}"))
+    CallError::new(ToolErrorCode::Trap, format!("the component's result does not match its type: {e}"))
 }
 
 #[cfg(test)]

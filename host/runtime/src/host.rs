@@ -100,7 +100,23 @@ enum Refusal {
 }
 
 /// Produces the current plugin specs (re-reading configuration files).
-pub type SpecSource = Arc<dyn Fn() -> Result<Vec<PluginSpec>, String> + Send + Sync>;
+pub type SpecSource = Arc<dyn Fn() -> Result<Vec<PluginSpec>, SpecError> + Send + Sync>;
+
+/// Why a [`SpecSource`] produced no specs: whatever its owner's
+/// configuration loader reports (the runtime only logs it).
+pub type SpecError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a reload did not install a new version. The old version, if any,
+/// keeps serving; `plugin/reload-failed` was published with the same text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ReloadError {
+    /// The plugin row.
+    pub id: String,
+    /// What failed (the load error, or why the new version could not be
+    /// installed), as logged.
+    pub message: String,
+}
 
 /// Loaded plugins and their registrations.
 pub struct PluginHost {
@@ -145,7 +161,7 @@ impl wharf_core::plugin::Policy for FailClosedPolicy {
     fn evaluate(
         &self,
         _request: wharf_core::plugin::PolicyRequest,
-    ) -> wharf_core::plugin::BoxFuture<'_, Result<wharf_core::plugin::Decision, String>> {
+    ) -> wharf_core::plugin::BoxFuture<'_, Result<wharf_core::plugin::Decision, wharf_core::plugin::PluginError>> {
         let reason = self.reason.clone();
         Box::pin(async move { Ok(wharf_core::plugin::Decision::Deny { reason }) })
     }
@@ -312,7 +328,7 @@ impl PluginHost {
 
     /// Loads (or reloads) one plugin. On failure the old version, if any,
     /// keeps serving and `plugin/reload-failed` is published.
-    pub async fn reload(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, String> {
+    pub async fn reload(&self, spec: PluginSpec) -> Result<Arc<PluginVersion>, ReloadError> {
         let _guard = self.swap_lock.lock().await;
         let (pending, changed) = {
             let st = self.lock();
@@ -328,7 +344,7 @@ impl PluginHost {
     /// Like [`reload`](Self::reload) from bytes already read (the watcher
     /// has just read and hashed the file; reading it again costs time on
     /// large components).
-    pub async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, String> {
+    pub async fn reload_bytes(&self, spec: PluginSpec, bytes: Vec<u8>) -> Result<Arc<PluginVersion>, ReloadError> {
         let _guard = self.swap_lock.lock().await;
         let rt = self.runtime.clone();
         let s = spec.clone();
@@ -353,7 +369,7 @@ impl PluginHost {
         spec: PluginSpec,
         pending: bool,
         coalesced: Option<u32>,
-    ) -> Result<Arc<PluginVersion>, String> {
+    ) -> Result<Arc<PluginVersion>, ReloadError> {
         let compiled = self.compile(spec.clone()).await;
         let row = self.row(&spec.id, coalesced);
         self.finish_reload(spec, compiled, pending.then_some(Refusal::Component), row)
@@ -393,7 +409,7 @@ impl PluginHost {
         compiled: Result<Arc<PluginVersion>, FailedLoad>,
         pending: Option<Refusal>,
         row: RowState,
-    ) -> Result<Arc<PluginVersion>, String> {
+    ) -> Result<Arc<PluginVersion>, ReloadError> {
         let id = spec.id.clone();
         let config = config_digest(&spec.config);
         let (digest, msg) = match compiled {
@@ -414,7 +430,7 @@ impl PluginHost {
         };
         let config = pending.is_some().then_some(config);
         self.publish(failed_with(&id, &digest, &msg, config, RowState { fail_closed, ..row }));
-        Err(msg)
+        Err(ReloadError { id, message: msg })
     }
 
     /// Keeps a config change that could not be applied for the next load of
@@ -552,13 +568,13 @@ impl PluginHost {
     /// change that fails to load stays pending: the next load of the row
     /// (its file fixed or restored) uses the latest config. Every change is
     /// a new config generation of its row.
-    pub async fn apply(&self, specs: Vec<PluginSpec>) -> Vec<String> {
+    pub async fn apply(&self, specs: Vec<PluginSpec>) -> Vec<ReloadError> {
         self.apply_counted(specs, None).await
     }
 
     /// [`apply`](Self::apply), saying in each event that the specs stand for
     /// `coalesced` config writes.
-    async fn apply_counted(&self, specs: Vec<PluginSpec>, coalesced: Option<u32>) -> Vec<String> {
+    async fn apply_counted(&self, specs: Vec<PluginSpec>, coalesced: Option<u32>) -> Vec<ReloadError> {
         let _guard = self.swap_lock.lock().await;
         let (current, pending) = {
             let st = self.lock();
@@ -722,7 +738,7 @@ impl PluginHost {
                     }
                     Err(e) => {
                         tracing::warn!("config reload refused: {e}");
-                        self.publish(failed("config", "", &e));
+                        self.publish(failed("config", "", &e.to_string()));
                     }
                 }
             }

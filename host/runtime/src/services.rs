@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use wharf_core::plugin::{
-    AgentTask, CompleteRequest, Message, Role, ServiceError, SessionServices, ToolCall, ToolMode, ToolRequest,
+    AgentTask, CompleteRequest, Message, Role, ServiceError, SessionServices, ToolCall, ToolErrorCode, ToolMode,
+    ToolRequest,
 };
 
 use crate::bindings::wharf::plugin as wit;
@@ -209,7 +210,7 @@ impl wit::tools::Host for HostState {
                     .map(|o| {
                         if o.is_error {
                             Err(wt::ToolError {
-                                code: o.error_code.unwrap_or_else(|| "TOOL_ERROR".into()),
+                                code: o.error_code.unwrap_or(ToolErrorCode::ToolError).to_string(),
                                 message: o.content,
                             })
                         } else {

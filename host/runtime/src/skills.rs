@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
-use wharf_core::plugin::{BoxFuture, Hook, HookOutcome, HookPoint, PluginRef};
+use wharf_core::plugin::{BoxFuture, Hook, HookOutcome, HookPoint, PluginError, PluginRef};
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::component::PluginVersion;
@@ -84,11 +84,7 @@ impl SkillsHook {
             return c.section.clone();
         }
         let section = match self.version.call_skills_catalog().await {
-            Ok(Ok(list)) => render(&list, &tool_name(&self.version)),
-            Ok(Err(e)) => {
-                tracing::warn!(plugin = %self.plugin.id, error = %e, "skills catalog failed");
-                None
-            }
+            Ok(list) => render(&list, &tool_name(&self.version)),
             Err(e) => {
                 tracing::warn!(plugin = %self.plugin.id, error = %e, "skills catalog failed");
                 None
@@ -108,7 +104,7 @@ impl Hook for SkillsHook {
         &self.subs
     }
 
-    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, String>> {
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
         Box::pin(async move {
             let inner = self.inner.as_ref().filter(|h| h.subscriptions().iter().any(|(p, _)| *p == point));
             if point != HookPoint::SystemPrompt {

@@ -217,10 +217,7 @@ fn crash_inside_a_program_closes_its_inner_calls(store: &Store) {
         })
         .collect();
     // The program's open calls in log order, then the program itself.
-    assert_eq!(
-        closed,
-        [("p.2", Some(INTERRUPTED_CODE)), ("p.3", Some(INTERRUPTED_CODE)), ("p", Some(INTERRUPTED_CODE))]
-    );
+    assert_eq!(closed, [("p.2", Some("INTERRUPTED")), ("p.3", Some("INTERRUPTED")), ("p", Some("INTERRUPTED"))]);
     // Only the program's result reaches the model.
     let tool_msgs: Vec<_> = log.messages().into_iter().filter(|m| m.role == crate::plugin::Role::Tool).collect();
     assert_eq!(tool_msgs.len(), 1);

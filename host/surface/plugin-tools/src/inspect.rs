@@ -207,7 +207,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("{}: no tool `{}` (tools: {})", a.file.display(), a.tool, names.join(", "));
             };
             if let Err(e) = wharf_core::schema::validate(&spec.input_schema, &args) {
-                let out = json!({"content": format!("invalid arguments: {e}"), "is_error": true, "error_code": "INVALID_ARGUMENTS"});
+                let out = json!({"content": format!("invalid arguments: {e}"), "is_error": true, "error_code": wharf_core::plugin::ToolErrorCode::InvalidArguments});
                 println!("{out}");
                 return Ok(ExitCode::from(1));
             }
