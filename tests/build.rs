@@ -2,7 +2,7 @@
 //! component the tests build (every crate under `plugins/` and
 //! `tests/plugins/` that `cargo xtask build-plugins` builds: a cdylib, or a
 //! command with a `src/main.rs`), and `ALL`, the list of them. The test
-//! `plugins::every_component_is_used_by_a_test` checks each one is used.
+//! `components::every_constant_is_used_by_a_test` checks each one is used.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ fn components(root: &Path) -> Vec<Component> {
             let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
             // A path that does not exist would rerun the script on every
             // build: only the files there are watched. A directory added
-            // later is caught by `plugins::every_component_has_a_constant`.
+            // later is caught by `components::every_component_has_a_constant`.
             println!("cargo::rerun-if-changed={}", manifest.display());
             let main = dir.join("src/main.rs");
             if main.exists() {

@@ -5,13 +5,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wharf_core::Store;
+use wharf_core::SessionStore;
 use wharf_core::invariants;
 
 const ID: &str = "fuzz-session";
 
 fuzz_target!(|data: &[u8]| {
-    let store = Store::new(wharf_fuzz::scratch_dir());
+    let store = SessionStore::new(wharf_fuzz::scratch_dir());
     let path = store.path_of(ID);
     if std::fs::write(&path, data).is_err() {
         return;

@@ -24,7 +24,7 @@ use wharf_core::plugin::{
 };
 use wharf_core::registry::Registry;
 use wharf_core::retry::RetryPolicy;
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::testkit::{FakeTool, Reply, ScriptItem, ScriptedLlm, install_llm, install_tools};
 use wharf_fuzz::Input;
 
@@ -153,7 +153,7 @@ fuzz_target!(|data: &[u8]| {
     let mut ids = Ids::new();
     let replies: Vec<Reply> = (0..1 + input.below(4)).map(|_| reply(&mut input, &tool_name, &mut ids)).collect();
 
-    let store = Store::new(wharf_fuzz::scratch_dir());
+    let store = SessionStore::new(wharf_fuzz::scratch_dir());
     let Ok(log) = store.create(NewSession::default()) else { return };
     let id = log.id().to_string();
     let registry = Arc::new(Registry::new());

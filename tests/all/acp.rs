@@ -96,7 +96,7 @@ model = "scripted-acp"
     }
 
     fn log_types(&self, id: &str) -> Vec<Value> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         let loaded = store.load(id).expect("loading the session");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect()
     }
@@ -809,8 +809,11 @@ fn a_missing_model_key_is_an_auth_error_with_auth_methods() -> anyhow::Result<()
     assert_eq!(r["error"]["message"], "Authentication required", "{r}");
     assert_eq!(r["error"]["data"]["env"], "WHARF_H3_KEY", "{r}");
     assert!(r["error"]["data"]["message"].as_str().is_some_and(|m| m.contains("--profile demo")), "{r}");
-    let stored =
-        if e.sessions.exists() { wharf_core::Store::new(&e.sessions).list().unwrap_or_default() } else { vec![] };
+    let stored = if e.sessions.exists() {
+        wharf_core::SessionStore::new(&e.sessions).list().unwrap_or_default()
+    } else {
+        vec![]
+    };
     assert!(stored.is_empty(), "no session was stored");
     c.close();
     Ok(())

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use wharf_core::Store;
+use wharf_core::SessionStore;
 use wharf_core::events::EventKind;
 
 use crate::policy::{env, policy, session_id, toml_str};
@@ -67,7 +67,7 @@ fn a_long_session_is_compacted_and_the_log_keeps_everything() -> anyhow::Result<
     // stays under the window, and no tool result is ever separated from its
     // call.
     let id = session_id(&run.stderr).unwrap_or_else(|| panic!("no session id\n{}", run.stderr));
-    let log = Store::new(&env.sessions).load(&id).context("loading the session")?;
+    let log = SessionStore::new(&env.sessions).load(&id).context("loading the session")?;
     let mut proj = wharf_core::Projection::new();
     let mut max_seen = 0;
     for ev in &log.events {
@@ -181,7 +181,7 @@ finish = "stop"
     // The child's own log: linked to the parent call, its write denied by
     // the parent's policy at depth 1, its invariants intact.
     let parent_id = session_id(&run.stderr).unwrap_or_default();
-    let store = Store::new(&env.sessions);
+    let store = SessionStore::new(&env.sessions);
     let child = store.load(&child_id).with_context(|| format!("child log {child_id}"))?;
     wharf_core::invariants::check(&child.events)
         .map_err(anyhow::Error::msg)
@@ -218,7 +218,7 @@ fn subagents_nest_at_most_three_deep() -> anyhow::Result<()> {
     // Depth 1, 2 and 3 ran; the fourth level was refused.
     assert_eq!(text.matches("The tool said: ").count(), 4, "{text}");
     assert!(text.contains("nest at most 3 deep"), "{text}");
-    let sessions: Vec<_> = Store::new(&env.sessions).list().context("listing the sessions")?;
+    let sessions: Vec<_> = SessionStore::new(&env.sessions).list().context("listing the sessions")?;
     assert_eq!(sessions.len(), 4, "parent + three children");
     Ok(())
 }

@@ -97,7 +97,7 @@ model = "scripted-chat"
     }
 
     pub(crate) fn events(&self) -> Vec<serde_json::Value> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         let list = store.list().expect("listing the sessions");
         let last = list.last().unwrap_or_else(|| panic!("no session"));
         let loaded = store.load(&last.id).expect("loading the session");

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use wharf_core::events::{EventKind, UserMessage};
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_tests::plugins;
 
 /// A home, a workspace with a README and a session directory.
@@ -61,8 +61,8 @@ impl Env {
         self.sessions.display().to_string()
     }
 
-    pub(crate) fn store(&self) -> Store {
-        Store::new(&self.sessions)
+    pub(crate) fn store(&self) -> SessionStore {
+        SessionStore::new(&self.sessions)
     }
 
     /// A stored session created in `workspace` with `messages` user messages.

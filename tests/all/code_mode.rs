@@ -431,7 +431,7 @@ fn parse_events(stdout: &str) -> Vec<Value> {
 
 /// The stored log of session `id`, checked against the invariants.
 fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
-    let log = wharf_core::Store::new(&env.sessions).load(id).expect("loading the session");
+    let log = wharf_core::SessionStore::new(&env.sessions).load(id).expect("loading the session");
     if let Err(e) = wharf_core::invariants::check(&log.events) {
         panic!("session log breaks an invariant: {e}");
     }
@@ -836,7 +836,7 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> 
                 .unwrap_or_else(|| panic!("no session file"))
         });
     // The crashed log is a valid prefix: the program's call open.
-    let crashed = wharf_core::Store::new(&env.sessions).load(&id).context("loading the session")?;
+    let crashed = wharf_core::SessionStore::new(&env.sessions).load(&id).context("loading the session")?;
     wharf_core::invariants::check_prefix(&crashed.events)
         .map_err(anyhow::Error::msg)
         .context("checking the log prefix's invariants")?;
@@ -917,7 +917,7 @@ return {a, b};
     assert!(t.wait().success());
     assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
     assert!(!env.path("rejected.txt").exists());
-    let store = wharf_core::Store::new(&env.sessions);
+    let store = wharf_core::SessionStore::new(&env.sessions);
     let list = store.list().context("listing the sessions")?;
     let id = list.last().map(|s| s.id.clone()).unwrap_or_default();
     let values: Vec<Value> = stored(&env, &id).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
@@ -1024,7 +1024,7 @@ impl Drop for Acp {
 /// The stored log of `id` as JSON values (read while the session is live:
 /// a prefix, checked as one).
 fn live_log(env: &Env, id: &str) -> Vec<Value> {
-    let log = wharf_core::Store::new(&env.sessions).load(id).expect("loading the session");
+    let log = wharf_core::SessionStore::new(&env.sessions).load(id).expect("loading the session");
     if let Err(e) = wharf_core::invariants::check_prefix(&log.events) {
         panic!("session log breaks an invariant: {e}");
     }

@@ -85,12 +85,12 @@ impl World {
     }
 
     fn sessions(&self) -> Vec<String> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         store.list().expect("listing the sessions").into_iter().map(|s| s.id).collect()
     }
 
     fn events(&self, id: &str) -> Vec<Value> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         let loaded = store.load(id).expect("loading the session");
         wharf_core::invariants::check(&loaded.events).expect("checking the log's invariants");
         loaded.events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect()

@@ -160,7 +160,7 @@ fn log_path(dir: &Path, id: &str) -> PathBuf {
 }
 
 fn load(dir: &Path, id: &str) -> wharf_core::store::LoadedSession {
-    wharf_core::Store::new(dir).load(id).expect("loading the session")
+    wharf_core::SessionStore::new(dir).load(id).expect("loading the session")
 }
 
 fn count(events: &[Event], type_name: &str) -> usize {

@@ -105,7 +105,7 @@ chunk_size = 4
     }
 
     /// A store on the same database, for checks.
-    pub fn store(&self) -> wharf_core::Store {
+    pub fn store(&self) -> wharf_core::SessionStore {
         let options = wharf_store_pg::PgOptions { holder: "test-reader".into(), ..Default::default() };
         wharf_store_pg::store(&self.url, options).expect("opening the store")
     }
@@ -167,7 +167,7 @@ pub fn create(host: &ServeHost, text: Option<&str>) -> String {
 
 /// The session's log, checked: seqs 1..n without gaps and the core log
 /// invariants.
-pub fn checked_log(store: &wharf_core::Store, id: &str) -> Vec<Event> {
+pub fn checked_log(store: &wharf_core::SessionStore, id: &str) -> Vec<Event> {
     let events = store.load(id).expect("loading the session").events;
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "seqs contiguous");

@@ -169,7 +169,7 @@ timeout_ms = 20000
 
     /// The stored log of the run.
     fn log(&self, run: &Run) -> Vec<Event> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         store.load(&run.session_id()).expect("loading the session").events
     }
 
@@ -1054,7 +1054,7 @@ timeout_ms = 300000
     let last = events.iter().rev().find(|e| e["type"] == "assistant/message").map(|e| e["data"]["content"].clone());
     assert!(last.and_then(|c| c.as_str().map(str::to_lowercase)).unwrap_or_default().contains("tidewater"), "{stdout}");
     let id = events.first().and_then(|e| e["data"]["id"].as_str()).unwrap_or("").to_string();
-    let log = wharf_core::Store::new(&sessions).load(&id).context("loading the session")?.events;
+    let log = wharf_core::SessionStore::new(&sessions).load(&id).context("loading the session")?.events;
     wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     Ok(())
 }

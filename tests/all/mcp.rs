@@ -162,8 +162,10 @@ fn serve_lists_and_calls_sandboxed_tools_and_denies_by_policy() -> anyhow::Resul
 
     // Every call is in the session log, well formed, with the policy's vote.
     let session = c[0]["result"]["_meta"]["wharf/session"].as_str().unwrap_or("").to_string();
-    let events =
-        wharf_core::Store::new(s.home.path().join("sessions")).load(&session).context("loading the session")?.events;
+    let events = wharf_core::SessionStore::new(s.home.path().join("sessions"))
+        .load(&session)
+        .context("loading the session")?
+        .events;
     wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<(String, Option<String>)> = events
         .iter()
@@ -494,7 +496,7 @@ impl Run {
     }
 
     fn log(&self, id: &str) -> Vec<wharf_core::events::Event> {
-        let events = wharf_core::Store::new(self.sessions())
+        let events = wharf_core::SessionStore::new(self.sessions())
             .load(id)
             .with_context(|| format!("loading session {id}"))
             .expect("the session log loads")

@@ -192,8 +192,10 @@ fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() -> anyho
     let session = c[0]["meta"]["wharf/session"].as_str().unwrap_or("").to_string();
     let rest = server.stop();
     assert!(rest.contains(&session), "the session is named on stderr at exit: {rest}");
-    let events =
-        wharf_core::Store::new(home.path().join("sessions")).load(&session).context("loading the session")?.events;
+    let events = wharf_core::SessionStore::new(home.path().join("sessions"))
+        .load(&session)
+        .context("loading the session")?
+        .events;
     wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<(String, Option<String>)> = events
         .iter()

@@ -69,7 +69,7 @@ impl Env {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap_or_default();
         let id = first["data"]["id"].as_str().unwrap_or("").to_string();
-        let events = wharf_core::Store::new(sessions)
+        let events = wharf_core::SessionStore::new(sessions)
             .load(&id)
             .with_context(|| format!("no session log; stderr: {stderr}"))
             .expect("the run leaves a session log")

@@ -73,7 +73,7 @@ impl Env {
     }
 
     fn events(&self) -> Vec<Value> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         let list = store.list().expect("listing the sessions");
         let last = list.last().unwrap_or_else(|| panic!("no session"));
         let loaded = store.load(&last.id).expect("loading the session");
@@ -275,7 +275,7 @@ fn acp_session_modes_are_the_presets_and_set_mode_switches() -> anyhow::Result<(
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     assert!(!c.seen.iter().any(|m| m["method"] == "session/request_permission"), "asked in read-only mode");
     assert!(!e.ws.path().join("x.txt").exists());
-    let store = wharf_core::Store::new(&e.sessions);
+    let store = wharf_core::SessionStore::new(&e.sessions);
     let events: Vec<Value> = store
         .load(&sid)
         .context("loading the session")?

@@ -157,7 +157,7 @@ dirs = ["${{workspace}}:ro"]
         }
         let run = Run { code: out.status.code().unwrap_or(-1), events, stderr };
         if let Some(id) = session_id(&run.stderr) {
-            let store = wharf_core::Store::new(&self.sessions);
+            let store = wharf_core::SessionStore::new(&self.sessions);
             let log = store.load(&id).with_context(|| format!("loading session {id}")).expect("the session log loads");
             if let Err(e) = wharf_core::invariants::check(&log.events) {
                 panic!("session log breaks an invariant: {e}\n{}", run.dump());

@@ -17,10 +17,10 @@ use wharf_core::plugin::{
     ToolCall,
 };
 use wharf_core::registry::{Registrations, Registry};
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
-use wharf_runtime::host::PluginHost;
+use wharf_runtime::plugins::PluginHost;
 use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
 use wharf_tests::{Plugin, plugins};
 
@@ -106,7 +106,7 @@ struct Fixture {
     dir: PathBuf,
     host: Arc<PluginHost>,
     registry: Arc<Registry>,
-    store: Store,
+    store: SessionStore,
 }
 
 fn fixture() -> Fixture {
@@ -117,7 +117,7 @@ fn fixture() -> Fixture {
         Runtime::new(RuntimeOptions { cache_dir: Some(cache), ..Default::default() }).expect("creating the runtime");
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(rt, registry.clone());
-    let store = Store::new(dir.join("sessions"));
+    let store = SessionStore::new(dir.join("sessions"));
     Fixture { _tmp: tmp, dir, host, registry, store }
 }
 
@@ -378,7 +378,7 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() -> anyhow::Result<()>
     let (text, pol) = (wharf_tests::plugin(plugins::TEXT), wharf_tests::plugin(plugins::POLICY_FIXED));
     let data_c = data.clone();
     let conf_c = conf.clone();
-    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+    let source: wharf_runtime::plugins::SpecSource = Arc::new(move || {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&conf_c).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
         let dirs = if v["grant"] == true {
@@ -536,7 +536,7 @@ async fn pending_config_applies_when_the_component_recovers(new_build: bool) {
     let conf = f.dir.join("live.json");
     std::fs::write(&conf, r#"{"decision": "allow"}"#).expect("writing conf");
     let (pol_c, conf_c) = (pol.clone(), conf.clone());
-    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+    let source: wharf_runtime::plugins::SpecSource = Arc::new(move || {
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&conf_c).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
         let config = json!({"decision": v["decision"], "reason": "the v2 rules"});
@@ -737,7 +737,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Re
 
 /// One policy row whose `config` is the JSON in `conf`, as a profile row's
 /// `[plugin.config]` would be, with `on_invalid_config = mode`.
-fn policy_row(id: &str, component: PathBuf, conf: &Path, mode: OnInvalidConfig) -> wharf_runtime::host::SpecSource {
+fn policy_row(id: &str, component: PathBuf, conf: &Path, mode: OnInvalidConfig) -> wharf_runtime::plugins::SpecSource {
     let (id, conf) = (id.to_string(), conf.to_path_buf());
     Arc::new(move || {
         let config: Value = serde_json::from_str(&std::fs::read_to_string(&conf).map_err(|e| e.to_string())?)
@@ -782,7 +782,7 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() -> anyhow
     let (allow, deny) = (json!({"decision": "allow"}), json!({"decision": "deny", "reason": "v2 says no"}));
     std::fs::write(&conf, allow.to_string()).context("writing conf")?;
     let pol = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
-    let source: wharf_runtime::host::SpecSource = Arc::new(move || {
+    let source: wharf_runtime::plugins::SpecSource = Arc::new(move || {
         let mut specs = vec![spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default())];
         specs.extend(pol()?);
         Ok(specs)
@@ -960,8 +960,9 @@ async fn a_config_only_change_applies_while_compiles_are_held() -> anyhow::Resul
     let tmp = tempfile::tempdir().context("creating a temp dir")?;
     let dir = std::fs::canonicalize(tmp.path()).context("canonicalizing the temp dir")?;
     // An empty compile cache: the session's first seconds.
-    let rt = Runtime::new(RuntimeOptions { cache_dir: Some(dir.join("cache")), ..Default::default() })
-        .context("creating the runtime")?;
+    let rt =
+        Runtime::new(RuntimeOptions { cache_dir: Some(dir.join("cache")), ..wharf_cli_common::env::runtime_options() })
+            .context("creating the runtime")?;
     rt.enable_tiering();
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(rt.clone(), registry.clone());

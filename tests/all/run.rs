@@ -72,7 +72,7 @@ model = "scripted-test"
     }
 
     fn log(&self, id: &str) -> Vec<Event> {
-        let store = wharf_core::Store::new(&self.sessions);
+        let store = wharf_core::SessionStore::new(&self.sessions);
         store.load(id).expect("loading the session").events
     }
 }

@@ -315,7 +315,7 @@ fn an_idle_session_is_unloaded_and_reloads_on_demand() -> anyhow::Result<()> {
     }
     let (_, info) = w.call("GET", "/api/info", None);
     assert_eq!(info["loaded"], 0, "{info}");
-    let store = wharf_core::Store::new(&w.sessions);
+    let store = wharf_core::SessionStore::new(&w.sessions);
     let (log, _) = store.open(&id).context("the log is still held")?;
     drop(log);
     // A prompt loads it again; the stream opened before the unload goes on.

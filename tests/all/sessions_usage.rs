@@ -106,8 +106,8 @@ impl World {
         serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
     }
 
-    fn store(&self) -> wharf_core::Store {
-        wharf_core::Store::new(&self.sessions)
+    fn store(&self) -> wharf_core::SessionStore {
+        wharf_core::SessionStore::new(&self.sessions)
     }
 }
 

@@ -238,7 +238,7 @@ fn migrate_jsonl_to_postgres_and_back_is_byte_identical() -> anyhow::Result<()> 
     let a = e.home.path().join("a");
     let b = e.home.path().join("b");
     // Two sessions in a JSONL directory, written by the store.
-    let store = wharf_core::Store::new(&a);
+    let store = wharf_core::SessionStore::new(&a);
     let mut ids = Vec::new();
     for text in ["first é \"quoted\"", "second \u{1F600}"] {
         let log = store

@@ -1,7 +1,8 @@
 //! The system prompt on the wire, for every surface: the profile's base
 //! prompt (`agent.system_prompt`) first, then the registered sections (a
 //! static section of `hooks-fixed`, then the skills catalog), then — for a
-//! subagent — its instructions. `wharf run`, `wharf chat` (on a pty),
+//! subagent — its instructions. A headless turn (in-process, as `wharf run`
+//! does), `wharf chat` (on a pty),
 //! `wharf web` (HTTP API), `wharf acp` (JSON-RPC on stdio) and a child
 //! started by the `subagent` tool all send it to `wharf-mock-llm`, which
 //! records the requests.
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::host::{Run, TestHost};
 use wharf_tests::plugins;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -124,6 +126,21 @@ timeout_ms = 20000
         c
     }
 
+    /// One headless turn of a new session, in-process (as `wharf run TASK
+    /// --no-watch` in the workspace).
+    async fn run(&self, task: &str) -> anyhow::Result<Run> {
+        let host = TestHost::builder()
+            .profile(self.profile.display().to_string())
+            .home(self.home.path())
+            .workspace(self.ws.path())
+            .sessions(&self.sessions)
+            .start_in(self.home.path())
+            .await?;
+        let run = host.run(task).await;
+        host.close().await;
+        run
+    }
+
     /// Waits until the mock has recorded `n` requests.
     fn requests(&self, n: usize, what: &str) -> Vec<RecordedRequest> {
         let deadline = Instant::now() + TIMEOUT;
@@ -153,18 +170,11 @@ fn assert_system(req: &RecordedRequest, want: &str, what: &str) {
     assert_eq!(systems, 1, "{what}: one system message");
 }
 
-#[test]
-fn run_sends_base_prompt_then_sections() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn run_sends_base_prompt_then_sections() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Hello."}]));
-    let out = w
-        .wharf()
-        .args(["run", "Say hello.", "--no-watch", "--profile"])
-        .arg(&w.profile)
-        .arg("--session-dir")
-        .arg(&w.sessions)
-        .output()
-        .context("running wharf run Say hello.")?;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = w.run("Say hello.").await?;
+    assert_eq!(run.exit_code(), 0, "{:?}", run.summary);
     let reqs = w.requests(1, "run");
     assert_eq!(reqs.len(), 1);
     assert_system(&reqs[0], &parent_prompt(), "run");
@@ -172,8 +182,8 @@ fn run_sends_base_prompt_then_sections() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn subagent_gets_base_prompt_sections_then_its_instructions() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn subagent_gets_base_prompt_sections_then_its_instructions() -> anyhow::Result<()> {
     let w = World::new(json!([
         {"kind": "stream", "tool_calls": [
             {"id": "call_1", "name": "subagent", "arguments": json!({"task": "Say one word."}).to_string()}
@@ -181,15 +191,8 @@ fn subagent_gets_base_prompt_sections_then_its_instructions() -> anyhow::Result<
         {"kind": "stream", "text": "Word."},
         {"kind": "stream", "text": "The child said: Word."},
     ]));
-    let out = w
-        .wharf()
-        .args(["run", "Delegate a word.", "--no-watch", "--profile"])
-        .arg(&w.profile)
-        .arg("--session-dir")
-        .arg(&w.sessions)
-        .output()
-        .context("running wharf run Delegate a word.")?;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = w.run("Delegate a word.").await?;
+    assert_eq!(run.exit_code(), 0, "{:?}", run.summary);
     let reqs = w.requests(3, "subagent");
     assert_eq!(reqs.len(), 3, "parent, child, parent");
     assert_system(&reqs[0], &parent_prompt(), "parent, first step");

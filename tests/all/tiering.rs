@@ -15,8 +15,13 @@ use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOpti
 use wharf_tests::{Plugin, plugins};
 
 fn tiered_runtime(cache: &std::path::Path) -> Arc<Runtime> {
-    let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cache.to_path_buf()), ..Default::default() })
-        .expect("creating the runtime");
+    // The knobs `wharf` reads (`WHARF_TIERED`, `WHARF_FIRST_TIER` …), so
+    // the skips below match what the runtime was given.
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..wharf_cli_common::env::runtime_options()
+    })
+    .expect("creating the runtime");
     rt.enable_tiering();
     rt
 }
@@ -129,7 +134,7 @@ async fn the_sandbox_holds_on_winch_code() -> anyhow::Result<()> {
         return Ok(());
     }
     let engine = wharf_runtime::engine::EngineOptions { tier: CompileTier::Baseline, ..Default::default() };
-    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None }).context("Winch engine")?;
+    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None, ..Default::default() }).context("Winch engine")?;
     let small = load(&rt, plugins::EVIL, Grant { memory_mb: Some(64), ..Grant::default() })?;
     let (err, code, content) = call(&small, "alloc", json!({"mb": 1024})).await;
     assert!(err && code.as_deref() == Some("MEMORY_LIMIT"), "alloc on Winch code: {code:?} {content}");

@@ -72,7 +72,7 @@ impl Env {
     }
 
     fn log(&self, id: &str) -> Vec<Event> {
-        wharf_core::Store::new(&self.sessions).load(id).expect("loading the session").events
+        wharf_core::SessionStore::new(&self.sessions).load(id).expect("loading the session").events
     }
 }
 

@@ -17,7 +17,7 @@ use wharf_tests::plugins;
 
 fn runtime(max_instances: u32) -> Arc<Runtime> {
     let engine = EngineOptions { max_instances, ..EngineOptions::default() };
-    Runtime::new(RuntimeOptions { engine, cache_dir: None }).expect("creating the runtime")
+    Runtime::new(RuntimeOptions { engine, cache_dir: None, ..Default::default() }).expect("creating the runtime")
 }
 
 fn mock(replies: usize) -> MockLlm {
@@ -37,7 +37,7 @@ fn load(rt: &Runtime, mock: &MockLlm) -> (Arc<PluginVersion>, Arc<dyn LlmAdapter
         on_invalid_config: Default::default(),
     };
     let v = rt.load(&spec).expect("loading the component");
-    let llm = wharf_runtime::adapters::registrations(&v).llm.unwrap_or_else(|| panic!("not an adapter"));
+    let llm = wharf_runtime::registrations::of_version(&v).llm.unwrap_or_else(|| panic!("not an adapter"));
     (v, llm)
 }
 

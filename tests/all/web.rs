@@ -158,7 +158,7 @@ impl Web {
 
     /// The session log, read from disk.
     pub fn log(&self, id: &str) -> Vec<wharf_core::Event> {
-        wharf_core::Store::new(&self.sessions).load(id).expect("loading the session").events
+        wharf_core::SessionStore::new(&self.sessions).load(id).expect("loading the session").events
     }
 }
 
@@ -700,7 +700,7 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() -> anyhow::Result<()> {
 fn stored_session_with_todos(dir: &std::path::Path) -> String {
     use wharf_core::events::{AssistantMessage, StepEnd, StepStart, TodoUpdated, TurnEnd, TurnStart, UserMessage};
     use wharf_core::{EventKind as K, StopReason};
-    let store = wharf_core::Store::new(dir);
+    let store = wharf_core::SessionStore::new(dir);
     let log = store
         .create(wharf_core::store::NewSession { id: None, workspace: None, profile: Some("stored".into()) })
         .expect("creating a session");
@@ -789,7 +789,7 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
         w.stderr()
     );
     // What the page did is in the log, and the log is well formed.
-    let list = wharf_core::Store::new(&w.sessions).list().context("listing the sessions")?;
+    let list = wharf_core::SessionStore::new(&w.sessions).list().context("listing the sessions")?;
     assert_eq!(list.len(), 2);
     let driven = list.iter().find(|s| s.id != todo).unwrap_or_else(|| panic!("no session"));
     let events = w.log(&driven.id);

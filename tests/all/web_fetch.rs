@@ -335,7 +335,7 @@ finish = "stop"
         .unwrap_or_else(|| panic!("no session/start: {stderr}"))
         .to_string();
     // Read back the stored log, not just the stream.
-    let log = wharf_core::Store::new(&sessions).load(&id).context("loading the session")?.events;
+    let log = wharf_core::SessionStore::new(&sessions).load(&id).context("loading the session")?.events;
     wharf_core::invariants::check(&log).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<Value> = log
         .iter()

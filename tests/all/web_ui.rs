@@ -91,7 +91,7 @@ fn result(turn: u64, call: &str, name: &str, content: &str, details: Value) -> K
 
 /// Writes a session with these events (after its header) to the store.
 fn stored(dir: &std::path::Path, workspace: &str, kinds: Vec<K>) -> String {
-    let store = wharf_core::Store::new(dir);
+    let store = wharf_core::SessionStore::new(dir);
     let log = store
         .create(wharf_core::store::NewSession {
             id: None,

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use wharf_core::events::{
     AssistantMessage, EventKind, StepEnd, StepStart, StopReason, TurnEnd, TurnStart, UserMessage,
 };
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_store_pg::PgOptions;
 use wharf_tests::pg::{PgServer, ServeHost};
 use wharf_tests::plugins;
@@ -67,7 +67,7 @@ fn batch(turn: u64) -> Vec<EventKind> {
 }
 
 /// Events per second for `writers` sessions of `rounds` batches at once.
-fn append_rate(store: &Store, writers: usize, rounds: usize, durable: bool) -> Result<f64> {
+fn append_rate(store: &SessionStore, writers: usize, rounds: usize, durable: bool) -> Result<f64> {
     let logs = (0..writers).map(|_| store.create(NewSession::default())).collect::<Result<Vec<_>, _>>()?;
     let start = Instant::now();
     let handles: Vec<_> = logs
@@ -314,7 +314,7 @@ fn main() -> Result<()> {
 
     // 1. Append rates.
     let tmp = tempfile::tempdir()?;
-    let jsonl = Store::new(tmp.path().join("sessions"));
+    let jsonl = SessionStore::new(tmp.path().join("sessions"));
     let db = wharf_store_pg::store(&pg.database().map_err(anyhow::Error::msg)?, PgOptions::default())?;
     let jsonl_durable = append_rate(&jsonl, writers, rounds, true)?;
     let pg_durable = append_rate(&db, writers, rounds, true)?;

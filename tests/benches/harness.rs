@@ -36,10 +36,10 @@ use wharf_core::plugin::{
     BoxFuture, FinishReason, LlmAdapter, LlmError, LlmEvent, LlmRequest, LlmStream, ModelInfo, PluginRef, ToolCall,
 };
 use wharf_core::registry::{Registrations, Registry};
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::grants::{Access, DirGrant, Grant};
-use wharf_runtime::host::PluginHost;
+use wharf_runtime::plugins::PluginHost;
 use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
 use wharf_tests::plugins;
 
@@ -156,7 +156,7 @@ async fn run_steps(steps: usize, fanout: usize) -> anyhow::Result<StepRun> {
     let marks = Arc::new(Mutex::new(Vec::new()));
     let model = Arc::new(InstantModel { plugin: PluginRef::native("instant"), steps, fanout, marks: marks.clone() });
     registry.install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })?;
-    let store = Store::new(tmp.path().join("sessions"));
+    let store = SessionStore::new(tmp.path().join("sessions"));
     let log = store.create(NewSession { workspace: Some(ws.display().to_string()), ..NewSession::default() })?;
     let mut cfg = AgentConfig { max_steps: (steps + 5) as u32, ..AgentConfig::default() };
     cfg.pipeline.workspace = Some(ws.display().to_string());
@@ -186,7 +186,7 @@ fn user_message(i: usize) -> EventKind {
 /// Appends `n` events to a new durable session; events/s.
 fn append_rate(n: usize) -> anyhow::Result<(f64, tempfile::TempDir, String)> {
     let tmp = tempfile::tempdir()?;
-    let store = Store::new(tmp.path());
+    let store = SessionStore::new(tmp.path());
     let log = store.create(NewSession::default())?;
     let id = log.id().to_string();
     let t0 = Instant::now();
@@ -199,7 +199,7 @@ fn append_rate(n: usize) -> anyhow::Result<(f64, tempfile::TempDir, String)> {
 }
 
 /// Loads session `id` and derives its messages: (load ms, derive ms).
-fn load_derive(store: &Store, id: &str, n: usize) -> anyhow::Result<(f64, f64)> {
+fn load_derive(store: &SessionStore, id: &str, n: usize) -> anyhow::Result<(f64, f64)> {
     let t1 = Instant::now();
     let loaded = store.load(id)?;
     let load = t1.elapsed().as_secs_f64();
@@ -212,9 +212,9 @@ fn load_derive(store: &Store, id: &str, n: usize) -> anyhow::Result<(f64, f64)> 
 
 /// The cached `n`-event session in `target/bench/log-cache`, generated on
 /// first use (or when the cached one no longer loads as `n` messages).
-fn cached_log(n: usize) -> anyhow::Result<(Store, String)> {
+fn cached_log(n: usize) -> anyhow::Result<(SessionStore, String)> {
     let dir = wharf_tests::target_dir().join("bench/log-cache");
-    let store = Store::new(&dir);
+    let store = SessionStore::new(&dir);
     let marker = dir.join(format!("{n}.id"));
     if let Ok(id) = std::fs::read_to_string(&marker)
         && let Ok(loaded) = store.load(id.trim())
@@ -509,7 +509,7 @@ fn main() -> anyhow::Result<()> {
     let fan = rt.block_on(run_steps(fan_steps, 10))?;
 
     let (append, tmp100k, id100k) = append_rate(100_000)?;
-    let (load_100k, derive_100k) = load_derive(&Store::new(tmp100k.path()), &id100k, 100_000)?;
+    let (load_100k, derive_100k) = load_derive(&SessionStore::new(tmp100k.path()), &id100k, 100_000)?;
     drop(tmp100k);
     let million = if quick { 200_000 } else { 1_000_000 };
     let (store_1m, id_1m) = cached_log(million)?;
@@ -524,7 +524,7 @@ fn main() -> anyhow::Result<()> {
     let rs = rt.block_on(reload_latency(&small, swaps, false))?;
     let rl = rt.block_on(reload_latency(&large, swaps, true))?;
     let (rs_med, rs_p95, rl_med, rl_p95) = (rs.median, rs.p95, rl.median, rl.p95);
-    let debounce = wharf_runtime::host::DEBOUNCE.as_millis() as u64;
+    let debounce = wharf_runtime::plugins::DEBOUNCE.as_millis() as u64;
 
     // After the rest, this process is large: the naive figure shows the bias.
     let naive_kib = startup_rss_naive(&setup, cold_cache.path())?;

@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use wharf_core::plugin::{Decision, PolicyRequest};
 use wharf_core::registry::Registry;
 use wharf_runtime::grants::Grant;
-use wharf_runtime::host::{PluginHost, SpecSource};
+use wharf_runtime::plugins::{PluginHost, SpecSource};
 use wharf_runtime::{OnInvalidConfig, PluginSpec, Runtime, RuntimeOptions};
 use wharf_tests::plugins;
 
@@ -145,7 +145,7 @@ struct Setup {
     conf: PathBuf,
     component: PathBuf,
     base: Vec<u8>,
-    _watch: wharf_runtime::host::WatchHandle,
+    _watch: wharf_runtime::plugins::WatchHandle,
 }
 
 /// A host with the `policy-fixed` component as row `pol`, its config in a
@@ -289,7 +289,7 @@ fn main() -> anyhow::Result<()> {
              | baseline: config swap, idle, warm cache | {im:.1} ms | {ip:.1} ms | 1.00× |\n\
              | component swap (new build, compiled), loaded | {bm:.0} ms | {:.0} ms | {:.1}× |\n\n\
              Target: config swap under load ≤ 100 ms median: **{}**.\n",
-            wharf_runtime::host::DEBOUNCE.as_millis(),
+            wharf_runtime::plugins::DEBOUNCE.as_millis(),
             calls as f64 / secs,
             lm / im,
             p95(&builds_ms),

@@ -46,11 +46,11 @@ use wharf_core::plugin::{
 };
 use wharf_core::registry::Registrations;
 use wharf_core::registry::Registry;
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::{Agent, AgentConfig};
 use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::grants::{Access, DirGrant, Grant};
-use wharf_runtime::host::PluginHost;
+use wharf_runtime::plugins::PluginHost;
 use wharf_runtime::{PluginSpec, Runtime, RuntimeOptions};
 use wharf_tests::plugins;
 
@@ -114,7 +114,7 @@ impl Drop for Mock {
 
 /// What one session did: (model requests, tool calls answered with the file, events, error).
 async fn session(
-    store: Store,
+    store: SessionStore,
     registry: Arc<Registry>,
     cfg: AgentConfig,
     ws: String,
@@ -258,7 +258,7 @@ async fn density_host(
 ) -> anyhow::Result<(Arc<Registry>, AgentConfig, Arc<Mutex<ModelState>>, Arc<PluginHost>)> {
     let cache = wharf_tests::target_dir().join("test-cache");
     let engine = EngineOptions { max_instances: 2000, ..EngineOptions::default() };
-    let runtime = Runtime::new(RuntimeOptions { engine, cache_dir: Some(cache) })?;
+    let runtime = Runtime::new(RuntimeOptions { engine, cache_dir: Some(cache), ..Default::default() })?;
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(runtime, registry.clone());
     let spec = PluginSpec {
@@ -322,7 +322,7 @@ fn density_main() -> anyhow::Result<()> {
 
     // Idle: N sessions loaded, one finished turn each.
     let (registry, cfg, _, _host) = rt.block_on(density_host(&ws, 1, Duration::ZERO))?;
-    let store = Store::new(tmp.path().join("idle"));
+    let store = SessionStore::new(tmp.path().join("idle"));
     // Warm-up: code paths, the pool's first slots, the allocator's arenas.
     let warm = store.create(NewSession { workspace: Some(ws.display().to_string()), ..NewSession::default() })?;
     let (warm_agent, e) = rt.block_on(density_turn(warm, registry.clone(), cfg.clone(), usize::MAX));
@@ -389,7 +389,7 @@ fn density_main() -> anyhow::Result<()> {
     // Active: one session alone (baseline), then `active` at once.
     let mut active_run = |n: usize| -> anyhow::Result<(Vec<f64>, f64)> {
         let (registry, cfg, state, _host) = rt.block_on(density_host(&ws, active_steps, latency))?;
-        let store = Store::new(tmp.path().join(format!("active-{n}")));
+        let store = SessionStore::new(tmp.path().join(format!("active-{n}")));
         let t0 = Instant::now();
         let results = rt.block_on(async {
             let tasks: Vec<_> = (0..n)
@@ -513,7 +513,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(ws.join("small.txt"), FILE_TEXT)?;
     let cache = wharf_tests::target_dir().join("test-cache");
     let engine = EngineOptions { max_instances, ..EngineOptions::default() };
-    let runtime = Runtime::new(RuntimeOptions { engine, cache_dir: Some(cache) })?;
+    let runtime = Runtime::new(RuntimeOptions { engine, cache_dir: Some(cache), ..Default::default() })?;
     let registry = Arc::new(Registry::new());
     let host = PluginHost::new(runtime, registry.clone());
     let specs = vec![
@@ -535,7 +535,7 @@ fn main() -> anyhow::Result<()> {
         },
     ];
     rt.block_on(host.load_all(specs)).map_err(|e| anyhow::anyhow!(e.join("; ")))?;
-    let store = Store::new(tmp.path().join("sessions"));
+    let store = SessionStore::new(tmp.path().join("sessions"));
     let mut cfg = AgentConfig { max_steps: steps, llm: Some("openai".into()), ..AgentConfig::default() };
     cfg.pipeline.workspace = Some(ws.display().to_string());
 

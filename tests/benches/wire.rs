@@ -480,7 +480,7 @@ struct TierFigures {
 
 fn compile_all(tier: CompileTier, files: &[(PathBuf, Vec<u8>)]) -> anyhow::Result<f64> {
     let engine = EngineOptions { tier, ..EngineOptions::default() };
-    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None })?;
+    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None, ..Default::default() })?;
     let t = Instant::now();
     std::thread::scope(|s| {
         let handles: Vec<_> = files
@@ -513,7 +513,7 @@ async fn tier_call(tmp: &Path, tier: CompileTier, n: usize) -> anyhow::Result<Ve
         std::fs::write(&big, text)?;
     }
     let engine = EngineOptions { tier, ..EngineOptions::default() };
-    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None })?;
+    let rt = Runtime::new(RuntimeOptions { engine, cache_dir: None, ..Default::default() })?;
     let grant = Grant {
         dirs: vec![
             wharf_runtime::grants::DirGrant::parse(&format!("{}:ro", tmp.display()))
@@ -698,13 +698,8 @@ async fn edit_loop(tmp: &Path, lang: &str) -> anyhow::Result<EditFigures> {
         f.rebuild.push(build(&dir, &vi)?);
         // Cold: a runtime with an empty cache directory.
         let cold_dir = tmp.join(format!("edit-cache-cold-{lang}-{i}"));
-        // SAFETY: no other thread of this process reads the environment
-        // while the engine is built (the tokio workers are idle here).
-        unsafe { std::env::set_var("WHARF_INCREMENTAL", "0") };
-        let rt = Runtime::new(RuntimeOptions { cache_dir: Some(cold_dir), ..Default::default() });
-        // SAFETY: as above.
-        unsafe { std::env::remove_var("WHARF_INCREMENTAL") };
-        let rt = rt?;
+        let engine = EngineOptions { incremental: false, ..EngineOptions::default() };
+        let rt = Runtime::new(RuntimeOptions { engine, cache_dir: Some(cold_dir), ..Default::default() })?;
         f.cold.push(serve_once(&rt, &vi, tool, &args, &grant).await?);
         // Cached: the cache holds the previous build (as after the last
         // edit), a fresh process (runtime) loads the new one.

@@ -9,15 +9,19 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
+use std::sync::{Arc, Mutex};
 use wharf_core::TurnSummary;
 use wharf_core::events::{Event, StopReason};
-use wharf_harness::{Harness, HostOptions};
+
+use wharf_harness::{Harness, HostOptions, Notice};
 
 /// How a [`TestHost`] is made.
 #[derive(Debug, Default)]
 pub struct TestHostBuilder {
     profile: Option<Profile>,
     workspace: Option<PathBuf>,
+    home: Option<PathBuf>,
+    sessions: Option<PathBuf>,
     overrides: Vec<String>,
     model: Option<String>,
     replay: Option<String>,
@@ -61,6 +65,21 @@ impl TestHostBuilder {
         self
     }
 
+    /// The user's home (`~`, `${home}`, the user config layer; default: a
+    /// fresh directory).
+    pub fn home(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.home = Some(dir.into());
+        self
+    }
+
+    /// `--session-dir` (default: a fresh directory): hosts started one after
+    /// the other on the same directory see each other's sessions, as runs
+    /// of the binary do.
+    pub fn sessions(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sessions = Some(dir.into());
+        self
+    }
+
     /// A `-c KEY=VALUE` override.
     pub fn set(mut self, key_value: impl Into<String>) -> Self {
         self.overrides.push(key_value.into());
@@ -91,7 +110,7 @@ impl TestHostBuilder {
     /// run as `auto`), in `dir` (its home, workspace and sessions live
     /// there unless given).
     pub async fn start_in(self, dir: &Path) -> Result<TestHost> {
-        let home = dir.join("home");
+        let home = self.home.unwrap_or_else(|| dir.join("home"));
         let workspace = match self.workspace {
             Some(w) => w,
             None => dir.join("workspace"),
@@ -108,8 +127,13 @@ impl TestHostBuilder {
                 path.display().to_string()
             }
         };
-        let sessions = dir.join("sessions");
+        let sessions = self.sessions.unwrap_or_else(|| dir.join("sessions"));
+        let notices = Arc::new(Mutex::new(Vec::new()));
+        let sink = notices.clone();
         let options = HostOptions {
+            notices: Some(Arc::new(move |n: Notice| {
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(n.to_string());
+            })),
             profile,
             overrides: self.overrides,
             workspace: Some(workspace.clone()),
@@ -123,7 +147,7 @@ impl TestHostBuilder {
             ..HostOptions::default()
         };
         let harness = wharf_harness::headless::start(&options, self.replay.as_deref()).await?;
-        Ok(TestHost { harness, workspace, sessions })
+        Ok(TestHost { harness, workspace, sessions, notices })
     }
 }
 
@@ -135,6 +159,7 @@ pub struct TestHost {
     pub workspace: PathBuf,
     /// Where its sessions are stored.
     pub sessions: PathBuf,
+    notices: Arc<Mutex<Vec<String>>>,
 }
 
 /// One headless turn's outcome: what `wharf run --output jsonl` would show.
@@ -199,6 +224,12 @@ impl TestHost {
         let summary = summary?;
         let events = h.store.load(&session)?.events.into_iter().filter(|e| e.seq >= first_seq).collect();
         Ok(Run { session, summary, events })
+    }
+
+    /// The host's notices so far, as `wharf` prints them after `wharf: `
+    /// on stderr (`warning: …`).
+    pub fn notices(&self) -> Vec<String> {
+        self.notices.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Stops MCP servers and lets background work finish.

@@ -1,6 +1,6 @@
 //! The flags every command that runs an agent takes ([`HostArgs`]), and
-//! turning them and the environment into [`HostOptions`]: this is the one
-//! place the surfaces read `HOME`, `WHARF_PLUGIN_DIR` and `WHARF_CACHE_DIR`.
+//! turning them and the environment into [`HostOptions`] (with [`crate::env`],
+//! the only places the surfaces read the environment).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,6 +70,7 @@ impl HostArgs {
             plugin_dir,
             plugin_dir_explicit,
             cache_dir: std::env::var_os("WHARF_CACHE_DIR").map(PathBuf::from),
+            runtime: crate::env::runtime_options(),
             notices: Some(Arc::new(|n: Notice| eprintln!("wharf: {n}"))),
         }
     }

@@ -1,6 +1,7 @@
-//! What the `wharf` command's surfaces share: the host flags and the
-//! environment turned into [`wharf_harness::HostOptions`] ([`args`]), and
-//! how commands print, colour and log ([`output`]).
+//! What the `wharf` command's surfaces share: the host flags turned into
+//! [`wharf_harness::HostOptions`] ([`args`]), the environment variables the
+//! libraries take as values ([`env`]), and how commands print, colour and
+//! log ([`output`]).
 
 pub mod args;
 pub mod env;

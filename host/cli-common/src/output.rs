@@ -35,7 +35,7 @@ const NOTICE_CHARS: usize = 240;
 /// Log targets whose warnings reach the surface as session events already
 /// (the plugin host publishes every failed reload as `plugin/reload-failed`,
 /// shown once per failed version), so they are not repeated as notices.
-const SHOWN_AS_EVENTS: &[&str] = &["wharf_runtime::host"];
+const SHOWN_AS_EVENTS: &[&str] = &["wharf_runtime::plugins"];
 
 /// The log file of this process, when it logs to one.
 static LOG_FILE: OnceLock<PathBuf> = OnceLock::new();

@@ -4,9 +4,8 @@ use std::process::{Command, ExitCode};
 
 use anyhow::Result;
 use wharf_core::plugin::HookPoint;
-use wharf_runtime::adapters::to_wit_point;
 use wharf_runtime::bindings::exports::wharf::plugin::hooks::Outcome;
-use wharf_runtime::engine::EngineOptions;
+use wharf_runtime::registrations::to_wit_point;
 use wharf_runtime::{PluginVersion, Runtime, RuntimeOptions};
 
 use wharf_cli_common::HostArgs;
@@ -79,7 +78,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     let config = args.load_config();
     let cache_dir = match &config {
         Ok(c) => wharf_cli_common::args::cache_dir(c),
-        Err(_) => wharf_runtime::cache::CompileCache::default_dir().unwrap_or_default(),
+        Err(_) => wharf_cli_common::env::default_cache_dir().unwrap_or_default(),
     };
     let cache_ok = std::fs::create_dir_all(&cache_dir).is_ok() && tempfile_in(&cache_dir).is_ok();
     r.line(format!(
@@ -88,8 +87,10 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
         cache_dir.display(),
         if cache_ok { "writable" } else { "not writable" }
     ));
-    let rt =
-        Runtime::new(RuntimeOptions { engine: EngineOptions::default(), cache_dir: cache_ok.then_some(cache_dir) })?;
+    let rt = Runtime::new(RuntimeOptions {
+        cache_dir: cache_ok.then_some(cache_dir),
+        ..wharf_cli_common::env::runtime_options()
+    })?;
     r.line(format!("[ok  ] instance allocator: {}", rt.engine().allocator()));
 
     // Process sandbox: a failure when a row of the profile runs processes.

@@ -31,9 +31,9 @@ enum Command {
     Chat(wharf_chat::ChatArgs),
     /// Serve the Agent Client Protocol (v1) over stdio, for editors such as Zed.
     Acp(wharf_acp::AcpArgs),
-    /// List, show, export and fork stored sessions.
+    /// List, show, export, fork and migrate stored sessions.
     Sessions {
-        /// Session directory (default `~/.wharf/sessions`).
+        /// Session directory (default `$WHARF_HOME/sessions`, else `~/.wharf/sessions`, or the profile's store).
         #[arg(long = "session-dir", global = true, value_name = "DIR")]
         session_dir: Option<PathBuf>,
         #[command(subcommand)]
@@ -129,7 +129,7 @@ fn main() -> ExitCode {
                 wharf_cli_common::output::Stdout::new().write_all(text.as_bytes())?;
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Plugin(cmd) => wharf_plugin_tools::run(cmd).await,
+            Command::Plugin(cmd) => wharf_plugin_tools::run(cmd, wharf_cli_common::env::runtime_options()).await,
             Command::Web(args) => wharf_serve::web::run_web(args).await,
             Command::Serve(args) => wharf_serve::web::run_serve(args).await,
             Command::Mcp(cmd) => wharf_mcp_server::run(cmd).await,

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 use wharf_core::events::{Event, EventKind, SessionStart};
-use wharf_core::store::{ExportFormat, SessionSummary, Store};
+use wharf_core::store::{ExportFormat, SessionStore, SessionSummary};
 
 use wharf_chat::render::TextRenderer;
 use wharf_cli_common::HostArgs;
@@ -107,7 +107,7 @@ impl Prices {
     }
 }
 
-fn store(dir: Option<PathBuf>) -> Result<Store> {
+fn store(dir: Option<PathBuf>) -> Result<SessionStore> {
     if let Some(d) = &dir
         && let Some(url) = d.to_str().filter(|u| wharf_store_pg::is_postgres_url(u))
     {
@@ -124,14 +124,14 @@ fn store(dir: Option<PathBuf>) -> Result<Store> {
             wharf_cli_common::env::default_session_dir()?
         }
     };
-    Ok(Store::new(dir))
+    Ok(SessionStore::new(dir))
 }
 
 /// The session store a host uses: `session.store` when set (`postgres://…`),
 /// else the JSONL directory `dir`.
-pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<Store> {
+pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<SessionStore> {
     match store.map(str::trim).filter(|s| !s.is_empty()) {
-        None => Ok(Store::new(dir)),
+        None => Ok(SessionStore::new(dir)),
         Some(url) if wharf_store_pg::is_postgres_url(url) => {
             Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?)
         }
@@ -142,11 +142,11 @@ pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<Store> {
 }
 
 /// `wharf sessions migrate`: copies sessions from `src` to `target`.
-fn migrate(src: &Store, target: &str, ids: Vec<String>, out: &mut Stdout) -> Result<()> {
+fn migrate(src: &SessionStore, target: &str, ids: Vec<String>, out: &mut Stdout) -> Result<()> {
     let dst = if wharf_store_pg::is_postgres_url(target) {
         open_store(Some(target), PathBuf::new())?
     } else {
-        Store::new(PathBuf::from(target))
+        SessionStore::new(PathBuf::from(target))
     };
     let ids = if ids.is_empty() {
         src.list()?.into_iter().map(|s| s.id).collect()
@@ -187,7 +187,7 @@ pub fn run(cmd: SessionsCommand, dir: Option<PathBuf>) -> Result<ExitCode> {
     }
 }
 
-fn print(cmd: SessionsCommand, store: &Store, out: &mut Stdout) -> Result<()> {
+fn print(cmd: SessionsCommand, store: &SessionStore, out: &mut Stdout) -> Result<()> {
     match cmd {
         SessionsCommand::List { json, all, pricing } => {
             let mut prices = Prices::new(pricing);

@@ -154,7 +154,7 @@ pub struct TurnSummary {
 pub enum AgentError {
     /// The session log could not be written.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    SessionStore(#[from] StoreError),
     /// [`Agent::prompt`] found its input consumed by another runner.
     #[error("no turn ran: another task is driving this agent")]
     NothingRan,
@@ -562,7 +562,7 @@ impl Agent {
             }
             // Too little history to cut yet: try again at a later step.
             Err(crate::compaction::CompactError::NothingToCompact) => {}
-            Err(crate::compaction::CompactError::Store(e)) => return Err(e),
+            Err(crate::compaction::CompactError::SessionStore(e)) => return Err(e),
             Err(e) => {
                 lock(&self.inner.compactions).failed = true;
                 if !token.is_cancelled() {

@@ -13,7 +13,7 @@ use super::*;
 use crate::approval::HeadlessApprover;
 use crate::invariants;
 use crate::plugin::{Tool, ToolMode};
-use crate::store::{NewSession, Store};
+use crate::store::{NewSession, SessionStore};
 use crate::testkit::*;
 
 #[derive(Debug, Clone)]
@@ -124,7 +124,7 @@ fn run(s: Scenario) -> Result<(), TestCaseError> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path());
+        let store = SessionStore::new(dir.path());
         let log = store.create(NewSession::default()).unwrap();
         let registry = Arc::new(Registry::new());
         let replies: Vec<Reply> = s.replies.iter().enumerate().map(|(i, r)| build_reply(i, r)).collect();

@@ -11,12 +11,12 @@ use crate::plugin::{
     BoxFuture, Decision, HookOutcome, PromptSection, Role, Tool, ToolErrorCode, ToolMode, ToolOutcome,
 };
 use crate::registry::Registrations;
-use crate::store::{NewSession, Store};
+use crate::store::{NewSession, SessionStore};
 use crate::testkit::*;
 
 struct H {
     _dir: tempfile::TempDir,
-    store: Store,
+    store: SessionStore,
     registry: Arc<Registry>,
     llm: Arc<ScriptedLlm>,
     agent: Agent,
@@ -31,7 +31,7 @@ fn config() -> AgentConfig {
 
 fn harness_with(llm: Arc<ScriptedLlm>, tools: Vec<FakeTool>, approver: Arc<dyn Approver>, config: AgentConfig) -> H {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::new(dir.path().join("sessions"));
+    let store = SessionStore::new(dir.path().join("sessions"));
     let log = store.create(NewSession { workspace: Some("/ws".into()), ..NewSession::default() }).unwrap();
     let registry = Arc::new(Registry::new());
     install_llm(&registry, llm.clone()).unwrap();

@@ -90,7 +90,7 @@ pub enum CompactError {
     },
     /// The log could not be written.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    SessionStore(#[from] StoreError),
 }
 
 /// Estimated tokens of a message (about four bytes per token, plus framing).

@@ -11,10 +11,12 @@
 //! - [`events`] — typed session events and their JSON envelope.
 //! - [`projection`] — the incremental model-visible projection
 //!   (`derive_messages`).
-//! - [`store`] — JSONL session store: create, resume with crash repair, list,
-//!   load, fork, export; one writer per session; batched fsync.
+//! - [`store`] — the session store over a [`store::Backend`] (JSONL files by
+//!   default): create, resume with crash repair, list, load, fork, export;
+//!   one writer per session; batched fsync.
 //! - [`bus`] — hook dispatch: emit, waterfall, serial, parallel.
-//! - [`schema`] — JSON Schema validation of tool arguments.
+//! - [`schema`] — JSON Schema validation of tool arguments (bounded).
+//! - [`catalog`] — Code Mode's tool catalogue in a calling tool's description.
 //! - [`policy`] — composition of permission decisions.
 //! - [`approval`] — the approval service (`Approver`, headless and channel).
 //! - [`pipeline`] — one tool call from `tool/call` to `tool/result`.
@@ -55,4 +57,4 @@ pub mod util;
 pub use agent::{Agent, AgentConfig, AgentError, TurnSummary};
 pub use events::{Event, EventKind, StopReason};
 pub use projection::{Projection, derive_messages};
-pub use store::{SessionLog, Store, StoreError};
+pub use store::{SessionLog, SessionStore, StoreError};

@@ -62,7 +62,10 @@ const MAX_ERRORS: usize = 20;
 /// Longest "closest" hint of an `anyOf`/`oneOf` error, bytes.
 const MAX_HINT: usize = 300;
 /// Compiled size of one `pattern` (and its lazy DFA's cache).
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+const REGEX_SIZE_LIMIT: usize = 256 << 10;
+/// Most patterns (`pattern`, `patternProperties`) in one schema: each is
+/// compiled up front, up to [`REGEX_SIZE_LIMIT`].
+pub const MAX_PATTERNS: usize = 256;
 /// Compiled schemas kept by [`compiled`] before the unused ones are dropped.
 const CACHE_ENTRIES: usize = 1024;
 
@@ -256,6 +259,9 @@ impl ToolSchema {
         let fits = serde_json::to_writer(LimitedWriter { written: &mut bytes, limit: MAX_SCHEMA_BYTES }, schema);
         if fits.is_err() {
             return Err(InvalidSchema(format!("is larger than {MAX_SCHEMA_BYTES} bytes")));
+        }
+        if patterns(schema) > MAX_PATTERNS {
+            return Err(InvalidSchema(format!("has more than {MAX_PATTERNS} patterns")));
         }
         let (validator, draft) = build(schema)?;
         let refs = references(schema, draft)?;
@@ -531,6 +537,29 @@ const ONE: &[&str] = &[
 const LIST: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose value maps names to schemas.
 const MAP: &[&str] = &["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+
+/// The sub-schemas of schema `s` (in the positions of every draft).
+fn children(s: &Value) -> impl Iterator<Item = &Value> {
+    entries(s).flat_map(|(k, v)| {
+        let k = k.as_str();
+        let one = ONE.contains(&k).then_some(v);
+        let list = if LIST.contains(&k) { v.as_array().map(|a| a.iter()) } else { None };
+        let map = if MAP.contains(&k) { v.as_object().map(|m| m.values()) } else { None };
+        one.into_iter().chain(list.into_iter().flatten()).chain(map.into_iter().flatten())
+    })
+}
+
+/// The `pattern`s and `patternProperties` keys of `schema`.
+fn patterns(schema: &Value) -> usize {
+    let mut count = 0;
+    let mut todo = vec![schema];
+    while let Some(s) = todo.pop() {
+        count += usize::from(s.get("pattern").is_some_and(Value::is_string));
+        count += s.get("patternProperties").and_then(Value::as_object).map_or(0, Map::len);
+        todo.extend(children(s));
+    }
+    count
+}
 
 /// Every `$ref` of `schema` (in a schema position, or reached through
 /// another `$ref`), resolved to a JSON Pointer; refuses what the cost bound
@@ -1144,6 +1173,13 @@ mod tests {
         // Back-references and huge repetitions are refused too.
         assert!(ToolSchema::compile(&json!({"pattern": "(a)\\1"})).is_err());
         assert!(ToolSchema::compile(&json!({"pattern": "a{1000}{1000}"})).is_err());
+        // Each pattern is compiled up front: their number is bounded.
+        let many: Map<String, Value> =
+            (0..=MAX_PATTERNS).map(|i| (format!("p{i}"), json!({"pattern": "^a"}))).collect();
+        assert_eq!(
+            compile_err(json!({"properties": many})),
+            format!("input schema has more than {MAX_PATTERNS} patterns")
+        );
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! The session store: the append-only log of every session, behind a
 //! [`Backend`] seam.
 //!
-//! [`Store`] and [`SessionLog`] are the API the rest of the tree uses; seq
+//! [`SessionStore`] and [`SessionLog`] are the API the rest of the tree uses; seq
 //! assignment, the projection, crash repair, fork and export live here, the
 //! same for every backend. Persistence is a [`Backend`] (see [`backend`] for
 //! the contract): the embedded default is one JSONL file per session
-//! ([`JsonlBackend`], [`Store::new`]), described below; `wharf-store-pg`
+//! ([`JsonlBackend`], [`SessionStore::new`]), described below; `wharf-store-pg`
 //! keeps sessions in PostgreSQL with leases and fencing tokens instead of
-//! file locks ([`Store::with_backend`]). Every backend stores the text of
+//! file locks ([`SessionStore::with_backend`]). Every backend stores the text of
 //! [`Event::to_json_line`], so an event's JSON is byte-identical in both.
 //!
 //! # Layout (JSONL)
@@ -15,7 +15,7 @@
 //! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
 //! [`crate::events`]); `<root>/<id>.lock` holds the pid of the last writer,
 //! for error messages only (the lock itself is on the log, below). The
-//! directory is the caller's choice ([`Store::new`]; the `wharf` binary's
+//! directory is the caller's choice ([`SessionStore::new`]; the `wharf` binary's
 //! default is `$WHARF_HOME/sessions`, else `~/.wharf/sessions`). Ids sort by creation time
 //! ([`crate::util::new_session_id`]). There is no other index: listing reads
 //! the head of each file, so anything derived is rebuildable from the logs.
@@ -39,8 +39,8 @@
 //! Opening a session for writing takes `flock(LOCK_EX | LOCK_NB)` on the log
 //! file's own descriptor (so an open session holds exactly one descriptor),
 //! before reading it; a second writer (another process, or another open in this one) gets
-//! [`StoreError::Locked`]. Readers ([`Store::load`], [`Store::list`],
-//! [`Store::export`], [`Store::fork`]) take no lock: lines are appended whole,
+//! [`StoreError::Locked`]. Readers ([`SessionStore::load`], [`SessionStore::list`],
+//! [`SessionStore::export`], [`SessionStore::fork`]) take no lock: lines are appended whole,
 //! and a line still being written looks like a torn tail.
 //!
 //! # Crash repair (never rewrites history)
@@ -328,7 +328,7 @@ pub struct LoadedSession {
     /// Every event, in seq order.
     pub events: Vec<Event>,
     /// The stored text of each event (same length as `events`): what
-    /// [`Store::import`] copies byte for byte.
+    /// [`SessionStore::import`] copies byte for byte.
     pub lines: Vec<String>,
     /// What the loader tolerated.
     pub warnings: Vec<LoadWarning>,
@@ -386,7 +386,7 @@ pub struct NewSession {
     pub profile: Option<String>,
 }
 
-/// Store tuning.
+/// SessionStore tuning.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// How often the background thread syncs unsynced appends.
@@ -399,21 +399,21 @@ impl Default for StoreOptions {
     }
 }
 
-/// Where sessions are kept: a directory of JSONL logs ([`Store::new`], the
-/// default) or any other [`Backend`] ([`Store::with_backend`]). Cheap to clone.
+/// Where sessions are kept: a directory of JSONL logs ([`SessionStore::new`], the
+/// default) or any other [`Backend`] ([`SessionStore::with_backend`]). Cheap to clone.
 #[derive(Clone)]
-pub struct Store {
+pub struct SessionStore {
     backend: Arc<dyn Backend>,
     options: StoreOptions,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for SessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("backend", &self.backend).field("options", &self.options).finish()
+        f.debug_struct("SessionStore").field("backend", &self.backend).field("options", &self.options).finish()
     }
 }
 
-impl Store {
+impl SessionStore {
     /// A JSONL store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self::with_backend(Arc::new(JsonlBackend::new(root)))
@@ -748,7 +748,7 @@ impl LogRelease {
 struct Shared {
     /// The store the session is kept in (a subagent's session goes there
     /// too).
-    store: Store,
+    store: SessionStore,
     id: String,
     /// Where the log is kept, for people ([`Backend::describe_session`]).
     location: String,
@@ -773,7 +773,7 @@ struct Subscriber {
 pub type EventFilter = Box<dyn Fn(&Event) -> bool + Send>;
 
 impl SessionLog {
-    fn start(store: Store, id: String, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
+    fn start(store: SessionStore, id: String, writer: Box<dyn Writer>, projection: Projection) -> SessionLog {
         let next_seq = projection.last_seq() + 1;
         let location = store.backend.describe_session(&id);
         SessionLog {
@@ -809,7 +809,7 @@ impl SessionLog {
     }
 
     /// The store the session is kept in.
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &SessionStore {
         &self.shared.store
     }
 
@@ -990,7 +990,7 @@ impl SessionLog {
     }
 
     /// The stream of input that other hosts stored for this session with
-    /// [`Store::push_input`] (pending items first); `None` for the JSONL
+    /// [`SessionStore::push_input`] (pending items first); `None` for the JSONL
     /// store or once taken. The owner logs each item (`inbox/spliced`) and
     /// then calls [`ack_input`](Self::ack_input).
     pub fn take_inputs(&self) -> Option<mpsc::UnboundedReceiver<RemoteInput>> {
@@ -1062,9 +1062,9 @@ mod tests {
     use crate::plugin::ToolCall;
     use std::fs::{self, OpenOptions};
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, SessionStore) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path().join("sessions"));
+        let store = SessionStore::new(dir.path().join("sessions"));
         (dir, store)
     }
 

@@ -89,7 +89,7 @@ fn helper_program(name: &str) -> Option<PathBuf> {
 
 /// Runs `docker-credential-NAME get` (found on `PATH`) for `registry`: its
 /// credentials, or why there are none.
-pub async fn run_helper(name: &str, registry: &str) -> Result<RegistryAuth, String> {
+pub(crate) async fn run_helper(name: &str, registry: &str) -> Result<RegistryAuth, String> {
     let program = helper_program(name).ok_or_else(|| format!("docker-credential-{name} is not on PATH"))?;
     run_helper_at(&program, registry, HELPER_TIMEOUT).await
 }
@@ -149,7 +149,7 @@ pub async fn run_helper_at(
 }
 
 /// A credential helper's answer: `{"Username": …, "Secret": …}`.
-pub fn parse_helper_output(out: &[u8]) -> Result<RegistryAuth, String> {
+pub(crate) fn parse_helper_output(out: &[u8]) -> Result<RegistryAuth, String> {
     let v: serde_json::Value = serde_json::from_slice(out).map_err(|e| format!("the answer is not JSON: {e}"))?;
     let field = |k: &str| v.get(k).and_then(|x| x.as_str());
     let (Some(user), Some(secret)) = (field("Username"), field("Secret")) else {

@@ -29,7 +29,7 @@ pub mod wasm;
 pub use digest::Digest;
 pub use reference::OciRef;
 pub use resolve::{Resolved, resolve};
-pub use store::Store;
+pub use store::BlobStore;
 
 /// Largest component layer pulled or pushed: 256 MiB.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;

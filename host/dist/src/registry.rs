@@ -1,5 +1,5 @@
 //! Push and pull over the OCI distribution API, in the CNCF Wasm layout,
-//! through the local [`Store`]. Registries on loopback (`localhost`,
+//! through the local [`BlobStore`]. Registries on loopback (`localhost`,
 //! `127.x`, `[::1]`) are spoken to over plain HTTP, every other one over
 //! HTTPS (rustls, ring).
 //!
@@ -24,7 +24,9 @@ use oci_client::secrets::RegistryAuth;
 use crate::reference::shown;
 use crate::sign::{PAYLOAD_MEDIA_TYPE, SIGNATURE_ANNOTATION, SIGNATURE_CONFIG_MEDIA_TYPE};
 use crate::wasm::{self, MANIFEST_MEDIA_TYPE};
-use crate::{Digest, DistError, MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES, MAX_SMALL_BLOB_BYTES, OciRef, Result, Store};
+use crate::{
+    BlobStore, Digest, DistError, MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES, MAX_SMALL_BLOB_BYTES, OciRef, Result,
+};
 
 /// Longest error body read from a registry, for its message.
 const MAX_ERROR_BODY: u64 = 4 << 10;
@@ -186,7 +188,7 @@ impl Registry {
 
     /// Pushes `component` to `r` (a tag, or a digest) in the CNCF Wasm
     /// layout and keeps a copy in `store`; returns the manifest digest.
-    pub async fn push_component(&self, r: &OciRef, component: &[u8], store: &Store) -> Result<Digest> {
+    pub async fn push_component(&self, r: &OciRef, component: &[u8], store: &BlobStore) -> Result<Digest> {
         if component.len() as u64 > MAX_COMPONENT_BYTES {
             return Err(DistError::TooLarge { what: "the component".into(), limit: MAX_COMPONENT_BYTES });
         }
@@ -233,7 +235,7 @@ impl Registry {
     /// Pulls the component at `r` (tag or digest) into `store` (manifest,
     /// config, layer; each checked) and returns the manifest digest. A tag
     /// is recorded in the store's index.
-    pub async fn fetch(&self, r: &OciRef, store: &Store) -> Result<Digest> {
+    pub async fn fetch(&self, r: &OciRef, store: &BlobStore) -> Result<Digest> {
         let (bytes, digest) = self.manifest(r).await?.ok_or_else(|| self.err(format!("{r}: no such manifest")))?;
         let m = wasm::parse_manifest(&bytes).map_err(|e| match e {
             DistError::Layout(why) => DistError::Layout(format!("{r}: {why}")),
@@ -258,7 +260,7 @@ impl Registry {
     /// Pulls the cosign signature artifact of `digest` (the
     /// `sha256-<hex>.sig` tag in the repository of `r`) into `store`.
     /// `false` when there is none.
-    pub async fn fetch_signatures(&self, r: &OciRef, digest: &Digest, store: &Store) -> Result<bool> {
+    pub async fn fetch_signatures(&self, r: &OciRef, digest: &Digest, store: &BlobStore) -> Result<bool> {
         let sig_ref = r.signature_of(digest);
         let Some((bytes, sig_digest)) = self.manifest(&sig_ref).await? else { return Ok(false) };
         let m: oci_client::manifest::OciImageManifest =
@@ -292,7 +294,7 @@ impl Registry {
         digest: &Digest,
         payload: &[u8],
         signature: &str,
-        store: &Store,
+        store: &BlobStore,
     ) -> Result<Digest> {
         let sig_ref = r.signature_of(digest);
         let mut layers: Vec<serde_json::Value> = Vec::new();
@@ -357,7 +359,7 @@ fn reqwest_header(v: &str) -> Result<http::HeaderValue> {
 
 /// The signatures of `digest` in the store (from the last
 /// [`Registry::fetch_signatures`] or [`Registry::push_signature`]).
-pub fn stored_signatures(store: &Store, r: &OciRef, digest: &Digest) -> Result<Option<Vec<StoredSignature>>> {
+pub fn stored_signatures(store: &BlobStore, r: &OciRef, digest: &Digest) -> Result<Option<Vec<StoredSignature>>> {
     let Some(key) = r.signature_of(digest).tag_key() else { return Ok(None) };
     let Some(sig_digest) = store.lookup(&key) else { return Ok(None) };
     let bytes = store.read_manifest(&sig_digest)?;

@@ -18,7 +18,7 @@ use p256::ecdsa::VerifyingKey;
 
 use crate::registry::{Registry, stored_signatures};
 use crate::sign::{self, Mismatch};
-use crate::{Digest, DistError, MAX_COMPONENT_BYTES, MAX_SMALL_BLOB_BYTES, OciRef, Result, Store, wasm};
+use crate::{BlobStore, Digest, DistError, MAX_COMPONENT_BYTES, MAX_SMALL_BLOB_BYTES, OciRef, Result, wasm};
 
 /// A component resolved to the store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct Resolved {
 }
 
 /// Resolves `manifest` from the store alone, checking every byte.
-pub fn resolve_local(store: &Store, manifest: &Digest) -> Result<Resolved> {
+pub fn resolve_local(store: &BlobStore, manifest: &Digest) -> Result<Resolved> {
     let bytes = store.read_manifest(manifest)?;
     let m = wasm::parse_manifest(&bytes)?;
     store.read(&m.layer, MAX_COMPONENT_BYTES, "the component layer")?;
@@ -42,7 +42,7 @@ pub fn resolve_local(store: &Store, manifest: &Digest) -> Result<Resolved> {
 }
 
 /// Checks the stored signatures of `digest` (repository of `r`) with `key`.
-pub fn verify_local(store: &Store, r: &OciRef, digest: &Digest, key: &VerifyingKey) -> Result<()> {
+pub fn verify_local(store: &BlobStore, r: &OciRef, digest: &Digest, key: &VerifyingKey) -> Result<()> {
     let refuse = |why: String| DistError::Signature { reference: r.at_digest(digest).to_string(), why };
     let sigs = match stored_signatures(store, r, digest) {
         Ok(Some(s)) => s,
@@ -69,7 +69,7 @@ pub fn verify_local(store: &Store, r: &OciRef, digest: &Digest, key: &VerifyingK
 /// Resolves a row: see the module docs. `pin` is the row's `digest`, `key`
 /// its verify key.
 pub async fn resolve(
-    store: &Store,
+    store: &BlobStore,
     source: &OciRef,
     pin: Option<&Digest>,
     key: Option<&VerifyingKey>,

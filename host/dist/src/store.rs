@@ -17,7 +17,7 @@ pub const STORE_ENV: &str = "WHARF_OCI_DIR";
 
 /// The local store.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub struct BlobStore {
     root: PathBuf,
 }
 
@@ -27,7 +27,7 @@ struct Index {
     refs: BTreeMap<String, String>,
 }
 
-impl Store {
+impl BlobStore {
     /// A store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
@@ -42,7 +42,7 @@ impl Store {
             .or_else(|| var("HOME").map(|h| h.join(".cache").join("wharf").join("oci")))
     }
 
-    /// The store at [`Store::default_root`].
+    /// The store at [`BlobStore::default_root`].
     pub fn open_default() -> Result<Self> {
         Self::default_root()
             .map(Self::new)
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn blobs_are_content_addressed_and_checked_on_read() -> anyhow::Result<()> {
         let dir = tempfile::tempdir().context("creating a temp dir")?;
-        let store = Store::new(dir.path());
+        let store = BlobStore::new(dir.path());
         let d = store.put(b"component bytes").context("storing a blob")?;
         assert_eq!(d, Digest::of(b"component bytes"));
         assert!(store.blob_path(&d).ends_with(format!("blobs/sha256/{}", d.hex())));
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn index_maps_tags_to_digests() -> anyhow::Result<()> {
         let dir = tempfile::tempdir().context("creating a temp dir")?;
-        let store = Store::new(dir.path().join("oci"));
+        let store = BlobStore::new(dir.path().join("oci"));
         assert_eq!(store.lookup("h/r:v1"), None);
         let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
         store.record("h/r:v1", &a).context("recording a tag")?;

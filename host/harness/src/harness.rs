@@ -21,11 +21,11 @@ use wharf_core::agent::{AttachTool, CompactionConfig};
 use wharf_core::approval::{Approver, HeadlessApprover, HeadlessRule};
 use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
-use wharf_core::store::{NewSession, Store};
+use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::{Agent, AgentConfig};
 use wharf_mcp::McpManager;
 use wharf_runtime::engine::EngineOptions;
-use wharf_runtime::host::{PluginHost, SpecSource, WatchHandle};
+use wharf_runtime::plugins::{PluginHost, SpecSource, WatchHandle};
 use wharf_runtime::{Runtime, RuntimeOptions};
 
 use crate::models::resolve_model_spec;
@@ -46,7 +46,7 @@ pub struct Harness {
     /// The loaded plugins.
     pub plugins: Arc<PluginHost>,
     /// Session logs.
-    pub store: Store,
+    pub store: SessionStore,
     /// The workspace.
     pub workspace: PathBuf,
     /// What the host was built from (for reloads).
@@ -102,22 +102,24 @@ impl Harness {
         }
         check_plugin_dir(&config, &args.plugin_dir, args.plugin_dir_explicit)?;
         let workspace = args.workspace()?;
+        let base = args.runtime.clone();
         let runtime = Runtime::new(RuntimeOptions {
-            engine: EngineOptions { pooling: config.engine.pooling, ..EngineOptions::default() },
+            engine: EngineOptions { pooling: config.engine.pooling && base.engine.pooling, ..base.engine },
             cache_dir: Some(args.cache_dir_for(&config)),
+            tiering: base.tiering,
         })?;
         if let Some(max) = config.engine.max_tools_per_plugin {
             runtime.set_max_tools(max);
         }
         // A cold cache compiles on the first tier (Winch) and optimises in the
-        // background (`Runtime::enable_tiering`, issue 18).
+        // background (`Runtime::enable_tiering`).
         runtime.enable_tiering();
         let registry = Arc::new(Registry::new());
         registry.set_precedence(tool_precedence(&config));
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
-        let mut initial = specs(&config).map_err(anyhow::Error::msg)?;
+        let mut initial = specs(&config)?;
         apply_live(&mut initial, &live);
         if let Err(errors) = plugins.load_all(initial).await {
             if let Some(m) = &mcp {
@@ -215,7 +217,7 @@ impl Harness {
             }
             before
         };
-        let mut all = specs(&self.config).map_err(anyhow::Error::msg)?;
+        let mut all = specs(&self.config)?;
         apply_live(&mut all, &self.live);
         let spec = all.into_iter().find(|s| s.id == id).context("the plugin row disappeared")?;
         self.reload_causes.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_string(), None);
@@ -326,7 +328,7 @@ impl Harness {
     /// first attempt; `Err` names each that is not available (turns of
     /// agents from [`open_agent`](Self::open_agent) then end `blocked` with
     /// that message).
-    pub async fn mcp_ready(&self) -> Result<(), String> {
+    pub async fn mcp_ready(&self) -> Result<(), wharf_mcp::NotReady> {
         match &self.mcp {
             Some(m) => m.wait_required().await,
             None => Ok(()),

@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 use wharf_core::events::EventKind;
 use wharf_core::plugin::FinishReason;
-use wharf_core::store::Store;
+use wharf_core::store::SessionStore;
 
 use crate::{Harness, HostOptions, permissions};
 
@@ -37,7 +37,7 @@ pub async fn start(options: &HostOptions, replay: Option<&str>) -> Result<Harnes
                 Some(d) => d.clone(),
                 None => options.load_config()?.session.dir,
             };
-            let store = Store::new(dir);
+            let store = SessionStore::new(dir);
             let id = crate::sessions::resolve_session(&store, id)?;
             let turns = replay_turns(&store, &id)?;
             Harness::start_with(options, |config| {
@@ -73,7 +73,7 @@ pub async fn start(options: &HostOptions, replay: Option<&str>) -> Result<Harnes
 /// Turns a recorded session's assistant messages into a script for the
 /// scripted adapter: turn i answers the request holding i assistant
 /// messages, exactly as the recording did.
-pub fn replay_turns(store: &Store, id: &str) -> Result<Value> {
+pub fn replay_turns(store: &SessionStore, id: &str) -> Result<Value> {
     let loaded = store.load(id)?;
     let mut turns = Vec::new();
     for ev in &loaded.events {

@@ -3,17 +3,19 @@
 use std::path::PathBuf;
 
 use wharf_config::{Config, PluginRow};
-use wharf_dist::{Digest, OciRef, Store, sign};
+use wharf_dist::{BlobStore, Digest, OciRef, sign};
+
+use crate::RowError;
 
 /// The component file of a row with a `source`: resolved through the local
 /// OCI store (pulling only what it lacks), refusing any bytes whose digest
 /// is not the pin, and, with a `verify` key on the row or profile-wide,
 /// anything without a cosign signature that verifies. The one-line reason
 /// of a refusal is logged and returned.
-pub fn resolve_row(row: &PluginRow, config: &Config) -> Result<PathBuf, String> {
+pub fn resolve_row(row: &PluginRow, config: &Config) -> Result<PathBuf, RowError> {
     let fail = |e: String| {
         tracing::error!(plugin = %row.id, "refused: {e}");
-        format!("plugin `{}`: {e}", row.id)
+        RowError { row: row.id.clone(), reason: e }
     };
     let source = row.source.as_deref().ok_or_else(|| fail("no `source`".into()))?;
     let r = OciRef::parse(source).map_err(|e| fail(e.to_string()))?;
@@ -28,7 +30,7 @@ pub fn resolve_row(row: &PluginRow, config: &Config) -> Result<PathBuf, String> 
         .map(|v| sign::load_verifying_key(&v.key))
         .transpose()
         .map_err(|e| fail(e.to_string()))?;
-    let store = Store::open_default().map_err(|e| fail(e.to_string()))?;
+    let store = BlobStore::open_default().map_err(|e| fail(e.to_string()))?;
     // Called from sync code, inside or outside a runtime: a thread of its own.
     let resolved = std::thread::scope(|s| {
         s.spawn(|| {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use wharf_config::{Config, LoadOptions};
+use wharf_runtime::RuntimeOptions;
 
 /// Something the host tells the person running it, outside any session
 /// (a `--model` the profile does not list, a resumed session's profile,
@@ -58,6 +59,10 @@ pub struct HostOptions {
     pub plugin_dir_explicit: bool,
     /// The compile cache, over the profile's `engine.cache_dir`.
     pub cache_dir: Option<PathBuf>,
+    /// The runtime's engine and tiering settings (the binary reads them
+    /// from the environment); the profile's `engine.pooling` and the
+    /// compile cache above override theirs.
+    pub runtime: RuntimeOptions,
     /// Receives the host's notices (`None`: they go to the log).
     pub notices: Option<NoticeSink>,
 }
@@ -76,6 +81,7 @@ impl Default for HostOptions {
             plugin_dir: PathBuf::from("target/plugins"),
             plugin_dir_explicit: false,
             cache_dir: None,
+            runtime: RuntimeOptions::default(),
             notices: None,
         }
     }

@@ -9,8 +9,20 @@ use wharf_config::Config;
 use wharf_runtime::PluginSpec;
 use wharf_runtime::grants::{DirGrant, Grant};
 
+/// A config row that cannot become a runtime spec: a directory grant that
+/// does not parse, or an OCI `source` that cannot be resolved, pinned or
+/// verified.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("plugin `{row}`: {reason}")]
+pub struct RowError {
+    /// The row's id.
+    pub row: String,
+    /// What is wrong, in one line.
+    pub reason: String,
+}
+
 /// Turns config rows into runtime specs.
-pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
+pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
     let mut out = Vec::new();
     for row in &config.plugins {
         let dirs = row
@@ -25,7 +37,7 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, String> {
                 }
                 None => Some(DirGrant::parse(d)),
             })
-            .map(|g| g.map_err(|e| format!("plugin `{}`: {e}", row.id)))
+            .map(|g| g.map_err(|e| RowError { row: row.id.clone(), reason: e.to_string() }))
             .collect::<Result<Vec<_>, _>>()?;
         out.push(PluginSpec {
             id: row.id.clone(),

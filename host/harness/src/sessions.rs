@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use wharf_core::events::SessionStart;
-use wharf_core::store::Store;
+use wharf_core::store::SessionStore;
 
 /// The stored session `part` names: an exact id, else the only id that
 /// starts with it, else the only id that holds it anywhere (its random
 /// suffix, say). Several matches are an error listing them.
-pub fn resolve_session(store: &Store, part: &str) -> Result<String> {
+pub fn resolve_session(store: &SessionStore, part: &str) -> Result<String> {
     anyhow::ensure!(!part.trim().is_empty(), "empty session id");
     if store.exists(part).unwrap_or(false) {
         return Ok(part.to_string());
@@ -49,7 +49,7 @@ pub fn same_workspace(header: &SessionStart, workspace: &Path) -> bool {
 
 /// The newest top-level session (not a subagent's) whose header names
 /// `workspace`.
-pub fn latest_session(store: &Store, workspace: &Path) -> Result<Option<String>> {
+pub fn latest_session(store: &SessionStore, workspace: &Path) -> Result<Option<String>> {
     let mut list = store.list()?;
     list.retain(|s| s.header.spawned_by.is_none() && same_workspace(&s.header, workspace));
     Ok(list.into_iter().max_by(|a, b| (&a.header.created, &a.id).cmp(&(&b.header.created, &b.id))).map(|s| s.id))
@@ -57,9 +57,9 @@ pub fn latest_session(store: &Store, workspace: &Path) -> Result<Option<String>>
 
 /// The session store a host uses: `session.store` when set (`postgres://…`),
 /// else the JSONL directory `dir`.
-pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<Store> {
+pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<SessionStore> {
     match store.map(str::trim).filter(|s| !s.is_empty()) {
-        None => Ok(Store::new(dir)),
+        None => Ok(SessionStore::new(dir)),
         Some(url) if wharf_store_pg::is_postgres_url(url) => {
             Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?)
         }

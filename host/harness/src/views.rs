@@ -8,7 +8,7 @@ use serde::Serialize;
 use wharf_mcp::ServerStatus;
 use wharf_runtime::PluginVersion;
 use wharf_runtime::component::Kind;
-use wharf_runtime::grants::{Effective, GrantRequest};
+use wharf_runtime::grants::{EffectiveGrant, GrantRequest};
 
 use crate::Harness;
 
@@ -36,7 +36,7 @@ pub struct PluginView {
     /// The grants it asked for.
     pub requested: GrantRequest,
     /// The grants in force (asked ∩ granted).
-    pub effective: Effective,
+    pub effective: EffectiveGrant,
     /// Its tools.
     pub tools: Vec<ToolView>,
     /// Load time, milliseconds.

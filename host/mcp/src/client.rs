@@ -84,6 +84,19 @@ const STOP_WAIT: Duration = Duration::from_secs(7);
 /// Longest tool name offered to models.
 const MAX_TOOL_NAME: usize = 64;
 
+/// Required MCP servers that are not available: one line per server (its
+/// name, state and last error), joined by `; ` when printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady(pub Vec<String>);
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join("; "))
+    }
+}
+
+impl std::error::Error for NotReady {}
+
 /// Error codes of MCP tool results (core's [`ToolErrorCode`]s).
 pub mod codes {
     use wharf_core::plugin::ToolErrorCode;
@@ -296,7 +309,7 @@ impl McpManager {
 
     /// Waits until every required server has connected or failed its first
     /// attempt; `Err` names those that are not ready.
-    pub async fn wait_required(&self) -> Result<(), String> {
+    pub async fn wait_required(&self) -> Result<(), NotReady> {
         let mut failures = Vec::new();
         for s in self.servers.iter().filter(|s| s.config.required) {
             let status = settle(s).await;
@@ -304,7 +317,7 @@ impl McpManager {
                 failures.push(unavailable(&s.config.name, &status));
             }
         }
-        if failures.is_empty() { Ok(()) } else { Err(failures.join("; ")) }
+        if failures.is_empty() { Ok(()) } else { Err(NotReady(failures)) }
     }
 
     /// Waits until every server's current attempt has settled; whether all are ready.

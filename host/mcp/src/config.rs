@@ -124,7 +124,7 @@ pub enum Confinement {
 
 /// The confinement of a row: its `sandbox` grants resolved (relative
 /// directories against `workspace`; a missing optional one skipped).
-pub fn confinement(c: &McpServerConfig, workspace: &Path) -> Result<Confinement, String> {
+pub(crate) fn confinement(c: &McpServerConfig, workspace: &Path) -> Result<Confinement, String> {
     if c.is_http() {
         return Ok(Confinement::Remote);
     }

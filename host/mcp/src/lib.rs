@@ -7,5 +7,5 @@
 pub mod client;
 pub mod config;
 
-pub use client::{McpManager, ServerStatus, TOOL_PREFIX, plugin_id};
+pub use client::{McpManager, NotReady, ServerStatus, TOOL_PREFIX, plugin_id};
 pub use config::McpServerConfig;

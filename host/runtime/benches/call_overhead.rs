@@ -13,7 +13,7 @@
 //! (untimed) until the plugin's next sandbox is prepared (`take_spare` in
 //! `component.rs`), as an agent's session lets it be while it waits for its
 //! model between two tool calls. The same calls with the
-//! sandbox made on the call's path (`WHARF_SPARE=0`, a second runtime) are
+//! sandbox made on the call's path (`EngineOptions { spare: false }`, a second runtime) are
 //! a row of their own, back to back like the warm row.
 //!
 //! Run: `cargo xtask bench` (or `cargo bench -p wharf-runtime --profile dev
@@ -155,10 +155,10 @@ fn main() -> anyhow::Result<()> {
     let rounds: usize = std::env::var("WHARF_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let per_round = 200;
 
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
-        ..Default::default()
-    })?;
+    // The bench is a program: it reads the compile cache from the
+    // environment as `wharf` does (the library takes it as a value).
+    let cache_dir = std::env::var_os("WHARF_CACHE_DIR").map(std::path::PathBuf::from);
+    let rt = Runtime::new(RuntimeOptions { cache_dir: cache_dir.clone(), ..Default::default() })?;
     let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let spec = |warm| PluginSpec {
         id: "text".into(),
@@ -171,8 +171,9 @@ fn main() -> anyhow::Result<()> {
     let fresh = rt.load(&spec(false))?;
     let warm = rt.load(&spec(true))?;
     let rt_inline = Runtime::new(RuntimeOptions {
-        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
+        cache_dir,
         engine: wharf_runtime::engine::EngineOptions { spare: false, ..Default::default() },
+        ..Default::default()
     })?;
     let fresh_inline = rt_inline.load(&spec(false))?;
     let larger = match std::env::var("WHARF_BENCH_LARGER") {
@@ -196,7 +197,7 @@ fn main() -> anyhow::Result<()> {
         Variant { key: "fresh", label: "Wharf component, fresh instance per call", samples: Vec::new() },
         Variant {
             key: "fresh_inline",
-            label: "the same, sandbox made on the call's path (`WHARF_SPARE=0`)",
+            label: "the same, sandbox made on the call's path (`spare: false`)",
             samples: Vec::new(),
         },
         Variant { key: "warm", label: "Wharf component, warm instance", samples: Vec::new() },

@@ -43,18 +43,6 @@ impl CompileCache {
         Self { dir, engine_hash, memory: Mutex::new(HashMap::new()) }
     }
 
-    /// The default cache directory: `$WHARF_CACHE_DIR`, else
-    /// `$XDG_CACHE_HOME/wharf/components`, else `~/.cache/wharf/components`.
-    pub fn default_dir() -> Option<PathBuf> {
-        if let Ok(d) = std::env::var("WHARF_CACHE_DIR") {
-            return Some(PathBuf::from(d));
-        }
-        if let Ok(d) = std::env::var("XDG_CACHE_HOME") {
-            return Some(PathBuf::from(d).join("wharf/components"));
-        }
-        std::env::var("HOME").ok().map(|h| PathBuf::from(h).join(".cache/wharf/components"))
-    }
-
     /// The cache directory, if on disk.
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()

@@ -16,7 +16,7 @@ use crate::bindings::wharf::plugin::types as wt;
 use crate::cache::{CacheOutcome, CompileCache, digest};
 use crate::engine::{CompileTier, EngineOptions, WharfEngine};
 use crate::error::LoadError;
-use crate::grants::{Effective, FsRequest, Grant, GrantRequest};
+use crate::grants::{EffectiveGrant, FsRequest, Grant, GrantRequest};
 use crate::state::{HostBinding, HostState, LimitError, PluginShared};
 
 /// Bytes a call's results may hold beyond the output cap before the copy out
@@ -98,7 +98,7 @@ macro_rules! sandboxed {
     }};
     (code = $code:expr; $v:expr, $effective:expr, $timeout_ms:expr, $fuel:expr, |$store:ident, $inst:ident| $body:block) => {{
         let timeout_ms: u64 = $timeout_ms;
-        let effective: std::sync::Arc<$crate::grants::Effective> = $effective;
+        let effective: std::sync::Arc<$crate::grants::EffectiveGrant> = $effective;
         // A sandbox prepared after the previous call, when there is one that
         // still fits; else one made now.
         let (made, ready) = match $v.take_spare(&$code, &effective, $fuel) {
@@ -138,7 +138,6 @@ macro_rules! sandboxed {
 }
 
 // After `sandboxed!`, which it uses.
-#[path = "generic.rs"]
 pub mod generic;
 
 /// A plugin kind, detected from a component's exports.
@@ -246,13 +245,43 @@ pub struct FailedLoad {
     pub digest: Option<String>,
 }
 
-/// Options for the runtime.
+/// Options for the runtime: values only, the library reads no
+/// environment.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeOptions {
     /// Engine settings.
     pub engine: EngineOptions,
     /// Compile cache directory (`None`: memory only).
     pub cache_dir: Option<PathBuf>,
+    /// Tiered compilation (see [`Runtime::enable_tiering`]).
+    pub tiering: TieringOptions,
+}
+
+/// Tiered compilation settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TieringOptions {
+    /// Whether [`Runtime::enable_tiering`] turns tiering on (off: every
+    /// cache miss compiles optimised code directly).
+    pub enabled: bool,
+    /// The first tier's compiler.
+    pub first: FirstTierCompiler,
+}
+
+impl Default for TieringOptions {
+    fn default() -> Self {
+        Self { enabled: true, first: FirstTierCompiler::Winch }
+    }
+}
+
+/// Which compiler serves a cache miss first when tiering is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FirstTierCompiler {
+    /// Winch ([`CompileTier::Baseline`]) where wasmtime supports it
+    /// (x86_64), else Cranelift's fast settings.
+    #[default]
+    Winch,
+    /// Cranelift's fast settings ([`CompileTier::Fast`]).
+    Cranelift,
 }
 
 /// The runtime: one engine, one linker, one compile cache; with tiering on,
@@ -263,6 +292,8 @@ pub struct Runtime {
     cache: CompileCache,
     /// Engine options, for the first tier's engine.
     engine_opts: EngineOptions,
+    /// Tiering settings.
+    tiering: TieringOptions,
     /// Compile cache misses with the first tier first (see [`Runtime::enable_tiering`]).
     tiered: AtomicBool,
     /// The first tier's engine and linker, built on first use.
@@ -307,9 +338,9 @@ impl Drop for CompileHold {
 struct FirstTier {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
-    /// [`CompileTier::Baseline`] (Winch) on x86_64 unless
-    /// `WHARF_FIRST_TIER=cranelift` or Winch is unavailable here, then
-    /// [`CompileTier::Fast`].
+    /// [`CompileTier::Baseline`] (Winch) on x86_64 unless the options ask
+    /// for [`FirstTierCompiler::Cranelift`] or Winch is unavailable here,
+    /// then [`CompileTier::Fast`].
     tier: CompileTier,
 }
 
@@ -330,13 +361,13 @@ struct TierUpJob {
 /// The code calls of a version instantiate, shared by the versions a
 /// config-only change makes from it (see [`Runtime::reconfigure`]), so a
 /// tier-up reaches them all.
-type CodeSlot = RwLock<Arc<Code>>;
+type CodeSlot = RwLock<Arc<CompiledCode>>;
 
 /// The compiled code of a version: what a call instantiates, the typed
 /// export indices into it, and the engine its stores belong to. A version
 /// first served by the first tier has it swapped once, for the optimised
 /// code, by the tier-up thread; a call keeps the code it started with.
-pub(crate) struct Code {
+pub(crate) struct CompiledCode {
     pre: InstancePre<HostState>,
     indices: Indices,
     engine: Arc<WharfEngine>,
@@ -384,8 +415,8 @@ pub struct PluginVersion {
     pub kinds: Vec<Kind>,
     /// Self-description.
     pub info: PluginInfo,
-    /// Effective grants.
-    pub effective: Arc<Effective>,
+    /// The effective grants (request ∩ grant).
+    pub effective: Arc<EffectiveGrant>,
     /// Tools (empty unless a tool plugin).
     pub tools: Vec<wharf_core::plugin::ToolSpec>,
     /// Hook subscriptions (hooks plugins).
@@ -409,7 +440,7 @@ pub struct PluginVersion {
     /// loaded; unset while describing, which prepares none).
     me: OnceLock<Weak<PluginVersion>>,
     /// The next fresh call's sandbox, prepared after the last call.
-    spare: Mutex<Option<Spare>>,
+    spare: Mutex<Option<PreparedInstance>>,
     /// A task is preparing `spare`.
     preparing: AtomicBool,
 }
@@ -417,10 +448,10 @@ pub struct PluginVersion {
 /// A sandbox prepared off a call's path for the next fresh call: its store
 /// and instance, no call has run in it yet. The call takes it only if it is
 /// of the current code and the host binding it was built with still holds.
-struct Spare {
+struct PreparedInstance {
     store: Store<HostState>,
     inst: wasmtime::component::Instance,
-    code: Arc<Code>,
+    code: Arc<CompiledCode>,
     binding: HostBinding,
     _permit: crate::engine::HoldPermit,
 }
@@ -431,7 +462,7 @@ pub(crate) struct StartedCompletion {
     pub(crate) store: Store<HostState>,
     pub(crate) guest: ex::llm::Guest,
     pub(crate) handle: ResourceAny,
-    pub(crate) code: Arc<Code>,
+    pub(crate) code: Arc<CompiledCode>,
 }
 
 /// An adapter's instance between two requests of one agent turn (kept in
@@ -440,7 +471,7 @@ pub(crate) struct StartedCompletion {
 pub(crate) struct HeldAdapter {
     store: Store<HostState>,
     guest: ex::llm::Guest,
-    code: Arc<Code>,
+    code: Arc<CompiledCode>,
     _permit: crate::engine::HoldPermit,
 }
 
@@ -448,7 +479,7 @@ struct WarmInstance {
     store: Store<HostState>,
     tool: ex::tool::Guest,
     /// The code it was instantiated from (a pool keeps only current code's).
-    code: Arc<Code>,
+    code: Arc<CompiledCode>,
 }
 
 /// How a sandboxed call failed.
@@ -518,6 +549,7 @@ impl Runtime {
             linker,
             cache,
             engine_opts,
+            tiering: opts.tiering,
             tiered: AtomicBool::new(false),
             first_engine: OnceLock::new(),
             tier_up: Mutex::new(None),
@@ -550,10 +582,9 @@ impl Runtime {
     /// compiler), which is also written to the on-disk cache. The swap is
     /// per version and between calls: no reload, no event, the same
     /// description. Generic components are compiled optimised directly.
-    /// `WHARF_TIERED=0` keeps it off.
+    /// Does nothing when [`TieringOptions::enabled`] is off.
     pub fn enable_tiering(&self) {
-        let on = std::env::var("WHARF_TIERED").map(|v| v != "0").unwrap_or(true);
-        self.tiered.store(on, Ordering::Relaxed);
+        self.tiered.store(self.tiering.enabled, Ordering::Relaxed);
     }
 
     /// Holds tier-up compiles until the returned guard drops (tests and
@@ -597,8 +628,7 @@ impl Runtime {
         self.first_engine
             .get_or_init(|| {
                 // Winch is in wasmtime's tier 1 on x86_64 only.
-                let winch = cfg!(target_arch = "x86_64")
-                    && std::env::var("WHARF_FIRST_TIER").map(|v| v != "cranelift").unwrap_or(true);
+                let winch = cfg!(target_arch = "x86_64") && self.tiering.first == FirstTierCompiler::Winch;
                 let tiers: &[CompileTier] =
                     if winch { &[CompileTier::Baseline, CompileTier::Fast] } else { &[CompileTier::Fast] };
                 let mut last = String::new();
@@ -684,7 +714,7 @@ impl Runtime {
             .and_then(|(component, _)| {
                 let pre = self.linker.instantiate_pre(&component).map_err(|e| first_line(&e))?;
                 let indices = Indices::new(&pre, &job.kinds, &job.path).map_err(|e| e.to_string())?;
-                Ok(Code { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier })
+                Ok(CompiledCode { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier })
             });
         let Some(slot) = job.slot.upgrade() else { return };
         match code {
@@ -853,7 +883,7 @@ impl Runtime {
         };
         let pre = linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
         let indices = if generic.is_some() { generic::no_indices() } else { Indices::new(&pre, &kinds, &path)? };
-        let code = Code { pre, indices, engine: engine.clone(), tier };
+        let code = CompiledCode { pre, indices, engine: engine.clone(), tier };
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
         let shared =
             Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
@@ -1172,7 +1202,7 @@ impl PluginVersion {
     }
 
     /// The code calls instantiate now.
-    fn code(&self) -> Arc<Code> {
+    fn code(&self) -> Arc<CompiledCode> {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -1191,12 +1221,22 @@ impl PluginVersion {
         self.code().tier
     }
 
-    fn new_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
+    fn new_store(
+        &self,
+        code: &CompiledCode,
+        effective: Arc<EffectiveGrant>,
+        fuel: usize,
+    ) -> Result<Store<HostState>, CallError> {
         self.sandboxes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.build_store(code, effective, fuel)
     }
 
-    fn build_store(&self, code: &Code, effective: Arc<Effective>, fuel: usize) -> Result<Store<HostState>, CallError> {
+    fn build_store(
+        &self,
+        code: &CompiledCode,
+        effective: Arc<EffectiveGrant>,
+        fuel: usize,
+    ) -> Result<Store<HostState>, CallError> {
         let mut state = HostState::new(self.shared.clone(), effective)
             .map_err(|e| CallError::new(ToolErrorCode::HostError, format!("cannot set up the sandbox: {e:#}")))?;
         state.hostcall_fuel = fuel;
@@ -1226,8 +1266,8 @@ impl PluginVersion {
     /// ([`HostBinding`]) unchanged since it was built. Counted as made now.
     fn take_spare(
         &self,
-        code: &Arc<Code>,
-        effective: &Arc<Effective>,
+        code: &Arc<CompiledCode>,
+        effective: &Arc<EffectiveGrant>,
         fuel: usize,
     ) -> Option<(Store<HostState>, wasmtime::component::Instance)> {
         if !Arc::ptr_eq(effective, &self.effective) {
@@ -1237,7 +1277,7 @@ impl PluginVersion {
         if !Arc::ptr_eq(&spare.code, code) || HostBinding::now(effective).as_ref() != Some(&spare.binding) {
             return None;
         }
-        let Spare { mut store, inst, .. } = spare;
+        let PreparedInstance { mut store, inst, .. } = spare;
         store.data_mut().hostcall_fuel = fuel;
         store.set_hostcall_fuel(fuel);
         // Its deadline was set when it was built; epochs have passed since.
@@ -1251,7 +1291,7 @@ impl PluginVersion {
     /// runtime, so the used one is released and the next instantiated while
     /// the caller waits on something else (a model's reply). Held against
     /// the engine's budget for idle instances.
-    fn prepare_spare(&self, effective: &Arc<Effective>, used: Store<HostState>) {
+    fn prepare_spare(&self, effective: &Arc<EffectiveGrant>, used: Store<HostState>) {
         let code = self.code();
         if !code.engine.spares() || !Arc::ptr_eq(effective, &self.effective) {
             return;
@@ -1278,7 +1318,7 @@ impl PluginVersion {
         });
     }
 
-    async fn make_spare(&self, code: Arc<Code>, permit: crate::engine::HoldPermit) {
+    async fn make_spare(&self, code: Arc<CompiledCode>, permit: crate::engine::HoldPermit) {
         struct Done<'a>(&'a AtomicBool);
         impl Drop for Done<'_> {
             fn drop(&mut self) {
@@ -1293,7 +1333,7 @@ impl PluginVersion {
         // A failure here is the next call's to report: it makes its own.
         let Ok(Ok(inst)) = tokio::time::timeout_at(wall, code.pre.instantiate_async(&mut store)).await else { return };
         *self.spare.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(Spare { store, inst, code, binding, _permit: permit });
+            Some(PreparedInstance { store, inst, code, binding, _permit: permit });
     }
 
     /// Calls `plugin.info()` with no grants, then computes the effective
@@ -1396,7 +1436,7 @@ impl PluginVersion {
                     .map_err(|e| format!("hooks.subscriptions() failed: {e}"))?;
                 check_hooks(&subs, &sections)?;
                 self.hook_subscriptions =
-                    subs.into_iter().map(|s| (crate::adapters::from_wit_point(s.point), s.priority)).collect();
+                    subs.into_iter().map(|s| (crate::registrations::from_wit_point(s.point), s.priority)).collect();
                 self.prompt_sections = sections.into_iter().map(|s| (s.id, s.order, s.text)).collect();
             }
             if let Some(llm_idx) = &code.indices.llm {
@@ -1553,8 +1593,8 @@ impl PluginVersion {
         &self,
         req: ex::llm::Request,
         held: Option<HeldAdapter>,
-    ) -> Result<StartedCompletion, crate::adapters::StartError> {
-        use crate::adapters::StartError;
+    ) -> Result<StartedCompletion, crate::registrations::StartError> {
+        use crate::registrations::StartError;
         let code = self.code();
         let Some(idx) = &code.indices.llm else {
             return Err(StartError::Sandbox(CallError::new(
@@ -1612,7 +1652,7 @@ impl PluginVersion {
         &self,
         store: Store<HostState>,
         guest: ex::llm::Guest,
-        code: Arc<Code>,
+        code: Arc<CompiledCode>,
     ) -> Option<HeldAdapter> {
         if !Arc::ptr_eq(&code, &self.code()) {
             return None;
@@ -1623,7 +1663,7 @@ impl PluginVersion {
 
     async fn call_warm(
         &self,
-        code: &Arc<Code>,
+        code: &Arc<CompiledCode>,
         name: &str,
         arguments: &str,
         wctx: &wt::CallContext,
@@ -1699,6 +1739,8 @@ fn convert_spec(s: wt::ToolSpec) -> Result<wharf_core::plugin::ToolSpec, String>
     if !schema.is_object() {
         return Err(format!("tool `{}`: input schema must be a JSON object", s.name));
     }
+    // Compiled now (and kept for the calls): an invalid schema fails here.
+    wharf_core::schema::compiled(&schema).map_err(|e| format!("tool `{}`: {e}", s.name))?;
     Ok(wharf_core::plugin::ToolSpec {
         name: s.name,
         description: s.description,

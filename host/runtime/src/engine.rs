@@ -49,7 +49,9 @@ pub enum CompileTier {
     Baseline,
 }
 
-/// Engine settings the operator may tune.
+/// Engine settings the operator may tune. Values only: the library reads
+/// no environment (the `wharf` binary maps its `WHARF_*` variables onto
+/// these).
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// Try the pooling allocator first.
@@ -65,37 +67,33 @@ pub struct EngineOptions {
     /// pooling slot is reused, instead of being decommitted and faulted in.
     pub keep_resident: usize,
     /// Directory of Cranelift's incremental compilation cache (per-function
-    /// artifacts, see [`crate::cache::IncrementalStore`]); `None` disables
-    /// it. `WHARF_INCREMENTAL=0` disables it too.
+    /// artifacts, see [`crate::cache::IncrementalStore`]); `None`: beside
+    /// the runtime's compile cache, if any.
     pub incremental_dir: Option<std::path::PathBuf>,
+    /// Use the incremental compilation cache at all.
+    pub incremental: bool,
     /// The compiler tier (see [`CompileTier`]).
     pub tier: CompileTier,
     /// Prepare each fresh-sandbox plugin's next sandbox (store and instance)
-    /// off the call's path, after a call. `WHARF_SPARE=0` disables it.
+    /// off the call's path, after a call.
     pub spare: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        let pooling = std::env::var("WHARF_POOLING").map(|v| v != "0").unwrap_or(true);
-        let max_instances = std::env::var("WHARF_POOLING_INSTANCES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
-        let keep_resident = std::env::var("WHARF_KEEP_RESIDENT_KB")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .map(|kb| kb << 10)
+        Self {
+            pooling: true,
+            max_instances: 1000,
+            max_memory_mb: 4096,
+            max_wasm_stack: 1 << 20,
             // Measured with first-party components (128 KiB guest stack):
             // 512 KiB covers stack, data and the first heap pages, so a
             // fresh instance takes no page faults; more only adds memset.
-            .unwrap_or(512 << 10);
-        Self {
-            pooling,
-            max_instances,
-            max_memory_mb: 4096,
-            max_wasm_stack: 1 << 20,
-            keep_resident,
+            keep_resident: 512 << 10,
             incremental_dir: None,
+            incremental: true,
             tier: CompileTier::Optimized,
-            spare: std::env::var("WHARF_SPARE").map(|v| v != "0").unwrap_or(true),
+            spare: true,
         }
     }
 }
@@ -192,7 +190,7 @@ impl WharfEngine {
         }
         if let Some(dir) = &opts.incremental_dir
             && opts.tier == CompileTier::Optimized
-            && std::env::var("WHARF_INCREMENTAL").map(|v| v != "0").unwrap_or(true)
+            && opts.incremental
         {
             let store = Arc::new(crate::cache::IncrementalStore::new(dir.clone()));
             if let Err(e) = c.enable_incremental_compilation(store) {

@@ -163,7 +163,7 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 16 << 20;
 
 /// The effective capabilities of one plugin version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Effective {
+pub struct EffectiveGrant {
     /// Preopened directories.
     pub dirs: Vec<DirGrant>,
     /// Allowed outbound HTTP host patterns.
@@ -212,7 +212,7 @@ impl Grant {
     }
 
     /// The intersection of this grant with a plugin's request.
-    pub fn intersect(&self, req: &GrantRequest) -> Effective {
+    pub fn intersect(&self, req: &GrantRequest) -> EffectiveGrant {
         let mut denied = Vec::new();
         let dirs = match req.filesystem {
             FsRequest::None => Vec::new(),
@@ -270,7 +270,7 @@ impl Grant {
         {
             denied.push(format!("memory {want} MiB (limit {memory_mb} MiB)"));
         }
-        Effective {
+        EffectiveGrant {
             dirs,
             hosts,
             env,

@@ -65,7 +65,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use crate::bindings::wharf::plugin::process as wit;
-use crate::grants::{Access, Effective};
+use crate::grants::{Access, EffectiveGrant};
 use capture::Capture;
 
 /// Background jobs one plugin may have running at once.
@@ -186,7 +186,7 @@ const FILE_SIZE: u64 = 0;
 const ADDRESS_SPACE: u64 = 0;
 
 /// The level a plugin's `sandbox()` import reports.
-pub(crate) fn guest_level(eff: &Effective) -> wit::SandboxLevel {
+pub(crate) fn guest_level(eff: &EffectiveGrant) -> wit::SandboxLevel {
     if eff.sandbox_off {
         return wit::SandboxLevel::None;
     }
@@ -214,6 +214,9 @@ pub fn protect_paths(paths: impl IntoIterator<Item = PathBuf>) {
 
 fn protected_paths() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
+    // The environment read here is part of enforcing grants, not a runtime
+    // option: the sandbox keeps the user's own directories out of reach
+    // wherever this user's HOME and XDG directories are.
     let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
     let xdg = |var: &str, default: &str| {
         std::env::var_os(var)
@@ -405,7 +408,7 @@ fn invalid(msg: impl Into<String>) -> wit::ProcessError {
 }
 
 /// Resolves and checks the working directory: inside a granted directory.
-fn resolve_workdir(eff: &Effective, requested: Option<&str>) -> Result<Option<PathBuf>, wit::ProcessError> {
+fn resolve_workdir(eff: &EffectiveGrant, requested: Option<&str>) -> Result<Option<PathBuf>, wit::ProcessError> {
     let base = eff.dirs.iter().find(|d| d.access == Access::Rw).or(eff.dirs.first()).map(|d| d.path.clone());
     let path = match (requested.filter(|s| !s.is_empty()), &base) {
         (None, None) => return Ok(None),
@@ -440,7 +443,7 @@ fn run_tag() -> &'static str {
     })
 }
 
-fn spill_path(plugin: &str, eff: &Effective, name: &str) -> PathBuf {
+fn spill_path(plugin: &str, eff: &EffectiveGrant, name: &str) -> PathBuf {
     let safe: String =
         plugin.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     let dir = match eff.dirs.iter().find(|d| d.access == Access::Rw) {
@@ -451,7 +454,11 @@ fn spill_path(plugin: &str, eff: &Effective, name: &str) -> PathBuf {
     dir.join(format!("{safe}-{name}.log"))
 }
 
-fn make_env(eff: &Effective, tmp: &Path) -> Vec<(String, String)> {
+/// The process's environment. Reading the host's here is the grant at
+/// work, not a runtime option: PATH and LANG pass through (a command needs
+/// them to run), HOME and TMPDIR are the private directory, and each
+/// granted variable gets the host's value.
+fn make_env(eff: &EffectiveGrant, tmp: &Path) -> Vec<(String, String)> {
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let tmp = tmp.display().to_string();
     let mut env: Vec<(String, String)> = vec![
@@ -470,7 +477,7 @@ fn make_env(eff: &Effective, tmp: &Path) -> Vec<(String, String)> {
     env
 }
 
-fn plan(plugin: &str, eff: &Effective, cmd: wit::Command, background: bool) -> Result<Plan, wit::ProcessError> {
+fn plan(plugin: &str, eff: &EffectiveGrant, cmd: wit::Command, background: bool) -> Result<Plan, wit::ProcessError> {
     if cmd.command.trim().is_empty() {
         return Err(invalid("empty command"));
     }
@@ -514,7 +521,7 @@ fn plan(plugin: &str, eff: &Effective, cmd: wit::Command, background: bool) -> R
 }
 
 #[cfg(target_os = "linux")]
-fn child_setup(eff: &Effective, tmp: &Path, background: bool) -> Result<sandbox::ChildSetup, wit::ProcessError> {
+fn child_setup(eff: &EffectiveGrant, tmp: &Path, background: bool) -> Result<sandbox::ChildSetup, wit::ProcessError> {
     // SAFETY: no arguments.
     let parent_death = (!background).then(|| unsafe { libc::getpid() });
     let rlimits = sandbox::Rlimits::defaults();
@@ -634,7 +641,7 @@ async fn drain(rx: &mut pipe::Receiver, mut push: impl FnMut(&[u8])) {
 /// the calling tool call: the command is killed before it.
 pub(crate) async fn run(
     plugin: &str,
-    eff: &Effective,
+    eff: &EffectiveGrant,
     cmd: wit::Command,
     deadline: Instant,
 ) -> Result<wit::CommandOutput, wit::ProcessError> {
@@ -711,7 +718,7 @@ impl Drop for MarkDone {
 }
 
 /// Starts a background job (`process.spawn`).
-pub(crate) fn spawn(plugin: &str, eff: &Effective, cmd: wit::Command) -> Result<u64, wit::ProcessError> {
+pub(crate) fn spawn(plugin: &str, eff: &EffectiveGrant, cmd: wit::Command) -> Result<u64, wit::ProcessError> {
     let running = jobs().values().filter(|j| j.plugin == plugin && j.state().running).count();
     if running >= MAX_RUNNING_JOBS {
         return Err(invalid(format!(
@@ -833,7 +840,7 @@ mod tests {
     use super::*;
     use crate::grants::{DirGrant, FsRequest, Grant, GrantRequest};
 
-    fn effective(ws: &Path, sandbox_off: bool) -> Effective {
+    fn effective(ws: &Path, sandbox_off: bool) -> EffectiveGrant {
         let g = Grant {
             dirs: vec![DirGrant::new(ws, Access::Rw).unwrap()],
             process: true,

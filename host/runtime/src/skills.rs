@@ -205,7 +205,8 @@ fn roots_of(config: &Value, home_granted: bool, granted: &[&Path]) -> Vec<PathBu
             .iter()
             .filter_map(Value::as_str)
             .filter_map(|d| match d.strip_prefix("~/") {
-                // The plugin resolves `~/` with the HOME it is granted.
+                // The plugin resolves `~/` with the HOME it is granted, so
+                // the host reads HOME only when the grant hands it over.
                 Some(rest) if home_granted => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
                 Some(_) => None,
                 None => Some(PathBuf::from(d)),

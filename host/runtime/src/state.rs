@@ -14,7 +14,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
 use crate::bindings::wharf::plugin as wit;
-use crate::grants::{Access, Effective};
+use crate::grants::{Access, EffectiveGrant};
 
 /// Bytes of guest stdout/stderr kept per call (the rest is dropped).
 const STDIO_CAP: usize = 64 << 10;
@@ -231,9 +231,11 @@ impl HostBinding {
     /// The binding as of now (one `stat` per directory), or `None` where a
     /// directory's identity cannot be told. Taken before the store is built,
     /// so a change racing the build shows as a mismatch.
-    pub fn now(effective: &Effective) -> Option<Self> {
+    pub fn now(effective: &EffectiveGrant) -> Option<Self> {
         Some(Self {
             dirs: effective.dirs.iter().map(|d| dir_identity(&d.path)).collect::<Option<_>>()?,
+            // The granted variables' values (a grant names them; the
+            // values are the host's, read as the grant allows).
             env: effective.env.iter().map(|n| std::env::var(n).ok()).collect(),
         })
     }
@@ -260,7 +262,7 @@ pub struct HostState {
     /// Limits (the store's limiter).
     pub limits: Limits,
     shared: Arc<PluginShared>,
-    pub(crate) effective: Arc<Effective>,
+    pub(crate) effective: Arc<EffectiveGrant>,
     log_lines: usize,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
@@ -285,7 +287,7 @@ pub struct HostState {
 impl HostState {
     /// Builds the state for one call (or one warm instance) from the
     /// plugin's effective grants. Nothing is inherited from the host.
-    pub fn new(shared: Arc<PluginShared>, effective: Arc<Effective>) -> anyhow::Result<Self> {
+    pub fn new(shared: Arc<PluginShared>, effective: Arc<EffectiveGrant>) -> anyhow::Result<Self> {
         let mut b = WasiCtxBuilder::new();
         let stdout = MemoryOutputPipe::new(STDIO_CAP);
         let stderr = MemoryOutputPipe::new(STDIO_CAP);
@@ -301,6 +303,8 @@ impl HostState {
         // call's deadline still fires while an operation waits.
         let fs_on_pool = effective.dirs.iter().any(|d| !crate::fs_guard::is_local_fs(&d.path));
         b.allow_blocking_current_thread(!fs_on_pool);
+        // A granted variable reaches the guest with the host's value: the
+        // runtime doing what the profile allows, not an option of its own.
         for name in &effective.env {
             if let Ok(v) = std::env::var(name) {
                 b.env(name, v);

@@ -4,7 +4,7 @@
 //! [`connect`] opens a pool (`deadpool-postgres` over `tokio-postgres`),
 //! applies the embedded migrations (`migrations/*.sql`, under an advisory
 //! lock, recorded in `wharf_schema`) and returns a [`PgBackend`] for
-//! [`wharf_core::Store::with_backend`]; [`store`] does both.
+//! [`wharf_core::SessionStore::with_backend`]; [`store`] does both.
 //!
 //! - **Events** are rows `(session_id, seq, body)`; `body` is the text the
 //!   core encoded, so it is byte-identical to the JSONL line. An append is
@@ -121,9 +121,9 @@ fn default_holder() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Connects and returns a [`wharf_core::Store`] over PostgreSQL.
-pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::Store, StoreError> {
-    Ok(wharf_core::Store::with_backend(Arc::new(connect(url, options)?)))
+/// Connects and returns a [`wharf_core::SessionStore`] over PostgreSQL.
+pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::SessionStore, StoreError> {
+    Ok(wharf_core::SessionStore::with_backend(Arc::new(connect(url, options)?)))
 }
 
 /// Takes Wharf's own settings out of a store URL's query (`wharf_lease_ms`,

@@ -11,7 +11,7 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 use wharf_core::events::{EventKind, InboxKind, TurnStart};
 use wharf_core::store::conformance::{self, OPEN_TURN_REPAIRS, turn, types, user};
-use wharf_core::store::{NewSession, Store, StoreError};
+use wharf_core::store::{NewSession, SessionStore, StoreError};
 use wharf_store_pg::PgOptions;
 use wharf_tests::pg::PgServer;
 
@@ -25,7 +25,7 @@ fn server(test: &str) -> Option<&'static PgServer> {
     }
 }
 
-fn pg_store(url: &str, options: PgOptions) -> Store {
+fn pg_store(url: &str, options: PgOptions) -> SessionStore {
     wharf_store_pg::store(url, options).expect("opening the store")
 }
 
@@ -246,7 +246,7 @@ fn another_host_watches_the_writers_events() {
 fn copy_jsonl_to_postgres_and_back_is_byte_identical() {
     let Some(pg) = server("copy_jsonl_to_postgres_and_back_is_byte_identical") else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let src = Store::new(tmp.path().join("a"));
+    let src = SessionStore::new(tmp.path().join("a"));
     let log = src.create(NewSession { workspace: Some("/w".into()), ..Default::default() }).unwrap();
     turn(&log, 1, "héllo \"quoted\" \u{1F600}");
     log.append_ignorable("x/plugin", serde_json::json!({"nested": {"k": [1, 2.5, null]}})).unwrap();
@@ -256,7 +256,7 @@ fn copy_jsonl_to_postgres_and_back_is_byte_identical() {
     drop(log);
     let db = pg_store(&pg.database().unwrap(), PgOptions::default());
     drop(db.import(&src.load(&id).unwrap().lines).unwrap());
-    let back = Store::new(tmp.path().join("b"));
+    let back = SessionStore::new(tmp.path().join("b"));
     drop(back.import(&db.load(&id).unwrap().lines).unwrap());
     assert_eq!(std::fs::read(tmp.path().join("b").join(format!("{id}.jsonl"))).unwrap(), std::fs::read(&path).unwrap());
     let listed = db.list().unwrap();

@@ -1,4 +1,4 @@
-//! The persistence seam under [`Store`](super::Store) and
+//! The persistence seam under [`SessionStore`](super::SessionStore) and
 //! [`SessionLog`](super::SessionLog).
 //!
 //! A [`Backend`] keeps sessions; a [`Writer`] is the one right to append to

@@ -1,6 +1,6 @@
 //! The session-log contract as a test suite any [`Backend`](super::Backend)
 //! runs: `wharf-core`'s own tests run it over JSONL, `wharf-store-pg`'s over
-//! PostgreSQL. Each case takes a fresh, empty [`Store`] and panics on a
+//! PostgreSQL. Each case takes a fresh, empty [`SessionStore`] and panics on a
 //! violation. It is compiled into every build (a few kilobytes) so a
 //! backend crate needs no feature switch, and so the test build and
 //! `cargo build -p wharf` resolve the same features (one wasmtime build).
@@ -11,7 +11,7 @@ use crate::events::*;
 use crate::plugin::ToolCall;
 
 /// One case of the suite: it runs against a fresh, empty store.
-pub type Case = fn(&Store);
+pub type Case = fn(&SessionStore);
 
 /// Every case, by name.
 pub const CASES: &[(&str, Case)] = &[
@@ -30,7 +30,7 @@ pub const CASES: &[(&str, Case)] = &[
 ];
 
 /// Runs every case, each on a store from `fresh`.
-pub fn run_all(fresh: &dyn Fn() -> Store) {
+pub fn run_all(fresh: &dyn Fn() -> SessionStore) {
     for (name, case) in CASES {
         eprintln!("store conformance: {name}");
         case(&fresh());
@@ -99,7 +99,7 @@ pub fn types(events: &[Event]) -> Vec<&str> {
     events.iter().map(|e| e.type_name()).collect()
 }
 
-fn create_append_reload(store: &Store) {
+fn create_append_reload(store: &SessionStore) {
     let log = store.create(NewSession { workspace: Some("/w".into()), ..Default::default() }).unwrap();
     turn(&log, 1, "hello");
     let live = log.messages();
@@ -121,7 +121,7 @@ fn create_append_reload(store: &Store) {
     crate::invariants::check(&loaded.events).unwrap();
 }
 
-fn second_writer_is_refused(store: &Store) {
+fn second_writer_is_refused(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     let err = store.open(log.id()).unwrap_err();
     assert!(matches!(err, StoreError::Locked { .. } | StoreError::Leased { .. }), "{err}");
@@ -131,7 +131,7 @@ fn second_writer_is_refused(store: &Store) {
     assert!(store.open(&id).is_ok());
 }
 
-fn crash_inside_a_turn_is_repaired(store: &Store) {
+fn crash_inside_a_turn_is_repaired(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     open_turn_with_calls(&log);
     let id = log.id().to_string();
@@ -162,7 +162,7 @@ fn call_event(id: &str, name: &str, parent: Option<&str>) -> EventKind {
     })
 }
 
-fn crash_inside_a_program_closes_its_inner_calls(store: &Store) {
+fn crash_inside_a_program_closes_its_inner_calls(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
     log.append(user("go")).unwrap();
@@ -231,7 +231,7 @@ fn crash_inside_a_program_closes_its_inner_calls(store: &Store) {
     assert!(report.repairs.is_empty());
 }
 
-fn crash_mid_stream_commits_prefix(store: &Store) {
+fn crash_mid_stream_commits_prefix(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     log.append(EventKind::TurnStart(TurnStart { turn: 1 })).unwrap();
     log.append(EventKind::StepStart(StepStart { turn: 1, step: 1 })).unwrap();
@@ -251,7 +251,7 @@ fn crash_mid_stream_commits_prefix(store: &Store) {
     assert_eq!(log.messages().last().map(|m| m.content.as_str()), Some("Hello"));
 }
 
-fn ignorable_events_round_trip(store: &Store) {
+fn ignorable_events_round_trip(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     log.append_ignorable("x/custom", serde_json::json!({"k": 1, "s": "é\u{1F600}\"\\"})).unwrap();
     let id = log.id().to_string();
@@ -261,7 +261,7 @@ fn ignorable_events_round_trip(store: &Store) {
     assert!(loaded.events[1].ignorable);
 }
 
-fn fork_at_turn_boundary_only(store: &Store) {
+fn fork_at_turn_boundary_only(store: &SessionStore) {
     let log = store.create(NewSession { profile: Some("p".into()), ..Default::default() }).unwrap();
     turn(&log, 1, "one");
     turn(&log, 2, "two");
@@ -282,7 +282,7 @@ fn fork_at_turn_boundary_only(store: &Store) {
     turn(&log, 3, "three");
 }
 
-fn list_and_export(store: &Store) {
+fn list_and_export(store: &SessionStore) {
     assert!(store.list().unwrap().is_empty());
     let a = store.create(NewSession::default()).unwrap();
     turn(&a, 1, "first question");
@@ -301,7 +301,7 @@ fn list_and_export(store: &Store) {
     assert!(store.exists(a.id()).unwrap());
 }
 
-fn invalid_ids_and_missing_sessions(store: &Store) {
+fn invalid_ids_and_missing_sessions(store: &SessionStore) {
     assert!(matches!(store.open("../etc"), Err(StoreError::InvalidId(_))));
     assert!(matches!(store.load("nope"), Err(StoreError::NotFound(_))));
     assert!(matches!(store.header("nope"), Err(StoreError::NotFound(_))));
@@ -320,7 +320,7 @@ fn invalid_ids_and_missing_sessions(store: &Store) {
     ));
 }
 
-fn subscribe_from_replays_then_streams(store: &Store) {
+fn subscribe_from_replays_then_streams(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     log.append(user("a")).unwrap();
     let mut rx = log.subscribe_from(1).unwrap();
@@ -331,7 +331,7 @@ fn subscribe_from_replays_then_streams(store: &Store) {
     assert!(rx.try_recv().is_err());
 }
 
-fn append_batch_is_consecutive(store: &Store) {
+fn append_batch_is_consecutive(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     let evs = log.append_batch(vec![user("a"), user("b"), user("c")]).unwrap();
     assert_eq!(evs.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
@@ -341,7 +341,7 @@ fn append_batch_is_consecutive(store: &Store) {
     assert_eq!(store.load(&id).unwrap().events.len(), 5);
 }
 
-fn import_copies_bytes(store: &Store) {
+fn import_copies_bytes(store: &SessionStore) {
     let log = store.create(NewSession::default()).unwrap();
     turn(&log, 1, "copy me");
     let id = log.id().to_string();

@@ -32,7 +32,7 @@
 //!   client's `env` is passed verbatim (no `${env:…}` expansion) over the
 //!   usual clean environment. They run under the OS sandbox of stdio MCP
 //!   servers with the session's workspace read-write, no network and no
-//!   other host variables (`crate::mcp::config`). The response waits until each server has
+//!   other host variables (`wharf_mcp::config`). The response waits until each server has
 //!   connected or failed its first attempt (a failure is a warning on
 //!   stderr and a `plugin/reload-failed` in the log, not an error). They
 //!   stop with the session: `session/close`, or the process exiting.
@@ -67,7 +67,7 @@
 //!   `allow_once`, `allow_always` (the tool is allowed for the rest of the
 //!   session) and `reject_once`. Questions and updates leave through one
 //!   ordered task, and the log events before a question (its `tool/call`
-//!   and `approval/requested`) are forwarded first, so a request never
+//!   and `approval/asked`) are forwarded first, so a request never
 //!   precedes the `tool_call` update it refers to.
 //! - Session modes are the permission presets (`read-only`, `ask`, `auto`,
 //!   `full-access`; `session/new` and `session/load` answer `modes` with the
@@ -729,7 +729,7 @@ impl Session {
                     },
                     pending = approvals.recv(), if asking => match pending {
                         Some(pending) => {
-                            // The call's `tool/call` and `approval/requested`
+                            // The call's `tool/call` and `approval/asked`
                             // were appended before the question was asked, so
                             // they are queued already: send them first.
                             while let Ok(ev) = rx.try_recv() {

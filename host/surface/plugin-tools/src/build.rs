@@ -666,11 +666,8 @@ fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
 }
 
 /// Loads a component like `wharf plugin check` (no grants, default config).
-pub fn check(path: &Path) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
-    let rt = Runtime::new(RuntimeOptions {
-        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
-        ..RuntimeOptions::default()
-    })?;
+pub fn check(path: &Path, opts: RuntimeOptions) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
+    let rt = Runtime::new(opts)?;
     let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
     let spec = PluginSpec {
         id,
@@ -700,11 +697,11 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Runs `wharf plugin build`.
-pub async fn run(args: BuildArgs) -> anyhow::Result<ExitCode> {
-    tokio::task::spawn_blocking(move || build(args)).await?
+pub async fn run(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
+    tokio::task::spawn_blocking(move || build(args, opts)).await?
 }
 
-fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
+fn build(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir().context("cannot determine the current directory")?,
@@ -764,7 +761,7 @@ fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let v = check(&out)?;
+    let v = check(&out, opts)?;
     let kinds = kind_names(&v);
     if let Some(kind) = project.kind {
         let expected: Vec<String> = kind.expected_kinds().iter().map(|s| s.to_string()).collect();

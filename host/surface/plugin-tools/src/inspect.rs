@@ -101,11 +101,8 @@ impl GrantArgs {
     }
 }
 
-fn runtime() -> anyhow::Result<Arc<Runtime>> {
-    Runtime::new(RuntimeOptions {
-        cache_dir: wharf_runtime::cache::CompileCache::default_dir(),
-        ..RuntimeOptions::default()
-    })
+fn runtime(opts: &RuntimeOptions) -> anyhow::Result<Arc<Runtime>> {
+    Ok(Runtime::new(opts.clone())?)
 }
 
 fn load(rt: &Runtime, file: PathBuf, grant: Grant, config: serde_json::Value) -> anyhow::Result<Arc<PluginVersion>> {
@@ -164,10 +161,10 @@ fn describe_json(v: &PluginVersion) -> serde_json::Value {
 }
 
 /// Runs a plugin subcommand.
-pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+pub async fn run(cmd: PluginCommand, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::Inspect { file, json } => {
-            let rt = runtime()?;
+            let rt = runtime(&opts)?;
             let v = tokio::task::spawn_blocking(move || inspect_load(&rt, file)).await??;
             if json {
                 println!("{}", serde_json::to_string_pretty(&describe_json(&v))?);
@@ -177,7 +174,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         PluginCommand::Check { file } => {
-            let rt = runtime()?;
+            let rt = runtime(&opts)?;
             let v = tokio::task::spawn_blocking(move || inspect_load(&rt, file)).await??;
             let kinds: Vec<String> = v.kinds.iter().map(|k| format!("{k:?}").to_lowercase()).collect();
             println!(
@@ -199,7 +196,7 @@ pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             let config: serde_json::Value =
                 serde_json::from_str(&a.config).with_context(|| format!("--config is not valid JSON: {}", a.config))?;
             let grant = a.grant.to_grant()?;
-            let rt = runtime()?;
+            let rt = runtime(&opts)?;
             let file = a.file.clone();
             let v = tokio::task::spawn_blocking(move || load(&rt, file, grant, config)).await??;
             let Some(spec) = v.tools.iter().find(|t| t.name == a.tool) else {

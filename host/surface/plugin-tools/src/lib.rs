@@ -12,6 +12,7 @@ pub mod oci;
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use wharf_runtime::RuntimeOptions;
 
 /// `wharf plugin …`: the component tools plus scaffolding and building.
 #[derive(Subcommand)]
@@ -28,12 +29,13 @@ pub enum PluginCommand {
     Oci(oci::OciCommand),
 }
 
-/// Runs `wharf plugin …`.
-pub async fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+/// Runs `wharf plugin …`; components are loaded by a runtime built with
+/// `runtime` (the binary reads those from the environment).
+pub async fn run(cmd: PluginCommand, runtime: RuntimeOptions) -> anyhow::Result<ExitCode> {
     match cmd {
-        PluginCommand::Inspect(cmd) => inspect::run(cmd).await,
+        PluginCommand::Inspect(cmd) => inspect::run(cmd, runtime).await,
         PluginCommand::New(args) => new::run(args).await,
-        PluginCommand::Build(args) => build::run(args).await,
+        PluginCommand::Build(args) => build::run(args, runtime).await,
         PluginCommand::Oci(cmd) => oci::run(cmd).await,
     }
 }

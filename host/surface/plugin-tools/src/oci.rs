@@ -1,7 +1,7 @@
 //! `wharf plugin pull|push|lock|sign`: components from OCI registries with
-//! pinned digests and cosign-compatible signatures (issue 16), over the
-//! `wharf-dist` crate; and [`resolve_row`], which the host's load path
-//! calls for a profile row with a `source`.
+//! pinned digests and cosign-compatible signatures, over the `wharf-dist`
+//! crate. (A profile row with a `source` is resolved when a host loads it:
+//! `wharf_harness::resolve_row`.)
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use wharf_dist::registry::Registry;
-use wharf_dist::{OciRef, Store, lock, sign};
+use wharf_dist::{BlobStore, OciRef, lock, sign};
 
 /// The OCI subcommands of `wharf plugin`.
 #[derive(Subcommand, Debug)]
@@ -74,7 +74,7 @@ pub async fn run(cmd: OciCommand) -> Result<ExitCode> {
 
 async fn pull(reference: &str, key: Option<&Path>) -> Result<ExitCode> {
     let r = OciRef::parse(reference)?;
-    let store = Store::open_default()?;
+    let store = BlobStore::open_default()?;
     let key = key.map(sign::load_verifying_key).transpose()?;
     let digest = Registry::for_ref(&r).await?.fetch(&r, &store).await?;
     let resolved = wharf_dist::resolve(&store, &r.at_digest(&digest), None, key.as_ref()).await.inspect_err(|e| {
@@ -104,7 +104,7 @@ async fn push(file: &Path, reference: &str) -> Result<ExitCode> {
     if bytes.len() as u64 > wharf_dist::MAX_COMPONENT_BYTES {
         bail!("{} is larger than {} bytes", file.display(), wharf_dist::MAX_COMPONENT_BYTES);
     }
-    let store = Store::open_default()?;
+    let store = BlobStore::open_default()?;
     let digest = Registry::for_ref(&r).await?.push_component(&r, &bytes, &store).await?;
     println!("{}", serde_json::json!({"reference": r.to_string(), "digest": digest.to_string()}));
     Ok(ExitCode::SUCCESS)
@@ -121,7 +121,7 @@ async fn lock_profile(profile: Option<PathBuf>, workspace: Option<PathBuf>) -> R
         eprintln!("{}: every row with a source has a digest", path.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let store = Store::open_default()?;
+    let store = BlobStore::open_default()?;
     for row in rows {
         let r = OciRef::parse(&row.source).with_context(|| format!("{}: plugin `{}`", path.display(), row.id))?;
         let digest = match &r.digest {
@@ -173,7 +173,7 @@ fn generate_key(path: &Path) -> Result<ExitCode> {
 async fn sign_ref(reference: &str, key: &Path) -> Result<ExitCode> {
     let r = OciRef::parse(reference)?;
     let key = sign::load_signing_key(key)?;
-    let store = Store::open_default()?;
+    let store = BlobStore::open_default()?;
     let registry = Registry::for_ref(&r).await?;
     // What is signed is the manifest digest the registry serves.
     let digest = registry.fetch(&r, &store).await?;

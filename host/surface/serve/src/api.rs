@@ -60,7 +60,7 @@ impl From<StoreError> for ApiError {
 impl From<ServeError> for ApiError {
     fn from(e: ServeError) -> Self {
         match e {
-            ServeError::Store(s) => s.into(),
+            ServeError::SessionStore(s) => s.into(),
             e => ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
@@ -289,7 +289,7 @@ async fn input(app: &Arc<Server>, id: &str, text: String, how: Input) -> ApiResu
             })
             .await;
         match r {
-            Err(ServeError::Store(StoreError::Leased { holder, .. })) => {
+            Err(ServeError::SessionStore(StoreError::Leased { holder, .. })) => {
                 return remote_input(app, id, &text, how, &holder);
             }
             // Fenced while logging it: this host just lost the session

@@ -16,10 +16,10 @@
 //!
 //! With a store that has leases (PostgreSQL), a session is loaded on one
 //! host at a time. Input sent to a host that does not own the session is
-//! stored for the owner ([`wharf_core::Store::push_input`]; the answer names
+//! stored for the owner ([`wharf_core::SessionStore::push_input`]; the answer names
 //! the `owner`), and each loaded session logs the input stored for it. A
 //! host's event streams of sessions it does not own follow the store
-//! ([`wharf_core::Store::watch`]). Every [`ServeOptions::adopt_every`] a
+//! ([`wharf_core::SessionStore::watch`]). Every [`ServeOptions::adopt_every`] a
 //! host takes over the sessions the store reports orphaned (their host
 //! died); a host that finds it lost a session (input stream ended, append
 //! fenced, agent stopped on a store error) drops its loading of it.
@@ -79,7 +79,7 @@ pub enum ServeError {
     Bind(String),
     /// The session store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    SessionStore(#[from] StoreError),
     /// The host failed (building an agent, …).
     #[error("{0}")]
     Host(String),
@@ -89,7 +89,7 @@ impl ServeError {
     /// A host error: a store error stays typed (so "not found" is a 404).
     pub fn from_host(e: anyhow::Error) -> Self {
         match e.downcast::<StoreError>() {
-            Ok(s) => ServeError::Store(s),
+            Ok(s) => ServeError::SessionStore(s),
             Err(e) => {
                 let mut out = String::new();
                 for cause in e.chain() {

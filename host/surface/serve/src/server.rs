@@ -282,7 +282,7 @@ impl Server {
                             let _ = self.opened.send(l.agent.session_id().to_string());
                             return Ok(out);
                         }
-                        Err(ServeError::Store(StoreError::Locked { .. })) if attempts < 40 && id.is_some() => {
+                        Err(ServeError::SessionStore(StoreError::Locked { .. })) if attempts < 40 && id.is_some() => {
                             attempts += 1;
                             None
                         }
@@ -395,7 +395,7 @@ impl Server {
             }
             match self.with_session(Some(&id), |_| ()).await {
                 Ok(()) => tracing::info!(session = %id, "took over an orphaned session"),
-                Err(ServeError::Store(
+                Err(ServeError::SessionStore(
                     StoreError::Leased { .. } | StoreError::NotFound(_) | StoreError::Locked { .. },
                 )) => {}
                 Err(e) => {

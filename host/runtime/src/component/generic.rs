@@ -592,6 +592,8 @@ impl PluginVersion {
                     f.display
                 ));
             }
+            // Compiled now (and kept for the calls), as a plugin's own are.
+            wharf_core::schema::compiled(&schema).map_err(|e| format!("function `{}`: its {e}", f.display))?;
             let description = f.description();
             total = total.saturating_add(f.tool.len() + description.len() + size);
             if total > MAX_TOOL_SPECS_TOTAL {

@@ -17,9 +17,9 @@ use tokio::sync::{broadcast, mpsc};
 use wharf_core::events::{EventKind, PluginChange};
 use wharf_core::registry::Registry;
 
-use crate::adapters::registrations;
 use crate::component::{FailedLoad, OnInvalidConfig, PluginSpec, PluginVersion, Runtime, config_digest};
 use crate::error::LoadError;
+use crate::registrations;
 
 /// Debounce between a file event and the reload (editors write in bursts).
 pub const DEBOUNCE: Duration = Duration::from_millis(25);
@@ -301,7 +301,9 @@ impl PluginHost {
                 ));
             }
         }
-        self.registry.install(v.plugin_ref(), registrations(&v)).map_err(|e| format!("{}: {e}", v.path.display()))?;
+        self.registry
+            .install(v.plugin_ref(), registrations::of_version(&v))
+            .map_err(|e| format!("{}: {e}", v.path.display()))?;
         let conflicts = self.registry.snapshot().conflicts_of(&v.id);
         for c in &conflicts {
             tracing::warn!("{c}");
@@ -480,7 +482,7 @@ impl PluginHost {
                     ),
                 };
                 let plugin = wharf_core::plugin::PluginRef { config: Some(new_config), ..old.plugin_ref() };
-                let mut regs = registrations(&old);
+                let mut regs = registrations::of_version(&old);
                 regs.policy = Some(Arc::new(FailClosedPolicy { plugin: plugin.clone(), reason }));
                 match self.registry.install(plugin, regs) {
                     Ok(()) => {
@@ -512,7 +514,7 @@ impl PluginHost {
     /// Installs a loaded version's own registrations again (ending a
     /// fail-closed period).
     fn restore(&self, v: &Arc<PluginVersion>) {
-        match self.registry.install(v.plugin_ref(), registrations(v)) {
+        match self.registry.install(v.plugin_ref(), registrations::of_version(v)) {
             Ok(()) => {
                 self.lock().failing_closed.remove(&v.id);
             }

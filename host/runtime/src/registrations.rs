@@ -1,5 +1,6 @@
-//! Component-backed implementations of the core traits, and the set of
-//! registrations one plugin version contributes.
+//! What a plugin version registers with the core: component-backed
+//! implementations of the core traits (`ComponentTool`, `ComponentLlm` …)
+//! and [`of_version`], the set of registrations one version contributes.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use wharf_core::registry::Registrations;
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
-use crate::component::{CallContext, CallError, Code, HeldAdapter, Kind, PluginVersion};
+use crate::component::{CallContext, CallError, CompiledCode, HeldAdapter, Kind, PluginVersion};
 use crate::state::HostState;
 
 /// A tool served by a component.
@@ -63,7 +64,7 @@ impl Tool for ComponentTool {
 
 /// The registrations of one loaded version: a tool per tool spec, the
 /// adapter, policy and hooks for the kinds it exports.
-pub fn registrations(version: &Arc<PluginVersion>) -> Registrations {
+pub fn of_version(version: &Arc<PluginVersion>) -> Registrations {
     let plugin = version.plugin_ref();
     let mut regs = Registrations::default();
     let reach = match &version.effective.tools {
@@ -293,7 +294,7 @@ struct ComponentStream {
     timeout_ms: u64,
     /// Where a clean end leaves the instance: the turn's scope, the
     /// version and the code it ran.
-    keep: Option<(Arc<AdapterScope>, Arc<PluginVersion>, Arc<Code>)>,
+    keep: Option<(Arc<AdapterScope>, Arc<PluginVersion>, Arc<CompiledCode>)>,
 }
 
 impl ComponentStream {
