@@ -13,15 +13,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn ok<T, E: std::fmt::Display>(r: Result<T, E>) -> T {
-    r.unwrap_or_else(|e| panic!("{e}"))
+fn ok<T, E: std::fmt::Debug>(r: Result<T, E>) -> T {
+    r.expect("the command ran")
 }
 
 /// `wharf config dump ARGS` in `ws`, with `home` as the home directory.
 fn dump(home: &Path, ws: &Path, args: &[&str]) -> Output {
     let mut cmd = wharf_tests::wharf(home);
     cmd.current_dir(ws).args(["config", "dump"]).args(args);
-    cmd.output().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"))
+    cmd.output().expect("spawning wharf")
 }
 
 /// The first line of `dump` that starts with `start`.

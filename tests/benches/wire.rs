@@ -461,6 +461,7 @@ fn default_components() -> anyhow::Result<Vec<PathBuf>> {
     Ok(text
         .lines()
         .filter_map(|l| l.trim().strip_prefix("path = \"${plugin_dir}/")?.strip_suffix(".wasm\""))
+        .filter_map(|name| wharf_tests::plugins::ALL.iter().copied().find(|p| p.name() == name))
         .map(wharf_tests::plugin)
         .collect())
 }

@@ -193,10 +193,10 @@ mod tests {
 
     #[test]
     fn splits_keys() {
-        let (k, v) = split_assignment("plugin.fs.config.\"a.b\" = 5").unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = split_assignment("plugin.fs.config.\"a.b\" = 5").expect("a valid assignment");
         assert_eq!(k, ["plugin", "fs", "config", "a.b"]);
         assert_eq!(v, " 5");
-        let (k, v) = split_assignment("agent.system_prompt=a=b").unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = split_assignment("agent.system_prompt=a=b").expect("a valid assignment");
         assert_eq!(k, ["agent", "system_prompt"]);
         assert_eq!(v, "a=b");
         assert!(split_assignment("agent.max_steps").is_err());

@@ -708,7 +708,7 @@ fn default_adapter_line() -> usize {
 
 /// The file as `extends` shows it: its real path.
 fn real(p: &Path) -> String {
-    std::fs::canonicalize(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).display().to_string()
+    std::fs::canonicalize(p).expect("canonicalizing a test path").display().to_string()
 }
 
 #[test]

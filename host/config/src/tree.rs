@@ -284,7 +284,7 @@ mod tests {
         let s = SourceText::new("f.toml", "a = 1\n[t]\n  \"é\" = \"x\"\n");
         let l = s.locate(12);
         assert_eq!((l.line, l.column), (Some(3), Some(3)));
-        let t = s.parse().unwrap_or_else(|e| panic!("{e}"));
+        let t = s.parse().expect("test TOML parses");
         assert_eq!(t.entries[0].key, "a");
         let Some(Val::Table(inner)) = t.get("t").map(|n| &n.val) else { panic!("no table") };
         let e = &inner.entries[0];
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn inline_rendering_is_toml() {
         let s = SourceText::new("f", "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n");
-        let t = s.parse().unwrap_or_else(|e| panic!("{e}"));
+        let t = s.parse().expect("test TOML parses");
         let Some(x) = t.get("x") else { panic!("no x") };
         let text = format!("x = {}\n", inline(&x.val));
         assert_eq!(text, "x = [1, 2.0, \"a\\\"b\\n\", { k = true, \"a b\" = [] }]\n");

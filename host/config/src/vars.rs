@@ -210,13 +210,13 @@ mod tests {
     fn repo_root_is_the_nearest_ancestor_with_git_else_the_workspace() {
         let base = std::env::temp_dir().join(format!("wharf-repo-root-{}", std::process::id()));
         let ws = base.join("repo/a/b");
-        std::fs::create_dir_all(&ws).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(&ws).expect("creating the workspace");
         let inside = repo_root(&ws);
         // The temp dir itself may sit in a repository; nothing below `base` has `.git` yet.
         assert!(!inside.starts_with(&base) || inside == ws, "{}", inside.display());
-        std::fs::create_dir_all(base.join("repo/.git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(base.join("repo/.git")).expect("creating repo/.git");
         assert_eq!(repo_root(&ws), base.join("repo"));
-        std::fs::write(ws.join(".git"), "gitdir: elsewhere").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join(".git"), "gitdir: elsewhere").expect("writing .git");
         assert_eq!(repo_root(&ws), ws);
         let _ = std::fs::remove_dir_all(base);
     }

@@ -339,7 +339,7 @@ mod tests {
             turn_with(vec![msg(&["p"]), call("p"), inner("p.1", "p"), result("p"), result("p.1")]),
         ];
         for good in ok {
-            check(&log(good.clone())).unwrap_or_else(|e| panic!("{e}: {good:?}"));
+            assert!(check(&log(good.clone())).is_ok(), "{:?}: {good:?}", check(&log(good.clone())));
         }
         let bad = [
             // never answered (what crash repair must close)

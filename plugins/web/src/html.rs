@@ -643,7 +643,7 @@ mod tests {
     use super::*;
 
     fn base() -> Url {
-        Url::parse("http://example.test/docs/index.html").unwrap_or_else(|e| panic!("{e}"))
+        Url::parse("http://example.test/docs/index.html").expect("a test URL")
     }
 
     const PAGE: &str = r##"<!DOCTYPE html>

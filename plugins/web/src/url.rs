@@ -184,7 +184,7 @@ mod tests {
     use super::*;
 
     fn u(s: &str) -> Url {
-        Url::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+        Url::parse(s).expect("a test URL")
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //! the same handler, so the same tools, pipeline, policies, approvals and
 //! session log as stdio (calls of every HTTP client share the one session and
 //! are serialized like stdio's). In front of it, the web UI's guard
-//! ([`wharf_serve::guard`]):
+//! ([`wharf_http_access::guard`]):
 //!
 //! - loopback only unless `--allow-remote` **and** a configured token;
 //! - every request carries the token — `Authorization: Bearer TOKEN` (or
@@ -380,7 +380,7 @@ fn check_http(addr: &str, token: Option<&str>, allow_remote: bool) -> Result<(Ip
     let (ip, port) = parse_addr(addr)?;
     let token = token.filter(|t| !t.is_empty()).map(str::to_string);
     if let Some(t) = &token {
-        wharf_serve::check_token(t)?;
+        wharf_http_access::check_token(t)?;
     }
     if !ip.is_loopback() {
         if !allow_remote {
@@ -432,11 +432,11 @@ async fn serve_http(
     let configured = token.is_some();
     let token = match token {
         Some(t) => t,
-        None => wharf_serve::random_token()?,
+        None => wharf_http_access::random_token()?,
     };
-    let access = wharf_serve::Access {
+    let access = wharf_http_access::Access {
         token: token.clone(),
-        hosts: wharf_serve::allowed_hosts(ip, port, &args.allowed_hosts),
+        hosts: wharf_http_access::allowed_hosts(ip, port, &args.allowed_hosts),
         // Every request needs a matching `Host`, remote or not.
         any_host: false,
         cookie: format!("wharf_mcp_token_{port}"),
@@ -454,7 +454,7 @@ async fn serve_http(
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(access, wharf_serve::guard))
+        .layer(axum::middleware::from_fn_with_state(access, wharf_http_access::guard))
         .layer(axum::middleware::map_response(www_authenticate));
     let shown = match ip {
         IpAddr::V4(v4) if v4.is_unspecified() => format!("127.0.0.1:{port}"),

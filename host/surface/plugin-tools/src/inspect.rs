@@ -102,7 +102,7 @@ impl GrantArgs {
 }
 
 fn runtime(opts: &RuntimeOptions) -> anyhow::Result<Arc<Runtime>> {
-    Ok(Runtime::new(opts.clone())?)
+    Runtime::new(opts.clone())
 }
 
 fn load(rt: &Runtime, file: PathBuf, grant: Grant, config: serde_json::Value) -> anyhow::Result<Arc<PluginVersion>> {

@@ -32,27 +32,15 @@
 //!
 //! # Security
 //!
-//! - [`check_bind`]: loopback by default; a non-loopback address needs
-//!   `allow_remote` **and** a configured token (at least 16 characters).
-//! - Every request needs the token: `Authorization: Bearer TOKEN`,
-//!   `X-Wharf-Token: TOKEN`, or the `HttpOnly`, `SameSite=Strict` cookie set
-//!   by opening `/?token=TOKEN` (then redirected to `/`). Missing or wrong:
-//!   401.
-//! - The `Host` header must name the server (`127.0.0.1:PORT`,
-//!   `localhost:PORT`, `[::1]:PORT`, the bound address, or an allowed
-//!   host): 403 otherwise (DNS rebinding).
-//! - On state-changing requests and event streams, an `Origin` header must
-//!   be `http://` + the request's own allowed `Host`, and `Sec-Fetch-Site:
-//!   cross-site` is refused: 403.
-//! - Answers carry a strict Content-Security-Policy, `nosniff`,
-//!   `no-referrer`, `DENY` framing and `no-store`.
+//! Every route is behind [`wharf_http_access::guard`] (the token, `Host`
+//! and `Origin` checks, the security headers) and [`check_bind`]'s rules:
+//! loopback by default, a non-loopback address only with `allow_remote`
+//! and a configured token.
 
-mod access;
 mod api;
 mod errors;
 mod harness_ops;
 pub mod render;
-mod security;
 mod server;
 pub mod web;
 
@@ -63,20 +51,20 @@ use axum::http::StatusCode;
 use axum::middleware;
 use wharf_core::store::StoreError;
 
-pub use access::{
-    Access, BindRequest, MIN_TOKEN_LEN, allowed_hosts, check_bind, check_token, random_token, shown_addr,
-};
 pub use api::{MAX_HISTORY, MAX_TEXT, OPENAPI, route_table};
 pub use harness_ops::{PluginFeed, UsageView};
-pub use security::guard;
 pub use server::{ServeOptions, Server};
+pub use wharf_http_access::{
+    Access, AccessError, BindRequest, MIN_TOKEN_LEN, allowed_hosts, check_bind, check_token, guard, random_token,
+    shown_addr,
+};
 
 /// A failure of the server (not of one request).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The bind address or token breaks the rules.
-    #[error("{0}")]
-    Bind(String),
+    #[error(transparent)]
+    Bind(#[from] AccessError),
     /// The session store failed.
     #[error(transparent)]
     SessionStore(#[from] StoreError),
@@ -123,5 +111,5 @@ pub fn router(server: Arc<Server>, access: Access, extra: Option<Router>) -> Rou
         .layer(middleware::from_fn(|req: axum::extract::Request, next: middleware::Next| {
             wharf_core::store::retry_scope(next.run(req))
         }))
-        .layer(middleware::from_fn_with_state(access, security::guard))
+        .layer(middleware::from_fn_with_state(access, guard))
 }

@@ -1,5 +1,5 @@
-//! Host, Origin and token checks for every request (the rules are in the
-//! crate docs).
+//! The middleware ([`guard`]): Host, Origin and token checks for every
+//! request, and the security headers of every answer (rules: crate docs).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};

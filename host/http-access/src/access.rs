@@ -3,7 +3,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::ServeError;
+/// The bind address or token breaks the rules (the message says which and
+/// why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AccessError(pub String);
 
 /// What the operator asked for on the command line.
 #[derive(Debug, Clone, Default)]
@@ -38,14 +42,14 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// `allow_remote` **and** a configured token of at least
 /// [`MIN_TOKEN_LEN`] characters. Returns the address and the configured
 /// token.
-pub fn check_bind(req: &BindRequest) -> Result<(IpAddr, Option<String>), ServeError> {
+pub fn check_bind(req: &BindRequest) -> Result<(IpAddr, Option<String>), AccessError> {
     let ip: IpAddr = match req.bind.as_str() {
         "localhost" => IpAddr::from([127, 0, 0, 1]),
         s => s
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse()
-            .map_err(|e| ServeError::Bind(format!("--bind `{s}`: {e}")))?,
+            .map_err(|e| AccessError(format!("--bind `{s}`: {e}")))?,
     };
     let token = req.token.clone().filter(|t| !t.is_empty());
     if let Some(t) = &token {
@@ -53,15 +57,13 @@ pub fn check_bind(req: &BindRequest) -> Result<(IpAddr, Option<String>), ServeEr
     }
     if !ip.is_loopback() {
         if !req.allow_remote {
-            return Err(ServeError::Bind(format!(
+            return Err(AccessError(format!(
                 "refusing to listen on non-loopback address {ip}: the API can run tools on this machine; \
                  pass --allow-remote (with --token or WHARF_WEB_TOKEN) if you mean it"
             )));
         }
         if token.is_none() {
-            return Err(ServeError::Bind(
-                "--allow-remote needs a configured token (--token or WHARF_WEB_TOKEN)".into(),
-            ));
+            return Err(AccessError("--allow-remote needs a configured token (--token or WHARF_WEB_TOKEN)".into()));
         }
     }
     Ok((ip, token))
@@ -69,9 +71,9 @@ pub fn check_bind(req: &BindRequest) -> Result<(IpAddr, Option<String>), ServeEr
 
 /// A configured token must be at least [`MIN_TOKEN_LEN`] characters,
 /// without spaces, control characters, `;` or `,` (it goes into a cookie).
-pub fn check_token(t: &str) -> Result<(), ServeError> {
+pub fn check_token(t: &str) -> Result<(), AccessError> {
     if t.len() < MIN_TOKEN_LEN || t.chars().any(|c| c.is_whitespace() || c.is_control() || c == ';' || c == ',') {
-        return Err(ServeError::Bind("the token must be at least 16 characters, without spaces, `;` or `,`".into()));
+        return Err(AccessError("the token must be at least 16 characters, without spaces, `;` or `,`".into()));
     }
     Ok(())
 }
@@ -102,9 +104,9 @@ pub fn allowed_hosts(ip: IpAddr, port: u16, extra: &[String]) -> Vec<String> {
 }
 
 /// A random token (32 bytes, hex).
-pub fn random_token() -> Result<String, ServeError> {
+pub fn random_token() -> Result<String, AccessError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| ServeError::Bind(format!("no randomness for the access token: {e}")))?;
+    getrandom::fill(&mut bytes).map_err(|e| AccessError(format!("no randomness for the access token: {e}")))?;
     Ok(hex::encode(bytes))
 }
 
