@@ -1,6 +1,7 @@
-//! Compaction and subagents end to end: `wharf run` with the scripted model,
-//! the real `compaction` and `subagent` components, the `fs`/`text` tools
-//! and the `policy-rules` policy (profile and run helpers from policy.rs).
+//! Compaction and subagents end to end: a headless turn (in-process, as
+//! `wharf run`) with the scripted model, the real `compaction` and
+//! `subagent` components, the `fs`/`text` tools and the `policy-rules`
+//! policy (profile and run helpers from policy.rs).
 
 use std::fmt::Write as _;
 
@@ -9,7 +10,7 @@ use serde_json::{Value, json};
 use wharf_core::SessionStore;
 use wharf_core::events::EventKind;
 
-use crate::policy::{env, policy, session_id, toml_str};
+use crate::policy::{env, policy, toml_str};
 
 /// A scripted turn calling `tool` with `args`.
 fn call_turn(tool: &str, args: &Value) -> String {
@@ -39,7 +40,7 @@ fn a_long_session_is_compacted_and_the_log_keeps_everything() -> anyhow::Result<
     let _ = write!(model, "\n[[plugin.config.turns]]\n{ECHO_LAST}");
     let compactor = policy("compaction", "compaction", "", "model = true");
     let profile = env.profile("compact", &format!("{compactor}{model}"));
-    let run = env.run(&profile, &["--max-steps", "20"]);
+    let run = env.run(&profile, Some(20), &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
 
     // Every tool call ran and every raw result is still in the log.
@@ -66,7 +67,8 @@ fn a_long_session_is_compacted_and_the_log_keeps_everything() -> anyhow::Result<
     // Replaying the log: before every model request the projected history
     // stays under the window, and no tool result is ever separated from its
     // call.
-    let id = session_id(&run.stderr).unwrap_or_else(|| panic!("no session id\n{}", run.stderr));
+    let id = run.session.clone();
+    assert!(!id.is_empty(), "no session id\n{}", run.dump());
     let log = SessionStore::new(&env.sessions).load(&id).context("loading the session")?;
     let mut proj = wharf_core::Projection::new();
     let mut max_seen = 0;
@@ -113,7 +115,7 @@ fn compaction_without_the_model_grant_fails_once_and_the_session_goes_on() {
     // No `model = true`: the compactor cannot ask the model.
     let compactor = policy("compaction", "compaction", "", "");
     let profile = env.profile("nogrant", &format!("{compactor}{model}"));
-    let run = env.run(&profile, &["--max-steps", "20"]);
+    let run = env.run(&profile, Some(20), &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let failed: Vec<&Value> = run.events.iter().filter(|e| e["type"] == "compaction/failed").collect();
     assert_eq!(failed.len(), 1, "one failure per turn, no retry loop\n{}", run.dump());
@@ -167,7 +169,7 @@ echo_last_tool_result = true
 finish = "stop"
 "#;
     let profile = env.profile("sub", &format!("{rules}{sub}{}", parent_and_child(&main, child)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
 
     let result = run.one("tool/result", "call_0_0");
@@ -180,7 +182,7 @@ finish = "stop"
 
     // The child's own log: linked to the parent call, its write denied by
     // the parent's policy at depth 1, its invariants intact.
-    let parent_id = session_id(&run.stderr).unwrap_or_default();
+    let parent_id = run.session.clone();
     let store = SessionStore::new(&env.sessions);
     let child = store.load(&child_id).with_context(|| format!("child log {child_id}"))?;
     wharf_core::invariants::check(&child.events)
@@ -212,7 +214,7 @@ fn subagents_nest_at_most_three_deep() -> anyhow::Result<()> {
         + "\n[[plugin.config.branches.turns]]\n"
         + ECHO_LAST;
     let profile = env.profile("nest", &format!("{sub}{}", parent_and_child(&main, &child)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let text = run.last_text();
     // Depth 1, 2 and 3 ran; the fourth level was refused.

@@ -1,7 +1,10 @@
-//! Code Mode end to end: `wharf run` with the scripted model calling
-//! `run_code` (the real `code` component), whose program calls the `fs`
-//! tools through the host's pipeline. Profile and run helpers from policy.rs
-//! (every session log is checked with `wharf_core::invariants::check`).
+//! Code Mode end to end: a headless turn (in-process, as `wharf run`) with
+//! the scripted model or the DeepSeek adapter against `wharf-mock-llm`
+//! calling `run_code` (the real `code` component), whose program calls the
+//! `fs` and MCP tools through the host's pipeline. Profile and run helpers
+//! from policy.rs (every session log is checked with
+//! `wharf_core::invariants::check`). What needs the binary — SIGINT, kill
+//! -9, `wharf chat` on a terminal, `wharf acp` on stdio — spawns it.
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -74,7 +77,7 @@ fn run_programs(
     programs: &[(&str, Option<u64>)],
 ) -> crate::policy::Run {
     let profile = env.profile(name, &format!("{extra_rows}{}{}", code_row(grant), scripted(programs)));
-    env.run(&profile, &["--max-steps", "20"])
+    env.run(&profile, Some(20), &[])
 }
 
 #[test]
@@ -250,7 +253,7 @@ fn python_is_refused_with_the_supported_languages_and_the_session_goes_on() {
             ])
         ),
     );
-    let run = env.run(&profile, &["--max-steps", "10"]);
+    let run = env.run(&profile, Some(10), &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let r = code_results(&run);
     assert_eq!(r.len(), 2, "{}", run.dump());
@@ -282,7 +285,7 @@ return r.map(x => String(x).slice(0, 80));
 "#;
     let rows = format!("{}{}{}", code_row("tools = true"), mcp_row(), scripted(&[(program, None)]));
     let profile = write_profile(&env, "exclusive", &profile_text("scripted", &rows));
-    let run = run_to_end(&env, &profile, &[]);
+    let run = run_to_end(&env, &profile);
     assert_eq!(run.code, 0, "{}", run.dump());
     let r = code_results(&run);
     let content = r[0]["content"].as_str().unwrap_or_default();
@@ -342,8 +345,8 @@ return r.map(x => String(x).slice(0, 80));
 }
 
 // ---------------------------------------------------------------------------
-// Helpers for runs the policy module's `Env::run` cannot make: the DeepSeek
-// mock (a key in the child's environment), a streamed run to interrupt.
+// Helpers for profiles of their own (the DeepSeek mock, the MCP server) and
+// for runs of the binary to interrupt.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -353,11 +356,10 @@ use std::time::{Duration, Instant};
 
 use wharf_mock_llm::{MockLlm, Script};
 
-use crate::policy::{Run, session_id};
-
-/// The variable holding the mock's key (granted to the adapter by name).
-const KEY_ENV: &str = "WHARF_TEST_CODE_KEY";
-const KEY: &str = "sk-code-mode-test";
+use crate::policy::Run;
+/// The variable holding the mock's key (granted to the adapter by name),
+/// set in this process for in-process hosts.
+use wharf_tests::host::{TEST_KEY as KEY, TEST_KEY_ENV as KEY_ENV};
 
 /// The `fs` row, then `rows`, with `[agent] adapter = ADAPTER`.
 fn profile_text(adapter: &str, rows: &str) -> String {
@@ -394,7 +396,7 @@ fn mcp_row() -> String {
 }
 
 /// `wharf run TASK --output jsonl` as a command (not started).
-fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command {
+fn run_command(env: &Env, profile: &Path, task: &str) -> Command {
     for p in [
         plugins::FS,
         plugins::LLM_SCRIPTED,
@@ -408,7 +410,7 @@ fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command
     let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut c = wharf_tests::wharf(&home);
     let ws = env.path("");
-    c.current_dir(&ws).env(KEY_ENV, KEY).args([
+    c.current_dir(&ws).args([
         "run",
         task,
         "--profile",
@@ -421,7 +423,6 @@ fn run_command(env: &Env, profile: &Path, task: &str, extra: &[&str]) -> Command
         "jsonl",
         "--no-watch",
     ]);
-    c.args(extra);
     c
 }
 
@@ -438,18 +439,10 @@ fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
     log.events
 }
 
-/// Runs `wharf run` to its end; the stored log is checked.
-fn run_to_end(env: &Env, profile: &Path, extra: &[&str]) -> Run {
-    let out = run_command(env, profile, "do the task", extra).output().expect("running wharf run");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        events: parse_events(&String::from_utf8_lossy(&out.stdout)),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    if let Some(id) = session_id(&run.stderr) {
-        let _ = stored(env, &id);
-    }
-    run
+/// Runs one headless turn of `profile` to its end, in-process; the stored
+/// log is checked (see [`Env::run_host`]).
+fn run_to_end(env: &Env, profile: &Path) -> Run {
+    env.run(profile, None, &[])
 }
 
 fn stream(fields: Value) -> Value {
@@ -504,7 +497,7 @@ fn deepseek_mock_sees_the_tool_catalogue_and_one_step_for_twenty_files() {
     ]);
     let rows = format!("{}{}", code_row("tools = true"), deepseek_row(&mock));
     let profile = write_profile(&env, "mock20", &profile_text("model", &rows));
-    let run = run_to_end(&env, &profile, &[]);
+    let run = run_to_end(&env, &profile);
     assert_eq!(run.code, 0, "{}", run.dump());
     mock.assert_no_violations();
 
@@ -554,7 +547,7 @@ return {echoed, sum, refused};
         mcp_row()
     );
     let profile = write_profile(&env, "mockmcp", &profile_text("model", &rows));
-    let run = run_to_end(&env, &profile, &[]);
+    let run = run_to_end(&env, &profile);
     assert_eq!(run.code, 0, "{}", run.dump());
     let requests = mock.requests();
     let description = run_code_description(&requests[0].body.clone().unwrap_or_default());
@@ -701,7 +694,7 @@ return {direct, nested: String(nested).slice(0, 4000)};
     let rows = format!("{sub}{}{model}", code_row("tools = true\ntimeout_ms = 120000"));
     let profile = write_profile(&env, "recursion", &profile_text("scripted", &rows));
     let t0 = Instant::now();
-    let run = run_to_end(&env, &profile, &[]);
+    let run = run_to_end(&env, &profile);
     assert!(t0.elapsed() < Duration::from_secs(120), "bounded");
     assert_eq!(run.code, 0, "{}", run.dump());
     let text = run.last_text();
@@ -713,13 +706,8 @@ return {direct, nested: String(nested).slice(0, 4000)};
 
 /// Spawns `wharf run` with its stdout streamed, returning the child and a
 /// channel of its lines.
-fn spawn_streamed(
-    env: &Env,
-    profile: &Path,
-    task: &str,
-    extra: &[&str],
-) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = run_command(env, profile, task, extra)
+fn spawn_streamed(env: &Env, profile: &Path, task: &str) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = run_command(env, profile, task)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -767,11 +755,13 @@ fn slow_profile(env: &Env, name: &str) -> PathBuf {
     write_profile(env, name, &profile_text("scripted", &rows))
 }
 
+/// On the binary: SIGINT is `wharf run`'s Ctrl-C handling, and its exit
+/// code is the process's.
 #[test]
 fn sigint_mid_program_stops_it_and_its_inner_calls() -> anyhow::Result<()> {
     let env = env();
     let profile = slow_profile(&env, "sigint");
-    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
+    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task");
     let mut lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
     std::thread::sleep(Duration::from_millis(500));
     assert!(
@@ -782,7 +772,7 @@ fn sigint_mid_program_stops_it_and_its_inner_calls() -> anyhow::Result<()> {
     assert!(t0.elapsed() < Duration::from_secs(15), "wharf did not stop promptly after SIGINT");
     lines.extend(rx.iter());
     let events = parse_events(&lines.join("\n"));
-    let run = Run { code: status.code().unwrap_or(-1), events, stderr: String::new() };
+    let run = Run { code: status.code().unwrap_or(-1), events, stderr: String::new(), session: String::new() };
     assert_eq!(run.code, 1, "{}", run.dump());
     let end = run.events.iter().rfind(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "cancelled", "{}", run.dump());
@@ -815,11 +805,13 @@ fn sigint_mid_program_stops_it_and_its_inner_calls() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The crash is a `wharf run` killed with SIGKILL (a process); the resume
+/// that repairs its log runs in-process.
 #[test]
 fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> {
     let env = env();
     let profile = slow_profile(&env, "kill9");
-    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task", &[]);
+    let (mut child, rx) = spawn_streamed(&env, &profile, "do the task");
     let lines = until_inner_calls(&rx, "mcp__fx__slow", 2);
     std::thread::sleep(Duration::from_millis(300));
     child.kill().context("killing the child")?;
@@ -841,9 +833,8 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> 
         .map_err(anyhow::Error::msg)
         .context("checking the log prefix's invariants")?;
 
-    let out = run_command(&env, &profile, "again", &["--resume", &id]).output().context("running wharf run")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let resumed = env.run_host(env.host(profile.display().to_string()), Some(&id), "again", None);
+    assert_eq!(resumed.code, 0, "{}", resumed.dump());
     let events = stored(&env, &id);
     let values: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
     // The crash left both inner calls open (killed while they slept).
@@ -1132,10 +1123,11 @@ return w.slice(0, 60);
     Ok(())
 }
 
-/// The shipped `code` profile under `wharf run` (headless: `ask` runs as
-/// `auto`): `run_code` itself runs without an approval, and each call its
-/// program makes still meets the permissions policy — the read runs, the
-/// write outside the workspace is refused (`auto` asks; nobody can answer).
+/// The shipped `code` profile in a headless turn (as under `wharf run`,
+/// `ask` runs as `auto`): `run_code` itself runs without an approval, and
+/// each call its program makes still meets the permissions policy — the
+/// read runs, the write outside the workspace is refused (`auto` asks;
+/// nobody can answer).
 #[test]
 fn the_shipped_code_profile_runs_run_code_headless_and_inner_calls_meet_the_policy() -> anyhow::Result<()> {
     let env = env();
@@ -1176,39 +1168,16 @@ return {{found: text.includes("needle"), denied}};
     ] {
         let _ = wharf_tests::plugin(p);
     }
-    let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
-    let ws = env.path("");
     let port = mock.addr().port();
-    let out = wharf_tests::wharf(&home)
-        .current_dir(&ws)
-        .env("DEEPSEEK_API_KEY", KEY)
-        .args([
-            "run",
-            "Find the needle.",
-            "--profile",
-            "code",
-            "--workspace",
-            &ws.display().to_string(),
-            "--session-dir",
-            &env.sessions.display().to_string(),
-            "--output",
-            "jsonl",
-            "--no-watch",
-            "-c",
-            &format!("plugin.deepseek.config.base_url={}/v1", mock.url()),
-            "-c",
-            &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
-        ])
-        .output()
-        .context("running wharf run Find the needle.")?;
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        events: parse_events(&String::from_utf8_lossy(&out.stdout)),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    if let Some(id) = session_id(&run.stderr) {
-        let _ = stored(&env, &id);
-    }
+    // The shipped row reads DEEPSEEK_API_KEY; in-process the key is in
+    // this process's environment under the tests' own name.
+    let host = env
+        .host("code")
+        .set(format!("plugin.deepseek.config.base_url={}/v1", mock.url()))
+        .set(format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"))
+        .set(format!("plugin.deepseek.config.api_key_env={KEY_ENV}"))
+        .set(format!("plugin.deepseek.grant.env=[\"{KEY_ENV}\"]"));
+    let run = env.run_host(host, None, "Find the needle.", None);
     assert_eq!(run.code, 0, "{}", run.dump());
     mock.assert_no_violations();
     // run_code ran, without an approval question or a deny.

@@ -2,7 +2,8 @@
 //! `wharf:plugin` export) as tools, end to end with the Rust fixture
 //! (`tests/plugins/generic-rust`, the shared `tests/generic/wit/types.wit`):
 //! every function through `wharf plugin call`, the derived tools in `wharf
-//! plugin inspect`, one call through `wharf run` with the scripted model,
+//! plugin inspect`, one call in a headless turn (in-process, as `wharf
+//! run`) with the scripted model,
 //! `wharf mcp serve` tools/list + tools/call, an `err` result as a tool
 //! error, a bad argument named, a resource-taking component refused, and a
 //! hot reload of a generic component.
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
 
 /// What a call should give: the tool's output (JSON) or a tool error whose
@@ -299,8 +301,8 @@ fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() -> a
     Ok(())
 }
 
-#[test]
-fn run_calls_a_generic_tool_for_the_scripted_model() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn run_calls_a_generic_tool_for_the_scripted_model() -> anyhow::Result<()> {
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
@@ -334,16 +336,18 @@ text = "Done."
         generic_rust().display()
     );
     std::fs::write(&profile, text).context("writing profile")?;
-    let sessions = home.path().join("sessions");
-    let out = wharf_tests::wharf(home.path())
-        .current_dir(ws.path())
-        .args(["run", "midpoint please", "--profile", &profile.display().to_string()])
-        .args(["--session-dir", &sessions.display().to_string(), "--output", "jsonl"])
-        .output()
-        .context("running wharf run midpoint please")?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let events = wharf_tests::json_lines(&stdout)?;
+    let host = TestHost::builder()
+        .profile(profile.display().to_string())
+        .home(home.path())
+        .workspace(ws.path())
+        .start_in(home.path())
+        .await?;
+    let run = host.run("midpoint please").await;
+    host.close().await;
+    let run = run?;
+    let events = run.json();
+    let stdout = format!("{events:#?}");
+    assert_eq!(run.exit_code(), 0, "{:?}\n{stdout}", run.summary);
     let results: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool/result").map(|e| &e["data"]).collect();
     assert_eq!(results.len(), 2, "{stdout}");
     let mid = results.iter().find(|r| r["name"] == "kinds_mid").unwrap_or_else(|| panic!("{stdout}"));
@@ -497,11 +501,10 @@ fn a_generic_component_hot_reloads_and_its_old_tools_are_revoked() -> anyhow::Re
     Ok(())
 }
 
-#[test]
-fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() -> anyhow::Result<()> {
     use wharf_mock_llm::{MockLlm, Script};
-    const KEY_ENV: &str = "WHARF_TEST_GENERIC_KEY";
-    const KEY: &str = "sk-generic-test";
+    use wharf_tests::host::{TEST_KEY as KEY, TEST_KEY_ENV as KEY_ENV};
     let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     let script: Script =
         serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": [{"kind": "stream", "text": "ok"}]}))
@@ -520,16 +523,17 @@ fn run_offers_the_wit_docs_to_the_model_as_tool_descriptions() -> anyhow::Result
         mock.addr().port()
     );
     std::fs::write(&profile, text).context("writing profile")?;
-    let out = wharf_tests::wharf(home.path())
-        .current_dir(ws.path())
-        .env(KEY_ENV, KEY)
-        .args(["run", "hello", "--profile", &profile.display().to_string(), "--no-watch"])
-        .args(["--workspace", &ws.path().display().to_string()])
-        .args(["--session-dir", &home.path().join("sessions").display().to_string(), "--output", "jsonl"])
-        .output()
-        .context("running wharf run hello")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{}\n{stderr}", String::from_utf8_lossy(&out.stdout));
+    let host = TestHost::builder()
+        .profile(profile.display().to_string())
+        .home(home.path())
+        .workspace(ws.path())
+        .start_in(home.path())
+        .await?;
+    let run = host.run("hello").await;
+    let stderr = host.notices().join("\n");
+    host.close().await;
+    let run = run?;
+    assert_eq!(run.exit_code(), 0, "{:?}\n{:#?}\n{stderr}", run.summary, run.json());
     mock.assert_no_violations();
     let requests = mock.requests();
     let body = requests.first().and_then(|r| r.body.clone()).unwrap_or_else(|| panic!("no request: {stderr}"));
@@ -776,8 +780,8 @@ fn big_component(n: usize) -> Vec<u8> {
 /// Issue 36 item 16: a component of 5,000 functions loads under the default
 /// bound and its 4,999th tool is its 4,999th function; a profile's
 /// `engine.max_tools_per_plugin` below that refuses it, naming the setting.
-#[test]
-fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() -> anyhow::Result<()> {
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let file = write_component(home.path(), "big.wasm", &big_component(5000));
     let (code, out) = call(home.path(), &file, "api_op_4998", &json!({}))?;
@@ -791,14 +795,15 @@ fn a_component_of_5000_functions_loads_and_the_bound_is_an_operator_setting() ->
         crate::policy::toml_str(&file.display().to_string())
     );
     std::fs::write(&profile, text).context("writing profile")?;
-    let out = wharf_tests::wharf(home.path())
-        .current_dir(ws.path())
-        .args(["run", "hello", "--profile", &profile.display().to_string(), "--no-watch"])
-        .args(["--workspace", &ws.path().display().to_string()])
-        .output()
-        .context("running wharf run hello")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    // The host does not start (`wharf run` exits 2 printing this error).
+    let started = TestHost::builder()
+        .profile(profile.display().to_string())
+        .home(home.path())
+        .workspace(ws.path())
+        .start_in(home.path())
+        .await;
+    let Err(e) = started else { panic!("a plugin over the bound was loaded") };
+    let stderr = wharf_cli_common::output::error_text(&e);
     assert!(
         stderr.contains("exports 5000 functions; a plugin may register at most 4000 tools")
             && stderr.contains("`engine.max_tools_per_plugin`"),

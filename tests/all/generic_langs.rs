@@ -3,14 +3,15 @@
 //! JavaScript (`tests/generic/js`, componentize-js), Python
 //! (`tests/generic/python`, componentize-py) and C (`tests/generic/c`,
 //! `wharf plugin build`: wit-bindgen c, clang + wasi-libc, wasm-tools) — and
-//! called through the `wharf` binary:
+//! called through the `wharf` binary (and an in-process host):
 //!
 //! - every function through `wharf plugin call` with the same inputs gives
 //!   the same outputs in every language (a table of cases with edge cases:
 //!   u64 beyond 2^53, chars around the surrogates, empty lists, none/some,
 //!   `err` results), and the four derive the same tools and schemas;
-//! - the Python and the JavaScript ones in an agent session (`wharf run`,
-//!   scripted model) and over `wharf mcp serve`;
+//! - the Python and the JavaScript ones in an agent session (a headless
+//!   turn in-process, as `wharf run`; scripted model) and over `wharf mcp
+//!   serve`;
 //! - `wharf plugin new NAME --lang c` → `wharf plugin build` → `wharf plugin
 //!   call`.
 //!
@@ -522,7 +523,7 @@ fn the_js_component_runs_in_an_agent_session_and_over_mcp() -> anyhow::Result<()
     in_a_session_and_over_mcp("the_js_component_runs_in_an_agent_session_and_over_mcp", "js")
 }
 
-/// The component of `lang` through `wharf run` (scripted model, two
+/// The component of `lang` in a headless turn (scripted model, two
 /// calls, one `err`) and `wharf mcp serve` (list, two calls).
 fn in_a_session_and_over_mcp(test: &str, lang: &'static str) -> anyhow::Result<()> {
     let Some(comps) = components(test, &[lang]) else {
@@ -537,7 +538,7 @@ fn in_a_session_and_over_mcp(test: &str, lang: &'static str) -> anyhow::Result<(
     let names: Vec<String> = tools_of(inspect_home.path(), file).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, crate::generic_components::TOOLS, "the {lang} component's tools");
 
-    // `wharf run`: the scripted model calls two of its tools, one `err`.
+    // A headless turn: the scripted model calls two of its tools, one `err`.
     let env = env();
     let calls = [
         ("kinds_mid", json!({"a": {"x": 1, "y": 1, "label": "p"}, "b": {"x": 3, "y": 5}})),
@@ -553,7 +554,7 @@ fn in_a_session_and_over_mcp(test: &str, lang: &'static str) -> anyhow::Result<(
         list.join(", ")
     );
     let profile = env.profile(&format!("generic-{lang}"), &body);
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let results: Vec<&Value> = run.events.iter().filter(|e| e["type"] == "tool/result").map(|e| &e["data"]).collect();
     assert_eq!(results.len(), 2, "{}", run.dump());

@@ -1,12 +1,12 @@
 //! Permission presets end to end, in a profile equal to the shipped
 //! `default` one with the scripted model in place of DeepSeek: `wharf chat`
 //! (through a pseudo-terminal) asks before `bash` and `write` and takes
-//! y / a / n, `/permissions read-only` then denies without asking; headless
-//! `wharf run` runs the `ask` preset as `auto` and never waits for an answer;
-//! ACP `session/new` reports the presets as modes and `session/set_mode`
-//! switches them.
+//! y / a / n, `/permissions read-only` then denies without asking; a
+//! headless turn (in-process, as `wharf run`) runs the `ask` preset as
+//! `auto` and never waits for an answer; ACP `session/new` reports the
+//! presets as modes and `session/set_mode` switches them.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -183,8 +183,8 @@ fn chat_asks_before_bash_and_write_and_permissions_switches() {
     assert!(result.contains("read-only mode"), "{result}");
 }
 
-#[test]
-fn headless_run_uses_auto_and_never_waits() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn headless_run_uses_auto_and_never_waits() -> anyhow::Result<()> {
     let e = env();
     let outside = e.home.path().join("outside.txt");
     let mut turns = String::new();
@@ -193,31 +193,18 @@ fn headless_run_uses_auto_and_never_waits() -> anyhow::Result<()> {
     turns += &turn("bash", json!({"command": "echo hi"}));
     turns += &text_turn("Done.");
     let profile = e.default_profile(&turns);
-    let mut child = wharf_tests::wharf(e.home.path())
-        .args(["run", "write the files", "--profile", &profile.display().to_string()])
-        .args(["--session-dir", &e.sessions.display().to_string(), "--no-watch"])
-        .current_dir(e.ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("spawning wharf run write the files")?;
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(s) = child.try_wait().context("polling the child")? {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("wharf run hung (waiting for an approval?)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut stderr);
-    }
-    assert!(status.success(), "wharf run failed: {stderr}");
+    let host = wharf_tests::host::TestHost::builder()
+        .profile(profile.display().to_string())
+        .home(e.home.path())
+        .workspace(e.ws.path())
+        .sessions(&e.sessions)
+        .start_in(e.home.path())
+        .await?;
+    let run = tokio::time::timeout(TIMEOUT, host.run("write the files")).await;
+    let notices = host.notices();
+    host.close().await;
+    let run = run.unwrap_or_else(|_| panic!("the headless turn hung (waiting for an approval?)"))?;
+    assert_eq!(run.exit_code(), 0, "the turn failed: {:?}\n{notices:?}", run.summary);
     assert_eq!(std::fs::read_to_string(e.ws.path().join("inside.txt")).ok().as_deref(), Some("in"));
     assert!(!outside.exists(), "a write outside the workspace ran unasked");
 

@@ -1,15 +1,17 @@
-//! Permission policies end to end: `wharf run --output jsonl` with the real
-//! `policy-rules` and `policy-fixed` components, the scripted model and the
-//! `fs`/`text` tools. Each test writes its own profile into a temporary home;
-//! every session log is checked with `wharf_core::invariants::check`.
+//! Permission policies end to end: a headless turn (in-process, built as
+//! `wharf run --output jsonl` builds its host) with the real `policy-rules`
+//! and `policy-fixed` components, the scripted model and the `fs`/`text`
+//! tools. Each test writes its own profile into a temporary home; every
+//! session log is checked with `wharf_core::invariants::check`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
+use wharf_tests::host::{TestHost, TestHostBuilder};
 use wharf_tests::plugins;
 
 pub(crate) struct Env {
@@ -26,12 +28,20 @@ pub(crate) fn env() -> Env {
     Env { home, ws, sessions }
 }
 
-/// One finished `wharf run`.
+/// One finished headless turn: what `wharf run --output jsonl` shows.
 pub(crate) struct Run {
+    /// `wharf run`'s exit code: 0 the turn completed, 1 it ended otherwise,
+    /// 2 the host did not start or the run failed.
     pub(crate) code: i32,
-    /// The `--output jsonl` lines.
+    /// The events as the live session log streamed them (the `--output
+    /// jsonl` lines).
     pub(crate) events: Vec<Value>,
+    /// What `wharf run` says on stderr besides its logs: the host's
+    /// notices, one a line, then the error that stopped it (as `wharf: …`
+    /// prints it, without the prefix).
     pub(crate) stderr: String,
+    /// The session's id (empty when none was opened).
+    pub(crate) session: String,
 }
 
 impl Run {
@@ -108,8 +118,12 @@ dirs = ["${{workspace}}:ro"]
         path
     }
 
-    fn wharf(&self) -> Command {
-        // Built components must exist before the binary resolves ${plugin_dir}.
+    /// A host of `profile` (a file or a shipped profile's name) in this
+    /// environment: its home, workspace and session directory, files not
+    /// watched — `wharf run --profile P --workspace WS --session-dir S
+    /// --no-watch` with `HOME` the temporary home.
+    pub(crate) fn host(&self, profile: impl Into<String>) -> TestHostBuilder {
+        // Built components must exist before the host resolves ${plugin_dir}.
         for p in [
             plugins::FS,
             plugins::TEXT,
@@ -121,44 +135,64 @@ dirs = ["${{workspace}}:ro"]
         ] {
             let _ = wharf_tests::plugin(p);
         }
-        let mut c = wharf_tests::wharf(self.home.path());
-        c.current_dir(self.ws.path());
-        c
+        TestHost::builder().profile(profile).home(self.home.path()).workspace(self.ws.path()).sessions(&self.sessions)
     }
 
-    /// `wharf run --output jsonl`; checks the stored log's invariants and
-    /// that every streamed line is a valid event.
-    pub(crate) fn run(&self, profile: &Path, extra: &[&str]) -> Run {
-        let sessions = self.sessions.display().to_string();
-        let profile = profile.display().to_string();
-        let ws = self.ws.path().display().to_string();
-        let mut args = vec![
-            "run",
-            "do the task",
-            "--profile",
-            &profile,
-            "--workspace",
-            &ws,
-            "--session-dir",
-            &sessions,
-            "--output",
-            "jsonl",
-            "--no-watch",
-        ];
-        args.extend_from_slice(extra);
-        let out = self.wharf().args(&args).output().expect("spawn wharf");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
-        for e in &events {
+    /// `wharf run "do the task" --output jsonl` with `--max-steps
+    /// max_steps` and each of `set` as `-c KEY=VALUE`, in-process (see
+    /// [`Env::run_host`]).
+    pub(crate) fn run(&self, profile: &Path, max_steps: Option<u32>, set: &[&str]) -> Run {
+        let host = set.iter().fold(self.host(profile.display().to_string()), |b, kv| b.set(*kv));
+        self.run_host(host, None, "do the task", max_steps)
+    }
+
+    /// Starts the host `builder` describes and runs `task` as one headless
+    /// turn (of session `resume`, or a new one) on a runtime of its own;
+    /// checks that every streamed event is a valid event, that the stored
+    /// log keeps the invariants, and that the stream is the stored log from
+    /// where it starts.
+    pub(crate) fn run_host(
+        &self,
+        builder: TestHostBuilder,
+        resume: Option<&str>,
+        task: &str,
+        max_steps: Option<u32>,
+    ) -> Run {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("building a tokio runtime");
+        let run = rt.block_on(async {
+            let host = match builder.start_in(self.home.path()).await {
+                Ok(h) => h,
+                Err(e) => {
+                    let stderr = wharf_cli_common::output::error_text(&e);
+                    return Run { code: 2, events: Vec::new(), stderr, session: String::new() };
+                }
+            };
+            let outcome = host.run_with(resume, task, max_steps).await;
+            let mut stderr = host.notices();
+            host.close().await;
+            match outcome {
+                Ok(run) => Run {
+                    code: run.exit_code(),
+                    events: run.streamed.iter().map(|e| serde_json::to_value(e).expect("an event as JSON")).collect(),
+                    stderr: stderr.join("\n"),
+                    session: run.session,
+                },
+                Err(e) => {
+                    stderr.push(wharf_cli_common::output::error_text(&e));
+                    Run { code: 2, events: Vec::new(), stderr: stderr.join("\n"), session: String::new() }
+                }
+            }
+        });
+        rt.shutdown_timeout(Duration::from_secs(5));
+        for e in &run.events {
             if let Err(err) = serde_json::from_value::<Event>(e.clone()) {
-                panic!("streamed line is not an event ({err}): {e}");
+                panic!("streamed event is not an event ({err}): {e}");
             }
         }
-        let run = Run { code: out.status.code().unwrap_or(-1), events, stderr };
-        if let Some(id) = session_id(&run.stderr) {
+        if !run.session.is_empty() {
             let store = wharf_core::SessionStore::new(&self.sessions);
-            let log = store.load(&id).with_context(|| format!("loading session {id}")).expect("the session log loads");
+            let id = &run.session;
+            let log = store.load(id).with_context(|| format!("loading session {id}")).expect("the session log loads");
             if let Err(e) = wharf_core::invariants::check(&log.events) {
                 panic!("session log breaks an invariant: {e}\n{}", run.dump());
             }
@@ -174,11 +208,6 @@ dirs = ["${{workspace}}:ro"]
         }
         run
     }
-}
-
-/// The session id from `wharf run`'s summary line (`session ID · …`).
-pub(crate) fn session_id(stderr: &str) -> Option<String> {
-    stderr.lines().rev().find_map(|l| l.strip_prefix("session ")?.split_whitespace().next().map(str::to_string))
 }
 
 /// A TOML basic string holding `s` (JSON string escapes are valid TOML).
@@ -239,7 +268,7 @@ reason = "secrets are off limits"
         ("write", json!({"path": "secrets/key.txt", "content": "hunter2"})),
     ]];
     let profile = env.profile("deny", &format!("{rules}{}", scripted(steps)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "a denied call does not fail the turn\n{}", run.dump());
 
     let loaded = run.events.iter().find(|e| e["type"] == "plugin/loaded" && e["data"]["id"] == "rules");
@@ -283,7 +312,7 @@ fn ask_in_headless_mode_resolves_by_the_configured_rule() {
 
     // Default rule: deny.
     let env1 = env();
-    let run = env1.run(&profile, &[]);
+    let run = env1.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.one("policy/decision", "call_0_0")["data"]["verdict"], "allow", "src/ is allowed by the preset");
     assert_eq!(run.one("tool/result", "call_0_0")["data"]["is_error"], false);
@@ -311,7 +340,7 @@ fn ask_in_headless_mode_resolves_by_the_configured_rule() {
 
     // `-c agent.ask=allow` lets it run, and says so.
     let env2 = env();
-    let run = env2.run(&profile, &["-c", "agent.ask=allow"]);
+    let run = env2.run(&profile, None, &["agent.ask=allow"]);
     assert_eq!(run.code, 0, "{}", run.dump());
     assert_eq!(run.one("policy/decision", "call_1_0")["data"]["verdict"], "ask");
     let decided = run.one("approval/decided", "call_1_0");
@@ -341,7 +370,7 @@ set = { path = "src/draft.md" }
     );
     let steps: &[&[(&str, Value)]] = &[&[("write", json!({"path": "drafts/a.md", "content": "draft"}))]];
     let profile = env.profile("rewrite", &format!("{rules}{}", scripted(steps)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
 
     // The log keeps what the model asked for …
@@ -397,7 +426,7 @@ rules = [
         ("glob", json!({"pattern": "*.md"})),
     ]];
     let profile = env.profile("compose", &format!("{rules}{deny}{ask}{}", scripted(steps)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
 
     // Each vote as `plugin=decision`, sorted by plugin id. (The logged order
@@ -461,7 +490,7 @@ fn failing_policies_fail_closed_with_a_logged_reason() {
     let slow = policy("slow", "policy-fixed", "spin = true", "timeout_ms = 300");
     let steps: &[&[(&str, Value)]] = &[&[("list", json!({"path": "."}))]];
     let profile = env.profile("failing", &format!("{oom}{slow}{}", scripted(steps)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "the host survives and the turn completes\n{}", run.dump());
 
     let decision = run.one("policy/decision", "call_0_0");
@@ -508,7 +537,7 @@ action = "deny"
     let empty = policy("rules-empty", "policy-rules", "", "");
     let steps: &[&[(&str, Value)]] = &[&[("read", json!({"path": "README.md"}))]];
     let profile = env.profile("malformed", &format!("{bad}{empty}{}", scripted(steps)));
-    let run = env.run(&profile, &[]);
+    let run = env.run(&profile, None, &[]);
 
     // The host validates plugin configuration at load (`configure.validate`)
     // and refuses to start, naming the plugin and every problem.

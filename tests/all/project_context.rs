@@ -4,6 +4,11 @@
 //! the workspace into the system prompt, which `wharf-mock-llm` records. The
 //! DeepSeek row of the profile is pointed at the mock with `-c`. `wharf
 //! doctor` lists the files a workspace's prompt gets.
+//!
+//! The tests of `~/.wharf/AGENTS.md` run `wharf run`: the `context`
+//! component resolves `~` with the `HOME` it is granted, which is the
+//! process's (the temporary home only in a child given it), and its log
+//! line is on the binary's stderr. The others run in-process.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -11,9 +16,12 @@ use std::process::Output;
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, RecordedRequest, Script};
+use wharf_tests::host::{TEST_KEY, TEST_KEY_ENV, TestHost};
 use wharf_tests::plugins;
 
-const KEY: &str = "sk-context-test-0123456789";
+/// The key the mock expects: the one in this process's environment, which
+/// children inherit too.
+const KEY: &str = TEST_KEY;
 const MODEL: &str = "deepseek-v4-flash";
 
 fn write(path: &Path, text: &str) {
@@ -93,6 +101,30 @@ impl World {
         self.mock.assert_no_violations();
         out
     }
+
+    /// The same turn in-process (the key under [`TEST_KEY_ENV`], set in
+    /// this process, instead of `DEEPSEEK_API_KEY`).
+    async fn run_in_process(&self, ws: &Path) -> anyhow::Result<()> {
+        let port = self.mock.addr().port();
+        let host = TestHost::builder()
+            .profile("default")
+            .home(self.home.path())
+            .workspace(ws)
+            .sessions(self.home.path().join("sessions"))
+            .set(format!("plugin.deepseek.config.base_url={}/v1", self.mock.url()))
+            .set(format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"))
+            .set(format!("plugin.deepseek.config.api_key_env={TEST_KEY_ENV}"))
+            .set(format!("plugin.deepseek.grant.env=[\"{TEST_KEY_ENV}\"]"))
+            .start_in(self.home.path())
+            .await?;
+        let run = host.run("Follow the project rules.").await;
+        let notices = host.notices();
+        host.close().await;
+        let run = run?;
+        assert_eq!(run.exit_code(), 0, "{:?}\n{:#?}\n{notices:?}", run.summary, run.json());
+        self.mock.assert_no_violations();
+        Ok(())
+    }
 }
 
 /// The system message of a recorded request.
@@ -163,8 +195,8 @@ fn agents_files_from_the_repository_root_down_and_the_global_one() -> anyhow::Re
     Ok(())
 }
 
-#[test]
-fn without_a_repository_only_the_workspace_and_no_section_without_files() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_repository_only_the_workspace_and_no_section_without_files() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Done."}, {"kind": "stream", "text": "Done."}]));
     write(&w.path("AGENTS.md"), "PARENT: not a repository, so never read.\n");
     let ws = w.path("ws");
@@ -175,7 +207,7 @@ fn without_a_repository_only_the_workspace_and_no_section_without_files() -> any
         wharf_tests::skip(&wharf_tests::current_test(), "the temp directory is inside a git repository");
         return Ok(());
     }
-    w.run(&ws, &[]);
+    w.run_in_process(&ws).await?;
     let prompt = system(&w.mock.requests()[0]);
     assert_eq!(headings(&prompt), [ws.join("AGENTS.md").display().to_string()], "{prompt}");
     assert!(prompt.contains("WORKSPACE: keep changes small."), "{prompt}");
@@ -184,7 +216,7 @@ fn without_a_repository_only_the_workspace_and_no_section_without_files() -> any
     // No file at all (and no ~/.wharf): no section.
     let empty = w.path("empty");
     std::fs::create_dir_all(&empty).context("creating empty")?;
-    w.run(&empty, &[]);
+    w.run_in_process(&empty).await?;
     let prompt = system(&w.mock.requests()[1]);
     assert!(!prompt.contains("# Project instructions"), "{prompt}");
     Ok(())
@@ -226,12 +258,12 @@ fn re_read_at_every_step_and_bounded() -> anyhow::Result<()> {
 /// The default profile offers each capability once: every tool spec rides in
 /// every request, so the first request on the wire carries exactly the daily
 /// driver's tools (no `text` row: `regex_search` duplicated `grep`).
-#[test]
-fn the_default_profile_offers_each_tool_once() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_profile_offers_each_tool_once() -> anyhow::Result<()> {
     let w = World::new(json!([{"kind": "stream", "text": "Done."}]));
     let ws = w.path("ws");
     std::fs::create_dir_all(&ws).context("creating ws")?;
-    w.run(&ws, &[]);
+    w.run_in_process(&ws).await?;
     let reqs = w.mock.requests();
     assert_eq!(reqs.len(), 1);
     let tools = reqs[0].body.as_ref().and_then(|b| b["tools"].as_array().cloned()).unwrap_or_default();

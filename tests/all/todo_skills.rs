@@ -1,9 +1,10 @@
 //! Tests of the todo and skills components end to end.
 //!
-//! - `todo`: `wharf run` with the scripted model calling `todo_write`: one
-//!   `todo/updated` event per valid list, none for an invalid one, and the
-//!   session still shows; `wharf plugin call` says nothing was recorded.
-//! - `skills`: `wharf run` with `llm-openai` against the mock LLM (which
+//! - `todo`: a headless turn (in-process, as `wharf run`) with the scripted
+//!   model calling `todo_write`: one `todo/updated` event per valid list,
+//!   none for an invalid one, and `wharf sessions show` still shows the
+//!   session; `wharf plugin call` says nothing was recorded.
+//! - `skills`: headless turns with `llm-openai` against the mock LLM (which
 //!   records what it was sent): the catalog is in the first system prompt,
 //!   `skill` returns the body and the other files, and skills added or
 //!   edited mid-turn (through the `fs` tools) or between turns show up in
@@ -18,6 +19,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::{Event, EventKind};
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::host::TestHost;
 use wharf_tests::{Plugin, plugins};
 
 fn write(path: &Path, text: &str) {
@@ -54,21 +56,22 @@ impl Env {
         path
     }
 
-    /// `wharf run TASK --output jsonl` (plus `extra`): exit code, events,
-    /// stderr.
-    fn run(&self, profile: &Path, task: &str, extra: &[&str]) -> (i32, Vec<Value>, String) {
-        let out = self
-            .wharf()
-            .args(["run", task, "--output", "jsonl", "--profile"])
-            .arg(profile)
-            .arg("--session-dir")
-            .arg(&self.sessions)
-            .args(extra)
-            .output()
-            .expect("running wharf run");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
-        (out.status.code().unwrap_or(-1), events, String::from_utf8_lossy(&out.stderr).into_owned())
+    /// One headless turn of `task` in a host of its own (in-process, as
+    /// `wharf run TASK --output jsonl [--resume ID]` in the workspace):
+    /// `wharf run`'s exit code, the events, the host's notices.
+    async fn run(&self, profile: &Path, task: &str, resume: Option<&str>) -> anyhow::Result<(i32, Vec<Value>, String)> {
+        let host = TestHost::builder()
+            .profile(profile.display().to_string())
+            .home(self.home.path())
+            .workspace(self.ws.path())
+            .sessions(&self.sessions)
+            .start_in(self.home.path())
+            .await?;
+        let run = host.run_with(resume, task, None).await;
+        let notices = host.notices().join("\n");
+        host.close().await;
+        let run = run?;
+        Ok((run.exit_code(), run.json(), format!("{:?}\n{notices}", run.summary)))
     }
 
     fn log(&self, id: &str) -> Vec<Event> {
@@ -136,12 +139,12 @@ tool_calls = [{ name = "todo_write", arguments = { todos = [{ content = "Ship", 
 text = "All done."
 "#;
 
-#[test]
-fn todo_write_records_each_list_and_refuses_invalid_ones() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn todo_write_records_each_list_and_refuses_invalid_ones() -> anyhow::Result<()> {
     let _ = wharf_tests::plugin(plugins::TODO);
     let env = Env::new();
     let profile = env.profile(TODO_PROFILE);
-    let (code, events, err) = env.run(&profile, "Plan the work.", &[]);
+    let (code, events, err) = env.run(&profile, "Plan the work.", None).await?;
     assert_eq!(code, 0, "{err}");
 
     let first = json!([
@@ -241,8 +244,8 @@ fn last_tool_result(req: &wharf_mock_llm::RecordedRequest) -> String {
     msgs.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
 }
 
-#[test]
-fn skills_catalog_reaches_the_model_and_follows_the_files() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn skills_catalog_reaches_the_model_and_follows_the_files() -> anyhow::Result<()> {
     let _ = (
         wharf_tests::plugin(plugins::SKILLS),
         wharf_tests::plugin(plugins::FS),
@@ -305,7 +308,7 @@ timeout_ms = 20000
         port = mock.addr().port(),
     ));
 
-    let (code, events, err) = env.run(&profile, "Fill the form.", &[]);
+    let (code, events, err) = env.run(&profile, "Fill the form.", None).await?;
     assert_eq!(code, 0, "{err}");
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 4, "{err}");
@@ -336,7 +339,7 @@ timeout_ms = 20000
     // Between turns: a skill removed is gone from the next turn's catalog.
     std::fs::remove_dir_all(ws_skills.join("xlsx")).context("removing xlsx")?;
     let id = session_id(&events);
-    let (code, _, err) = env.run(&profile, "Again.", &["--resume", &id]);
+    let (code, _, err) = env.run(&profile, "Again.", Some(&id)).await?;
     assert_eq!(code, 0, "{err}");
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 5);
@@ -373,8 +376,8 @@ fn skill_tool_through_plugin_call() -> anyhow::Result<()> {
 /// A skills source that is not a directory: `skills-fixed` takes its
 /// catalog from its config. The catalog reaches the model's system prompt,
 /// its `skill` tool loads a skill, and an unknown name lists the others.
-#[test]
-fn a_skills_source_from_config_reaches_the_model() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_skills_source_from_config_reaches_the_model() -> anyhow::Result<()> {
     let _ = (wharf_tests::plugin(plugins::SKILLS_FIXED), wharf_tests::plugin(plugins::LLM_OPENAI));
     let env = Env::new();
     let script: Script = serde_json::from_value(json!({
@@ -419,7 +422,7 @@ timeout_ms = 20000
         port = mock.addr().port(),
     ));
 
-    let (code, events, err) = env.run(&profile, "Cut the release.", &[]);
+    let (code, events, err) = env.run(&profile, "Cut the release.", None).await?;
     assert_eq!(code, 0, "{err}");
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 3, "{err}");

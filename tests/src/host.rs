@@ -15,6 +15,31 @@ use wharf_core::events::{Event, StopReason};
 
 use wharf_harness::{Harness, HostOptions, Notice};
 
+/// The environment variable holding [`TEST_KEY`] in the test process. An
+/// in-process host's plugins read the variables they are granted from this
+/// process's environment (the binary's tests set them on the child), so a
+/// profile whose model adapter needs a key names this one: its row's
+/// `api_key_env` and `grant.env` (`-c plugin.ID.config.api_key_env=…` for
+/// a shipped profile), and a `wharf-mock-llm` script checks [`TEST_KEY`].
+pub const TEST_KEY_ENV: &str = "WHARF_TEST_MODEL_KEY";
+/// The key [`TEST_KEY_ENV`] holds.
+pub const TEST_KEY: &str = "sk-wharf-test-0123456789";
+
+/// Sets [`TEST_KEY_ENV`] before `main`: later, with tests running on other
+/// threads, setting a variable would race their reads of the environment.
+extern "C" fn set_test_key() {
+    // SAFETY: called from the initialiser section below, before `main`,
+    // while the process has one thread.
+    unsafe { std::env::set_var(TEST_KEY_ENV, TEST_KEY) };
+}
+
+/// Runs [`set_test_key`] at load time (ELF `.init_array`, Mach-O
+/// `__mod_init_func`). [`TestHost::builder`] refers to it so it is linked.
+#[used]
+#[cfg_attr(target_os = "linux", unsafe(link_section = ".init_array"))]
+#[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
+static SET_TEST_KEY: extern "C" fn() = set_test_key;
+
 /// How a [`TestHost`] is made.
 #[derive(Debug, Default)]
 pub struct TestHostBuilder {
@@ -170,8 +195,12 @@ pub struct Run {
     /// How the turn ended.
     pub summary: TurnSummary,
     /// The session's events from the first of this turn's (a new session:
-    /// from its header).
+    /// from its header), read back from the store after the turn.
     pub events: Vec<Event>,
+    /// The same events as a subscriber of the live session log received
+    /// them while the turn ran (what `wharf run --output jsonl` streams);
+    /// a test can check that the stream and the stored log agree.
+    pub streamed: Vec<Event>,
 }
 
 impl Run {
@@ -189,6 +218,7 @@ impl Run {
 impl TestHost {
     /// A builder.
     pub fn builder() -> TestHostBuilder {
+        std::hint::black_box(&SET_TEST_KEY);
         TestHostBuilder::default()
     }
 
@@ -203,6 +233,7 @@ impl TestHost {
         let h = &self.harness;
         let stop = tokio_util::sync::CancellationToken::new();
         let (agent, first_seq) = h.open_agent_until(resume, h.headless_approver(), max_steps, stop.clone())?;
+        let mut stream = agent.log().subscribe_from(first_seq)?;
         if let Err(e) = h.mcp_ready().await {
             eprintln!("wharf-tests: MCP servers not ready: {e}");
         }
@@ -222,8 +253,12 @@ impl TestHost {
         .await;
         anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
         let summary = summary?;
+        let mut streamed = Vec::new();
+        while let Ok(ev) = stream.try_recv() {
+            streamed.push(ev);
+        }
         let events = h.store.load(&session)?.events.into_iter().filter(|e| e.seq >= first_seq).collect();
-        Ok(Run { session, summary, events })
+        Ok(Run { session, summary, events, streamed })
     }
 
     /// The host's notices so far, as `wharf` prints them after `wharf: `
