@@ -285,7 +285,7 @@ return r.map(x => String(x).slice(0, 80));
 "#;
     let rows = format!("{}{}{}", code_row("tools = true"), mcp_row(), scripted(&[(program, None)]));
     let profile = write_profile(&env, "exclusive", &profile_text("scripted", &rows));
-    let run = run_to_end(&env, &profile);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let r = code_results(&run);
     let content = r[0]["content"].as_str().unwrap_or_default();
@@ -439,12 +439,6 @@ fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
     log.events
 }
 
-/// Runs one headless turn of `profile` to its end, in-process; the stored
-/// log is checked (see [`Env::run_host`]).
-fn run_to_end(env: &Env, profile: &Path) -> Run {
-    env.run(profile, None, &[])
-}
-
 fn stream(fields: Value) -> Value {
     let mut v = json!({"kind": "stream"});
     if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
@@ -497,7 +491,7 @@ fn deepseek_mock_sees_the_tool_catalogue_and_one_step_for_twenty_files() {
     ]);
     let rows = format!("{}{}", code_row("tools = true"), deepseek_row(&mock));
     let profile = write_profile(&env, "mock20", &profile_text("model", &rows));
-    let run = run_to_end(&env, &profile);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     mock.assert_no_violations();
 
@@ -547,7 +541,7 @@ return {echoed, sum, refused};
         mcp_row()
     );
     let profile = write_profile(&env, "mockmcp", &profile_text("model", &rows));
-    let run = run_to_end(&env, &profile);
+    let run = env.run(&profile, None, &[]);
     assert_eq!(run.code, 0, "{}", run.dump());
     let requests = mock.requests();
     let description = run_code_description(&requests[0].body.clone().unwrap_or_default());
@@ -694,7 +688,7 @@ return {direct, nested: String(nested).slice(0, 4000)};
     let rows = format!("{sub}{}{model}", code_row("tools = true\ntimeout_ms = 120000"));
     let profile = write_profile(&env, "recursion", &profile_text("scripted", &rows));
     let t0 = Instant::now();
-    let run = run_to_end(&env, &profile);
+    let run = env.run(&profile, None, &[]);
     assert!(t0.elapsed() < Duration::from_secs(120), "bounded");
     assert_eq!(run.code, 0, "{}", run.dump());
     let text = run.last_text();
