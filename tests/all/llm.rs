@@ -1,12 +1,13 @@
 //! The model adapter components (`llm-deepseek`, `llm-openai`) end to end:
 //! headless turns on an in-process host (what `wharf run --output jsonl`
-//! runs, events collected as they stream) through the real components, over
-//! `wasi:http`, against `wharf-mock-llm` on loopback. Every fault and HTTP error of the
-//! mock, with the right code and the right retries (`llm/retry`), the
-//! request checks of the mock (reasoning pass-back, every tool call
-//! answered, well-formed schemas), the log invariants, exit statuses, the
-//! key never written anywhere, cancellation by SIGINT mid-stream, and — only
-//! when `DEEPSEEK_API_KEY` is set — the real DeepSeek API.
+//! runs, events collected as they stream) through the real components,
+//! over `wasi:http`, against `wharf-mock-llm` on loopback. Every fault and
+//! HTTP error of the mock, with the right code and the right retries
+//! (`llm/retry`), the request checks of the mock (reasoning pass-back, every
+//! tool call answered, well-formed schemas), the log invariants, exit
+//! statuses, the key never written anywhere, cancellation by SIGINT
+//! mid-stream, and — only when `DEEPSEEK_API_KEY` is set — the real
+//! DeepSeek API.
 //!
 //! Three tests stay on the `wharf` binary, each saying why: the exit status
 //! of a missing key at start, the key leak check (everything the process
