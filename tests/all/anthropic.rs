@@ -1,19 +1,25 @@
-//! The `llm-anthropic` component end to end: `wharf run --output jsonl`
-//! through the real component, over `wasi:http`, against the validating
+//! The `llm-anthropic` component end to end: headless turns on an
+//! in-process host (what `wharf run --output jsonl` runs) through the real
+//! component, over `wasi:http`, against the validating
 //! Messages API mock (`wharf_mock_llm::anthropic`) on loopback. The mock
 //! refuses (400/401) and records every request that breaks a rule, so each
-//! test also asserts that it saw none.
+//! test also asserts that it saw none. `wharf sessions show`, a CLI
+//! command, stays on the binary.
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::anthropic::{AnthropicMock, AnthropicScript};
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
 
-const KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
-const KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
+use crate::inproc;
+
+/// The key, in this process's environment from the start (`inproc::ENV`).
+const KEY: &str = inproc::ANTHROPIC_KEY;
+const KEY_ENV: &str = inproc::ANTHROPIC_KEY_ENV;
 const MODEL: &str = "claude-test-1";
 /// A distinctive signature: it must go back unchanged and appear nowhere else.
 const SIGNATURE: &str = "EqQBCkYIBxgCKkCsig+TEST/opaque==Zm9vYmFy";
@@ -71,6 +77,11 @@ impl Case {
     }
 
     fn profile(&self, extra: &str) -> PathBuf {
+        self.profile_with_key(extra, KEY_ENV)
+    }
+
+    /// The profile, its adapter reading the key from `key_env`.
+    fn profile_with_key(&self, extra: &str, key_env: &str) -> PathBuf {
         let _ = wharf_tests::plugin(plugins::FS);
         let _ = wharf_tests::plugin(plugins::LLM_ANTHROPIC);
         let text = format!(
@@ -91,12 +102,12 @@ path = "${{plugin_dir}}/llm-anthropic.wasm"
 [plugin.config]
 base_url = "{url}"
 model = "{MODEL}"
-api_key_env = "{KEY_ENV}"
+api_key_env = "{key_env}"
 idle_timeout_ms = 3000
 {extra}
 [plugin.grant]
 hosts = ["127.0.0.1:{port}"]
-env = ["{KEY_ENV}"]
+env = ["{key_env}"]
 timeout_ms = 20000
 "#,
             url = self.mock.url(),
@@ -107,28 +118,32 @@ timeout_ms = 20000
         path
     }
 
-    fn run(&self, extra: &str, task: &str) -> Run {
+    async fn run(&self, extra: &str, task: &str) -> Run {
         let profile = self.profile(extra);
-        let t0 = Instant::now();
-        let out = wharf_tests::wharf(self.home.path())
-            .current_dir(self.ws.path())
-            .env(KEY_ENV, KEY)
-            .env("WHARF_LOG", "warn")
-            .args(["run", task, "--profile", &profile.display().to_string()])
-            .args(["--session-dir", &self.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
-            .output()
-            .expect("running wharf run");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let events = wharf_tests::json_lines(&stdout).expect("wharf run prints JSON lines");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            events,
-            stdout,
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            elapsed: t0.elapsed(),
-        }
+        self.run_profile(&profile, task).await
     }
 
+    /// One headless turn on an in-process host: `stdout` is what `wharf run
+    /// --output jsonl` prints (the streamed events), `stderr` the host's
+    /// notices and log (`warn`) meanwhile.
+    async fn run_profile(&self, profile: &Path, task: &str) -> Run {
+        let mark = inproc::log_mark();
+        let host = TestHost::builder()
+            .profile(profile.display().to_string())
+            .workspace(self.ws.path())
+            .home(self.home.path())
+            .sessions(&self.sessions)
+            .start_in(self.home.path())
+            .await
+            .expect("starting the host");
+        let turn = inproc::turn(&host.harness, None, task, None).await.expect("running the turn");
+        let mut stderr: String = host.notices().iter().map(|n| format!("wharf: {n}\n")).collect();
+        host.close().await;
+        stderr.push_str(&inproc::logs_since(mark));
+        Run { code: turn.run.exit_code(), stdout: turn.jsonl(), events: turn.streamed, stderr, elapsed: turn.elapsed }
+    }
+
+    /// `wharf sessions show ID`: a CLI command, on the binary.
     fn sessions_show(&self, id: &str) -> String {
         let out = wharf_tests::wharf(self.home.path())
             .current_dir(self.ws.path())
@@ -159,8 +174,8 @@ fn text_reply(text: &str) -> Value {
     json!({"kind": "stream", "blocks": [{"type": "text", "text": text}]})
 }
 
-#[test]
-fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
     let case = Case::new(json!([{
         "kind": "stream",
         "blocks": [{"type": "text", "text": "Hello from the Messages API — ünïcode."}],
@@ -168,7 +183,7 @@ fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
         "event_delay_ms": 15,
         "usage": {"input_tokens": 40, "output_tokens": 12, "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}
     }]));
-    let run = case.run("max_tokens = 1024", "Say hello");
+    let run = case.run("max_tokens = 1024", "Say hello").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.mock.assert_no_violations();
     // Streamed: several chunks whose text is the message.
@@ -206,8 +221,8 @@ fn anthropic_streams_text_with_cache_markers_and_cache_usage() {
     }
 }
 
-#[test]
-fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows_them() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows_them() -> anyhow::Result<()> {
     let case = Case::new(json!([
         {"kind": "stream", "blocks": [
             {"type": "thinking", "thinking": "I should read a.txt first.", "signature": SIGNATURE},
@@ -219,7 +234,7 @@ fn anthropic_tool_use_round_trip_passes_thinking_signatures_back_and_never_shows
             {"type": "text", "text": "The file says alpha."}
         ]}
     ]));
-    let run = case.run("max_tokens = 4096\nthinking_budget = 2048", "What is in a.txt?");
+    let run = case.run("max_tokens = 4096\nthinking_budget = 2048", "What is in a.txt?").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.mock.assert_no_violations();
     let bodies = case.bodies();
@@ -266,15 +281,15 @@ fn walk(dir: PathBuf) -> Vec<PathBuf> {
     out
 }
 
-#[test]
-fn anthropic_429_with_retry_after_529_overloaded_and_a_mid_stream_error_are_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_429_with_retry_after_529_overloaded_and_a_mid_stream_error_are_retried() {
     let case = Case::new(json!([
         {"kind": "error", "status": 429, "retry_after": "1", "message": "Number of requests has exceeded your rate limit"},
         {"kind": "error", "status": 529, "message": "Overloaded"},
         {"kind": "stream", "blocks": [{"type": "text", "text": "partial answer"}, {"type": "text", "text": "never"}], "error_after_blocks": 1},
         text_reply("Recovered.")
     ]));
-    let run = case.run("", "hello");
+    let run = case.run("", "hello").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.mock.assert_no_violations();
     let retries = run.retries();
@@ -290,10 +305,10 @@ fn anthropic_429_with_retry_after_529_overloaded_and_a_mid_stream_error_are_retr
     assert_eq!(case.mock.requests().len(), 4);
 }
 
-#[test]
-fn anthropic_401_is_auth_not_retried_and_names_the_key_variable() {
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_401_is_auth_not_retried_and_names_the_key_variable() {
     let case = Case::new(json!([{"kind": "error", "status": 401, "message": "invalid x-api-key"}]));
-    let run = case.run("", "hello");
+    let run = case.run("", "hello").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.mock.assert_no_violations();
     assert!(run.retries().is_empty());
@@ -304,20 +319,16 @@ fn anthropic_401_is_auth_not_retried_and_names_the_key_variable() {
     assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
 }
 
-#[test]
-fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() -> anyhow::Result<()> {
     let case = Case::new(json!([text_reply("unreachable")]));
-    let profile = case.profile("");
-    let out = wharf_tests::wharf(case.home.path())
-        .current_dir(case.ws.path())
-        .env(KEY_ENV, "sk-ant-wrong")
-        .args(["run", "hi", "--profile", &profile.display().to_string()])
-        .args(["--session-dir", &case.sessions.display().to_string(), "--output", "jsonl", "--no-watch"])
-        .output()
-        .context("running wharf run hi")?;
-    assert_eq!(out.status.code(), Some(1));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("\"AUTH\"") && stdout.contains(KEY_ENV), "{stdout}");
+    // The wrong key is in another variable: the environment is the test
+    // process's, one value per variable.
+    let profile = case.profile_with_key("", inproc::ANTHROPIC_WRONG_KEY_ENV);
+    let run = case.run_profile(&profile, "hi").await;
+    assert_eq!(run.code, 1);
+    let stdout = &run.stdout;
+    assert!(stdout.contains("\"AUTH\"") && stdout.contains(inproc::ANTHROPIC_WRONG_KEY_ENV), "{stdout}");
     let v = case.mock.violations();
     assert!(v.iter().any(|v| v.rule == "x_api_key"), "{v:?}");
     Ok(())

@@ -12,7 +12,8 @@
 //! inside the grant; what the host must not do is copy it (again).
 //!
 //! "The next call is served" is checked in process, on the same loaded
-//! version (`wharf_runtime`), after each class.
+//! version (`wharf_runtime`), after each class. The measured runs stay on
+//! the binary: a peak RSS of its own needs a process of its own.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -270,6 +271,8 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
+// On the binary: the forged line is checked in the process's stderr log,
+// formatted by the binary's own subscriber at `WHARF_LOG=debug`.
 #[test]
 fn a_component_cannot_forge_a_host_log_line() {
     let mut c = wharf_tests::wharf(home());
@@ -290,6 +293,7 @@ fn a_component_cannot_forge_a_host_log_line() {
     }
 }
 
+// On the binary: the bound is on the bytes the process writes to stderr.
 #[test]
 fn a_log_flood_stays_within_the_call_budget() {
     // 1000 lines of 16 KiB would be 16 MiB of host log.
@@ -408,6 +412,7 @@ impl Session {
 
     /// `wharf run` with the scripted model making `calls` (one turn each,
     /// then "done"), measured; returns the measurement and the log's size.
+    /// (On the binary: the peak RSS is the child's own, from `wait4`.)
     fn run(&self, calls: &[(&str, Value)]) -> (Measured, Vec<Value>, u64) {
         let mut turns = String::new();
         for (tool, args) in calls {

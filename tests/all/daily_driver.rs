@@ -2,8 +2,9 @@
 //! component against the validating mock: `/model` in `wharf chat` changes
 //! the model of the next request (and is logged), `wharf chat --continue`
 //! reopens the workspace's latest session, the `/resume` picker, and an
-//! `@path` attachment in `wharf run` sends a request the DeepSeek mock
-//! accepts, with the file's content in it.
+//! `@path` attachment in a headless turn (on an in-process host, as `wharf
+//! run` runs it) sends a request the DeepSeek mock accepts, with the file's
+//! content in it. The chat tests drive the binary in a pty.
 
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
 
 use crate::chat::Pty;
+use wharf_tests::host::{Run, TestHost};
 use wharf_tests::plugins;
 
 struct World {
@@ -76,6 +78,22 @@ impl World {
             .args(["--profile", &self.profile.display().to_string()])
             .args(["--session-dir", &self.sessions.display().to_string()]);
         c
+    }
+
+    /// A headless turn on an in-process host over this world's workspace and
+    /// sessions (`WHARF_TEST_LLM_KEY` is in this process's environment:
+    /// `inproc::ENV`).
+    async fn run(&self, task: &str) -> anyhow::Result<Run> {
+        let host = TestHost::builder()
+            .profile(self.profile.display().to_string())
+            .workspace(self.ws.path())
+            .home(self.home.path())
+            .sessions(&self.sessions)
+            .start_in(self.home.path())
+            .await?;
+        let run = host.run(task).await;
+        host.close().await;
+        run
     }
 
     fn chat(&self, extra: &[&str]) -> Pty {
@@ -155,11 +173,11 @@ fn model_switch_in_chat_reaches_the_next_request_and_continue_reopens_the_sessio
     w.mock.assert_no_violations();
 }
 
-#[test]
-fn resume_picker_offers_this_workspaces_sessions() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_picker_offers_this_workspaces_sessions() -> anyhow::Result<()> {
     let w = world(vec![reply("one"), reply("two")]);
-    let out = w.command(&["run", "the first task", "--no-watch"]).output().context("running wharf run")?;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = w.run("the first task").await.context("running the first task")?;
+    assert_eq!(run.exit_code(), 0, "{:?}", run.summary);
     let first = w.sessions();
     let mut t = w.chat(&[]);
     t.expect("› ");
@@ -182,11 +200,11 @@ fn resume_picker_offers_this_workspaces_sessions() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn at_path_attachment_in_run_is_a_valid_request_with_the_file() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn at_path_attachment_in_run_is_a_valid_request_with_the_file() -> anyhow::Result<()> {
     let w = world(vec![reply("It says heliotrope.")]);
-    let out = w.command(&["run", "what does @README.md say?", "--no-watch"]).output().context("running wharf run")?;
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = w.run("what does @README.md say?").await.context("running the task")?;
+    assert_eq!(run.exit_code(), 0, "{:?}", run.summary);
     w.mock.assert_no_violations();
     let reqs = w.mock.requests();
     assert_eq!(reqs.len(), 1, "the attachment needs no model request of its own");

@@ -7,6 +7,10 @@
 //! tool of the same name (and `doctor` says so); `doctor` exits non-zero
 //! with a `[FAIL]` line and fails a row all of whose tools are refused;
 //! every shipped profile that talks to a real model knows its project.
+//!
+//! These are about the binary's chat, `doctor`, `config dump`, `plugin` and
+//! `mcp serve` commands and spawn it; the demo's headless turn runs on an
+//! in-process host.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -15,6 +19,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::chat::env;
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
 
 fn text(b: &[u8]) -> String {
@@ -44,10 +49,10 @@ fn permissions_command_finds_the_rules_row_by_kind() {
 }
 
 /// Item 6: the offline demo has the documented `ask` default: chat asks
-/// before the write, while `wharf run` (what `cargo xtask demo` runs)
-/// completes without asking.
-#[test]
-fn the_demo_asks_in_chat_and_runs_headless() -> anyhow::Result<()> {
+/// before the write, while a headless turn (`wharf run`, what `cargo xtask
+/// demo` runs; here on an in-process host) completes without asking.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_asks_in_chat_and_runs_headless() -> anyhow::Result<()> {
     let e = env();
     let mut t = e.chat("demo", &[]);
     t.expect("› ");
@@ -66,17 +71,18 @@ fn the_demo_asks_in_chat_and_runs_headless() -> anyhow::Result<()> {
 
     let ws = tempfile::tempdir().context("creating a temp dir")?;
     std::fs::write(ws.path().join("README.md"), "# Sample\n").context("writing README.md")?;
-    let o = run(wharf_tests::wharf(e.home.path()).current_dir(ws.path()).args([
-        "run",
-        "Summarise the README.",
-        "--profile",
-        "demo",
-        "--no-watch",
-        "--session-dir",
-        &e.sessions.display().to_string(),
-    ]))?;
-    assert!(o.status.success(), "{}\n{}", text(&o.stdout), text(&o.stderr));
-    assert!(ws.path().join("SUMMARY.md").exists(), "{}", text(&o.stderr));
+    let host = TestHost::builder()
+        .profile("demo")
+        .workspace(ws.path())
+        .home(e.home.path())
+        .sessions(&e.sessions)
+        .start_in(e.home.path())
+        .await?;
+    let turn = host.run("Summarise the README.").await;
+    host.close().await;
+    let turn = turn?;
+    assert_eq!(turn.exit_code(), 0, "{:?}\n{:?}", turn.summary, turn.json());
+    assert!(ws.path().join("SUMMARY.md").exists(), "{:?}", turn.json());
     Ok(())
 }
 

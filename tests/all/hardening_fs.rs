@@ -197,6 +197,8 @@ fn plugin_call_within<S: AsRef<std::ffi::OsStr>>(args: &[S], limit: std::time::D
 /// for one and the read finds the pipe empty. (Before, the open or the read
 /// blocked the runtime's worker, so the deadline never fired and `wharf
 /// plugin call` hung until killed.)
+// On the binary: the hang it guards against was `wharf plugin call` (a CLI
+// command) never returning, which only a child process can be killed for.
 #[test]
 fn reading_a_fifo_ends_at_the_time_limit_not_never() -> anyhow::Result<()> {
     let ws = tempfile::tempdir().context("creating a temp dir")?;

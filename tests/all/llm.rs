@@ -1,11 +1,17 @@
 //! The model adapter components (`llm-deepseek`, `llm-openai`) end to end:
-//! `wharf run --output jsonl` through the real components, over `wasi:http`,
-//! against `wharf-mock-llm` on loopback. Every fault and HTTP error of the
-//! mock, with the right code and the right retries (`llm/retry`), the
-//! request checks of the mock (reasoning pass-back, every tool call
-//! answered, well-formed schemas), the log invariants, exit statuses, the
-//! key never written anywhere, cancellation by SIGINT mid-stream, and — only
-//! when `DEEPSEEK_API_KEY` is set — the real DeepSeek API.
+//! headless turns on an in-process host (what `wharf run --output jsonl`
+//! runs, events collected as they stream) through the real components,
+//! over `wasi:http`, against `wharf-mock-llm` on loopback. Every fault and
+//! HTTP error of the mock, with the right code and the right retries
+//! (`llm/retry`), the request checks of the mock (reasoning pass-back, every
+//! tool call answered, well-formed schemas), the log invariants, exit
+//! statuses, the key never written anywhere, cancellation by SIGINT
+//! mid-stream, and — only when `DEEPSEEK_API_KEY` is set — the real
+//! DeepSeek API.
+//!
+//! Three tests stay on the `wharf` binary, each saying why: the exit status
+//! of a missing key at start, the key leak check (everything the process
+//! writes, at trace level), and SIGINT.
 //!
 //! Retries use the agent's default policy (500 ms doubling, ±10 %): errors
 //! that carry `Retry-After` are scripted with small values to keep this fast.
@@ -20,12 +26,16 @@ use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::events::Event;
 use wharf_mock_llm::{MockLlm, Script};
+use wharf_tests::host::TestHost;
 use wharf_tests::{Plugin, plugins};
 
-/// A distinctive key: the leak test greps for it.
-const KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
+use crate::inproc;
+
+/// A distinctive key: the leak test greps for it. (In this process's
+/// environment from the start, for the in-process hosts: see `inproc::ENV`.)
+const KEY: &str = inproc::LLM_KEY;
 /// The variable the profiles name in `api_key_env`.
-const KEY_ENV: &str = "WHARF_TEST_LLM_KEY";
+const KEY_ENV: &str = inproc::LLM_KEY_ENV;
 const MODEL: &str = "deepseek-v4-pro";
 
 /// One test's world: a temp HOME and workspace, and a running mock.
@@ -147,7 +157,8 @@ timeout_ms = 20000
         c
     }
 
-    fn run_with_log(&self, row: &Row, task: &str, log: &str) -> Run {
+    /// `wharf run TASK` on the binary, `WHARF_LOG=log`.
+    fn run_binary(&self, row: &Row, task: &str, log: &str) -> Run {
         let profile = self.profile(row);
         let t0 = Instant::now();
         let out = self.command(&profile, task, log).output().expect("running wharf");
@@ -163,8 +174,30 @@ timeout_ms = 20000
         }
     }
 
-    fn run(&self, row: &Row, task: &str) -> Run {
-        self.run_with_log(row, task, "warn")
+    /// One headless turn on an in-process host with the adapter row.
+    async fn run(&self, row: &Row, task: &str) -> Run {
+        let profile = self.profile(row);
+        self.run_profile(&profile, task).await
+    }
+
+    /// One headless turn on an in-process host built from `profile`, as
+    /// `wharf run --output jsonl` runs it: `stdout` is the streamed JSON
+    /// lines, `stderr` the host's notices and log (`warn`) meanwhile.
+    async fn run_profile(&self, profile: &Path, task: &str) -> Run {
+        let mark = inproc::log_mark();
+        let host = TestHost::builder()
+            .profile(profile.display().to_string())
+            .workspace(self.ws.path())
+            .home(self.home.path())
+            .sessions(&self.sessions)
+            .start_in(self.home.path())
+            .await
+            .expect("starting the host");
+        let turn = inproc::turn(&host.harness, None, task, None).await.expect("running the turn");
+        let mut stderr: String = host.notices().iter().map(|n| format!("wharf: {n}\n")).collect();
+        host.close().await;
+        stderr.push_str(&inproc::logs_since(mark));
+        Run { code: turn.run.exit_code(), stdout: turn.jsonl(), events: turn.streamed, stderr, elapsed: turn.elapsed }
     }
 
     /// The stored log of the run.
@@ -281,8 +314,8 @@ fn ok_reply() -> Value {
 // ---------------------------------------------------------------------------
 // The happy path: parallel tool calls, reasoning pass-back, usage.
 
-#[test]
-fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() -> anyhow::Result<()> {
     let case = Case::new(script(vec![
         // Two parallel calls whose argument fragments alternate and are cut
         // mid-token; the body arrives in 5-byte writes (lines and UTF-8 split),
@@ -305,7 +338,7 @@ fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() ->
         })),
     ]));
     let row = Row::deepseek().config("thinking = true\nreasoning_effort = \"medium\"\nmax_tokens = 2048");
-    let run = case.run(&row, "Read a.txt and b.txt");
+    let run = case.run(&row, "Read a.txt and b.txt").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     assert_eq!(run.reason(), "completed");
     case.check(&run);
@@ -372,7 +405,8 @@ fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() ->
     assert_eq!(passed_back(1), vec![json!("Two files → read both at once.")]);
     assert_eq!(passed_back(2), vec![json!("Two files → read both at once."), json!("")]);
 
-    // Token usage per step and per session in `wharf sessions show`.
+    // Token usage per step and per session in `wharf sessions show` (a CLI
+    // command: it stays on the binary, over the session directory).
     let show = wharf_tests::wharf(case.home.path())
         .args(["sessions", "show", &run.session_id(), "--session-dir", &case.sessions.display().to_string()])
         .output()
@@ -386,15 +420,15 @@ fn deepseek_parallel_tool_calls_split_mid_token_run_and_reasoning_goes_back() ->
 // ---------------------------------------------------------------------------
 // Stream faults.
 
-#[test]
-fn connection_reset_mid_stream_is_transport_and_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_reset_mid_stream_is_transport_and_retried() {
     let case = Case::new(script(vec![
         stream(
             json!({"text": "This answer will be cut off.", "chunk_chars": 4, "fault": {"type": "reset", "after_chunks": 3}}),
         ),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     let retries = run.retries();
@@ -408,15 +442,15 @@ fn connection_reset_mid_stream_is_transport_and_retried() {
     assert_eq!(run.last_text(), "All good.");
 }
 
-#[test]
-fn stall_past_the_idle_timeout_is_timeout_and_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn stall_past_the_idle_timeout_is_timeout_and_retried() {
     let case = Case::new(script(vec![
         stream(
             json!({"text": "Stalling now", "chunk_chars": 4, "fault": {"type": "stall", "after_chunks": 2, "ms": 8000}}),
         ),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     let retries = run.retries();
@@ -424,24 +458,24 @@ fn stall_past_the_idle_timeout_is_timeout_and_retried() {
     assert_eq!(run.last_text(), "All good.");
 }
 
-#[test]
-fn no_response_head_within_the_idle_timeout_is_timeout_and_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn no_response_head_within_the_idle_timeout_is_timeout_and_retried() {
     let case = Case::new(script(vec![stream(json!({"text": "Too late.", "headers_delay_ms": 8000})), ok_reply()]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["TIMEOUT"]);
     assert_eq!(run.last_text(), "All good.");
 }
 
-#[test]
-fn keepalive_comments_keep_a_stalled_stream_alive() {
+#[tokio::test(flavor = "multi_thread")]
+async fn keepalive_comments_keep_a_stalled_stream_alive() {
     let case = Case::new(script(vec![stream(json!({
         "text": "Slow but alive.", "chunk_chars": 4, "keepalive_every": 1,
         // 3 s of silence but for keep-alives every 200 ms: twice the idle timeout.
         "fault": {"type": "stall", "after_chunks": 2, "ms": 3000, "keepalive_every_ms": 200}
     }))]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert!(run.retries().is_empty(), "{:?}", run.retries());
@@ -449,12 +483,12 @@ fn keepalive_comments_keep_a_stalled_stream_alive() {
     assert_eq!(run.last_text(), "Slow but alive.");
 }
 
-#[test]
-fn malformed_json_is_malformed_response_and_not_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_json_is_malformed_response_and_not_retried() {
     let case = Case::new(script(vec![stream(
         json!({"text": "Broken soon", "chunk_chars": 4, "fault": {"type": "malformed_json", "after_chunks": 2}}),
     )]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.check(&run);
     assert!(run.retries().is_empty());
@@ -464,48 +498,48 @@ fn malformed_json_is_malformed_response_and_not_retried() {
     assert_eq!(case.mock.requests().len(), 1);
 }
 
-#[test]
-fn missing_done_is_stream_closed_and_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_done_is_stream_closed_and_retried() {
     let case = Case::new(script(vec![
         stream(json!({"text": "No terminator.", "fault": {"type": "missing_done"}})),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["STREAM_CLOSED"]);
     assert_eq!(run.last_text(), "All good.");
 }
 
-#[test]
-fn error_object_mid_stream_is_mapped_and_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn error_object_mid_stream_is_mapped_and_retried() {
     let case = Case::new(script(vec![
         stream(json!({"text": "Going", "fault": {"type": "error_event", "after_chunks": 2}})),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["SERVER"]);
 }
 
-#[test]
-fn finish_length_ends_the_turn_with_max_tokens_and_exit_1() {
+#[tokio::test(flavor = "multi_thread")]
+async fn finish_length_ends_the_turn_with_max_tokens_and_exit_1() {
     let case = Case::new(script(vec![stream(json!({"text": "Cut by the cap", "finish": "length"}))]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.reason(), "max_tokens");
     assert_eq!(run.messages()[0]["finish"], "max_tokens");
 }
 
-#[test]
-fn insufficient_system_resource_is_retried() {
+#[tokio::test(flavor = "multi_thread")]
+async fn insufficient_system_resource_is_retried() {
     let case = Case::new(script(vec![
         stream(json!({"text": "Partial", "finish": "insufficient_system_resource"})),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.retries().iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), ["SERVER"]);
@@ -516,9 +550,9 @@ fn insufficient_system_resource_is_retried() {
 // HTTP errors: code, retried or not, Retry-After.
 
 /// Runs one scripted error reply followed by a good one. Returns the run.
-fn http_error(reply: Value, code: &str, retried: bool) -> (Case, Run) {
+async fn http_error(reply: Value, code: &str, retried: bool) -> (Case, Run) {
     let case = Case::new(script(vec![reply, ok_reply()]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     case.check(&run);
     let codes: Vec<String> = run.retries().into_iter().map(|r| r.0).collect();
     if retried {
@@ -537,56 +571,56 @@ fn http_error(reply: Value, code: &str, retried: bool) -> (Case, Run) {
     (case, run)
 }
 
-#[test]
-fn http_400_is_invalid_request_not_retried() {
-    let (_, run) = http_error(json!({"kind": "error", "status": 400}), "INVALID_REQUEST", false);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_400_is_invalid_request_not_retried() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 400}), "INVALID_REQUEST", false).await;
     assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("HTTP 400: Invalid request body format."));
 }
 
-#[test]
-fn http_401_and_403_are_auth_not_retried() {
-    http_error(json!({"kind": "error", "status": 401}), "AUTH", false);
-    http_error(json!({"kind": "error", "status": 403}), "AUTH", false);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_401_and_403_are_auth_not_retried() {
+    http_error(json!({"kind": "error", "status": 401}), "AUTH", false).await;
+    http_error(json!({"kind": "error", "status": 403}), "AUTH", false).await;
 }
 
-#[test]
-fn http_402_is_quota_not_retried() {
-    http_error(json!({"kind": "error", "status": 402}), "QUOTA", false);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_402_is_quota_not_retried() {
+    http_error(json!({"kind": "error", "status": 402}), "QUOTA", false).await;
 }
 
-#[test]
-fn http_422_is_invalid_request_not_retried() {
-    http_error(json!({"kind": "error", "status": 422}), "INVALID_REQUEST", false);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_422_is_invalid_request_not_retried() {
+    http_error(json!({"kind": "error", "status": 422}), "INVALID_REQUEST", false).await;
 }
 
-#[test]
-fn http_429_is_rate_limit_retried_after_retry_after() {
-    let (_, run) = http_error(json!({"kind": "error", "status": 429, "retry_after": "1"}), "RATE_LIMIT", true);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_429_is_rate_limit_retried_after_retry_after() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 429, "retry_after": "1"}), "RATE_LIMIT", true).await;
     // The server's delay replaces the (jittered) backoff, and is waited.
     assert_eq!(run.retries()[0].1, 1000);
     assert!(run.elapsed >= Duration::from_secs(1));
 }
 
-#[test]
-fn http_500_and_503_are_server_and_retried() {
-    let (_, run) = http_error(json!({"kind": "error", "status": 500}), "SERVER", true);
+#[tokio::test(flavor = "multi_thread")]
+async fn http_500_and_503_are_server_and_retried() {
+    let (_, run) = http_error(json!({"kind": "error", "status": 500}), "SERVER", true).await;
     assert!((450..=550).contains(&run.retries()[0].1), "backoff without Retry-After: {:?}", run.retries());
-    let (_, run) = http_error(json!({"kind": "error", "status": 503, "retry_after": "0"}), "SERVER", true);
+    let (_, run) = http_error(json!({"kind": "error", "status": 503, "retry_after": "0"}), "SERVER", true).await;
     assert_eq!(run.retries()[0].1, 0);
 }
 
-#[test]
-fn context_overflow_is_context_window_exceeded_not_retried() {
-    let (_, run) = http_error(json!({"kind": "context_overflow"}), "CONTEXT_WINDOW_EXCEEDED", false);
+#[tokio::test(flavor = "multi_thread")]
+async fn context_overflow_is_context_window_exceeded_not_retried() {
+    let (_, run) = http_error(json!({"kind": "context_overflow"}), "CONTEXT_WINDOW_EXCEEDED", false).await;
     assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("maximum context length"));
 }
 
-#[test]
-fn nothing_streamed_with_finish_length_ends_the_turn_with_max_tokens_at_once() {
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_streamed_with_finish_length_ends_the_turn_with_max_tokens_at_once() {
     // Scripted six times: the old loop retried it as EMPTY_RESPONSE.
     let cut = stream(json!({"finish": "length", "usage": {"prompt_tokens": 50, "completion_tokens": 64}}));
     let case = Case::new(script(vec![cut; 6]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.reason(), "max_tokens", "{}", run.explain());
@@ -594,11 +628,11 @@ fn nothing_streamed_with_finish_length_ends_the_turn_with_max_tokens_at_once() {
     assert_eq!(case.mock.requests().len(), 1, "one request, no retry");
 }
 
-#[test]
-fn nothing_streamed_with_finish_content_filter_is_content_filter_at_once() {
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_streamed_with_finish_content_filter_is_content_filter_at_once() {
     let filtered = stream(json!({"finish": "content_filter"}));
     let case = Case::new(script(vec![filtered; 6]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.check(&run);
     assert_eq!((run.reason().as_str(), run.turn_end()["code"].as_str()), ("error", Some("CONTENT_FILTER")));
@@ -606,51 +640,52 @@ fn nothing_streamed_with_finish_content_filter_is_content_filter_at_once() {
     assert_eq!(case.mock.requests().len(), 1, "one request, no retry");
 }
 
-#[test]
-fn context_overflow_wordings_are_context_window_exceeded() {
+#[tokio::test(flavor = "multi_thread")]
+async fn context_overflow_wordings_are_context_window_exceeded() {
     for message in [
         "request too large for model context",
         "the request exceeds the available context size, try increasing it",
         "prompt is too long: 215000 tokens > 200000 maximum",
     ] {
         let reply = json!({"kind": "error", "status": 400, "message": message, "type": "invalid_request_error"});
-        let (_, run) = http_error(reply, "CONTEXT_WINDOW_EXCEEDED", false);
+        let (_, run) = http_error(reply, "CONTEXT_WINDOW_EXCEEDED", false).await;
         assert!(run.turn_end()["message"].as_str().unwrap_or("").contains(message), "{}", run.explain());
     }
     // Not every "exceeds maximum" is about the context.
     let reply = json!({"kind": "error", "status": 400,
         "message": "invalid input: temperature exceeds maximum allowed value"});
-    http_error(reply, "INVALID_REQUEST", false);
+    http_error(reply, "INVALID_REQUEST", false).await;
 }
 
-#[test]
-fn a_retry_after_within_the_bound_is_waited_in_full() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_within_the_bound_is_waited_in_full() {
     // 11 s: more than the backoff cap (10 s) the old policy shortened it to,
     // within the 60 s the agent waits.
-    let (case, run) = http_error(json!({"kind": "error", "status": 429, "retry_after": "11"}), "RATE_LIMIT", true);
+    let (case, run) =
+        http_error(json!({"kind": "error", "status": 429, "retry_after": "11"}), "RATE_LIMIT", true).await;
     assert_eq!(run.retries()[0].1, 11_000);
     let reqs = case.mock.requests();
     let waited = reqs[1].received_ms - reqs[0].received_ms;
     assert!(waited >= 11_000, "the retry came {waited} ms after the 429");
 }
 
-#[test]
-fn a_retry_after_beyond_the_bound_stops_with_rate_limit_naming_the_time() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_beyond_the_bound_stops_with_rate_limit_naming_the_time() {
     let reply = json!({"kind": "error", "status": 429, "message": "slow down", "retry_after": "120",
         "headers": [["x-request-id", "req-429"]]});
-    let (_, run) = http_error(reply, "RATE_LIMIT", false);
+    let (_, run) = http_error(reply, "RATE_LIMIT", false).await;
     let message = run.turn_end()["message"].as_str().unwrap_or("").to_string();
     assert!(message.contains("retry after 120 s") && message.contains("60 s"), "{message}");
     assert!(message.contains("[request id: req-429]"), "{message}");
     // (`http_error` checked: one request, no `llm/retry`.)
 }
 
-#[test]
-fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() -> anyhow::Result<()> {
     let busy = json!({"kind": "error", "status": 503, "retry_after": "0",
         "headers": [["x-deepseek-request-id", "deepseek-503"]]});
     let case = Case::new(script(vec![busy, ok_reply()]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     let retry = run.of_type("llm/retry");
@@ -667,7 +702,7 @@ fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() -> anyhow:
         "headers": [["x-request-id", "req-stream"]]})),
         ok_reply(),
     ]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     let retry = run.of_type("llm/retry");
     assert_eq!(retry.len(), 1, "{}", run.explain());
@@ -675,11 +710,11 @@ fn the_provider_request_id_is_kept_in_the_error_record_and_the_logs() -> anyhow:
     Ok(())
 }
 
-#[test]
-fn retries_are_bounded() {
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_are_bounded() {
     let busy = json!({"kind": "error", "status": 503, "retry_after": "0"});
     let case = Case::new(script(vec![busy.clone(); 7]));
-    let run = case.run(&Row::deepseek(), "go");
+    let run = case.run(&Row::deepseek(), "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.retries().len(), 5, "the default policy retries 5 times");
@@ -690,6 +725,8 @@ fn retries_are_bounded() {
 // ---------------------------------------------------------------------------
 // Grants and the key.
 
+// On the binary: the exit status 2 of a start refused before any plugin
+// loads, and the one stderr line, are the process's.
 #[test]
 fn missing_key_is_auth_and_nothing_is_sent() -> anyhow::Result<()> {
     let case = Case::new(script(vec![ok_reply()]));
@@ -712,11 +749,11 @@ fn missing_key_is_auth_and_nothing_is_sent() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn a_host_outside_the_grant_is_never_contacted() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_outside_the_grant_is_never_contacted() {
     let case = Case::new(script(vec![ok_reply()]));
     let row = Row { hosts: Some("\"127.0.0.1:1\"".into()), ..Row::deepseek() };
-    let run = case.run(&row, "go");
+    let run = case.run(&row, "go").await;
     assert_eq!(run.code, 1, "{}", run.explain());
     assert_eq!(run.turn_end()["code"], "INVALID_REQUEST", "{}", run.explain());
     assert!(run.turn_end()["message"].as_str().unwrap_or("").contains("not granted"));
@@ -737,6 +774,8 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+// On the binary: it greps everything the process writes (stdout, its
+// trace-level stderr, `wharf config dump`) and leaves on disk for the key.
 #[test]
 fn the_api_key_is_never_written_anywhere() -> anyhow::Result<()> {
     let echo = format!("Incorrect API key provided: {KEY}. (Authorization: Bearer {KEY})");
@@ -754,10 +793,10 @@ fn the_api_key_is_never_written_anywhere() -> anyhow::Result<()> {
     let log = "trace,notify=warn,cranelift_codegen=warn,cranelift_frontend=warn,regalloc2=warn,\
                wasmtime_cranelift=warn,wasmtime_environ=warn,wasmtime=debug,wasmtime_wasi=trace,\
                wasmtime_wasi_io=trace,wasmtime_wasi_http=trace";
-    let first = case.run_with_log(&Row::deepseek(), "read a.txt", log);
+    let first = case.run_binary(&Row::deepseek(), "read a.txt", log);
     assert_eq!(first.code, 0, "{}", first.explain());
     case.check(&first);
-    let second = case.run_with_log(&Row::deepseek(), "again", log);
+    let second = case.run_binary(&Row::deepseek(), "again", log);
     assert_eq!(second.code, 1, "{}", second.explain());
     assert_eq!(second.turn_end()["code"], "AUTH");
     assert!(second.turn_end()["message"].as_str().unwrap_or("").contains("[REDACTED]"), "{}", second.explain());
@@ -807,6 +846,8 @@ impl Drop for KillOnDrop {
     }
 }
 
+// On the binary: SIGINT is delivered to the process (its Ctrl-C handler
+// cancels the turn), and the exit status is the process's.
 #[test]
 fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() -> anyhow::Result<()> {
     let case = Case::new(script(vec![stream(json!({
@@ -887,8 +928,8 @@ fn sigint_mid_stream_cancels_the_turn_and_commits_the_partial_text() -> anyhow::
 
 /// A request body over the adapter's largest single write (1 MiB) reaches
 /// the server whole: written in pieces as the host's budget allows.
-#[test]
-fn a_request_body_over_a_mebibyte_arrives_whole() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_body_over_a_mebibyte_arrives_whole() -> anyhow::Result<()> {
     let calls: Vec<Value> = (0..6)
         .map(|f| json!({"id": format!("big{f}"), "name": "read", "arguments": format!("{{\"path\": \"big{f}.txt\"}}")}))
         .collect();
@@ -903,15 +944,7 @@ fn a_request_body_over_a_mebibyte_arrives_whole() -> anyhow::Result<()> {
         .context("reading profile")?
         .replace("[agent]\n", "[agent]\ntool_output_limit = 4194304\n");
     std::fs::write(&profile, with_limit).context("writing profile")?;
-    let out = case.command(&profile, "Read the big files", "warn").output().context("running wharf run")?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        events: parse_lines(&stdout),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed: Duration::ZERO,
-    };
+    let run = case.run_profile(&profile, "Read the big files").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     let reqs = case.mock.requests();
@@ -933,8 +966,8 @@ fn a_request_body_over_a_mebibyte_arrives_whole() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
     let case = Case::new(json!({
         "checks": {"model": MODEL, "reasoning": "forbidden"},
         "replies": [
@@ -950,7 +983,7 @@ fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
         ]
     }));
     let row = Row::openai().config("max_tokens = 512\nreasoning_effort = \"low\"");
-    let run = case.run(&row, "Read a.txt and b.txt");
+    let run = case.run(&row, "Read a.txt and b.txt").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     assert_eq!(run.of_type("tool/result").len(), 2);
@@ -968,11 +1001,11 @@ fn openai_adapter_runs_tools_without_a_key_and_never_sends_reasoning() {
     }
 }
 
-#[test]
-fn openai_adapter_with_a_key_and_max_tokens_field() {
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_adapter_with_a_key_and_max_tokens_field() {
     let case = Case::new(script(vec![ok_reply()]));
     let row = Row { key: true, ..Row::openai() }.config("max_tokens = 64\nmax_tokens_field = \"max_tokens\"");
-    let run = case.run(&row, "hi");
+    let run = case.run(&row, "hi").await;
     assert_eq!(run.code, 0, "{}", run.explain());
     case.check(&run);
     let reqs = case.mock.requests();
@@ -984,8 +1017,8 @@ fn openai_adapter_with_a_key_and_max_tokens_field() {
 // ---------------------------------------------------------------------------
 // The real API.
 
-#[test]
-fn real_deepseek_api_when_a_key_is_set() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn real_deepseek_api_when_a_key_is_set() -> anyhow::Result<()> {
     let Some(key) = std::env::var("DEEPSEEK_API_KEY").ok().filter(|k| !k.trim().is_empty()) else {
         // Expected without the secret (forks, clean clones, CI without it):
         // listed in the skip summary, never a failure.
@@ -1029,27 +1062,30 @@ timeout_ms = 300000
     )
     .context("writing profile")?;
     let sessions = home.path().join("sessions");
-    let out = wharf_tests::wharf(home.path())
-        .current_dir(ws.path())
-        .env("DEEPSEEK_API_KEY", &key)
-        .args([
-            "run",
-            "Use the read tool to read motto.txt, then reply with the motto word only.",
-            "--profile",
-            &profile.display().to_string(),
-            "--session-dir",
-            &sessions.display().to_string(),
-            "--output",
-            "jsonl",
-            "--no-watch",
-        ])
-        .output()
-        .context("running wharf run")?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // The key is read from this process's environment, as the binary reads
+    // its own.
+    let mark = inproc::log_mark();
+    let host = TestHost::builder()
+        .profile(profile.display().to_string())
+        .workspace(ws.path())
+        .home(home.path())
+        .sessions(&sessions)
+        .start_in(home.path())
+        .await?;
+    let turn = inproc::turn(
+        &host.harness,
+        None,
+        "Use the read tool to read motto.txt, then reply with the motto word only.",
+        None,
+    )
+    .await?;
+    let notices = host.notices().join("\n");
+    host.close().await;
+    let stdout = turn.jsonl();
+    let stderr = format!("{notices}\n{}", inproc::logs_since(mark));
+    assert_eq!(turn.run.exit_code(), 0, "{stdout}\n{stderr}");
     assert!(!stdout.contains(&key) && !stderr.contains(&key), "the key leaked");
-    let events = parse_lines(&stdout);
+    let events = turn.streamed;
     assert!(events.iter().any(|e| e["type"] == "tool/result" && e["data"]["is_error"] == false), "{stdout}");
     let last = events.iter().rev().find(|e| e["type"] == "assistant/message").map(|e| e["data"]["content"].clone());
     assert!(last.and_then(|c| c.as_str().map(str::to_lowercase)).unwrap_or_default().contains("tidewater"), "{stdout}");

@@ -20,6 +20,7 @@ mod hardening3_cfg;
 mod hardening3_cli;
 mod hardening_fs;
 mod harness;
+mod inproc;
 mod install;
 mod llm;
 mod mcp;

@@ -4,13 +4,17 @@
 //!   mode): tools/list, sandboxed calls, a policy denial as a tool error, an
 //!   unknown tool as a protocol error, `list_changed` on hot reload;
 //! - the MCP client: `wharf mcp tools` against stdio and streamable-HTTP
-//!   fixture servers and a broken one; an agent session (through `wharf
-//!   web`, servers from the profile's `[[mcp]]` rows) whose model calls
+//!   fixture servers and a broken one; on an in-process host, an agent
+//!   session (servers from the profile's `[[mcp]]` rows) whose model calls
 //!   `mcp__fx__*` tools through the policy pipeline, with a `list_changed`
-//!   refresh between steps, and a required server that fails; `wharf run`
-//!   with `[[mcp]]` rows (stdio and HTTP, a policy denial, servers stopped
-//!   at exit) and with a required server that fails (a clear error, exit 1);
-//!   `wharf config dump` hiding secrets.
+//!   refresh between steps, and a required server from an `--mcp-config`
+//!   file that fails; headless turns as `wharf run` runs them with
+//!   `[[mcp]]` rows (stdio and HTTP, a policy denial, servers stopped when
+//!   the host closes) and with a required server that fails (a clear
+//!   error, exit 1); `wharf config dump` hiding secrets.
+//!
+//! The `wharf mcp serve`, `wharf mcp tools` and `wharf config dump` tests
+//! are about those commands of the binary and spawn it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -21,9 +25,11 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_core::EventKind;
-
-use crate::web::start;
+use wharf_core::events::StopReason;
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
+
+use crate::inproc;
 
 static FIXTURE: Once = Once::new();
 
@@ -347,8 +353,8 @@ tool_calls = [
 text = "Done."
 "#;
 
-#[test]
-fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_calls_mcp_tools_through_the_pipeline_and_sees_list_changes() -> anyhow::Result<()> {
     let (url, http) = http_fixture();
     let _http = Kill(http);
     let fx = fixture().display().to_string();
@@ -368,15 +374,17 @@ url = "{url}"
 required = true
 "#
     );
-    let w = start(&profile, &[], &[("WHARF_TEST_SECRET", "leaked"), ("WHARF_TEST_FORWARD", "forwarded")]);
-    let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "use the MCP tools"})));
-    assert_eq!(code, 200, "{r}");
-    let id = r["id"].as_str().unwrap_or("").to_string();
-    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
-    let (end, _) = sse.until("turn/end");
-    assert_eq!(end["data"]["reason"], "completed", "{end}\n{}", w.stderr());
+    // The host's environment has `WHARF_TEST_SECRET=leaked` and
+    // `WHARF_TEST_FORWARD=forwarded` (`inproc::ENV`).
+    for p in [plugins::POLICY_FIXED, plugins::LLM_SCRIPTED] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+    let host = TestHost::builder().profile_text(profile).start_in(dir.path()).await?;
+    let turn = inproc::turn(&host.harness, None, "use the MCP tools", None).await?;
+    assert_eq!(turn.run.summary.reason, StopReason::Completed, "{:?}\n{}", turn.run.summary, turn.jsonl());
 
-    let events = w.log(&id);
+    let events = host.harness.store.load(&turn.run.session).context("loading the session")?.events;
     wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     let results: Vec<_> = events
         .iter()
@@ -421,25 +429,38 @@ required = true
         EventKind::PluginUnloaded(c) if c.id == "mcp:fx" && &c.digest == fx_versions[0])));
     assert_eq!(by(6).version.as_ref(), Some(fx_versions[1]), "the call ran on the refreshed version");
 
-    // The plugins page lists the servers.
-    let (_, p) = w.call("GET", "/api/plugins", None);
-    let servers: Vec<&str> = p["mcp"].as_array().into_iter().flatten().filter_map(|s| s["server"].as_str()).collect();
+    // The host's view of its plugins (what the web UI's plugins page shows)
+    // lists the servers.
+    let servers: Vec<String> = host.harness.plugins_view().mcp.into_iter().map(|s| s.server).collect();
     assert_eq!(servers, ["fx", "remote"]);
+    host.close().await;
     Ok(())
 }
 
-#[test]
-fn a_required_server_that_fails_blocks_the_turn_with_its_error() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_required_server_that_fails_blocks_the_turn_with_its_error() -> anyhow::Result<()> {
+    for p in [plugins::POLICY_FIXED, plugins::LLM_SCRIPTED] {
+        let _ = wharf_tests::plugin(p);
+    }
     let dir = tempfile::tempdir().context("creating a temp dir")?;
     let config = dir.path().join("mcp.json");
     let text = json!({"mcp": [{"name": "gone", "command": "/nonexistent/mcp-server", "required": true}]});
     std::fs::write(&config, text.to_string()).context("writing config")?;
-    let config = config.display().to_string();
-    let w = start(AGENT_PROFILE, &["--mcp-config", &config], &[]);
-    let (_, r) = w.call("POST", "/api/sessions", Some(json!({"text": "go"})));
-    let id = r["id"].as_str().unwrap_or("").to_string();
-    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
-    let (end, seen) = sse.until("turn/end");
+    let (home, ws) = (dir.path().join("home"), dir.path().join("ws"));
+    for d in [&home, &ws] {
+        std::fs::create_dir_all(d).context("creating a directory")?;
+    }
+    let profile = dir.path().join("profile.toml");
+    std::fs::write(&profile, AGENT_PROFILE).context("writing profile")?;
+    // The servers of `--mcp-config FILE` added over the profile's, as
+    // `wharf web` adds them.
+    let options = inproc::options(&profile, &ws, &home, &dir.path().join("sessions"));
+    let host = wharf_harness::Harness::start_with(&options, |c| wharf_mcp::config::add_file(c, Some(&config))).await?;
+    let turn = inproc::turn(&host, None, "go", None).await;
+    host.close().await;
+    let turn = turn?;
+    let seen = &turn.streamed;
+    let end = seen.iter().find(|e| e["type"] == "turn/end").cloned().unwrap_or_default();
     assert_eq!(end["data"]["reason"], "blocked", "{end}");
     let msg = end["data"]["message"].as_str().unwrap_or("");
     assert!(msg.contains("required MCP server `gone`") && msg.contains("/nonexistent/mcp-server"), "{msg}");
@@ -453,7 +474,7 @@ fn a_required_server_that_fails_blocks_the_turn_with_its_error() -> anyhow::Resu
     Ok(())
 }
 
-/// A temp home, workspace and profile for `wharf run`.
+/// A temp home, workspace and profile for headless turns.
 struct Run {
     home: tempfile::TempDir,
     ws: tempfile::TempDir,
@@ -479,20 +500,25 @@ impl Run {
         self.home.path().join("sessions")
     }
 
-    /// `wharf run --output jsonl`: exit code, session id, stderr.
-    fn run(&self, profile: &std::path::Path) -> (i32, String, String) {
-        let out = wharf_tests::wharf(self.home.path())
-            .current_dir(self.ws.path())
-            .args(["run", "go", "--output", "jsonl", "--profile"])
-            .arg(profile)
-            .arg("--session-dir")
-            .arg(self.sessions())
-            .output()
-            .expect("running wharf run go");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let first: Value = serde_json::from_str(stdout.lines().next().unwrap_or("{}")).unwrap_or_default();
-        let id = first["data"]["id"].as_str().unwrap_or("").to_string();
-        (out.status.code().unwrap_or(-1), id, String::from_utf8_lossy(&out.stderr).into_owned())
+    /// A headless turn "go" on an in-process host, closed after it (as
+    /// `wharf run` exits): exit code, session id, and what the binary
+    /// would print on stderr (an MCP server not ready, notices, the log).
+    async fn run(&self, profile: &std::path::Path) -> (i32, String, String) {
+        let mark = inproc::log_mark();
+        let host = TestHost::builder()
+            .profile(profile.display().to_string())
+            .workspace(self.ws.path())
+            .home(self.home.path())
+            .sessions(self.sessions())
+            .start_in(self.home.path())
+            .await
+            .expect("starting the host");
+        let turn = inproc::turn(&host.harness, None, "go", None).await.expect("running the turn");
+        let mut stderr: String = turn.mcp_error.iter().map(|e| format!("wharf: {e}\n")).collect();
+        stderr.extend(host.notices().iter().map(|n| format!("wharf: {n}\n")));
+        host.close().await;
+        stderr.push_str(&inproc::logs_since(mark));
+        (turn.run.exit_code(), turn.run.session, stderr)
     }
 
     fn log(&self, id: &str) -> Vec<wharf_core::events::Event> {
@@ -540,8 +566,8 @@ tool_calls = [
 text = "Done."
 "#;
 
-#[test]
-fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread")]
+async fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> anyhow::Result<()> {
     let (url, http) = http_fixture();
     let _http = Kill(http);
     let r = Run::new();
@@ -550,7 +576,7 @@ fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> 
         "{RUN_PROFILE}\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\", \"--linger\"]\nrequired = true\n\n\
          [[mcp]]\nname = \"remote\"\nurl = \"{url}\"\nrequired = true\n"
     ));
-    let (code, id, stderr) = r.run(&profile);
+    let (code, id, stderr) = r.run(&profile).await;
     assert_eq!(code, 0, "{stderr}");
     let events = r.log(&id);
     let results: Vec<_> = events
@@ -574,8 +600,9 @@ fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> 
     assert!(loaded("mcp:fx") < turn && loaded("mcp:remote") < turn, "{events:?}");
     assert!(loaded("mcp:fx").is_some() && loaded("mcp:remote").is_some());
 
-    // The stdio server's process is gone once `wharf run` has exited, though
-    // it ignores its closed stdin (`--linger`): wharf ended it.
+    // The stdio server's process is gone once the host has closed (as
+    // `wharf run` closes it at exit), though it ignores its closed stdin
+    // (`--linger`): wharf ended it.
     let pid: u32 = results[2]
         .content
         .trim()
@@ -586,18 +613,18 @@ fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them() -> 
     while proc.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!proc.exists(), "the MCP server (pid {pid}) outlived wharf run");
+    assert!(!proc.exists(), "the MCP server (pid {pid}) outlived the host");
     Ok(())
 }
 
-#[test]
-fn run_fails_clearly_when_a_required_server_cannot_start() {
+#[tokio::test(flavor = "multi_thread")]
+async fn run_fails_clearly_when_a_required_server_cannot_start() {
     let r = Run::new();
     let profile = r.profile(&format!(
         "{RUN_PROFILE}\n[[mcp]]\nname = \"gone\"\ncommand = \"/nonexistent/mcp-server\"\nrequired = true\n\
          startup_timeout_ms = 5000\n"
     ));
-    let (code, id, stderr) = r.run(&profile);
+    let (code, id, stderr) = r.run(&profile).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("required MCP server `gone` is not available") && stderr.contains("/nonexistent/mcp-server"),
@@ -614,6 +641,7 @@ fn run_fails_clearly_when_a_required_server_cannot_start() {
     assert!(!events.iter().any(|e| matches!(e.kind, EventKind::StepStart(_))), "no model request was made");
 }
 
+// On the binary: `wharf config dump` is a CLI command.
 #[test]
 fn config_dump_shows_mcp_rows_without_secrets() -> anyhow::Result<()> {
     let r = Run::new();

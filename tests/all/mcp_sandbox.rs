@@ -1,9 +1,10 @@
-//! Stdio MCP servers under the OS sandbox (`[[mcp]]` rows, `wharf run` with
-//! the scripted model, the fixture server of tests/mcp-server): a confined
-//! server that tries to read `~/.ssh/id_rsa` (a fake HOME), write outside
-//! its grant and open a TCP connection is refused each time, while its
-//! granted writes and ordinary reads work; an `unsandboxed = true` row does
-//! all of it; `wharf doctor` reports each row's confinement.
+//! Stdio MCP servers under the OS sandbox (`[[mcp]]` rows, headless turns
+//! with the scripted model, the fixture server of tests/mcp-server): a
+//! confined server that tries to read `~/.ssh/id_rsa` (a fake HOME), write
+//! outside its grant and open a TCP connection is refused each time, while
+//! its granted writes and ordinary reads work; an `unsandboxed = true` row
+//! does all of it; a missing grant fails clearly (on an in-process host);
+//! `wharf doctor` reports each row's confinement.
 
 use std::path::{Path, PathBuf};
 
@@ -11,14 +12,17 @@ use anyhow::Context;
 use serde_json::Value;
 use wharf_core::EventKind;
 use wharf_core::events::ToolResultEvent as ToolResult;
+use wharf_runtime::process::{Level, sandbox_level};
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
 
-/// Whether this machine has the OS sandbox (else sandboxed rows refuse to start).
-fn sandbox_available(home: &Path) -> Result<(), String> {
-    let out = wharf_tests::wharf(home).arg("doctor").output().map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let line = text.lines().find(|l| l.contains("process sandbox:")).unwrap_or("").to_string();
-    if line.contains("process sandbox: None") || line.is_empty() { Err(line) } else { Ok(()) }
+use crate::inproc;
+
+/// Whether this machine has the OS sandbox (else sandboxed rows refuse to
+/// start): what `wharf doctor` reports as `process sandbox: …`.
+fn sandbox_available() -> Result<(), String> {
+    let (level, detail) = sandbox_level();
+    if level == Level::None { Err(format!("process sandbox: {level:?} — {detail}")) } else { Ok(()) }
 }
 
 struct Env {
@@ -54,7 +58,7 @@ impl Env {
 
     /// `wharf run` with the profile and these host variables: exit code,
     /// session events, stderr.
-    fn run(&self, profile: &Path, vars: &[(&str, &str)]) -> (i32, Vec<wharf_core::events::Event>, String) {
+    fn run_binary(&self, profile: &Path, vars: &[(&str, &str)]) -> (i32, Vec<wharf_core::events::Event>, String) {
         let sessions = self.home.path().join("sessions");
         let out = wharf_tests::wharf(self.home.path())
             .current_dir(self.ws.path())
@@ -76,6 +80,32 @@ impl Env {
             .events;
         wharf_core::invariants::check(&events).expect("checking the log's invariants");
         (out.status.code().unwrap_or(-1), events, stderr)
+    }
+
+    /// A headless turn "go" on an in-process host with the profile, closed
+    /// after it (as `wharf run` exits): exit code, session events, and what
+    /// the binary would print on stderr (an MCP server not ready, notices).
+    async fn run(&self, profile: &Path) -> (i32, Vec<wharf_core::events::Event>, String) {
+        let sessions = self.home.path().join("sessions");
+        let host = TestHost::builder()
+            .profile(profile.display().to_string())
+            .workspace(self.ws.path())
+            .home(self.home.path())
+            .sessions(&sessions)
+            .start_in(self.home.path())
+            .await
+            .expect("starting the host");
+        let turn = inproc::turn(&host.harness, None, "go", None).await.expect("running the turn");
+        let mut stderr: String = turn.mcp_error.iter().map(|e| format!("wharf: {e}\n")).collect();
+        stderr.extend(host.notices().iter().map(|n| format!("wharf: {n}\n")));
+        host.close().await;
+        let events = wharf_core::SessionStore::new(sessions)
+            .load(&turn.run.session)
+            .with_context(|| format!("no session log; stderr: {stderr}"))
+            .expect("the run leaves a session log")
+            .events;
+        wharf_core::invariants::check(&events).expect("checking the log's invariants");
+        (turn.run.exit_code(), events, stderr)
     }
 }
 
@@ -129,10 +159,12 @@ fn call(tool: &str, args: &str) -> (String, String) {
     (tool.to_string(), args.to_string())
 }
 
+// On the binary: the sandbox protects `~/.ssh` of the host process's HOME,
+// which only a child process can have pointing at a fake home.
 #[test]
 fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_is_not() -> anyhow::Result<()> {
     let env = Env::new();
-    if let Err(line) = sandbox_available(env.home.path()) {
+    if let Err(line) = sandbox_available() {
         wharf_tests::skip(&wharf_tests::current_test(), &format!("no OS sandbox here: {line}"));
         return Ok(());
     }
@@ -166,7 +198,7 @@ fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_i
     );
     let profile = env.profile(&profile_with(&calls, &rows));
     // The host has both variables; only the granted one reaches the jail.
-    let (code, events, stderr) = env.run(&profile, &[("HOST_ONLY", "host secret"), ("PASSED", "passed value")]);
+    let (code, events, stderr) = env.run_binary(&profile, &[("HOST_ONLY", "host secret"), ("PASSED", "passed value")]);
     assert_eq!(code, 0, "{stderr}");
     let r = results(&events);
     assert_eq!(r.len(), calls.len(), "{r:?}");
@@ -202,10 +234,10 @@ fn a_sandboxed_server_is_refused_secrets_foreign_writes_and_network_an_opt_out_i
     Ok(())
 }
 
-#[test]
-fn a_sandboxed_server_with_a_missing_grant_fails_clearly() {
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_server_with_a_missing_grant_fails_clearly() {
     let env = Env::new();
-    if let Err(line) = sandbox_available(env.home.path()) {
+    if let Err(line) = sandbox_available() {
         wharf_tests::skip(&wharf_tests::current_test(), &format!("no OS sandbox here: {line}"));
         return;
     }
@@ -216,12 +248,13 @@ fn a_sandboxed_server_with_a_missing_grant_fails_clearly() {
          [mcp.sandbox]\ndirs = [\"{gone}:rw\"]\n"
     );
     let profile = env.profile(&profile_with(&[call("mcp__jail__echo", "{ text = \"x\" }")], &rows));
-    let (code, events, stderr) = env.run(&profile, &[]);
+    let (code, events, stderr) = env.run(&profile).await;
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("required MCP server `jail` is not available") && stderr.contains(&gone), "{stderr}");
     assert!(results(&events).is_empty());
 }
 
+// On the binary: `wharf doctor` is a CLI command.
 #[test]
 fn doctor_reports_each_servers_confinement() -> anyhow::Result<()> {
     let env = Env::new();
@@ -251,7 +284,7 @@ fn doctor_reports_each_servers_confinement() -> anyhow::Result<()> {
             .unwrap_or_else(|| panic!("no line for `{name}`: {text}"))
             .to_string()
     };
-    let no_sandbox = sandbox_available(env.home.path()).is_err();
+    let no_sandbox = sandbox_available().is_err();
     let jail = line("jail");
     if no_sandbox {
         assert!(jail.starts_with("[FAIL]") && jail.contains("unsandboxed = true"), "{jail}");

@@ -199,6 +199,8 @@ async fn tcp_connect_needs_a_host_grant() -> anyhow::Result<()> {
     Ok(())
 }
 
+// On the binary: `wharf plugin call` (a CLI command) with the key in the
+// host process's environment, where this process must not have it.
 #[test]
 fn api_key_is_not_in_the_environment() -> anyhow::Result<()> {
     let h = tempdir();

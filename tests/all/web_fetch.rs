@@ -1,6 +1,7 @@
 //! The `web` component's `web_fetch` tool against a loopback HTTP server
-//! started by each test: through `wharf plugin call` (grant flags) and
-//! through `wharf run` with the scripted model (profile grant, session log).
+//! started by each test: through `wharf plugin call` (grant flags; a CLI
+//! command, so those tests spawn the binary) and through a headless turn on
+//! an in-process host with the scripted model (profile grant, session log).
 //! Together they show the host's outbound checks: the allowlist, redirects
 //! re-checked hop by hop, and private addresses refused unless granted.
 
@@ -11,7 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use serde_json::{Value, json};
+use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
+
+use crate::inproc;
 
 const PAGE: &str = r##"<!DOCTYPE html>
 <html><head><title>Loopback &amp; Co</title>
@@ -269,10 +273,10 @@ fn binary_content_and_bad_urls_are_refused_clearly() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `wharf run` with the scripted model: the tool results land in the session
-/// log with the content (and refusal) the model saw.
-#[test]
-fn web_fetch_in_a_session() -> anyhow::Result<()> {
+/// A headless turn with the scripted model: the tool results land in the
+/// session log with the content (and refusal) the model saw.
+#[tokio::test(flavor = "multi_thread")]
+async fn web_fetch_in_a_session() -> anyhow::Result<()> {
     let s = Server::start();
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let ws = tempfile::tempdir().context("creating a temp dir")?;
@@ -316,23 +320,22 @@ finish = "stop"
     );
     let path = home.path().join("web.toml");
     std::fs::write(&path, profile).context("writing the file")?;
-    let out = wharf_tests::wharf(home.path())
-        .current_dir(ws.path())
-        .args(["run", "fetch the page", "--profile"])
-        .arg(&path)
-        .args(["--session-dir"])
-        .arg(&sessions)
-        .args(["--output", "jsonl", "--no-watch"])
-        .output()
-        .context("spawn wharf")?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let events = wharf_tests::json_lines(&String::from_utf8_lossy(&out.stdout))?;
+    let host = TestHost::builder()
+        .profile(path.display().to_string())
+        .workspace(ws.path())
+        .home(home.path())
+        .sessions(&sessions)
+        .start_in(home.path())
+        .await?;
+    let turn = inproc::turn(&host.harness, None, "fetch the page", None).await?;
+    host.close().await;
+    assert_eq!(turn.run.exit_code(), 0, "{:?}\n{}", turn.run.summary, turn.jsonl());
+    let events = &turn.streamed;
     let id = events
         .iter()
         .find(|e| e["type"] == "session/start")
         .and_then(|e| e["data"]["id"].as_str())
-        .unwrap_or_else(|| panic!("no session/start: {stderr}"))
+        .unwrap_or_else(|| panic!("no session/start: {}", turn.jsonl()))
         .to_string();
     // Read back the stored log, not just the stream.
     let log = wharf_core::SessionStore::new(&sessions).load(&id).context("loading the session")?.events;
