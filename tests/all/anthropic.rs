@@ -17,7 +17,7 @@ use wharf_tests::plugins;
 
 use crate::inproc;
 
-/// The key, in this process's environment from the start (`inproc::ENV`).
+/// The key, in this process's environment from the start (`wharf_tests::host::TEST_ENV`).
 const KEY: &str = inproc::ANTHROPIC_KEY;
 const KEY_ENV: &str = inproc::ANTHROPIC_KEY_ENV;
 const MODEL: &str = "claude-test-1";

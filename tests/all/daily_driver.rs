@@ -82,7 +82,7 @@ impl World {
 
     /// A headless turn on an in-process host over this world's workspace and
     /// sessions (`WHARF_TEST_LLM_KEY` is in this process's environment:
-    /// `inproc::ENV`).
+    /// `wharf_tests::host::TEST_ENV`).
     async fn run(&self, task: &str) -> anyhow::Result<Run> {
         let host = TestHost::builder()
             .profile(self.profile.display().to_string())

@@ -8,10 +8,9 @@
 //! - [`log_mark`] / [`logs_since`]: the host's own log (`tracing` at `warn`,
 //!   what the binary writes on stderr under `WHARF_LOG=warn`), captured for
 //!   the whole test process;
-//! - [`ENV`]: the environment variables the in-process hosts read (model
-//!   keys named by `api_key_env`, `${env:…}` in MCP rows), set before `main`
-//!   — a host reads its own process's environment, as the binary does, and
-//!   setting variables once threads run is not sound.
+//! - the model keys of these modules, from [`wharf_tests::host::TEST_ENV`]
+//!   (set before `main`: a host reads its own process's environment, as the
+//!   binary does, and setting variables once threads run is not sound).
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -24,47 +23,7 @@ use wharf_core::events::EventKind;
 use wharf_harness::{Harness, HostOptions};
 use wharf_tests::host::Run;
 
-/// The key of the DeepSeek/OpenAI wire tests (`llm`, `daily_driver`): the
-/// leak checks grep for it.
-pub const LLM_KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
-/// The variable their profiles name in `api_key_env`.
-pub const LLM_KEY_ENV: &str = "WHARF_TEST_LLM_KEY";
-/// The key of the Anthropic tests.
-pub const ANTHROPIC_KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
-/// The variable their profiles name in `api_key_env`.
-pub const ANTHROPIC_KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
-/// A variable holding a key the Anthropic mock refuses.
-pub const ANTHROPIC_WRONG_KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_WRONG_KEY";
-
-/// Every variable set in this test process before `main`. Each has one
-/// value for every test: a test that needs another value names another
-/// variable. (Child processes inherit them; none of these names is read by
-/// a test that needs it unset.)
-pub const ENV: &[(&str, &str)] = &[
-    (LLM_KEY_ENV, LLM_KEY),
-    (ANTHROPIC_KEY_ENV, ANTHROPIC_KEY),
-    (ANTHROPIC_WRONG_KEY_ENV, "sk-ant-wrong"),
-    // `mcp`: a host variable the MCP server must not see, and one a row
-    // forwards with `${env:…}`.
-    ("WHARF_TEST_SECRET", "leaked"),
-    ("WHARF_TEST_FORWARD", "forwarded"),
-];
-
-extern "C" fn set_env() {
-    for (name, value) in ENV {
-        // SAFETY: this runs from `.init_array`, before `main`, while the
-        // process has one thread: nothing reads the environment concurrently.
-        unsafe { std::env::set_var(name, value) };
-    }
-}
-
-#[used]
-#[cfg_attr(
-    any(target_os = "linux", target_os = "android", target_os = "freebsd"),
-    unsafe(link_section = ".init_array")
-)]
-#[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
-static SET_ENV: extern "C" fn() = set_env;
+pub use wharf_tests::host::{ANTHROPIC_KEY, ANTHROPIC_KEY_ENV, ANTHROPIC_WRONG_KEY_ENV, LLM_KEY, LLM_KEY_ENV};
 
 // ---------------------------------------------------------------------------
 // The host's log.
@@ -199,21 +158,17 @@ pub async fn turn(h: &Harness, resume: Option<&str>, task: &str, max_steps: Opti
         .await
         .context("the turn's events stopped streaming before its end")?
         .context("the printer task failed")?;
-    // The MCP manager keeps every log attached to it open for the servers'
-    // status events until the host closes (as `wharf web` notes), so a host
-    // with servers releases the log only then.
-    if h.mcp.is_none() {
-        let waited = tokio::time::timeout(Duration::from_secs(10), async {
-            while !released.is_released() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
-        anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
-    }
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !released.is_released() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
     let summary = summary?;
     let events = h.store.load(&session)?.events.into_iter().filter(|e| e.seq >= first_seq).collect();
-    Ok(Turn { run: Run { session, summary, events }, streamed, elapsed, mcp_error })
+    let as_events = streamed.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    Ok(Turn { run: Run { session, summary, events, streamed: as_events }, streamed, elapsed, mcp_error })
 }
 
 /// The options [`wharf_tests::host::TestHost`] builds a host from, for a

@@ -32,7 +32,7 @@ use wharf_tests::{Plugin, plugins};
 use crate::inproc;
 
 /// A distinctive key: the leak test greps for it. (In this process's
-/// environment from the start, for the in-process hosts: see `inproc::ENV`.)
+/// environment from the start, for the in-process hosts: see `wharf_tests::host::TEST_ENV`.)
 const KEY: &str = inproc::LLM_KEY;
 /// The variable the profiles name in `api_key_env`.
 const KEY_ENV: &str = inproc::LLM_KEY_ENV;

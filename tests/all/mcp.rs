@@ -375,7 +375,7 @@ required = true
 "#
     );
     // The host's environment has `WHARF_TEST_SECRET=leaked` and
-    // `WHARF_TEST_FORWARD=forwarded` (`inproc::ENV`).
+    // `WHARF_TEST_FORWARD=forwarded` (`wharf_tests::host::TEST_ENV`).
     for p in [plugins::POLICY_FIXED, plugins::LLM_SCRIPTED] {
         let _ = wharf_tests::plugin(p);
     }

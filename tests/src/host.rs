@@ -25,20 +25,50 @@ pub const TEST_KEY_ENV: &str = "WHARF_TEST_MODEL_KEY";
 /// The key [`TEST_KEY_ENV`] holds.
 pub const TEST_KEY: &str = "sk-wharf-test-0123456789";
 
-/// Sets [`TEST_KEY_ENV`] before `main`: later, with tests running on other
+/// The key of the DeepSeek/OpenAI wire tests (`llm`, `daily_driver`): the
+/// leak checks grep for it.
+pub const LLM_KEY: &str = "sk-wharf-TEST-7c1e55d0a9b84f2e";
+/// The variable their profiles name in `api_key_env`.
+pub const LLM_KEY_ENV: &str = "WHARF_TEST_LLM_KEY";
+/// The key of the Anthropic tests.
+pub const ANTHROPIC_KEY: &str = "sk-ant-wharf-TEST-5b2f0c1d9e";
+/// The variable their profiles name in `api_key_env`.
+pub const ANTHROPIC_KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_KEY";
+/// A variable holding a key the Anthropic mock refuses.
+pub const ANTHROPIC_WRONG_KEY_ENV: &str = "WHARF_TEST_ANTHROPIC_WRONG_KEY";
+
+/// Every variable set in the test process before `main` (in-process hosts
+/// read their own process's environment, as the binary does). Each has one
+/// value for every test: a test that needs another value names another
+/// variable. Child processes inherit them; none of these names is read by
+/// a test that needs it unset.
+pub const TEST_ENV: &[(&str, &str)] = &[
+    (TEST_KEY_ENV, TEST_KEY),
+    (LLM_KEY_ENV, LLM_KEY),
+    (ANTHROPIC_KEY_ENV, ANTHROPIC_KEY),
+    (ANTHROPIC_WRONG_KEY_ENV, "sk-ant-wrong"),
+    // `mcp`: a host variable the MCP server must not see, and one a row
+    // forwards with `${env:…}`.
+    ("WHARF_TEST_SECRET", "leaked"),
+    ("WHARF_TEST_FORWARD", "forwarded"),
+];
+
+/// Sets [`TEST_ENV`] before `main`: later, with tests running on other
 /// threads, setting a variable would race their reads of the environment.
-extern "C" fn set_test_key() {
-    // SAFETY: called from the initialiser section below, before `main`,
-    // while the process has one thread.
-    unsafe { std::env::set_var(TEST_KEY_ENV, TEST_KEY) };
+extern "C" fn set_test_env() {
+    for (name, value) in TEST_ENV {
+        // SAFETY: called from the initialiser section below, before
+        // `main`, while the process has one thread.
+        unsafe { std::env::set_var(name, value) };
+    }
 }
 
-/// Runs [`set_test_key`] at load time (ELF `.init_array`, Mach-O
+/// Runs [`set_test_env`] at load time (ELF `.init_array`, Mach-O
 /// `__mod_init_func`). [`TestHost::builder`] refers to it so it is linked.
 #[used]
 #[cfg_attr(target_os = "linux", unsafe(link_section = ".init_array"))]
 #[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
-static SET_TEST_KEY: extern "C" fn() = set_test_key;
+static SET_TEST_ENV: extern "C" fn() = set_test_env;
 
 /// How a [`TestHost`] is made.
 #[derive(Debug, Default)]
@@ -218,7 +248,7 @@ impl Run {
 impl TestHost {
     /// A builder.
     pub fn builder() -> TestHostBuilder {
-        std::hint::black_box(&SET_TEST_KEY);
+        std::hint::black_box(&SET_TEST_ENV);
         TestHostBuilder::default()
     }
 
@@ -245,18 +275,13 @@ impl TestHost {
         let released = agent.log().watch_release();
         let session = agent.session_id().to_string();
         drop(agent);
-        // The MCP manager keeps every log it was attached to (it appends its
-        // servers' changes) until the host is dropped: with `[[mcp]]`
-        // servers the log is released by `close`, not here.
-        if h.mcp.is_none() {
-            let waited = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-                while !released.is_released() {
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-            })
-            .await;
-            anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
-        }
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while !released.is_released() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        anyhow::ensure!(waited.is_ok(), "session {session}'s log is still held 10 s after the turn");
         let summary = summary?;
         let mut streamed = Vec::new();
         while let Ok(ev) = stream.try_recv() {

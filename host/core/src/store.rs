@@ -743,6 +743,13 @@ impl LogRelease {
     pub fn is_released(&self) -> bool {
         self.0.strong_count() == 0
     }
+
+    /// The log, while some clone still holds it open: for a listener that
+    /// writes to a session only as long as its owner keeps it (it must not
+    /// keep the lock or lease itself).
+    pub fn upgrade(&self) -> Option<SessionLog> {
+        self.0.upgrade().map(|shared| SessionLog { shared })
+    }
 }
 
 struct Shared {

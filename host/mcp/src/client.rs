@@ -294,7 +294,9 @@ impl McpManager {
         for ev in &changes.history {
             log.append(ev.clone())?;
         }
-        changes.sinks.push(log.clone());
+        // Weakly: the session's owner decides when its log closes (an idle
+        // session unloaded by `wharf serve` releases its lock or lease).
+        changes.sinks.push(log.watch_release());
         Ok(())
     }
 
@@ -419,8 +421,8 @@ impl McpManager {
         drop(current);
         let mut changes = lock(&self.changes);
         for ev in events {
-            // A log that cannot be appended to (closed, failed) is dropped.
-            changes.sinks.retain(|log| log.append(ev.clone()).is_ok());
+            // A log that was closed, or cannot be appended to, is dropped.
+            changes.sinks.retain(|sink| sink.upgrade().is_some_and(|log| log.append(ev.clone()).is_ok()));
             changes.history.push(ev);
         }
     }
@@ -695,7 +697,7 @@ impl Drop for McpManager {
 #[derive(Default)]
 struct Changes {
     history: Vec<EventKind>,
-    sinks: Vec<SessionLog>,
+    sinks: Vec<wharf_core::store::LogRelease>,
 }
 
 /// One live connection, as tools need it.

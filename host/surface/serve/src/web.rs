@@ -190,13 +190,7 @@ pub async fn serve(host_args: &HostArgs, net: &NetArgs, surface: Surface) -> Res
         writeln!(out, "http://{shown}/?token={token}")?;
         out.flush()?;
     }
-    let mut idle = (net.idle_timeout > 0.0).then(|| Duration::from_secs_f64(net.idle_timeout));
-    if idle.is_some() && mcp.is_some() {
-        // The MCP manager keeps every attached session log open for its
-        // status events, so an unloaded session could not be loaded again.
-        eprintln!("wharf {}: MCP servers are configured: idle sessions stay loaded", surface.name());
-        idle = None;
-    }
+    let idle = (net.idle_timeout > 0.0).then(|| Duration::from_secs_f64(net.idle_timeout));
     eprintln!(
         "wharf {}: profile `{}`, workspace {}, sessions in {} (Ctrl-C to stop)",
         surface.name(),
