@@ -11,8 +11,10 @@ use wharf_core::invariants;
 const ID: &str = "fuzz-session";
 
 fuzz_target!(|data: &[u8]| {
-    let store = SessionStore::new(wharf_fuzz::scratch_dir());
-    let path = store.path_of(ID);
+    let dir = wharf_fuzz::scratch_dir();
+    let store = SessionStore::new(dir);
+    // The JSONL backend's file of a session (the store seam names no paths).
+    let path = dir.join(format!("{ID}.jsonl"));
     if std::fs::write(&path, data).is_err() {
         return;
     }

@@ -20,7 +20,7 @@ use wharf_core::agent::{Agent, AgentConfig};
 use wharf_core::approval::HeadlessApprover;
 use wharf_core::invariants;
 use wharf_core::plugin::{
-    FinishReason, LlmError, LlmErrorCode, LlmEvent, Role, Tool, ToolCall, ToolMode, ToolOutcome, Usage,
+    FinishReason, LlmError, LlmErrorCode, LlmEvent, Role, Tool, ToolCall, ToolErrorCode, ToolMode, ToolOutcome, Usage,
 };
 use wharf_core::registry::Registry;
 use wharf_core::retry::RetryPolicy;
@@ -138,7 +138,7 @@ fn outcome(seed: &[u8]) -> ToolOutcome {
     if input.byte() == 0xff {
         content = content.repeat(64 * 1024 / content.len().max(1) + 1);
     }
-    ToolOutcome { content, is_error, error_code: code, details }
+    ToolOutcome { content, is_error, error_code: code.map(ToolErrorCode::from), details }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -182,8 +182,11 @@ fuzz_target!(|data: &[u8]| {
     drop(agent);
 
     let loaded = store.load(&id).expect("the log loads");
-    let _ = std::fs::remove_file(store.path_of(&id));
-    let _ = std::fs::remove_file(store.root().join(format!("{id}.lock")));
+    // The JSONL backend's files of the session (the store seam names no
+    // paths).
+    let dir = wharf_fuzz::scratch_dir();
+    let _ = std::fs::remove_file(dir.join(format!("{id}.jsonl")));
+    let _ = std::fs::remove_file(dir.join(format!("{id}.lock")));
     invariants::check(&loaded.events).expect("the log satisfies the invariants");
     let messages = loaded.messages();
     for (i, m) in messages.iter().enumerate() {

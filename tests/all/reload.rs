@@ -210,7 +210,7 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() -> anyho
     f.host
         .load_all(vec![spec("tool", &path, json!({}), grant)])
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
@@ -272,7 +272,7 @@ async fn broken_versions_never_replace_a_working_one() -> anyhow::Result<()> {
     f.host
         .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
@@ -350,7 +350,7 @@ async fn unload_revokes_every_registration() -> anyhow::Result<()> {
             Grant::default(),
         ),
     ];
-    f.host.load_all(specs).await.map_err(|errors| anyhow::anyhow!(errors.join("\n"))).context("loading the plugins")?;
+    f.host.load_all(specs).await.map_err(anyhow::Error::from).context("loading the plugins")?;
     for id in ["tool", "pol", "hk"] {
         assert!(f.registry.snapshot().count_owned_by(id) > 0 || id == "hk", "{id} registered nothing");
         assert!(f.host.unload(id).await);
@@ -394,7 +394,7 @@ async fn a_config_change_swaps_a_policy_and_a_grant_live() -> anyhow::Result<()>
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
@@ -454,7 +454,7 @@ async fn policy_swapped_100_times_under_10000_calls() -> anyhow::Result<()> {
         spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
         spec("pol", &pol_path, json!({"decision": "allow"}), Grant::default()),
     ];
-    f.host.load_all(specs).await.map_err(|errors| anyhow::anyhow!(errors.join("\n"))).context("loading the plugins")?;
+    f.host.load_all(specs).await.map_err(anyhow::Error::from).context("loading the plugins")?;
     let (steps, per_step) = (100, 100);
     let model = Arc::new(FanOutModel { plugin: PluginRef::native("fan"), steps, per_step });
     f.registry
@@ -596,7 +596,7 @@ async fn a_policy_file_replaced_by_another_kind_is_refused_and_keeps_denying() -
     f.host
         .load_all(vec![spec("pol", &pol, config, Grant::default())])
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![], None).context("watching the config")?;
     let mut events = f.host.subscribe();
@@ -638,11 +638,7 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
         ),
         spec("text", &wharf_tests::plugin(plugins::TEXT), json!({}), Grant::default()),
     ];
-    f.host
-        .load_all(specs)
-        .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
-        .context("starting the profile")?;
+    f.host.load_all(specs).await.map_err(anyhow::Error::from).context("starting the profile")?;
     let owner = |tool: &str| f.registry.snapshot().tools.get(tool).map(|t| t.plugin().clone());
     assert_eq!(owner("symlink").map(|p| p.id).as_deref(), Some("first"));
     assert_eq!(owner("ok").map(|p| p.id).as_deref(), Some("first"));
@@ -683,7 +679,7 @@ async fn a_tool_name_two_rows_offer_belongs_to_the_first_row_and_the_profile_sta
         Grant::default(),
     );
     let err = f.host.load_all(vec![dup]).await.err().unwrap_or_else(|| panic!("a duplicate name was accepted"));
-    assert!(err.join("\n").contains("`twice` twice"), "{err:?}");
+    assert!(err.to_string().contains("`twice` twice"), "{err:?}");
     assert!(f.registry.version_of("dup").is_none());
     Ok(())
 }
@@ -701,7 +697,7 @@ async fn reload_failed_names_the_digest_of_the_bytes_that_failed() -> anyhow::Re
     f.host
         .load_all(vec![spec("tool", &path, json!({}), Grant::default())])
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let log = f.store.create(NewSession::default()).context("creating a session")?;
     log_plugin_events(&f.host, &log);
@@ -790,7 +786,7 @@ async fn votes_and_plugin_loaded_name_the_policy_config_that_decided() -> anyhow
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut plugin_events = f.host.subscribe();
@@ -873,7 +869,7 @@ async fn a_refused_policy_config_fails_closed_truthfully_and_editing_it_back_is_
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut events = f.host.subscribe();
@@ -924,7 +920,7 @@ async fn a_refused_policy_config_keeps_the_last_good_one_when_the_row_says_keep(
     f.host
         .load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let _watch = f.host.watch(vec![conf.clone()], Some(source)).context("watching the config")?;
     let mut events = f.host.subscribe();
@@ -972,7 +968,7 @@ async fn a_config_only_change_applies_while_compiles_are_held() -> anyhow::Resul
     let source = policy_row("pol", wharf_tests::plugin(plugins::POLICY_FIXED), &conf, OnInvalidConfig::Deny);
     host.load_all(source().map_err(anyhow::Error::msg).context("reading the config source")?)
         .await
-        .map_err(|errors| anyhow::anyhow!(errors.join("\n")))
+        .map_err(anyhow::Error::from)
         .context("loading the plugins")?;
     let first_tier = host.versions().get("pol").map(|v| v.tier()).unwrap_or_else(|| panic!("not loaded"));
     assert_eq!(rt.tier_up_pending(), 1, "the optimised compile should be queued");

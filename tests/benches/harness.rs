@@ -152,7 +152,7 @@ async fn run_steps(steps: usize, fanout: usize) -> anyhow::Result<StepRun> {
         warm: false,
         on_invalid_config: Default::default(),
     };
-    host.load_all(vec![spec]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    host.load_all(vec![spec]).await.map_err(anyhow::Error::from)?;
     let marks = Arc::new(Mutex::new(Vec::new()));
     let model = Arc::new(InstantModel { plugin: PluginRef::native("instant"), steps, fanout, marks: marks.clone() });
     registry.install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })?;
@@ -408,7 +408,7 @@ async fn reload_latency(component: &Path, swaps: u32, cached: bool) -> anyhow::R
         warm: false,
         on_invalid_config: Default::default(),
     };
-    host.load_all(vec![spec.clone()]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    host.load_all(vec![spec.clone()]).await.map_err(anyhow::Error::from)?;
     if cached {
         // Compile the other version once, so every swap below is a cache hit.
         let other = staging.join("other.wasm");

@@ -175,7 +175,7 @@ async fn setup(cache: &Path) -> anyhow::Result<Setup> {
             on_invalid_config: OnInvalidConfig::Deny,
         }])
     });
-    host.load_all(source().map_err(anyhow::Error::msg)?).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    host.load_all(source().map_err(anyhow::Error::msg)?).await.map_err(anyhow::Error::from)?;
     let watch = host.watch(vec![conf.clone()], Some(source))?;
     Ok(Setup { _tmp: tmp, _host: host, registry, runtime, conf, component, base, _watch: watch })
 }

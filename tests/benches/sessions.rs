@@ -269,7 +269,7 @@ async fn density_host(
         warm: false,
         on_invalid_config: Default::default(),
     };
-    host.load_all(vec![spec]).await.map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    host.load_all(vec![spec]).await.map_err(anyhow::Error::from)?;
     let state = Arc::new(Mutex::new(ModelState::default()));
     let model = Arc::new(ScriptedModel { plugin: PluginRef::native("scripted"), steps, latency, state: state.clone() });
     registry.install(model.plugin.clone(), Registrations { llm: Some(model), ..Registrations::default() })?;
@@ -534,7 +534,7 @@ fn main() -> anyhow::Result<()> {
             on_invalid_config: Default::default(),
         },
     ];
-    rt.block_on(host.load_all(specs)).map_err(|e| anyhow::anyhow!(e.join("; ")))?;
+    rt.block_on(host.load_all(specs)).map_err(anyhow::Error::from)?;
     let store = SessionStore::new(tmp.path().join("sessions"));
     let mut cfg = AgentConfig { max_steps: steps, llm: Some("openai".into()), ..AgentConfig::default() };
     cfg.pipeline.workspace = Some(ws.display().to_string());

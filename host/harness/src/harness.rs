@@ -125,7 +125,7 @@ impl Harness {
             if let Some(m) = &mcp {
                 m.stop().await;
             }
-            anyhow::bail!("{}", errors.join("\n"));
+            return Err(errors.into());
         }
         let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
         // Processes run by plugins must not read or rewrite session logs,

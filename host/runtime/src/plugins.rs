@@ -106,6 +106,12 @@ pub type SpecSource = Arc<dyn Fn() -> Result<Vec<PluginSpec>, SpecError> + Send 
 /// configuration loader reports (the runtime only logs it).
 pub type SpecError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The plugins [`PluginHost::load_all`] could not load or install: one
+/// line each, naming the plugin and why (printed one per line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct LoadFailures(pub Vec<String>);
+
 /// Why a reload did not install a new version. The old version, if any,
 /// keeps serving; `plugin/reload-failed` was published with the same text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -228,7 +234,7 @@ impl PluginHost {
 
     /// Loads every spec (compiling in parallel) and installs them. Fails
     /// with every error if any plugin fails: nothing starts half-loaded.
-    pub async fn load_all(&self, specs: Vec<PluginSpec>) -> Result<(), Vec<String>> {
+    pub async fn load_all(&self, specs: Vec<PluginSpec>) -> Result<(), LoadFailures> {
         let _guard = self.swap_lock.lock().await;
         // Start every compile before awaiting any: they run on the blocking
         // pool in parallel.
@@ -258,7 +264,7 @@ impl PluginHost {
             }
         }
         if !errors.is_empty() {
-            return Err(errors);
+            return Err(LoadFailures(errors));
         }
         for (spec, v) in ok {
             self.bump(&spec.id);
@@ -267,7 +273,7 @@ impl PluginHost {
                 errors.push(e);
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(errors) }
+        if errors.is_empty() { Ok(()) } else { Err(LoadFailures(errors)) }
     }
 
     /// The next config generation of `id` (1 at its first load).
