@@ -12,7 +12,6 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::anthropic::{AnthropicMock, AnthropicScript};
-use wharf_tests::host::TestHost;
 use wharf_tests::plugins;
 
 use crate::inproc;
@@ -31,38 +30,7 @@ struct Case {
     mock: AnthropicMock,
 }
 
-struct Run {
-    code: i32,
-    events: Vec<Value>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn of_type(&self, t: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["type"] == t).map(|e| &e["data"]).collect()
-    }
-
-    fn turn_end(&self) -> Value {
-        self.of_type("turn/end").last().map(|d| (*d).clone()).unwrap_or(Value::Null)
-    }
-
-    fn retries(&self) -> Vec<(String, u64)> {
-        self.of_type("llm/retry")
-            .iter()
-            .map(|d| (d["code"].as_str().unwrap_or("").to_string(), d["delay_ms"].as_u64().unwrap_or(0)))
-            .collect()
-    }
-
-    fn session_id(&self) -> String {
-        self.of_type("session/start").first().and_then(|d| d["id"].as_str()).unwrap_or("").to_string()
-    }
-
-    fn explain(&self) -> String {
-        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
-    }
-}
+use inproc::Headless as Run;
 
 impl Case {
     fn new(replies: Value) -> Self {
@@ -127,20 +95,7 @@ timeout_ms = 20000
     /// --output jsonl` prints (the streamed events), `stderr` the host's
     /// notices and log (`warn`) meanwhile.
     async fn run_profile(&self, profile: &Path, task: &str) -> Run {
-        let mark = inproc::log_mark();
-        let host = TestHost::builder()
-            .profile(profile.display().to_string())
-            .workspace(self.ws.path())
-            .home(self.home.path())
-            .sessions(&self.sessions)
-            .start_in(self.home.path())
-            .await
-            .expect("starting the host");
-        let turn = inproc::turn(&host.harness, None, task, None).await.expect("running the turn");
-        let mut stderr: String = host.notices().iter().map(|n| format!("wharf: {n}\n")).collect();
-        host.close().await;
-        stderr.push_str(&inproc::logs_since(mark));
-        Run { code: turn.run.exit_code(), stdout: turn.jsonl(), events: turn.streamed, stderr, elapsed: turn.elapsed }
+        inproc::headless(profile, self.ws.path(), self.home.path(), &self.sessions, task).await
     }
 
     /// `wharf sessions show ID`: a CLI command, on the binary.

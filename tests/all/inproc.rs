@@ -18,7 +18,7 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde_json::Value;
+use serde_json::{Value, json};
 use wharf_core::events::EventKind;
 use wharf_harness::{Harness, HostOptions};
 use wharf_tests::host::Run;
@@ -186,5 +186,77 @@ pub fn options(profile: &Path, workspace: &Path, home: &Path, sessions: &Path) -
         plugin_dir_explicit: true,
         cache_dir: Some(wharf_tests::target_dir().join("test-cache")),
         ..HostOptions::default()
+    }
+}
+
+/// One headless turn as a test of `wharf run --output jsonl` saw it.
+pub struct Headless {
+    /// `wharf run`'s exit code.
+    pub code: i32,
+    /// The streamed events.
+    pub events: Vec<Value>,
+    /// The streamed events as the JSON lines `--output jsonl` prints.
+    pub stdout: String,
+    /// The host's notices (`wharf: …`) and log (`warn`) meanwhile.
+    pub stderr: String,
+    /// How long the turn took.
+    pub elapsed: Duration,
+}
+
+/// One headless turn on an in-process host built from `profile` (with its
+/// workspace, home and session directory), then the host closed.
+pub async fn headless(profile: &Path, ws: &Path, home: &Path, sessions: &Path, task: &str) -> Headless {
+    let mark = log_mark();
+    let host = wharf_tests::host::TestHost::builder()
+        .profile(profile.display().to_string())
+        .workspace(ws)
+        .home(home)
+        .sessions(sessions)
+        .start_in(home)
+        .await
+        .expect("starting the host");
+    let turn = turn(&host.harness, None, task, None).await.expect("running the turn");
+    let mut stderr: String = host.notices().iter().map(|n| format!("wharf: {n}\n")).collect();
+    host.close().await;
+    stderr.push_str(&logs_since(mark));
+    Headless { code: turn.run.exit_code(), stdout: turn.jsonl(), events: turn.streamed, stderr, elapsed: turn.elapsed }
+}
+
+impl Headless {
+    pub fn of_type(&self, t: &str) -> Vec<&Value> {
+        self.events.iter().filter(|e| e["type"] == t).map(|e| &e["data"]).collect()
+    }
+
+    pub fn session_id(&self) -> String {
+        self.of_type("session/start").first().and_then(|d| d["id"].as_str()).unwrap_or("").to_string()
+    }
+
+    pub fn turn_end(&self) -> Value {
+        self.of_type("turn/end").last().map(|d| (*d).clone()).unwrap_or(Value::Null)
+    }
+
+    pub fn reason(&self) -> String {
+        self.turn_end()["reason"].as_str().unwrap_or("").to_string()
+    }
+
+    /// `(code, delay_ms)` of every `llm/retry`, with attempts checked 1, 2, …
+    pub fn retries(&self) -> Vec<(String, u64)> {
+        let r = self.of_type("llm/retry");
+        for (i, d) in r.iter().enumerate() {
+            assert_eq!(d["attempt"], json!(i + 1), "attempts are numbered from 1");
+        }
+        r.iter().map(|d| (d["code"].as_str().unwrap_or("").to_string(), d["delay_ms"].as_u64().unwrap_or(0))).collect()
+    }
+
+    pub fn messages(&self) -> Vec<&Value> {
+        self.of_type("assistant/message")
+    }
+
+    pub fn last_text(&self) -> String {
+        self.messages().last().and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
+    }
+
+    pub fn explain(&self) -> String {
+        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
     }
 }

@@ -46,14 +46,8 @@ struct Case {
     mock: MockLlm,
 }
 
-/// The outcome of one `wharf run`.
-struct Run {
-    code: i32,
-    events: Vec<Value>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
+/// The outcome of one `wharf run`, in-process.
+use inproc::Headless as Run;
 
 /// How a profile's adapter row looks.
 struct Row {
@@ -184,20 +178,7 @@ timeout_ms = 20000
     /// `wharf run --output jsonl` runs it: `stdout` is the streamed JSON
     /// lines, `stderr` the host's notices and log (`warn`) meanwhile.
     async fn run_profile(&self, profile: &Path, task: &str) -> Run {
-        let mark = inproc::log_mark();
-        let host = TestHost::builder()
-            .profile(profile.display().to_string())
-            .workspace(self.ws.path())
-            .home(self.home.path())
-            .sessions(&self.sessions)
-            .start_in(self.home.path())
-            .await
-            .expect("starting the host");
-        let turn = inproc::turn(&host.harness, None, task, None).await.expect("running the turn");
-        let mut stderr: String = host.notices().iter().map(|n| format!("wharf: {n}\n")).collect();
-        host.close().await;
-        stderr.push_str(&inproc::logs_since(mark));
-        Run { code: turn.run.exit_code(), stdout: turn.jsonl(), events: turn.streamed, stderr, elapsed: turn.elapsed }
+        inproc::headless(profile, self.ws.path(), self.home.path(), &self.sessions, task).await
     }
 
     /// The stored log of the run.
@@ -252,45 +233,6 @@ fn check_attempts(events: &[Value]) {
             }
             _ => {}
         }
-    }
-}
-
-impl Run {
-    fn of_type(&self, t: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["type"] == t).map(|e| &e["data"]).collect()
-    }
-
-    fn session_id(&self) -> String {
-        self.of_type("session/start").first().and_then(|d| d["id"].as_str()).unwrap_or("").to_string()
-    }
-
-    fn turn_end(&self) -> Value {
-        self.of_type("turn/end").last().map(|d| (*d).clone()).unwrap_or(Value::Null)
-    }
-
-    fn reason(&self) -> String {
-        self.turn_end()["reason"].as_str().unwrap_or("").to_string()
-    }
-
-    /// `(code, delay_ms)` of every `llm/retry`, with attempts checked 1, 2, …
-    fn retries(&self) -> Vec<(String, u64)> {
-        let r = self.of_type("llm/retry");
-        for (i, d) in r.iter().enumerate() {
-            assert_eq!(d["attempt"], json!(i + 1), "attempts are numbered from 1");
-        }
-        r.iter().map(|d| (d["code"].as_str().unwrap_or("").to_string(), d["delay_ms"].as_u64().unwrap_or(0))).collect()
-    }
-
-    fn messages(&self) -> Vec<&Value> {
-        self.of_type("assistant/message")
-    }
-
-    fn last_text(&self) -> String {
-        self.messages().last().and_then(|m| m["content"].as_str()).unwrap_or("").to_string()
-    }
-
-    fn explain(&self) -> String {
-        format!("exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
     }
 }
 
