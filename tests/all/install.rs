@@ -23,6 +23,32 @@ fn demo_run(bin: &Path, home: &Path, ws: &Path) -> Output {
         .expect("running the installed wharf")
 }
 
+/// The section names of the 64-bit little-endian ELF file at `path`.
+fn elf_sections(path: &Path) -> anyhow::Result<Vec<String>> {
+    let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(b.len() >= 64 && b[..4] == *b"\x7fELF" && b[4] == 2 && b[5] == 1, "not an ELF64 LE file");
+    let u16_at = |o: usize| b.get(o..o + 2).map(|s| u16::from_le_bytes([s[0], s[1]]) as usize);
+    let u32_at = |o: usize| b.get(o..o + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as usize);
+    let u64_at =
+        |o: usize| b.get(o..o + 8).and_then(|s| <[u8; 8]>::try_from(s).ok()).map(|a| u64::from_le_bytes(a) as usize);
+    let bad = || anyhow::anyhow!("truncated ELF header in {}", path.display());
+    let (shoff, shentsize, shnum, shstrndx) = (
+        u64_at(0x28).ok_or_else(bad)?,
+        u16_at(0x3a).ok_or_else(bad)?,
+        u16_at(0x3c).ok_or_else(bad)?,
+        u16_at(0x3e).ok_or_else(bad)?,
+    );
+    let header = |i: usize| shoff + i * shentsize;
+    let strtab = u64_at(header(shstrndx) + 0x18).ok_or_else(bad)?;
+    let mut names = Vec::new();
+    for i in 0..shnum {
+        let name = strtab + u32_at(header(i)).ok_or_else(bad)?;
+        let end = b.get(name..).and_then(|s| s.iter().position(|&c| c == 0)).ok_or_else(bad)?;
+        names.push(String::from_utf8_lossy(&b[name..name + end]).into_owned());
+    }
+    Ok(names)
+}
+
 #[test]
 fn installed_wharf_runs_the_demo_from_any_directory() -> anyhow::Result<()> {
     let prefix = tempfile::tempdir().context("creating a temp dir")?;
@@ -41,6 +67,14 @@ fn installed_wharf_runs_the_demo_from_any_directory() -> anyhow::Result<()> {
         assert!(plugins.join(format!("{c}.wasm")).is_file(), "{c}.wasm not installed");
     }
     assert!(!plugins.join("evil.wasm").exists(), "test fixtures are not installed");
+    // Stripped, with its symbols and DWARF beside it, linked by name.
+    let sections = elf_sections(&bin)?;
+    assert!(!sections.iter().any(|s| s.starts_with(".debug_") || s == ".symtab"), "not stripped: {sections:?}");
+    assert!(sections.iter().any(|s| s == ".gnu_debuglink"), "{sections:?}");
+    let debug = elf_sections(&prefix.path().join("bin/wharf.debug"))?;
+    assert!(debug.iter().any(|s| s == ".debug_line") && debug.iter().any(|s| s == ".symtab"), "{debug:?}");
+    let (installed, built) = (std::fs::metadata(&bin)?.len(), std::fs::metadata(wharf_tests::wharf_bin())?.len());
+    assert!(installed < built, "installed {installed} bytes, built {built}");
 
     let (home, ws) =
         (tempfile::tempdir().context("creating a temp dir")?, tempfile::tempdir().context("creating a temp dir")?);

@@ -15,7 +15,10 @@
 //! - `fleet` (tests/benches): PostgreSQL vs JSONL append rate, takeover
 //!   latency, 1,000 sessions over two `wharf serve` hosts;
 //! - `policy_swap` (tests/benches): a policy config write → the new config
-//!   deciding, under load with a fresh compile cache, against idle.
+//!   deciding, under load with a fresh compile cache, against idle;
+//! - `long_session` (tests/benches): per-step host overhead at steps 10,
+//!   100 and 500 of a session whose history grows to ~2 MiB, against the
+//!   time to write each request's bytes.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -195,6 +198,7 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         ("fleet", "Fleet: PostgreSQL store, takeover, sessions over two hosts"),
         ("stream_decode", "Decoding a streamed reply (llm-wire)"),
         ("policy_swap", "Policy config swaps under load"),
+        ("long_session", "Long sessions: per-step overhead as the history grows"),
     ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {

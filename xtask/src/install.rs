@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! DIR/bin/wharf
+//! DIR/bin/wharf.debug                 # its symbols and debug info
 //! DIR/lib/wharf/plugins/NAME.wasm     # every crate under plugins/
 //! ```
 //!
@@ -16,7 +17,9 @@
 //! assertions), so an install after `cargo xtask test` or `demo` only copies
 //! files; `--release` builds with the release profile instead (a fresh
 //! release build of wasmtime takes 10+ minutes on 2 cores). Components are
-//! always the optimised `plugin` profile. Test fixtures (`tests/plugins/`)
+//! always the optimised `plugin` profile. The installed binary is stripped
+//! (`objcopy --strip-all`, ~190 MB → ~65 MB); its symbols and DWARF go to
+//! `bin/wharf.debug`, which the binary's `.gnu_debuglink` names. Test fixtures (`tests/plugins/`)
 //! are not installed. Files are replaced atomically (written next to the
 //! target, then renamed), so a running `wharf` is not disturbed.
 
@@ -72,7 +75,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
 
 /// Builds the components and the binary, and copies them under `prefix`.
 pub(crate) fn install(root: &Path, prefix: &Path, release: bool) -> Result<Installed> {
-    crate::build_plugins(root)?;
+    // The first-party components only: test fixtures are not installed.
+    let first_party: Vec<String> =
+        crate::plugin_crates(root)?.into_iter().filter(|c| !c.fixture).map(|c| c.name).collect();
+    crate::build_some_plugins(root, Some(&first_party))?;
     let mut build = Command::new("cargo");
     build.current_dir(root).args(["build", "-p", "wharf"]);
     if release {
@@ -88,7 +94,7 @@ pub(crate) fn install(root: &Path, prefix: &Path, release: bool) -> Result<Insta
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
     let binary = bin_dir.join("wharf");
-    copy_atomic(&built, &binary, 0o755)?;
+    install_stripped(&built, &binary)?;
 
     let mut components = Vec::new();
     for c in crate::plugin_crates(root)?.iter().filter(|c| !c.fixture) {
@@ -101,6 +107,55 @@ pub(crate) fn install(root: &Path, prefix: &Path, release: bool) -> Result<Insta
         components.push(name);
     }
     Ok(Installed { binary, plugin_dir, components })
+}
+
+/// Installs the binary `src` as `dst` without its debug info (the dev
+/// build carries ~100 MB of DWARF and symbols), keeping them beside it in
+/// `dst.debug`, which the binary names in its `.gnu_debuglink` section so
+/// debuggers and backtraces find them. Both are written in a staging
+/// directory next to `dst` and renamed into place, the symbols first. Without
+/// `objcopy` (binutils) the binary is installed as built, with a warning.
+fn install_stripped(src: &Path, dst: &Path) -> Result<()> {
+    let dir = dst.parent().context("the binary's path has no directory")?;
+    let name = dst.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stage = dir.join(format!(".{name}.stage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage).with_context(|| format!("cannot create {}", stage.display()))?;
+    let result = strip_into(src, &stage, &name).and_then(|debug| {
+        if let Some(debug) = debug {
+            copy_atomic(&debug, &dir.join(format!("{name}.debug")), 0o644)?;
+        }
+        copy_atomic(&stage.join(&name), dst, 0o755)
+    });
+    let _ = std::fs::remove_dir_all(&stage);
+    result
+}
+
+/// Writes `stage/name` (stripped) and `stage/name.debug` (its symbols and
+/// debug info) from `src`; returns the latter's path, or `None` (and an
+/// unstripped copy) when `objcopy` cannot run.
+fn strip_into(src: &Path, stage: &Path, name: &str) -> Result<Option<PathBuf>> {
+    let out = stage.join(name);
+    let debug = stage.join(format!("{name}.debug"));
+    let objcopy = |args: &[&std::ffi::OsStr]| Command::new("objcopy").args(args).status();
+    match objcopy(&["--only-keep-debug".as_ref(), src.as_os_str(), debug.as_os_str()]) {
+        Ok(s) if s.success() => {}
+        Ok(s) => bail!("objcopy --only-keep-debug {} failed ({s})", src.display()),
+        Err(e) => {
+            eprintln!("warning: objcopy (binutils) not found ({e}): installing the binary with its debug info");
+            std::fs::copy(src, &out).with_context(|| format!("cannot copy {}", src.display()))?;
+            return Ok(None);
+        }
+    }
+    // The link names the file (`NAME.debug`, looked up beside the binary)
+    // and its checksum.
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    let status = objcopy(&["--strip-all".as_ref(), link.as_ref(), src.as_os_str(), out.as_os_str()])
+        .context("cannot run objcopy")?;
+    if !status.success() {
+        bail!("objcopy --strip-all {} failed ({status})", src.display());
+    }
+    Ok(Some(debug))
 }
 
 /// Copies `src` to `dst` through a temporary file in `dst`'s directory and a

@@ -3,7 +3,8 @@
 //! - `cargo xtask build-plugins`: builds every component under `plugins/`
 //!   and `tests/plugins/` for wasm32-wasip2 (adding the target if missing)
 //!   and copies them to `target/plugins/NAME.wasm`.
-//! - `cargo xtask demo`: builds everything and runs an offline agent session
+//! - `cargo xtask demo`: builds `wharf` and the components its profiles name
+//!   (not every plugin and test fixture), then runs an offline agent session
 //!   with real components (and a real model when `DEEPSEEK_API_KEY` is set).
 //! - `cargo xtask test`: builds the plugins and runs every test, then lists
 //!   every skipped test with its reason (a failure when `CI` is set).
@@ -133,8 +134,20 @@ fn plugin_crates(root: &Path) -> Result<Vec<PluginCrate>> {
 }
 
 pub(crate) fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
+    build_some_plugins(root, None)
+}
+
+/// Builds the components named in `only` (directory names), or every one
+/// when `only` is `None`.
+pub(crate) fn build_some_plugins(root: &Path, only: Option<&[String]>) -> Result<Vec<PathBuf>> {
     ensure_wasm_target()?;
-    let crates = plugin_crates(root)?;
+    let mut crates = plugin_crates(root)?;
+    if let Some(only) = only {
+        if let Some(missing) = only.iter().find(|n| !crates.iter().any(|c| &c.name == *n)) {
+            bail!("no component `{missing}` under plugins/ or tests/plugins/");
+        }
+        crates.retain(|c| only.contains(&c.name));
+    }
     let wasm_target = wasm_target_dir(root);
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "plugin", "--target-dir"]);
@@ -191,8 +204,14 @@ fn wasm_target_dir(root: &Path) -> PathBuf {
 /// `cargo build`) concurrently: the components' single-threaded stretches
 /// (LTO with one codegen unit) leave a core free that the host build uses.
 pub(crate) fn build_all(root: &Path, host_args: &[&str]) -> Result<Vec<PathBuf>> {
+    build_all_with(root, host_args, None)
+}
+
+/// [`build_all`] with only the components named in `only` (every one when
+/// `None`).
+fn build_all_with(root: &Path, host_args: &[&str], only: Option<&[String]>) -> Result<Vec<PathBuf>> {
     std::thread::scope(|s| {
-        let plugins = s.spawn(|| build_plugins(root));
+        let plugins = s.spawn(|| build_some_plugins(root, only));
         let host = run(Command::new("cargo").current_dir(root).arg("build").args(host_args));
         let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
         host?;
@@ -302,8 +321,47 @@ fn lint(root: &Path) -> Result<()> {
     features::check(root, &excluded)
 }
 
+/// The components a shipped profile names (`${plugin_dir}/NAME.wasm`),
+/// following `extends`: what `cargo xtask demo` builds, so a newcomer's
+/// first run compiles five small components rather than every plugin and
+/// test fixture.
+fn profile_components(root: &Path, profile: &str) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut next = Some(profile.to_string());
+    let mut seen = Vec::new();
+    while let Some(p) = next.take() {
+        if seen.contains(&p) {
+            bail!("profile `{p}` extends itself");
+        }
+        let path = root.join("profiles").join(format!("{p}.toml"));
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        for line in text.lines().map(str::trim).filter(|l| !l.starts_with('#')) {
+            if let Some(rest) = line.strip_prefix("extends") {
+                next = Some(rest.trim_start_matches([' ', '=']).trim().trim_matches('"').to_string());
+            }
+            let Some(at) = line.find("${plugin_dir}/") else { continue };
+            let file = &line[at + "${plugin_dir}/".len()..];
+            if let Some(name) = file.split(".wasm").next().filter(|n| !n.is_empty() && file.contains(".wasm"))
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_string());
+            }
+        }
+        seen.push(p);
+    }
+    Ok(names)
+}
+
 fn demo(root: &Path, extra: &[String]) -> Result<()> {
-    build_all(root, &["-q", "-p", "wharf"])?;
+    let mut components = profile_components(root, "demo")?;
+    if std::env::var("DEEPSEEK_API_KEY").is_ok_and(|k| !k.is_empty()) {
+        for name in profile_components(root, "demo-deepseek")? {
+            if !components.contains(&name) {
+                components.push(name);
+            }
+        }
+    }
+    build_all_with(root, &["-q", "-p", "wharf"], Some(&components))?;
     let target = target_dir(root);
     let wharf = target.join("debug/wharf");
     // A throwaway workspace: the model may only touch this directory.
@@ -356,4 +414,26 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
         sessions.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo builds what its profile loads, and each of those is a
+    /// component crate `build-plugins` knows.
+    #[test]
+    fn the_demo_builds_its_profiles_components() -> Result<()> {
+        let root = root()?;
+        let demo = profile_components(&root, "demo")?;
+        assert_eq!(demo, ["fs", "text", "context", "policy-rules", "llm-scripted"]);
+        let with_model = profile_components(&root, "demo-deepseek")?;
+        assert!(with_model.iter().any(|n| n == "llm-deepseek"), "{with_model:?}");
+        assert!(with_model.iter().any(|n| n == "text"), "{with_model:?}");
+        let crates = plugin_crates(&root)?;
+        for name in demo.iter().chain(&with_model) {
+            assert!(crates.iter().any(|c| &c.name == name && !c.fixture), "{name} is not a first-party component");
+        }
+        Ok(())
+    }
 }

@@ -865,7 +865,8 @@ mod tests {
             (import "g" (func (param "h" (own $r))))
             (import "s" (func (param "l" (list (borrow $r)))))
         )"#;
-        let c = wasmtime::component::Component::new(&engine, wat).unwrap();
+        let bytes = wat::parse_str(wat).unwrap();
+        let c = wasmtime::component::Component::new(&engine, &bytes).unwrap();
         let mut seen = 0;
         for (name, item) in c.component_type().imports(&engine) {
             let wasmtime::component::types::ComponentItem::ComponentFunc(f) = item.ty else { continue };

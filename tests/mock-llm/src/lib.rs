@@ -225,6 +225,14 @@ impl MockLlm {
         self.shared.lock().requests.clone()
     }
 
+    /// Keeps the body (`body`, `raw_body`) only of requests of at most
+    /// `max` bytes from now on; longer ones are recorded with their length
+    /// and timestamps alone. A session of hundreds of ~1 MiB requests
+    /// would otherwise hold gigabytes.
+    pub fn record_bodies_up_to(&self, max: usize) {
+        self.shared.lock().record_max = Some(max);
+    }
+
     /// Every violation so far.
     pub fn violations(&self) -> Vec<Violation> {
         self.shared.lock().violations.clone()

@@ -78,6 +78,10 @@ pub struct RecordedRequest {
     /// so a client's connection reuse can be seen.
     #[serde(default)]
     pub connection: u64,
+    /// The body's length in bytes (also when `raw_body` was left empty:
+    /// see [`crate::MockLlm::record_bodies_up_to`]).
+    #[serde(default)]
+    pub body_len: usize,
 }
 
 /// Microseconds since the Unix epoch, now.
@@ -99,6 +103,8 @@ pub(crate) struct State {
     pub(crate) served_reasoning: HashMap<String, String>,
     /// When the mock started.
     pub(crate) started: Option<Instant>,
+    /// Bodies longer than this are not kept (`body` and `raw_body` empty).
+    pub(crate) record_max: Option<usize>,
 }
 
 /// Shared server state.
@@ -355,14 +361,16 @@ async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>, wi
         };
         state.violations.extend(violations.iter().cloned());
         let received_ms = state.started.map(|t| t.elapsed().as_millis() as u64).unwrap_or(0);
+        let keep = state.record_max.is_none_or(|max| bytes.len() <= max);
         state.requests.push(RecordedRequest {
             index,
             method: parts.method.to_string(),
             path: parts.uri.path().to_string(),
             headers,
             authorization: auth,
-            body: body_json,
-            raw_body: String::from_utf8_lossy(&bytes).into_owned(),
+            body: if keep { body_json } else { None },
+            raw_body: if keep { String::from_utf8_lossy(&bytes).into_owned() } else { String::new() },
+            body_len: bytes.len(),
             reply: described,
             violations,
             received_ms,
