@@ -226,13 +226,36 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 /// Builds the plugins and runs every test, then prints the skip summary
 /// ([`skips`]) — also when tests failed; with `CI` set a skip fails it.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
-    build_all(root, &["-p", "wharf"])?;
+    let started = std::time::Instant::now();
+    // The components build (its own target directory and lock) alongside
+    // the binary *and* the test targets: their serial stretches (LTO
+    // links, the large test binaries' links) overlap instead of following
+    // each other. `cargo test --no-run` with the arguments `run_tests` uses
+    // compiles exactly what that run then finds built.
+    let crates = plugin_crates(root)?;
+    let mut no_run: Vec<String> = vec!["test".into(), "--no-run".into()];
+    no_run.extend(host_selection(&crates));
+    no_run.extend(extra.iter().cloned());
+    std::thread::scope(|s| -> Result<()> {
+        let plugins = s.spawn(|| build_plugins(root));
+        let host = run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))
+            .and_then(|()| run(Command::new("cargo").current_dir(root).args(&no_run)));
+        let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
+        host?;
+        plugins.map(|_| ())
+    })?;
+    let built = started.elapsed();
     let skip_file = target_dir(root).join("test-skips.txt");
     std::fs::create_dir_all(target_dir(root))?;
     std::fs::write(&skip_file, "")?;
     let result = run_tests(root, extra, &skip_file);
     let (summary, skip_failure) = skips::summary(&skips::read(&skip_file), skips::in_ci());
     eprintln!("\n{summary}");
+    eprintln!(
+        "cargo xtask test: {:.0} s building (components, wharf, test targets), {:.0} s testing",
+        built.as_secs_f64(),
+        (started.elapsed() - built).as_secs_f64()
+    );
     result?;
     if skip_failure {
         bail!("tests were skipped and CI is set (see the summary above)");
