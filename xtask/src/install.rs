@@ -170,3 +170,35 @@ fn copy_atomic(src: &Path, dst: &Path, mode: u32) -> Result<()> {
     std::fs::rename(&tmp, dst).with_context(|| format!("cannot move {} to {}", tmp.display(), dst.display()))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A binary built with debug info is installed smaller, still runs,
+    /// and leaves its debug info in `NAME.debug` beside it.
+    #[test]
+    fn the_installed_binary_is_stripped_and_runs() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("xtask-strip-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("bin"))?;
+        std::fs::write(dir.join("hello.c"), "int main(void) { return 0; }\n")?;
+        let built = dir.join("hello");
+        let cc = Command::new("cc").arg("-g").arg("-o").arg(&built).arg(dir.join("hello.c")).status();
+        if !cc.is_ok_and(|s| s.success()) || Command::new("objcopy").arg("--version").output().is_err() {
+            eprintln!("skipped: needs cc and objcopy");
+            return Ok(());
+        }
+        let installed = dir.join("bin/hello");
+        install_stripped(&built, &installed)?;
+        let (before, after) = (std::fs::metadata(&built)?.len(), std::fs::metadata(&installed)?.len());
+        assert!(after < before, "installed {after} bytes, built {before}");
+        assert!(dir.join("bin/hello.debug").is_file());
+        assert!(Command::new(&installed).status()?.success());
+        let leftovers: Vec<_> =
+            std::fs::read_dir(dir.join("bin"))?.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 2, "{leftovers:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
+}
