@@ -40,10 +40,9 @@ pub fn mcp_row_names(text: &str) -> Result<Vec<String>, EditError> {
     let name = |v: Option<&Item>| v.and_then(Item::as_str).map(str::to_string);
     match item {
         Item::ArrayOfTables(rows) => Ok(rows.iter().filter_map(|t| name(t.get("name"))).collect()),
-        Item::Value(Value::Array(rows)) => Ok(rows
-            .iter()
-            .filter_map(|v| v.as_inline_table()?.get("name")?.as_str().map(str::to_string))
-            .collect()),
+        Item::Value(Value::Array(rows)) => {
+            Ok(rows.iter().filter_map(|v| v.as_inline_table()?.get("name")?.as_str().map(str::to_string)).collect())
+        }
         _ => Err(EditError::Shape),
     }
 }
@@ -168,7 +167,8 @@ mod tests {
         serde_json::from_value(serde_json::json!({"name": name, "command": "srv", "args": ["--root", "."]})).unwrap()
     }
 
-    const FILE: &str = "# my project\n[agent]\nmax_steps = 7 # keep\n\n[[mcp]]\nname = \"old\"\nurl = \"http://h/mcp\"\n";
+    const FILE: &str =
+        "# my project\n[agent]\nmax_steps = 7 # keep\n\n[[mcp]]\nname = \"old\"\nurl = \"http://h/mcp\"\n";
 
     #[test]
     fn adds_after_the_rest_and_keeps_comments() {
