@@ -25,6 +25,7 @@ mod install;
 mod llm;
 mod mcp;
 mod mcp_http;
+mod mcp_manage;
 mod mcp_sandbox;
 mod oci;
 mod permissions;

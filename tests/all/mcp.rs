@@ -232,7 +232,7 @@ fn serve_announces_list_changed_when_a_component_is_hot_reloaded() -> anyhow::Re
 }
 
 /// Starts the fixture's streamable HTTP server; its URL and the child.
-fn http_fixture() -> (String, std::process::Child) {
+pub(crate) fn http_fixture() -> (String, std::process::Child) {
     let mut child = Command::new(fixture())
         .arg("http")
         .stdout(Stdio::piped())
@@ -245,7 +245,7 @@ fn http_fixture() -> (String, std::process::Child) {
     (line.trim().to_string(), child)
 }
 
-struct Kill(std::process::Child);
+pub(crate) struct Kill(pub(crate) std::process::Child);
 
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -760,5 +760,157 @@ fn serve_answers_malformed_and_invalid_lines_with_json_rpc_errors() -> anyhow::R
     let status = child.wait().context("waiting for the process")?;
     assert!(status.success(), "wharf mcp serve exited with {status}");
     assert!(rx.try_recv().is_err(), "nothing else was sent");
+    Ok(())
+}
+
+/// `wharf mcp serve` on stdio, driven line by line: requests and replies.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    rx: std::sync::mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(s: &Served) -> anyhow::Result<Self> {
+        let mut child = Command::new(wharf_bin())
+            .args(["mcp", "serve", "--profile"])
+            .arg(&s.profile)
+            .arg("-w")
+            .arg(s.ws.path())
+            .arg("--session-dir")
+            .arg(s.home.path().join("sessions"))
+            .env("HOME", s.home.path())
+            .env("WHARF_CACHE_DIR", wharf_tests::target_dir().join("test-cache"))
+            .env("WHARF_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("spawning wharf mcp serve")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Ok(Self { child, stdin, rx })
+    }
+
+    fn send(&mut self, v: &Value) -> anyhow::Result<()> {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(stdin, "{v}").and_then(|()| stdin.flush()).context("writing to wharf mcp serve")
+    }
+
+    /// The next line from the server.
+    fn next(&self, what: &str) -> anyhow::Result<Value> {
+        let line = self.rx.recv_timeout(Duration::from_secs(120)).with_context(|| format!("no line for {what}"))?;
+        serde_json::from_str(&line).with_context(|| format!("the line for {what} is not JSON: {line}"))
+    }
+
+    /// Sends a request and returns the response with its id (notifications
+    /// that come first are skipped).
+    fn request(&mut self, id: i64, method: &str, params: Value) -> anyhow::Result<Value> {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        loop {
+            let v = self.next(method)?;
+            if v["id"] == id {
+                return Ok(v);
+            }
+        }
+    }
+
+    fn close(mut self) -> anyhow::Result<()> {
+        drop(self.stdin.take());
+        let status = self.child.wait().context("waiting for the process")?;
+        anyhow::ensure!(status.success(), "wharf mcp serve exited with {status}");
+        Ok(())
+    }
+}
+
+/// The 2026-07-28 `_meta` every stateless request carries.
+fn meta_2026(version: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+/// MCP 2026-07-28 on stdio next to the handshake revisions: the client's
+/// version decides. Without `initialize`, `server/discover` lists both
+/// revisions, requests carrying the version in `_meta` are served (a call
+/// through the pipeline included), an unknown version is refused naming the
+/// supported ones, a request without the `_meta` is refused, and a hot
+/// reload reaches the `subscriptions/listen` stream. An `initialize` asking
+/// for 2026-07-28 (which has no handshake) gets 2025-11-25; one asking for
+/// 2025-11-25 gets it.
+#[test]
+fn serve_negotiates_2026_07_28_per_request_and_2025_11_25_by_initialize() -> anyhow::Result<()> {
+    let s = served();
+    let mut raw = Raw::start(&s)?;
+    let found = raw.request(1, "server/discover", json!({"_meta": meta_2026("2026-07-28")}))?;
+    let versions: Vec<&str> =
+        found["result"]["supportedVersions"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(versions.contains(&"2026-07-28") && versions.contains(&"2025-11-25"), "{found}");
+    assert_eq!(found["result"]["capabilities"]["tools"]["listChanged"], true, "{found}");
+
+    let list = raw.request(2, "tools/list", json!({"_meta": meta_2026("2026-07-28")}))?;
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["echo", "regex_search", "word_count"], "{list}");
+    let call = raw.request(
+        3,
+        "tools/call",
+        json!({"name": "word_count", "arguments": {"path": "README.md"}, "_meta": meta_2026("2026-07-28")}),
+    )?;
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    assert!(call["result"]["content"][0]["text"].as_str().is_some_and(|t| t.starts_with("2 lines, 5 words")), "{call}");
+    assert_eq!(call["result"]["_meta"]["wharf/plugin"], "text", "{call}");
+    let denied = raw.request(
+        4,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": meta_2026("2026-07-28")}),
+    )?;
+    assert_eq!(denied["result"]["_meta"]["wharf/error_code"], "DENIED", "{denied}");
+
+    let unknown = raw.request(5, "tools/list", json!({"_meta": meta_2026("2099-01-01")}))?;
+    assert_eq!(unknown["error"]["code"], -32022, "{unknown}");
+    let supported: Vec<&str> =
+        unknown["error"]["data"]["supported"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(supported.contains(&"2026-07-28"), "{unknown}");
+    let bare = raw.request(6, "tools/list", json!({}))?;
+    assert_eq!(bare["error"]["code"], -32602, "{bare}");
+
+    // Hot reload: the change arrives on the listen stream, tagged with it.
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": meta_2026("2026-07-28")}}))?;
+    let ack = raw.next("the subscription's acknowledgement")?;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
+    let tmp = s.text_wasm.with_extension("tmp");
+    std::fs::copy(wharf_tests::plugin(plugins::FS), &tmp).context("copying the fs component")?;
+    std::fs::rename(&tmp, &s.text_wasm).context("moving the new file in place")?;
+    let changed = raw.next("tools/list_changed")?;
+    assert_eq!(changed["method"], "notifications/tools/list_changed", "{changed}");
+    assert_eq!(changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7, "{changed}");
+    raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}))?;
+    raw.close()?;
+
+    for (asked, answered) in [("2026-07-28", "2025-11-25"), ("2025-11-25", "2025-11-25")] {
+        let mut raw = Raw::start(&s)?;
+        let init = raw.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        )?;
+        assert_eq!(init["result"]["protocolVersion"], answered, "{asked}: {init}");
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        let list = raw.request(2, "tools/list", json!({}))?;
+        assert!(list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{asked}: {list}");
+        raw.close()?;
+    }
     Ok(())
 }

@@ -2,7 +2,10 @@
 //! (`tests/mcp-http-client/client.py`, pip package `mcp`): tools/list, an
 //! allowed sandboxed call, a policy denial as a tool error, and the guard —
 //! a wrong or missing token (401), a wrong `Host` (403, DNS rebinding), a
-//! foreign `Origin` (403) — plus the address and token rules of the flag.
+//! foreign `Origin` (403) — plus the address and token rules of the flag;
+//! and protocol negotiation: the SDK's 2026-07-28 stateless lifecycle
+//! (`server/discover`, no handshake) and its 2025-11-25 handshake against
+//! the same server.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -132,10 +135,16 @@ fn start(home: &Path, ws: &Path, extra: &[&str]) -> Server {
 }
 
 fn client(py: &Path, url: &str, token: &str, calls: &Value) -> anyhow::Result<Value> {
+    client_in(py, url, token, calls, "handshake")
+}
+
+/// The client with a lifecycle: `handshake` (`initialize`) or `discover`
+/// (2026-07-28, stateless).
+fn client_in(py: &Path, url: &str, token: &str, calls: &Value, mode: &str) -> anyhow::Result<Value> {
     let script = wharf_tests::root().join("tests/mcp-http-client/client.py");
     let out = Command::new(py)
         .arg(script)
-        .args([url, token, &calls.to_string()])
+        .args([url, token, &calls.to_string(), mode])
         .output()
         .context("running the Python MCP client")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -205,6 +214,54 @@ fn python_sdk_lists_calls_and_is_refused_without_token_host_or_origin() -> anyho
         })
         .collect();
     assert_eq!(results, [("word_count".to_string(), None), ("echo".to_string(), Some("DENIED".to_string()))]);
+    Ok(())
+}
+
+#[test]
+fn python_sdk_gets_2026_07_28_by_discover_and_2025_11_25_by_handshake() -> anyhow::Result<()> {
+    let Some(py) = python_with_sdk() else {
+        wharf_tests::skip(&wharf_tests::current_test(), "the Python MCP SDK is missing (pip install mcp==2.3.0)");
+        return Ok(());
+    };
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    std::fs::write(ws.path().join("README.md"), "one two three\nfour five\n").context("writing README.md")?;
+    let server = start(home.path(), ws.path(), &[]);
+    let calls = json!([["word_count", {"path": "README.md"}], ["echo", {"text": "hi"}]]);
+
+    // 2026-07-28: no handshake, no session; every request says its version.
+    let report = client_in(&py, &server.url, &server.token, &calls, "discover")?;
+    let ok = &report["ok"];
+    assert!(ok.get("error").is_none(), "{report}");
+    assert_eq!(ok["protocol"], "2026-07-28", "{report}");
+    let supported: Vec<&str> = ok["supported"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    assert!(supported.contains(&"2026-07-28") && supported.contains(&"2025-11-25"), "{report}");
+    assert_eq!(ok["tools"], json!(["echo", "regex_search", "word_count"]), "{report}");
+    let c = ok["calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(c[0]["is_error"], false, "{report}");
+    assert!(c[0]["text"].as_str().is_some_and(|t| t.starts_with("2 lines, 5 words")), "{report}");
+    assert_eq!(c[1]["is_error"], true, "{report}");
+    assert_eq!(c[1]["meta"]["wharf/error_code"], "DENIED", "{report}");
+    // The guard stands in front of stateless requests too.
+    for (case, want) in [("wrong_token", 401), ("no_token", 401), ("wrong_host", 403), ("wrong_origin", 403)] {
+        let r = &report[case];
+        assert!(r.get("error").is_some() && r.get("tools").is_none(), "{case}: {report}");
+        assert_eq!(statuses(r).first(), Some(&want), "{case}: {report}");
+    }
+
+    // The handshake still answers the newest revision that has one.
+    let report =
+        client_in(&py, &server.url, &server.token, &json!([["word_count", {"path": "README.md"}]]), "handshake")?;
+    let ok = &report["ok"];
+    assert!(ok.get("error").is_none(), "{report}");
+    assert_eq!(ok["protocol"], "2025-11-25", "{report}");
+    assert_eq!(ok["server"], "wharf", "{report}");
+    assert_eq!(ok["calls"][0]["is_error"], false, "{report}");
+
+    // Both clients' calls are turns of the one session.
+    let session = c[0]["meta"]["wharf/session"].as_str().unwrap_or("").to_string();
+    assert_eq!(ok["calls"][0]["meta"]["wharf/session"], json!(session), "{report}");
+    server.stop();
     Ok(())
 }
 

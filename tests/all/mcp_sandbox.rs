@@ -20,20 +20,20 @@ use crate::inproc;
 
 /// Whether this machine has the OS sandbox (else sandboxed rows refuse to
 /// start): what `wharf doctor` reports as `process sandbox: …`.
-fn sandbox_available() -> Result<(), String> {
+pub(crate) fn sandbox_available() -> Result<(), String> {
     let (level, detail) = sandbox_level();
     if level == Level::None { Err(format!("process sandbox: {level:?} — {detail}")) } else { Ok(()) }
 }
 
-struct Env {
-    home: tempfile::TempDir,
-    ws: tempfile::TempDir,
-    grant: tempfile::TempDir,
-    outside: tempfile::TempDir,
+pub(crate) struct Env {
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) ws: tempfile::TempDir,
+    pub(crate) grant: tempfile::TempDir,
+    pub(crate) outside: tempfile::TempDir,
 }
 
 impl Env {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         for p in [plugins::LLM_SCRIPTED, plugins::POLICY_RULES] {
             let _ = wharf_tests::plugin(p);
         }
@@ -46,11 +46,11 @@ impl Env {
         env
     }
 
-    fn p(dir: &tempfile::TempDir, rel: &str) -> String {
+    pub(crate) fn p(dir: &tempfile::TempDir, rel: &str) -> String {
         dir.path().join(rel).display().to_string()
     }
 
-    fn profile(&self, body: &str) -> PathBuf {
+    pub(crate) fn profile(&self, body: &str) -> PathBuf {
         let path = self.home.path().join("profile.toml");
         std::fs::write(&path, body).expect("writing the file");
         path
@@ -58,7 +58,11 @@ impl Env {
 
     /// `wharf run` with the profile and these host variables: exit code,
     /// session events, stderr.
-    fn run_binary(&self, profile: &Path, vars: &[(&str, &str)]) -> (i32, Vec<wharf_core::events::Event>, String) {
+    pub(crate) fn run_binary(
+        &self,
+        profile: &Path,
+        vars: &[(&str, &str)],
+    ) -> (i32, Vec<wharf_core::events::Event>, String) {
         let sessions = self.home.path().join("sessions");
         let out = wharf_tests::wharf(self.home.path())
             .current_dir(self.ws.path())
@@ -109,7 +113,7 @@ impl Env {
     }
 }
 
-fn results(events: &[wharf_core::events::Event]) -> Vec<ToolResult> {
+pub(crate) fn results(events: &[wharf_core::events::Event]) -> Vec<ToolResult> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -120,7 +124,7 @@ fn results(events: &[wharf_core::events::Event]) -> Vec<ToolResult> {
 }
 
 /// The scripted model's one turn: these calls, in order.
-fn profile_with(calls: &[(String, String)], rows: &str) -> String {
+pub(crate) fn profile_with(calls: &[(String, String)], rows: &str) -> String {
     let calls: Vec<String> =
         calls.iter().map(|(name, args)| format!("  {{ name = \"{name}\", arguments = {args} }},")).collect();
     format!(
@@ -155,7 +159,7 @@ text = "Done."
     )
 }
 
-fn call(tool: &str, args: &str) -> (String, String) {
+pub(crate) fn call(tool: &str, args: &str) -> (String, String) {
     (tool.to_string(), args.to_string())
 }
 

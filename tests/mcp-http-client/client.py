@@ -1,9 +1,12 @@
 """Drives `wharf mcp serve --http` with the official Python MCP SDK (`mcp`).
 
-    python3 client.py URL TOKEN CALLS_JSON
+    python3 client.py URL TOKEN CALLS_JSON [handshake|discover]
 
 CALLS_JSON is a list of `[name, arguments]` made in one session after
-`tools/list`. Then the same handshake is tried with a wrong token, with no
+`tools/list`. The session starts with the `initialize` handshake (2025-era
+protocol, the default) or, with `discover`, with `server/discover` and the
+2026-07-28 stateless lifecycle (every request carries its version in
+`_meta` and the `MCP-Protocol-Version` header). Then the same handshake is tried with a wrong token, with no
 token, with a wrong `Host` header and with a foreign `Origin` header. Prints
 one JSON report on stdout:
 
@@ -35,7 +38,7 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-async def session(url: str, headers: dict[str, str], calls: list) -> dict:
+async def session(url: str, headers: dict[str, str], calls: list, mode: str = "handshake") -> dict:
     statuses: list[int] = []
 
     async def record(response: httpx2.Response) -> None:
@@ -49,9 +52,14 @@ async def session(url: str, headers: dict[str, str], calls: list) -> dict:
             async with client:
                 async with streamable_http_client(url, http_client=client) as (read, write):
                     async with ClientSession(read, write) as s:
-                        init = await s.initialize()
-                        out["protocol"] = init.protocol_version
-                        out["server"] = init.server_info.name
+                        if mode == "discover":
+                            found = await s.discover()
+                            out["supported"] = list(found.supported_versions)
+                        else:
+                            await s.initialize()
+                        out["protocol"] = s.protocol_version
+                        info = s.server_info
+                        out["server"] = info.name if info is not None else None
                         tools = await s.list_tools()
                         out["tools"] = sorted(t.name for t in tools.tools)
                         results = []
@@ -70,15 +78,16 @@ async def session(url: str, headers: dict[str, str], calls: list) -> dict:
 
 async def main() -> None:
     url, token, calls = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    mode = sys.argv[4] if len(sys.argv) > 4 else "handshake"
     netloc = urlsplit(url).netloc
     port = netloc.rsplit(":", 1)[-1]
     good = {"Authorization": f"Bearer {token}"}
     report = {"sdk": version("mcp")}
-    report["ok"] = await session(url, good, calls)
-    report["wrong_token"] = await session(url, {"Authorization": "Bearer not-the-token-0123456789"}, [])
-    report["no_token"] = await session(url, {}, [])
-    report["wrong_host"] = await session(url, {**good, "Host": f"rebind.example:{port}"}, [])
-    report["wrong_origin"] = await session(url, {**good, "Origin": "http://evil.example"}, [])
+    report["ok"] = await session(url, good, calls, mode)
+    report["wrong_token"] = await session(url, {"Authorization": "Bearer not-the-token-0123456789"}, [], mode)
+    report["no_token"] = await session(url, {}, [], mode)
+    report["wrong_host"] = await session(url, {**good, "Host": f"rebind.example:{port}"}, [], mode)
+    report["wrong_origin"] = await session(url, {**good, "Origin": "http://evil.example"}, [], mode)
     print(json.dumps(report))
 
 

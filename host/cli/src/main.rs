@@ -49,7 +49,8 @@ enum Command {
     Web(wharf_serve::web::WebArgs),
     /// A long-running multi-session host with an HTTP API.
     Serve(wharf_serve::web::ServeArgs),
-    /// MCP: serve the profile's tools over stdio; list configured servers' tools.
+    /// MCP: serve the profile's tools (stdio or HTTP); add, list and remove
+    /// servers; list configured servers' tools.
     #[command(subcommand)]
     Mcp(wharf_mcp_server::McpCommand),
     /// Check the toolchain, cache, process sandbox, keys (never printed) and

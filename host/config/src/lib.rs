@@ -161,6 +161,7 @@
 #![allow(clippy::result_large_err)]
 
 mod dump;
+pub mod edit;
 mod error;
 mod merge;
 mod overrides;

@@ -1,8 +1,10 @@
 //! `wharf mcp …`: `wharf mcp serve` offers the profile's sandboxed tools to
-//! MCP clients ([`server`], over stdio or streamable HTTP), and `wharf mcp
+//! MCP clients ([`server`], over stdio or streamable HTTP), `wharf mcp
 //! tools` lists what the profile's `[[mcp]]` servers offer (the client side
-//! is the `wharf-mcp` crate, which every host uses).
+//! is the `wharf-mcp` crate, which every host uses), and `wharf mcp add |
+//! list | remove` manage `[[mcp]]` rows in the config layers ([`manage`]).
 
+pub mod manage;
 pub mod server;
 
 use std::path::PathBuf;
@@ -29,6 +31,16 @@ pub enum McpCommand {
     /// Connect to the profile's `[[mcp]]` servers (and those of
     /// `--mcp-config`) and list the tools each offers.
     Tools(ToolsArgs),
+    /// Add an MCP server to the project layer (`.wharf/config.toml`) or,
+    /// with `--scope user`, to `~/.wharf/config.toml`: `wharf mcp add NAME
+    /// -- COMMAND ARGS…` (stdio, in the OS sandbox unless `--no-sandbox`) or
+    /// `wharf mcp add NAME URL` (streamable HTTP).
+    Add(manage::AddArgs),
+    /// List the configured MCP servers: the layer file of each and how it
+    /// is confined (`--check` also starts them).
+    List(manage::ListArgs),
+    /// Remove an MCP server from the project or user layer.
+    Remove(manage::RemoveArgs),
 }
 
 /// Arguments of `wharf mcp tools`.
@@ -51,6 +63,9 @@ pub async fn run(cmd: McpCommand) -> Result<ExitCode> {
     match cmd {
         McpCommand::Serve(args) => server::serve(args).await,
         McpCommand::Tools(args) => tools(args).await,
+        McpCommand::Add(args) => manage::add(args).await,
+        McpCommand::List(args) => manage::list(args).await,
+        McpCommand::Remove(args) => manage::remove(args).await,
     }
 }
 

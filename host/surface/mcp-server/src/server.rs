@@ -17,6 +17,27 @@
 //! When a component is hot-reloaded the server sends
 //! `notifications/tools/list_changed`.
 //!
+//! **Protocol versions.** MCP 2026-07-28 and every earlier revision rmcp
+//! knows (2024-11-05 to 2025-11-25), on stdio and Streamable HTTP, chosen
+//! by what the client asks for:
+//!
+//! - an `initialize` naming 2025-11-25 or older gets that version back; one
+//!   naming 2026-07-28 (which has no handshake) or an unknown version gets
+//!   2025-11-25, the newest revision with a handshake;
+//! - a request carrying the 2026-07-28 lifecycle in its `_meta`
+//!   (`io.modelcontextprotocol/protocolVersion`, `…/clientCapabilities`) is
+//!   served without a handshake, over HTTP without a session
+//!   (`Mcp-Session-Id`); `server/discover` lists the supported versions;
+//!   a version outside them is refused (`-32022`, naming the supported ones),
+//!   as is a 2026-07-28 request missing that `_meta`;
+//! - hot reloads reach a 2026-07-28 client as `tools/list_changed` on its
+//!   `subscriptions/listen` stream, an older one as a plain notification.
+//!
+//! Not offered: the Tasks extension (a call answers when it ends), and
+//! `input_required` results (an approval the profile's `agent.ask` rule
+//! would ask for is decided headless, as before), though rmcp 3.11 has types
+//! for both; nor resources, prompts or logging.
+//!
 //! **JSON-RPC errors at the edge.** rmcp's stdio codec drops a line it
 //! cannot decode without a reply (and answers some invalid requests without
 //! an `id`), so every line from the client goes through a check of ours
@@ -68,9 +89,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
@@ -110,6 +131,10 @@ pub struct ServeArgs {
     #[arg(long = "allowed-host", value_name = "HOST")]
     pub allowed_hosts: Vec<String>,
 }
+
+/// The newest MCP revision served: rmcp 3.11 knows it, and versions up to
+/// it are negotiated by what the client asks for (see the module docs).
+pub const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 
 /// Largest HTTP request body taken from a client.
 const MAX_HTTP_BODY: usize = 4 << 20;
@@ -259,7 +284,32 @@ impl ServerHandler for WharfServer {
     }
 
     fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
-        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE))
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
+    }
+
+    /// 2026-07-28 clients get `tools/list_changed` on a `subscriptions/listen`
+    /// stream (older ones as plain notifications, see [`notify_reloads`]).
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        (requested.tools_list_changed == Some(true)).then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.inner.host.plugins.subscribe();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(EventKind::PluginLoaded(_) | EventKind::PluginUnloaded(_)) => {
+                        if let Err(e) = context.sink().notify_tool_list_changed().await {
+                            tracing::debug!("subscription closed: {e}");
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
     }
 
     async fn list_tools(
@@ -363,7 +413,10 @@ async fn serve_stdio(server: WharfServer, host: &Harness) -> Result<()> {
     let running = server.serve(transport).await?;
     // Hot reloads change the tool list.
     let peer = running.peer().clone();
-    let notifier = notify_reloads(host, move || vec![peer.clone()]);
+    // A 2026-07-28 client (no `initialize`, so no peer info) hears of
+    // changes only on a `subscriptions/listen` stream.
+    let notifier =
+        notify_reloads(host, move || if peer.peer_info().is_some() { vec![peer.clone()] } else { Vec::new() });
     let quit = running.waiting().await;
     notifier.abort();
     tracing::info!("MCP client gone: {quit:?}");
