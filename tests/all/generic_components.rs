@@ -287,12 +287,21 @@ fn bad_arguments_are_refused_naming_the_field() -> anyhow::Result<()> {
 }
 
 #[test]
-fn a_component_taking_a_resource_is_refused_naming_function_and_parameter() -> anyhow::Result<()> {
+fn a_component_taking_a_resource_is_refused_naming_the_resource_and_its_functions() -> anyhow::Result<()> {
     let home = tempfile::tempdir().context("creating a temp dir")?;
     let file = wharf_tests::plugin(plugins::GENERIC_RESOURCE).display().to_string();
     let (code, out, err) = run(home.path(), &["plugin", "inspect", &file]);
     assert_ne!(code, 0, "{out}");
-    assert!(err.contains("function `counters.peek` parameter `c` uses a resource (`borrow<…>`)"), "{err}");
+    // The resource is named, with every function that uses it and where.
+    assert!(err.contains("resource `counters.counter` is used by "), "{err}");
+    for user in [
+        "`counters.counter.constructor` (result)",
+        "`counters.counter.bump` (parameter `self`)",
+        "`counters.peek` (parameter `c`)",
+    ] {
+        assert!(err.contains(user), "{user}: {err}");
+    }
+    assert!(!err.contains("counters.version"), "a plain function is no culprit: {err}");
     assert!(err.contains("cannot load as a generic component"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     let (code, _, err) = run(home.path(), &["plugin", "call", &file, "counters_version", "{}"]);

@@ -14,6 +14,7 @@ mod daily_driver;
 mod faults;
 mod fleet;
 mod fresh_machine;
+mod generic_async;
 mod generic_components;
 mod generic_langs;
 mod hardening3_cfg;

@@ -181,15 +181,11 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
     Ok(if r.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Where row `id` was defined, for people (`.wharf/config.toml:3`).
-fn row_origin(config: &wharf_config::Config, id: &str) -> String {
-    config.origin(&format!("plugin.{id}.id")).map(|l| l.short()).unwrap_or_else(|| "?".to_string())
-}
-
 /// Tool names two rows offer, decided as the host decides them
 /// ([`wharf_harness::tool_precedence`]: the row of the later config
 /// layer, else the earlier row): a `[warn]` per shadowed tool naming both
-/// rows and which wins, and a `[FAIL]` per row all of whose tools are
+/// rows, which wins and how to change it
+/// ([`wharf_harness::shadowing_text`]), and a `[FAIL]` per row all of whose tools are
 /// refused (it loads for nothing).
 fn tool_name_lines(config: &wharf_config::Config, offered: &[(String, Vec<String>)]) -> Vec<String> {
     let precedence = wharf_harness::tool_precedence(config);
@@ -203,16 +199,7 @@ fn tool_name_lines(config: &wharf_config::Config, offered: &[(String, Vec<String
             match holder.get(tool.as_str()) {
                 Some(winner) => {
                     refused.entry(id.as_str()).or_default().push(tool.as_str());
-                    let why = if precedence.get(*winner) > precedence.get(id) {
-                        "a row of a later config layer wins"
-                    } else {
-                        "the earlier row of one layer wins"
-                    };
-                    lines.push(format!(
-                        "[warn] tool `{tool}`: row `{winner}` ({}) wins over row `{id}` ({}), whose `{tool}` is refused ({why})",
-                        row_origin(config, winner),
-                        row_origin(config, id),
-                    ));
+                    lines.push(format!("[warn] {}", wharf_harness::shadowing_text(config, tool, winner, id)));
                 }
                 None => {
                     holder.insert(tool.as_str(), id.as_str());

@@ -173,6 +173,10 @@ pub enum EventKind {
     /// The result of a tool call (model-visible).
     #[serde(rename = "tool/result")]
     ToolResult(ToolResultEvent),
+    /// Output a running tool call streamed before its result (persisted for
+    /// surfaces and replay, never model-visible).
+    #[serde(rename = "tool/progress")]
+    ToolProgress(ToolProgress),
     /// A plugin version was loaded.
     #[serde(rename = "plugin/loaded")]
     PluginLoaded(PluginChange),
@@ -227,6 +231,7 @@ pub const KNOWN_TYPES: &[&str] = &[
     "assistant/message",
     "tool/call",
     "tool/result",
+    "tool/progress",
     "plugin/loaded",
     "plugin/unloaded",
     "plugin/reload-failed",
@@ -273,6 +278,7 @@ impl EventKind {
             Self::AssistantMessage(_) => "assistant/message",
             Self::ToolCall(_) => "tool/call",
             Self::ToolResult(_) => "tool/result",
+            Self::ToolProgress(_) => "tool/progress",
             Self::PluginLoaded(_) => "plugin/loaded",
             Self::PluginUnloaded(_) => "plugin/unloaded",
             Self::PluginReloadFailed(_) => "plugin/reload-failed",
@@ -461,6 +467,18 @@ pub struct AssistantChunk {
     /// Reasoning delta.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reasoning: String,
+}
+
+/// `tool/progress`: a delta of a running call's output (a component's
+/// streamed result), in order; the call's `tool/result` holds the whole
+/// output. Bounded by [`crate::services::MAX_PROGRESS_BYTES_PER_CALL`] and
+/// [`crate::services::MAX_PROGRESS_EVENTS_PER_CALL`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolProgress {
+    /// The call's id (its `tool/call`).
+    pub call_id: String,
+    /// The text delta.
+    pub text: String,
 }
 
 /// `assistant/message`.
@@ -864,6 +882,7 @@ mod tests {
                 text: "t".into(),
             }),
             EventKind::TodoUpdated(TodoUpdated { items: serde_json::json!([]) }),
+            EventKind::ToolProgress(ToolProgress { call_id: "c".into(), text: "1\n".into() }),
         ]
     }
 

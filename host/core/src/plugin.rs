@@ -169,6 +169,14 @@ pub trait SessionServices: Send + Sync {
     fn depth(&self) -> u32;
     /// Appends a plugin-reported event (kinds: `todo/updated`).
     fn record_event(&self, kind: &str, data: Value) -> Result<(), ServiceError>;
+    /// Reports a delta of the running call's output (`tool/progress`);
+    /// surfaces show it while the call runs. Past the call's progress
+    /// bounds the text is dropped (`Ok(false)`): the result still holds
+    /// everything.
+    fn tool_progress(&self, text: &str) -> Result<bool, ServiceError> {
+        let _ = text;
+        Err(ServiceError::NoSession)
+    }
     /// A one-shot request to the session's model; the text of the answer.
     fn complete(&self, request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>>;
     /// Runs a child agent to the end of its turn.

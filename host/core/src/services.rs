@@ -9,6 +9,11 @@
 //!   counted from when the agent was created, so a resumed session starts a
 //!   new budget). Recording needs no grant: the kinds are fixed, typed and
 //!   validated, and these bounds cap what one component can add to the log.
+//! - **tool_progress**: a delta of the running call's output (a
+//!   component's streamed result) as `tool/progress`, in order; at most
+//!   [`MAX_PROGRESS_EVENTS_PER_CALL`] events and
+//!   [`MAX_PROGRESS_BYTES_PER_CALL`] bytes a call, the rest reaches only the
+//!   call's result.
 //! - **complete**: one tool-less request to the session's adapter; retried on
 //!   transient errors like a step, but nothing is logged as a message.
 //! - **run_agent**: a child agent (subagent) with its own session log whose
@@ -31,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentConfig};
 use crate::approval::Approver;
 use crate::bus::Bus;
-use crate::events::{EventKind, SpawnedBy, TodoUpdated};
+use crate::events::{EventKind, SpawnedBy, TodoUpdated, ToolProgress};
 use crate::pipeline::StepRef;
 use crate::plugin::{
     AgentOutcome, AgentTask, BoxFuture, CompleteRequest, LlmEvent, LlmRequest, PluginRef, ServiceError,
@@ -51,6 +56,11 @@ pub const MAX_EVENTS_PER_CALL: usize = 16;
 /// Most bytes of plugin-recorded events one session (one agent) may add to
 /// its log.
 pub const MAX_EVENT_BYTES_PER_SESSION: usize = 8 << 20;
+/// Most bytes of `tool/progress` text one call may add to the log (what
+/// the log keeps of a tool's output).
+pub const MAX_PROGRESS_BYTES_PER_CALL: usize = 4 << 20;
+/// Most `tool/progress` events one call may add to the log.
+pub const MAX_PROGRESS_EVENTS_PER_CALL: usize = 1000;
 
 /// What every call's services share: one per agent.
 #[derive(Clone)]
@@ -78,6 +88,7 @@ impl SessionContext {
             caller,
             cancel,
             events: AtomicUsize::new(0),
+            progress: std::sync::Mutex::new((0, 0)),
             at: None,
             nested: false,
             inner_calls: AtomicUsize::new(0),
@@ -111,6 +122,8 @@ pub struct CallServices {
     cancel: CancellationToken,
     /// Events this call recorded.
     events: AtomicUsize,
+    /// `tool/progress` events and bytes this call appended.
+    progress: std::sync::Mutex<(usize, usize)>,
     /// The step of the tool call (none for a compaction).
     at: Option<StepRef>,
     /// The call was made by a program (`tool/call.parent`).
@@ -199,6 +212,27 @@ impl SessionServices for CallServices {
                 util::escape_line(util::cut_str(other, 64))
             ))),
         }
+    }
+
+    fn tool_progress(&self, text: &str) -> Result<bool, ServiceError> {
+        if text.is_empty() {
+            return Ok(true);
+        }
+        // Counted and appended under one lock: a call's deltas keep their
+        // order in the log.
+        let mut progress = self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (events, bytes) = *progress;
+        let left = MAX_PROGRESS_BYTES_PER_CALL.saturating_sub(bytes);
+        if events >= MAX_PROGRESS_EVENTS_PER_CALL || left == 0 {
+            return Ok(false);
+        }
+        let text = util::cut_str(text, left);
+        *progress = (events + 1, bytes + text.len());
+        self.ctx
+            .log
+            .append(EventKind::ToolProgress(ToolProgress { call_id: self.call_id.clone(), text: text.to_string() }))
+            .map(|_| true)
+            .map_err(|e| ServiceError::Failed(e.to_string()))
     }
 
     fn complete(&self, request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>> {

@@ -30,7 +30,9 @@ use wharf_runtime::{Runtime, RuntimeOptions};
 
 use crate::models::resolve_model_spec;
 use crate::options::{HostOptions, Notice, check_plugin_dir};
-use crate::plugin_specs::{ConfigSeen, LiveOverrides, ReloadCauses, apply_live, merge_keys, specs, tool_precedence};
+use crate::plugin_specs::{
+    ConfigSeen, LiveOverrides, ReloadCauses, apply_live, merge_keys, shadowing_text, specs, tool_precedence,
+};
 use crate::sessions::{latest_session, resolve_session};
 
 /// The tool `@path` attachments become calls of (the `fs` plugin's), and
@@ -126,6 +128,13 @@ impl Harness {
                 m.stop().await;
             }
             return Err(errors.into());
+        }
+        // A tool name another row already has: the author hears of it at
+        // start, not from a model that calls the other row's tool.
+        for c in plugins.registry().snapshot().tool_conflicts.iter() {
+            if config.plugins.iter().any(|r| r.id == c.holder) && config.plugins.iter().any(|r| r.id == c.refused) {
+                args.notify(Notice::Warning(shadowing_text(&config, &c.tool, &c.holder, &c.refused)));
+            }
         }
         let session_dir = args.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
         // Processes run by plugins must not read or rewrite session logs,

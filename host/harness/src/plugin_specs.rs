@@ -87,6 +87,40 @@ pub fn tool_precedence(config: &Config) -> BTreeMap<String, i32> {
         .collect()
 }
 
+/// One tool name two rows offer, for people: which row serves it and why
+/// (as [`tool_precedence`] decides), where each row is defined, and how to
+/// have the other row's tool served instead. `holder` keeps the name;
+/// `refused`'s tool of that name is not offered.
+pub fn shadowing_text(config: &Config, tool: &str, holder: &str, refused: &str) -> String {
+    let origin =
+        |id: &str| config.origin(&format!("plugin.{}.id", id)).map(|l| l.short()).unwrap_or_else(|| "?".to_string());
+    let file = |id: &str| config.origin(&format!("plugin.{}.id", id)).map(|l| l.source.clone());
+    let later = config.row_layer(holder) > config.row_layer(refused);
+    let (why, how) = if later {
+        (
+            "a row of a later config layer wins",
+            format!(
+                "define row `{refused}` in {} (above row `{holder}`) or a later layer",
+                file(holder).map_or_else(|| "the same layer as it".to_string(), |f| format!("`{f}`"))
+            ),
+        )
+    } else {
+        (
+            "the earlier row of one layer wins",
+            format!(
+                "move row `{refused}` above row `{holder}`, or define it in a later config layer (the project's \
+                 `.wharf/config.toml` is read after the profile and the user's config)"
+            ),
+        )
+    };
+    format!(
+        "tool `{tool}`: row `{holder}` ({}) wins over row `{refused}` ({}), whose `{tool}` is refused ({why}); \
+         to have `{refused}`'s served instead, {how}, or rename the tool in one of the two plugins",
+        origin(holder),
+        origin(refused),
+    )
+}
+
 /// Config keys changed while the host runs (`/model`, `/permissions`):
 /// plugin id → top-level keys merged over the row's `config`. They stay in
 /// force across hot reloads of the config files, until the process ends.

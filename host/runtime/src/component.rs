@@ -137,8 +137,9 @@ macro_rules! sandboxed {
     }};
 }
 
-// After `sandboxed!`, which it uses.
+// After `sandboxed!`, which they use.
 pub mod generic;
+mod streams;
 
 /// A plugin kind, detected from a component's exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

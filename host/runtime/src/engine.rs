@@ -154,6 +154,11 @@ impl WharfEngine {
     fn config(opts: &EngineOptions, pooling: bool) -> Config {
         let mut c = Config::new();
         c.wasm_component_model(true);
+        // The component model's async ABI (WASI 0.3): `async` functions,
+        // `stream<T>` and `future<T>`, which generic components may export
+        // (`component/streams.rs`). With it every call runs in the store's
+        // event loop; limits are the same.
+        c.wasm_component_model_async(true);
         c.epoch_interruption(true);
         c.max_wasm_stack(opts.max_wasm_stack);
         // Async stacks must hold the wasm stack plus host frames.

@@ -24,8 +24,9 @@
 //!   its export's full name (`tp:generic/alpha.greet`) and gets no docs.
 //!   Names that still collide, a name over 64 bytes, more functions than
 //!   the runtime's tool bound ([`super::Runtime::set_max_tools`]), or a
-//!   function that takes or returns a resource, stream, future or
-//!   error-context refuse the whole component at load, with the function
+//!   function that takes or returns a resource (named, with every function
+//!   using it), an error-context, or a stream or future anywhere but as its
+//!   whole result refuse the whole component at load, with the function
 //!   (and parameter) named.
 //! - **Schemas and values.** [`crate::wit_json`].
 //! - **Descriptions.** The function's doc comment when the component carries
@@ -40,12 +41,18 @@
 //!   top-level `result`'s `err` is a tool error (`TOOL_ERROR`, the message
 //!   the error's string, or its JSON); any other result is the tool's
 //!   output, as JSON text.
+//! - **Async functions, streams and futures** (WASI 0.3): an `async`
+//!   function, or one whose result is a `stream<u8>`, `stream<string>`,
+//!   `stream<list<u8>>` or `future<T>` ([`Delivery`]), is called inside the
+//!   store's event loop (`component/streams.rs`): a stream's text is reported as
+//!   progress while the call runs and is the output; a future's value is
+//!   converted like a returned one.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use wasmtime::component::types::{ComponentFunc, ComponentItem};
-use wasmtime::component::{Component, ComponentExportIndex, Func, Val};
+use wasmtime::component::{Component, ComponentExportIndex, Func, ResourceType, Type, Val};
 use wharf_core::plugin::ToolErrorCode;
 
 use super::{
@@ -71,8 +78,13 @@ pub struct GenericFunction {
     pub display: String,
     /// Parameters, in order.
     pub params: Vec<(String, WitType)>,
-    /// Result type, if any.
+    /// Result type, if any: a returned value's, or the payload of a
+    /// `future` result (see [`Self::delivery`]); `None` for a stream.
     pub result: Option<WitType>,
+    /// How the result reaches the caller.
+    pub delivery: Delivery,
+    /// An `async` function (the component model's async ABI).
+    pub is_async: bool,
     /// The doc comment, when the component carries its WIT docs.
     pub docs: Option<String>,
     index: ComponentExportIndex,
@@ -82,14 +94,61 @@ pub struct GenericFunction {
     qualified_display: String,
 }
 
+/// How a function's result reaches the tool's caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Returned (when the call ends, for an `async` function too).
+    Value,
+    /// A `stream<…>`: read while the call runs, each delta reported as
+    /// progress; the whole text is the output.
+    Stream(StreamItem),
+    /// A `future<T>`: awaited; its value is the output.
+    Future,
+}
+
+/// What a streamed result's items are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamItem {
+    /// `stream<u8>`: bytes of text.
+    Bytes,
+    /// `stream<string>`: pieces of text.
+    Text,
+    /// `stream<list<u8>>`: chunks of bytes of text.
+    Chunks,
+}
+
+impl StreamItem {
+    /// The item type in WIT.
+    pub fn wit(self) -> &'static str {
+        match self {
+            Self::Bytes => "u8",
+            Self::Text => "string",
+            Self::Chunks => "list<u8>",
+        }
+    }
+}
+
 impl GenericFunction {
-    /// The WIT signature: `func(a: s32, b: s32) -> s32`.
+    /// The WIT signature: `func(a: s32, b: s32) -> s32`, `async func(n:
+    /// u32) -> stream<u8>`.
     pub fn signature(&self) -> String {
         let params: Vec<String> = self.params.iter().map(|(n, t)| format!("{n}: {}", t.wit())).collect();
-        match &self.result {
-            Some(r) => format!("func({}) -> {}", params.join(", "), r.wit()),
-            None => format!("func({})", params.join(", ")),
+        let kw = if self.is_async { "async func" } else { "func" };
+        let ret = match (self.delivery, &self.result) {
+            (Delivery::Stream(i), _) => Some(format!("stream<{}>", i.wit())),
+            (Delivery::Future, Some(t)) => Some(format!("future<{}>", t.wit())),
+            (Delivery::Future, None) => Some("future".to_string()),
+            (Delivery::Value, r) => r.as_ref().map(WitType::wit),
+        };
+        match ret {
+            Some(r) => format!("{kw}({}) -> {r}", params.join(", ")),
+            None => format!("{kw}({})", params.join(", ")),
         }
+    }
+
+    /// Where the function is among the component's exports.
+    pub(super) fn index(&self) -> ComponentExportIndex {
+        self.index
     }
 
     /// The tool description: the doc comment (if any), then the signature.
@@ -136,11 +195,41 @@ fn readable(name: &str) -> String {
     name.to_string()
 }
 
+/// Why a function cannot be a tool.
+enum Refusal {
+    /// It takes or returns a resource: `user` is the function and where
+    /// (`counters.peek` (parameter `c`)).
+    Resource { resource: ResourceType, user: String },
+    /// Anything else, as a sentence.
+    Other(String),
+}
+
+/// The first resource type inside `ty`, if any.
+fn resource_in(ty: &Type) -> Option<ResourceType> {
+    match ty {
+        Type::Own(r) | Type::Borrow(r) => Some(*r),
+        Type::List(l) => resource_in(&l.ty()),
+        Type::FixedLengthList(l) => resource_in(&l.ty()),
+        Type::Map(m) => resource_in(&m.key()).or_else(|| resource_in(&m.value())),
+        Type::Record(r) => r.fields().find_map(|f| resource_in(&f.ty)),
+        Type::Tuple(t) => t.types().find_map(|t| resource_in(&t)),
+        Type::Variant(v) => v.cases().find_map(|c| c.ty.as_ref().and_then(resource_in)),
+        Type::Option(o) => resource_in(&o.ty()),
+        Type::Result(r) => r.ok().as_ref().and_then(resource_in).or_else(|| r.err().as_ref().and_then(resource_in)),
+        Type::Future(f) => f.ty().as_ref().and_then(resource_in),
+        Type::Stream(s) => s.ty().as_ref().and_then(resource_in),
+        _ => None,
+    }
+}
+
 struct Walk<'a> {
     engine: &'a wasmtime::Engine,
     component: &'a Component,
     found: Vec<GenericFunction>,
-    refused: Vec<String>,
+    refused: Vec<Refusal>,
+    /// Resource types the component exports, with their names
+    /// (`counters.counter`).
+    resources: Vec<(ResourceType, String)>,
     /// The top-level export being walked, when it is `ns:pkg/iface@ver`.
     top: Option<String>,
 }
@@ -171,6 +260,10 @@ impl Walk<'_> {
         let mut params = Vec::new();
         let mut bad = None;
         for (p, ty) in f.params() {
+            if let Some(resource) = resource_in(&ty) {
+                self.refused.push(Refusal::Resource { resource, user: format!("`{display}` (parameter `{p}`)") });
+                return;
+            }
             match WitType::from_wasmtime(&ty) {
                 Ok(t) => params.push((p.to_string(), t)),
                 Err(e) => {
@@ -178,17 +271,59 @@ impl Walk<'_> {
                 }
             }
         }
-        let mut results = f.results();
-        let result = match results.next().map(|t| WitType::from_wasmtime(&t)) {
-            None => None,
-            Some(Ok(t)) => Some(t),
-            Some(Err(e)) => {
-                bad.get_or_insert_with(|| format!("function `{display}` result {e}"));
-                None
+        let result_ty = f.results().next();
+        if let Some(resource) = result_ty.as_ref().and_then(resource_in) {
+            self.refused.push(Refusal::Resource { resource, user: format!("`{display}` (result)") });
+            return;
+        }
+        let shown = |t: &Type| WitType::from_wasmtime(t).map_or_else(|_| "…".to_string(), |w| w.wit());
+        let (result, delivery) = match &result_ty {
+            None => (None, Delivery::Value),
+            Some(Type::Stream(st)) => match st.ty() {
+                Some(Type::U8) => (None, Delivery::Stream(StreamItem::Bytes)),
+                Some(Type::String) => (None, Delivery::Stream(StreamItem::Text)),
+                Some(Type::List(l)) if matches!(l.ty(), Type::U8) => (None, Delivery::Stream(StreamItem::Chunks)),
+                other => {
+                    let item = other.as_ref().map_or_else(|| "_".to_string(), shown);
+                    bad.get_or_insert_with(|| {
+                        format!(
+                            "function `{display}` result is `stream<{item}>`: a tool's output is text, so only \
+                             `stream<u8>`, `stream<string>` and `stream<list<u8>>` can be streamed"
+                        )
+                    });
+                    (None, Delivery::Value)
+                }
+            },
+            Some(Type::Future(fu)) => {
+                let payload = fu.ty().map(|t| WitType::from_wasmtime(&t));
+                match payload.transpose() {
+                    Ok(p) if super::streams::awaitable(p.as_ref()) => (p, Delivery::Future),
+                    Ok(p) => {
+                        let item = p.map_or_else(|| "_".to_string(), |t| t.wit());
+                        bad.get_or_insert_with(|| {
+                            format!(
+                                "function `{display}` result is `future<{item}>`: only a future of a number, \
+                                 `bool`, `char`, `string`, `list<u8>` or `result<string, string>` can be awaited"
+                            )
+                        });
+                        (None, Delivery::Value)
+                    }
+                    Err(e) => {
+                        bad.get_or_insert_with(|| format!("function `{display}` result's future {e}"));
+                        (None, Delivery::Value)
+                    }
+                }
             }
+            Some(t) => match WitType::from_wasmtime(t) {
+                Ok(t) => (Some(t), Delivery::Value),
+                Err(e) => {
+                    bad.get_or_insert_with(|| format!("function `{display}` result {e}"));
+                    (None, Delivery::Value)
+                }
+            },
         };
         if let Some(b) = bad {
-            self.refused.push(b);
+            self.refused.push(Refusal::Other(b));
             return;
         }
         let mut parts: Vec<String> = prefix.iter().map(|p| snake(p)).collect();
@@ -207,6 +342,8 @@ impl Walk<'_> {
             display,
             params,
             result,
+            delivery,
+            is_async: f.async_(),
             docs: None,
             index,
             qualified,
@@ -223,6 +360,11 @@ impl Walk<'_> {
         for (name, item) in inst.exports(self.engine) {
             let Some(index) = self.component.get_export_index(Some(&parent), name) else { continue };
             match &item.ty {
+                ComponentItem::Resource(r) => {
+                    let mut shown = prefix.to_vec();
+                    shown.push(name.to_string());
+                    self.resources.push((*r, shown.join(".")));
+                }
                 ComponentItem::ComponentFunc(f) => self.func(prefix, name, index, f),
                 ComponentItem::ComponentInstance(i) => {
                     let mut p = prefix.to_vec();
@@ -273,6 +415,47 @@ fn is_componentize_py_init(
         [Type::Result(r)] if r.ok().is_none() && matches!(r.err(), Some(Type::String))
     );
     params_match && result_matches
+}
+
+/// One line naming why a component cannot load as tools: each resource it
+/// uses with the functions using it, then the other refusals, each list
+/// bounded by [`MAX_REFUSALS_SHOWN`].
+fn refusal_text(refused: Vec<Refusal>, resources: &[(ResourceType, String)]) -> String {
+    let listed = |items: &[String]| {
+        let mut out = items.iter().take(MAX_REFUSALS_SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if items.len() > MAX_REFUSALS_SHOWN {
+            out.push_str(&format!(" and {} more", items.len() - MAX_REFUSALS_SHOWN));
+        }
+        out
+    };
+    // Resource → its users, in the order first met.
+    let mut by_resource: Vec<(ResourceType, Vec<String>)> = Vec::new();
+    let mut others = Vec::new();
+    for r in refused {
+        match r {
+            Refusal::Resource { resource, user } => match by_resource.iter_mut().find(|(t, _)| *t == resource) {
+                Some((_, users)) => users.push(user),
+                None => by_resource.push((resource, vec![user])),
+            },
+            Refusal::Other(s) => others.push(s),
+        }
+    }
+    let mut parts: Vec<String> = by_resource
+        .iter()
+        .map(|(t, users)| {
+            let name = resources.iter().find(|(r, _)| r == t).map(|(_, n)| format!("resource `{n}`"));
+            let name = name.unwrap_or_else(|| "an imported resource".to_string());
+            format!("{name} is used by {}", listed(users))
+        })
+        .collect();
+    if !others.is_empty() {
+        parts.push(listed(&others).replace(", function", "; function"));
+    }
+    format!(
+        "cannot load as a generic component: {} (a tool takes and returns JSON: a resource handle or an error \
+         context has no JSON form, and a stream or future can only be a function's whole result)",
+        parts.join("; ")
+    )
 }
 
 /// `ns:pkg/iface@ver` → `iface`; a plain name stays.
@@ -344,7 +527,7 @@ pub(crate) fn detect(
     if exports.iter().any(|(n, _)| parse_name(n).is_some_and(|(p, _, _)| p == crate::bindings::WIT_PACKAGE)) {
         return Ok(None);
     }
-    let mut walk = Walk { engine, component, found: Vec::new(), refused: Vec::new(), top: None };
+    let mut walk = Walk { engine, component, found: Vec::new(), refused: Vec::new(), resources: Vec::new(), top: None };
     let mut package = None;
     let mut version = None;
     for (name, item) in &exports {
@@ -359,6 +542,7 @@ pub(crate) fn detect(
         }
         let Some(index) = component.get_export_index(None, name.as_str()) else { continue };
         match item {
+            ComponentItem::Resource(r) => walk.resources.push((*r, name.clone())),
             ComponentItem::ComponentFunc(f) => walk.func(&[], name, index, f),
             ComponentItem::ComponentInstance(i) => {
                 if let Some((p, _, v)) = parsed
@@ -376,15 +560,7 @@ pub(crate) fn detect(
     }
     let invalid = |reason: String| LoadError::Invalid { path: path.to_path_buf(), reason };
     if !walk.refused.is_empty() {
-        let n = walk.refused.len();
-        let mut reason = walk.refused.into_iter().take(MAX_REFUSALS_SHOWN).collect::<Vec<_>>().join("; ");
-        if n > MAX_REFUSALS_SHOWN {
-            reason.push_str(&format!("; and {} more", n - MAX_REFUSALS_SHOWN));
-        }
-        return Err(invalid(format!(
-            "cannot load as a generic component: {reason} (a tool takes and returns JSON: resources, streams, \
-             futures and error contexts have no JSON form)"
-        )));
+        return Err(invalid(refusal_text(walk.refused, &walk.resources)));
     }
     if walk.found.is_empty() {
         return Ok(None);
@@ -643,6 +819,9 @@ impl PluginVersion {
             Ok(p) => p,
             Err(e) => return bad_args(format!("invalid arguments for `{}`: {e}", f.tool)),
         };
+        if f.is_async || f.delivery != Delivery::Value {
+            return self.call_generic_concurrent(f, params, ctx).await;
+        }
         let index = f.index;
         let display = f.display.clone();
         let slots = usize::from(f.result.is_some());
@@ -658,7 +837,18 @@ impl PluginVersion {
                     Ok::<_, wasmtime::Error>(results)
                 }
             })?;
-        let res = match (&f.result, results.first()) {
+        self.finish_generic(f, results.first())
+    }
+
+    /// The outcome of `f` from its value (returned, or its future's): a
+    /// top-level `result`'s `err` is a tool error, anything else the
+    /// output as JSON text.
+    pub(super) fn finish_generic(
+        &self,
+        f: &GenericFunction,
+        value: Option<&Val>,
+    ) -> Result<wharf_core::plugin::ToolOutcome, CallError> {
+        let res = match (&f.result, value) {
             (None, _) => Ok(wt::ToolOutput { content: "null".into(), details: None }),
             (Some(WitType::Result(ok, er)), Some(Val::Result(r))) => {
                 let (side, payload, is_ok) = match r {

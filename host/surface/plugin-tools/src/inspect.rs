@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
+use wharf_core::plugin::{AgentOutcome, AgentTask, BoxFuture, CompleteRequest, ServiceError, SessionServices};
 use wharf_runtime::grants::{DirGrant, Grant};
 use wharf_runtime::{CallContext, PluginSpec, PluginVersion, Runtime, RuntimeOptions};
 
@@ -160,6 +161,36 @@ fn describe_json(v: &PluginVersion) -> serde_json::Value {
     })
 }
 
+/// What `wharf plugin call` gives a generic component's call: no session,
+/// only somewhere for its streamed progress to go (stderr, as it comes).
+struct StderrProgress;
+
+impl SessionServices for StderrProgress {
+    fn depth(&self) -> u32 {
+        0
+    }
+
+    fn record_event(&self, _kind: &str, _data: serde_json::Value) -> Result<(), ServiceError> {
+        Err(ServiceError::NoSession)
+    }
+
+    fn complete(&self, _request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>> {
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
+
+    fn run_agent(&self, _task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>> {
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
+
+    fn tool_progress(&self, text: &str) -> Result<bool, ServiceError> {
+        use std::io::Write;
+        let mut err = std::io::stderr().lock();
+        // A closed stderr loses the progress, never the result.
+        let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+        Ok(true)
+    }
+}
+
 /// Runs a plugin subcommand.
 pub async fn run(cmd: PluginCommand, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -212,7 +243,9 @@ pub async fn run(cmd: PluginCommand, opts: RuntimeOptions) -> anyhow::Result<Exi
                 session_id: "cli".into(),
                 call_id: "call_0".into(),
                 workspace: a.workspace.map(|w| w.display().to_string()),
-                services: None,
+                // A generic component's streamed result goes to stderr as
+                // it comes (stdout carries the outcome).
+                services: v.generic().is_some().then(|| Arc::new(StderrProgress) as Arc<dyn SessionServices>),
             };
             let out = match v.call_tool(&a.tool, &args.to_string(), &ctx).await {
                 Ok(o) => json!({"content": o.content, "is_error": o.is_error, "error_code": o.error_code}),
