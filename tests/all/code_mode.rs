@@ -1259,3 +1259,240 @@ fn deep_recursion_is_the_programs_error_with_its_position() {
     assert_eq!(got, expected, "{}", text(4));
     assert!(text(5).contains("result: 42"), "{}", r[5]);
 }
+
+// Cells (issue 38): programs past their yield window, the catalogue of a
+// large MCP server, the shipped profile headless. Through the binary.
+
+/// A mock reply calling `name` with `args`.
+fn reply_call(id: &str, name: &str, args: Value) -> Value {
+    stream(json!({"tool_calls": [{"id": id, "name": name, "arguments": args.to_string()}]}))
+}
+
+/// `wharf run` to its end: the stored session (checked against the
+/// invariants) as JSON values, its exit code and stderr.
+fn run_binary(env: &Env, profile: &Path, task: &str) -> (Vec<Value>, i32, String) {
+    let out = run_command(env, profile, task).output().expect("running wharf run");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let streamed = parse_events(&stdout);
+    let id = streamed
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .and_then(|e| e["data"]["id"].as_str())
+        .unwrap_or_else(|| panic!("no session/start in the output: {stdout}\n{stderr}"))
+        .to_string();
+    let events = stored(env, &id).iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect();
+    (events, out.status.code().unwrap_or(-1), stderr)
+}
+
+/// Index of the first event of `ty` about call `id` (`call_id`, `id` or `cell`).
+fn index_of(events: &[Value], ty: &str, id: &str) -> usize {
+    events
+        .iter()
+        .position(|e| {
+            e["type"] == ty && (e["data"]["call_id"] == id || e["data"]["id"] == id || e["data"]["cell"] == id)
+        })
+        .unwrap_or_else(|| panic!("no {ty} about {id} in {events:#?}"))
+}
+
+fn cell_states(events: &[Value], cell: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool/cell" && e["data"]["cell"] == cell)
+        .filter_map(|e| e["data"]["state"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn content_of(events: &[Value], call: &str) -> String {
+    events[index_of(events, "tool/result", call)]["data"]["content"].as_str().unwrap_or_default().to_string()
+}
+
+/// The code row (calls yield after `yield_ms`), the MCP fixture and the
+/// DeepSeek adapter against `mock`.
+fn cell_profile(env: &Env, name: &str, mock: &MockLlm, yield_ms: u64) -> PathBuf {
+    let grant = format!("tools = true\ntimeout_ms = 60000\nyield_ms = {yield_ms}");
+    let rows = format!("{}{}{}", code_row(&grant), mcp_row(), deepseek_row(mock));
+    write_profile(env, name, &profile_text("model", &rows))
+}
+
+/// A program still running after its yield window (1 s) answers with its
+/// output so far and a cell id; the model reads a file meanwhile (the
+/// program's inner call is still running when that read's result is
+/// logged), then `run_code {"resume": …}` collects the program's result.
+#[test]
+fn a_program_past_its_yield_window_yields_and_resume_collects_its_result() {
+    let env = env();
+    std::fs::write(env.path("notes.txt"), "meanwhile\n").expect("writing notes.txt");
+    let program = r#"
+console.log("started");
+const r = await tools.mcp__fx__slow({ms: 4000});
+console.log("woke:", r);
+return {done: true};
+"#;
+    let mock = mock(vec![
+        reply_call("call_code", "run_code", json!({"code": program})),
+        reply_call("call_read", "read", json!({"path": "notes.txt"})),
+        reply_call("call_wait", "run_code", json!({"resume": "call_code", "wait_ms": 50000})),
+        stream(json!({"text": "The program finished."})),
+    ]);
+    let profile = cell_profile(&env, "cells", &mock, 1000);
+    let (events, code, stderr) = run_binary(&env, &profile, "Run the slow program.");
+    assert_eq!(code, 0, "{stderr}\n{events:#?}");
+    mock.assert_no_violations();
+    assert_eq!(mock.requests().len(), 4, "{events:#?}");
+
+    // The starting call answered at the window: the output so far and the id.
+    let first = content_of(&events, "call_code");
+    assert!(first.contains("cell call_code is still running"), "{first}");
+    assert!(first.contains("started"), "{first}");
+    assert!(first.contains(r#"{"resume": "call_code"}"#), "{first}");
+    assert_eq!(cell_states(&events, "call_code"), ["running", "finished"], "{events:#?}");
+    // The model's other call ran while the program's call was running.
+    let slow = events
+        .iter()
+        .find(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code")
+        .and_then(|e| e["data"]["id"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(index_of(&events, "tool/cell", "call_code") < index_of(&events, "tool/call", "call_read"));
+    assert!(index_of(&events, "tool/result", "call_read") < index_of(&events, "tool/result", &slow), "{events:#?}");
+    assert_eq!(events[index_of(&events, "tool/result", "call_read")]["data"]["is_error"], false);
+    // `resume` collected the result, with what the program printed.
+    let collected = content_of(&events, "call_wait");
+    assert!(collected.contains("cell call_code ended"), "{collected}");
+    assert!(collected.contains("woke: slept 4000 ms"), "{collected}");
+    assert!(collected.contains(r#"result: {"done":true}"#), "{collected}");
+    // The model saw the yield notice as the call's result.
+    let second = mock.requests()[1].body.clone().unwrap_or_default();
+    assert!(second.to_string().contains("is still running"), "{second}");
+}
+
+/// `run_code {"cancel": …}` ends a yielded cell: its inner call is answered
+/// (logged), the cell's end is logged as cancelled, and the run ends.
+#[test]
+fn cancel_ends_a_yielded_cell_and_its_inner_calls() {
+    let env = env();
+    let program = r#"
+console.log("waiting a minute");
+await tools.mcp__fx__slow({ms: 60000});
+return "never";
+"#;
+    let mock = mock(vec![
+        reply_call("call_code", "run_code", json!({"code": program})),
+        reply_call("call_cancel", "run_code", json!({"cancel": "call_code"})),
+        stream(json!({"text": "Cancelled it."})),
+    ]);
+    let profile = cell_profile(&env, "cancel", &mock, 1000);
+    let (events, code, stderr) = run_binary(&env, &profile, "Start and cancel.");
+    assert_eq!(code, 0, "{stderr}\n{events:#?}");
+    mock.assert_no_violations();
+    assert!(content_of(&events, "call_code").contains("still running"), "{events:#?}");
+    let cancelled = content_of(&events, "call_cancel");
+    assert!(cancelled.contains("cell call_code cancelled"), "{cancelled}");
+    assert!(!cancelled.contains("never"), "{cancelled}");
+    assert_eq!(cell_states(&events, "call_code"), ["running", "cancelled"], "{events:#?}");
+    // The program's inner call has its result (the stored log passed the
+    // invariants: every call answered once).
+    let inner: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code").collect();
+    assert_eq!(inner.len(), 1, "{events:#?}");
+}
+
+/// 300 MCP tools: the first model request's tool list stays within the
+/// listing budget (not 300 tools), and a program finds a tool with
+/// `tools.search` and calls it by name.
+#[test]
+fn with_three_hundred_mcp_tools_the_prompt_stays_in_budget_and_a_program_searches_the_catalogue() {
+    let env = env();
+    let program = r#"
+const found = await tools.search("refund 007");
+console.log(found.length, found[0].name, found[0].arguments);
+const r = await tools.call(found[0].name, {id: "R-7", region: "eu"});
+return {name: found[0].name, r};
+"#;
+    let mock = mock(vec![
+        reply_call("call_code", "run_code", json!({"code": program})),
+        stream(json!({"text": "Found and called it."})),
+    ]);
+    let fx = crate::mcp::fixture().display().to_string();
+    let mcp = format!(
+        "\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\", \"--many\", \"300\"]\nrequired = true\n"
+    );
+    let rows = format!("{}{}{}", code_row("tools = true"), mcp, deepseek_row(&mock));
+    let profile = write_profile(&env, "many", &profile_text("model", &rows));
+    let (events, code, stderr) = run_binary(&env, &profile, "Find the refund tool.");
+    assert_eq!(code, 0, "{stderr}\n{events:#?}");
+    mock.assert_no_violations();
+
+    let first = mock.requests()[0].body.clone().unwrap_or_default();
+    let tools = first["tools"].as_array().cloned().unwrap_or_default();
+    let bytes = first["tools"].to_string().len();
+    // The default budget (24 KiB of specs) plus the wire's framing.
+    assert!(bytes <= 28 << 10, "the tool list is {bytes} bytes");
+    assert!(tools.len() < 100, "{} tools listed", tools.len());
+    let description = run_code_description(&first);
+    assert!(description.contains("tools.search"), "{description}");
+    assert!(description.contains("more that are not listed here"), "{description}");
+
+    let result = content_of(&events, "call_code");
+    assert!(result.contains("mcp__fx__cat_007_refund"), "{result}");
+    assert!(result.contains(r#"cat_007_refund answered {\"id\":\"R-7\",\"region\":\"eu\"}"#), "{result}");
+    // The inner call went through the pipeline like any other.
+    let inner: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code").collect();
+    assert_eq!(inner.len(), 1, "{events:#?}");
+    assert_eq!(inner[0]["data"]["name"], "mcp__fx__cat_007_refund");
+}
+
+/// `wharf run --profile code` (the shipped profile, headless): `run_code`
+/// runs without a question, a program's read runs and its write outside the
+/// workspace is refused by the permissions policy.
+#[test]
+fn the_shipped_code_profile_under_wharf_run_polices_every_inner_call() {
+    let env = env();
+    std::fs::write(env.path("notes.txt"), "the needle is here\n").expect("writing notes.txt");
+    let outside = env.sessions.parent().map(|p| p.join("outside.txt")).unwrap_or_default();
+    let program = format!(
+        "const t = await tools.read({{path: \"notes.txt\"}});\nlet denied = null;\ntry {{ await tools.write({{path: {}, content: \"x\"}}); }} catch (e) {{ denied = e.code; }}\nreturn {{found: t.includes(\"needle\"), denied}};",
+        json!(outside.display().to_string())
+    );
+    let mock = mock(vec![run_code_reply("call_code", &program), stream(json!({"text": "Done."}))]);
+    for p in [
+        plugins::SHELL,
+        plugins::WEB,
+        plugins::TODO,
+        plugins::SKILLS,
+        plugins::CONTEXT,
+        plugins::COMPACTION,
+        plugins::LLM_DEEPSEEK,
+    ] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let port = mock.addr().port();
+    let mut c = run_command(&env, Path::new("code"), "Find the needle.");
+    c.args([
+        "-c",
+        &format!("plugin.deepseek.config.base_url=\"{}/v1\"", mock.url()),
+        "-c",
+        &format!("plugin.deepseek.grant.hosts=[\"127.0.0.1:{port}\"]"),
+        "-c",
+        &format!("plugin.deepseek.config.api_key_env=\"{KEY_ENV}\""),
+        "-c",
+        &format!("plugin.deepseek.grant.env=[\"{KEY_ENV}\"]"),
+    ]);
+    let out = c.output().expect("running wharf run");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    mock.assert_no_violations();
+    let events = parse_events(&stdout);
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "policy/decision" && e["data"]["call_id"] == "call_code")
+        .unwrap_or_else(|| panic!("no decision for run_code: {stdout}"));
+    assert_eq!(decision["data"]["verdict"], "allow", "{decision}");
+    let result = content_of(&events, "call_code");
+    assert!(result.contains(r#""found":true"#), "{result}");
+    assert!(result.contains(r#""denied":"APPROVAL_REJECTED""#), "{result}");
+    assert!(!outside.exists(), "the refused write ran");
+}

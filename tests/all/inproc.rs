@@ -148,6 +148,7 @@ pub async fn turn(h: &Harness, resume: Option<&str>, task: &str, max_steps: Opti
     });
     let mcp_error = h.mcp_ready().await.err().map(|e| e.to_string());
     let summary = agent.prompt(task.to_string()).await;
+    agent.close_cells().await;
     let elapsed = t0.elapsed();
     stop.cancel();
     agent.log().flush().await.context("flushing the session log")?;

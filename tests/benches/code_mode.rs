@@ -18,6 +18,12 @@
 //!   instance of the 4 MB component, the boa context, the prelude), the
 //!   executions' `duration_ms`, against a direct `read`'s.
 //!
+//! - **300 MCP tools, direct vs catalogue**: the first model request's
+//!   tool list (bytes of its `tools`, tokens estimated at 4 bytes each) with
+//!   every tool offered directly (`agent.tool_list_budget` at its maximum)
+//!   against the default listing budget, where a program finds the rest
+//!   with `tools.search`.
+//!
 //! Writes `target/bench/code_mode.md` and `code_mode.json`. With
 //! `WHARF_BENCH_QUICK` the counts shrink.
 
@@ -199,6 +205,49 @@ fn call_reply(id: &str, name: &str, args: &Value) -> Value {
     stream(json!({"tool_calls": [{"id": id, "name": name, "arguments": args.to_string()}]}))
 }
 
+/// The MCP fixture with 300 more tools, built once (`wharf-mcp-fixture`).
+fn fixture() -> anyhow::Result<PathBuf> {
+    let path = wharf_tests::target_dir().join("debug").join("wharf-mcp-fixture");
+    let ok = wharf_tests::cargo()
+        .current_dir(wharf_tests::root())
+        .args(["build", "-q", "-p", "wharf-mcp-fixture"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok && !path.exists() {
+        bail!("cargo build -p wharf-mcp-fixture failed");
+    }
+    Ok(path)
+}
+
+/// Bytes of the first model request's `tools`, and how many, with 300 MCP
+/// tools and `budget` (`agent.tool_list_budget`).
+fn first_request_tools(world: &World, name: &str, budget: usize) -> anyhow::Result<(usize, usize)> {
+    let script: Script = serde_json::from_value(json!({ "replies": [stream(json!({"text": "ok"}))] }))?;
+    let mock = MockLlm::start_background(script)?;
+    let fx = fixture()?;
+    let rows = format!(
+        "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
+         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\n\
+         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\ntimeout_ms = 20000\n\
+         \n[[mcp]]\nname = \"fx\"\ncommand = {}\nargs = [\"stdio\", \"--many\", \"300\"]\nrequired = true\n",
+        mock.url(),
+        mock.addr().port(),
+        toml_str(&fx.display().to_string()),
+    );
+    let profile = world.profile(name, "model", &rows)?;
+    let text = std::fs::read_to_string(&profile)?;
+    std::fs::write(
+        &profile,
+        text.replacen("max_steps = 100\n", &format!("max_steps = 100\ntool_list_budget = {budget}\n"), 1),
+    )?;
+    world.run(&profile)?;
+    let first = mock.requests().into_iter().next().context("no model request")?;
+    let body = first.body.unwrap_or_default();
+    let tools = &body["tools"];
+    Ok((tools.to_string().len(), tools.as_array().map_or(0, Vec::len)))
+}
+
 const PROGRAM_20: &str = r#"
 const listing = await tools.glob({pattern: "data/*.txt"});
 const paths = listing.split("\n").map(l => l.trim()).filter(l => l.endsWith(".txt"));
@@ -256,6 +305,10 @@ fn main() -> anyhow::Result<()> {
     let startup_ms = mean_duration(&events, "run_code")?;
     let size = std::fs::metadata(wharf_tests::plugin(plugins::CODE)).map(|m| m.len()).unwrap_or(0);
 
+    // 4. 300 MCP tools: every tool offered vs the listing budget.
+    let (all_bytes, all_n) = first_request_tools(&world, "many_direct", 1 << 30)?;
+    let (cat_bytes, cat_n) = first_request_tools(&world, "many_catalog", 24 << 10)?;
+
     let ratio = if direct_ms > 0.0 { inner_ms / direct_ms } else { f64::NAN };
     let json = json!({
         "twenty_files": {
@@ -272,6 +325,10 @@ fn main() -> anyhow::Result<()> {
             "target_ratio": 2.0,
         },
         "startup": {"runs": n_start, "run_code_1_ms": startup_ms, "read_execution_ms": direct_exec_ms, "component_bytes": size},
+        "three_hundred_tools_first_request": {
+            "direct": {"tools": all_n, "tools_bytes": all_bytes, "prompt_tokens_est": all_bytes / 4},
+            "catalog": {"tools": cat_n, "tools_bytes": cat_bytes, "prompt_tokens_est": cat_bytes / 4},
+        },
     });
     let md = format!(
         "| Measure | Code Mode | One tool per step |\n|---|---|---|\n\
@@ -286,7 +343,11 @@ fn main() -> anyhow::Result<()> {
          | program start-up: `run_code` of `1`, execution ({n_start} runs) | {startup_ms:.1} ms |\n\
          | a direct `read`'s execution (`duration_ms`), for scale | {} |\n\
          | `code.wasm` size | {:.1} MB |\n\n\
-         Log times have millisecond resolution; the in-program figure is a mean over {n_inner} calls.\n",
+         Log times have millisecond resolution; the in-program figure is a mean over {n_inner} calls.\n\n\
+         | 300 MCP tools, first model request | every tool offered | listing budget (24 KiB) |\n|---|---|---|\n\
+         | tools offered | {all_n} | {cat_n} |\n\
+         | bytes of the request's `tools` | {all_bytes} | {cat_bytes} |\n\
+         | prompt tokens of the tool list (estimated, bytes/4) | {} | {} ({:.1}× fewer) |\n",
         code.count,
         direct.count,
         code.bytes,
@@ -302,6 +363,9 @@ fn main() -> anyhow::Result<()> {
         },
         if direct_exec_ms < 1.0 { "< 1 ms".to_string() } else { format!("{direct_exec_ms:.1} ms") },
         size as f64 / 1e6,
+        all_bytes / 4,
+        cat_bytes / 4,
+        all_bytes as f64 / cat_bytes.max(1) as f64,
     );
     let out = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;

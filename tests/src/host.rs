@@ -268,6 +268,7 @@ impl TestHost {
             eprintln!("wharf-tests: MCP servers not ready: {e}");
         }
         let summary = agent.prompt(task.to_string()).await;
+        agent.close_cells().await;
         // The session is closed as the binary's exit closes it, so a later
         // run can resume it: the log's last handle goes before returning.
         stop.cancel();

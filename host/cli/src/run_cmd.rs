@@ -180,6 +180,9 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         eprintln!("wharf: {e}");
     }
     let summary = agent.prompt(task).await;
+    // The session closes with the run: cells still running end now, each
+    // logging its end (bounded by the cancel grace).
+    agent.close_cells().await;
     turn_over.notify_one();
     ctrl_c.abort();
     agent.log().flush().await?;

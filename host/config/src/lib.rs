@@ -279,6 +279,23 @@ pub struct AgentConfig {
     /// Deepest subagent nesting.
     #[serde(default = "default_subagent_depth")]
     pub max_subagent_depth: u32,
+    /// With a tool that calls tools loaded (`run_code`), most bytes of tool
+    /// specs offered to the model directly; the other tools are found from
+    /// a program (`tools.search`). `wharf_core::catalog`.
+    #[serde(default = "default_tool_list_budget")]
+    pub tool_list_budget: usize,
+    /// Rows (plugin ids; an MCP server is `mcp:NAME`) whose tools are only
+    /// in a program's catalogue, never offered directly, while a tool that
+    /// calls tools can reach them.
+    #[serde(default)]
+    pub lazy_rows: Vec<String>,
+}
+
+/// Default `agent.tool_list_budget`, bytes (about 6 000 tokens).
+pub const DEFAULT_TOOL_LIST_BUDGET: usize = 24 << 10;
+
+fn default_tool_list_budget() -> usize {
+    DEFAULT_TOOL_LIST_BUDGET
 }
 
 fn default_true() -> bool {
@@ -311,6 +328,8 @@ impl Default for AgentConfig {
             compact_at_percent: DEFAULT_COMPACT_AT_PERCENT,
             context_window: None,
             max_subagent_depth: DEFAULT_SUBAGENT_DEPTH,
+            tool_list_budget: DEFAULT_TOOL_LIST_BUDGET,
+            lazy_rows: Vec::new(),
         }
     }
 }
@@ -367,6 +386,11 @@ pub struct GrantConfig {
     /// Wall-clock limit per call, ms (`None`: the runtime default).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// A tool call still running after this many ms answers with its
+    /// output so far and goes on as a cell of the session (`None`: calls
+    /// run to their end). The call's deadline stays `timeout_ms`.
+    #[serde(default)]
+    pub yield_ms: Option<u64>,
     /// Cap on a call's output, bytes (`None`: the runtime default).
     #[serde(default)]
     pub output_limit_bytes: Option<usize>,

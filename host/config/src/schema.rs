@@ -115,6 +115,8 @@ pub(crate) const AGENT: &[Field] = &[
     f("compact_at_percent", Shape::Int { min: 10, max: 99 }),
     f("context_window", Shape::Int { min: 1024, max: 100_000_000 }),
     f("max_subagent_depth", Shape::Int { min: 0, max: 8 }),
+    f("tool_list_budget", Shape::Int { min: 1024, max: BYTES_LIMIT }),
+    f("lazy_rows", Shape::List(Item::Str)),
 ];
 
 pub(crate) const SESSION: &[Field] = &[f("dir", Shape::Path), f("store", Shape::Str)];
@@ -136,6 +138,7 @@ pub(crate) const GRANT: &[Field] = &[
     f("process", Shape::Bool),
     f("memory_mb", Shape::Int { min: 1, max: MEMORY_MB_LIMIT }),
     f("timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
+    f("yield_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
     f("output_limit_bytes", Shape::Int { min: 1, max: BYTES_LIMIT }),
     f("sandbox", Shape::Enum(SANDBOX)),
     f("private_network", Shape::Bool),

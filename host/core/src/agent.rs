@@ -114,6 +114,9 @@ pub struct AgentConfig {
     /// The tool `@path` attachments in user messages become calls of
     /// ([`crate::attach`]); `None`: attachments are left as text.
     pub attach: Option<AttachTool>,
+    /// Which tools are offered directly and which only through a program's
+    /// catalogue ([`crate::catalog::ListingConfig`]).
+    pub listing: crate::catalog::ListingConfig,
 }
 
 impl Default for AgentConfig {
@@ -130,6 +133,7 @@ impl Default for AgentConfig {
             max_depth: 3,
             compaction: CompactionConfig::default(),
             attach: None,
+            listing: crate::catalog::ListingConfig::default(),
         }
     }
 }
@@ -194,6 +198,13 @@ struct Inner {
     compactions: Mutex<TurnCompactions>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Cells belong to the session: they end with it.
+        self.services.cells.cancel_all();
+    }
+}
+
 /// What one step produced.
 struct StepOutcome {
     usage: Option<Usage>,
@@ -251,6 +262,7 @@ impl Agent {
             config: config.clone(),
             event_bytes: Default::default(),
             grants: Default::default(),
+            cells: Arc::new(crate::cells::Cells::new(log.clone())),
         });
         let mut pipeline = ToolPipeline::new(log.clone(), bus.clone(), approver, config.pipeline.clone())
             .with_services(services.clone());
@@ -302,6 +314,19 @@ impl Agent {
     /// Token usage of the whole session.
     pub fn usage(&self) -> Usage {
         self.inner.log.usage()
+    }
+
+    /// The session's cells: tool calls still running after their yield
+    /// window ([`crate::cells`]).
+    pub fn cells(&self) -> &Arc<crate::cells::Cells> {
+        &self.inner.services.cells
+    }
+
+    /// Ends the session's cells: cancels each and waits (at most the
+    /// pipeline's cancel grace) until each has logged its end. A host
+    /// closing a session calls it; dropping the agent only cancels them.
+    pub async fn close_cells(&self) {
+        self.inner.services.cells.close(self.inner.config.pipeline.cancel_grace).await;
     }
 
     /// Whether a turn is running.
@@ -754,7 +779,7 @@ impl Agent {
             let message = format!("no LLM adapter {which}is loaded");
             return Ok(stop(StopReason::Error { code: "NO_ADAPTER".into(), message }));
         };
-        let tools = crate::catalog::model_specs(snap);
+        let tools = crate::catalog::model_specs_within(snap, &inner.config.listing);
         let request = LlmRequest { system, messages: inner.log.messages(), tools, max_tokens };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;

@@ -1207,3 +1207,59 @@ async fn a_retry_after_beyond_the_bound_stops_at_once_naming_the_time() {
     assert!(message.contains("[request id: req-1]"), "{message}");
     assert_eq!(h.llm.requests().len(), 1);
 }
+
+/// A call past its yield window answers with the cell's output so far and
+/// goes on; the model calls another tool meanwhile (which lets the cell
+/// finish), then `resume` collects the cell's result; the log holds the
+/// cell's states and passes the invariants.
+#[tokio::test]
+async fn a_call_past_its_yield_window_runs_as_a_cell_until_resume_collects_it() {
+    let gate = Gate::new();
+    let mut slow = FakeTool::new("slow", ToolMode::Parallel).latency(Latency::Gate(gate.clone()));
+    slow.yield_window = Some(Duration::from_millis(20));
+    let opener = gate.clone();
+    let other = FakeTool::new("other", ToolMode::Parallel).behaviour(move |_| {
+        opener.open();
+        ToolOutcome::ok("other done")
+    });
+    let h = harness(
+        vec![
+            Reply::tools(&[("c1", "slow", r#"{"n": 1}"#)]),
+            Reply::tools(&[("c2", "other", "{}")]),
+            Reply::tools(&[("c3", "slow", r#"{"resume": "c1", "wait_ms": 60000}"#)]),
+            Reply::text("done"),
+        ],
+        vec![slow, other],
+    );
+    let summary = h.agent.prompt("go").await.unwrap();
+    assert_eq!(summary.reason, StopReason::Completed);
+    let events = h.events();
+    invariants::check(&events).unwrap();
+    let result = |id: &str| {
+        events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::ToolResult(r) if r.call_id == id => Some(r.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let first = result("c1");
+    assert!(!first.is_error, "{first:?}");
+    assert!(first.content.contains("cell c1 is still running"), "{}", first.content);
+    assert!(first.content.contains("c1 is working"), "{}", first.content);
+    let collected = result("c3");
+    assert!(collected.content.contains("cell c1 ended"), "{}", collected.content);
+    assert!(collected.content.contains(r#"{"n":1}"#), "{}", collected.content);
+    let states: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Unknown { type_name, data } if type_name == crate::cells::CELL_EVENT => {
+                data["state"].as_str().map(str::to_string)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, ["running", "finished"]);
+    assert!(h.agent.cells().list().is_empty());
+}

@@ -7,6 +7,17 @@
 //!
 //! Bounded: a line per tool of at most [`MAX_LINE`] bytes, at most
 //! [`MAX_CATALOG`] bytes in all (the names past it are listed, cut, too).
+//!
+//! **The listing budget** ([`ListingConfig`]): with a tool that calls tools
+//! loaded, the tools offered to the model directly stay within
+//! `budget_bytes` of specs (name, description, schema) whatever the number
+//! of tools. Under the budget everything is listed (direct calls, as in a
+//! small session); over it, the calling tools first, then the tools of the
+//! rows not marked lazy, in name order, while they fit; the others are
+//! reached from a program (`tools.search`, `tools.call`), and the calling
+//! tool's description says so instead of listing them. Tools of a lazy row
+//! (`ListingConfig::lazy_plugins`) are never listed while a calling tool
+//! can reach them.
 
 use std::fmt::Write as _;
 
@@ -23,22 +34,106 @@ pub const MAX_CATALOG: usize = 12 << 10;
 /// How deep nested object schemas are spelled out.
 const MAX_DEPTH: usize = 2;
 
+/// Which tools the model is offered directly (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListingConfig {
+    /// Most bytes of tool specs offered directly when a tool that calls
+    /// tools is loaded; `None`: no bound.
+    pub budget_bytes: Option<usize>,
+    /// Plugin ids (rows) whose tools are only in the catalogue while a
+    /// calling tool can reach them.
+    pub lazy_plugins: std::collections::BTreeSet<String>,
+}
+
+/// Bytes a spec costs in a request: name, description, schema, framing.
+pub fn spec_bytes(spec: &ToolSpec) -> usize {
+    spec.name.len() + spec.description.len() + spec.input_schema.to_string().len() + 48
+}
+
 /// The specs of `snap`'s tools as the model sees them: a tool with a
 /// [`Tool::reach`] gets the catalogue of the tools it may call appended to
-/// its description.
+/// its description. Everything, unbounded: [`model_specs_within`] applies
+/// a listing budget.
 pub fn model_specs(snap: &Snapshot) -> Vec<ToolSpec> {
+    model_specs_within(snap, &ListingConfig::default())
+}
+
+/// [`model_specs`] within `listing` (see the module docs).
+pub fn model_specs_within(snap: &Snapshot, listing: &ListingConfig) -> Vec<ToolSpec> {
+    let callers: Vec<&std::sync::Arc<dyn Tool>> = snap.tools.values().filter(|t| t.reach().is_some()).collect();
+    // A tool is listed only in the catalogue when a calling tool reaches it.
+    let reached = |t: &dyn Tool| {
+        callers.iter().any(|c| {
+            c.plugin().id != t.plugin().id
+                && match c.reach() {
+                    Some(ToolReach::All) => true,
+                    Some(ToolReach::Only(names)) => names.iter().any(|n| *n == t.spec().name),
+                    None => false,
+                }
+        })
+    };
+    let mut listed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut catalogued = 0usize;
+    let budgeted = listing.budget_bytes.filter(|_| !callers.is_empty());
+    let total: usize = snap.tools.values().map(|t| spec_bytes(t.spec())).sum();
+    for t in snap.tools.values() {
+        let lazy = listing.lazy_plugins.contains(&t.plugin().id) && reached(t.as_ref());
+        if !lazy {
+            listed.insert(t.spec().name.clone());
+        }
+    }
+    if let Some(budget) = budgeted
+        && total > budget
+    {
+        // The calling tools first (their own specs, with a short note),
+        // then the others in name order while they fit.
+        let mut used: usize = callers.iter().map(|c| spec_bytes(c.spec()) + 512).sum();
+        let names: Vec<String> = listed.iter().cloned().collect();
+        for name in names {
+            let Some(t) = snap.tools.get(&name) else { continue };
+            if t.reach().is_some() {
+                continue;
+            }
+            let cost = spec_bytes(t.spec());
+            if used + cost <= budget || !reached(t.as_ref()) {
+                used += cost;
+            } else {
+                listed.remove(&name);
+            }
+        }
+    }
+    for t in snap.tools.values() {
+        if !listed.contains(&t.spec().name) {
+            catalogued += 1;
+        }
+    }
     snap.tools
         .values()
+        .filter(|t| listed.contains(&t.spec().name))
         .map(|t| {
             let mut spec = t.spec().clone();
             if let Some(reach) = t.reach() {
                 let callable = callable(snap, t.as_ref(), reach);
                 spec.description.push_str("\n\n");
-                spec.description.push_str(&catalog(&callable));
+                if catalogued == 0 {
+                    spec.description.push_str(&catalog(&callable));
+                } else {
+                    spec.description.push_str(&catalog_note(callable.len(), catalogued));
+                }
             }
             spec
         })
         .collect()
+}
+
+/// The calling tool's note when some tools are only in the catalogue.
+fn catalog_note(callable: usize, catalogued: usize) -> String {
+    format!(
+        "A program can call {callable} tools: the tools offered to you directly (same names and arguments, \
+         `tools.NAME(args)`) and {catalogued} more that are not listed here. Find them with `await \
+         tools.search(\"words\")` (each result: `{{name, description, arguments}}`) and call one with `await \
+         tools.call(name, args)`."
+    )
 }
 
 /// The tools of `snap` that `tool` may call: not its plugin's own, only

@@ -16,6 +16,10 @@
 //!   `run_code`) lives in its step, names as `parent` a model call logged
 //!   earlier in that step, and has exactly one `tool/result`, after it and
 //!   before `step/end` (crash repair closes an open one as interrupted);
+//! - a cell (a call that yielded, `tool/cell{state: running}`,
+//!   [`crate::cells`]): the calls its program makes from then on may be
+//!   logged anywhere later in the log, each with exactly one `tool/result`
+//!   after it (in a complete log);
 //! - `policy/decision` and `approval/*` concern a logged, unanswered call, and
 //!   every `approval/asked` is answered by one `approval/decided`.
 
@@ -69,6 +73,10 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), Violation> {
     let mut step: Option<Step> = None;
     let mut inner: HashSet<String> = HashSet::new();
     let mut inner_answered: HashSet<String> = HashSet::new();
+    // Inner call id → its parent; cells that yielded; cell calls unanswered.
+    let mut inner_parent: std::collections::HashMap<String, String> = Default::default();
+    let mut yielded: HashSet<String> = HashSet::new();
+    let mut cell_open: Vec<String> = Vec::new();
     if events.is_empty() {
         return Err(Violation::whole("empty log"));
     }
@@ -83,6 +91,36 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), Violation> {
             None => Err(format!("belongs to step {t}.{s} but no step is open")),
         };
         match &ev.kind {
+            EventKind::Unknown { type_name, data } if type_name == crate::cells::CELL_EVENT => {
+                if data.get("state").and_then(|v| v.as_str()) == Some("running")
+                    && let Some(cell) = data.get("cell").and_then(|v| v.as_str())
+                {
+                    yielded.insert(cell.to_string());
+                    // Its open calls are the cell's now, not the step's.
+                    if let Some(st) = &mut step {
+                        st.inner_open.retain(|id| {
+                            let mine = inner_parent.get(id).is_some_and(|p| p == cell);
+                            if mine {
+                                cell_open.push(id.clone());
+                            }
+                            !mine
+                        });
+                    }
+                }
+            }
+            // The calls of a cell that yielded: anywhere after it.
+            EventKind::ToolCall(c) if c.parent.as_ref().is_some_and(|p| yielded.contains(p)) => {
+                if !inner.insert(c.id.clone()) {
+                    return at(format!("inner call `{}` logged twice", c.id));
+                }
+                cell_open.push(c.id.clone());
+            }
+            EventKind::ToolResult(r) if cell_open.contains(&r.call_id) => {
+                if !inner_answered.insert(r.call_id.clone()) {
+                    return at(format!("inner call `{}` answered twice", r.call_id));
+                }
+                cell_open.retain(|id| *id != r.call_id);
+            }
             // Calls a program made (`run_code`): inside their step, outside
             // the model's order; each answered at most once.
             EventKind::ToolCall(c) if c.parent.is_some() => {
@@ -96,6 +134,7 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), Violation> {
                     return at(format!("inner call `{}` names `{parent}`, not a call of this step", c.id));
                 }
                 st.inner_open.push(c.id.clone());
+                inner_parent.insert(c.id.clone(), parent.to_string());
             }
             EventKind::ToolResult(r) if inner.contains(&r.call_id) && !inner_answered.insert(r.call_id.clone()) => {
                 return at(format!("inner call `{}` answered twice", r.call_id));
@@ -218,6 +257,9 @@ fn check_inner(events: &[Event], complete: bool) -> Result<(), Violation> {
     }
     if complete && let Some(t) = turn {
         return Err(Violation::whole(format!("turn {t} is never closed")));
+    }
+    if complete && !cell_open.is_empty() {
+        return Err(Violation::whole(format!("calls made by a cell never answered: {cell_open:?}")));
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 //! - [`catalog`] — Code Mode's tool catalogue in a calling tool's description.
 //! - [`policy`] — composition of permission decisions.
 //! - [`approval`] — the approval service (`Approver`, headless and channel).
+//! - [`cells`] — long-running tool calls that yield and resume.
 //! - [`pipeline`] — one tool call from `tool/call` to `tool/result`.
 //! - [`scheduler`] — parallel pool, exclusive barriers, model-order commits.
 //! - [`retry`] — backoff policy for failed model requests.
@@ -36,6 +37,7 @@ pub mod approval;
 pub mod attach;
 pub mod bus;
 pub mod catalog;
+pub mod cells;
 pub mod compaction;
 pub mod events;
 pub mod invariants;

@@ -197,6 +197,12 @@ pub trait SessionServices: Send + Sync {
         let _ = (calls, allowed);
         Box::pin(async { Err(ServiceError::NoSession) })
     }
+    /// Registers what the call has output so far (a component's stdout):
+    /// a call running as a cell shows it when it yields ([`crate::cells`]).
+    /// Ignored by calls that cannot yield.
+    fn set_progress(&self, source: crate::cells::ProgressFn) {
+        let _ = source;
+    }
 }
 
 /// One call a program asks for (the `tools` import).
@@ -263,6 +269,13 @@ pub trait Tool: Send + Sync {
     /// appends the catalogue of those tools to the description the model
     /// sees ([`crate::catalog`]).
     fn reach(&self) -> Option<&ToolReach> {
+        None
+    }
+    /// When set, a call still running after this long returns with its
+    /// output so far and goes on as a cell of the session
+    /// ([`crate::cells`]): the operator's opt-in (a row's grant), never the
+    /// tool's own. `None`: calls run to their end, as usual.
+    fn yield_window(&self) -> Option<std::time::Duration> {
         None
     }
 }

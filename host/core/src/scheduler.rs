@@ -23,14 +23,18 @@
 //! which is logged then if it was not yet).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::cells::CellRequest;
 use crate::events::ToolResultEvent;
-use crate::pipeline::{Finished, Prepared, StepRef, ToolPipeline, execute};
-use crate::plugin::{ToolCall, ToolErrorCode, ToolInvocation, ToolMode, ToolOutcome};
+use crate::pipeline::{Finished, Prepared, Ready, StepRef, ToolPipeline, execute};
+use crate::plugin::{PluginRef, ToolCall, ToolErrorCode, ToolInvocation, ToolMode, ToolOutcome};
 use crate::registry::Snapshot;
 use crate::store::StoreError;
 
@@ -118,39 +122,12 @@ impl Run<'_> {
                 self.slots[i] = Slot::Finished(ToolPipeline::aborted_before_dispatch(plugin));
                 break;
             }
-            // The call's own token: cancelled with the step, and when the
-            // call ends however it ends (finished, timed out, trapped), so
-            // the calls a program left running stop with it.
-            let call_token = cancel.child_token();
-            let services = self.p.services.as_ref().map(|s| {
-                Arc::new(s.for_tool_call(
-                    &call.id,
-                    ready.tool.plugin().clone(),
-                    call_token.clone(),
-                    self.at,
-                    self.p.parent.is_some(),
-                ))
-            });
-            let inflight = services.as_ref().map(|s| s.inflight());
-            let invocation = ToolInvocation {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: ready.arguments,
-                session_id: self.p.log.id().to_string(),
-                workspace: self.p.config.workspace.clone(),
-                services: services.map(|s| s as Arc<dyn crate::plugin::SessionServices>),
-            };
-            let grace = self.p.config.cancel_grace;
-            let run = execute(ready.tool, invocation, call_token.clone(), self.p.timeout_for(&call.name), grace);
-            // The calls a program made log their results before the
-            // program's own (bounded by the grace period).
-            let fut = async move {
-                let finished = run.await;
-                call_token.cancel();
-                if let Some(inflight) = inflight {
-                    let _ = tokio::time::timeout(grace, inflight.write()).await;
-                }
-                finished
+            // A tool the operator lets yield runs as a cell of the session
+            // (crate::cells), unless a program made the call.
+            let window = if self.p.parent.is_none() { ready.tool.yield_window() } else { None };
+            let fut: Pin<Box<dyn Future<Output = Finished> + Send>> = match (window, self.p.services.clone()) {
+                (Some(window), Some(ctx)) => self.cell_call(ctx, window, call, ready, cancel),
+                _ => self.plain_call(call, ready, cancel),
             };
             if self.running.is_empty() && i + 1 == self.calls.len() {
                 // The step's last call and nothing else running: run it on
@@ -171,6 +148,117 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A call run to its end: its own token (cancelled with the step, and
+    /// when the call ends however it ends, so the calls a program left
+    /// running stop with it); the calls a program made log their results
+    /// before the program's own (bounded by the grace period).
+    fn plain_call(
+        &self,
+        call: &ToolCall,
+        ready: Ready,
+        cancel: &CancellationToken,
+    ) -> Pin<Box<dyn Future<Output = Finished> + Send>> {
+        let call_token = cancel.child_token();
+        let services = self.p.services.as_ref().map(|s| {
+            Arc::new(s.for_tool_call(
+                &call.id,
+                ready.tool.plugin().clone(),
+                call_token.clone(),
+                self.at,
+                self.p.parent.is_some(),
+            ))
+        });
+        let inflight = services.as_ref().map(|s| s.inflight());
+        let invocation = ToolInvocation {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: ready.arguments,
+            session_id: self.p.log.id().to_string(),
+            workspace: self.p.config.workspace.clone(),
+            services: services.map(|s| s as Arc<dyn crate::plugin::SessionServices>),
+        };
+        let grace = self.p.config.cancel_grace;
+        let run = execute(ready.tool, invocation, call_token.clone(), self.p.timeout_for(&call.name), grace);
+        Box::pin(async move {
+            let finished = run.await;
+            call_token.cancel();
+            if let Some(inflight) = inflight {
+                let _ = tokio::time::timeout(grace, inflight.write()).await;
+            }
+            finished
+        })
+    }
+
+    /// A call of a tool that may yield ([`crate::cells`]): `resume` and
+    /// `cancel` of a cell, or a new cell, answered at the yield window.
+    fn cell_call(
+        &self,
+        ctx: Arc<crate::services::SessionContext>,
+        window: Duration,
+        call: &ToolCall,
+        ready: Ready,
+        cancel: &CancellationToken,
+    ) -> Pin<Box<dyn Future<Output = Finished> + Send>> {
+        let cells = ctx.cells.clone();
+        let plugin = Some(ready.tool.plugin().clone());
+        let arguments = ready.arguments.clone();
+        let grace = self.p.config.cancel_grace;
+        let started = Instant::now();
+        let done = move |outcome: ToolOutcome, plugin: Option<PluginRef>, arguments: serde_json::Value| Finished {
+            outcome,
+            plugin,
+            duration: Some(started.elapsed()),
+            arguments,
+        };
+        match CellRequest::of(&ready.arguments) {
+            CellRequest::Resume { id, wait } => {
+                // Its own window: `wait_ms`, else the yield window; never
+                // past the call's deadline.
+                let w = wait.unwrap_or(window).min(self.p.timeout_for(&call.name));
+                Box::pin(async move { done(cells.resume(&id, w).await, plugin, arguments) })
+            }
+            CellRequest::Cancel { id } => {
+                Box::pin(async move { done(cells.cancel(&id, grace).await, plugin, arguments) })
+            }
+            CellRequest::Start => {
+                let cell = match cells.start(&call.id, &call.name) {
+                    Ok(c) => c,
+                    Err(msg) => {
+                        let outcome = ToolOutcome::error(ToolErrorCode::Denied, format!("Error: {msg}"));
+                        return Box::pin(async move { done(outcome, plugin, arguments) });
+                    }
+                };
+                // The cell's token is the session's, not the turn's: the
+                // cell outlives the step once it yielded.
+                let call_token = cell.cancel.clone();
+                let mut services =
+                    ctx.for_tool_call(&call.id, ready.tool.plugin().clone(), call_token.clone(), self.at, false);
+                services.progress = Some(cell.progress.clone());
+                let services = Arc::new(services);
+                let inflight = services.inflight();
+                let invocation = ToolInvocation {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: ready.arguments,
+                    session_id: self.p.log.id().to_string(),
+                    workspace: self.p.config.workspace.clone(),
+                    services: Some(services as Arc<dyn crate::plugin::SessionServices>),
+                };
+                let run = execute(ready.tool, invocation, call_token.clone(), self.p.timeout_for(&call.name), grace);
+                let (task_cells, task_cell) = (cells.clone(), cell.clone());
+                // The cell: a task of its own owning the call.
+                tokio::spawn(async move {
+                    let finished = run.await;
+                    call_token.cancel();
+                    let _ = tokio::time::timeout(grace, inflight.write()).await;
+                    task_cells.finish(&task_cell, finished.outcome);
+                });
+                let turn = cancel.clone();
+                Box::pin(async move { done(cells.first_answer(&cell, window, &turn).await, plugin, arguments) })
+            }
+        }
     }
 
     /// Waits for one running call to finish and records its outcome.

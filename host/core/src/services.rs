@@ -76,6 +76,8 @@ pub struct SessionContext {
     /// The session's "allowed for the session" approvals, shared with the
     /// pipelines of the calls programs make.
     pub(crate) grants: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The session's cells (long-running calls, [`crate::cells`]).
+    pub(crate) cells: Arc<crate::cells::Cells>,
 }
 
 impl SessionContext {
@@ -93,6 +95,7 @@ impl SessionContext {
             nested: false,
             inner_calls: AtomicUsize::new(0),
             inflight: Default::default(),
+            progress: None,
         }
     }
 
@@ -133,6 +136,8 @@ pub struct CallServices {
     /// Held (read) by every batch of inner calls still running: the
     /// scheduler waits for it before committing this call's result.
     inflight: Arc<tokio::sync::RwLock<()>>,
+    /// Where a call running as a cell reports its output so far.
+    pub(crate) progress: Option<crate::cells::ProgressSlot>,
 }
 
 /// Counts the bytes of a value's JSON text without building it.
@@ -253,6 +258,12 @@ impl SessionServices for CallServices {
         allowed: Option<Vec<String>>,
     ) -> BoxFuture<'_, Result<Vec<ToolOutcome>, ServiceError>> {
         Box::pin(self.run_inner(calls, allowed))
+    }
+
+    fn set_progress(&self, source: crate::cells::ProgressFn) {
+        if let Some(slot) = &self.progress {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
+        }
     }
 }
 

@@ -224,6 +224,8 @@ pub struct FakeTool {
     journal: Arc<Mutex<Vec<String>>>,
     /// When false, the tool ignores cancellation (for grace-period tests).
     pub honours_cancel: bool,
+    /// Calls past this window yield as cells ([`crate::cells`]).
+    pub yield_window: Option<std::time::Duration>,
 }
 
 impl FakeTool {
@@ -241,6 +243,7 @@ impl FakeTool {
             behaviour: Arc::new(|args| ToolOutcome::ok(args.to_string())),
             journal: Arc::default(),
             honours_cancel: true,
+            yield_window: None,
         }
     }
 
@@ -284,9 +287,17 @@ impl Tool for FakeTool {
         &self.plugin
     }
 
+    fn yield_window(&self) -> Option<std::time::Duration> {
+        self.yield_window
+    }
+
     fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome> {
         Box::pin(async move {
             lock(&self.journal).push(format!("start:{}", call.call_id));
+            if let Some(s) = &call.services {
+                let id = call.call_id.clone();
+                s.set_progress(Arc::new(move || format!("{id} is working\n")));
+            }
             let wait = async {
                 match &self.latency {
                     Latency::None => {}

@@ -383,6 +383,10 @@ impl Harness {
                 ..CompactionConfig::default()
             },
             attach: Some(AttachTool { tool: ATTACH_TOOL.into(), path_argument: ATTACH_PATH_ARGUMENT.into() }),
+            listing: wharf_core::catalog::ListingConfig {
+                budget_bytes: Some(self.config.agent.tool_list_budget),
+                lazy_plugins: self.config.agent.lazy_rows.iter().cloned().collect(),
+            },
             ..AgentConfig::default()
         }
     }

@@ -1485,6 +1485,14 @@ impl PluginVersion {
             sandboxed!(code = code; self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
                 {
                     store.data_mut().services = ctx.services.clone();
+                    // What the guest printed so far is the call's progress
+                    // (shown when a call running as a cell yields).
+                    if let Some(s) = &ctx.services {
+                        let pipe = store.data().stdout_pipe();
+                        s.set_progress(std::sync::Arc::new(move || {
+                            String::from_utf8_lossy(&pipe.contents()).into_owned()
+                        }));
+                    }
                     let guest = tool_idx.load(&mut store, &inst)?;
                     guest.call_call(&mut store, name, arguments, &wctx).await
                 }

@@ -89,6 +89,11 @@ pub struct Grant {
     /// Wall-clock limit per call, ms.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Operator-only: a tool call still running after this many ms yields
+    /// (answers with its output so far; the call goes on as a cell of the
+    /// session, `wharf_core::cells`).
+    #[serde(default)]
+    pub yield_ms: Option<u64>,
     /// Cap on a call's output, bytes.
     #[serde(default)]
     pub output_limit_bytes: Option<usize>,
@@ -176,6 +181,9 @@ pub struct EffectiveGrant {
     pub memory_mb: u32,
     /// Wall-clock limit per call, ms.
     pub timeout_ms: u64,
+    /// See [`Grant::yield_ms`].
+    #[serde(default)]
+    pub yield_ms: Option<u64>,
     /// Output cap, bytes.
     pub output_limit_bytes: usize,
     /// Processes run without the OS sandbox (see [`Grant::sandbox_off`]).
@@ -277,6 +285,7 @@ impl Grant {
             process,
             memory_mb,
             timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
+            yield_ms: self.yield_ms,
             output_limit_bytes: self.output_limit_bytes.unwrap_or(DEFAULT_OUTPUT_LIMIT),
             sandbox_off: self.sandbox_off,
             private_network: self.private_network,

@@ -38,6 +38,10 @@ impl Tool for ComponentTool {
         self.reach.as_ref()
     }
 
+    fn yield_window(&self) -> Option<std::time::Duration> {
+        self.version.effective.yield_ms.map(std::time::Duration::from_millis)
+    }
+
     fn plugin(&self) -> &PluginRef {
         &self.plugin
     }

@@ -355,6 +355,11 @@ impl HostState {
         })
     }
 
+    /// The guest's stdout (at most 64 KiB kept per call).
+    pub fn stdout_pipe(&self) -> MemoryOutputPipe {
+        self.stdout.clone()
+    }
+
     /// Whether every file operation of this store runs on tokio's blocking
     /// pool rather than on the calling thread.
     pub fn fs_on_pool(&self) -> bool {

@@ -55,10 +55,107 @@ returns the tool's text output (a Promise; start several before awaiting, e.g. `
 tools.read({path: p})))`, and they run concurrently); `tools.call(name, args)` calls any tool by name; a refused or \
 failed call rejects with an Error whose `code` says why (catch it to go on). `console.log(...)` prints. The result \
 is what was printed plus the program's value as JSON: the last expression (in a program without top-level `await`), \
-a top-level `return`, or the value of an `async function main()`. Top-level `await` works. There is no `require`, `fetch`, `process` or filesystem.";
+a top-level `return`, or the value of an `async function main()`. Top-level `await` works. There is no `require`, `fetch`, `process` or filesystem. \
+`await tools.search(\"words\")` lists the callable tools matching the words, each `{name, description, arguments}` \
+(use it when the tool you need is not listed below).";
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
+    /// The tools the host listed at call time (`tools.search` looks here).
+    static CATALOG: RefCell<Vec<ToolSpec>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Most results one `tools.search` gives.
+const MAX_SEARCH_RESULTS: usize = 50;
+/// Results of a `tools.search` without `limit`.
+const DEFAULT_SEARCH_RESULTS: usize = 8;
+/// Bytes of a tool's description in a search result.
+const SEARCH_DESCRIPTION_BYTES: usize = 300;
+
+/// A compact argument signature of a JSON schema: `{path: string, limit?: integer}`.
+fn signature(schema: &serde_json::Value, depth: usize) -> String {
+    let ty = |v: &serde_json::Value| -> String {
+        if let Some(e) = v.get("enum").and_then(|e| e.as_array()) {
+            let parts: Vec<String> = e.iter().take(8).map(|x| x.to_string()).collect();
+            return parts.join(" | ");
+        }
+        match v.get("type") {
+            Some(serde_json::Value::String(t)) if t == "object" && depth < 2 => signature(v, depth + 1),
+            Some(serde_json::Value::String(t)) if t == "array" => {
+                format!("{}[]", v.get("items").map(|i| signature_type(i)).unwrap_or_else(|| "any".into()))
+            }
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(serde_json::Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str()).collect::<Vec<_>>().join(" | "),
+            _ => "any".into(),
+        }
+    };
+    let Some(props) = schema.get("properties").and_then(|p| p.as_object()) else { return "{}".into() };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(|r| r.as_array())
+        .map(|r| r.iter().filter_map(|x| x.as_str()).collect())
+        .unwrap_or_default();
+    let parts: Vec<String> = props
+        .iter()
+        .take(24)
+        .map(|(k, v)| format!("{k}{}: {}", if required.contains(&k.as_str()) { "" } else { "?" }, ty(v)))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn signature_type(v: &serde_json::Value) -> String {
+    v.get("type").and_then(|t| t.as_str()).unwrap_or("any").to_string()
+}
+
+/// `__wharf_search(query, limit)`: the listed tools best matching the
+/// words of `query` (in the name counts most, then the description), as
+/// JSON `[{name, description, arguments}]`.
+fn search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let query = args.first().cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped().to_lowercase();
+    let limit = match args.get(1) {
+        Some(v) if v.is_number() => (v.to_number(ctx)?.max(1.0) as usize).min(MAX_SEARCH_RESULTS),
+        _ => DEFAULT_SEARCH_RESULTS,
+    };
+    let words: Vec<&str> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).take(16).collect();
+    let json = CATALOG.with_borrow(|specs| {
+        let mut scored: Vec<(usize, usize)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let name = t.name.to_lowercase();
+                let desc = t.description.to_lowercase();
+                let mut score = 0;
+                if name == query.trim() {
+                    score += 100;
+                }
+                for w in &words {
+                    if name.contains(w) {
+                        score += 10;
+                    }
+                    if desc.contains(w) {
+                        score += 3;
+                    }
+                }
+                (score, i)
+            })
+            .filter(|(score, _)| words.is_empty() || *score > 0)
+            .collect();
+        // Best first; equal scores keep the host's order.
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let out: Vec<serde_json::Value> = scored
+            .into_iter()
+            .take(limit)
+            .map(|(_, i)| {
+                let t = &specs[i];
+                let mut description = t.description.clone();
+                cut(&mut description, SEARCH_DESCRIPTION_BYTES);
+                let schema: serde_json::Value = serde_json::from_str(&t.input_schema).unwrap_or_default();
+                serde_json::json!({"name": t.name, "description": description, "arguments": signature(&schema, 0)})
+            })
+            .collect();
+        serde_json::to_string(&out).unwrap_or_else(|_| "[]".into())
+    });
+    Ok(JsValue::from(JsString::from(json.as_str())))
 }
 
 #[derive(Default)]
@@ -128,9 +225,11 @@ impl ToolGuest for Code {
             "properties": {
                 "language": {"type": "string", "enum": ["javascript"], "description": "The program's language: JavaScript only (Python is not offered)."},
                 "code": {"type": "string", "description": "The program."},
-                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Wall-time limit (capped by the operator's)."}
+                "timeout_ms": {"type": "integer", "minimum": 1, "description": "Wall-time limit (capped by the operator's)."},
+                "resume": {"type": "string", "description": "Instead of `code`: the id of a cell (a program still running) to wait for: its new output, or its result once it ends."},
+                "wait_ms": {"type": "integer", "minimum": 1, "description": "With `resume`: wait at most this long for the result (default: the yield window)."},
+                "cancel": {"type": "string", "description": "Instead of `code`: the id of a cell to end."}
             },
-            "required": ["code"],
             "additionalProperties": false
         });
         vec![ToolSpec {
@@ -156,7 +255,19 @@ impl ToolGuest for Code {
                 format!("language `{lang}` is not supported: run_code runs JavaScript only (language \"javascript\")"),
             ));
         }
-        let code = args.get("code").and_then(|v| v.as_str()).unwrap_or_default();
+        if args.get("resume").is_some() || args.get("cancel").is_some() {
+            // The host answers these itself when the operator lets calls
+            // yield (`grant.yield_ms`); here they reach no cell.
+            return Err(err(
+                "INVALID_ARGUMENTS",
+                "there are no cells to resume or cancel: programs here run to their end (the operator has not set \
+                 `grant.yield_ms`)"
+                    .into(),
+            ));
+        }
+        let Some(code) = args.get("code").and_then(|v| v.as_str()) else {
+            return Err(err("INVALID_ARGUMENTS", "give the program as `code` (or `resume` / `cancel` a cell)".into()));
+        };
         if code.len() > MAX_CODE_BYTES {
             return Err(err("INVALID_ARGUMENTS", format!("a program holds at most {MAX_CODE_BYTES} bytes")));
         }
@@ -173,13 +284,15 @@ impl ToolGuest for Code {
         // The API is generated from the host's list at call time. Without a
         // session (`wharf plugin call`) or without the grant a program still
         // runs; each tool call it makes then fails with that reason.
-        let names: Vec<String> = match tools::list_tools() {
-            Ok(l) => l.into_iter().map(|t| t.name).collect(),
+        let specs: Vec<ToolSpec> = match tools::list_tools() {
+            Ok(l) => l,
             Err(
                 wharf::plugin::session::SessionError::NoSession | wharf::plugin::session::SessionError::NotGranted(_),
             ) => Vec::new(),
             Err(e) => return Err(session_err(e)),
         };
+        let names: Vec<String> = specs.iter().map(|t| t.name.clone()).collect();
+        CATALOG.with_borrow_mut(|c| *c = specs);
         let outcome = run(code, &names);
         let (stdout, cut_out, max_output) = STATE.with_borrow(|s| (s.stdout.clone(), s.stdout_cut, s.max_output));
         let mut text = String::new();
@@ -236,8 +349,8 @@ const PRELUDE: &str = r#"(() => {
   // Everything the plumbing uses is captured here, before the program runs:
   // a program replacing globals or prototypes breaks only its own view.
   const pending = Object.create(null);
-  const enqueue = __wharf_enqueue, print = __wharf_print;
-  delete globalThis.__wharf_enqueue; delete globalThis.__wharf_print;
+  const enqueue = __wharf_enqueue, print = __wharf_print, searchTools = __wharf_search;
+  delete globalThis.__wharf_enqueue; delete globalThis.__wharf_print; delete globalThis.__wharf_search;
   const JSONobj = JSON, nativeStringify = JSON.stringify, apply = Reflect.apply;
   const PromiseCtor = Promise, ErrorCtor = Error, RangeErrorCtor = RangeError, Str = String, isArray = Array.isArray;
   const NumberCtor = Number, BooleanCtor = Boolean;
@@ -294,8 +407,14 @@ const PRELUDE: &str = r#"(() => {
       pending[id] = [resolve, reject, n];
     });
   }
-  const api = { call };
-  for (const n of NAMES) if (n !== 'call') api[n] = (args) => call(n, args);
+  const parse = JSON.parse;
+  // tools.search(query, limit?): the callable tools best matching `query`,
+  // each {name, description, arguments} (a Promise, like a call).
+  function search(query, limit) {
+    return PromiseCtor.resolve(apply(parse, JSONobj, [searchTools(Str(query === undefined ? '' : query), limit)]));
+  }
+  const api = { call, search };
+  for (const n of NAMES) if (n !== 'call' && n !== 'search') api[n] = (args) => call(n, args);
   freeze(api);
   // Any other name is a call too: the host says whether it exists.
   globalThis.tools = new ProxyCtor(api, {
@@ -369,6 +488,12 @@ fn print(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVal
         } else {
             s.stdout.push_str(&text);
             s.stdout.push('\n');
+            // The host reads the component's stdout as the call's output
+            // so far: what a yielded cell shows before its result.
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}");
+            let _ = out.flush();
         }
     });
     Ok(JsValue::undefined())
@@ -663,6 +788,8 @@ fn run(code: &str, names: &[String]) -> Result<String, Failure> {
     ctx.register_global_callable(js_string!("__wharf_print"), 1, NativeFunction::from_fn_ptr(print))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     ctx.register_global_callable(js_string!("__wharf_plain"), 1, NativeFunction::from_fn_ptr(plain))
+        .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
+    ctx.register_global_callable(js_string!("__wharf_search"), 2, NativeFunction::from_fn_ptr(search))
         .map_err(|e| fail("HOST_ERROR", e.to_string()))?;
     let names_json = serde_json::to_string(names).unwrap_or_else(|_| "[]".into());
     let prelude = PRELUDE.replace("NAMES", &names_json).replace("MAX_JSON_DEPTH", &MAX_JSON_DEPTH.to_string());

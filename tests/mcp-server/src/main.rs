@@ -151,6 +151,11 @@ impl ServerHandler for Fixture {
                 Err(e) => CallToolResult::error(text(format!("connect failed: {e}"))),
             },
             "pid" => CallToolResult::success(text(std::process::id().to_string())),
+            // The generated catalogue (`stdio --many N`): each answers with
+            // its name and arguments.
+            other if other.starts_with("cat_") => {
+                CallToolResult::success(text(format!("{other} answered {}", Value::Object(args.clone()))))
+            }
             other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
         };
         Ok(result.into())
@@ -161,8 +166,54 @@ fn fixture() -> Fixture {
     Fixture { tools: Arc::new(Mutex::new(base_tools())) }
 }
 
-async fn serve_stdio(linger: bool) -> Result<()> {
-    let running = fixture().serve(rmcp::transport::stdio()).await?;
+/// Topics of the generated catalogue's tools.
+const TOPICS: [&str; 12] = [
+    "invoice",
+    "shipment",
+    "weather",
+    "payroll",
+    "ticket",
+    "inventory",
+    "calendar",
+    "refund",
+    "lead",
+    "badge",
+    "lease",
+    "quota",
+];
+
+/// `n` generated tools, `cat_NNN_TOPIC`, each with a description of a few
+/// sentences and a schema of four arguments (a large MCP server's list).
+fn catalogue(n: usize) -> Vec<Tool> {
+    (0..n)
+        .map(|i| {
+            let topic = TOPICS[i % TOPICS.len()];
+            let name = format!("cat_{i:03}_{topic}");
+            let description = format!(
+                "Looks up the {topic} record number {i} in the back office. Returns the record as text with its \
+                 status, owner and the date it last changed. Use `region` to pick the site and `verbose` for every \
+                 field."
+            );
+            let schema = schema(
+                json!({
+                    "id": {"type": "string", "description": format!("The {topic} id.")},
+                    "region": {"type": "string", "enum": ["eu", "us", "apac"], "description": "The site."},
+                    "verbose": {"type": "boolean", "description": "Every field, not only the summary."},
+                    "limit": {"type": "integer", "description": "At most this many lines."}
+                }),
+                &["id"],
+            );
+            Tool::new(name, description, schema)
+        })
+        .collect()
+}
+
+async fn serve_stdio(linger: bool, many: usize) -> Result<()> {
+    let fx = fixture();
+    if let Ok(mut t) = fx.tools.lock() {
+        t.extend(catalogue(many));
+    }
+    let running = fx.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     if linger {
         tokio::time::sleep(Duration::from_secs(60)).await;
@@ -258,7 +309,16 @@ async fn main() -> Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let mode = if args.is_empty() { "stdio".to_string() } else { args.remove(0) };
     match mode.as_str() {
-        "stdio" => serve_stdio(args.iter().any(|a| a == "--linger")).await,
+        "stdio" => {
+            // `--many N`: N more tools (a large server's catalogue).
+            let many = args
+                .iter()
+                .position(|a| a == "--many")
+                .and_then(|i| args.get(i + 1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            serve_stdio(args.iter().any(|a| a == "--linger"), many).await
+        }
         "http" => serve_http().await,
         "client" => client(args).await,
         other => bail!("unknown mode `{other}` (stdio, http, client)"),

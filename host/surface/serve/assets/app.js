@@ -454,6 +454,10 @@ function apply(s, ev) {
     case 'todo/updated':
       renderTodos(d.items);
       break;
+    case 'tool/cell':
+      // A long-running call (a program past its yield window): its state.
+      sys(`cell ${d.cell} (${d.tool}): ${d.state}${d.error_code ? ` (${d.error_code})` : ''}`, 'sys-cell');
+      break;
     case 'llm/retry':
       sys(`model request failed (${d.code}), retry ${d.attempt} in ${d.delay_ms} ms: ${d.message || ''}`);
       break;

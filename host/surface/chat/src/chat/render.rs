@@ -196,6 +196,18 @@ impl Renderer {
                     let _ = writeln!(out, "  {line}");
                 }
             }
+            // A long-running call (a program past its yield window): its
+            // state (`wharf_core::cells`).
+            EventKind::Unknown { type_name, data } if type_name == wharf_core::cells::CELL_EVENT => {
+                self.end_stream(out);
+                let field = |k: &str| data.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+                let mut msg = format!("◇ cell {} ({}): {}", field("cell"), field("tool"), field("state"));
+                if let Some(code) = data.get("error_code").and_then(|v| v.as_str()) {
+                    msg.push_str(&format!(" ({code})"));
+                }
+                let msg = wharf_core::util::escape_line(wharf_core::util::cut_str(&msg, 512)).into_owned();
+                let _ = writeln!(out, "{}", self.paint("36", &msg));
+            }
             EventKind::CompactionSummary(c) => {
                 self.end_stream(out);
                 let msg = format!("⋯ history compacted (events {}–{})", c.from_seq, c.to_seq);
