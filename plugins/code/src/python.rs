@@ -55,7 +55,7 @@ const TOOLS_ID: u128 = 0x7768_6172_665f_746f_6f6c_735f_6f62_6a31;
 pub(crate) const DESCRIPTION: &str = "With `language: \"python\"` the program is Python (the Monty interpreter: a \
 large subset of Python 3 with functions, closures, classes, dataclasses, comprehensions, f-strings, async/await, \
 `asyncio.gather`, try/except and modules json, re, math, datetime, collections, itertools, functools; no third-party \
-packages, no `open`, `os`, `sys`, `subprocess`, file or network access). There `tools` is an object: `await \
+packages, no `open`, `os` calls, `subprocess`, sleep, file or network access). There `tools` is an object: `await \
 tools.NAME(arg=value, ...)` returns the tool's text output; start several calls and `await asyncio.gather(*calls)` \
 (after `import asyncio`) to run them concurrently; `await tools.call(name, {...})` calls any tool by name; a refused \
 or failed call raises `RuntimeError` whose message starts with the code (`DENIED: ...`; catch it to go on). `print` \
@@ -209,10 +209,21 @@ fn run(code: &str, max_calls: usize, out: &mut Stdout) -> Result<String, Failure
                 return Ok(to_json(value.as_ref(), 0).to_string());
             }
             RunProgress::FunctionCall(call) => {
-                let prepared = if call.object_id.is_some_and(|id| id != tools_id) {
-                    Err(exception(ExcType::TypeError, "only `tools` methods call out of the program".into()))
-                } else {
-                    request(&call.function_name, &call.args)
+                // `tools.NAME(...)`: a method of the `tools` object, or the
+                // function a read of `tools.NAME` gave (named `tools.NAME`).
+                // A call of any other unknown name is the program's
+                // `NameError`, never a tool call.
+                let method = match call.object_id {
+                    Some(id) if id == tools_id => Some(call.function_name.as_str()),
+                    Some(_) => None,
+                    None => call.function_name.strip_prefix("tools."),
+                };
+                let prepared = match method {
+                    Some(m) => request(m, &call.args),
+                    None => Err(exception(
+                        ExcType::NameError,
+                        format!("name '{}' is not defined", call.function_name.chars().take(100).collect::<String>()),
+                    )),
                 };
                 match prepared {
                     Err(e) => call.resume(ExtFunctionResult::Error(e), PrintWriter::Callback(out)),
@@ -258,7 +269,7 @@ fn run(code: &str, max_calls: usize, out: &mut Stdout) -> Result<String, Failure
             RunProgress::NameLookup(lookup) => {
                 // `tools.NAME` read without a call: a function calling NAME.
                 let answer = if lookup.object_id() == Some(tools_id) && !lookup.name.starts_with('_') {
-                    NameLookupResult::Value(MontyObject::function(lookup.name.clone(), None))
+                    NameLookupResult::Value(MontyObject::function(format!("tools.{}", lookup.name), None))
                 } else {
                     NameLookupResult::Undefined
                 };
