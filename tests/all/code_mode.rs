@@ -240,15 +240,15 @@ fn without_the_grant_a_program_cannot_call_tools() {
 }
 
 #[test]
-fn python_is_refused_with_the_supported_languages_and_the_session_goes_on() {
+fn an_unknown_language_is_refused_with_the_supported_languages_and_the_session_goes_on() {
     let env = env();
     let profile = env.profile(
-        "python",
+        "ruby",
         &format!(
             "{}{}",
             code_row("tools = true"),
             scripted_args(&[
-                json!({"language": "python", "code": "print(sum(range(10)))"}),
+                json!({"language": "ruby", "code": "puts 1"}),
                 json!({"language": "javascript", "code": "6 * 7"}),
             ])
         ),
@@ -261,7 +261,7 @@ fn python_is_refused_with_the_supported_languages_and_the_session_goes_on() {
     assert_eq!(r[0]["error_code"], "INVALID_ARGUMENTS", "{}", r[0]);
     let msg = r[0]["content"].as_str().unwrap_or_default();
     // The model is told what it asked for and what it can have.
-    assert!(msg.contains("python") && msg.contains("javascript"), "{msg}");
+    assert!(msg.contains("ruby") && msg.contains("javascript") && msg.contains("python"), "{msg}");
     assert!(!run.events.iter().any(|e| e["data"]["parent"].is_string()), "{}", run.dump());
     assert!(r[1]["content"].as_str().unwrap_or_default().contains("result: 42"), "{}", r[1]);
 }

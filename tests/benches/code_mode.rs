@@ -303,6 +303,12 @@ fn main() -> anyhow::Result<()> {
     let profile = world.profile("startup", "scripted", &scripted(&turns))?;
     let events = world.run(&profile)?;
     let startup_ms = mean_duration(&events, "run_code")?;
+    // The same in Python (Monty).
+    let turns: Vec<Vec<(&str, Value)>> =
+        (0..n_start).map(|_| vec![("run_code", json!({"language": "python", "code": "1"}))]).collect();
+    let profile = world.profile("startup_py", "scripted", &scripted(&turns))?;
+    let events = world.run(&profile)?;
+    let startup_py_ms = mean_duration(&events, "run_code")?;
     let size = std::fs::metadata(wharf_tests::plugin(plugins::CODE)).map(|m| m.len()).unwrap_or(0);
 
     // 4. 300 MCP tools: every tool offered vs the listing budget.
@@ -324,7 +330,7 @@ fn main() -> anyhow::Result<()> {
             "ratio_inner_to_direct": if ratio.is_finite() { json!(ratio) } else { Value::Null },
             "target_ratio": 2.0,
         },
-        "startup": {"runs": n_start, "run_code_1_ms": startup_ms, "read_execution_ms": direct_exec_ms, "component_bytes": size},
+        "startup": {"runs": n_start, "run_code_1_ms": startup_ms, "run_code_python_1_ms": startup_py_ms, "read_execution_ms": direct_exec_ms, "component_bytes": size},
         "three_hundred_tools_first_request": {
             "direct": {"tools": all_n, "tools_bytes": all_bytes, "prompt_tokens_est": all_bytes / 4},
             "catalog": {"tools": cat_n, "tools_bytes": cat_bytes, "prompt_tokens_est": cat_bytes / 4},
@@ -341,6 +347,7 @@ fn main() -> anyhow::Result<()> {
          | one direct `read`, `tool/call` → `tool/result` in the log ({n_direct} steps) | {direct_ms:.2} ms |\n\
          | inner / direct | {} (target ≤ 2×) |\n\
          | program start-up: `run_code` of `1`, execution ({n_start} runs) | {startup_ms:.1} ms |\n\
+         | program start-up in Python: `run_code` of `1` with `language: \"python\"` ({n_start} runs) | {startup_py_ms:.1} ms |\n\
          | a direct `read`'s execution (`duration_ms`), for scale | {} |\n\
          | `code.wasm` size | {:.1} MB |\n\n\
          Log times have millisecond resolution; the in-program figure is a mean over {n_inner} calls.\n\n\

@@ -152,6 +152,9 @@ pub(crate) fn build_some_plugins(root: &Path, only: Option<&[String]>) -> Result
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["build", "--target", "wasm32-wasip2", "--profile", "plugin", "--target-dir"]);
     cmd.arg(&wasm_target);
+    // `monty` 1.4 (the `code` plugin's Python) declares rust-version 1.96
+    // and builds on the workspace's 1.95.
+    cmd.arg("--ignore-rust-version");
     for c in &crates {
         cmd.args(["-p", &c.package]);
     }

@@ -36,6 +36,9 @@ wit_bindgen::generate!({
     generate_all,
 });
 
+// h38-python: `language: "python"` runs on Monty (src/python.rs).
+mod python;
+
 use exports::wharf::plugin::plugin::Guest as PluginGuest;
 use exports::wharf::plugin::tool::Guest as ToolGuest;
 use wharf::plugin::tools;
@@ -214,7 +217,8 @@ fn description() -> String {
     format!(
         "{INTRO}\n\nEvery tool you have (except run_code) is `tools.NAME(args)` with the same arguments. Errors \
          carry the line:column in your program. Limits per program: {calls} tool calls, {output} bytes of output \
-         (stdout and result, cut past it); the operator bounds its wall time and memory."
+         (stdout and result, cut past it); the operator bounds its wall time and memory.\n\n{}",
+        python::DESCRIPTION // h38-python
     )
 }
 
@@ -223,7 +227,7 @@ impl ToolGuest for Code {
         let schema = serde_json::json!({
             "type": "object",
             "properties": {
-                "language": {"type": "string", "enum": ["javascript"], "description": "The program's language: JavaScript only (Python is not offered)."},
+                "language": {"type": "string", "enum": ["javascript", "python"], "description": "The program's language: \"javascript\" (the default) or \"python\"."},
                 "code": {"type": "string", "description": "The program."},
                 "timeout_ms": {"type": "integer", "minimum": 1, "description": "Wall-time limit (capped by the operator's)."},
                 "resume": {"type": "string", "description": "Instead of `code`: the id of a cell (a program still running) to wait for: its new output, or its result once it ends."},
@@ -247,12 +251,12 @@ impl ToolGuest for Code {
         let args: serde_json::Value =
             serde_json::from_str(&arguments).map_err(|e| err("INVALID_ARGUMENTS", e.to_string()))?;
         let lang = args.get("language").and_then(|v| v.as_str()).unwrap_or("javascript");
-        if !matches!(lang, "javascript" | "js") {
+        if !matches!(lang, "javascript" | "js" | "python" | "py") {
             // The host's schema check answers first (`enum`); this is for a
             // caller that does not check the schema.
             return Err(err(
                 "INVALID_ARGUMENTS",
-                format!("language `{lang}` is not supported: run_code runs JavaScript only (language \"javascript\")"),
+                format!("language `{lang}` is not supported: run_code runs \"javascript\" or \"python\""),
             ));
         }
         if args.get("resume").is_some() || args.get("cancel").is_some() {
@@ -273,6 +277,10 @@ impl ToolGuest for Code {
         }
         if let Some(ms) = args.get("timeout_ms").and_then(|v| v.as_u64()) {
             tools::limit_time(ms);
+        }
+        // h38-python: dispatch by language.
+        if matches!(lang, "python" | "py") {
+            return python::run_code(code);
         }
         STATE.with_borrow_mut(|s| {
             *s = State {
