@@ -272,11 +272,14 @@ fn main() -> anyhow::Result<()> {
     for step in AT {
         // Step `step` is request index `step - 1`.
         let window = step.saturating_sub(WINDOW)..step;
-        let pick = |f: fn(&Run) -> &Vec<f64>| -> Vec<f64> {
-            all.iter().flat_map(|r| f(r)[window.clone()].iter().copied()).collect()
-        };
-        let head = median(&pick(|r| &r.head));
-        let body = median(&pick(|r| &r.body));
+        let mut heads = Vec::new();
+        let mut bodies = Vec::new();
+        for r in &all {
+            heads.extend_from_slice(&r.head[window.clone()]);
+            bodies.extend_from_slice(&r.body[window.clone()]);
+        }
+        let head = median(&heads);
+        let body = median(&bodies);
         let len = all.first().map_or(0, |r| r.len[step - 1]);
         let write = write_bytes_us(len, 21)?;
         let (native, _) = native_request_us(step, 11)?;

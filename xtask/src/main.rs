@@ -238,7 +238,8 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     let crates = plugin_crates(root)?;
     let mut no_run: Vec<String> = vec!["test".into(), "--no-run".into()];
     no_run.extend(host_selection(&crates));
-    no_run.extend(extra.iter().cloned());
+    // Cargo's own options only: what follows `--` is for the test binaries.
+    no_run.extend(extra.iter().take_while(|a| *a != "--").cloned());
     std::thread::scope(|s| -> Result<()> {
         let plugins = s.spawn(|| build_plugins(root));
         let host = run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))
