@@ -38,6 +38,9 @@ use crate::plugin::{PluginRef, ToolCall, ToolErrorCode, ToolInvocation, ToolMode
 use crate::registry::Snapshot;
 use crate::store::StoreError;
 
+/// A dispatched call's future (run on this task or in the pool).
+type CallFuture = Pin<Box<dyn Future<Output = Finished> + Send>>;
+
 // One slot per call of a step: boxing `Finished` would only add an
 // allocation per call.
 #[allow(clippy::large_enum_variant)]
@@ -125,7 +128,7 @@ impl Run<'_> {
             // A tool the operator lets yield runs as a cell of the session
             // (crate::cells), unless a program made the call.
             let window = if self.p.parent.is_none() { ready.tool.yield_window() } else { None };
-            let fut: Pin<Box<dyn Future<Output = Finished> + Send>> = match (window, self.p.services.clone()) {
+            let fut: CallFuture = match (window, self.p.services.clone()) {
                 (Some(window), Some(ctx)) => self.cell_call(ctx, window, call, ready, cancel),
                 _ => self.plain_call(call, ready, cancel),
             };
@@ -154,12 +157,7 @@ impl Run<'_> {
     /// when the call ends however it ends, so the calls a program left
     /// running stop with it); the calls a program made log their results
     /// before the program's own (bounded by the grace period).
-    fn plain_call(
-        &self,
-        call: &ToolCall,
-        ready: Ready,
-        cancel: &CancellationToken,
-    ) -> Pin<Box<dyn Future<Output = Finished> + Send>> {
+    fn plain_call(&self, call: &ToolCall, ready: Ready, cancel: &CancellationToken) -> CallFuture {
         let call_token = cancel.child_token();
         let services = self.p.services.as_ref().map(|s| {
             Arc::new(s.for_tool_call(
@@ -200,7 +198,7 @@ impl Run<'_> {
         call: &ToolCall,
         ready: Ready,
         cancel: &CancellationToken,
-    ) -> Pin<Box<dyn Future<Output = Finished> + Send>> {
+    ) -> CallFuture {
         let cells = ctx.cells.clone();
         let plugin = Some(ready.tool.plugin().clone());
         let arguments = ready.arguments.clone();
