@@ -1131,7 +1131,7 @@ timeout_ms = 20000
     c.initialize();
     let cwd = e.cwd();
     let system = |mode: &str, text: &str| json!({"mode": mode, "content": [{"type": "text", "text": text}]});
-    let mut ask = |c: &mut Client, prompt: Value| -> anyhow::Result<String> {
+    let ask = |c: &mut Client, prompt: Value| -> anyhow::Result<String> {
         let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "systemPrompt": prompt}));
         let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
         let before = mock.requests().len();
@@ -1222,7 +1222,8 @@ fn compaction_is_shown_to_clients_that_ask_for_it() {
     let mut turns = String::from(
         "context_window = 3000\ncomplete_text = \"The agent echoed long texts; nothing else happened.\"\n",
     );
-    for i in 0..10 {
+    // Eight steps of ~400 tokens against a 3000-token window (max_steps 10).
+    for i in 0..8 {
         let text = format!("chunk {i} ") + &"lorem ipsum dolor sit amet ".repeat(60);
         turns.push_str(&format!(
             "\n[[plugin.config.turns]]\ntool_calls = [{{ name = \"echo\", arguments = {{ text = \"{text}\" }} }}]\n"

@@ -1073,15 +1073,16 @@ impl Session {
             commands: Mutex::new(Vec::new()),
         });
 
-        let mut fwd = Forwarder {
-            cx,
-            id,
-            agent,
-            projector: Projector::new(host.clone(), Mode::Live, own_inbox, caps, adapter_window(&agent)),
-            workspace: host.workspace.clone(),
-            by: approver_name,
-            tx,
-        };
+        let mut projector = Projector::new(host.clone(), Mode::Live, own_inbox, caps, adapter_window(&agent));
+        // Usage counts the steps logged before this process opened the log.
+        if first_seq > 1
+            && let Ok(history) = agent.log().subscribe_from(1)
+        {
+            for ev in drain(history, first_seq - 1) {
+                projector.track_usage(&ev);
+            }
+        }
+        let mut fwd = Forwarder { cx, id, agent, projector, workspace: host.workspace.clone(), by: approver_name, tx };
         let closed = session.closed.clone();
         tokio::spawn(async move {
             let mut asking = true;
