@@ -483,7 +483,8 @@ text = "Second answer."
     let load = c.request("session/load", json!({"sessionId": sid, "cwd": e.cwd(), "mcpServers": []}));
     let r = c.response(load);
     assert!(r.get("error").is_none(), "{r}\n{}", c.stderr());
-    let updates = c.updates();
+    // (The usage so far follows the history: see usage_updates_report_context_and_cost.)
+    let updates: Vec<Value> = c.updates().into_iter().filter(|u| u["sessionUpdate"] != "usage_update").collect();
     let k = kinds(&updates);
     assert_eq!(
         k,
@@ -710,9 +711,9 @@ text = "Done again."
     let fx = crate::mcp::fixture().display().to_string();
     let mut c = e.spawn(&p);
     let init = c.initialize();
-    // Only stdio is supported, so neither http nor sse is advertised.
+    // Stdio and streamable HTTP are supported; the deprecated HTTP+SSE is not.
     let mcp_caps = &init["agentCapabilities"]["mcpCapabilities"];
-    assert!(mcp_caps["http"] != true && mcp_caps["sse"] != true, "{init}");
+    assert!(mcp_caps["http"] == true && mcp_caps["sse"] != true, "{init}");
     assert!(init["agentCapabilities"]["sessionCapabilities"]["close"].is_object(), "{init}");
     let cwd = e.cwd();
     let servers = json!([{
@@ -817,4 +818,447 @@ fn a_missing_model_key_is_an_auth_error_with_auth_methods() -> anyhow::Result<()
     assert!(stored.is_empty(), "no session was stored");
     c.close();
     Ok(())
+}
+
+// ------------------------------------------------ ACP v1 stable schema (issue 40)
+
+use agent_client_protocol::v1::schema as acp;
+
+/// `v` deserialized as the schema type `T` (a wrong shape fails the test).
+fn typed<T: serde::de::DeserializeOwned>(what: &str, v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{what} does not match the ACP schema: {e}\n{v}"))
+}
+
+/// The `session/update`s of `sid` seen so far, typed.
+fn typed_updates(c: &Client, sid: &str) -> Vec<acp::SessionUpdate> {
+    c.seen
+        .iter()
+        .filter(|v| v["method"] == "session/update" && v["params"]["sessionId"] == sid)
+        .map(|v| typed::<acp::SessionNotification>("a session/update", &v["params"]).update)
+        .collect()
+}
+
+impl Client {
+    fn initialize_with(&mut self, caps: Value) -> acp::InitializeResponse {
+        let id = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": caps, "clientInfo": {"name": "test-client", "version": "1"}}),
+        );
+        let r = self.result(id);
+        typed("the initialize response", &r)
+    }
+}
+
+#[test]
+fn initialize_advertises_the_stable_schema_capabilities() {
+    let e = env();
+    let p = e.profile("caps", "", false);
+    let mut c = e.spawn(&p);
+    let init = c.initialize_with(json!({"session": {"compaction": {}, "notices": {}}}));
+    let caps = &init.agent_capabilities;
+    assert!(caps.load_session);
+    let session = &caps.session_capabilities;
+    assert!(session.list.is_some() && session.resume.is_some() && session.close.is_some(), "{init:?}");
+    let system = session.system_prompt.as_ref().unwrap_or_else(|| panic!("no systemPrompt capability: {init:?}"));
+    assert!(system.mode.as_ref().is_some_and(|m| m.override_.is_some()), "override is supported: {init:?}");
+    assert!(caps.mcp_capabilities.http && !caps.mcp_capabilities.sse, "{init:?}");
+    // The adapters take text only: images are not advertised (and refused).
+    assert!(!caps.prompt_capabilities.image && !caps.prompt_capabilities.audio, "{init:?}");
+    assert!(caps.prompt_capabilities.embedded_context);
+    c.close();
+}
+
+#[test]
+fn sessions_are_listed_resumed_without_replay_and_closed() {
+    let e = env();
+    let other_ws = tempfile::tempdir().expect("creating a temp dir");
+    let other = std::fs::canonicalize(other_ws.path()).expect("canonicalizing").display().to_string();
+    let turns =
+        "[[plugin.config.turns]]\ntext = \"First answer.\"\n\n[[plugin.config.turns]]\ntext = \"Second answer.\"\n";
+    let p = e.profile("list", turns, false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    let sid = c.new_session(&cwd);
+    let prompt =
+        c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "First question"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let elsewhere = c.new_session(&other);
+
+    // Every session, then those of one workspace.
+    let all = c.request("session/list", json!({}));
+    let all: acp::ListSessionsResponse = typed("the session/list response", &c.result(all));
+    let ids: Vec<String> = all.sessions.iter().map(|s| s.session_id.0.to_string()).collect();
+    assert!(ids.contains(&sid) && ids.contains(&elsewhere), "{all:?}");
+    assert!(all.next_cursor.is_none());
+    let here = c.request("session/list", json!({"cwd": cwd}));
+    let here: acp::ListSessionsResponse = typed("the session/list response", &c.result(here));
+    assert_eq!(here.sessions.len(), 1, "{here:?}");
+    let info = &here.sessions[0];
+    assert_eq!(info.session_id.0.as_ref(), sid);
+    assert_eq!(info.cwd.display().to_string(), cwd);
+    assert_eq!(info.title.as_deref(), Some("First question"));
+    assert!(info.updated_at.as_deref().is_some_and(|t| t.contains('T')), "{info:?}");
+    let bad = c.request("session/list", json!({"cursor": "not-a-cursor"}));
+    assert_eq!(c.response(bad)["error"]["code"], -32602);
+    let bad = c.request("session/list", json!({"cwd": "relative/dir"}));
+    assert_eq!(c.response(bad)["error"]["code"], -32602);
+
+    let close = c.request("session/close", json!({"sessionId": sid}));
+    let _: acp::CloseSessionResponse = typed("the session/close response", &c.result(close));
+    c.close();
+
+    // Another process resumes it: no history is sent, and the model sees it.
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let resume = c.request("session/resume", json!({"sessionId": sid, "cwd": cwd}));
+    let _: acp::ResumeSessionResponse = typed("the session/resume response", &c.result(resume));
+    assert!(c.updates().is_empty(), "session/resume replays nothing: {:?}", c.updates());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "And?"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let text: String = typed_updates(&c, &sid)
+        .into_iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
+                acp::ContentBlock::Text(t) => Some(t.text),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Second answer.", "the resumed model saw the first turn");
+    let bad = c.request("session/resume", json!({"sessionId": "nope", "cwd": cwd}));
+    assert!(c.response(bad).get("error").is_some());
+    // A session resumes only in its own workspace.
+    let close = c.request("session/close", json!({"sessionId": sid}));
+    c.result(close);
+    let wrong = c.request("session/resume", json!({"sessionId": sid, "cwd": other}));
+    assert_eq!(c.response(wrong)["error"]["code"], -32602);
+    c.close();
+}
+
+/// Starts the MCP fixture's streamable HTTP server: its URL and the child.
+fn http_fixture() -> (String, Child) {
+    let mut child = Command::new(crate::mcp::fixture())
+        .arg("http")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning the MCP fixture");
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("reading a line");
+    (line.trim().to_string(), child)
+}
+
+/// ACP v1: a streamable HTTP server the client passes runs for its session
+/// as an `[[mcp]]` row (`mcp:NAME`, through the pipeline); an HTTP+SSE
+/// server is refused before any session exists.
+#[test]
+fn client_http_mcp_servers_serve_their_session() {
+    let (url, fixture) = http_fixture();
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _fixture = Kill(fixture);
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__remote__echo", arguments = { text = "hello over http" } }]
+
+[[plugin.config.turns]]
+text = "Done."
+"#;
+    let p = e.profile("http-mcp", turns, false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    let sse = json!([{"type": "sse", "name": "old", "url": url, "headers": []}]);
+    let bad = c.request("session/new", json!({"cwd": cwd, "mcpServers": sse}));
+    let r = c.response(bad);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("SSE")), "{r}");
+    let stored = if e.sessions.exists() {
+        wharf_core::SessionStore::new(&e.sessions).list().unwrap_or_default()
+    } else {
+        vec![]
+    };
+    assert!(stored.is_empty(), "no session was created for a refused request");
+
+    let servers = json!([{"type": "http", "name": "remote", "url": url,
+                          "headers": [{"name": "X-Trace", "value": "${env:HOME}"}]}]);
+    let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn", "{}", c.stderr());
+    let log = e.log_types(&sid);
+    let result = log
+        .iter()
+        .find(|v| v["type"] == "tool/result" && v["data"]["name"] == "mcp__remote__echo")
+        .cloned()
+        .unwrap_or_else(|| panic!("no result: {log:?}"));
+    assert_eq!(result["data"]["content"], "hello over http", "{result}");
+    assert_eq!(result["data"]["plugin"], "mcp:remote");
+    // The tool call carries the tool's name as well as a title.
+    let call = typed_updates(&c, &sid)
+        .into_iter()
+        .find_map(|u| match u {
+            acp::SessionUpdate::ToolCall(call) => Some(call),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no tool_call update"));
+    assert_eq!(call.name.as_deref(), Some("mcp__remote__echo"));
+    assert!(call.title.starts_with("mcp__remote__echo"), "{call:?}");
+    c.close();
+}
+
+#[test]
+fn image_prompts_are_refused_not_dropped() {
+    let e = env();
+    let p = e.profile("image", "[[plugin.config.turns]]\ntext = \"Text only.\"\n", false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = json!([
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+    ]);
+    let bad = c.request("session/prompt", json!({"sessionId": sid, "prompt": prompt}));
+    let r = c.response(bad);
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("image")), "{r}");
+    assert!(!e.log_types(&sid).iter().any(|v| v["type"] == "user/message"), "nothing reached the log");
+    // The session still takes a text prompt.
+    let ok = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}));
+    assert_eq!(c.result(ok)["stopReason"], "end_turn");
+    c.close();
+}
+
+#[test]
+fn usage_updates_report_context_and_cost() {
+    let e = env();
+    let turns = r#"context_window = 50000
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "read", arguments = { path = "README.md" } }]
+usage = { prompt_tokens = 1000, completion_tokens = 10 }
+
+[[plugin.config.turns]]
+text = "Read."
+usage = { prompt_tokens = 1200, completion_tokens = 20 }
+
+[plugin.config.prices."scripted-acp"]
+input_cache_hit = 0.5
+input_cache_miss = 1.0
+output = 2.0
+currency = "USD"
+"#;
+    let p = e.profile("usage", turns, false);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    let sid = c.new_session(&cwd);
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let usage: Vec<acp::UsageUpdate> = typed_updates(&c, &sid)
+        .into_iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::UsageUpdate(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(usage.len(), 2, "one per step: {usage:?}");
+    assert_eq!((usage[0].used, usage[0].size), (1000, 50000));
+    assert_eq!((usage[1].used, usage[1].size), (1200, 50000));
+    let cost = usage[1].cost.as_ref().unwrap_or_else(|| panic!("no cost: {usage:?}"));
+    assert_eq!(cost.currency, "USD");
+    // (1000 + 1200) × 1.0 + (10 + 20) × 2.0 per million tokens.
+    assert!((cost.amount - 2260.0 / 1e6).abs() < 1e-12, "{cost:?}");
+
+    // A load replays the history, then the usage so far, once.
+    let n = c.seen.len();
+    let load = c.request("session/load", json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}));
+    c.result(load);
+    let replayed: Vec<&Value> = c.seen[n..].iter().filter(|v| v["method"] == "session/update").collect();
+    let last = replayed.last().unwrap_or_else(|| panic!("nothing replayed"));
+    assert_eq!(last["params"]["update"]["sessionUpdate"], "usage_update");
+    let count = replayed.iter().filter(|v| v["params"]["update"]["sessionUpdate"] == "usage_update").count();
+    assert_eq!(count, 1);
+    c.close();
+}
+
+#[test]
+fn client_system_prompts_append_or_override_the_profile_prompt() -> anyhow::Result<()> {
+    let _ = (wharf_tests::plugin(plugins::LLM_OPENAI), wharf_tests::plugin(plugins::FS));
+    let script: wharf_mock_llm::Script = serde_json::from_value(json!({
+        "replies": [],
+        "default": {"kind": "stream", "text": "ok"},
+        "checks": {"reasoning": "ignore"},
+    }))
+    .context("building the mock's script")?;
+    let mock = wharf_mock_llm::MockLlm::start_background(script).context("starting the mock LLM")?;
+    let e = env();
+    let p = e.home.path().join("sysprompt.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+[agent]
+adapter = "model"
+max_steps = 3
+system_prompt = "PROFILE BASE PROMPT"
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-openai.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "mock-model"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+timeout_ms = 20000
+"#,
+            url = mock.url(),
+            port = mock.addr().port()
+        ),
+    )
+    .context("writing the profile")?;
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let cwd = e.cwd();
+    let system = |mode: &str, text: &str| json!({"mode": mode, "content": [{"type": "text", "text": text}]});
+    let ask = |c: &mut Client, prompt: Value| -> anyhow::Result<String> {
+        let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "systemPrompt": prompt}));
+        let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
+        let before = mock.requests().len();
+        let run = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}));
+        assert_eq!(c.result(run)["stopReason"], "end_turn");
+        let req = mock.requests().get(before).cloned().context("no model request")?;
+        let body = req.body.unwrap_or(Value::Null);
+        let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+        Ok(msgs.iter().filter(|m| m["role"] == "system").filter_map(|m| m["content"].as_str()).collect())
+    };
+    let appended = ask(&mut c, system("append", "CLIENT APPENDED"))?;
+    let (base, extra) = (appended.find("PROFILE BASE PROMPT"), appended.find("CLIENT APPENDED"));
+    assert!(base.is_some() && extra.is_some() && base < extra, "append keeps the base first: {appended}");
+    let overridden = ask(&mut c, system("override", "CLIENT OVERRIDE"))?;
+    assert!(overridden.contains("CLIENT OVERRIDE") && !overridden.contains("PROFILE BASE PROMPT"), "{overridden}");
+    let plain = ask(&mut c, Value::Null)?;
+    assert!(plain.contains("PROFILE BASE PROMPT") && !plain.contains("CLIENT"), "{plain}");
+
+    // What cannot be applied fails the request; no session is made for it.
+    for bad in [
+        system("_custom", "x"),
+        json!({"mode": "append", "content": []}),
+        json!({"mode": "append", "content": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
+    ] {
+        let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "systemPrompt": bad}));
+        assert_eq!(c.response(id)["error"]["code"], -32602, "{bad}");
+    }
+    c.close();
+    Ok(())
+}
+
+#[test]
+fn slash_commands_list_the_skills_and_expand() {
+    let _ = wharf_tests::plugin(plugins::SKILLS_FIXED);
+    let e = env();
+    let skills = r#"
+[[plugin]]
+id = "skills"
+path = "${plugin_dir}/skills-fixed.wasm"
+[[plugin.config.skills]]
+name = "release"
+description = "How to cut a release."
+text = "1. Bump the version."
+"#;
+    let turns = "[[plugin.config.turns]]\ntext = \"On it.\"\n\n[[plugin.config.turns]]\ntext = \"Again.\"\n";
+    let p = e.profile_with("commands", turns, skills);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let update = c.wait_for("available_commands_update", |v| {
+        v["params"]["update"]["sessionUpdate"] == "available_commands_update"
+    });
+    let note: acp::SessionNotification = typed("available_commands_update", &update["params"]);
+    assert_eq!(note.session_id.0.as_ref(), sid);
+    let acp::SessionUpdate::AvailableCommandsUpdate(list) = note.update else { panic!("not a command list") };
+    let release =
+        list.available_commands.iter().find(|c| c.name == "release").unwrap_or_else(|| panic!("no /release: {list:?}"));
+    assert_eq!(release.description, "How to cut a release.");
+    assert!(release.input.is_some());
+
+    let prompt = c.request(
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/release version 2.0"}]}),
+    );
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let prompt =
+        c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "/unknown thing"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let log = e.log_types(&sid);
+    let said: Vec<String> = log
+        .iter()
+        .filter(|v| v["type"] == "user/message")
+        .map(|v| v["data"]["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].contains("skill `release`") && said[0].contains("`skill` tool"), "{said:?}");
+    assert!(said[0].ends_with("version 2.0"), "{said:?}");
+    assert_eq!(said[1], "/unknown thing", "an unknown command is sent as typed");
+    c.close();
+}
+
+#[test]
+fn compaction_is_shown_to_clients_that_ask_for_it() {
+    let _ = (wharf_tests::plugin(plugins::ECHO), wharf_tests::plugin(plugins::COMPACTION));
+    let e = env();
+    let rows = "\n[[plugin]]\nid = \"echo\"\npath = \"${plugin_dir}/echo.wasm\"\n\
+                \n[[plugin]]\nid = \"compaction\"\npath = \"${plugin_dir}/compaction.wasm\"\n[plugin.grant]\nmodel = true\n";
+    let mut turns = String::from(
+        "context_window = 3000\ncomplete_text = \"The agent echoed long texts; nothing else happened.\"\n",
+    );
+    // Eight steps of ~400 tokens against a 3000-token window (max_steps 10).
+    for i in 0..8 {
+        let text = format!("chunk {i} ") + &"lorem ipsum dolor sit amet ".repeat(60);
+        turns.push_str(&format!(
+            "\n[[plugin.config.turns]]\ntool_calls = [{{ name = \"echo\", arguments = {{ text = \"{text}\" }} }}]\n"
+        ));
+    }
+    turns.push_str("\n[[plugin.config.turns]]\ntext = \"Done.\"\nfinish = \"stop\"\n");
+    let p = e.profile_with("compact", &turns, rows);
+    let mut c = e.spawn(&p);
+    c.initialize_with(json!({"session": {"compaction": {}}}));
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn", "{}", c.stderr());
+    let compactions: Vec<acp::CompactionUpdate> = typed_updates(&c, &sid)
+        .into_iter()
+        .filter_map(|u| match u {
+            acp::SessionUpdate::CompactionUpdate(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    let logged = e.log_types(&sid).iter().filter(|v| v["type"] == "compaction/summary").count();
+    assert!(logged > 0, "no compaction happened");
+    assert_eq!(compactions.len(), logged, "one update per logged compaction: {compactions:?}");
+    let first = &compactions[0];
+    assert_eq!(first.status, acp::CompactionStatus::Completed);
+    let serialized = serde_json::to_value(first).unwrap_or_default();
+    assert!(serialized["summary"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{serialized}");
+    c.close();
+
+    // A client that did not ask gets no compaction updates.
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    assert_eq!(c.result(prompt)["stopReason"], "end_turn");
+    let k = kinds(&c.updates());
+    assert!(!k.iter().any(|k| k == "compaction_update" || k == "notice"), "{k:?}");
+    c.close();
 }

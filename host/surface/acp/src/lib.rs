@@ -3,50 +3,87 @@
 //! newline-delimited JSON-RPC 2.0 on its stdin/stdout; **stdout carries only
 //! protocol messages**, logs go to stderr.
 //!
-//! Messages (agent side):
+//! Messages (agent side), after the stable v1 schema of the
+//! `agent-client-protocol` crate (schema crate 1.17):
 //!
-//! - `initialize`: protocol version 1, `loadSession: true`, prompt
-//!   capabilities `embeddedContext` (text `resource` blocks are inlined into
-//!   the prompt; `text` and `resource_link` are always accepted, images and
-//!   audio are not advertised). `authMethods`: when the profile's model
-//!   adapter reads its API key from an environment variable (its row's
-//!   `api_key_env`), one `agent` method, `env-api-key`, naming it; else none.
+//! - `initialize`: protocol version 1; `agentCapabilities`: `loadSession`,
+//!   `promptCapabilities.embeddedContext` (text `resource` blocks are inlined
+//!   into the prompt; `text` and `resource_link` are always accepted;
+//!   `image` and `audio` are false, see `session/prompt`),
+//!   `mcpCapabilities.http` (not `sse`), `sessionCapabilities` `list`,
+//!   `resume`, `close` and `systemPrompt` with `mode.override`.
+//!   `authMethods`: when the profile's model adapter reads its API key from
+//!   an environment variable (its row's `api_key_env`), one `agent` method,
+//!   `env-api-key`, naming it; else none. The client's
+//!   `session.compaction` and `session.notices` capabilities are kept (see
+//!   the table below).
 //! - `authenticate {methodId}`: succeeds when that variable is set now (it
 //!   cannot be set over the protocol: the editor starts `wharf acp` with it
 //!   in its environment), else `-32000`.
 //! - A `session/new` or `session/prompt` whose adapter needs a key that is
 //!   not set fails with `-32000` "Authentication required" (the variable and
 //!   how to set it in `data`), before any model request.
-//! - `session/new {cwd, mcpServers}`: the cwd is the session's workspace (the
-//!   profile is composed for it, so `${workspace}` grants and the project's
-//!   `.wharf/config.toml` apply; one host per distinct cwd). Each ACP session
-//!   is one Wharf session log; the session id is the log's id.
-//! - `mcpServers` (in `session/new` and `session/load`): the client's stdio
-//!   servers are started for that session only, as `[[mcp]]` rows of its own
+//! - `session/new {cwd, mcpServers, systemPrompt}`: the cwd is the session's
+//!   workspace (the profile is composed for it, so `${workspace}` grants and
+//!   the project's `.wharf/config.toml` apply; one host per distinct cwd).
+//!   Each ACP session is one Wharf session log; the session id is the log's
+//!   id. After the response, an `available_commands_update` lists the
+//!   host's slash commands ([`wharf_harness::commands`]: one per skill of
+//!   the loaded skills plugins) when there are any.
+//! - `systemPrompt` (in `session/new`, `session/load`, `session/resume`):
+//!   `append` adds the text after everything else in the system prompt;
+//!   `override` replaces the profile's base prompt (`agent.system_prompt`)
+//!   while plugin sections (skills catalog, project context) stay. Text
+//!   blocks only, not empty, at most 256 KiB; another mode or block type is
+//!   `-32602` and no session is opened. It lives with the session in this
+//!   process (a `session/load` without one keeps it; a new process uses the
+//!   profile's prompt unless the client sends it again, as ACP asks).
+//! - `mcpServers` (in `session/new`, `session/load` and `session/resume`):
+//!   the client's stdio and streamable HTTP servers are started for that
+//!   session only, as `[[mcp]]` rows of its own
 //!   (`mcp__NAME__TOOL`, plugin id `mcp:NAME`, the same pipeline: guards,
 //!   hooks, the profile's policies, approval): their tools live in a
 //!   registry layered over the host's, so other sessions never see them.
 //!   The name is cut to `[A-Za-z0-9_-]` (other characters become `_`, at
 //!   most 32 characters, `_2`… on a repeat); a server named like one of the
 //!   profile's `[[mcp]]` rows is not started (the profile's serves). The
-//!   client's `env` is passed verbatim (no `${env:…}` expansion) over the
-//!   usual clean environment. They run under the OS sandbox of stdio MCP
+//!   client's `env` and `headers` are passed verbatim (no `${env:…}`
+//!   expansion). Stdio servers run under the OS sandbox of stdio MCP
 //!   servers with the session's workspace read-write, no network and no
-//!   other host variables (`wharf_mcp::config`). The response waits until each server has
-//!   connected or failed its first attempt (a failure is a warning on
-//!   stderr and a `plugin/reload-failed` in the log, not an error). They
-//!   stop with the session: `session/close`, or the process exiting.
-//!   `mcpCapabilities` advertises neither `http` nor `sse`; such servers are
-//!   ignored with a warning.
+//!   other host variables (`wharf_mcp::config`); an HTTP server is reached
+//!   at the URL the client gives, like a profile's `url` row (host/mcp has
+//!   no host allowlist for HTTP rows). An HTTP+SSE server (`type: sse`) is
+//!   refused with `-32602` before any session is opened. The response waits
+//!   until each server has connected or failed its first attempt (a failure
+//!   is a warning on stderr and a `plugin/reload-failed` in the log, not an
+//!   error). They stop with the session: `session/close`, or the process
+//!   exiting.
 //! - `session/load {sessionId, cwd, mcpServers}`: reopens the log (crash
 //!   repair included), replays its history as `session/update`
-//!   notifications, then responds. A session already open in this process
-//!   keeps the servers it has.
+//!   notifications (then a `usage_update` with the usage so far), then
+//!   responds. A session already open in this process keeps the servers
+//!   and system prompt it has.
+//! - `session/resume {sessionId, cwd, mcpServers}`
+//!   (`sessionCapabilities.resume`): `session/load` without the replay.
+//! - `session/list {cwd?, cursor?}` (`sessionCapabilities.list`): the
+//!   profile's stored top-level sessions (not subagents') that name a
+//!   workspace, filtered by `cwd`, newest activity first (`updatedAt`: the
+//!   log file's modification time, else its creation), `title` the first
+//!   user message; 100 a page, `nextCursor` the offset of the next. The
+//!   store is the profile's (`session.dir` / `session.store`, or
+//!   `--session-dir`); a project layer naming another store is not read.
 //! - `session/close {sessionId}` (`sessionCapabilities.close`): cancels a
 //!   running prompt and stops the session's own MCP servers; a later
-//!   `session/load` continues it (with the servers that request passes).
+//!   `session/load` or `session/resume` continues it (with the servers that
+//!   request passes).
 //! - `session/prompt`: the prompt becomes a `followup` in the session inbox
-//!   and the agent runs until idle. Updates stream while it runs and all of
+//!   and the agent runs until idle. A prompt whose text starts with `/NAME`
+//!   of an announced command is expanded to that command's prompt (the rest
+//!   of the text as its arguments); any other `/…` is sent as typed. Image,
+//!   audio and binary resource blocks are refused with `-32602` before the
+//!   prompt reaches the log: the model adapter contract
+//!   (`wharf:plugin/llm`) carries text only, and a prompt is never sent
+//!   with part of it dropped. Updates stream while it runs and all of
 //!   them are sent before the response, whose `stopReason` maps the turn's
 //!   stop reason: completed → `end_turn`, max_steps → `max_turn_requests`,
 //!   max_tokens → `max_tokens`, blocked and a provider content filter →
@@ -69,9 +106,13 @@
 //!   ordered task, and the log events before a question (its `tool/call`
 //!   and `approval/asked`) are forwarded first, so a request never
 //!   precedes the `tool_call` update it refers to.
+//!   This is the only input a tool or policy asks for in Wharf (an approval
+//!   of one call), and ACP's path for it; `elicitation/create` (structured
+//!   input, stable in the schema) is not sent, since no tool or policy can
+//!   ask a structured question (no such WIT import exists).
 //! - Session modes are the permission presets (`read-only`, `ask`, `auto`,
-//!   `full-access`; `session/new` and `session/load` answer `modes` with the
-//!   current one when the profile has a `permissions` row).
+//!   `full-access`; `session/new`, `session/load` and `session/resume`
+//!   answer `modes` with the current one when the profile has a `permissions` row).
 //!   `session/set_mode` switches the preset of the workspace's host, so
 //!   every session open in that workspace changes; the others get a
 //!   `current_mode_update`.
@@ -85,11 +126,14 @@
 //! | `user/message` | `user_message_chunk` (live: only messages the client did not send itself) |
 //! | `assistant/chunk` | `agent_message_chunk` / `agent_thought_chunk` (live) |
 //! | `assistant/message` | the same, whole (replay) |
-//! | `tool/call` | `tool_call` (kind from the tool name, title, locations, raw input, a diff for write/edit) |
+//! | `tool/call` | `tool_call` (`name` the tool's, kind from it, title, locations, raw input, a diff for write/edit) |
 //! | `policy/decision` allow, `approval/decided` allowed | `tool_call_update{in_progress}` |
 //! | `tool/result` | `tool_call_update{completed\|failed}` with the result text and raw output |
 //! | `todo/updated` | `plan` |
 //! | `turn/end` error or blocked | `agent_message_chunk` noting it (replay) |
+//! | `step/end` | `usage_update` (live; replay: once, at the end): `used` the last request's prompt tokens, `size` the context window (config, else the adapter's), `cost` when every step is priced in one currency |
+//! | `compaction/summary` | `compaction_update{completed, summary}` if the client has `session.compaction`, else a live `notice` (info) if it has `session.notices`, else nothing |
+//! | `compaction/failed` | `compaction_update{failed, error}`, else a live `notice` (warning), else nothing |
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -106,12 +150,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
 use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
-use wharf_core::events::{ApprovalOutcome, Event, EventKind, StopReason, ToolCallEvent, ToolResultEvent, Verdict};
+use wharf_core::events::{
+    ApprovalOutcome, COMPACTION_FAILED_EVENT, Event, EventKind, MODEL_EVENT, StopReason, ToolCallEvent,
+    ToolResultEvent, Verdict,
+};
 use wharf_core::plugin::HookPoint;
 use wharf_core::registry::Registry;
+use wharf_core::store::SessionStore;
 
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
+use wharf_harness::commands::Command;
 use wharf_mcp::McpManager;
 use wharf_mcp::config::McpServerConfig;
 
@@ -138,18 +187,24 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     let config = args.host.load_config()?;
     // The key the profile's adapter reads, set or not (the auth method).
     let key = wharf_harness::models::missing_model_key(&config, args.host.model.as_deref(), |_| false);
+    // `session/list` reads the profile's store (a workspace's project layer
+    // may name another; see the module docs).
+    let session_dir = args.host.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
+    let store = wharf_harness::sessions::open_store(config.session.store.as_deref(), session_dir)?;
     let server = Arc::new(Server {
         key,
         args: args.host,
+        store,
         hosts: tokio::sync::Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
         closed: Mutex::new(HashMap::new()),
         client: Mutex::new(None),
+        caps: Mutex::new(ClientCaps::default()),
     });
     // One handle per handler (each closure owns its clone).
     let (on_init, on_new, on_load, on_prompt, on_cancel, on_close) =
         (server.clone(), server.clone(), server.clone(), server.clone(), server.clone(), server.clone());
-    let (on_mode, on_auth) = (server.clone(), server.clone());
+    let (on_mode, on_auth, on_list, on_resume) = (server.clone(), server.clone(), server.clone(), server.clone());
     let result = sdk::Agent
         .v1()
         .name("wharf")
@@ -158,6 +213,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                 if let Some(info) = &req.client_info {
                     *lock(&on_init.client) = Some(info.name.clone());
                 }
+                *lock(&on_init.caps) = ClientCaps::of(&req.client_capabilities);
                 responder.respond(initialize_response(on_init.key.as_ref()))
             },
             sdk::on_receive_request!(),
@@ -172,8 +228,12 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
             async move |req: acp::NewSessionRequest, responder, cx: Cx| {
                 let server = on_new.clone();
                 tokio::spawn(async move {
-                    let r = server.new_session(req, cx).await;
+                    let r = server.new_session(req, cx.clone()).await;
+                    let opened = r.as_ref().ok().map(|r| r.session_id.clone());
                     let _ = responder.respond_with_result(r);
+                    if let Some(id) = opened {
+                        server.announce_commands(&id, &cx).await;
+                    }
                 });
                 Ok(())
             },
@@ -183,7 +243,55 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
             async move |req: acp::LoadSessionRequest, responder, cx: Cx| {
                 let server = on_load.clone();
                 tokio::spawn(async move {
-                    let r = server.load_session(req, cx).await;
+                    let id = req.session_id.clone();
+                    let reopen = Reopen {
+                        id: req.session_id,
+                        cwd: req.cwd,
+                        servers: req.mcp_servers,
+                        system_prompt: req.system_prompt,
+                        replay: true,
+                    };
+                    let r = server.reopen(reopen, cx.clone()).await;
+                    let ok = r.is_ok();
+                    let _ =
+                        responder.respond_with_result(r.map(|(modes, _)| acp::LoadSessionResponse::new().modes(modes)));
+                    if ok {
+                        server.announce_commands(&id, &cx).await;
+                    }
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::ResumeSessionRequest, responder, cx: Cx| {
+                let server = on_resume.clone();
+                tokio::spawn(async move {
+                    let id = req.session_id.clone();
+                    let reopen = Reopen {
+                        id: req.session_id,
+                        cwd: req.cwd,
+                        servers: req.mcp_servers,
+                        system_prompt: req.system_prompt,
+                        replay: false,
+                    };
+                    let r = server.reopen(reopen, cx.clone()).await;
+                    let ok = r.is_ok();
+                    let _ = responder
+                        .respond_with_result(r.map(|(modes, _)| acp::ResumeSessionResponse::new().modes(modes)));
+                    if ok {
+                        server.announce_commands(&id, &cx).await;
+                    }
+                });
+                Ok(())
+            },
+            sdk::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::ListSessionsRequest, responder, _cx: Cx| {
+                let server = on_list.clone();
+                tokio::spawn(async move {
+                    let r = server.list_sessions(&req);
                     let _ = responder.respond_with_result(r);
                 });
                 Ok(())
@@ -199,11 +307,16 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                 if let Err(e) = check_key(&session.host, &on_prompt.args) {
                     return responder.respond_with_error(e);
                 }
+                // Refused before the prompt reaches the log (and before it
+                // takes the session's one prompt slot).
+                let text = match prompt_text(&req.prompt) {
+                    Ok(text) => session.expand_command(text),
+                    Err(e) => return responder.respond_with_error(e),
+                };
                 let token = match session.begin_prompt() {
                     Ok(t) => t,
                     Err(e) => return responder.respond_with_error(e),
                 };
-                let text = prompt_text(&req.prompt);
                 tokio::spawn(async move {
                     let r = session.prompt(text, token).await;
                     let _ = responder.respond_with_result(r);
@@ -273,10 +386,23 @@ fn initialize_response(key: Option<&wharf_harness::models::MissingKey>) -> acp::
         .unwrap_or_default();
     let caps = acp::AgentCapabilities::new()
         .load_session(true)
-        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
-        // Stdio servers only (every agent must support them).
-        .mcp_capabilities(acp::McpCapabilities::new())
-        .session_capabilities(acp::SessionCapabilities::new().close(acp::SessionCloseCapabilities::new()));
+        // Text only: the model adapter contract (`wharf:plugin/llm`) carries
+        // text messages, so image and audio blocks are refused, not dropped.
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true).image(false).audio(false))
+        // Stdio and streamable HTTP servers; not the deprecated HTTP+SSE.
+        .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
+        .session_capabilities(
+            acp::SessionCapabilities::new()
+                .list(acp::SessionListCapabilities::new())
+                .resume(acp::SessionResumeCapabilities::new())
+                .close(acp::SessionCloseCapabilities::new())
+                .system_prompt(
+                    acp::SessionSystemPromptCapabilities::new().mode(
+                        acp::SessionSystemPromptModeCapabilities::new()
+                            .override_(acp::SessionSystemPromptOverrideCapabilities::new()),
+                    ),
+                ),
+        );
     acp::InitializeResponse::new(sdk::schema::ProtocolVersion::V1)
         .agent_capabilities(caps)
         .auth_methods(methods)
@@ -318,6 +444,8 @@ struct Server {
     args: HostArgs,
     /// The API key variable the profile's adapter reads (set or not).
     key: Option<wharf_harness::models::MissingKey>,
+    /// The profile's session store, for `session/list`.
+    store: SessionStore,
     /// One host (config, plugins, store) per workspace; the async mutex makes
     /// concurrent `session/new` calls for one cwd share one load.
     hosts: tokio::sync::Mutex<HashMap<PathBuf, Arc<Harness>>>,
@@ -328,7 +456,41 @@ struct Server {
     closed: Mutex<HashMap<String, (Agent, Arc<Harness>)>>,
     /// The client's name from `initialize`, for `approval/decided.by`.
     client: Mutex<Option<String>>,
+    /// What the client said it can show (from `initialize`).
+    caps: Mutex<ClientCaps>,
 }
+
+/// The client capabilities the projection depends on.
+#[derive(Debug, Clone, Copy, Default)]
+struct ClientCaps {
+    /// `session.compaction`: `compaction_update` notifications.
+    compaction: bool,
+    /// `session.notices`: `notice` notifications.
+    notices: bool,
+}
+
+impl ClientCaps {
+    fn of(caps: &acp::ClientCapabilities) -> Self {
+        let session = caps.session.as_ref();
+        Self {
+            compaction: session.is_some_and(|s| s.compaction.is_some()),
+            notices: session.is_some_and(|s| s.notices.is_some()),
+        }
+    }
+}
+
+/// `session/load` or `session/resume`.
+struct Reopen {
+    id: acp::SessionId,
+    cwd: PathBuf,
+    servers: Vec<acp::McpServer>,
+    system_prompt: Option<acp::SystemPrompt>,
+    /// `session/load`: send the history first.
+    replay: bool,
+}
+
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 100;
 
 impl Server {
     fn session(&self, id: &acp::SessionId) -> Result<Arc<Session>, sdk::Error> {
@@ -378,12 +540,14 @@ impl Server {
     }
 
     /// Opens (or resumes) a session's agent; with client MCP servers, on a
-    /// registry of its own layered over the host's, once they have settled.
+    /// registry of its own layered over the host's, once they have settled;
+    /// with the client's system prompt, if any.
     async fn open(
         &self,
         host: &Arc<Harness>,
         origin: Origin<'_>,
         servers: &[acp::McpServer],
+        system: Option<&ClientPrompt>,
     ) -> Result<Opened, sdk::Error> {
         let rows = client_servers(servers, &host.config.mcp);
         let (approver, approvals) = ChannelApprover::new();
@@ -405,7 +569,7 @@ impl Server {
                 (agent, first_seq, false)
             }
         };
-        if rows.is_empty() && !reused {
+        if rows.is_empty() && !reused && system.is_none() {
             return Ok(Opened { agent: base, first_seq, approvals, mcp: None });
         }
         let (registry, mcp) = if rows.is_empty() {
@@ -415,9 +579,13 @@ impl Server {
             let mcp = McpManager::start(registry.clone(), rows, &host.workspace);
             (registry, Some(mcp))
         };
-        // The same log, bus (and its listeners) and settings; the registry
-        // and the approver are this session's.
-        let agent = Agent::with_bus(base.log().clone(), registry, base.bus().clone(), approver, base.config().clone());
+        let mut config = base.config().clone();
+        if let Some(prompt) = system {
+            prompt.apply(&mut config, &host.config.agent.system_prompt);
+        }
+        // The same log, bus (and its listeners); the registry, the approver
+        // and the system prompt are this session's.
+        let agent = Agent::with_bus(base.log().clone(), registry, base.bus().clone(), approver, config);
         let Some(mcp) = mcp else {
             return Ok(Opened { agent, first_seq, approvals, mcp: None });
         };
@@ -448,29 +616,42 @@ impl Server {
     }
 
     async fn new_session(&self, req: acp::NewSessionRequest, cx: Cx) -> Result<acp::NewSessionResponse, sdk::Error> {
+        // Everything the client sent is checked before a session exists.
+        let system = req.system_prompt.as_ref().map(client_prompt).transpose()?;
+        check_servers(&req.mcp_servers)?;
         let host = self.host_for(&req.cwd).await?;
-        // Before a session is created for nothing.
         check_key(&host, &self.args)?;
-        let opened = self.open(&host, Origin::New, &req.mcp_servers).await?;
+        let opened = self.open(&host, Origin::New, &req.mcp_servers, system.as_ref()).await?;
         let id = opened.agent.session_id().to_string();
         let modes = session_modes(&host);
-        let session = Session::start(opened, host, cx, self.approver_name())?;
+        let session = Session::start(opened, host, cx, self.approver_name(), self.caps())?;
         lock(&self.sessions).insert(id.clone(), session);
         tracing::info!(session = %id, "acp session created");
         Ok(acp::NewSessionResponse::new(acp::SessionId::new(id)).modes(modes))
     }
 
-    async fn load_session(&self, req: acp::LoadSessionRequest, cx: Cx) -> Result<acp::LoadSessionResponse, sdk::Error> {
-        let id = req.session_id.0.to_string();
+    fn caps(&self) -> ClientCaps {
+        *lock(&self.caps)
+    }
+
+    /// `session/load` (history replayed first) and `session/resume` (no
+    /// replay): the session's modes.
+    async fn reopen(&self, req: Reopen, cx: Cx) -> Result<(Option<acp::SessionModeState>, ()), sdk::Error> {
+        let system = req.system_prompt.as_ref().map(client_prompt).transpose()?;
+        check_servers(&req.servers)?;
+        let id = req.id.0.to_string();
         let open = lock(&self.sessions).get(&id).cloned();
         if let Some(session) = open {
             // Already open in this process: replay its log as it is now.
-            let events = session.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
-            replay(&cx, &req.session_id, &session.host.workspace, drain(events, session.agent.log().last_seq()));
-            if !req.mcp_servers.is_empty() {
-                tracing::warn!(session = %id, "session/load of an open session: it keeps the MCP servers it has");
+            if req.replay {
+                let events = session.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()))?;
+                let last = session.agent.log().last_seq();
+                replay(&cx, &req.id, &session.host, &session.agent, self.caps(), drain(events, last));
             }
-            return Ok(acp::LoadSessionResponse::new().modes(session_modes(&session.host)));
+            if !req.servers.is_empty() || system.is_some() {
+                tracing::warn!(session = %id, "reopening an open session: it keeps its MCP servers and system prompt");
+            }
+            return Ok((session_modes(&session.host), ()));
         }
         let closed = lock(&self.closed).remove(&id);
         let (host, opened) = match closed {
@@ -481,32 +662,101 @@ impl Server {
                     lock(&self.closed).insert(id.clone(), (agent, host));
                     return Err(invalid_params(format!("session `{id}` belongs to workspace {theirs}")));
                 }
-                let opened = self.open(&host, Origin::Closed(agent), &req.mcp_servers).await?;
+                let opened = self.open(&host, Origin::Closed(agent), &req.servers, system.as_ref()).await?;
                 (host, opened)
             }
             None => {
                 let host = self.host_for(&req.cwd).await?;
-                let opened = self.open(&host, Origin::Resume(&id), &req.mcp_servers).await?;
+                let opened = self.open(&host, Origin::Resume(&id), &req.servers, system.as_ref()).await?;
                 (host, opened)
             }
         };
-        // History before this process opened the log; what open_agent
-        // appended (plugin events) and everything later streams live.
-        let history = opened.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()));
-        let history = match history {
-            Ok(h) => h,
-            Err(e) => {
-                if let Some(m) = &opened.mcp {
-                    m.stop().await;
+        if req.replay {
+            // History before this process opened the log; what open_agent
+            // appended (plugin events) and everything later streams live.
+            let history = opened.agent.log().subscribe_from(1).map_err(|e| internal(e.to_string()));
+            let history = match history {
+                Ok(h) => h,
+                Err(e) => {
+                    if let Some(m) = &opened.mcp {
+                        m.stop().await;
+                    }
+                    return Err(e);
                 }
-                return Err(e);
+            };
+            let events = drain(history, opened.first_seq.saturating_sub(1));
+            replay(&cx, &req.id, &host, &opened.agent, self.caps(), events);
+        }
+        let modes = session_modes(&host);
+        let session = Session::start(opened, host, cx, self.approver_name(), self.caps())?;
+        lock(&self.sessions).insert(id, session);
+        Ok((modes, ()))
+    }
+
+    /// `session/list`: the stored top-level sessions (not subagents') that
+    /// name a workspace, newest activity first, [`LIST_PAGE`] a page; the
+    /// cursor is the offset of the next page.
+    fn list_sessions(&self, req: &acp::ListSessionsRequest) -> Result<acp::ListSessionsResponse, sdk::Error> {
+        let cwd = match &req.cwd {
+            Some(c) if !c.is_absolute() => {
+                return Err(invalid_params(format!("cwd must be an absolute path, got `{}`", c.display())));
+            }
+            Some(c) => Some(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
+            None => None,
+        };
+        let start = match req.cursor.as_deref() {
+            None => 0,
+            Some(c) => {
+                c.parse::<usize>().map_err(|_| invalid_params(format!("invalid cursor `{}`", one_line(c, 40))))?
             }
         };
-        replay(&cx, &req.session_id, &host.workspace, drain(history, opened.first_seq.saturating_sub(1)));
-        let modes = session_modes(&host);
-        let session = Session::start(opened, host, cx, self.approver_name())?;
-        lock(&self.sessions).insert(id, session);
-        Ok(acp::LoadSessionResponse::new().modes(modes))
+        let mut list = self.store.list().map_err(|e| internal(format!("cannot list sessions: {e:#}")))?;
+        list.retain(|s| {
+            s.header.spawned_by.is_none()
+                && s.header.workspace.as_deref().is_some_and(|w| Path::new(w).is_absolute())
+                && cwd.as_deref().is_none_or(|w| wharf_harness::sessions::same_workspace(&s.header, w))
+        });
+        let mut rows: Vec<(String, acp::SessionInfo)> = list
+            .into_iter()
+            .map(|s| {
+                let updated = updated_at(&s.location).unwrap_or_else(|| s.header.created.clone());
+                let cwd = PathBuf::from(s.header.workspace.clone().unwrap_or_default());
+                let info = acp::SessionInfo::new(acp::SessionId::new(s.id), cwd)
+                    .title(s.title.map(|t| one_line(&t, 200)))
+                    .updated_at(updated.clone());
+                (updated, info)
+            })
+            .collect();
+        rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.session_id.0.cmp(&b.1.session_id.0)));
+        let total = rows.len();
+        let page: Vec<acp::SessionInfo> = rows.into_iter().skip(start).take(LIST_PAGE).map(|(_, i)| i).collect();
+        let next = start.saturating_add(LIST_PAGE);
+        Ok(acp::ListSessionsResponse::new(page).next_cursor((next < total).then(|| next.to_string())))
+    }
+
+    /// Sends the session's `available_commands_update` (after its
+    /// `session/new|load|resume` response) when the host offers commands,
+    /// and keeps the list for expanding prompts.
+    async fn announce_commands(&self, id: &acp::SessionId, cx: &Cx) {
+        let Ok(session) = self.session(id) else { return };
+        let list = session.host.commands().await;
+        if list.is_empty() {
+            return;
+        }
+        let shown = list
+            .iter()
+            .map(|c| {
+                let cmd = acp::AvailableCommand::new(c.name.clone(), c.description.clone());
+                match &c.input_hint {
+                    Some(h) => cmd
+                        .input(acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(h.clone()))),
+                    None => cmd,
+                }
+            })
+            .collect();
+        *lock(&session.commands) = list;
+        let update = acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(shown));
+        let _ = cx.send_notification(acp::SessionNotification::new(id.clone(), update));
     }
 
     /// `session/set_mode`: switches the permission preset of the session's
@@ -608,22 +858,23 @@ fn server_name(raw: &str) -> String {
     if cut.is_empty() { "client".to_string() } else { cut.to_string() }
 }
 
-/// The client's stdio servers as `[[mcp]]` rows of one session (see the
-/// module docs for names and what is skipped).
+/// The client's stdio and HTTP servers as `[[mcp]]` rows of one session
+/// (see the module docs for names and what is skipped).
 fn client_servers(servers: &[acp::McpServer], profile: &[McpServerConfig]) -> Vec<McpServerConfig> {
     let mut used = HashSet::new();
     let mut rows = Vec::new();
+    // Values are the client's, verbatim: `${` is escaped from expansion.
+    let verbatim = |v: &str| Value::String(v.replace("${", "$${"));
     for server in servers {
-        let s = match server {
-            acp::McpServer::Stdio(s) => s,
-            _ => {
-                tracing::warn!("ignoring an MCP server of the client: only stdio servers are supported");
-                continue;
-            }
+        let raw_name = match server {
+            acp::McpServer::Stdio(s) => &s.name,
+            acp::McpServer::Http(s) => &s.name,
+            // Refused before the session was opened (`check_servers`).
+            _ => continue,
         };
-        let base = server_name(&s.name);
+        let base = server_name(raw_name);
         if profile.iter().any(|r| r.name == base) {
-            tracing::warn!("not starting the client's MCP server `{}`: the profile has a server `{base}`", s.name);
+            tracing::warn!("not starting the client's MCP server `{raw_name}`: the profile has a server `{base}`");
             continue;
         }
         let mut name = base.clone();
@@ -632,22 +883,117 @@ fn client_servers(servers: &[acp::McpServer], profile: &[McpServerConfig]) -> Ve
             name = format!("{base}_{n}");
             n += 1;
         }
-        // Values are the client's, verbatim: `${` is escaped from expansion.
-        let env: serde_json::Map<String, Value> =
-            s.env.iter().map(|v| (v.name.clone(), Value::String(v.value.replace("${", "$${")))).collect();
-        // Sandboxed (see `mcp::config`): the session's workspace read-write
-        // (`.` is relative to it), no network, the client's `env` only.
-        let row = json!({"name": name, "command": s.command.display().to_string(), "args": s.args, "env": env,
-                         "sandbox": {"dirs": [".:rw"]}});
+        let row = match server {
+            acp::McpServer::Stdio(s) => {
+                let env: serde_json::Map<String, Value> =
+                    s.env.iter().map(|v| (v.name.clone(), verbatim(&v.value))).collect();
+                // Sandboxed (see `mcp::config`): the session's workspace
+                // read-write (`.` is relative to it), no network, the
+                // client's `env` only.
+                json!({"name": name, "command": s.command.display().to_string(), "args": s.args, "env": env,
+                       "sandbox": {"dirs": [".:rw"]}})
+            }
+            acp::McpServer::Http(s) => {
+                // A remote server, reached where the client says, with the
+                // client's headers; its tools go through the pipeline like
+                // every MCP row's.
+                let headers: serde_json::Map<String, Value> =
+                    s.headers.iter().map(|h| (h.name.clone(), verbatim(&h.value))).collect();
+                json!({"name": name, "url": s.url, "headers": headers})
+            }
+            _ => continue,
+        };
         match serde_json::from_value::<McpServerConfig>(row).map_err(|e| e.to_string()).and_then(|r| {
             r.validate().map_err(|(_, m)| m)?;
             Ok(r)
         }) {
             Ok(r) => rows.push(r),
-            Err(e) => tracing::warn!("not starting the client's MCP server `{}`: {e}", s.name),
+            Err(e) => tracing::warn!("not starting the client's MCP server `{raw_name}`: {e}"),
         }
     }
     rows
+}
+
+/// Refuses the servers this agent does not speak to (HTTP+SSE, and any
+/// transport newer than this build), naming them, before a session opens.
+fn check_servers(servers: &[acp::McpServer]) -> Result<(), sdk::Error> {
+    for server in servers {
+        match server {
+            acp::McpServer::Stdio(_) | acp::McpServer::Http(_) => {}
+            acp::McpServer::Sse(s) => {
+                return Err(invalid_params(format!(
+                    "MCP server `{}`: the HTTP+SSE transport is not supported (mcpCapabilities.sse is false); \
+                     pass it as a streamable HTTP (`type: http`) or stdio server",
+                    one_line(&s.name, 64)
+                )));
+            }
+            _ => return Err(invalid_params("an MCP server of an unsupported transport (stdio and http are)")),
+        }
+    }
+    Ok(())
+}
+
+/// Longest client system prompt, in bytes.
+const MAX_SYSTEM_PROMPT_BYTES: usize = 256 * 1024;
+
+/// The client's `systemPrompt` of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ClientPrompt {
+    /// Appended after everything else in the system prompt.
+    Append(String),
+    /// Replaces the profile's base prompt (`agent.system_prompt`); skills,
+    /// project context and other plugin sections stay.
+    Override(String),
+}
+
+impl ClientPrompt {
+    /// Applies it to a session's agent settings; `default` is the profile's
+    /// base prompt (so a new value replaces an earlier client prompt).
+    fn apply(&self, config: &mut wharf_core::AgentConfig, default: &str) {
+        config.system_prompt = default.to_string();
+        config.instructions = None;
+        match self {
+            Self::Append(text) => config.instructions = Some(text.clone()),
+            Self::Override(text) => config.system_prompt = text.clone(),
+        }
+    }
+}
+
+/// Checks the client's `systemPrompt`: `append` or `override`, text blocks
+/// only, not empty, at most [`MAX_SYSTEM_PROMPT_BYTES`].
+fn client_prompt(p: &acp::SystemPrompt) -> Result<ClientPrompt, sdk::Error> {
+    if p.content.is_empty() {
+        return Err(invalid_params("systemPrompt.content is empty"));
+    }
+    let mut parts = Vec::new();
+    for block in &p.content {
+        match block {
+            acp::ContentBlock::Text(t) => parts.push(t.text.as_str()),
+            _ => return Err(invalid_params("systemPrompt.content: only text blocks are supported")),
+        }
+    }
+    let text = parts.join("\n\n");
+    if text.len() > MAX_SYSTEM_PROMPT_BYTES {
+        return Err(invalid_params(format!(
+            "systemPrompt is {} bytes; at most {MAX_SYSTEM_PROMPT_BYTES} are accepted",
+            text.len()
+        )));
+    }
+    match &p.mode {
+        acp::SystemPromptMode::Append => Ok(ClientPrompt::Append(text)),
+        acp::SystemPromptMode::Override => Ok(ClientPrompt::Override(text)),
+        other => Err(invalid_params(format!(
+            "systemPrompt.mode `{}` is not supported (append, override)",
+            one_line(&serde_json::to_value(other).unwrap_or_default().to_string(), 40)
+        ))),
+    }
+}
+
+/// The last change of a session log file, RFC 3339 (`None`: not a file).
+fn updated_at(location: &str) -> Option<String> {
+    let modified = std::fs::metadata(location).ok()?.modified().ok()?;
+    let ms = modified.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+    Some(wharf_core::util::rfc3339_from_ms(u64::try_from(ms).ok()?))
 }
 
 /// Takes the events already delivered by `subscribe_from` up to `last`.
@@ -662,13 +1008,23 @@ fn drain(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>, last: u64) -> Vec<
     out
 }
 
-fn replay(cx: &Cx, id: &acp::SessionId, workspace: &Path, events: Vec<Event>) {
-    let mut p = Projector::new(workspace.to_path_buf(), Mode::Replay, Arc::default());
+/// Sends a session's history as updates, then its usage so far.
+fn replay(cx: &Cx, id: &acp::SessionId, host: &Arc<Harness>, agent: &Agent, caps: ClientCaps, events: Vec<Event>) {
+    let mut p = Projector::new(host.clone(), Mode::Replay, Arc::default(), caps, adapter_window(agent));
+    let send = |update| {
+        let _ = cx.send_notification(acp::SessionNotification::new(id.clone(), update));
+    };
     for ev in &events {
-        for update in p.updates(ev, false) {
-            let _ = cx.send_notification(acp::SessionNotification::new(id.clone(), update));
-        }
+        p.updates(ev, false).into_iter().for_each(send);
     }
+    if let Some(update) = p.usage_update() {
+        send(update);
+    }
+}
+
+/// The context window the session's adapter reports (0: unknown).
+fn adapter_window(agent: &Agent) -> u64 {
+    agent.snapshot().llm(agent.config().llm.as_deref()).map_or(0, |a| u64::from(a.model().context_window))
 }
 
 /// One ACP session: a Wharf agent over one session log.
@@ -685,13 +1041,22 @@ struct Session {
     mcp: Option<Arc<McpManager>>,
     /// Cancelled when the session ends (stops the forwarder).
     closed: CancellationToken,
+    /// The slash commands announced to the client (prompts starting with
+    /// `/NAME` of one are expanded).
+    commands: Mutex<Vec<Command>>,
 }
 
 impl Session {
     /// Starts the forwarder: log events → `session/update`s (from
     /// `first_seq`) and `ask` → `session/request_permission`, in one task so
     /// they leave in order.
-    fn start(opened: Opened, host: Arc<Harness>, cx: Cx, approver_name: String) -> Result<Arc<Self>, sdk::Error> {
+    fn start(
+        opened: Opened,
+        host: Arc<Harness>,
+        cx: Cx,
+        approver_name: String,
+        caps: ClientCaps,
+    ) -> Result<Arc<Self>, sdk::Error> {
         let Opened { agent, first_seq, mut approvals, mcp } = opened;
         let id = acp::SessionId::new(agent.session_id());
         let mut rx = agent.log().subscribe_from(first_seq).map_err(|e| internal(e.to_string()))?;
@@ -705,17 +1070,19 @@ impl Session {
             prompt: Mutex::new(None),
             mcp,
             closed: CancellationToken::new(),
+            commands: Mutex::new(Vec::new()),
         });
 
-        let mut fwd = Forwarder {
-            cx,
-            id,
-            agent,
-            projector: Projector::new(host.workspace.clone(), Mode::Live, own_inbox),
-            workspace: host.workspace.clone(),
-            by: approver_name,
-            tx,
-        };
+        let mut projector = Projector::new(host.clone(), Mode::Live, own_inbox, caps, adapter_window(&agent));
+        // Usage counts the steps logged before this process opened the log.
+        if first_seq > 1
+            && let Ok(history) = agent.log().subscribe_from(1)
+        {
+            for ev in drain(history, first_seq - 1) {
+                projector.track_usage(&ev);
+            }
+        }
+        let mut fwd = Forwarder { cx, id, agent, projector, workspace: host.workspace.clone(), by: approver_name, tx };
         let closed = session.closed.clone();
         tokio::spawn(async move {
             let mut asking = true;
@@ -745,6 +1112,19 @@ impl Session {
             }
         });
         Ok(session)
+    }
+
+    /// The prompt a `/NAME ARGS` of an announced command stands for (the
+    /// text itself otherwise).
+    fn expand_command(&self, text: String) -> String {
+        let commands = lock(&self.commands);
+        match wharf_harness::commands::expand(&commands, &text) {
+            Some((command, prompt)) => {
+                tracing::info!(session = %self.agent.session_id(), "slash command /{}", command.name);
+                prompt
+            }
+            None => text,
+        }
     }
 
     fn is_prompting(&self) -> bool {
@@ -854,8 +1234,17 @@ fn stop_reason(reason: &StopReason) -> Result<acp::StopReason, sdk::Error> {
 }
 
 /// The prompt as text: text blocks verbatim, resource links as Markdown
-/// links, embedded text resources inlined in a `<context>` element.
-fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
+/// links, embedded text resources inlined in a `<context>` element. Image,
+/// audio and binary blocks are refused (`-32602`): the model adapters take
+/// text only, and a prompt is never sent with part of it silently dropped.
+fn prompt_text(blocks: &[acp::ContentBlock]) -> Result<String, sdk::Error> {
+    let refuse = |what: &str| {
+        invalid_params(format!(
+            "{what} prompt content is not supported: Wharf's model adapters take text only \
+             (promptCapabilities.{} is false); send text, resource links or text resources",
+            if what == "audio" { "audio" } else { "image" }
+        ))
+    };
     let mut out = String::new();
     for block in blocks {
         let piece = match block {
@@ -866,13 +1255,16 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
                     format!("\n<context uri=\"{}\">\n{}\n</context>\n", t.uri, t.text)
                 }
                 acp::EmbeddedResourceResource::BlobResourceContents(b) => {
-                    format!("[binary resource {} omitted]", b.uri)
+                    return Err(invalid_params(format!(
+                        "binary resource {} is not supported: embed text resources or link it",
+                        one_line(&b.uri, 200)
+                    )));
                 }
-                _ => "[unsupported resource omitted]".to_string(),
+                _ => return Err(invalid_params("an embedded resource of an unknown kind is not supported")),
             },
-            acp::ContentBlock::Image(_) => "[image omitted: not supported]".to_string(),
-            acp::ContentBlock::Audio(_) => "[audio omitted: not supported]".to_string(),
-            _ => "[unsupported content omitted]".to_string(),
+            acp::ContentBlock::Image(_) => return Err(refuse("image")),
+            acp::ContentBlock::Audio(_) => return Err(refuse("audio")),
+            _ => return Err(invalid_params("a prompt content block of an unknown type is not supported")),
         };
         let needs_space = !out.is_empty()
             && !out.ends_with(char::is_whitespace)
@@ -883,7 +1275,7 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
         }
         out.push_str(&piece);
     }
-    out
+    Ok(out)
 }
 
 /// The one task that talks to the client for a session: updates and
@@ -923,6 +1315,7 @@ impl Forwarder {
         let args = request.arguments.clone();
         let fields = acp::ToolCallUpdateFields::new()
             .title(tool_title(&request.tool, &args))
+            .name(request.tool.clone())
             .kind(tool_kind(&request.tool))
             .status(acp::ToolCallStatus::Pending)
             .locations(tool_locations(&self.workspace, &args))
@@ -1067,16 +1460,80 @@ enum Mode {
 
 /// Turns session events into `session/update`s.
 struct Projector {
+    host: Arc<Harness>,
     workspace: PathBuf,
     mode: Mode,
     own_inbox: Arc<Mutex<HashSet<String>>>,
     /// Content sent with each `tool_call` (diffs), kept on the final update.
     calls: HashMap<String, Vec<acp::ToolCallContent>>,
+    caps: ClientCaps,
+    /// The events usage is summed from (`turn/*`, `step/end`,
+    /// `session/model`).
+    usage: Vec<Event>,
+    /// The adapter's context window, when the config names none.
+    window: u64,
 }
 
+/// Longest compaction summary sent to a client, in bytes.
+const MAX_SUMMARY_BYTES: usize = 64 * 1024;
+
 impl Projector {
-    fn new(workspace: PathBuf, mode: Mode, own_inbox: Arc<Mutex<HashSet<String>>>) -> Self {
-        Self { workspace, mode, own_inbox, calls: HashMap::new() }
+    fn new(
+        host: Arc<Harness>,
+        mode: Mode,
+        own_inbox: Arc<Mutex<HashSet<String>>>,
+        caps: ClientCaps,
+        window: u64,
+    ) -> Self {
+        let workspace = host.workspace.clone();
+        Self { host, workspace, mode, own_inbox, calls: HashMap::new(), caps, usage: Vec::new(), window }
+    }
+
+    /// `usage_update`: the tokens of the last request (what the context
+    /// holds) against the window, and the cost when every step is priced
+    /// in one currency; `None` before any step or with no known window.
+    fn usage_update(&self) -> Option<acp::SessionUpdate> {
+        if !self.usage.iter().any(|e| matches!(e.kind, EventKind::StepEnd(_))) {
+            return None;
+        }
+        let u = wharf_harness::usage::summarize(&self.host.config, &self.usage);
+        let size = if u.context_window > 0 { u.context_window } else { self.window };
+        if size == 0 {
+            return None;
+        }
+        let mut update = acp::UsageUpdate::new(u.context_used_tokens, size);
+        if let (Some(cost), Some(currency), true) = (u.cost, u.currency.as_ref(), u.cost_complete) {
+            update = update.cost(acp::Cost::new(cost, currency.clone()));
+        }
+        Some(acp::SessionUpdate::UsageUpdate(update))
+    }
+
+    /// A compaction that happened (`Ok(summary)`) or failed: a
+    /// `compaction_update` for clients that show them, else a live
+    /// `notice` for clients that show those, else nothing.
+    fn compaction(&self, seq: u64, outcome: Result<&str, &str>) -> Vec<acp::SessionUpdate> {
+        if self.caps.compaction {
+            let id = format!("compaction-{seq}");
+            let update = match outcome {
+                Ok(summary) => acp::CompactionUpdate::new(id, acp::CompactionStatus::Completed).summary(vec![
+                    acp::ContentBlock::from(wharf_core::util::cut_str(summary, MAX_SUMMARY_BYTES).to_string()),
+                ]),
+                Err(error) => {
+                    acp::CompactionUpdate::new(id, acp::CompactionStatus::Failed).error(one_line(error, 1000))
+                }
+            };
+            return vec![acp::SessionUpdate::CompactionUpdate(update)];
+        }
+        if self.caps.notices && self.mode == Mode::Live {
+            let notice = match outcome {
+                Ok(_) => acp::Notice::new(acp::NoticeSeverity::Info, "Context compacted")
+                    .description("Earlier messages were summarized to fit the model's context window.".to_string()),
+                Err(error) => acp::Notice::new(acp::NoticeSeverity::Warning, "Context compaction failed")
+                    .description(one_line(error, 1000)),
+            };
+            return vec![acp::SessionUpdate::Notice(notice)];
+        }
+        vec![]
     }
 
     /// The updates for one event. `unguarded`: no policy or pre-execute hook
@@ -1123,15 +1580,48 @@ impl Projector {
             }
             EventKind::ToolResult(r) => vec![self.tool_result(r)],
             EventKind::TodoUpdated(t) => vec![acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(&t.items)))],
-            EventKind::TurnEnd(t) if !live => match &t.reason {
-                StopReason::Error { code, message } => {
-                    vec![acp::SessionUpdate::AgentMessageChunk(text(&format!("\n[turn failed: {code}: {message}]")))]
+            EventKind::TurnStart(_) | EventKind::TurnEnd(_) | EventKind::StepEnd(_) | EventKind::Unknown { .. }
+                if self.track_usage(ev) =>
+            {
+                // Live: after every step; a replay sends it once at the end.
+                let mut out = match &ev.kind {
+                    EventKind::TurnEnd(t) if !live => self.turn_end_note(&t.reason),
+                    _ => vec![],
+                };
+                if live && matches!(ev.kind, EventKind::StepEnd(_)) {
+                    out.extend(self.usage_update());
                 }
-                StopReason::Blocked { message } => {
-                    vec![acp::SessionUpdate::AgentMessageChunk(text(&format!("\n[turn blocked: {message}]")))]
-                }
-                _ => vec![],
-            },
+                out
+            }
+            EventKind::CompactionSummary(c) => self.compaction(ev.seq, Ok(&c.summary)),
+            EventKind::Unknown { type_name, data } if type_name == COMPACTION_FAILED_EVENT => {
+                let error = data.get("error").and_then(Value::as_str).unwrap_or("unknown error");
+                self.compaction(ev.seq, Err(error))
+            }
+            _ => vec![],
+        }
+    }
+
+    /// Keeps the events usage is summed from; `true` for those.
+    fn track_usage(&mut self, ev: &Event) -> bool {
+        let keep = match &ev.kind {
+            EventKind::TurnStart(_) | EventKind::TurnEnd(_) | EventKind::StepEnd(_) => true,
+            EventKind::Unknown { type_name, .. } => type_name == MODEL_EVENT,
+            _ => false,
+        };
+        if keep {
+            self.usage.push(ev.clone());
+        }
+        keep
+    }
+
+    /// The note a replay shows for a turn that failed or was blocked.
+    fn turn_end_note(&self, reason: &StopReason) -> Vec<acp::SessionUpdate> {
+        let text =
+            |t: String| acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::from(t)));
+        match reason {
+            StopReason::Error { code, message } => vec![text(format!("\n[turn failed: {code}: {message}]"))],
+            StopReason::Blocked { message } => vec![text(format!("\n[turn blocked: {message}]"))],
             _ => vec![],
         }
     }
@@ -1142,6 +1632,7 @@ impl Projector {
         self.calls.insert(c.id.clone(), diffs.clone());
         let status = if started { acp::ToolCallStatus::InProgress } else { acp::ToolCallStatus::Pending };
         let call = acp::ToolCall::new(c.id.clone(), tool_title(&c.name, &args))
+            .name(c.name.clone())
             .kind(tool_kind(&c.name))
             .status(status)
             .content(diffs)
@@ -1240,7 +1731,27 @@ mod tests {
             acp::ContentBlock::ResourceLink(acp::ResourceLink::new("a.rs", "file:///w/a.rs")),
             acp::ContentBlock::from(" please"),
         ];
-        assert_eq!(prompt_text(&blocks), "look at [a.rs](file:///w/a.rs) please");
+        assert_eq!(prompt_text(&blocks).unwrap(), "look at [a.rs](file:///w/a.rs) please");
+        let image = acp::ContentBlock::Image(acp::ImageContent::new("AA==", "image/png"));
+        let err = prompt_text(&[acp::ContentBlock::from("see"), image]).unwrap_err();
+        assert_eq!(err.code, sdk::ErrorCode::INVALID_PARAMS);
+        assert!(err.message.contains("image"), "{}", err.message);
+    }
+
+    #[test]
+    fn client_system_prompts() {
+        let text = |t: &str| vec![acp::ContentBlock::from(t)];
+        let append = client_prompt(&acp::SystemPrompt::new(text("extra"))).unwrap();
+        assert_eq!(append, ClientPrompt::Append("extra".into()));
+        let mut config = wharf_core::AgentConfig::default();
+        append.apply(&mut config, "base");
+        assert_eq!((config.system_prompt.as_str(), config.instructions.as_deref()), ("base", Some("extra")));
+        let over = client_prompt(&acp::SystemPrompt::new(text("mine")).mode(acp::SystemPromptMode::Override)).unwrap();
+        over.apply(&mut config, "base");
+        assert_eq!((config.system_prompt.as_str(), config.instructions.as_deref()), ("mine", None));
+        assert!(client_prompt(&acp::SystemPrompt::new(vec![])).is_err());
+        let other = acp::SystemPrompt::new(text("x")).mode(acp::SystemPromptMode::Other("_custom".into()));
+        assert!(client_prompt(&other).is_err());
     }
 
     #[test]
@@ -1279,13 +1790,20 @@ mod tests {
             )
         };
         let profile: Vec<McpServerConfig> = serde_json::from_value(json!([{"name": "taken", "command": "x"}])).unwrap();
-        let http = acp::McpServer::Http(acp::McpServerHttp::new("web", "http://127.0.0.1:1/mcp"));
+        let http = acp::McpServer::Http(
+            acp::McpServerHttp::new("web", "http://127.0.0.1:1/mcp")
+                .headers(vec![acp::HttpHeader::new("Authorization", "Bearer ${env:TOKEN}")]),
+        );
         let rows = client_servers(&[stdio("ed"), stdio("ed"), stdio("taken"), http], &profile);
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(names, ["ed", "ed_2"]);
+        assert_eq!(names, ["ed", "ed_2", "web"]);
         assert_eq!(rows[0].command.as_deref(), Some("/bin/srv"));
         assert_eq!(rows[0].env["K"], "$${env:HOME}");
         assert!(!rows[0].required);
+        assert_eq!(rows[2].url.as_deref(), Some("http://127.0.0.1:1/mcp"));
+        assert_eq!(rows[2].headers["Authorization"], "Bearer $${env:TOKEN}");
+        let sse = acp::McpServer::Sse(acp::McpServerSse::new("old", "http://127.0.0.1:1/sse"));
+        assert!(check_servers(&[sse]).is_err());
     }
 
     #[test]
