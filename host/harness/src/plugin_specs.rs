@@ -94,8 +94,8 @@ pub fn tool_precedence(config: &Config) -> BTreeMap<String, i32> {
 /// `refused`'s tool of that name is not offered.
 pub fn shadowing_text(config: &Config, tool: &str, holder: &str, refused: &str) -> String {
     let origin =
-        |id: &str| config.origin(&format!("plugin.{}.id", id)).map(|l| l.short()).unwrap_or_else(|| "?".to_string());
-    let file = |id: &str| config.origin(&format!("plugin.{}.id", id)).map(|l| l.source.clone());
+        |id: &str| config.origin(&format!("plugin.{id}.id")).map(|l| l.short()).unwrap_or_else(|| "?".to_string());
+    let file = |id: &str| config.origin(&format!("plugin.{id}.id")).map(|l| l.source.clone());
     let later = config.row_layer(holder) > config.row_layer(refused);
     let (why, how) = if later {
         (
