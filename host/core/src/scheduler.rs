@@ -233,7 +233,7 @@ impl Run<'_> {
                 let call_token = cell.cancel.clone();
                 let mut services =
                     ctx.for_tool_call(&call.id, ready.tool.plugin().clone(), call_token.clone(), self.at, false);
-                services.progress = Some(cell.progress.clone());
+                services.cell_progress = Some(cell.progress.clone());
                 let services = Arc::new(services);
                 let inflight = services.inflight();
                 let invocation = ToolInvocation {

@@ -90,12 +90,12 @@ impl SessionContext {
             caller,
             cancel,
             events: AtomicUsize::new(0),
-            progress: std::sync::Mutex::new((0, 0)),
+            progress_used: std::sync::Mutex::new((0, 0)),
             at: None,
             nested: false,
             inner_calls: AtomicUsize::new(0),
             inflight: Default::default(),
-            progress: None,
+            cell_progress: None,
         }
     }
 
@@ -126,7 +126,7 @@ pub struct CallServices {
     /// Events this call recorded.
     events: AtomicUsize,
     /// `tool/progress` events and bytes this call appended.
-    progress: std::sync::Mutex<(usize, usize)>,
+    progress_used: std::sync::Mutex<(usize, usize)>,
     /// The step of the tool call (none for a compaction).
     at: Option<StepRef>,
     /// The call was made by a program (`tool/call.parent`).
@@ -137,7 +137,7 @@ pub struct CallServices {
     /// scheduler waits for it before committing this call's result.
     inflight: Arc<tokio::sync::RwLock<()>>,
     /// Where a call running as a cell reports its output so far.
-    pub(crate) progress: Option<crate::cells::ProgressSlot>,
+    pub(crate) cell_progress: Option<crate::cells::ProgressSlot>,
 }
 
 /// Counts the bytes of a value's JSON text without building it.
@@ -225,7 +225,7 @@ impl SessionServices for CallServices {
         }
         // Counted and appended under one lock: a call's deltas keep their
         // order in the log.
-        let mut progress = self.progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut progress = self.progress_used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (events, bytes) = *progress;
         let left = MAX_PROGRESS_BYTES_PER_CALL.saturating_sub(bytes);
         if events >= MAX_PROGRESS_EVENTS_PER_CALL || left == 0 {
@@ -261,7 +261,7 @@ impl SessionServices for CallServices {
     }
 
     fn set_progress(&self, source: crate::cells::ProgressFn) {
-        if let Some(slot) = &self.progress {
+        if let Some(slot) = &self.cell_progress {
             *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
         }
     }
