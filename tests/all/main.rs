@@ -3,6 +3,7 @@
 mod acp;
 mod anthropic;
 mod bounds;
+mod bundles;
 mod capabilities;
 mod chat;
 mod chat_render;

@@ -67,7 +67,7 @@ pub(crate) fn render(root: &Table) -> String {
     let mut out = String::from("# Composed Wharf configuration; each value notes the layer that set it.\n");
     for e in &root.entries {
         match (&e.key[..], &e.node.val) {
-            (key @ ("plugin" | "mcp"), Val::Array(rows)) => {
+            (key @ ("plugin" | "mcp" | "bundle"), Val::Array(rows)) => {
                 for row in rows {
                     if let Val::Table(t) = &row.val {
                         out.push_str(&format!("\n[[{key}]]\n"));

@@ -650,6 +650,48 @@ impl McpServer {
     }
 }
 
+/// One `[[bundle]]` row: a Claude Code / Codex plugin bundle whose skills,
+/// commands, hooks and MCP servers the host loads (`wharf-bundle`,
+/// `wharf plugin add`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleRow {
+    /// The bundle's name.
+    pub name: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// The content digest it was pinned at (`sha256:…`): a bundle whose
+    /// content differs does not load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `false` drops the row (always `true` in a composed [`Config`]).
+    #[serde(default = "enabled_default")]
+    pub enabled: bool,
+    /// What its hooks and MCP servers may do beyond reading.
+    #[serde(default)]
+    pub sandbox: BundleSandbox,
+}
+
+/// `[bundle.sandbox]`: the grants of a bundle's hook processes and stdio
+/// MCP servers (read-only, no network, no host variables by default) and
+/// the hosts its HTTP MCP servers may be.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleSandbox {
+    /// Directories, `PATH[:ro|:rw][?]` (`:ro` by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<String>,
+    /// TCP and UDP to any host.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+    /// Host environment variables passed through by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Hosts the bundle's HTTP MCP servers may be (`*` any; none by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
 /// The composed, validated configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -666,6 +708,8 @@ pub struct Config {
     pub plugins: Vec<PluginRow>,
     /// Enabled `[[mcp]]` rows, in order of first definition.
     pub mcp: Vec<McpServer>,
+    /// Enabled `[[bundle]]` rows, in order of first definition.
+    pub bundles: Vec<BundleRow>,
     /// The layer files that were read, in layer order (for hot reload).
     pub sources: Vec<PathBuf>,
     /// Every layer file that was consulted, read or missing (a missing
@@ -784,6 +828,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
         verify: typed.verify,
         plugins: typed.plugin,
         mcp: typed.mcp,
+        bundles: typed.bundle,
         sources: loader.sources,
         watch: loader.watch,
         composed,
@@ -805,6 +850,8 @@ struct Composed {
     plugin: Vec<PluginRow>,
     #[serde(default)]
     mcp: Vec<McpServer>,
+    #[serde(default)]
+    bundle: Vec<BundleRow>,
 }
 
 fn absolute(p: &Path) -> Result<PathBuf, ConfigError> {
@@ -1002,6 +1049,7 @@ fn finalize(mut root: Table) -> Result<Table, ConfigError> {
     }
 
     finalize_mcp(&mut root)?;
+    finalize_bundles(&mut root)?;
 
     for (key, fields) in [("agent", AGENT), ("session", SESSION), ("engine", ENGINE)] {
         if let Some(Node { val: Val::Table(t), .. }) = root.get_mut(key) {
@@ -1073,6 +1121,37 @@ fn finalize_mcp(root: &mut Table) -> Result<(), ConfigError> {
         kept.push(Node { val: Val::Table(t), at });
     }
     root.set("mcp", key_at, Node::new(Val::Array(kept), rows_at));
+    Ok(())
+}
+
+/// Drops disabled `[[bundle]]` rows and checks each kept row's `digest`.
+fn finalize_bundles(root: &mut Table) -> Result<(), ConfigError> {
+    let Some(entry) = root.entry("bundle") else { return Ok(()) };
+    let (key_at, rows_at) = (entry.key_at.clone(), entry.node.at.clone());
+    let Val::Array(rows) = entry.node.val.clone() else {
+        return Err(ConfigError::invalid(&rows_at, "`bundle` must be [[bundle]] rows"));
+    };
+    let mut kept = Vec::new();
+    for row in rows {
+        let Node { val: Val::Table(mut t), at } = row else { continue };
+        if let Some(Node { val: Val::Bool(false), .. }) = t.remove("enabled") {
+            continue;
+        }
+        if t.get("path").is_none() {
+            return Err(ConfigError::invalid(&at, "[[bundle]] row has no `path`"));
+        }
+        if let Some(Node { val: Val::Str(d), at }) = t.get("digest")
+            && !d.strip_prefix("sha256:").is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(ConfigError::invalid(
+                at,
+                format!("bundle `digest` must be sha256: and 64 hex digits, found \"{d}\""),
+            ));
+        }
+        order(&mut t, schema::BUNDLE);
+        kept.push(Node { val: Val::Table(t), at });
+    }
+    root.set("bundle", key_at, Node::new(Val::Array(kept), rows_at));
     Ok(())
 }
 

@@ -17,6 +17,7 @@ pub(crate) fn apply(root: &mut Table, arg: &str, ctx: &Ctx<'_>) -> Result<(), Co
         let (what, example) = match kind {
             RowKind::Plugin => ("a plugin row", "plugin.fs.grant.memory_mb=512"),
             RowKind::Mcp => ("an MCP server row", "mcp.files.required=true"),
+            RowKind::Bundle => ("a bundle row", "bundle.demo.enabled=false"),
         };
         let (Some(id), Some(rest)) = (path.get(1), path.get(2..).filter(|r| !r.is_empty())) else {
             return Err(ConfigError::invalid(
@@ -39,13 +40,14 @@ pub(crate) fn apply(root: &mut Table, arg: &str, ctx: &Ctx<'_>) -> Result<(), Co
             return Err(match kind {
                 RowKind::Plugin => ConfigError::UnknownPlugin { at, id: id.clone(), known },
                 RowKind::Mcp => ConfigError::invalid(&at, format!("no MCP server named `{id}` (known: {known})")),
+                RowKind::Bundle => ConfigError::invalid(&at, format!("no bundle named `{id}` (known: {known})")),
             });
         };
         // A row's top-level key is replaced wholesale, as a layer row would.
         set(row, rest, value, &at, true)
     } else {
         let (shape, key, table) = resolve(ROOT, &path, TOP, &at)?;
-        if let Shape::Plugins | Shape::McpRows = shape {
+        if let Shape::Plugins | Shape::McpRows | Shape::BundleRows = shape {
             return Err(ConfigError::invalid(
                 &at,
                 "rows cannot be set with -c; address one by id: plugin.ID.KEY=VALUE or mcp.NAME.KEY=VALUE",

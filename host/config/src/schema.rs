@@ -59,6 +59,8 @@ pub(crate) enum Shape {
     McpName,
     /// The `[[mcp]]` rows.
     McpRows,
+    /// The `[[bundle]]` rows.
+    BundleRows,
     /// A table of string values that may hold secrets (MCP `env`, `headers`):
     /// variables expanded except `${env:NAME}`, which is kept for the host
     /// to resolve when it starts the server.
@@ -176,6 +178,24 @@ pub(crate) const MCP: &[Field] = &[
     f("unsandboxed", Shape::Bool),
 ];
 
+/// `[[bundle]]`: a Claude Code / Codex plugin bundle (`wharf-bundle`).
+pub(crate) const BUNDLE: &[Field] = &[
+    f("name", Shape::Id),
+    f("path", Shape::Path),
+    f("digest", Shape::Str),
+    f("enabled", Shape::Bool),
+    f("sandbox", Shape::Table(BUNDLE_SANDBOX)),
+];
+
+/// `[bundle.sandbox]`: what the bundle's hooks and MCP servers may do
+/// beyond reading (`hosts`: the HTTP MCP servers it may reach).
+pub(crate) const BUNDLE_SANDBOX: &[Field] = &[
+    f("dirs", Shape::List(Item::Dir)),
+    f("network", Shape::Bool),
+    f("env", Shape::List(Item::Env)),
+    f("hosts", Shape::List(Item::Str)),
+];
+
 /// `[mcp.sandbox]`: a stdio server's OS-sandbox grants.
 pub(crate) const MCP_SANDBOX: &[Field] =
     &[f("dirs", Shape::List(Item::Dir)), f("network", Shape::Bool), f("env", Shape::List(Item::Env))];
@@ -191,6 +211,7 @@ pub(crate) const ROOT: &[Field] = &[
     f("verify", Shape::Table(VERIFY)),
     f("plugin", Shape::Plugins),
     f("mcp", Shape::McpRows),
+    f("bundle", Shape::BundleRows),
 ];
 
 /// The two kinds of rows that merge by a key: `[[plugin]]` by `id`,
@@ -199,6 +220,7 @@ pub(crate) const ROOT: &[Field] = &[
 pub(crate) enum RowKind {
     Plugin,
     Mcp,
+    Bundle,
 }
 
 impl RowKind {
@@ -207,6 +229,7 @@ impl RowKind {
         match self {
             Self::Plugin => "plugin",
             Self::Mcp => "mcp",
+            Self::Bundle => "bundle",
         }
     }
 
@@ -214,7 +237,7 @@ impl RowKind {
     pub(crate) fn id_key(self) -> &'static str {
         match self {
             Self::Plugin => "id",
-            Self::Mcp => "name",
+            Self::Mcp | Self::Bundle => "name",
         }
     }
 
@@ -223,6 +246,7 @@ impl RowKind {
         match self {
             Self::Plugin => ROW,
             Self::Mcp => MCP,
+            Self::Bundle => BUNDLE,
         }
     }
 
@@ -231,6 +255,7 @@ impl RowKind {
         match self {
             Self::Plugin => "[[plugin]]",
             Self::Mcp => "[[mcp]]",
+            Self::Bundle => "[[bundle]]",
         }
     }
 
@@ -239,6 +264,7 @@ impl RowKind {
         match key {
             "plugin" => Some(Self::Plugin),
             "mcp" => Some(Self::Mcp),
+            "bundle" => Some(Self::Bundle),
             _ => None,
         }
     }
@@ -417,6 +443,7 @@ pub(crate) fn check_node(
         }
         (Shape::Plugins, Val::Array(rows)) => check_rows(RowKind::Plugin, rows, ctx)?,
         (Shape::McpRows, Val::Array(rows)) => check_rows(RowKind::Mcp, rows, ctx)?,
+        (Shape::BundleRows, Val::Array(rows)) => check_rows(RowKind::Bundle, rows, ctx)?,
         (Shape::McpName, Val::Str(s)) => check_mcp_name(s, at)?,
         (Shape::Secrets(keys), Val::Table(t)) => {
             let name = child_table_name(table, key);
@@ -451,6 +478,7 @@ fn expected_name(shape: Shape) -> &'static str {
         Shape::Table(_) | Shape::Free => "a table",
         Shape::Plugins => "an array of tables ([[plugin]] rows)",
         Shape::McpRows => "an array of tables ([[mcp]] rows)",
+        Shape::BundleRows => "an array of tables ([[bundle]] rows)",
         Shape::McpName => "a string",
         Shape::Secrets(_) => "a table of strings",
         Shape::Any => "a value",
@@ -487,10 +515,10 @@ fn check_rows(kind: RowKind, rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), Con
                 at: row.at.clone(),
                 key: kind.key().into(),
                 table: TOP.into(),
-                expected: if kind == RowKind::Plugin {
-                    "an array of tables ([[plugin]] rows)"
-                } else {
-                    "an array of tables ([[mcp]] rows)"
+                expected: match kind {
+                    RowKind::Plugin => "an array of tables ([[plugin]] rows)",
+                    RowKind::Mcp => "an array of tables ([[mcp]] rows)",
+                    RowKind::Bundle => "an array of tables ([[bundle]] rows)",
                 },
                 found: "an array holding another type",
             });
@@ -501,7 +529,11 @@ fn check_rows(kind: RowKind, rows: &mut [Node], ctx: &Ctx<'_>) -> Result<(), Con
         };
         let id_at = t.get(id_key).map_or_else(|| row.at.clone(), |n| n.at.clone());
         if let Some(first) = seen.get(id) {
-            let what = if kind == RowKind::Plugin { "plugin id" } else { "MCP server name" };
+            let what = match kind {
+                RowKind::Plugin => "plugin id",
+                RowKind::Mcp => "MCP server name",
+                RowKind::Bundle => "bundle name",
+            };
             return Err(ConfigError::invalid(
                 &id_at,
                 format!("duplicate {what} `{id}` (first at {first}); a layer may list it once"),

@@ -506,7 +506,7 @@ impl Agent {
                 }
             }
             self.auto_compact(&snap, turn, token).await?;
-            if let Some(reason) = self.pre_step(&snap, turn, step).await {
+            if let Some(reason) = self.pre_step(&snap, turn, step, &claimed).await {
                 break StopReason::Blocked { message: reason };
             }
             inner.log.append(EventKind::StepStart(StepStart { turn, step }))?;
@@ -690,12 +690,15 @@ impl Agent {
         m
     }
 
-    async fn pre_step(&self, snap: &Snapshot, turn: u64, step: u32) -> Option<String> {
+    async fn pre_step(&self, snap: &Snapshot, turn: u64, step: u32, input: &[String]) -> Option<String> {
         if !self.inner.bus.has_listeners(snap, HookPoint::AgentPreStep) {
             return None;
         }
         let mut p = self.payload(turn, step);
         p.insert("message_count".into(), json!(self.inner.log.message_count()));
+        if !input.is_empty() {
+            p.insert("input".into(), json!(input));
+        }
         let w = self.inner.bus.waterfall(snap, HookPoint::AgentPreStep, Value::Object(p)).await;
         w.rejected.map(|r| format!("{}: {}", r.by.id, r.reason))
     }

@@ -368,7 +368,7 @@ impl ToolPipeline {
         for (index, policy) in snap.policies.iter().enumerate() {
             let (policy, request, timeout) = (policy.clone(), request.clone(), self.config.policy_timeout);
             let handle = set.spawn(async move {
-                match tokio::time::timeout(timeout, policy.evaluate(request)).await {
+                match tokio::time::timeout(timeout, policy.evaluate_versioned(request)).await {
                     Ok(r) => r,
                     Err(_) => Err(PluginError::failed(
                         ToolErrorCode::Timeout,
@@ -385,7 +385,11 @@ impl ToolPipeline {
                 Err(e) => (e.id(), Err(PluginError::failed(ToolErrorCode::HostPanic, "policy panicked"))),
             };
             if let Some(&index) = ids.get(&id) {
-                let plugin = snap.policies[index].plugin().clone();
+                let (result, version) = match result {
+                    Ok((d, v)) => (Ok(d), v),
+                    Err(e) => (Err(e), None),
+                };
+                let plugin = version.unwrap_or_else(|| snap.policies[index].plugin().clone());
                 if let Err(e) = &result {
                     tracing::warn!(policy = %plugin.id, error = %e, "policy failed; denying (fail closed)");
                 }

@@ -827,6 +827,16 @@ pub trait Policy: Send + Sync {
     fn plugin(&self) -> &PluginRef;
     /// Decides on one call.
     fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>>;
+    /// Like [`Policy::evaluate`], also naming the version that decided when
+    /// it is not [`Policy::plugin`]'s — a policy that reads its rules from
+    /// files at each call (a bundle's hooks) names the digest of what ran.
+    /// The pipeline logs that version with the vote.
+    fn evaluate_versioned(
+        &self,
+        request: PolicyRequest,
+    ) -> BoxFuture<'_, Result<(Decision, Option<PluginRef>), PluginError>> {
+        Box::pin(async move { self.evaluate(request).await.map(|d| (d, None)) })
+    }
 }
 
 /// Hook points of the event bus.

@@ -2,13 +2,18 @@
 //! a typed list that a surface shows (ACP's `available_commands_update`)
 //! and expands when a prompt starts with `/NAME` ([`expand`]).
 //!
-//! Today the list holds the skills of the loaded skills plugins (one
-//! command per skill, `/NAME ARGS` asks the model to load and follow that
-//! skill for `ARGS`). [`CommandAction::Prompt`] is a prompt template with
-//! `$ARGUMENTS`, for command files that other sources (plugin bundles) add.
-//! Names are unique: the first source to claim a name keeps it.
+//! The list holds the skills of the loaded skills plugins (one command per
+//! skill, `/NAME ARGS` asks the model to load and follow that skill for
+//! `ARGS`) and the `commands/*.md` of `[[bundle]]` rows
+//! ([`CommandAction::Bundle`], re-read at each use so an edit shows at
+//! once). [`CommandAction::Prompt`] is a plain prompt template with
+//! `$ARGUMENTS`. Names are unique: the first source to claim a name keeps
+//! it. Surfaces without an async context (chat, the web API) use
+//! [`Harness::bundle_commands`] and [`Harness::expand_command`].
 
 use std::collections::HashSet;
+
+use serde::Serialize;
 
 use wharf_runtime::component::Kind;
 
@@ -53,6 +58,11 @@ pub enum CommandAction {
         /// The template.
         template: String,
     },
+    /// A bundle's command file: its body (re-read now) with `$ARGUMENTS`.
+    Bundle {
+        /// The command as the bundle was loaded.
+        command: wharf_bundle::Command,
+    },
 }
 
 impl Command {
@@ -75,6 +85,9 @@ impl Command {
                 } else {
                     format!("{}\n\n{args}", template.trim_end())
                 }
+            }
+            CommandAction::Bundle { command } => {
+                command.reread().unwrap_or_else(|_| command.clone()).expand(args)
             }
         }
     }
@@ -153,7 +166,79 @@ impl Harness {
                 });
             }
         }
+        for c in self.bundle_commands() {
+            if out.len() >= MAX_COMMANDS || !seen.insert(c.name.clone()) {
+                continue;
+            }
+            let Some(command) = self.bundle_command(&c.qualified) else { continue };
+            out.push(Command {
+                name: c.name,
+                description: one_line(&c.description, MAX_DESCRIPTION_CHARS),
+                input_hint: c.argument_hint,
+                action: CommandAction::Bundle { command },
+            });
+        }
         out
+    }
+}
+
+
+
+/// One slash command, as surfaces show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlashCommand {
+    /// Typed as `/NAME`.
+    pub name: String,
+    /// Also typed as `/QUALIFIED` (`BUNDLE:NAME`).
+    pub qualified: String,
+    /// What it does.
+    pub description: String,
+    /// What arguments it takes, if it says.
+    pub argument_hint: Option<String>,
+    /// Where it comes from (`bundle:NAME`).
+    pub source: String,
+}
+
+impl Harness {
+    /// The commands of the host's bundles, in row order (what chat and the
+    /// web API list; [`Harness::commands`] adds the skills). A name two bundles
+    /// share is typed qualified for the second.
+    pub fn bundle_commands(&self) -> Vec<SlashCommand> {
+        let mut out: Vec<SlashCommand> = Vec::new();
+        for lb in self.bundles() {
+            for c in &lb.bundle.commands {
+                let qualified = format!("{}:{}", lb.row.name, c.name);
+                let name = if out.iter().any(|o| o.name == c.name) { qualified.clone() } else { c.name.clone() };
+                out.push(SlashCommand {
+                    name,
+                    qualified,
+                    description: c.description.clone(),
+                    argument_hint: c.argument_hint.clone(),
+                    source: format!("bundle:{}", lb.row.name),
+                });
+            }
+        }
+        out
+    }
+
+    /// The prompt `line` (`/NAME ARGS`) stands for, when `NAME` is one of
+    /// [`Harness::commands`]; `None` for any other line. The command's file
+    /// is read again, so an edit shows at once.
+    pub fn expand_command(&self, line: &str) -> Option<String> {
+        let rest = line.trim_start().strip_prefix('/')?;
+        let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let listed = self.bundle_commands();
+        let hit = listed.iter().find(|c| c.name == name || c.qualified == name)?;
+        let c = self.bundle_command(&hit.qualified)?;
+        let fresh = c.reread().unwrap_or_else(|_| c.clone());
+        Some(fresh.expand(args))
+    }
+
+    /// The bundle command `BUNDLE:NAME` as loaded.
+    fn bundle_command(&self, qualified: &str) -> Option<wharf_bundle::Command> {
+        let (bundle, cmd) = qualified.split_once(':')?;
+        let lb = self.bundles().iter().find(|b| b.row.name == bundle)?;
+        lb.bundle.commands.iter().find(|c| c.name == cmd).cloned()
     }
 }
 

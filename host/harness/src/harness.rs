@@ -59,6 +59,8 @@ pub struct Harness {
     pub live: LiveOverrides,
     /// Why plugins were reloaded (see [`Harness::take_reload_cause`]).
     reload_causes: ReloadCauses,
+    /// The `[[bundle]]` rows' bundles.
+    bundles: Vec<crate::bundles::LoadedBundle>,
     /// The adapter new agents use (`agent.adapter`, changed by `--model` /
     /// `/model ADAPTER…`; `None`: the first loaded).
     adapter: Arc<Mutex<Option<String>>>,
@@ -88,6 +90,12 @@ impl Harness {
         let mut config = args.load_config()?;
         let seen = ConfigSeen::of(&config);
         edit(&mut config)?;
+        // Bundles: skills and MCP servers become rows; hooks are installed
+        // below, once the registry exists.
+        let bundles = crate::bundles::load(&config)?;
+        for skipped in crate::bundles::apply(&mut config, &bundles) {
+            args.notify(Notice::Warning(skipped));
+        }
         let live: LiveOverrides = Arc::default();
         // `--model`: a live override from the start, so config reloads keep it.
         if let Some(spec) = &args.model {
@@ -118,6 +126,7 @@ impl Harness {
         runtime.enable_tiering();
         let registry = Arc::new(Registry::new());
         registry.set_precedence(tool_precedence(&config));
+        crate::bundles::install_hooks(&registry, &bundles, &workspace)?;
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
@@ -155,7 +164,10 @@ impl Harness {
             let (causes, seen, ws) = (reload_causes.clone(), Mutex::new(seen), workspace.clone());
             let home = args.home.clone();
             let source: SpecSource = Arc::new(move || {
-                let c = wharf_config::load(&opts).map_err(|e| e.to_string())?;
+                let mut c = wharf_config::load(&opts).map_err(|e| e.to_string())?;
+                // The same bundle rows as at the start (skills directories).
+                let b = crate::bundles::load(&c).map_err(|e| format!("{e:#}"))?;
+                crate::bundles::apply(&mut c, &b);
                 registry.set_precedence(tool_precedence(&c));
                 let now = ConfigSeen::of(&c);
                 let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,9 +195,15 @@ impl Harness {
             mcp,
             live,
             reload_causes,
+            bundles,
             adapter,
             _watch: watch,
         })
+    }
+
+    /// The bundles of the host's `[[bundle]]` rows.
+    pub fn bundles(&self) -> &[crate::bundles::LoadedBundle] {
+        &self.bundles
     }
 
     /// The effective `config` of plugin row `id`: the composed config with

@@ -11,6 +11,7 @@
 //! command-line flags, reads the environment for its options or prints: a
 //! surface fills in [`HostOptions`] and shows [`Notice`]s its own way.
 
+pub mod bundles;
 pub mod commands;
 mod harness;
 pub mod headless;

@@ -103,6 +103,11 @@ Type a message and press Enter. While a turn runs, Enter queues the text for its
   /permissions [PRESET]  show or switch: read-only, ask, auto, full-access
   /help       this help                                   /quit       quit";
 
+/// The chat's own slash commands (a bundle command of the same name is
+/// reached as `/BUNDLE:NAME`).
+const BUILTIN_COMMANDS: &[&str] =
+    &["help", "h", "?", "quit", "exit", "q", "compact", "sessions", "resume", "new", "plugins", "model", "permissions"];
+
 /// Runs `wharf chat`.
 pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let out = Out::new();
@@ -841,6 +846,12 @@ impl Chat {
         if let Some(cmd) = trimmed.strip_prefix('/') {
             return self.command(cmd, running);
         }
+        self.send(trimmed, running)
+    }
+
+    /// Sends `trimmed` as input: a steer while a turn runs, else a
+    /// follow-up that starts one.
+    fn send(&mut self, trimmed: &str, running: bool) -> Result<Action> {
         let agent = self.agent()?.clone();
         if running {
             let id = agent.steer(trimmed)?;
@@ -858,13 +869,25 @@ impl Chat {
     fn command(&mut self, cmd: &str, running: bool) -> Result<Action> {
         let (name, rest) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
         let rest = rest.trim();
+        // A bundle's command (`commands/NAME.md`): its prompt, sent as typed.
+        if !BUILTIN_COMMANDS.contains(&name)
+            && let Some(prompt) = self.host.expand_command(&format!("/{cmd}"))
+        {
+            return self.send(&prompt, running);
+        }
         let o = &self.out;
         let busy = |what: &str| {
             o.line(&o.warn(&format!("{what} is not possible while a turn runs (Ctrl-C cancels it)")));
             Ok(Action::Nothing)
         };
         match name {
-            "help" | "h" | "?" => o.line(HELP),
+            "help" | "h" | "?" => {
+                o.line(HELP);
+                for c in self.host.bundle_commands() {
+                    let hint = c.argument_hint.map(|h| format!(" {h}")).unwrap_or_default();
+                    o.line(&format!("  /{}{hint}  {} ({})", c.name, c.description, c.source));
+                }
+            }
             "quit" | "exit" | "q" => return Ok(Action::Quit),
             "compact" => {
                 if running {

@@ -2,9 +2,11 @@
 //! components outside a session — inspect, check and call one
 //! ([`inspect`]), scaffold a project ([`new`]), build it in any supported
 //! language and check the result ([`build`]), and push, pull, lock, sign
-//! and verify components in an OCI registry ([`oci`]).
+//! and verify components in an OCI registry ([`oci`]); add, list and
+//! remove Claude Code / Codex plugin bundles ([`bundle`]).
 
 pub mod build;
+pub mod bundle;
 pub mod inspect;
 pub mod new;
 pub mod oci;
@@ -27,6 +29,9 @@ pub enum PluginCommand {
     #[allow(missing_docs)]
     #[command(flatten)]
     Oci(oci::OciCommand),
+    #[allow(missing_docs)]
+    #[command(flatten)]
+    Bundle(bundle::BundleCommand),
 }
 
 /// Runs `wharf plugin …`; components are loaded by a runtime built with
@@ -37,5 +42,6 @@ pub async fn run(cmd: PluginCommand, runtime: RuntimeOptions) -> anyhow::Result<
         PluginCommand::New(args) => new::run(args).await,
         PluginCommand::Build(args) => build::run(args, runtime).await,
         PluginCommand::Oci(cmd) => oci::run(cmd).await,
+        PluginCommand::Bundle(cmd) => bundle::run(cmd),
     }
 }

@@ -124,10 +124,13 @@ struct InfoView {
     #[serde(flatten)]
     host: wharf_harness::views::HostInfo,
     loaded: usize,
+    /// The bundles' slash commands (`/NAME ARGS` in any input expands).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    commands: Vec<wharf_harness::commands::SlashCommand>,
 }
 
 async fn info(State(app): AppState) -> Json<InfoView> {
-    Json(InfoView { host: app.harness.info(), loaded: app.loaded().len() })
+    Json(InfoView { host: app.harness.info(), loaded: app.loaded().len(), commands: app.harness.bundle_commands() })
 }
 
 async fn openapi() -> Response {
@@ -252,6 +255,7 @@ async fn new_session(State(app): AppState, body: Option<Json<TextBody>>) -> ApiR
     if !text.trim().is_empty() {
         check_text(&text)?;
     }
+    let text = app.harness.expand_command(&text).unwrap_or(text);
     let (id, inbox) = app
         .with_session(None, |l| {
             let inbox = if text.trim().is_empty() { None } else { Some(l.agent.followup(text)) };
@@ -275,6 +279,8 @@ enum Input {
 
 async fn input(app: &Arc<Server>, id: &str, text: String, how: Input) -> ApiResult<Json<Value>> {
     check_text(&text)?;
+    // A bundle's slash command stands for its prompt.
+    let text = app.harness.expand_command(&text).unwrap_or(text);
     let mut routed = false;
     let r = loop {
         let t = text.clone();

@@ -1,0 +1,529 @@
+//! `[[bundle]]` rows: Claude Code / Codex plugin bundles (`wharf-bundle`)
+//! as parts of a host.
+//!
+//! - **skills**: the bundle's `skills/` joins the `skills` row's `dirs`
+//!   (read-only grant), so the catalogue offers them;
+//! - **commands**: [`crate::commands`] (`Harness::commands`);
+//! - **MCP servers**: `[[mcp]]` rows named `BUNDLE-SERVER`, a stdio server
+//!   confined in the OS sandbox with the bundle's `[bundle.sandbox]` grants
+//!   (the bundle read-only, nothing else writable unless granted), an HTTP
+//!   server only to a host in `sandbox.hosts`;
+//! - **hooks**: one native registration per bundle, plugin `bundle:NAME`:
+//!   its `PreToolUse` hooks are a [`Policy`] (allow, deny, ask, rewrite),
+//!   `PostToolUse` a `tools/post-execute` listener, `UserPromptSubmit` an
+//!   `agent/pre-step` listener (on steps that took user input) and `Stop`
+//!   an `agent/turn-stopping` listener. Each hook is a process: `/bin/sh -c
+//!   COMMAND` started by `wharf_runtime::process::native` in the same OS
+//!   sandbox as the `bash` tool's commands and stdio MCP servers (Landlock,
+//!   seccomp, rlimits, a scrubbed environment), with the hook protocol of
+//!   `wharf_bundle::hooks`. The command and its scripts are read at each
+//!   run, so an edit takes effect at the next call, and the digest of what
+//!   ran is the version logged with the decision. A hook that cannot start,
+//!   crashes, times out or prints something that is not a JSON object
+//!   denies (a `Stop` hook's failure only logs a warning).
+//!
+//! A row with a `digest` loads only if the bundle's content still has that
+//! digest.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wharf_bundle::hooks::{Answer, HookEvent, HookRule, HookRun, MAX_OUTPUT_BYTES, claude_tool_name, input, interpret};
+use wharf_bundle::{Bundle, BundleError};
+use wharf_config::{BundleRow, Config, McpSandbox, McpServer};
+use wharf_core::plugin::{
+    BoxFuture, Decision, Hook, HookOutcome, HookPoint, PluginError, PluginRef, Policy, PolicyRequest, ToolErrorCode,
+};
+use wharf_core::registry::{Registrations, Registry};
+use wharf_runtime::process::native::{NativeCommand, NativeGrant, NativeProcess, NativeStdio};
+
+/// The row whose `dirs` bundle skills join (the harness's choice, like the
+/// `@path` tool).
+const SKILLS_ROW: &str = "skills";
+/// A tool hook's deadline is capped below the pipeline's 10 s for a policy.
+const TOOL_HOOK_CAP: Duration = Duration::from_secs(9);
+/// Other hooks' below the bus's 30 s for a listener.
+const OTHER_HOOK_CAP: Duration = Duration::from_secs(25);
+/// Most times `Stop` hooks keep one turn going.
+const MAX_STOP_CONTINUES: u32 = 3;
+
+/// A bundle a host loaded, with its row.
+#[derive(Debug, Clone)]
+pub struct LoadedBundle {
+    /// The `[[bundle]]` row.
+    pub row: BundleRow,
+    /// What was read.
+    pub bundle: Arc<Bundle>,
+}
+
+/// Reads every `[[bundle]]` row's bundle, checking pinned digests.
+pub fn load(config: &Config) -> Result<Vec<LoadedBundle>> {
+    let mut out = Vec::new();
+    for row in &config.bundles {
+        let bundle = Bundle::load(&row.path).with_context(|| format!("bundle `{}`", row.name))?;
+        if bundle.name() != row.name {
+            tracing::debug!(row = %row.name, bundle = %bundle.name(), "bundle row named differently from its manifest");
+        }
+        if let Some(pinned) = &row.digest {
+            let found = bundle.digest().with_context(|| format!("bundle `{}`", row.name))?;
+            if &found != pinned {
+                return Err(BundleError::Changed { name: row.name.clone(), pinned: pinned.clone(), found }.into());
+            }
+        }
+        out.push(LoadedBundle { row: row.clone(), bundle: Arc::new(bundle) });
+    }
+    Ok(out)
+}
+
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    Some(host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h))
+}
+
+fn host_allowed(host: &str, allow: &[String]) -> bool {
+    allow.iter().any(|a| {
+        a == "*"
+            || a.eq_ignore_ascii_case(host)
+            || a.strip_prefix("*.").is_some_and(|s| host.ends_with(&format!(".{s}")))
+    })
+}
+
+/// Puts the bundles' skills and MCP servers into `config`; returns what it
+/// could not (one line each).
+pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
+    let mut skipped = Vec::new();
+    for lb in bundles {
+        let (b, row) = (&lb.bundle, &lb.row);
+        if let Some(dir) = &b.skills_dir {
+            match config.plugins.iter_mut().find(|r| r.id == SKILLS_ROW) {
+                Some(skills) => {
+                    let d = dir.display().to_string();
+                    if let Value::Object(m) = &mut skills.config {
+                        let dirs = m.entry("dirs").or_insert_with(|| json!([]));
+                        if let Value::Array(a) = dirs
+                            && !a.iter().any(|v| v.as_str() == Some(&d))
+                        {
+                            a.push(json!(d));
+                        }
+                    } else {
+                        skills.config = json!({ "dirs": [d] });
+                    }
+                    let grant = format!("{d}:ro");
+                    if !skills.grant.dirs.contains(&grant) {
+                        skills.grant.dirs.push(grant);
+                    }
+                }
+                None => skipped.push(format!(
+                    "bundle `{}`: its skills need a `{SKILLS_ROW}` plugin row, and this profile has none",
+                    row.name
+                )),
+            }
+        }
+        for decl in &b.mcp {
+            if config.mcp.iter().any(|m| m.name == decl.name) {
+                skipped.push(format!("bundle `{}`: MCP server `{}` exists already; not added", row.name, decl.name));
+                continue;
+            }
+            if let Some(url) = &decl.url {
+                let host = host_of(url).unwrap_or_default();
+                if !host_allowed(host, &row.sandbox.hosts) {
+                    skipped.push(format!(
+                        "bundle `{}`: MCP server `{}` is at {host}, not in the row's `sandbox.hosts`; not started",
+                        row.name, decl.server
+                    ));
+                    continue;
+                }
+            }
+            let mut dirs = vec![format!("{}:ro", b.root.display())];
+            dirs.extend(row.sandbox.dirs.iter().cloned());
+            let stdio = decl.command.is_some();
+            config.mcp.push(McpServer {
+                name: decl.name.clone(),
+                command: decl.command.clone(),
+                args: decl.args.clone(),
+                env: decl.env.clone(),
+                cwd: decl.cwd.clone(),
+                url: decl.url.clone(),
+                headers: decl.headers.clone(),
+                required: false,
+                startup_timeout_ms: None,
+                tool_timeout_ms: None,
+                enabled: true,
+                sandbox: if stdio {
+                    McpSandbox { dirs, network: row.sandbox.network, env: row.sandbox.env.clone() }
+                } else {
+                    McpSandbox::default()
+                },
+                unsandboxed: false,
+            });
+        }
+    }
+    skipped
+}
+
+/// Installs the hooks of every bundle that has some, as plugin
+/// `bundle:NAME` (see the module docs).
+pub fn install_hooks(registry: &Registry, bundles: &[LoadedBundle], workspace: &Path) -> Result<()> {
+    for lb in bundles {
+        if lb.bundle.hooks.is_empty() {
+            continue;
+        }
+        let plugin = PluginRef {
+            id: format!("bundle:{}", lb.row.name),
+            digest: lb.row.digest.as_deref().map_or("unpinned", |d| d.trim_start_matches("sha256:")).to_string(),
+            config: None,
+        };
+        let hooks = Arc::new(BundleHooks::new(lb, plugin.clone(), workspace)?);
+        let has = |e: HookEvent| lb.bundle.hooks.iter().any(|h| h.event == e);
+        let regs = Registrations {
+            policy: has(HookEvent::PreToolUse).then(|| hooks.clone() as Arc<dyn Policy>),
+            hooks: (!hooks.subscriptions.is_empty()).then(|| hooks.clone() as Arc<dyn Hook>),
+            ..Registrations::default()
+        };
+        registry.install(plugin, regs)?;
+    }
+    Ok(())
+}
+
+/// The hooks of one bundle, as a policy and a hook listener.
+struct BundleHooks {
+    plugin: PluginRef,
+    name: String,
+    root: PathBuf,
+    rules: Vec<HookRule>,
+    subscriptions: Vec<(HookPoint, i32)>,
+    workspace: PathBuf,
+    grant: NativeGrant,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// `Stop` continuations per session and turn.
+    stops: Mutex<HashMap<(String, u64), u32>>,
+}
+
+fn parse_dirs(specs: &[String], workspace: &Path, grant: &mut NativeGrant) -> Result<()> {
+    for spec in specs {
+        let (spec, optional) = spec.strip_suffix('?').map_or((spec.as_str(), false), |s| (s, true));
+        let (path, rw) = match spec.rsplit_once(':') {
+            Some((p, "rw")) => (p, true),
+            Some((p, "ro")) => (p, false),
+            _ => (spec, false),
+        };
+        let path = if Path::new(path).is_relative() { workspace.join(path) } else { PathBuf::from(path) };
+        if !path.is_dir() {
+            if optional {
+                continue;
+            }
+            bail!("granted directory {} does not exist", path.display());
+        }
+        if rw { grant.rw.push(path) } else { grant.ro.push(path) }
+    }
+    Ok(())
+}
+
+impl BundleHooks {
+    fn new(lb: &LoadedBundle, plugin: PluginRef, workspace: &Path) -> Result<Self> {
+        let b = &lb.bundle;
+        let mut grant = NativeGrant {
+            ro: vec![b.root.clone(), workspace.to_path_buf()],
+            network: lb.row.sandbox.network,
+            ..Default::default()
+        };
+        parse_dirs(&lb.row.sandbox.dirs, workspace, &mut grant).with_context(|| format!("bundle `{}`", lb.row.name))?;
+        let root = b.root.display().to_string();
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = vec![
+            ("CLAUDE_PLUGIN_ROOT".into(), root.clone().into()),
+            ("PLUGIN_ROOT".into(), root.into()),
+            ("CLAUDE_PROJECT_DIR".into(), workspace.as_os_str().to_owned()),
+        ];
+        for name in std::iter::once("PATH").chain(lb.row.sandbox.env.iter().map(String::as_str)) {
+            if let Some(v) = std::env::var_os(name) {
+                env.push((name.into(), v));
+            }
+        }
+        let mut subscriptions = Vec::new();
+        for (event, point) in [
+            (HookEvent::PostToolUse, HookPoint::ToolsPostExecute),
+            (HookEvent::UserPromptSubmit, HookPoint::AgentPreStep),
+            (HookEvent::Stop, HookPoint::AgentTurnStopping),
+        ] {
+            if b.hooks.iter().any(|h| h.event == event) {
+                subscriptions.push((point, 0));
+            }
+        }
+        Ok(Self {
+            plugin,
+            name: lb.row.name.clone(),
+            root: b.root.clone(),
+            rules: b.hooks.clone(),
+            subscriptions,
+            workspace: workspace.to_path_buf(),
+            grant,
+            env,
+            stops: Mutex::default(),
+        })
+    }
+
+    /// The rules of `event` for `tool` (any tool when `None`).
+    fn matching(&self, event: HookEvent, tool: Option<&str>) -> Vec<&HookRule> {
+        self.rules.iter().filter(|r| r.event == event && tool.is_none_or(|t| r.matcher.matches(t))).collect()
+    }
+
+    /// `FILE@DIGEST12` of what runs for `rule` now: the command and the
+    /// bytes of the scripts it names, read now.
+    fn version(&self, rule: &HookRule) -> (String, String) {
+        let mut h = Sha256::new();
+        h.update(rule.command.as_bytes());
+        let scripts = rule.scripts(&self.root);
+        for s in &scripts {
+            h.update([0]);
+            h.update(std::fs::read(s).unwrap_or_default());
+        }
+        let digest = hex::encode(h.finalize());
+        let shown = scripts
+            .first()
+            .map(|s| s.strip_prefix(&self.root).unwrap_or(s).display().to_string())
+            .unwrap_or_else(|| rule.command.chars().take(60).collect());
+        (shown, digest)
+    }
+
+    /// Runs one hook (see the module docs).
+    async fn run(&self, rule: &HookRule, stdin: &Value, cap: Duration) -> HookRun {
+        let failed = |why: String| HookRun { code: Some(-1), stdout: String::new(), stderr: why, timed_out: false };
+        let cmd = NativeCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), rule.command.clone().into()],
+            cwd: self.workspace.clone(),
+            env: self.env.clone(),
+            sandbox: Some(self.grant.clone()),
+        };
+        let (proc, io) = match NativeProcess::spawn(cmd) {
+            Ok(p) => p,
+            Err(e) => return failed(format!("could not start in the OS sandbox: {e}")),
+        };
+        let body = serde_json::to_vec(stdin).unwrap_or_default();
+        let timeout = rule.timeout.min(cap);
+        let NativeStdio { mut stdin, mut stdout, mut stderr } = io;
+        let work = async {
+            let write = async move {
+                // A hook that does not read its input is fine.
+                let _ = stdin.write_all(&body).await;
+                drop(stdin);
+            };
+            let (_, out, err) = tokio::join!(write, read_bounded(&mut stdout), read_bounded(&mut stderr));
+            proc.exited().await;
+            (out, err)
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Err(_) => {
+                proc.kill();
+                HookRun { code: None, stdout: String::new(), stderr: String::new(), timed_out: true }
+            }
+            Ok((stdout, stderr)) => {
+                let status = proc.wait().await;
+                let code = status.and_then(|s| s.code());
+                HookRun { code, stdout, stderr, timed_out: false }
+            }
+        }
+    }
+
+    /// Runs the hooks of `event` for `tool` in order; the first that
+    /// blocks, asks or fails decides. Returns the answers with each hook's
+    /// `FILE@DIGEST`.
+    async fn run_all(
+        &self,
+        event: HookEvent,
+        tool: Option<&str>,
+        stdin: &Value,
+        cap: Duration,
+    ) -> Vec<(String, String, Result<Answer, String>)> {
+        let mut out = Vec::new();
+        for rule in self.matching(event, tool) {
+            let (file, digest) = self.version(rule);
+            let run = self.run(rule, stdin, cap).await;
+            let answer = interpret(event, &run).map_err(|e| e.0);
+            if let Err(e) = &answer {
+                tracing::warn!(bundle = %self.name, hook = %file, version = %&digest[..12], "hook failed: {e}");
+            }
+            out.push((file, digest, answer));
+        }
+        out
+    }
+
+    fn tool_input(tool: &str, args: &Value) -> Value {
+        json!({ "tool_name": claude_tool_name(tool).unwrap_or(tool), "tool_input": args })
+    }
+}
+
+async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(r: &mut R) -> String {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = MAX_OUTPUT_BYTES.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+fn short(d: &str) -> &str {
+    d.get(..12).unwrap_or(d)
+}
+
+impl Policy for BundleHooks {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>> {
+        Box::pin(async move { self.evaluate_versioned(request).await.map(|(d, _)| d) })
+    }
+
+    fn evaluate_versioned(
+        &self,
+        request: PolicyRequest,
+    ) -> BoxFuture<'_, Result<(Decision, Option<PluginRef>), PluginError>> {
+        Box::pin(async move {
+            let extra = Self::tool_input(&request.tool, &request.arguments);
+            let stdin = input(HookEvent::PreToolUse, &request.session_id, &self.workspace, extra);
+            let answers = self.run_all(HookEvent::PreToolUse, Some(&request.tool), &stdin, TOOL_HOOK_CAP).await;
+            // The version that decided: the digest of every hook that ran.
+            let mut h = Sha256::new();
+            for (_, d, _) in &answers {
+                h.update(d.as_bytes());
+            }
+            let version = PluginRef { digest: hex::encode(h.finalize()), ..self.plugin.clone() };
+            let mut decision = Decision::Allow;
+            let mut rewrite = None;
+            for (file, digest, answer) in answers {
+                let at = format!("{} hook {file}@{}", self.name, short(&digest));
+                match answer {
+                    Err(e) => {
+                        return Err(PluginError::failed(
+                            ToolErrorCode::Denied,
+                            format!("{at} failed, so the call is denied: {e}"),
+                        ));
+                    }
+                    Ok(Answer::Block { reason }) => {
+                        return Ok((Decision::Deny { reason: format!("{at}: {reason}") }, Some(version)));
+                    }
+                    Ok(Answer::Ask { reason, input }) => {
+                        let note = if input.is_some() { " (its updatedInput is not applied to an ask)" } else { "" };
+                        decision = Decision::Ask { reason: format!("{at}: {reason}{note}") };
+                    }
+                    Ok(Answer::Allow { input: Some(i) } | Answer::Rewrite { input: i }) => rewrite = Some(i),
+                    Ok(Answer::Allow { input: None } | Answer::Pass | Answer::Context { .. }) => {}
+                }
+            }
+            if let (Decision::Allow, Some(args)) = (&decision, rewrite) {
+                decision = Decision::Rewrite { args };
+            }
+            Ok((decision, Some(version)))
+        })
+    }
+}
+
+impl Hook for BundleHooks {
+    fn plugin(&self) -> &PluginRef {
+        &self.plugin
+    }
+
+    fn subscriptions(&self) -> &[(HookPoint, i32)] {
+        &self.subscriptions
+    }
+
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
+        Box::pin(async move {
+            let session = payload.get("session_id").and_then(Value::as_str).unwrap_or_default().to_string();
+            match point {
+                HookPoint::ToolsPostExecute => {
+                    let tool = payload.get("tool").and_then(Value::as_str).unwrap_or_default().to_string();
+                    let mut extra = Self::tool_input(&tool, payload.get("arguments").unwrap_or(&Value::Null));
+                    extra["tool_response"] = payload.get("outcome").cloned().unwrap_or(Value::Null);
+                    extra["tool_use_id"] = payload.get("call_id").cloned().unwrap_or(Value::Null);
+                    let stdin = input(HookEvent::PostToolUse, &session, &self.workspace, extra);
+                    let mut contexts = Vec::new();
+                    for (file, digest, answer) in
+                        self.run_all(HookEvent::PostToolUse, Some(&tool), &stdin, OTHER_HOOK_CAP).await
+                    {
+                        let at = format!("{} hook {file}@{}", self.name, short(&digest));
+                        match answer {
+                            Err(e) => return Ok(HookOutcome::Reject(format!("{at} failed: {e}"))),
+                            Ok(Answer::Block { reason }) => return Ok(HookOutcome::Reject(format!("{at}: {reason}"))),
+                            Ok(Answer::Context { text }) => contexts.push(text),
+                            Ok(_) => {}
+                        }
+                    }
+                    if contexts.is_empty() {
+                        return Ok(HookOutcome::Pass);
+                    }
+                    let mut p = payload;
+                    if let Some(c) = p.pointer_mut("/outcome/content")
+                        && let Some(text) = c.as_str()
+                    {
+                        *c = json!(format!("{text}\n\n{}", contexts.join("\n")));
+                    }
+                    Ok(HookOutcome::Replace(p))
+                }
+                HookPoint::AgentPreStep => {
+                    let Some(inputs) = payload.get("input").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+                        return Ok(HookOutcome::Pass);
+                    };
+                    let prompt = inputs.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n\n");
+                    let stdin =
+                        input(HookEvent::UserPromptSubmit, &session, &self.workspace, json!({ "prompt": prompt }));
+                    for (file, digest, answer) in
+                        self.run_all(HookEvent::UserPromptSubmit, None, &stdin, OTHER_HOOK_CAP).await
+                    {
+                        let at = format!("{} hook {file}@{}", self.name, short(&digest));
+                        match answer {
+                            Err(e) => return Ok(HookOutcome::Reject(format!("{at} failed: {e}"))),
+                            Ok(Answer::Block { reason }) => return Ok(HookOutcome::Reject(format!("{at}: {reason}"))),
+                            Ok(Answer::Context { .. }) => {
+                                tracing::info!(bundle = %self.name, "UserPromptSubmit context is not added (not supported)");
+                            }
+                            Ok(_) => {}
+                        }
+                    }
+                    Ok(HookOutcome::Pass)
+                }
+                HookPoint::AgentTurnStopping => {
+                    let turn = payload.get("turn").and_then(Value::as_u64).unwrap_or_default();
+                    let key = (session.clone(), turn);
+                    let done = self.stops.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied().unwrap_or(0);
+                    if done >= MAX_STOP_CONTINUES {
+                        return Ok(HookOutcome::Pass);
+                    }
+                    let stdin =
+                        input(HookEvent::Stop, &session, &self.workspace, json!({ "stop_hook_active": done > 0 }));
+                    for (file, digest, answer) in self.run_all(HookEvent::Stop, None, &stdin, OTHER_HOOK_CAP).await {
+                        if let Ok(Answer::Block { reason }) = answer {
+                            let mut stops = self.stops.lock().unwrap_or_else(|e| e.into_inner());
+                            if stops.len() >= 4096 {
+                                stops.clear();
+                            }
+                            *stops.entry(key).or_default() += 1;
+                            return Ok(HookOutcome::Reject(format!(
+                                "{} hook {file}@{}: {reason}",
+                                self.name,
+                                short(&digest)
+                            )));
+                        }
+                    }
+                    Ok(HookOutcome::Pass)
+                }
+                _ => Ok(HookOutcome::Pass),
+            }
+        })
+    }
+}
