@@ -34,6 +34,7 @@ pub enum BundleCommand {
     Remove {
         /// The bundle's name.
         name: String,
+        /// Which layer.
         #[command(flatten)]
         at: WhereArgs,
     },
@@ -64,6 +65,7 @@ pub struct AddArgs {
     /// Accept content that differs from what was pinned.
     #[arg(long)]
     pub update: bool,
+    /// Which layer.
     #[command(flatten)]
     pub at: WhereArgs,
 }
