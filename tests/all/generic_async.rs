@@ -152,7 +152,7 @@ text = "Done."
         events
             .iter()
             .find(|e| e["type"] == "tool/call" && e["data"]["name"] == tool)
-            .and_then(|e| e["data"]["call_id"].as_str().map(str::to_string))
+            .and_then(|e| e["data"]["id"].as_str().map(str::to_string))
             .unwrap_or_else(|| panic!("no call of {tool}: {dump}"))
     };
     let result = |id: &str| {

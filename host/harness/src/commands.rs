@@ -86,9 +86,7 @@ impl Command {
                     format!("{}\n\n{args}", template.trim_end())
                 }
             }
-            CommandAction::Bundle { command } => {
-                command.reread().unwrap_or_else(|_| command.clone()).expand(args)
-            }
+            CommandAction::Bundle { command } => command.reread().unwrap_or_else(|_| command.clone()).expand(args),
         }
     }
 }
@@ -181,8 +179,6 @@ impl Harness {
         out
     }
 }
-
-
 
 /// One slash command, as surfaces show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

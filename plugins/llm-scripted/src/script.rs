@@ -30,6 +30,10 @@ pub struct Config {
     complete_text: Option<String>,
     /// Alternative scripts chosen by the first user message (subagents).
     branches: Vec<Branch>,
+    /// Per-model prices: the host reads them for its cost figures (the
+    /// key every adapter row may carry); the script ignores them.
+    #[allow(dead_code)]
+    prices: Option<serde_json::Value>,
 }
 
 /// A script used when the session's first user message contains `when`.
