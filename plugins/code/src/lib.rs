@@ -85,7 +85,7 @@ fn signature(schema: &serde_json::Value, depth: usize) -> String {
         match v.get("type") {
             Some(serde_json::Value::String(t)) if t == "object" && depth < 2 => signature(v, depth + 1),
             Some(serde_json::Value::String(t)) if t == "array" => {
-                format!("{}[]", v.get("items").map(|i| signature_type(i)).unwrap_or_else(|| "any".into()))
+                format!("{}[]", v.get("items").map(signature_type).unwrap_or_else(|| "any".into()))
             }
             Some(serde_json::Value::String(t)) => t.clone(),
             Some(serde_json::Value::Array(ts)) => ts.iter().filter_map(|t| t.as_str()).collect::<Vec<_>>().join(" | "),

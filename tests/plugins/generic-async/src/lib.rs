@@ -48,8 +48,7 @@ impl Guest for Fixture {
         let (mut tx, rx) = wit_stream::new::<Vec<u8>>();
         wit_bindgen::spawn_local(async move {
             for _ in 0..n {
-                let mut chunk = vec![b'x'; size as usize];
-                chunk.push(b'\n');
+                let chunk: Vec<u8> = std::iter::repeat_n(b'x', size as usize).chain([b'\n']).collect();
                 if tx.write_one(chunk).await.is_some() {
                     return;
                 }
