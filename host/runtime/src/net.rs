@@ -1300,11 +1300,13 @@ mod tests {
             let frame = frame.context("reading the body")?;
             frames.push(frame.into_data().ok().context("a trailers frame, not data")?);
         }
-        // …so the first read gets several chunks in one piece, but no more
-        // than the pump's channel holds (plus the one being queued and the
-        // one in hyper's hands; the rest waits, gathered, in the pump).
+        // …so the first read gets several chunks in one piece, never more
+        // than one gathered piece may hold. (How many chunks that is depends
+        // on when the pump task ran during the sleep — on a loaded machine
+        // hyper may hand it dozens at once — so the bound is the byte cap.)
         let first = frames[0].len() / 10;
-        assert!((2..=PUMP_FRAMES + 2).contains(&first), "first piece holds {first} chunks");
+        assert!(first >= 2, "first piece holds {first} chunks");
+        assert!(frames.iter().all(|f| f.len() <= COALESCE_MAX), "a piece exceeds the gathering cap");
         let all: Vec<u8> = frames.iter().flat_map(|f| f.iter().copied()).collect();
         let want: String = (0..n).map(|i| format!("chunk-{i:03}\n")).collect();
         assert_eq!(String::from_utf8_lossy(&all), want);
