@@ -13,7 +13,7 @@ use crate::policy::{Env, env, policy, toml_str};
 use wharf_tests::plugins;
 
 /// The `code` row, with `grant` (e.g. `tools = true`).
-fn code_row(grant: &str) -> String {
+pub(crate) fn code_row(grant: &str) -> String {
     let _ = wharf_tests::plugin(plugins::CODE);
     policy("code", "code", "max_calls = 50", grant)
 }
@@ -54,7 +54,7 @@ fn scripted_args(calls: &[Value]) -> String {
 
 /// The model's `run_code` calls' results, in order (not the refused inner
 /// calls a program made to `run_code`).
-fn code_results(run: &crate::policy::Run) -> Vec<Value> {
+pub(crate) fn code_results(run: &crate::policy::Run) -> Vec<Value> {
     let ids: Vec<String> = run
         .events
         .iter()
@@ -65,7 +65,7 @@ fn code_results(run: &crate::policy::Run) -> Vec<Value> {
 }
 
 /// The inner `tool/call`s of call `parent`.
-fn inner_calls<'a>(run: &'a crate::policy::Run, parent: &str) -> Vec<&'a Value> {
+pub(crate) fn inner_calls<'a>(run: &'a crate::policy::Run, parent: &str) -> Vec<&'a Value> {
     run.events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == parent).collect()
 }
 
@@ -378,7 +378,7 @@ fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
 }
 
 /// The DeepSeek adapter row pointing at `mock`.
-fn deepseek_row(mock: &MockLlm) -> String {
+pub(crate) fn deepseek_row(mock: &MockLlm) -> String {
     let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
     format!(
         "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\

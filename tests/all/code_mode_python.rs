@@ -10,16 +10,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::{Value, json};
 use wharf_mock_llm::{MockLlm, Script};
-use wharf_tests::host::{TEST_KEY as KEY, TEST_KEY_ENV as KEY_ENV};
+use wharf_tests::host::TEST_KEY as KEY;
 use wharf_tests::plugins;
 
+use crate::code_mode::{code_results, code_row, deepseek_row, inner_calls};
 use crate::policy::{Env, Run, env, policy, toml_str};
-
-/// The `code` row, with `grant` (e.g. `tools = true`).
-fn code_row(grant: &str) -> String {
-    let _ = wharf_tests::plugin(plugins::CODE);
-    policy("code", "code", "max_calls = 50", grant)
-}
 
 /// The scripted model: one `run_code` call per Python program (with its
 /// `timeout_ms`), then a turn echoing the result it was sent.
@@ -46,22 +41,6 @@ fn scripted(programs: &[(&str, Option<u64>)]) -> String {
 fn run_programs(env: &Env, name: &str, extra_rows: &str, grant: &str, programs: &[(&str, Option<u64>)]) -> Run {
     let profile = env.profile(name, &format!("{extra_rows}{}{}", code_row(grant), scripted(programs)));
     env.run(&profile, Some(20), &[])
-}
-
-/// The model's `run_code` calls' results, in order.
-fn code_results(run: &Run) -> Vec<Value> {
-    let ids: Vec<String> = run
-        .events
-        .iter()
-        .filter(|e| e["type"] == "tool/call" && e["data"]["name"] == "run_code" && e["data"]["parent"].is_null())
-        .map(|e| e["data"]["id"].as_str().unwrap_or_default().to_string())
-        .collect();
-    ids.iter().map(|id| run.one("tool/result", id)["data"].clone()).collect()
-}
-
-/// The inner `tool/call`s of call `parent`.
-fn inner_calls<'a>(run: &'a Run, parent: &str) -> Vec<&'a Value> {
-    run.events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == parent).collect()
 }
 
 fn content(r: &Value) -> String {
@@ -119,18 +98,6 @@ fn a_python_program_reads_twenty_files_concurrently_in_one_model_step() -> anyho
     }
     assert!(run.last_text().contains(r#""with_needle":7"#), "{}", run.dump());
     Ok(())
-}
-
-/// The DeepSeek adapter row pointing at `mock`.
-fn deepseek_row(mock: &MockLlm) -> String {
-    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
-    format!(
-        "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
-         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\nidle_timeout_ms = 5000\n\
-         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\ntimeout_ms = 20000\n",
-        mock.url(),
-        mock.addr().port()
-    )
 }
 
 fn write_profile(env: &Env, name: &str, text: &str) -> anyhow::Result<PathBuf> {
