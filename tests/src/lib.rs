@@ -148,6 +148,10 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn wharf(home: &Path) -> Command {
     let mut c = Command::new(wharf_bin());
     scrub_cargo_env(&mut c);
+    // `cargo xtask test` builds the workspace with clippy as its compiler
+    // wrapper; a plugin `wharf plugin build` compiles is the user's, built
+    // as the user's shell would.
+    c.env_remove("RUSTC_WORKSPACE_WRAPPER").env_remove("CLIPPY_ARGS");
     c.env("HOME", home)
         .env("WHARF_CACHE_DIR", target_dir().join("test-cache"))
         .env_remove("DEEPSEEK_API_KEY")

@@ -18,7 +18,10 @@
 //!   deciding, under load with a fresh compile cache, against idle;
 //! - `long_session` (tests/benches): per-step host overhead at steps 10,
 //!   100 and 500 of a session whose history grows to ~2 MiB, against the
-//!   time to write each request's bytes.
+//!   time to write each request's bytes;
+//! - `load` (tests/benches): the load driver — the demo turn over `wharf
+//!   serve`'s API by 50 clients at a time, one host on JSONL and two on
+//!   PostgreSQL: turns/s, p50/p99 latency, RSS per loaded session.
 //!
 //! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
 
@@ -199,6 +202,7 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         ("stream_decode", "Decoding a streamed reply (llm-wire)"),
         ("policy_swap", "Policy config swaps under load"),
         ("long_session", "Long sessions: per-step overhead as the history grows"),
+        ("load", "Throughput at scale: the demo turn over `wharf serve`, one host (JSONL) and two (PostgreSQL)"),
     ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {

@@ -6,9 +6,12 @@
 //! - `cargo xtask demo`: builds `wharf` and the components its profiles name
 //!   (not every plugin and test fixture), then runs an offline agent session
 //!   with real components (and a real model when `DEEPSEEK_API_KEY` is set).
-//! - `cargo xtask test`: builds the plugins and runs every test, then lists
+//! - `cargo xtask test [--no-lint] [--build-only]`: checks formatting,
+//!   builds the plugins, `wharf` and the tests with clippy (`-D warnings`)
+//!   as the workspace's compiler ([`Lint`]), runs every test, then lists
 //!   every skipped test with its reason (a failure when `CI` is set).
-//! - `cargo xtask lint`: `cargo fmt --check` and clippy with `-D warnings`.
+//! - `cargo xtask lint`: `cargo fmt --check` and `cargo clippy` with
+//!   `-D warnings`, without building (the same checks `test` makes).
 //! - `cargo xtask install [--prefix DIR] [--release]`: `DIR/bin/wharf` and
 //!   the first-party components in `DIR/lib/wharf/plugins` ([`install`]).
 
@@ -137,9 +140,57 @@ pub(crate) fn build_plugins(root: &Path) -> Result<Vec<PathBuf>> {
     build_some_plugins(root, None)
 }
 
+/// Clippy (`-D warnings`) as the compiler of the workspace's own crates on
+/// a real build: what `cargo clippy` sets up (`RUSTC_WORKSPACE_WRAPPER`
+/// and `CLIPPY_ARGS`), but with code generation, so `cargo xtask test`
+/// lints and builds in one compilation instead of checking every
+/// dependency a second time. Dependencies are compiled by plain rustc, as
+/// under `cargo clippy`.
+#[derive(Debug, Clone)]
+pub(crate) struct Lint {
+    driver: PathBuf,
+}
+
+impl Lint {
+    /// The toolchain's `clippy-driver`, or `None` when clippy is not
+    /// installed (`rustup component add clippy`).
+    fn find() -> Option<Lint> {
+        let which = Command::new("rustup").args(["which", "clippy-driver"]).output();
+        let driver = match which {
+            Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+            _ => PathBuf::from("clippy-driver"),
+        };
+        let works = Command::new(&driver).arg("--version").output().is_ok_and(|o| o.status.success());
+        works.then_some(Lint { driver })
+    }
+
+    /// Sets the wrapper on `cmd` (and, by inheritance, on every cargo it
+    /// starts: the tests' own `cargo build -p wharf` then finds everything
+    /// built).
+    pub(crate) fn apply<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        // `cargo clippy -- -D warnings` passes its arguments to the driver
+        // this way: joined by this separator.
+        cmd.env("RUSTC_WORKSPACE_WRAPPER", &self.driver).env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings")
+    }
+}
+
+/// [`Lint::apply`] when linting.
+fn linted<'a>(cmd: &'a mut Command, lint: Option<&Lint>) -> &'a mut Command {
+    match lint {
+        Some(l) => l.apply(cmd),
+        None => cmd,
+    }
+}
+
 /// Builds the components named in `only` (directory names), or every one
 /// when `only` is `None`.
 pub(crate) fn build_some_plugins(root: &Path, only: Option<&[String]>) -> Result<Vec<PathBuf>> {
+    build_plugins_linted(root, only, None)
+}
+
+/// [`build_some_plugins`], linting the components (and the Rust SDK they
+/// build on) when `lint` is given.
+fn build_plugins_linted(root: &Path, only: Option<&[String]>, lint: Option<&Lint>) -> Result<Vec<PathBuf>> {
     ensure_wasm_target()?;
     let mut crates = plugin_crates(root)?;
     if let Some(only) = only {
@@ -158,7 +209,11 @@ pub(crate) fn build_some_plugins(root: &Path, only: Option<&[String]>) -> Result
     for c in &crates {
         cmd.args(["-p", &c.package]);
     }
-    run(&mut cmd)?;
+    if lint.is_some() {
+        // What `cargo xtask lint` checks for wasm besides the components.
+        cmd.args(["-p", "wharf-sdk"]);
+    }
+    run(linted(&mut cmd, lint))?;
     let target = target_dir(root);
     let out_dir = target.join("plugins");
     std::fs::create_dir_all(&out_dir)?;
@@ -230,6 +285,25 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 /// ([`skips`]) — also when tests failed; with `CI` set a skip fails it.
 fn test(root: &Path, extra: &[String]) -> Result<()> {
     let started = std::time::Instant::now();
+    // xtask's own options come first, before cargo's: `--no-lint` skips the
+    // style checks, `--build-only` builds (and lints) everything the run
+    // needs and runs nothing (`.ci/run` does so while the toolchains the
+    // tests need are still installing).
+    let mut extra = extra;
+    let (mut lint_wanted, mut build_only) = (true, false);
+    while let Some(first) = extra.first() {
+        match first.as_str() {
+            "--no-lint" => lint_wanted = false,
+            "--build-only" => build_only = true,
+            _ => break,
+        }
+        extra = &extra[1..];
+    }
+    let skip_file = target_dir(root).join("test-skips.txt");
+    std::fs::create_dir_all(target_dir(root))?;
+    std::fs::write(&skip_file, "")?;
+    let lint = if lint_wanted { lint_before_build(root, &skip_file)? } else { None };
+    let lint = lint.as_ref();
     // The components build (its own target directory and lock) alongside
     // the binary *and* the test targets: their serial stretches (LTO
     // links, the large test binaries' links) overlap instead of following
@@ -237,22 +311,36 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     // compiles exactly what that run then finds built.
     let crates = plugin_crates(root)?;
     let mut no_run: Vec<String> = vec!["test".into(), "--no-run".into()];
+    if lint.is_some() {
+        // Benches and examples too: every target `cargo xtask lint` checks.
+        no_run.push("--all-targets".into());
+    }
     no_run.extend(host_selection(&crates));
     // Cargo's own options only: what follows `--` is for the test binaries.
     no_run.extend(extra.iter().take_while(|a| *a != "--").cloned());
     std::thread::scope(|s| -> Result<()> {
-        let plugins = s.spawn(|| build_plugins(root));
-        let host = run(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]))
-            .and_then(|()| run(Command::new("cargo").current_dir(root).args(&no_run)));
+        let plugins = s.spawn(|| build_plugins_linted(root, None, lint));
+        let mut components_no_run = vec!["test".to_string(), "--no-run".into()];
+        if lint.is_some() {
+            components_no_run.push("--all-targets".into());
+        }
+        components_no_run.extend(component_test_selection(&crates));
+        let host = run(linted(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]), lint))
+            .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&no_run), lint)))
+            .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&components_no_run), lint)));
         let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
         host?;
         plugins.map(|_| ())
     })?;
     let built = started.elapsed();
-    let skip_file = target_dir(root).join("test-skips.txt");
-    std::fs::create_dir_all(target_dir(root))?;
-    std::fs::write(&skip_file, "")?;
-    let result = run_tests(root, extra, &skip_file);
+    if build_only {
+        eprintln!(
+            "cargo xtask test --build-only: {:.0} s building (components, wharf, test targets)",
+            built.as_secs_f64()
+        );
+        return Ok(());
+    }
+    let result = run_tests(root, extra, &skip_file, lint);
     let (summary, skip_failure) = skips::summary(&skips::read(&skip_file), skips::in_ci());
     eprintln!("\n{summary}");
     eprintln!(
@@ -267,12 +355,12 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
+fn run_tests(root: &Path, extra: &[String], skip_file: &Path, lint: Option<&Lint>) -> Result<()> {
     let crates = plugin_crates(root)?;
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(host_selection(&crates)).args(extra);
-    let host = run(&mut cmd);
+    let host = run(linted(&mut cmd, lint));
     // First-party components also build natively, so their unit tests run
     // too — in a separate invocation, so their dependencies' features do
     // not change the host's and wasmtime is compiled once. The fixtures
@@ -280,7 +368,10 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path) -> Result<()> {
     let mut cmd = Command::new("cargo");
     cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(component_test_selection(&crates));
-    let components = run(&mut cmd);
+    if lint.is_some() {
+        cmd.arg("--all-targets");
+    }
+    let components = run(linted(&mut cmd, lint));
     host.and(components)
 }
 
@@ -322,6 +413,22 @@ fn has_tests(dir: &Path) -> bool {
 }
 
 /// fmt, clippy (host and components) and the feature-parity check.
+/// The style checks of `cargo xtask test`: formatting and the feature
+/// parity check now, clippy during the build ([`Lint`]). Without clippy
+/// installed the lint is a skip in the summary (a failure under `CI`).
+fn lint_before_build(root: &Path, skip_file: &Path) -> Result<Option<Lint>> {
+    run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
+    let mut excluded = vec!["wharf-sdk".to_string()];
+    excluded.extend(plugin_crates(root)?.into_iter().map(|c| c.package));
+    features::check(root, &excluded)?;
+    let lint = Lint::find();
+    if lint.is_none() {
+        let line = "WHARF-SKIP xtask::lint (clippy): clippy-driver not found (rustup component add clippy)\n";
+        std::fs::write(skip_file, line)?;
+    }
+    Ok(lint)
+}
+
 fn lint(root: &Path) -> Result<()> {
     run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--", "--check"]))?;
     // Every crate `cargo xtask test` compiles natively is linted with its

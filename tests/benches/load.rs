@@ -1,0 +1,438 @@
+//! The load driver (issue 41, "throughput at scale"): many sessions of the
+//! demo profile's turn — four model steps and three tool calls through the
+//! real `fs` and `text` components, the `context` hook and the permission
+//! policy — created and prompted over `wharf serve`'s HTTP API by a fixed
+//! number of concurrent clients, the way an outside load check drives it.
+//!
+//! Two set-ups, each measured in the same run: **one host on the JSONL
+//! store**, and **two hosts on one PostgreSQL** (started on loopback for
+//! the run, `fsync` on). Each client repeatedly creates a session on a host
+//! (alternating), opens its event stream (SSE), sends the prompt and waits
+//! for `turn/end` on the stream: a turn's latency runs from the moment the
+//! prompt is sent to the moment its end arrives. Reported: turns/s over the
+//! wall time, p50/p90/p99/max latency, RSS per loaded session on each host
+//! (after minus before, sessions stay loaded), failed turns.
+//!
+//! Knobs: `WHARF_LOAD_SESSIONS` (1,000; 100 with `WHARF_BENCH_QUICK`),
+//! `WHARF_LOAD_CLIENTS` (50), `WHARF_LOAD_SETUPS` (`jsonl,pg`).
+//! `WHARF_LOAD_PERF=1` records each host with `perf record -g` during the
+//! load and writes the top symbols (self time) beside the report
+//! (`target/bench/load-perf-SETUP-HOST.txt`). Writes
+//! `target/bench/load.{md,json}`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use wharf_tests::pg::{PgServer, ServeHost};
+use wharf_tests::plugins;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The shipped demo profile with the permission preset set to `auto` (a
+/// served session would otherwise wait for an approval of the write) and
+/// the session store given.
+fn profile(dir: &Path, store: Option<&str>) -> Result<PathBuf> {
+    let demo = wharf_tests::root().join("profiles/demo.toml");
+    let text = std::fs::read_to_string(&demo).with_context(|| format!("reading {}", demo.display()))?;
+    if !text.contains("mode = \"ask\"") {
+        bail!("{}: no `mode = \"ask\"` line to switch to auto", demo.display());
+    }
+    let mut text = text.replacen("mode = \"ask\"", "mode = \"auto\"", 1);
+    if let Some(url) = store {
+        text = text.replacen("[agent]", &format!("[session]\nstore = \"{url}\"\n\n[agent]"), 1);
+    }
+    let path = dir.join("load.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+fn post(h: &ServeHost, path: &str, body: Value) -> Result<Value> {
+    let (code, r) = h.try_call("POST", path, Some(&body)).map_err(anyhow::Error::msg)?;
+    if code != 200 {
+        bail!("POST {path}: {code} {r}");
+    }
+    Ok(r)
+}
+
+/// An open `GET /api/sessions/ID/events` stream (HTTP/1.1, chunked).
+struct EventStream {
+    reader: BufReader<TcpStream>,
+    /// Decoded body bytes not yet split into lines.
+    pending: Vec<u8>,
+    chunked: bool,
+}
+
+impl EventStream {
+    fn open(h: &ServeHost, id: &str) -> Result<EventStream> {
+        let mut s = TcpStream::connect(("127.0.0.1", h.port)).context("connect")?;
+        s.set_read_timeout(Some(Duration::from_secs(120)))?;
+        s.set_nodelay(true)?;
+        let head = format!(
+            "GET /api/sessions/{id}/events HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Wharf-Token: {}\r\nAccept: text/event-stream\r\n\r\n",
+            h.port, h.token
+        );
+        s.write_all(head.as_bytes())?;
+        let mut reader = BufReader::new(s);
+        let mut status = String::new();
+        reader.read_line(&mut status)?;
+        if !status.contains(" 200") {
+            bail!("events of {id}: {}", status.trim());
+        }
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                bail!("events of {id}: the stream closed in its head");
+            }
+            let l = line.trim().to_ascii_lowercase();
+            if l.is_empty() {
+                break;
+            }
+            chunked |= l.starts_with("transfer-encoding:") && l.contains("chunked");
+        }
+        Ok(EventStream { reader, pending: Vec::new(), chunked })
+    }
+
+    /// More body bytes into `pending`; false at the end of the stream.
+    fn fill(&mut self) -> Result<bool> {
+        if !self.chunked {
+            let mut buf = [0u8; 8192];
+            let n = self.reader.read(&mut buf)?;
+            self.pending.extend_from_slice(&buf[..n]);
+            return Ok(n > 0);
+        }
+        let mut size = String::new();
+        if self.reader.read_line(&mut size)? == 0 {
+            return Ok(false);
+        }
+        let n = usize::from_str_radix(size.trim(), 16).with_context(|| format!("chunk size {size:?}"))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let start = self.pending.len();
+        self.pending.resize(start + n + 2, 0);
+        self.reader.read_exact(&mut self.pending[start..])?;
+        self.pending.truncate(start + n);
+        Ok(true)
+    }
+
+    /// Reads until an event of type `kind`; its JSON.
+    fn wait_for(&mut self, kind: &str) -> Result<Value> {
+        loop {
+            while let Some(eol) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=eol).collect();
+                let Some(data) = line.strip_prefix(b"data:") else { continue };
+                if let Ok(v) = serde_json::from_slice::<Value>(data)
+                    && v["type"] == kind
+                {
+                    return Ok(v);
+                }
+            }
+            if !self.fill()? {
+                bail!("the event stream ended before `{kind}`");
+            }
+        }
+    }
+}
+
+/// One client's turn on `h`: create, stream, prompt, wait for the end.
+/// The latency from the prompt's send to `turn/end`, and the end's reason.
+fn one_turn(h: &ServeHost, i: usize) -> Result<(Duration, String)> {
+    let id = post(h, "/api/sessions", json!({}))?["id"].as_str().context("no session id")?.to_string();
+    let mut events = EventStream::open(h, &id)?;
+    let sent = Instant::now();
+    post(h, &format!("/api/sessions/{id}/prompt"), json!({"text": format!("summarise the workspace ({i})")}))?;
+    let end = events.wait_for("turn/end").with_context(|| format!("session {id}"))?;
+    let latency = sent.elapsed();
+    let reason = end["data"]["reason"].as_str().or(end["reason"].as_str()).unwrap_or("?").to_string();
+    Ok((latency, reason))
+}
+
+/// `perf record` attached to a host for the length of the load.
+struct Perf {
+    child: std::process::Child,
+    data: PathBuf,
+    out: PathBuf,
+}
+
+impl Perf {
+    fn start(pid: u32, data: PathBuf, out: PathBuf) -> Option<Perf> {
+        let child = std::process::Command::new("perf")
+            .args(["record", "-F", "499", "-g", "-q", "-o"])
+            .arg(&data)
+            .args(["-p", &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| eprintln!("load: perf not started ({e})"))
+            .ok()?;
+        Some(Perf { child, data, out })
+    }
+
+    /// Stops recording and writes the top symbols by self time.
+    fn finish(mut self) {
+        // SIGINT makes perf write its data file and exit.
+        let _ = std::process::Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        let report = std::process::Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "--sort",
+                "dso,symbol",
+                "--percent-limit",
+                "0.7",
+                "-g",
+                "none",
+                "-i",
+            ])
+            .arg(&self.data)
+            .output();
+        match report {
+            Ok(o) => {
+                let text = String::from_utf8_lossy(&o.stdout);
+                let top: String = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(40).fold(
+                    String::new(),
+                    |mut acc, l| {
+                        acc.push_str(l);
+                        acc.push('\n');
+                        acc
+                    },
+                );
+                let _ = std::fs::write(&self.out, top);
+            }
+            Err(e) => eprintln!("load: perf report failed ({e})"),
+        }
+        let _ = std::fs::remove_file(&self.data);
+    }
+}
+
+struct Outcome {
+    setup: &'static str,
+    hosts: usize,
+    sessions: usize,
+    clients: usize,
+    secs: f64,
+    latencies_ms: Vec<f64>,
+    rss_per_session_kib: Vec<f64>,
+    rss_end_kib: Vec<u64>,
+    errors: Vec<String>,
+}
+
+impl Outcome {
+    fn pct(&self, p: f64) -> f64 {
+        if self.latencies_ms.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.latencies_ms.len() as f64 - 1.0) * p).round() as usize;
+        self.latencies_ms[i.min(self.latencies_ms.len() - 1)]
+    }
+
+    fn turns_per_s(&self) -> f64 {
+        self.latencies_ms.len() as f64 / self.secs
+    }
+}
+
+fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, clients: usize) -> Result<Outcome> {
+    let home = tempfile::tempdir()?;
+    let store = match pg {
+        Some(pg) => Some(format!("{}?wharf_pool=32", pg.database().map_err(anyhow::Error::msg)?)),
+        None => None,
+    };
+    let prof = profile(home.path(), store.as_deref())?;
+    let n_hosts = if pg.is_some() { 2 } else { 1 };
+    let mut hosts = Vec::new();
+    let mut workspaces = Vec::new();
+    for h in 0..n_hosts {
+        // A workspace per host: the demo's README to read and SUMMARY.md to write.
+        let ws = tempfile::tempdir()?;
+        std::fs::write(ws.path().join("README.md"), "# Load\n\nA small project the load driver's agent summarises.\n")?;
+        let name = format!("{setup}-{h}");
+        hosts.push(
+            ServeHost::start(home.path(), ws.path(), &prof, &name, &["--idle-timeout", "0"])
+                .map_err(anyhow::Error::msg)?,
+        );
+        workspaces.push(ws);
+    }
+    // Warm each host (components loaded, one turn played) before the
+    // RSS baseline.
+    for h in &hosts {
+        one_turn(h, 0).context("warm-up turn")?;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before: Vec<u64> = hosts.iter().map(|h| rss_kib(h.pid())).collect();
+    let perf = std::env::var("WHARF_LOAD_PERF").is_ok_and(|v| v == "1");
+    let out_dir = wharf_tests::target_dir().join("bench");
+    let perfs: Vec<Perf> = if perf {
+        hosts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                Perf::start(
+                    h.pid(),
+                    home.path().join(format!("perf-{i}.data")),
+                    out_dir.join(format!("load-perf-{setup}-{i}.txt")),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let hosts = Arc::new(hosts);
+    let latencies = Arc::new(Mutex::new(Vec::<f64>::with_capacity(sessions)));
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let (hosts, latencies, errors, next) = (hosts.clone(), latencies.clone(), errors.clone(), next.clone());
+            std::thread::spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= sessions {
+                        return;
+                    }
+                    let h = &hosts[i % hosts.len()];
+                    match one_turn(h, i + 1) {
+                        Ok((d, reason)) if reason == "completed" => {
+                            latencies.lock().unwrap_or_else(|e| e.into_inner()).push(d.as_secs_f64() * 1000.0)
+                        }
+                        Ok((_, reason)) => {
+                            errors.lock().unwrap_or_else(|e| e.into_inner()).push(format!("turn {i}: ended `{reason}`"))
+                        }
+                        Err(e) => errors.lock().unwrap_or_else(|e| e.into_inner()).push(format!("turn {i}: {e:#}")),
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        let _ = w.join();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    for p in perfs {
+        p.finish();
+    }
+    let after: Vec<u64> = hosts.iter().map(|h| rss_kib(h.pid())).collect();
+    let per_host = (sessions as f64 / n_hosts as f64).max(1.0);
+    let rss_per_session_kib = before.iter().zip(&after).map(|(b, a)| a.saturating_sub(*b) as f64 / per_host).collect();
+    let mut latencies_ms = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    latencies_ms.sort_by(f64::total_cmp);
+    let errors = errors.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if !errors.is_empty() {
+        for h in hosts.iter() {
+            let err = h.stderr();
+            eprintln!(
+                "load: host stderr (last 2 KiB): {}",
+                &err[err.floor_char_boundary(err.len().saturating_sub(2048))..]
+            );
+        }
+    }
+    drop(workspaces);
+    Ok(Outcome {
+        setup,
+        hosts: n_hosts,
+        sessions,
+        clients,
+        secs,
+        latencies_ms,
+        rss_per_session_kib,
+        rss_end_kib: after,
+        errors,
+    })
+}
+
+fn main() -> Result<()> {
+    let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
+    let sessions = env_usize("WHARF_LOAD_SESSIONS", if quick { 100 } else { 1000 });
+    let clients = env_usize("WHARF_LOAD_CLIENTS", 50).max(1);
+    let setups = std::env::var("WHARF_LOAD_SETUPS").unwrap_or_else(|_| "jsonl,pg".into());
+    for p in [plugins::FS, plugins::TEXT, plugins::CONTEXT, plugins::POLICY_RULES, plugins::LLM_SCRIPTED] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let out_dir = wharf_tests::target_dir().join("bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let mut outcomes = Vec::new();
+    for setup in setups.split(',').map(str::trim) {
+        match setup {
+            "jsonl" => outcomes.push(run_setup("jsonl", None, sessions, clients)?),
+            "pg" => {
+                let pg = PgServer::start_durable().map_err(anyhow::Error::msg).context("starting PostgreSQL")?;
+                outcomes.push(run_setup("pg", Some(&pg), sessions, clients)?);
+            }
+            other => bail!("WHARF_LOAD_SETUPS: unknown set-up `{other}` (jsonl, pg)"),
+        }
+        if let Some(o) = outcomes.last() {
+            eprintln!(
+                "load: {}: {} turns in {:.1} s, {} errors",
+                o.setup,
+                o.latencies_ms.len(),
+                o.secs,
+                o.errors.len()
+            );
+        }
+    }
+    let mut md = format!(
+        "The demo profile's turn (4 model steps, 3 tool calls through `fs`/`text`, the `context` hook, the \
+         permission policy) over `wharf serve`'s API: {clients} clients at a time, each creating a session, \
+         opening its event stream and sending the prompt; latency from the prompt's send to `turn/end` on \
+         the stream. Targets (issue 41): ≥ 300 turns/s at p99 ≤ 500 ms, ≤ 100 KiB RSS per loaded session.\n\n\
+         | set-up | turns | turns/s | p50 | p90 | p99 | max | RSS per loaded session | RSS at the end | errors |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let mut json_rows = Vec::new();
+    for o in &outcomes {
+        let label = match o.setup {
+            "pg" => format!("{} hosts, PostgreSQL", o.hosts),
+            _ => format!("{} host, JSONL", o.hosts),
+        };
+        let rss: Vec<String> = o.rss_per_session_kib.iter().map(|k| format!("{k:.0} KiB")).collect();
+        let end: Vec<String> = o.rss_end_kib.iter().map(|k| format!("{} MiB", k / 1024)).collect();
+        md.push_str(&format!(
+            "| {label} | {}/{} | {:.1} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {} | {} | {} |\n",
+            o.latencies_ms.len(),
+            o.sessions,
+            o.turns_per_s(),
+            o.pct(0.5),
+            o.pct(0.9),
+            o.pct(0.99),
+            o.pct(1.0),
+            rss.join(" / "),
+            end.join(" / "),
+            o.errors.len(),
+        ));
+        json_rows.push(json!({
+            "setup": o.setup, "hosts": o.hosts, "sessions": o.sessions, "clients": o.clients,
+            "completed": o.latencies_ms.len(), "secs": o.secs, "turns_per_s": o.turns_per_s(),
+            "latency_ms": {"p50": o.pct(0.5), "p90": o.pct(0.9), "p99": o.pct(0.99), "max": o.pct(1.0)},
+            "rss_per_session_kib": o.rss_per_session_kib, "rss_end_kib": o.rss_end_kib,
+            "errors": o.errors.len(), "first_errors": o.errors.iter().take(5).collect::<Vec<_>>(),
+        }));
+    }
+    std::fs::write(out_dir.join("load.md"), &md)?;
+    std::fs::write(out_dir.join("load.json"), serde_json::to_string_pretty(&json!({"setups": json_rows}))?)?;
+    println!("{md}");
+    let failed: Vec<&String> = outcomes.iter().flat_map(|o| o.errors.iter()).collect();
+    if !failed.is_empty() {
+        bail!("{} failed turns, first: {:?}", failed.len(), failed.iter().take(5).collect::<Vec<_>>());
+    }
+    Ok(())
+}
