@@ -1262,3 +1262,157 @@ fn compaction_is_shown_to_clients_that_ask_for_it() {
     assert!(!k.iter().any(|k| k == "compaction_update" || k == "notice"), "{k:?}");
     c.close();
 }
+
+/// Why the OS sandbox bundle hooks run in is missing here, if it is.
+fn no_sandbox() -> Option<String> {
+    let (level, detail) = wharf_runtime::process::sandbox_level();
+    (level == wharf_runtime::process::Level::None).then(|| format!("no OS sandbox: {detail}"))
+}
+
+/// A bundle whose `PreToolUse` hook answers `ask` before every `Write`,
+/// and whose `Notification` hook writes what it is told to `notified`.
+fn asking_bundle(dir: &Path, notified: &Path) {
+    let w = |p: &str, t: &str| {
+        let path = dir.join(p);
+        std::fs::create_dir_all(path.parent().unwrap_or(dir)).expect("creating the bundle");
+        std::fs::write(path, t).expect("writing the bundle");
+    };
+    w(".claude-plugin/plugin.json", r#"{"name": "asker"}"#);
+    w(
+        "hooks/ask.sh",
+        "#!/bin/sh\ncat > /dev/null\nprintf '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \
+         \"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"the asker bundle wants a human\"}}'\n",
+    );
+    w("hooks/notify.sh", "#!/bin/sh\ncat > \"$1\"\n");
+    let hooks = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/ask.sh"}]}],
+        "Notification": [{"matcher": "permission_prompt", "hooks": [{"type": "command",
+            "command": format!("sh ${{CLAUDE_PLUGIN_ROOT}}/hooks/notify.sh {}", notified.display())}]}]
+    }});
+    w("hooks/hooks.json", &hooks.to_string());
+}
+
+/// A bundle hook's `ask` over ACP: a `session/request_permission` to the
+/// client; rejected, the write does not run; allowed, it does; the log
+/// names the bundle's vote and the client's answers, and the bundle's
+/// `Notification` hook heard of the question.
+#[test]
+fn a_bundle_hook_asking_is_a_permission_request_to_the_client() {
+    if let Some(why) = no_sandbox() {
+        wharf_tests::skip(&wharf_tests::current_test(), &why);
+        return;
+    }
+    let e = env();
+    let (bundle, out) = (e.home.path().join("asker"), e.home.path().join("out"));
+    std::fs::create_dir_all(&out).expect("creating out");
+    let notified = out.join("notified.json");
+    asking_bundle(&bundle, &notified);
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "a.txt", content = "a" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "b.txt", content = "b" } }]
+[[plugin.config.turns]]
+text = "done"
+"#;
+    let row = format!(
+        "\n[[bundle]]\nname = \"asker\"\npath = \"{}\"\n[bundle.sandbox]\ndirs = [\"{}:rw\"]\n",
+        bundle.display(),
+        out.display()
+    );
+    let p = e.profile_with("bundle-ask", turns, &row);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let ask = c.wait_for("first permission request", |v| v["method"] == "session/request_permission");
+    let req: acp::RequestPermissionRequest = typed("the permission request", &ask["params"]);
+    assert_eq!(req.tool_call.fields.raw_input.as_ref().map(|i| i["path"].clone()), Some(json!("a.txt")));
+    assert!(!e.ws.path().join("a.txt").exists(), "nothing runs before the answer");
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "reject_once"}}));
+    let ask = c.wait_for("second permission request", |v| v["method"] == "session/request_permission");
+    c.respond(&ask["id"], json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    assert!(!e.ws.path().join("a.txt").exists(), "the rejected write did not run");
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("b.txt")).unwrap_or_default(), "b");
+    let log = e.log_types(&sid);
+    let votes: Vec<Value> = log
+        .iter()
+        .filter(|v| v["type"] == "policy/decision")
+        .flat_map(|v| v["data"]["votes"].as_array().cloned().unwrap_or_default())
+        .filter(|v| v["plugin"] == "bundle:asker")
+        .collect();
+    assert_eq!(votes.len(), 2, "{log:#?}");
+    assert!(votes.iter().all(|v| v.to_string().contains("the asker bundle wants a human")), "{votes:?}");
+    let decided: Vec<(Value, Value)> = log
+        .iter()
+        .filter(|v| v["type"] == "approval/decided")
+        .map(|v| (v["data"]["outcome"].clone(), v["data"]["by"].clone()))
+        .collect();
+    assert_eq!(
+        decided,
+        [(json!("rejected"), json!("acp:test-client")), (json!("allowed-once"), json!("acp:test-client"))]
+    );
+    let note: Value =
+        serde_json::from_str(&std::fs::read_to_string(&notified).unwrap_or_default()).unwrap_or(Value::Null);
+    assert_eq!(note["notification_type"], "permission_prompt", "{note}");
+    assert!(note["message"].as_str().unwrap_or("").contains("Write"), "{note}");
+    c.close();
+}
+
+/// A streaming WASI 0.3 tool (`tests/plugins/generic-async`'s
+/// `jobs_count`, a `stream<u8>`) over ACP: its `tool/progress` reaches the
+/// client as `in_progress` `tool_call_update`s carrying the output so far,
+/// each extending the last, before the completed update with all of it.
+#[test]
+fn streamed_tool_output_reaches_the_client_as_updates() {
+    let e = env();
+    let fixture = wharf_tests::plugin(plugins::GENERIC_ASYNC);
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "jobs_count", arguments = { n = 40 } }]
+[[plugin.config.turns]]
+text = "counted"
+"#;
+    let row =
+        format!("\n[[plugin]]\nid = \"jobs\"\npath = {}\n", crate::policy::toml_str(&fixture.display().to_string()));
+    let p = e.profile_with("stream", turns, &row);
+    let mut c = e.spawn(&p);
+    c.initialize();
+    let sid = c.new_session(&e.cwd());
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "count"}]}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    let want: String = (1..=40).map(|i| format!("{i}\n")).collect();
+    let text_of = |content: &Option<Vec<acp::ToolCallContent>>| -> Option<String> {
+        content.as_ref()?.iter().find_map(|c| match c {
+            acp::ToolCallContent::Content(c) => match &c.content {
+                acp::ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+    };
+    let mut shown: Vec<String> = Vec::new();
+    let mut completed = None;
+    for u in typed_updates(&c, &sid) {
+        if let acp::SessionUpdate::ToolCallUpdate(u) = u {
+            match u.fields.status {
+                Some(acp::ToolCallStatus::InProgress) => shown.extend(text_of(&u.fields.content)),
+                Some(acp::ToolCallStatus::Completed) => completed = text_of(&u.fields.content),
+                _ => {}
+            }
+        }
+    }
+    assert!(!shown.is_empty(), "no progress update reached the client");
+    for pair in shown.windows(2) {
+        assert!(pair[1].starts_with(&pair[0]) && pair[1].len() > pair[0].len(), "{shown:?}");
+    }
+    assert!(
+        want.starts_with(shown[0].as_str()) && shown.last().map(String::as_str) == Some(want.as_str()),
+        "{shown:?}"
+    );
+    assert_eq!(completed.as_deref(), Some(want.as_str()));
+    c.close();
+}

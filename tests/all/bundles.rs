@@ -9,6 +9,10 @@
 //! context; a crashing or garbage-printing hook denies; an edited hook
 //! decides the next call and the log names the new version; a prompt hook
 //! blocks a turn; the bundle's MCP server cannot write outside its grant.
+//! With a mock model recording the wire: `SessionStart` and
+//! `UserPromptSubmit` context reaches the system prompt and the log, an
+//! `agents/*.md` preset runs through the `subagent` tool with its
+//! instructions and only its tools, and `SubagentStop` runs for the child.
 //! On the binary: `plugin add NAME@MARKETPLACE` from a git repository pins
 //! the commit and digest, reports what Wharf cannot honour, and a bundle
 //! whose pinned content changed is refused by `plugin add` and by a host.
@@ -99,7 +103,7 @@ fn make_bundle(dir: &Path, fixture: &Path) -> Result<()> {
         ],
         "PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/post.sh"}]}],
         "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/bin/python3 ${CLAUDE_PLUGIN_ROOT}/hooks/prompt.py"}]}],
-        "Notification": [{"hooks": [{"type": "command", "command": "true"}]}]
+        "PreCompact": [{"hooks": [{"type": "command", "command": "true"}]}]
     }});
     write(&dir.join("hooks/hooks.json"), &serde_json::to_string_pretty(&hooks)?)?;
     let mcp = json!({"mcpServers": {"jail": {"command": fixture.display().to_string(), "args": ["stdio"]}}});
@@ -334,7 +338,7 @@ async fn plugin_add_pins_marketplace_bundles_and_refuses_changed_content() -> Re
 
     let (ok, out) = wharf_out(&home, &ws, &["plugin", "add", &format!("demo@{url}")])?;
     ensure!(ok, "{out}");
-    ensure!(out.contains("hook event `Notification` is not supported"), "unsupported parts reported: {out}");
+    ensure!(out.contains("hook event `PreCompact` is not supported"), "unsupported parts reported: {out}");
     ensure!(out.contains("/review") && out.contains("greeter") && out.contains("mcp__demo-jail__"), "{out}");
     let config = std::fs::read_to_string(ws.join(".wharf/config.toml"))?;
     ensure!(
@@ -380,5 +384,223 @@ async fn plugin_add_pins_marketplace_bundles_and_refuses_changed_content() -> Re
     ensure!(!ws.join(".wharf/bundles/demo").exists());
     let lock = std::fs::read_to_string(ws.join(".wharf/bundles.lock"))?;
     ensure!(!lock.contains("name = \"demo\""), "{lock}");
+    Ok(())
+}
+
+const START_SH: &str = "#!/bin/sh\ncat > /dev/null\necho 'Always answer in haiku.'\n";
+
+const PROMPT_CTX_PY: &str = r#"import json, sys
+data = json.load(sys.stdin)
+if "CTX" in data["prompt"]:
+    print(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                             "additionalContext": "The ticket is WH-42."}}))
+"#;
+
+/// A bundle `ctx` with context hooks, a `SubagentStop` hook writing its
+/// input to `out`, and a `reviewer` agent.
+fn make_context_bundle(dir: &Path, out: &Path) -> Result<()> {
+    write(&dir.join(".claude-plugin/plugin.json"), r#"{"name": "ctx"}"#)?;
+    write(&dir.join("hooks/start.sh"), START_SH)?;
+    write(&dir.join("hooks/prompt.py"), PROMPT_CTX_PY)?;
+    write(&dir.join("hooks/substop.sh"), "#!/bin/sh\ncat > \"$1\"\n")?;
+    write(
+        &dir.join("agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews a file for problems.\ntools: Read, WebSearch\nmodel: sonnet\n---\n\
+         You are the reviewer. Report problems only.\n",
+    )?;
+    let hooks = json!({"hooks": {
+        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/start.sh"}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/bin/python3 ${CLAUDE_PLUGIN_ROOT}/hooks/prompt.py"}]}],
+        "SubagentStop": [{"hooks": [{"type": "command", "command": format!("sh ${{CLAUDE_PLUGIN_ROOT}}/hooks/substop.sh {}", out.display())}]}]
+    }});
+    write(&dir.join("hooks/hooks.json"), &serde_json::to_string_pretty(&hooks)?)
+}
+
+/// The `tools` of a recorded request: (name, the whole spec).
+fn wire_tools(body: &Value) -> Vec<(String, Value)> {
+    body["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t["function"]["name"].as_str().unwrap_or_default().to_string(), t["function"].clone()))
+        .collect()
+}
+
+fn wire_system(body: &Value) -> String {
+    body["messages"][0]["content"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hook_context_and_agent_presets_reach_the_wire() -> Result<()> {
+    if let Some(why) = no_sandbox() {
+        wharf_tests::skip(&wharf_tests::current_test(), &why);
+        return Ok(());
+    }
+    for p in [plugins::FS, plugins::SUBAGENT, plugins::LLM_OPENAI] {
+        let _ = wharf_tests::plugin(p);
+    }
+    let script: wharf_mock_llm::Script = serde_json::from_value(json!({
+        "replies": [
+            {"kind": "stream", "tool_calls": [{"id": "call_1", "name": "subagent",
+                "arguments": json!({"task": "Review notes.md.", "agent": "reviewer"}).to_string()}]},
+            {"kind": "stream", "text": "No problems."},
+            {"kind": "stream", "text": "The reviewer found no problems."}
+        ],
+        "default": {"kind": "stream", "text": "Default."},
+        "checks": {"reasoning": "ignore"},
+    }))?;
+    let mock = wharf_mock_llm::MockLlm::start_background(script)?;
+    let tmp = tempfile::tempdir()?;
+    let (bundle, grant) = (tmp.path().join("ctx"), tmp.path().join("grant"));
+    std::fs::create_dir_all(&grant)?;
+    let stopped = grant.join("substop.json");
+    make_context_bundle(&bundle, &stopped)?;
+    let profile = format!(
+        r#"
+[agent]
+adapter = "model"
+max_steps = 4
+
+[[plugin]]
+id = "fs"
+path = "${{plugin_dir}}/fs.wasm"
+[plugin.grant]
+dirs = ["${{workspace}}:rw"]
+
+[[plugin]]
+id = "subagent"
+path = "${{plugin_dir}}/subagent.wasm"
+[plugin.grant]
+agents = true
+timeout_ms = 60000
+
+[[plugin]]
+id = "model"
+path = "${{plugin_dir}}/llm-openai.wasm"
+[plugin.config]
+base_url = "{url}/v1"
+model = "mock-model"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+timeout_ms = 20000
+
+[[bundle]]
+name = "ctx"
+path = "{bundle}"
+[bundle.sandbox]
+dirs = ["{grant}:rw"]
+"#,
+        url = mock.url(),
+        port = mock.addr().port(),
+        bundle = bundle.display(),
+        grant = grant.display(),
+    );
+    let h = TestHost::builder().profile_text(profile).start_in(tmp.path()).await?;
+    let run = h.run("CTX: review the notes").await;
+    h.close().await;
+    let run = run?;
+    let events = run.json();
+    assert_eq!(run.exit_code(), 0, "{:?}\n{events:#?}", run.summary);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "parent, child, parent");
+    let body = |i: usize| reqs[i].body.clone().unwrap_or_default();
+
+    // The parent: both contexts in its system prompt; the preset offered.
+    let system = wire_system(&body(0));
+    ensure!(system.contains("SessionStart hook:\nAlways answer in haiku."), "{system}");
+    ensure!(system.contains("UserPromptSubmit hook:\nThe ticket is WH-42."), "{system}");
+    let tools = wire_tools(&body(0));
+    let sub = tools.iter().find(|(n, _)| n == "subagent").map(|(_, t)| t.clone()).context("no subagent tool")?;
+    ensure!(sub["description"].as_str().unwrap_or("").contains("- reviewer: Reviews a file for problems."), "{sub}");
+    assert_eq!(sub["parameters"]["properties"]["agent"]["enum"], json!(["reviewer"]), "{sub}");
+    ensure!(wire_system(&body(2)).contains("The ticket is WH-42."), "the turn's context stays for its steps");
+
+    // The child: the preset's instructions last, only its tools, not the
+    // parent's session context.
+    let child = wire_system(&body(1));
+    ensure!(child.ends_with("You are the reviewer. Report problems only."), "{child}");
+    ensure!(!child.contains("WH-42") && !child.contains("haiku"), "{child}");
+    let names: Vec<String> = wire_tools(&body(1)).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["read"], "Read is Wharf's `read`; WebSearch has no equivalent");
+
+    // The log records the context and who added it; SubagentStop ran for the child.
+    let ctx: Vec<&Value> = events.iter().filter(|e| e["type"] == "bundle/context").collect();
+    assert_eq!(ctx.len(), 2, "{events:#?}");
+    assert_eq!(ctx[0]["data"]["event"], "SessionStart");
+    ensure!(ctx[0]["data"]["hook"].as_str().unwrap_or("").starts_with("hooks/start.sh@"), "{}", ctx[0]);
+    assert_eq!(ctx[1]["data"]["text"], "The ticket is WH-42.");
+    let result = events.iter().find(|e| e["type"] == "tool/result").context("no tool result")?;
+    let child_id = result["data"]["details"]["session_id"].as_str().unwrap_or_default().to_string();
+    let stop: Value = serde_json::from_str(&std::fs::read_to_string(&stopped).context("SubagentStop did not run")?)?;
+    assert_eq!(stop["hook_event_name"], "SubagentStop");
+    ensure!(!child_id.is_empty() && stop["agent_id"] == child_id.as_str(), "{stop} / {result}");
+    mock.assert_no_violations();
+    Ok(())
+}
+
+/// A bundle hook's `ask` in `wharf chat` (a pty): the question is asked at
+/// the prompt with the hook's reason; `n` keeps the write from running,
+/// `y` lets the next one run; the log records both answers.
+#[test]
+fn a_bundle_hook_asking_is_a_question_at_the_chat_prompt() -> Result<()> {
+    if let Some(why) = no_sandbox() {
+        wharf_tests::skip(&wharf_tests::current_test(), &why);
+        return Ok(());
+    }
+    let e = crate::chat::env();
+    let bundle = e.home.path().join("asker");
+    write(&bundle.join(".claude-plugin/plugin.json"), r#"{"name": "asker"}"#)?;
+    write(
+        &bundle.join("hooks/ask.sh"),
+        "#!/bin/sh\ncat > /dev/null\nprintf '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \
+         \"permissionDecision\": \"ask\", \"permissionDecisionReason\": \"the asker bundle wants a human\"}}'\n",
+    )?;
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Write",
+        "hooks": [{"type": "command", "command": "sh ${CLAUDE_PLUGIN_ROOT}/hooks/ask.sh"}]}]}});
+    write(&bundle.join("hooks/hooks.json"), &hooks.to_string())?;
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "a.txt", content = "a" } }]
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "b.txt", content = "b" } }]
+[[plugin.config.turns]]
+text = "All done."
+"#;
+    let p = e.profile("bundle-ask", turns, false);
+    let mut text = std::fs::read_to_string(&p)?;
+    text += &format!("\n[[bundle]]\nname = \"asker\"\npath = \"{}\"\n", bundle.display());
+    std::fs::write(&p, text)?;
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("write two files");
+    t.expect("approval needed: write a.txt");
+    t.expect("the asker bundle wants a human");
+    t.expect("allow?");
+    t.line("n");
+    t.expect("rejected (by chat(user))");
+    t.expect("error APPROVAL_REJECTED");
+    t.expect("approval needed: write b.txt");
+    t.expect("allow?");
+    t.line("y");
+    t.expect("allowed once (by chat(user))");
+    t.expect("All done.");
+    t.expect("— completed");
+    t.line("/quit");
+    ensure!(t.wait().success());
+    ensure!(!e.ws.path().join("a.txt").exists(), "the rejected write ran");
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("b.txt"))?, "b");
+    let events = e.events();
+    let votes: Vec<String> = events
+        .iter()
+        .filter(|v| v["type"] == "policy/decision")
+        .flat_map(|v| v["data"]["votes"].as_array().cloned().unwrap_or_default())
+        .filter(|v| v["plugin"] == "bundle:asker")
+        .map(|v| v.to_string())
+        .collect();
+    ensure!(votes.len() == 2 && votes.iter().all(|v| v.contains("wants a human")), "{votes:?}");
+    let outcomes: Vec<Value> =
+        events.iter().filter(|v| v["type"] == "approval/decided").map(|v| v["data"]["outcome"].clone()).collect();
+    assert_eq!(outcomes, [json!("rejected"), json!("allowed-once")]);
     Ok(())
 }

@@ -8,11 +8,14 @@
 //! ```
 //!
 //! Wharf runs `command` hooks of the events in [`HookEvent`]; any other
-//! event, hook type or a matcher that is not a valid pattern is listed as
-//! an issue. A matcher is Claude Code's: empty or `*` matches every tool,
-//! else it is a regular expression that must match the whole tool name —
-//! Wharf's name (`bash`) or its Claude Code name (`Bash`, see
-//! [`claude_tool_name`]).
+//! event (`PreCompact`, `SessionEnd`, `PermissionRequest`,
+//! `SubagentStart`…), hook type or a matcher that is not a valid pattern
+//! is listed as an issue. A matcher is Claude Code's: empty or `*` matches
+//! everything, else it is a regular expression that must match the whole
+//! name — for tool events the tool's Wharf name (`bash`) or its Claude
+//! Code name (`Bash`, see [`claude_tool_name`]); for `SessionStart` the
+//! source (`startup`, `resume`); for `Notification` the notification type
+//! (`permission_prompt`).
 //!
 //! What a hook gets on stdin is [`input`]; what its exit code and stdout
 //! mean is [`interpret`], with one rule Claude Code does not have: a hook
@@ -37,45 +40,85 @@ pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 pub enum HookEvent {
     /// Before a tool call: allow, deny, ask or rewrite its input (a policy).
     PreToolUse,
-    /// After a tool call ran: block its result or add context.
+    /// After a tool call succeeded: block its result or add context.
     PostToolUse,
-    /// When a turn's input reaches the agent: block the turn.
+    /// After a tool call failed: add context (or block: the result stays
+    /// an error).
+    PostToolUseFailure,
+    /// When a turn's input reaches the agent: block the turn, or add
+    /// context for it (plain stdout or `additionalContext`).
     UserPromptSubmit,
+    /// Once per session and host, before its first model request
+    /// (`source`: `startup` for a new session, `resume` for a reopened
+    /// one): add context for the session (plain stdout or
+    /// `additionalContext`).
+    SessionStart,
     /// When the agent would end its turn: keep it going with a reason.
     Stop,
+    /// When a subagent (the `subagent` tool's child) would end its turn.
+    SubagentStop,
+    /// When the agent needs the user (`permission_prompt`: an approval
+    /// question was asked). Observes only.
+    Notification,
 }
 
 impl HookEvent {
+    /// Every event Wharf runs.
+    pub const ALL: [Self; 8] = [
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::PostToolUseFailure,
+        Self::UserPromptSubmit,
+        Self::SessionStart,
+        Self::Stop,
+        Self::SubagentStop,
+        Self::Notification,
+    ];
+
     /// Its name in hooks files.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
             Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::SessionStart => "SessionStart",
             Self::Stop => "Stop",
+            Self::SubagentStop => "SubagentStop",
+            Self::Notification => "Notification",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Self::PreToolUse, Self::PostToolUse, Self::UserPromptSubmit, Self::Stop].into_iter().find(|e| e.as_str() == s)
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
     }
 
     fn has_matcher(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::PostToolUse)
+        matches!(
+            self,
+            Self::PreToolUse | Self::PostToolUse | Self::PostToolUseFailure | Self::SessionStart | Self::Notification
+        )
+    }
+
+    /// Whether plain stdout (not JSON) on exit 0 is context for the model
+    /// (Claude Code's rule for these two events).
+    pub fn stdout_is_context(self) -> bool {
+        matches!(self, Self::UserPromptSubmit | Self::SessionStart)
     }
 }
 
-/// Which tools a hook applies to.
+/// Which tools (sources, notification types) a hook applies to.
 #[derive(Debug, Clone)]
 pub enum Matcher {
-    /// Every tool.
+    /// Everything.
     Any,
-    /// Tools whose whole name (Wharf's or Claude Code's) matches.
+    /// Names that match whole (for a tool, Wharf's or Claude Code's name).
     Pattern(regex::Regex),
 }
 
 impl Matcher {
-    /// Whether the tool `name` matches.
+    /// Whether `name` (a tool, a session source, a notification type)
+    /// matches.
     pub fn matches(&self, name: &str) -> bool {
         match self {
             Self::Any => true,
@@ -209,8 +252,9 @@ pub(crate) fn parse(
 
 /// What a hook gets on stdin: the common fields (`session_id`, `cwd`,
 /// `hook_event_name`, `permission_mode`) and the event's own (`extra`:
-/// `tool_name`, `tool_input`, `tool_use_id`, `tool_response`, `prompt`,
-/// `stop_hook_active`).
+/// `tool_name`, `tool_input`, `tool_use_id`, `tool_response`, `error`,
+/// `prompt`, `source`, `stop_hook_active`, `agent_id`, `message`,
+/// `notification_type`).
 pub fn input(event: HookEvent, session_id: &str, cwd: &Path, extra: Value) -> Value {
     let mut v = json!({
         "session_id": session_id,
@@ -294,7 +338,8 @@ fn one_line(s: &str, max: usize) -> String {
 ///   (PreToolUse); `decision: "block"` with `reason` (the legacy
 ///   `approve` too); `hookSpecificOutput.additionalContext`;
 /// - exit 0 and anything else on stdout: a [`HookFailure`] — except for
-///   UserPromptSubmit, whose plain stdout is context.
+///   UserPromptSubmit and SessionStart, whose plain stdout is context
+///   ([`HookEvent::stdout_is_context`]).
 pub fn interpret(event: HookEvent, run: &HookRun) -> Result<Answer, HookFailure> {
     if run.timed_out {
         return Err(HookFailure("timed out".into()));
@@ -320,7 +365,7 @@ pub fn interpret(event: HookEvent, run: &HookRun) -> Result<Answer, HookFailure>
     }
     let v: Value = match serde_json::from_str(out) {
         Ok(v @ Value::Object(_)) => v,
-        _ if event == HookEvent::UserPromptSubmit => return Ok(Answer::Context { text: out.to_string() }),
+        _ if event.stdout_is_context() => return Ok(Answer::Context { text: out.to_string() }),
         _ => {
             return Err(HookFailure(format!("printed something that is not a JSON object: {}", one_line(out, 200))));
         }
@@ -402,9 +447,17 @@ mod tests {
             interpret(HookEvent::PostToolUse, &run(Some(0), block, "")),
             Ok(Answer::Block { reason: "tests fail".into() })
         );
+        for e in [HookEvent::UserPromptSubmit, HookEvent::SessionStart] {
+            assert_eq!(
+                interpret(e, &run(Some(0), "some context", "")),
+                Ok(Answer::Context { text: "some context".into() })
+            );
+        }
+        assert!(interpret(HookEvent::Stop, &run(Some(0), "some context", "")).is_err());
+        let ctx = r#"{"hookSpecificOutput":{"hookEventName":"SessionStart","additionalContext":"use tabs"}}"#;
         assert_eq!(
-            interpret(HookEvent::UserPromptSubmit, &run(Some(0), "some context", "")),
-            Ok(Answer::Context { text: "some context".into() })
+            interpret(HookEvent::SessionStart, &run(Some(0), ctx, "")),
+            Ok(Answer::Context { text: "use tabs".into() })
         );
         assert_eq!(
             interpret(HookEvent::Stop, &run(Some(0), r#"{"continue":false,"stopReason":"x"}"#, "")),
@@ -418,17 +471,21 @@ mod tests {
         let v = json!({"hooks": {
             "PreToolUse": [{"matcher": "Bash|Write", "hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/h.sh", "timeout": 5}]},
                            {"matcher": "(", "hooks": [{"type": "command", "command": "x"}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": "y"}]}],
+            "PreCompact": [{"hooks": [{"type": "command", "command": "y"}]}],
+            "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "z"}]}],
             "Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}]}]
         }});
         let (mut out, mut issues) = (Vec::new(), Vec::new());
         parse(&v, Path::new("/b/hooks/hooks.json"), root, &mut out, &mut issues).unwrap();
-        assert_eq!(out.len(), 1);
+        assert_eq!(out.len(), 2);
+        out.sort_by_key(|r| r.event.as_str());
         assert_eq!(out[0].command, "/b/h.sh");
+        assert!(out[1].event == HookEvent::SessionStart && out[1].matcher.matches("startup"));
+        assert!(!out[1].matcher.matches("resume"));
         assert_eq!(out[0].timeout, Duration::from_secs(5));
         assert!(out[0].matcher.matches("bash") && out[0].matcher.matches("write") && !out[0].matcher.matches("read"));
         assert_eq!(issues.len(), 3, "{issues:?}");
-        assert!(issues.iter().any(|i| i.contains("`Notification` is not supported")));
+        assert!(issues.iter().any(|i| i.contains("`PreCompact` is not supported")));
         assert!(issues.iter().any(|i| i.contains("matcher `(`")));
         assert!(issues.iter().any(|i| i.contains("type `prompt`")));
     }

@@ -128,17 +128,25 @@ pub struct Manifest {
     pub description: Option<String>,
 }
 
-/// A subagent preset from `agents/NAME.md`.
+/// A subagent preset from `agents/NAME.md`, offered by the `subagent`
+/// tool (its row's `presets`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct AgentPreset {
     /// Its name (front matter `name`, else the file name).
     pub name: String,
     /// When to use it.
     pub description: String,
-    /// Tools it may use (front matter `tools`, comma separated; empty: all).
+    /// Tools it may use, as Wharf names (front matter `tools`: Claude Code
+    /// names such as `Read` become Wharf's `read`; names Wharf has no
+    /// equivalent of are dropped and listed in the bundle's issues; empty:
+    /// all of the caller's).
     pub tools: Vec<String>,
-    /// Its instructions (the file's body).
+    /// Its instructions (the file's body): the child's system prompt.
     pub instructions: String,
+    /// The model it asks for (front matter `model`), as written. Not
+    /// honoured: the child uses the session's model (an issue says so
+    /// unless it is `inherit`).
+    pub model: Option<String>,
     /// The file.
     pub file: PathBuf,
 }
@@ -273,7 +281,7 @@ impl Bundle {
         agent_dirs.extend(manifest_paths(raw.get("agents"), &root));
         let mut agents = Vec::new();
         for d in &agent_dirs {
-            load_agents(d, &mut agents)?;
+            load_agents(d, &root, &mut agents, &mut issues)?;
         }
 
         // Hooks: hooks/hooks.json, files the manifest names, or inline.
@@ -328,14 +336,6 @@ impl Bundle {
         if root.join(".app.json").is_file() {
             issues.push(".app.json: Codex app mappings are not supported by Wharf (ignored)".into());
         }
-        if !agents.is_empty() {
-            issues.push(format!(
-                "agents/ ({} preset{}): the `subagent` tool has no presets yet; they are listed (`wharf plugin \
-                 list`) but not offered",
-                agents.len(),
-                if agents.len() == 1 { "" } else { "s" }
-            ));
-        }
         Ok(Self { root, flavor, manifest, skills_dir, skills, commands, agents, hooks, mcp, issues })
     }
 
@@ -351,7 +351,44 @@ impl Bundle {
     }
 }
 
-fn load_agents(dir: &Path, out: &mut Vec<AgentPreset>) -> Result<(), BundleError> {
+/// Front matter keys of an agent file Wharf does not honour.
+const AGENT_KEYS_NOT_HONOURED: [&str; 7] =
+    ["disallowedTools", "permissionMode", "maxTurns", "skills", "mcpServers", "hooks", "isolation"];
+
+/// The Wharf tool a preset's `tools` entry names: a Claude Code name
+/// (`Read`) by [`hooks::claude_tool_name`]'s table, or a name already in
+/// Wharf's form (`read`, `mcp__server__tool`); `None` for a Claude Code
+/// tool Wharf has no equivalent of (`WebSearch`, `NotebookEdit`…).
+pub fn wharf_tool_name(name: &str) -> Option<String> {
+    const WHARF: [&str; 10] =
+        ["bash", "read", "write", "edit", "glob", "grep", "list", "web_fetch", "todo_write", "subagent"];
+    if let Some(w) = WHARF.iter().find(|w| hooks::claude_tool_name(w) == Some(name)) {
+        return Some((*w).to_string());
+    }
+    let wharf_form = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    (wharf_form || name.starts_with("mcp__")).then(|| name.to_string())
+}
+
+/// The entries of a front matter list: `A, B`, `[A, B]` or `- A - B`
+/// (indented YAML items joined on one line).
+fn list_items(v: &str) -> Vec<String> {
+    v.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .flat_map(|part| part.split(" - "))
+        .map(|s| s.trim().trim_start_matches("- ").trim().trim_matches(['"', '\'']).to_string())
+        .filter(|s| !s.is_empty() && s != "-")
+        .collect()
+}
+
+fn load_agents(
+    dir: &Path,
+    root: &Path,
+    out: &mut Vec<AgentPreset>,
+    issues: &mut Vec<String>,
+) -> Result<(), BundleError> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
     let mut files: Vec<PathBuf> =
         entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "md")).collect();
@@ -359,18 +396,84 @@ fn load_agents(dir: &Path, out: &mut Vec<AgentPreset>) -> Result<(), BundleError
     for file in files {
         let text = read_text(&file)?;
         let doc = markdown::parse(&text);
+        let shown = file.strip_prefix(root).unwrap_or(&file).display().to_string();
         let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let tools = doc
-            .get("tools")
-            .map(|t| t.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
-            .unwrap_or_default();
+        let name = doc.get("name").unwrap_or(&stem).to_string();
+        let written = doc.get("tools").map(list_items).unwrap_or_default();
+        let mut tools = Vec::new();
+        let mut dropped = Vec::new();
+        for t in &written {
+            match wharf_tool_name(t) {
+                Some(w) if !tools.contains(&w) => tools.push(w),
+                Some(_) => {}
+                None => dropped.push(t.as_str()),
+            }
+        }
+        if !dropped.is_empty() {
+            issues.push(format!(
+                "{shown}: tools {} have no Wharf equivalent; the preset `{name}` may not use them",
+                dropped.join(", ")
+            ));
+        }
+        if !written.is_empty() && tools.is_empty() {
+            issues.push(format!("{shown}: none of its tools exist in Wharf; the preset `{name}` is not offered"));
+            continue;
+        }
+        let model = doc.get("model").map(str::to_string).filter(|m| !m.is_empty());
+        if let Some(m) = model.as_deref().filter(|m| *m != "inherit") {
+            issues.push(format!("{shown}: `model: {m}` is not honoured; the preset `{name}` uses the session's model"));
+        }
+        for key in AGENT_KEYS_NOT_HONOURED {
+            if doc.get(key).is_some() {
+                issues.push(format!("{shown}: `{key}` is not honoured by Wharf (ignored)"));
+            }
+        }
         out.push(AgentPreset {
-            name: doc.get("name").unwrap_or(&stem).to_string(),
+            name,
             description: doc.get("description").unwrap_or_default().to_string(),
             tools,
             instructions: doc.body.trim().to_string(),
+            model,
             file,
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn agents_become_presets_with_wharf_tool_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("presets");
+        let agents = dir.join("agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(
+            agents.join("reviewer.md"),
+            "---\nname: reviewer\ndescription: Reviews code.\ntools: Read, Grep, WebSearch, mcp__x__y\nmodel: opus\n---\nYou review.\n",
+        )
+        .unwrap();
+        std::fs::write(agents.join("web.md"), "---\ndescription: Searches.\ntools: [WebSearch]\n---\nSearch.\n")
+            .unwrap();
+        std::fs::write(
+            agents.join("any.md"),
+            "---\ndescription: All.\nmodel: inherit\ntools:\n  - Bash\n  - read\n---\nGo.\n",
+        )
+        .unwrap();
+        let b = Bundle::load(&dir).unwrap();
+        let names: Vec<&str> = b.agents.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["any", "reviewer"], "{:?}", b.issues);
+        assert_eq!(b.agents[0].tools, ["bash", "read"]);
+        assert_eq!(b.agents[1].tools, ["read", "grep", "mcp__x__y"]);
+        assert_eq!(b.agents[1].instructions, "You review.");
+        assert_eq!(b.agents[1].model.as_deref(), Some("opus"));
+        let issues = b.issues.join("\n");
+        assert!(issues.contains("WebSearch have no Wharf equivalent"), "{issues}");
+        assert!(issues.contains("preset `web` is not offered"), "{issues}");
+        assert!(issues.contains("`model: opus` is not honoured"), "{issues}");
+        assert!(!issues.contains("inherit"), "{issues}");
+    }
 }

@@ -8,11 +8,23 @@
 //!   confined in the OS sandbox with the bundle's `[bundle.sandbox]` grants
 //!   (the bundle read-only, nothing else writable unless granted), an HTTP
 //!   server only to a host in `sandbox.hosts`;
+//! - **agents**: `agents/*.md` become the `presets` of the `subagent` row's
+//!   config (name, description, instructions, tools as Wharf names), so
+//!   the `subagent` tool offers them by name (`agent`);
 //! - **hooks**: one native registration per bundle, plugin `bundle:NAME`:
 //!   its `PreToolUse` hooks are a [`Policy`] (allow, deny, ask, rewrite),
-//!   `PostToolUse` a `tools/post-execute` listener, `UserPromptSubmit` an
-//!   `agent/pre-step` listener (on steps that took user input) and `Stop`
-//!   an `agent/turn-stopping` listener. Each hook is a process: `/bin/sh -c
+//!   `PostToolUse` / `PostToolUseFailure` a `tools/post-execute` listener
+//!   (by the outcome). The session's own hooks are a listener on each
+//!   agent's bus ([`HookSet::attach`], called when the harness opens an
+//!   agent): `SessionStart` (once per session and host, source `startup` or
+//!   `resume`) and `UserPromptSubmit` (on steps that took user input) at
+//!   `agent/pre-step`, their context (plain stdout or `additionalContext`,
+//!   ≤ 10 000 characters a hook) added to the system prompt — the
+//!   session's for the session, a prompt's for its turn — and logged as
+//!   `bundle/context` (ignorable); `Stop` (this session) and `SubagentStop`
+//!   (a child sharing its bus) at `agent/turn-stopping`; `Notification`
+//!   (`permission_prompt`) on each logged `approval/asked`. Each hook is a
+//!   process: `/bin/sh -c
 //!   COMMAND` started by `wharf_runtime::process::native` in the same OS
 //!   sandbox as the `bash` tool's commands and stdio MCP servers (Landlock,
 //!   seccomp, rlimits, a scrubbed environment), with the hook protocol of
@@ -20,7 +32,9 @@
 //!   run, so an edit takes effect at the next call, and the digest of what
 //!   ran is the version logged with the decision. A hook that cannot start,
 //!   crashes, times out or prints something that is not a JSON object
-//!   denies (a `Stop` hook's failure only logs a warning).
+//!   denies: the call, the result, or the turn (`SessionStart`,
+//!   `UserPromptSubmit`); a `Stop`, `SubagentStop` or `Notification`
+//!   hook's failure only logs a warning.
 //!
 //! A row with a `digest` loads only if the bundle's content still has that
 //! digest.
@@ -41,6 +55,7 @@ use wharf_core::plugin::{
     BoxFuture, Decision, Hook, HookOutcome, HookPoint, PluginError, PluginRef, Policy, PolicyRequest, ToolErrorCode,
 };
 use wharf_core::registry::{Registrations, Registry};
+use wharf_core::store::LogRelease;
 use wharf_runtime::process::native::{NativeCommand, NativeGrant, NativeProcess, NativeStdio};
 
 /// The row whose `dirs` bundle skills join (the harness's choice, like the
@@ -52,6 +67,12 @@ const TOOL_HOOK_CAP: Duration = Duration::from_secs(9);
 const OTHER_HOOK_CAP: Duration = Duration::from_secs(25);
 /// Most times `Stop` hooks keep one turn going.
 const MAX_STOP_CONTINUES: u32 = 3;
+/// The row whose config gets the bundles' `agents/*.md` as `presets`.
+const SUBAGENT_ROW: &str = "subagent";
+/// Most characters of one hook's context (Claude Code's cap too).
+const MAX_CONTEXT_CHARS: usize = 10_000;
+/// The ignorable event that records context a hook added.
+pub const CONTEXT_EVENT: &str = "bundle/context";
 
 /// A bundle a host loaded, with its row.
 #[derive(Debug, Clone)]
@@ -127,6 +148,40 @@ pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
                 )),
             }
         }
+        if !b.agents.is_empty() {
+            match config.plugins.iter_mut().find(|r| r.id == SUBAGENT_ROW) {
+                Some(sub) => {
+                    if !sub.config.is_object() {
+                        sub.config = json!({});
+                    }
+                    if let Value::Object(m) = &mut sub.config {
+                        let presets = m.entry("presets").or_insert_with(|| json!([]));
+                        if let Value::Array(a) = presets {
+                            for agent in &b.agents {
+                                if a.iter().any(|p| p["name"] == agent.name.as_str()) {
+                                    skipped.push(format!(
+                                        "bundle `{}`: subagent preset `{}` exists already; not added",
+                                        row.name, agent.name
+                                    ));
+                                    continue;
+                                }
+                                a.push(json!({
+                                    "name": agent.name,
+                                    "description": agent.description,
+                                    "instructions": agent.instructions,
+                                    "tools": agent.tools,
+                                    "source": format!("bundle:{}", row.name),
+                                }));
+                            }
+                        }
+                    }
+                }
+                None => skipped.push(format!(
+                    "bundle `{}`: its agents need a `{SUBAGENT_ROW}` plugin row, and this profile has none",
+                    row.name
+                )),
+            }
+        }
         for decl in &b.mcp {
             if config.mcp.iter().any(|m| m.name == decl.name) {
                 skipped.push(format!("bundle `{}`: MCP server `{}` exists already; not added", row.name, decl.name));
@@ -169,9 +224,39 @@ pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
     skipped
 }
 
+/// The bundles' hooks, for the sessions a host opens: see
+/// [`HookSet::attach`].
+#[derive(Clone, Default)]
+pub struct HookSet(Vec<Arc<BundleHooks>>);
+
+impl std::fmt::Debug for HookSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|h| &h.name)).finish()
+    }
+}
+
+impl HookSet {
+    /// Registers the session hooks (`SessionStart`, `UserPromptSubmit`,
+    /// `Stop`, `SubagentStop`, `Notification`) of every bundle on
+    /// `agent`'s bus, for its session (`resumed`: a session opened again,
+    /// source `resume`). They stay registered for the agent's lifetime and
+    /// write to its log only while it is open.
+    pub fn attach(&self, agent: &wharf_core::Agent, resumed: bool) {
+        for hooks in &self.0 {
+            let s = SessionHooks::new(hooks.clone(), agent, resumed);
+            if !s.subscriptions.is_empty() {
+                // The listener lives as long as the agent's bus.
+                let _handle = agent.bus().register(Arc::new(s));
+            }
+        }
+    }
+}
+
 /// Installs the hooks of every bundle that has some, as plugin
-/// `bundle:NAME` (see the module docs).
-pub fn install_hooks(registry: &Registry, bundles: &[LoadedBundle], workspace: &Path) -> Result<()> {
+/// `bundle:NAME` (see the module docs); the session hooks are returned for
+/// [`HookSet::attach`].
+pub fn install_hooks(registry: &Registry, bundles: &[LoadedBundle], workspace: &Path) -> Result<HookSet> {
+    let mut set = HookSet::default();
     for lb in bundles {
         if lb.bundle.hooks.is_empty() {
             continue;
@@ -189,12 +274,13 @@ pub fn install_hooks(registry: &Registry, bundles: &[LoadedBundle], workspace: &
             ..Registrations::default()
         };
         registry.install(plugin, regs)?;
+        set.0.push(hooks);
     }
-    Ok(())
+    Ok(set)
 }
 
 /// The hooks of one bundle, as a policy and a hook listener.
-struct BundleHooks {
+pub(crate) struct BundleHooks {
     plugin: PluginRef,
     name: String,
     root: PathBuf,
@@ -203,8 +289,6 @@ struct BundleHooks {
     workspace: PathBuf,
     grant: NativeGrant,
     env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
-    /// `Stop` continuations per session and turn.
-    stops: Mutex<HashMap<(String, u64), u32>>,
 }
 
 fn parse_dirs(specs: &[String], workspace: &Path, grant: &mut NativeGrant) -> Result<()> {
@@ -248,14 +332,8 @@ impl BundleHooks {
             }
         }
         let mut subscriptions = Vec::new();
-        for (event, point) in [
-            (HookEvent::PostToolUse, HookPoint::ToolsPostExecute),
-            (HookEvent::UserPromptSubmit, HookPoint::AgentPreStep),
-            (HookEvent::Stop, HookPoint::AgentTurnStopping),
-        ] {
-            if b.hooks.iter().any(|h| h.event == event) {
-                subscriptions.push((point, 0));
-            }
+        if b.hooks.iter().any(|h| matches!(h.event, HookEvent::PostToolUse | HookEvent::PostToolUseFailure)) {
+            subscriptions.push((HookPoint::ToolsPostExecute, 0));
         }
         Ok(Self {
             plugin,
@@ -266,8 +344,11 @@ impl BundleHooks {
             workspace: workspace.to_path_buf(),
             grant,
             env,
-            stops: Mutex::default(),
         })
+    }
+
+    fn has(&self, event: HookEvent) -> bool {
+        self.rules.iter().any(|r| r.event == event)
     }
 
     /// The rules of `event` for `tool` (any tool when `None`).
@@ -449,13 +530,22 @@ impl Hook for BundleHooks {
                 HookPoint::ToolsPostExecute => {
                     let tool = payload.get("tool").and_then(Value::as_str).unwrap_or_default().to_string();
                     let mut extra = Self::tool_input(&tool, payload.get("arguments").unwrap_or(&Value::Null));
-                    extra["tool_response"] = payload.get("outcome").cloned().unwrap_or(Value::Null);
                     extra["tool_use_id"] = payload.get("call_id").cloned().unwrap_or(Value::Null);
-                    let stdin = input(HookEvent::PostToolUse, &session, &self.workspace, extra);
+                    let outcome = payload.get("outcome").cloned().unwrap_or(Value::Null);
+                    let event = if outcome.get("is_error").and_then(Value::as_bool) == Some(true) {
+                        extra["error"] = outcome.get("content").cloned().unwrap_or(Value::Null);
+                        extra["is_interrupt"] = json!(false);
+                        HookEvent::PostToolUseFailure
+                    } else {
+                        extra["tool_response"] = outcome;
+                        HookEvent::PostToolUse
+                    };
+                    if !self.has(event) {
+                        return Ok(HookOutcome::Pass);
+                    }
+                    let stdin = input(event, &session, &self.workspace, extra);
                     let mut contexts = Vec::new();
-                    for (file, digest, answer) in
-                        self.run_all(HookEvent::PostToolUse, Some(&tool), &stdin, OTHER_HOOK_CAP).await
-                    {
+                    for (file, digest, answer) in self.run_all(event, Some(&tool), &stdin, OTHER_HOOK_CAP).await {
                         let at = format!("{} hook {file}@{}", self.name, short(&digest));
                         match answer {
                             Err(e) => return Ok(HookOutcome::Reject(format!("{at} failed: {e}"))),
@@ -475,55 +565,253 @@ impl Hook for BundleHooks {
                     }
                     Ok(HookOutcome::Replace(p))
                 }
-                HookPoint::AgentPreStep => {
-                    let Some(inputs) = payload.get("input").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
-                        return Ok(HookOutcome::Pass);
-                    };
-                    let prompt = inputs.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n\n");
-                    let stdin =
-                        input(HookEvent::UserPromptSubmit, &session, &self.workspace, json!({ "prompt": prompt }));
-                    for (file, digest, answer) in
-                        self.run_all(HookEvent::UserPromptSubmit, None, &stdin, OTHER_HOOK_CAP).await
-                    {
-                        let at = format!("{} hook {file}@{}", self.name, short(&digest));
-                        match answer {
-                            Err(e) => return Ok(HookOutcome::Reject(format!("{at} failed: {e}"))),
-                            Ok(Answer::Block { reason }) => return Ok(HookOutcome::Reject(format!("{at}: {reason}"))),
-                            Ok(Answer::Context { .. }) => {
-                                tracing::info!(bundle = %self.name, "UserPromptSubmit context is not added (not supported)");
-                            }
-                            Ok(_) => {}
-                        }
-                    }
-                    Ok(HookOutcome::Pass)
-                }
-                HookPoint::AgentTurnStopping => {
-                    let turn = payload.get("turn").and_then(Value::as_u64).unwrap_or_default();
-                    let key = (session.clone(), turn);
-                    let done = self.stops.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied().unwrap_or(0);
-                    if done >= MAX_STOP_CONTINUES {
-                        return Ok(HookOutcome::Pass);
-                    }
-                    let stdin =
-                        input(HookEvent::Stop, &session, &self.workspace, json!({ "stop_hook_active": done > 0 }));
-                    for (file, digest, answer) in self.run_all(HookEvent::Stop, None, &stdin, OTHER_HOOK_CAP).await {
-                        if let Ok(Answer::Block { reason }) = answer {
-                            let mut stops = self.stops.lock().unwrap_or_else(|e| e.into_inner());
-                            if stops.len() >= 4096 {
-                                stops.clear();
-                            }
-                            *stops.entry(key).or_default() += 1;
-                            return Ok(HookOutcome::Reject(format!(
-                                "{} hook {file}@{}: {reason}",
-                                self.name,
-                                short(&digest)
-                            )));
-                        }
-                    }
-                    Ok(HookOutcome::Pass)
-                }
                 _ => Ok(HookOutcome::Pass),
             }
+        })
+    }
+}
+
+/// Context a hook added, cut to [`MAX_CONTEXT_CHARS`].
+fn bounded_context(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_CONTEXT_CHARS) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// What one session's hooks keep.
+#[derive(Default)]
+struct SessionState {
+    /// `SessionStart` hooks ran and succeeded.
+    started: bool,
+    /// Their context: for every step of the session.
+    session_context: Vec<String>,
+    /// The turn of `turn_context`.
+    turn: u64,
+    /// `UserPromptSubmit` context: for the steps of that turn.
+    turn_context: Vec<String>,
+    /// `Stop` / `SubagentStop` continuations per session and turn.
+    stops: HashMap<(String, u64), u32>,
+}
+
+/// One bundle's session hooks on one agent's bus (see [`HookSet::attach`]).
+struct SessionHooks {
+    hooks: Arc<BundleHooks>,
+    session: String,
+    log: LogRelease,
+    source: &'static str,
+    subscriptions: Vec<(HookPoint, i32)>,
+    state: Mutex<SessionState>,
+}
+
+impl SessionHooks {
+    fn new(hooks: Arc<BundleHooks>, agent: &wharf_core::Agent, resumed: bool) -> Self {
+        let mut subscriptions = Vec::new();
+        let context = hooks.has(HookEvent::SessionStart) || hooks.has(HookEvent::UserPromptSubmit);
+        if context {
+            subscriptions.push((HookPoint::AgentPreStep, 0));
+            subscriptions.push((HookPoint::SystemPrompt, 0));
+        }
+        if hooks.has(HookEvent::Stop) || hooks.has(HookEvent::SubagentStop) {
+            subscriptions.push((HookPoint::AgentTurnStopping, 0));
+        }
+        if hooks.has(HookEvent::Notification) {
+            subscriptions.push((HookPoint::SessionEvent, 0));
+        }
+        Self {
+            hooks,
+            session: agent.session_id().to_string(),
+            log: agent.log().watch_release(),
+            source: if resumed { "resume" } else { "startup" },
+            subscriptions,
+            state: Mutex::default(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Logs context a hook added (while the session's log is open).
+    fn log_context(&self, event: HookEvent, turn: u64, hook: &str, text: &str) {
+        let Some(log) = self.log.upgrade() else { return };
+        let data = json!({
+            "bundle": self.hooks.name,
+            "event": event.as_str(),
+            "hook": hook,
+            "turn": turn,
+            "text": text,
+        });
+        if let Err(e) = log.append_ignorable(CONTEXT_EVENT, data) {
+            tracing::warn!(bundle = %self.hooks.name, "could not log a hook's context: {e}");
+        }
+    }
+
+    /// Runs `event`'s hooks (`matched`: the source for `SessionStart`);
+    /// their contexts, or why the turn is blocked.
+    async fn contexts(
+        &self,
+        event: HookEvent,
+        matched: Option<&str>,
+        extra: Value,
+        turn: u64,
+    ) -> Result<Vec<String>, String> {
+        let stdin = input(event, &self.session, &self.hooks.workspace, extra);
+        let mut out = Vec::new();
+        for (file, digest, answer) in self.hooks.run_all(event, matched, &stdin, OTHER_HOOK_CAP).await {
+            let at = format!("{} hook {file}@{}", self.hooks.name, short(&digest));
+            match answer {
+                Err(e) => return Err(format!("{at} failed: {e}")),
+                Ok(Answer::Block { reason }) => return Err(format!("{at}: {reason}")),
+                Ok(Answer::Context { text }) => {
+                    let text = bounded_context(&text);
+                    self.log_context(event, turn, &format!("{file}@{}", short(&digest)), &text);
+                    out.push(format!(
+                        "Context from the `{}` plugin's {} hook:\n{text}",
+                        self.hooks.name,
+                        event.as_str()
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
+        Ok(out)
+    }
+
+    async fn pre_step(&self, payload: &Value) -> HookOutcome {
+        let turn = payload.get("turn").and_then(Value::as_u64).unwrap_or_default();
+        if self.hooks.has(HookEvent::SessionStart) && !self.state().started {
+            // Fail closed: the turn is blocked, and the next one tries again.
+            match self
+                .contexts(HookEvent::SessionStart, Some(self.source), json!({ "source": self.source }), turn)
+                .await
+            {
+                Ok(ctx) => {
+                    let mut st = self.state();
+                    st.started = true;
+                    st.session_context = ctx;
+                }
+                Err(why) => return HookOutcome::Reject(why),
+            }
+        }
+        let Some(inputs) = payload.get("input").and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+            return HookOutcome::Pass;
+        };
+        if !self.hooks.has(HookEvent::UserPromptSubmit) {
+            return HookOutcome::Pass;
+        }
+        let prompt = inputs.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n\n");
+        match self.contexts(HookEvent::UserPromptSubmit, None, json!({ "prompt": prompt }), turn).await {
+            Ok(ctx) => {
+                let mut st = self.state();
+                if st.turn != turn {
+                    st.turn = turn;
+                    st.turn_context.clear();
+                }
+                st.turn_context.extend(ctx);
+                HookOutcome::Pass
+            }
+            Err(why) => HookOutcome::Reject(why),
+        }
+    }
+
+    fn system_prompt(&self, payload: Value) -> HookOutcome {
+        let turn = payload.get("turn").and_then(Value::as_u64).unwrap_or_default();
+        let extra: Vec<String> = {
+            let st = self.state();
+            let mut v = st.session_context.clone();
+            if st.turn == turn {
+                v.extend(st.turn_context.iter().cloned());
+            }
+            v
+        };
+        if extra.is_empty() {
+            return HookOutcome::Pass;
+        }
+        let mut p = payload;
+        let prompt = p.get("prompt").and_then(Value::as_str).unwrap_or_default().trim_end().to_string();
+        p["prompt"] = json!(format!("{prompt}\n\n{}", extra.join("\n\n")));
+        HookOutcome::Replace(p)
+    }
+
+    async fn turn_stopping(&self, payload: &Value, session: &str) -> HookOutcome {
+        // A child (the `subagent` tool's) shares its parent's bus.
+        let (event, extra_id) = if session == self.session {
+            (HookEvent::Stop, None)
+        } else {
+            (HookEvent::SubagentStop, Some(session.to_string()))
+        };
+        if !self.hooks.has(event) {
+            return HookOutcome::Pass;
+        }
+        let turn = payload.get("turn").and_then(Value::as_u64).unwrap_or_default();
+        let key = (session.to_string(), turn);
+        let done = self.state().stops.get(&key).copied().unwrap_or(0);
+        if done >= MAX_STOP_CONTINUES {
+            return HookOutcome::Pass;
+        }
+        let mut extra = json!({ "stop_hook_active": done > 0 });
+        if let Some(id) = extra_id {
+            extra["agent_id"] = json!(id);
+        }
+        let stdin = input(event, &self.session, &self.hooks.workspace, extra);
+        for (file, digest, answer) in self.hooks.run_all(event, None, &stdin, OTHER_HOOK_CAP).await {
+            if let Ok(Answer::Block { reason }) = answer {
+                let mut st = self.state();
+                if st.stops.len() >= 4096 {
+                    st.stops.clear();
+                }
+                *st.stops.entry(key).or_default() += 1;
+                return HookOutcome::Reject(format!("{} hook {file}@{}: {reason}", self.hooks.name, short(&digest)));
+            }
+        }
+        HookOutcome::Pass
+    }
+
+    async fn notify(&self, payload: &Value) {
+        if payload.get("type").and_then(Value::as_str) != Some("approval/asked") {
+            return;
+        }
+        let data = payload.get("data").cloned().unwrap_or(Value::Null);
+        let tool = data.get("tool").and_then(Value::as_str).unwrap_or_default();
+        let reason = data.get("reason").and_then(Value::as_str).unwrap_or_default();
+        let message = format!(
+            "Wharf needs your permission to use {}: {}",
+            claude_tool_name(tool).unwrap_or(tool),
+            reason.chars().take(2000).collect::<String>()
+        );
+        let extra =
+            json!({ "message": message, "title": "Permission needed", "notification_type": "permission_prompt" });
+        let stdin = input(HookEvent::Notification, &self.session, &self.hooks.workspace, extra);
+        // Failures are logged by `run_all`; a notification decides nothing.
+        let _ = self.hooks.run_all(HookEvent::Notification, Some("permission_prompt"), &stdin, OTHER_HOOK_CAP).await;
+    }
+}
+
+impl Hook for SessionHooks {
+    fn plugin(&self) -> &PluginRef {
+        &self.hooks.plugin
+    }
+
+    fn subscriptions(&self) -> &[(HookPoint, i32)] {
+        &self.subscriptions
+    }
+
+    fn handle(&self, point: HookPoint, payload: Value) -> BoxFuture<'_, Result<HookOutcome, PluginError>> {
+        Box::pin(async move {
+            // `session/event` payloads are events, without a session id.
+            let session = payload.get("session_id").and_then(Value::as_str).unwrap_or_default().to_string();
+            Ok(match point {
+                HookPoint::AgentPreStep if session == self.session => self.pre_step(&payload).await,
+                HookPoint::SystemPrompt if session == self.session => self.system_prompt(payload),
+                HookPoint::AgentTurnStopping => self.turn_stopping(&payload, &session).await,
+                HookPoint::SessionEvent => {
+                    self.notify(&payload).await;
+                    HookOutcome::Pass
+                }
+                _ => HookOutcome::Pass,
+            })
         })
     }
 }

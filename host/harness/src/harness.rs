@@ -61,6 +61,8 @@ pub struct Harness {
     reload_causes: ReloadCauses,
     /// The `[[bundle]]` rows' bundles.
     bundles: Vec<crate::bundles::LoadedBundle>,
+    /// Their session hooks, attached to every agent opened here.
+    bundle_hooks: crate::bundles::HookSet,
     /// The adapter new agents use (`agent.adapter`, changed by `--model` /
     /// `/model ADAPTER…`; `None`: the first loaded).
     adapter: Arc<Mutex<Option<String>>>,
@@ -126,7 +128,7 @@ impl Harness {
         runtime.enable_tiering();
         let registry = Arc::new(Registry::new());
         registry.set_precedence(tool_precedence(&config));
-        crate::bundles::install_hooks(&registry, &bundles, &workspace)?;
+        let bundle_hooks = crate::bundles::install_hooks(&registry, &bundles, &workspace)?;
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
@@ -196,6 +198,7 @@ impl Harness {
             live,
             reload_causes,
             bundles,
+            bundle_hooks,
             adapter,
             _watch: watch,
         })
@@ -323,6 +326,7 @@ impl Harness {
         if let Some(m) = &self.mcp {
             let _guard = m.attach_agent(&agent)?;
         }
+        self.bundle_hooks.attach(&agent, true);
         Ok(agent)
     }
 
@@ -502,6 +506,7 @@ impl Harness {
             // agent's lifetime, so its handle is not kept.
             let _guard = m.attach_agent(&agent)?;
         }
+        self.bundle_hooks.attach(&agent, resume.is_some());
         Ok((agent, first_seq))
     }
 }

@@ -1472,10 +1472,25 @@ struct Projector {
     usage: Vec<Event>,
     /// The adapter's context window, when the config names none.
     window: u64,
+    /// A running call's streamed output so far (`tool/progress`), its
+    /// last [`MAX_PROGRESS_SHOWN`] bytes; dropped at its result.
+    progress: HashMap<String, String>,
 }
 
 /// Longest compaction summary sent to a client, in bytes.
 const MAX_SUMMARY_BYTES: usize = 64 * 1024;
+/// Most bytes of a running call's output shown in its `tool_call_update`
+/// (the latest part).
+const MAX_PROGRESS_SHOWN: usize = 16 * 1024;
+
+/// The last `max` bytes of `s`, cut on a character boundary.
+fn tail(s: &str, max: usize) -> &str {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
 
 impl Projector {
     fn new(
@@ -1486,7 +1501,17 @@ impl Projector {
         window: u64,
     ) -> Self {
         let workspace = host.workspace.clone();
-        Self { host, workspace, mode, own_inbox, calls: HashMap::new(), caps, usage: Vec::new(), window }
+        Self {
+            host,
+            workspace,
+            mode,
+            own_inbox,
+            calls: HashMap::new(),
+            caps,
+            usage: Vec::new(),
+            window,
+            progress: HashMap::new(),
+        }
     }
 
     /// `usage_update`: the tokens of the last request (what the context
@@ -1579,6 +1604,7 @@ impl Projector {
                 vec![in_progress(&d.call_id)]
             }
             EventKind::ToolResult(r) => vec![self.tool_result(r)],
+            EventKind::ToolProgress(p) if live => vec![self.tool_progress(&p.call_id, &p.text)],
             EventKind::TodoUpdated(t) => vec![acp::SessionUpdate::Plan(acp::Plan::new(plan_entries(&t.items)))],
             EventKind::TurnStart(_) | EventKind::TurnEnd(_) | EventKind::StepEnd(_) | EventKind::Unknown { .. }
                 if self.track_usage(ev) =>
@@ -1597,6 +1623,9 @@ impl Projector {
             EventKind::Unknown { type_name, data } if type_name == COMPACTION_FAILED_EVENT => {
                 let error = data.get("error").and_then(Value::as_str).unwrap_or("unknown error");
                 self.compaction(ev.seq, Err(error))
+            }
+            EventKind::Unknown { type_name, data } if type_name == wharf_core::cells::CELL_EVENT => {
+                cell_update(data).into_iter().collect()
             }
             _ => vec![],
         }
@@ -1641,7 +1670,23 @@ impl Projector {
         vec![acp::SessionUpdate::ToolCall(call)]
     }
 
+    /// A running call's output so far (after its diffs, if any), as an
+    /// `in_progress` update.
+    fn tool_progress(&mut self, call_id: &str, text: &str) -> acp::SessionUpdate {
+        let so_far = self.progress.entry(call_id.to_string()).or_default();
+        so_far.push_str(text);
+        if so_far.len() > MAX_PROGRESS_SHOWN * 2 {
+            *so_far = tail(so_far, MAX_PROGRESS_SHOWN).to_string();
+        }
+        let shown = tail(so_far, MAX_PROGRESS_SHOWN).to_string();
+        let mut content = self.calls.get(call_id).cloned().unwrap_or_default();
+        content.push(acp::ToolCallContent::from(shown));
+        let fields = acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::InProgress).content(content);
+        acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(call_id.to_string(), fields))
+    }
+
     fn tool_result(&mut self, r: &ToolResultEvent) -> acp::SessionUpdate {
+        self.progress.remove(&r.call_id);
         let mut content = self.calls.remove(&r.call_id).unwrap_or_default();
         let shown = match (&r.error_code, r.is_error) {
             (Some(code), true) => format!("{code}: {}", r.content),
@@ -1663,6 +1708,27 @@ impl Projector {
         let fields = acp::ToolCallUpdateFields::new().status(status).content(content).raw_output(raw);
         acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(r.call_id.clone(), fields))
     }
+}
+
+/// A Code Mode cell's state change (`tool/cell`, the cell id is its
+/// call's id) as a status update of that call: `running` (it yielded and
+/// goes on) is `in_progress`, `finished` `completed`, `failed` and
+/// `cancelled` `failed`; `rawOutput` names the state.
+fn cell_update(data: &Value) -> Option<acp::SessionUpdate> {
+    let id = data.get("cell").and_then(Value::as_str)?;
+    let state = data.get("state").and_then(Value::as_str)?;
+    let status = match state {
+        "running" => acp::ToolCallStatus::InProgress,
+        "finished" => acp::ToolCallStatus::Completed,
+        "failed" | "cancelled" => acp::ToolCallStatus::Failed,
+        _ => return None,
+    };
+    let raw = json!({"cell": wharf_core::util::cut_str(id, 256), "state": state, "error_code": data.get("error_code")});
+    let fields = acp::ToolCallUpdateFields::new().status(status).raw_output(raw);
+    Some(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
+        wharf_core::util::cut_str(id, 256).to_string(),
+        fields,
+    )))
 }
 
 fn in_progress(call_id: &str) -> acp::SessionUpdate {

@@ -85,6 +85,18 @@ pub struct ChatArgs {
     pub hide_reasoning: bool,
 }
 
+/// Most bytes of a running call's streamed output the chat keeps.
+const MAX_PROGRESS_KEPT: usize = 4096;
+/// Most characters of its live line.
+const MAX_PROGRESS_CHARS: usize = 100;
+
+/// The live line of a call's streamed output: its last non-empty line,
+/// control characters escaped, cut at [`MAX_PROGRESS_CHARS`] characters.
+fn progress_line(kept: &str) -> String {
+    let last = kept.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().trim();
+    one_line(&wharf_core::util::escape_line(last), MAX_PROGRESS_CHARS)
+}
+
 /// How often the spinner shown until a turn's first token moves.
 const SPINNER_TICK: Duration = Duration::from_millis(100);
 
@@ -139,6 +151,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         picker: Vec::new(),
         why: false,
         spinner: None,
+        progress: None,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
@@ -377,6 +390,9 @@ struct Chat {
     /// When the running turn started, while it has shown nothing yet (a
     /// spinner with the elapsed time runs until its first token).
     spinner: Option<Instant>,
+    /// A running call's streamed output (`tool/progress`): its id and the
+    /// latest part, shown as one live line until its result.
+    progress: Option<(String, String)>,
 }
 
 impl Chat {
@@ -638,6 +654,10 @@ impl Chat {
         if self.config_reload_notice(ev) {
             return;
         }
+        if let EventKind::ToolProgress(p) = &ev.kind {
+            self.tool_progress(&p.call_id, &p.text);
+            return;
+        }
         if let EventKind::PluginReloadFailed(p) = &ev.kind {
             self.render.serving = self.host.plugins.versions().get(&p.id).map(|v| v.digest.clone());
         }
@@ -660,9 +680,34 @@ impl Chat {
         }
     }
 
-    /// The spinner's text: a frame, the time since the turn started, how to
-    /// cancel.
+    /// Keeps the latest part of a running call's streamed output and shows
+    /// its last line (the editor's status line, else a row on stderr).
+    fn tool_progress(&mut self, call_id: &str, text: &str) {
+        let kept = match &mut self.progress {
+            Some((id, kept)) if id == call_id => kept,
+            _ => &mut self.progress.insert((call_id.to_string(), String::new())).1,
+        };
+        kept.push_str(text);
+        if kept.len() > MAX_PROGRESS_KEPT {
+            let mut start = kept.len() - MAX_PROGRESS_KEPT;
+            while !kept.is_char_boundary(start) {
+                start += 1;
+            }
+            kept.drain(..start);
+        }
+        if self.out.prompt.is_none()
+            && let Some(text) = self.spinner_text()
+        {
+            self.out.spin(&self.out.dim(&text));
+        }
+    }
+
+    /// The spinner's text: a running call's live output line, or a frame,
+    /// the time since the turn started and how to cancel.
     fn spinner_text(&self) -> Option<String> {
+        if let Some((_, kept)) = &self.progress {
+            return Some(format!("⋯ {} · Ctrl-C to cancel", progress_line(kept)));
+        }
         let started = self.spinner?;
         let frames = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
         let elapsed = started.elapsed();
@@ -684,6 +729,7 @@ impl Chat {
     /// Ends the spinner (the turn showed something, or ended).
     fn stop_spinner(&mut self) {
         self.spinner = None;
+        self.progress = None;
         self.out.clear_spinner();
     }
 
