@@ -278,7 +278,10 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
                            "order_by": "sum(amount)", "descending": true}),
                     csv_flags.clone(),
                 ),
-                (json!({"path": "sales.csv", "where": [{"column": "nope", "op": "==", "value": "x"}]}), csv_flags.clone()),
+                (
+                    json!({"path": "sales.csv", "where": [{"column": "nope", "op": "==", "value": "x"}]}),
+                    csv_flags.clone(),
+                ),
                 (json!({"path": "sales.csv"}), vec!["--workspace", &ws_flag]),
                 (json!({"path": "sales.csv", "limit": 1}), csv_flags.clone()),
             ],
@@ -296,6 +299,14 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
     for (rel, tool, calls) in &examples {
         let dir = work.path().join(tool);
         copy_dir(&wharf_tests::root().join("sdk").join(rel), &dir)?;
+        // The JS example depends on the SDK by a path relative to the checkout.
+        let pkg = dir.join("package.json");
+        if pkg.is_file() {
+            let sdk_js = wharf_tests::root().join("sdk/js");
+            let t = std::fs::read_to_string(&pkg)?.replace("file:../..", &format!("file:{}", sdk_js.display()));
+            std::fs::write(&pkg, t)?;
+            let _ = std::fs::remove_file(dir.join("package-lock.json"));
+        }
         let release = work.path().join(format!("{tool}.release.wasm"));
         let o = wharf_tests::wharf(home.path())
             .args(["plugin", "build"])

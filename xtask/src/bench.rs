@@ -266,7 +266,8 @@ fn run_one(root: &Path, out: &Path, quick: bool, key: &str) -> Result<()> {
         c.env("WHARF_BENCH_QUICK", "1");
     }
     sh(&mut c)?;
-    let md = std::fs::read_to_string(out.join(format!("{key}.md"))).with_context(|| format!("{key} wrote no {key}.md"))?;
+    let md =
+        std::fs::read_to_string(out.join(format!("{key}.md"))).with_context(|| format!("{key} wrote no {key}.md"))?;
     eprintln!("{md}\nsection report: {}", out.join(format!("{key}.md")).display());
     Ok(())
 }
