@@ -268,7 +268,7 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
     let ro = format!("{}:ro", ws.path().display());
     let ws_flag = ws.path().display().to_string();
     let csv_flags: Vec<&str> = vec!["--allow-dir", &ro, "--workspace", &ws_flag];
-    let examples: [(&str, &str, Vec<(Value, Vec<&str>)>); 2] = [
+    let examples: [Example; 2] = [
         (
             "python/examples/csv_query",
             "csv_query",
@@ -328,6 +328,10 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
     }
     Ok(())
 }
+
+/// An example: its directory under `sdk/`, its tool, and calls (arguments,
+/// `wharf plugin call` flags).
+type Example<'a> = (&'a str, &'a str, Vec<(Value, Vec<&'a str>)>);
 
 fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(to)?;
