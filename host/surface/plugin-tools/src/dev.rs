@@ -119,19 +119,8 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
         }
     }
     d.next = d.first_free_version();
-    let first = d.publish();
-    d.report(&first, "ready");
-    if args.once {
-        return Ok(if first.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) });
-    }
-    if !d.json {
-        println!(
-            "  row:      [[plugin]] id = \"{}\"  path = \"{}\"  dev = true",
-            d.project.name,
-            d.component.display()
-        );
-        println!("  watching: {} (Ctrl-C to stop)", d.project.dir.display());
-    }
+    // Watching starts before the first version is published: a save made
+    // as soon as `ready` is printed is seen.
     let (tx, rx) = mpsc::channel::<PathBuf>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(ev) = res {
@@ -144,6 +133,20 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
         }
     })?;
     watcher.watch(&d.project.dir, RecursiveMode::Recursive)?;
+    let first = d.publish();
+    d.report(&first, "ready");
+    if args.once {
+        drop(watcher);
+        return Ok(if first.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    if !d.json {
+        println!(
+            "  row:      [[plugin]] id = \"{}\"  path = \"{}\"  dev = true",
+            d.project.name,
+            d.component.display()
+        );
+        println!("  watching: {} (Ctrl-C to stop)", d.project.dir.display());
+    }
     loop {
         let Ok(first) = rx.recv() else { return Ok(ExitCode::SUCCESS) };
         let mut relevant = d.is_source(&first);
