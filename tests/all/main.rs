@@ -32,6 +32,7 @@ mod mcp_manage;
 mod mcp_sandbox;
 mod oci;
 mod permissions;
+mod plugin_dev;
 mod plugins_langs;
 mod policy;
 mod profile_extends;

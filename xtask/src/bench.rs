@@ -21,9 +21,14 @@
 //!   time to write each request's bytes;
 //! - `load` (tests/benches): the load driver — the demo turn over `wharf
 //!   serve`'s API by 50 clients at a time, one host on JSONL and two on
-//!   PostgreSQL: turns/s, p50/p99 latency, RSS per loaded session.
+//!   PostgreSQL: turns/s, p50/p99 latency, RSS per loaded session;
+//! - `dev_loop` (tests/benches): save of one line of a scaffolded Python,
+//!   JavaScript and Rust tool → the first call answered by the new code,
+//!   `wharf plugin dev` against the release rebuild (`plugin build`).
 //!
-//! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run.
+//! `--quick` (or `WHARF_BENCH_QUICK=1`) shrinks every count for a smoke run;
+//! `--only KEY` runs one section (e.g. `--only dev_loop`), skipping the
+//! others and the shared set-up they need.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,10 +136,16 @@ fn machine() -> (String, String) {
 }
 
 /// Runs the benchmarks and writes `target/bench/report.{md,json}`.
-pub fn run_all(root: &Path, quick: bool) -> Result<()> {
+pub fn run_all(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     let started = std::time::Instant::now();
     let wall_start = std::time::SystemTime::now();
     let machine = machine();
+    if let Some(key) = only {
+        sh(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
+        let out = target_dir(root).join("bench");
+        std::fs::create_dir_all(&out)?;
+        return run_one(root, &out, quick, key);
+    }
     build_plugins(root)?;
     sh(Command::new("cargo").current_dir(root).args([
         "build",
@@ -203,6 +214,7 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
         ("policy_swap", "Policy config swaps under load"),
         ("long_session", "Long sessions: per-step overhead as the history grows"),
         ("load", "Throughput at scale: the demo turn over `wharf serve`, one host (JSONL) and two (PostgreSQL)"),
+        ("dev_loop", "Plugin authors: save to serving (dev mode vs release rebuild)"),
     ] {
         let mut c = bench_cmd(root, "wharf-tests", key);
         if quick {
@@ -249,11 +261,31 @@ pub fn run_all(root: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
-/// Entry point: `cargo xtask bench [--quick]`.
+/// One section of `tests/benches` alone (`--only KEY`): its own
+/// `KEY.md` and `KEY.json`, printed; the report files are left alone.
+fn run_one(root: &Path, out: &Path, quick: bool, key: &str) -> Result<()> {
+    let mut c = bench_cmd(root, "wharf-tests", key);
+    if quick {
+        c.env("WHARF_BENCH_QUICK", "1");
+    }
+    sh(&mut c)?;
+    let md =
+        std::fs::read_to_string(out.join(format!("{key}.md"))).with_context(|| format!("{key} wrote no {key}.md"))?;
+    eprintln!("{md}\nsection report: {}", out.join(format!("{key}.md")).display());
+    Ok(())
+}
+
+/// Entry point: `cargo xtask bench [--quick] [--only KEY]`.
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let quick = args.iter().any(|a| a == "--quick") || std::env::var_os("WHARF_BENCH_QUICK").is_some();
-    if let Some(other) = args.iter().find(|a| *a != "--quick") {
-        bail!("cargo xtask bench: unknown option `{other}` (only --quick)");
+    let mut only = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => {}
+            "--only" => only = Some(it.next().context("--only needs a section key (e.g. dev_loop)")?.clone()),
+            other => bail!("cargo xtask bench: unknown option `{other}` (--quick, --only KEY)"),
+        }
     }
-    run_all(root, quick)
+    run_all(root, quick, only.as_deref())
 }

@@ -9,7 +9,17 @@
 //! DIR/bin/wharf
 //! DIR/bin/wharf.debug                 # its symbols and debug info
 //! DIR/lib/wharf/plugins/NAME.wasm     # every crate under plugins/
+//! DIR/share/wharf/sdk/{rust,python,js,c}  # SDKs, templates, dev loaders
+//! DIR/share/wharf/wit/since_vX.Y.Z    # the WIT package
+//! DIR/share/wharf/Cargo.lock          # the versions the Rust SDK is tested with
 //! ```
+//!
+//! `wharf plugin new` and `build` find the SDKs and the WIT in
+//! `share/wharf/` above the binary, so a machine with the installed binary
+//! and a language's toolchain can author plugins (JavaScript: `npm ci` in
+//! `share/wharf/sdk/js`, or `sdk/install-toolchains.sh --js`, installs
+//! componentize-js and esbuild there). The Rust SDK's manifest is written
+//! standalone (no workspace inheritance).
 //!
 //! `DIR` defaults to `~/.local`. The binary is the `dev` profile's build
 //! (what tests and the demo use: Wharf's crates at opt-level 1, every
@@ -106,7 +116,76 @@ pub(crate) fn install(root: &Path, prefix: &Path, release: bool) -> Result<Insta
         copy_atomic(&src, &plugin_dir.join(&name), 0o644)?;
         components.push(name);
     }
+    install_sdk(root, &prefix.join("share").join("wharf"))?;
     Ok(Installed { binary, plugin_dir, components })
+}
+
+/// Copies the SDKs, the WIT package and the lock file into `share` (see
+/// the module docs); build output and dependencies are left out.
+pub(crate) fn install_sdk(root: &Path, share: &Path) -> Result<()> {
+    for lang in ["rust", "python", "js", "c"] {
+        let to = share.join("sdk").join(lang);
+        if to.exists() {
+            std::fs::remove_dir_all(&to).with_context(|| format!("cannot replace {}", to.display()))?;
+        }
+        copy_tree(&root.join("sdk").join(lang), &to)?;
+    }
+    copy_atomic(&root.join("sdk/install-toolchains.sh"), &share.join("sdk/install-toolchains.sh"), 0o755)?;
+    let wit = share.join("wit");
+    if wit.exists() {
+        std::fs::remove_dir_all(&wit).with_context(|| format!("cannot replace {}", wit.display()))?;
+    }
+    copy_tree(&root.join("wit"), &wit)?;
+    copy_atomic(&root.join("Cargo.lock"), &share.join("Cargo.lock"), 0o644)?;
+    // The Rust SDK outside the workspace: the inherited fields written out.
+    let manifest = share.join("sdk/rust/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let root_toml = std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
+    let field = |key: &str| -> Result<String> {
+        root_toml
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key} = ")).map(str::to_string))
+            .with_context(|| format!("Cargo.toml has no workspace `{key}`"))
+    };
+    let mut out = String::new();
+    let mut skip_lints = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            skip_lints = line.trim() == "[lints]";
+        }
+        if skip_lints {
+            continue;
+        }
+        let line = match line.split_once(".workspace = true") {
+            Some((key, "")) => format!("{key} = {}", field(key)?),
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    std::fs::write(&manifest, out).with_context(|| format!("writing {}", manifest.display()))?;
+    Ok(())
+}
+
+/// Copies a directory tree, leaving out build output and dependencies
+/// (`target`, `node_modules`, `__pycache__`, hidden entries).
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let e = e?;
+        let name = e.file_name();
+        let n = name.to_string_lossy();
+        if n.starts_with('.') || ["target", "node_modules", "__pycache__"].contains(&n.as_ref()) {
+            continue;
+        }
+        let ty = e.file_type()?;
+        if ty.is_dir() {
+            copy_tree(&e.path(), &to.join(&name))?;
+        } else if ty.is_file() {
+            std::fs::copy(e.path(), to.join(&name)).with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Installs the binary `src` as `dst` without its debug info (the dev
@@ -174,6 +253,48 @@ fn copy_atomic(src: &Path, dst: &Path, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SDKs and the WIT installed beside a copy of the binary: `wharf
+    /// plugin new` scaffolds against them, and the Rust SDK's manifest
+    /// stands alone.
+    #[test]
+    fn an_installed_binary_scaffolds_against_the_installed_sdk() -> Result<()> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = std::fs::canonicalize(&root)?;
+        let built = crate::target_dir(&root).join("debug/wharf");
+        if !built.is_file() {
+            eprintln!("skipped: build the binary first (cargo build -p wharf)");
+            return Ok(());
+        }
+        let dir = std::env::temp_dir().join(format!("xtask-sdk-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("bin"))?;
+        let share = dir.join("share/wharf");
+        install_sdk(&root, &share)?;
+        let manifest = std::fs::read_to_string(share.join("sdk/rust/Cargo.toml"))?;
+        assert!(!manifest.contains("workspace") && manifest.contains("version = \"0.1.0\""), "{manifest}");
+        assert!(share.join("wit/since_v0.1.0/worlds.wit").is_file());
+        assert!(share.join("sdk/python/dev/wharf_dev_runtime.py").is_file());
+        assert!(!share.join("sdk/js/node_modules").exists());
+        let bin = dir.join("bin/wharf");
+        std::fs::copy(&built, &bin)?;
+        for lang in ["python", "rust"] {
+            let out = Command::new(&bin)
+                .current_dir(&dir)
+                .env_remove("WHARF_SDK_DIR")
+                .args(["plugin", "new", &format!("p-{lang}"), "--lang", lang])
+                .output()?;
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let sdk = std::fs::canonicalize(share.join("sdk"))?;
+        let header = std::fs::read_to_string(dir.join("p-python/test_app.py"))?;
+        assert!(header.contains(&sdk.join("python").display().to_string()), "{header}");
+        let cargo = std::fs::read_to_string(dir.join("p-rust/Cargo.toml"))?;
+        assert!(cargo.contains(&sdk.join("rust").display().to_string()), "{cargo}");
+        assert!(dir.join("p-rust/Cargo.lock").is_file());
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(())
+    }
 
     /// A binary built with debug info is installed smaller, still runs,
     /// and leaves its debug info in `NAME.debug` beside it.

@@ -142,6 +142,8 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                     for spec in specs {
                         let rt = rt.clone();
                         let id = spec.id.clone();
+                        // A `dev = true` row (`wharf plugin dev`), marked as such.
+                        let dev = if spec.grant.dev_source.is_some() { " (dev build)" } else { "" };
                         let res = tokio::task::spawn_blocking(move || rt.load(&spec)).await?;
                         match res {
                             Ok(v) => {
@@ -153,7 +155,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                                     format!("; asked for but not granted: {}", v.effective.denied.join(", "))
                                 };
                                 r.line(format!(
-                                    "[ok  ] plugin {id}: {} {} [{}] {} tool(s), {:?} load {:.1} ms{denied}",
+                                    "[ok  ] plugin {id}{dev}: {} {} [{}] {} tool(s), {:?} load {:.1} ms{denied}",
                                     v.info.name,
                                     &v.digest[..12],
                                     kinds.join(","),
@@ -167,7 +169,7 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
                                 offered.push((id, v.tools.iter().map(|t| t.name.clone()).collect()));
                             }
                             Err(e) => {
-                                r.line(format!("[FAIL] plugin {id}: {e}"));
+                                r.line(format!("[FAIL] plugin {id}{dev}: {e}"));
                             }
                         }
                     }

@@ -468,6 +468,13 @@ pub struct PluginRow {
     /// logged (`plugin/reload-failed`).
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_invalid_config: OnInvalidConfig,
+    /// A dev build of `wharf plugin dev`: `path` is the dev component
+    /// (`PROJECT/target/dev/NAME.wasm`) and the directory beside it with the
+    /// same stem (`NAME.src`), when there is one, the plugin's source, read
+    /// by the component at each load (Python, JavaScript). Each save is
+    /// picked up by hot reload; `doctor` and `config dump` mark the row.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub dev: bool,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

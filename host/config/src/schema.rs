@@ -158,6 +158,7 @@ pub(crate) const ROW: &[Field] = &[
     f("enabled", Shape::Bool),
     f("warm", Shape::Bool),
     f("on_invalid_config", Shape::Enum(ON_INVALID_CONFIG)),
+    f("dev", Shape::Bool),
     f("config", Shape::Free),
     f("grant", Shape::Table(GRANT)),
 ];

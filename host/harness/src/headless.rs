@@ -57,6 +57,7 @@ pub async fn start(options: &HostOptions, replay: Option<&str>) -> Result<Harnes
                     digest: None,
                     verify: None,
                     on_invalid_config: Default::default(),
+                    dev: false,
                 });
                 config.agent.adapter = Some(REPLAY_ROW.into());
                 Ok(())

@@ -65,6 +65,8 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
                     wharf_config::ToolsConfig::All(false) => wharf_runtime::grants::ToolsGrant::None,
                     wharf_config::ToolsConfig::Only(n) => wharf_runtime::grants::ToolsGrant::Only(n.clone()),
                 },
+                // A dev row: the source beside the dev component (`NAME.src`).
+                dev_source: row.dev.then(|| row.path.with_extension("src")),
             },
             warm: row.warm,
             on_invalid_config: match row.on_invalid_config {

@@ -663,7 +663,9 @@ impl Runtime {
             kinds: v.kinds.clone(),
             path: v.path.clone(),
             id: v.id.clone(),
-            digest: v.digest.clone(),
+            // The compile cache's key: the bytes' digest (a dev build's
+            // version digest also covers its source).
+            digest: digest(bytes),
             bytes: bytes.to_vec(),
         };
         let mut tx = self.tier_up.lock().unwrap_or_else(|e| e.into_inner());
@@ -785,8 +787,12 @@ impl Runtime {
         let t0 = Instant::now();
         let path = spec.path.clone();
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
-        let shared =
-            Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
+        let shared = Arc::new(PluginShared {
+            id: spec.id.clone(),
+            config: spec.config.clone(),
+            kv: Default::default(),
+            dev_snapshot: current.shared.dev_snapshot.clone(),
+        });
         let mut version = PluginVersion {
             id: spec.id.clone(),
             path: path.clone(),
@@ -886,8 +892,23 @@ impl Runtime {
         let indices = if generic.is_some() { generic::no_indices() } else { Indices::new(&pre, &kinds, &path)? };
         let code = CompiledCode { pre, indices, engine: engine.clone(), tier };
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
-        let shared =
-            Arc::new(PluginShared { id: spec.id.clone(), config: spec.config.clone(), kv: Default::default() });
+        // A dev build: the source directory's snapshot is part of the
+        // version (`dev.rs`), and of its digest.
+        let (dev_snapshot, digest) = match spec.grant.dev_source.as_deref().filter(|d| d.is_dir()) {
+            Some(src) => {
+                let snap = crate::dev::snapshot(src, &crate::dev::base_dir(self.cache.dir()))
+                    .map_err(|reason| LoadError::Invalid { path: path.clone(), reason })?;
+                let combined = crate::cache::digest(format!("{digest}+dev-source:{}", snap.digest).as_bytes());
+                (Some(snap.dir), combined)
+            }
+            None => (None, digest),
+        };
+        let shared = Arc::new(PluginShared {
+            id: spec.id.clone(),
+            config: spec.config.clone(),
+            kv: Default::default(),
+            dev_snapshot,
+        });
         let mut version = PluginVersion {
             id: spec.id.clone(),
             path: path.clone(),
@@ -1120,7 +1141,17 @@ pub(crate) fn classify_error(err: &wasmtime::Error, state: &HostState) -> CallEr
                 // overflowing it wraps the stack pointer and faults there.
                 CallError::new(ToolErrorCode::StackOverflow, "the plugin overflowed its stack (deep recursion)")
             }
-            other => CallError::new(ToolErrorCode::Trap, format!("the plugin trapped: {other} ({cause})")),
+            other => {
+                // A dev build's loader prints `FILE:LINE: error` last before
+                // it traps (a syntax or import error in the source).
+                let printed = state
+                    .is_dev()
+                    .then(|| crate::dev::last_stderr_line(&state.stderr_contents()))
+                    .flatten()
+                    .map(|l| format!("; it printed: {l}"))
+                    .unwrap_or_default();
+                CallError::new(ToolErrorCode::Trap, format!("the plugin trapped: {other} ({cause}){printed}"))
+            }
         };
     }
     CallError::new(ToolErrorCode::Trap, format!("the plugin failed: {cause}"))
@@ -1170,6 +1201,12 @@ fn deep_recursion(err: &wasmtime::Error) -> bool {
 }
 
 impl PluginVersion {
+    /// Whether this version is a dev build running a source snapshot
+    /// ([`crate::dev`]; a row with `dev = true`).
+    pub fn is_dev(&self) -> bool {
+        self.shared.dev_snapshot.is_some()
+    }
+
     /// A `PluginRef` for the core.
     pub fn plugin_ref(&self) -> wharf_core::plugin::PluginRef {
         wharf_core::plugin::PluginRef {

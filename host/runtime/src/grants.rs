@@ -116,6 +116,13 @@ pub struct Grant {
     /// The `tools` import: calling the session's tools through the pipeline.
     #[serde(default)]
     pub tools: ToolsGrant,
+    /// Operator-only (a row with `dev = true`, `wharf plugin dev`): the
+    /// directory holding the plugin's source for a dev runtime component.
+    /// Each load snapshots it ([`crate::dev`]) and every sandbox of that
+    /// version sees the snapshot read-only at [`crate::dev::GUEST_DIR`]. A
+    /// missing directory is no snapshot (a Rust dev build needs none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev_source: Option<PathBuf>,
 }
 
 /// Which of the session's tools a plugin may call (`grant.tools`).

@@ -4,6 +4,7 @@
 //!
 //! - [`engine`]: the shared wasmtime engine (epochs, pooling probe).
 //! - [`cache`]: the on-disk compile cache.
+//! - [`dev`]: source snapshots of dev builds (`wharf plugin dev`).
 //! - [`component`]: loading, describing and calling a component under limits
 //!   ([`component::generic`]: components of plain WIT functions).
 //! - [`bindings`]: the host side of each `wharf:plugin` contract version.
@@ -22,6 +23,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod component;
+pub mod dev;
 pub mod engine;
 pub mod error;
 pub mod fs_guard;

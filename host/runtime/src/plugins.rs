@@ -652,8 +652,15 @@ impl PluginHost {
         // Watch directories (editors and build tools replace files by
         // rename, which a file watch would lose).
         let mut dirs: Vec<PathBuf> = Vec::new();
-        let files: Vec<PathBuf> =
-            self.lock().specs.values().map(|s| s.path.clone()).chain(config_files.iter().cloned()).collect();
+        // A dev row's source directory is replaced as a whole (`wharf plugin
+        // dev` swaps a link to the new snapshot): watched beside the file.
+        let files: Vec<PathBuf> = self
+            .lock()
+            .specs
+            .values()
+            .flat_map(|s| std::iter::once(s.path.clone()).chain(s.grant.dev_source.clone()))
+            .chain(config_files.iter().cloned())
+            .collect();
         for f in &files {
             if let Some(d) = f.parent() {
                 let d = if d.as_os_str().is_empty() { Path::new(".") } else { d };
@@ -759,7 +766,8 @@ impl PluginHost {
             let now = Instant::now();
             for (id, spec) in specs {
                 let is_pending = pending.contains_key(&id);
-                let touched = changed.iter().any(|p| *p == canon(&spec.path));
+                let dev_source = spec.grant.dev_source.as_deref().map(canon);
+                let touched = changed.iter().any(|p| *p == canon(&spec.path) || Some(p) == dev_source.as_ref());
                 let due = retries.get(&id).is_some_and(|(_, at)| *at <= now);
                 if !touched && !due {
                     continue;

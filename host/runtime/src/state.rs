@@ -61,6 +61,9 @@ pub struct PluginShared {
     pub config: serde_json::Value,
     /// Key-value store.
     pub kv: KvStore,
+    /// A dev build's source snapshot, preopened read-only at
+    /// [`crate::dev::GUEST_DIR`] in every sandbox (see [`crate::dev`]).
+    pub dev_snapshot: Option<std::path::PathBuf>,
 }
 
 /// A small in-memory key-value store with a byte quota.
@@ -319,6 +322,10 @@ impl HostState {
             b.preopened_dir(&d.path, &guest, perms)
                 .map_err(|e| anyhow::anyhow!("cannot preopen {}: {e:#}", d.path.display()))?;
         }
+        if let Some(snap) = &shared.dev_snapshot {
+            b.preopened_dir(snap, crate::dev::GUEST_DIR, FsPerms::ReadOnly)
+                .map_err(|e| anyhow::anyhow!("cannot preopen the dev source {}: {e:#}", snap.display()))?;
+        }
         let timeout_ms = effective.timeout_ms;
         Ok(Self {
             wasi: b.build(),
@@ -353,6 +360,16 @@ impl HostState {
             stdio_flushed: [0; 2],
             fs_on_pool,
         })
+    }
+
+    /// Whether this sandbox runs a dev build (its source preopened).
+    pub fn is_dev(&self) -> bool {
+        self.shared.dev_snapshot.is_some()
+    }
+
+    /// What the guest wrote to stderr so far (at most 64 KiB).
+    pub fn stderr_contents(&self) -> bytes::Bytes {
+        self.stderr.contents()
     }
 
     /// The guest's stdout (at most 64 KiB kept per call).

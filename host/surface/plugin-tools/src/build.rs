@@ -143,7 +143,7 @@ fn build_checkout() -> Option<PathBuf> {
     std::fs::canonicalize(p).ok()
 }
 
-fn absolute(p: PathBuf) -> PathBuf {
+pub(crate) fn absolute(p: PathBuf) -> PathBuf {
     std::fs::canonicalize(&p).unwrap_or(p)
 }
 
@@ -207,7 +207,7 @@ pub fn wit_dir() -> anyhow::Result<PathBuf> {
 
 /// Finds a program: `$ENV_VAR`, else the first `dirs` entry holding it, else
 /// `PATH`.
-fn find_program(name: &str, env_var: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str, env_var: &str, dirs: &[PathBuf]) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(env_var) {
         return Some(PathBuf::from(p));
     }
@@ -249,17 +249,17 @@ fn toml_strings(text: &str, table: &str) -> HashMap<String, String> {
 
 /// What `build` needs to know about a project.
 #[derive(Debug)]
-struct Project {
-    dir: PathBuf,
-    lang: Lang,
+pub(crate) struct Project {
+    pub(crate) dir: PathBuf,
+    pub(crate) lang: Lang,
     /// The kind from the manifest (Rust projects need none).
-    kind: Option<PluginKind>,
+    pub(crate) kind: Option<PluginKind>,
     /// Output file stem.
-    name: String,
+    pub(crate) name: String,
     /// Python module / JS entry file.
-    entry: String,
+    pub(crate) entry: String,
     /// JS: keep wasi:http (`fetch`).
-    http: bool,
+    pub(crate) http: bool,
     /// C: what `component.toml` says.
     c: Option<CProject>,
 }
@@ -277,11 +277,11 @@ struct CProject {
     cflags: Vec<String>,
 }
 
-fn file_stem_name(s: &str) -> String {
+pub(crate) fn file_stem_name(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }
 
-fn detect(dir: &Path) -> anyhow::Result<Project> {
+pub(crate) fn detect(dir: &Path) -> anyhow::Result<Project> {
     let dir_name = dir.file_name().and_then(OsStr::to_str).unwrap_or("plugin").to_string();
     let parse_kind = |k: Option<&str>, file: &str| -> anyhow::Result<Option<PluginKind>> {
         match k {
@@ -379,7 +379,7 @@ fn detect_c(dir: &Path, dir_name: &str) -> anyhow::Result<Option<Project>> {
 // ---------------------------------------------------------------------------
 
 /// Runs a build step with its output on stderr; `Ok(false)` when it failed.
-fn run_step(cmd: &mut Command, what: &str) -> anyhow::Result<bool> {
+pub(crate) fn run_step(cmd: &mut Command, what: &str) -> anyhow::Result<bool> {
     tracing::debug!("running {cmd:?}");
     let status = cmd
         .stdout(Stdio::from(std::io::stderr()))
@@ -392,7 +392,7 @@ fn run_step(cmd: &mut Command, what: &str) -> anyhow::Result<bool> {
     Ok(status.success())
 }
 
-fn world_of(p: &Project) -> anyhow::Result<PluginKind> {
+pub(crate) fn world_of(p: &Project) -> anyhow::Result<PluginKind> {
     p.kind.with_context(|| match p.lang {
         Lang::Python => {
             "pyproject.toml: set `kind` under [tool.wharf] (tool, policy, hooks, llm or skills)".to_string()
@@ -402,7 +402,7 @@ fn world_of(p: &Project) -> anyhow::Result<PluginKind> {
 }
 
 /// Builds a Rust project with cargo; returns the component path.
-fn build_rust(p: &Project, profile: &str) -> anyhow::Result<Option<PathBuf>> {
+pub(crate) fn build_rust(p: &Project, profile: &str) -> anyhow::Result<Option<PathBuf>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest = p.dir.join("Cargo.toml");
     let mut child = Command::new(&cargo)

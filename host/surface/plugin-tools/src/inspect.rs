@@ -108,18 +108,27 @@ fn runtime(opts: &RuntimeOptions) -> anyhow::Result<Arc<Runtime>> {
 
 fn load(rt: &Runtime, file: PathBuf, grant: Grant, config: serde_json::Value) -> anyhow::Result<Arc<PluginVersion>> {
     let id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+    let grant = Grant { dev_source: dev_source_of(&file), ..grant };
     let spec = PluginSpec { id, path: file, config, grant, warm: false, on_invalid_config: Default::default() };
     Ok(rt.load(&spec)?)
+}
+
+/// A dev build of `wharf plugin dev` (`target/dev/NAME.wasm`) runs the
+/// source published beside it (`NAME.src`), as a `dev = true` row does.
+pub fn dev_source_of(file: &std::path::Path) -> Option<PathBuf> {
+    let src = file.with_extension("src");
+    src.is_dir().then_some(src)
 }
 
 /// Loads without the plugin's configuration (inspect/check have none).
 fn inspect_load(rt: &Runtime, file: PathBuf) -> anyhow::Result<Arc<PluginVersion>> {
     let id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
+    let dev_source = dev_source_of(&file);
     let spec = PluginSpec {
         id,
         path: file,
         config: json!({}),
-        grant: Grant::default(),
+        grant: Grant { dev_source, ..Grant::default() },
         warm: false,
         on_invalid_config: Default::default(),
     };

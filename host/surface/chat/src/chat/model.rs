@@ -106,6 +106,9 @@ impl Chat {
     /// A change `/model` or `/permissions` made is reported by the command.
     pub(super) fn config_reload_notice(&mut self, ev: &Event) -> bool {
         let history = self.host.plugins.history();
+        if self.dev_reload_notice(ev, &history) {
+            return true;
+        }
         match &ev.kind {
             EventKind::PluginLoaded(p) => {
                 if !same_component_reload(&history, p) {
@@ -125,6 +128,36 @@ impl Chat {
                 at.and_then(|i| i.checked_sub(1))
                     .and_then(|i| history.get(i))
                     .is_some_and(|e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest == p.digest))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Chat {
+    /// A new version of a dev build (`wharf plugin dev`, a `dev = true`
+    /// row) as `↻ NAME reloaded (dev)`; the old version's unload that
+    /// follows it is not shown. `true` when `ev` was handled.
+    fn dev_reload_notice(&mut self, ev: &Event, history: &[EventKind]) -> bool {
+        let is_dev = |id: &str, digest: &str| {
+            self.host.plugins.versions().get(id).is_some_and(|v| v.is_dev() && v.digest == digest)
+        };
+        match &ev.kind {
+            EventKind::PluginLoaded(p) if is_dev(&p.id, &p.digest) => {
+                let earlier =
+                    history.iter().filter(|e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id)).count();
+                if earlier < 2 {
+                    return false;
+                }
+                self.end_stream();
+                self.out.line(&self.out.dim(&format!("↻ {} reloaded (dev)", p.id)));
+                true
+            }
+            EventKind::PluginUnloaded(p) => {
+                let at = history.iter().rposition(|e| matches!(e, EventKind::PluginUnloaded(u) if u == p));
+                at.and_then(|i| i.checked_sub(1)).and_then(|i| history.get(i)).is_some_and(
+                    |e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest != p.digest && is_dev(&l.id, &l.digest)),
+                )
             }
             _ => false,
         }
