@@ -89,18 +89,22 @@ fn mtime(path: &Path) -> SystemTime {
 
 /// What a durable program's crash and resume must show, for either
 /// language: `seen` was written before the crash with the program's first
-/// random number and clock reading, `ledger.txt` got one line per edit.
+/// random number and clock reading, then `n1.txt`…`n8.txt` one write each.
 fn check_resumed(env: &Env, id: &str, crashed: &[Value]) -> anyhow::Result<Value> {
     let before: Vec<String> = inner_ids(crashed);
     let done_before: Vec<&String> = before.iter().filter(|i| has_result(crashed, i)).collect();
     let open_before: Vec<&String> = before.iter().filter(|i| !has_result(crashed, i)).collect();
-    // The write, four edits; the slow call in flight.
+    // The write, four numbered writes; the slow call in flight.
     assert_eq!(done_before.len(), 5, "{crashed:#?}");
     assert_eq!(open_before.len(), 1, "{crashed:#?}");
     let seen_path = env.path("seen.txt");
     let seen_before = std::fs::read_to_string(&seen_path).context("reading seen.txt")?;
     let seen_mtime = mtime(&seen_path);
-    assert_eq!(std::fs::read_to_string(env.path("ledger.txt"))?, "1\n2\n3\n4\nEND\n");
+    let numbered = |i: usize| env.path(&format!("n{i}.txt"));
+    let written: Vec<SystemTime> = (1..=4).map(|i| mtime(&numbered(i))).collect();
+    for i in 1..=8 {
+        assert_eq!(numbered(i).exists(), i <= 4, "n{i}.txt at the crash");
+    }
 
     let (code, events, m, stderr) = resume(env, id, true);
     assert_eq!(code, 0, "{stderr}\n{events:#?}");
@@ -109,7 +113,7 @@ fn check_resumed(env: &Env, id: &str, crashed: &[Value]) -> anyhow::Result<Value
     // Every inner call is logged once with one result; those done before
     // the crash were not logged (nor run) again.
     let after = inner_ids(&events);
-    assert_eq!(after.len(), 10, "write, 8 edits, slow: {events:#?}");
+    assert_eq!(after.len(), 10, "write, 8 numbered writes, slow: {events:#?}");
     for i in &after {
         assert_eq!(of(&events, "tool/call", i).len(), 1, "{i}: {events:#?}");
         assert_eq!(of(&events, "tool/result", i).len(), 1, "{i}: {events:#?}");
@@ -124,7 +128,12 @@ fn check_resumed(env: &Env, id: &str, crashed: &[Value]) -> anyhow::Result<Value
     let slow = of(&events, "tool/result", open_before[0])[0];
     assert_eq!(slow["data"]["error_code"], "INTERRUPTED", "{slow}");
     // Side effects happened once each.
-    assert_eq!(std::fs::read_to_string(env.path("ledger.txt"))?, "1\n2\n3\n4\n5\n6\n7\n8\nEND\n");
+    for i in 1..=8 {
+        assert_eq!(std::fs::read_to_string(numbered(i))?, i.to_string(), "n{i}.txt");
+    }
+    for (i, t) in written.iter().enumerate() {
+        assert_eq!(mtime(&numbered(i + 1)), *t, "n{}.txt was written again", i + 1);
+    }
     assert_eq!(std::fs::read_to_string(&seen_path)?, seen_before);
     assert_eq!(mtime(&seen_path), seen_mtime, "seen.txt was written again");
     // The replay is logged (ignorable), the program's result under its own
@@ -152,17 +161,16 @@ fn check_resumed(env: &Env, id: &str, crashed: &[Value]) -> anyhow::Result<Value
     Ok(value)
 }
 
-/// A JavaScript program: a write, four appends, a call in flight at the
-/// kill, four more appends. `--resume` finishes it with each side effect
+/// A JavaScript program: a write, four numbered files, a call in flight at
+/// the kill, four more files. `--resume` finishes it with each side effect
 /// once, and `Math.random`/`Date.now` replay.
 #[test]
 fn a_javascript_program_killed_mid_way_is_finished_by_resume_without_rerunning_a_call() -> anyhow::Result<()> {
     let env = env();
-    std::fs::write(env.path("ledger.txt"), "END\n").context("writing ledger.txt")?;
     let program = r#"
 const r = Math.random(), t = Date.now();
 await tools.write({path: "seen.txt", content: `${r} ${t}`});
-const add = (i) => tools.edit({path: "ledger.txt", old_string: "END", new_string: `${i}\nEND`});
+const add = (i) => tools.write({path: `n${i}.txt`, content: `${i}`});
 for (let i = 1; i <= 4; i++) await add(i);
 let slow;
 try { slow = await tools.mcp__fx__slow({ms: 60000}); } catch (e) { slow = e.code; }
@@ -181,7 +189,6 @@ return {r, t, slow, later: Date.now() > t};
 #[test]
 fn a_python_program_killed_mid_way_is_finished_by_resume_without_rerunning_a_call() -> anyhow::Result<()> {
     let env = env();
-    std::fs::write(env.path("ledger.txt"), "END\n").context("writing ledger.txt")?;
     let program = r#"
 import random
 import time
@@ -189,13 +196,13 @@ r = random.random()
 t = time.time()
 await tools.write(path="seen.txt", content=f"{r} {t}")
 for i in range(1, 5):
-    await tools.edit(path="ledger.txt", old_string="END", new_string=f"{i}\nEND")
+    await tools.write(path=f"n{i}.txt", content=f"{i}")
 try:
     slow = await tools.mcp__fx__slow(ms=60000)
 except RuntimeError as e:
     slow = str(e).split(":")[0]
 for i in range(5, 9):
-    await tools.edit(path="ledger.txt", old_string="END", new_string=f"{i}\nEND")
+    await tools.write(path=f"n{i}.txt", content=f"{i}")
 {"r": r, "t": t, "slow": slow, "later": time.time() > t}
 "#;
     let id = crash_mid_program(&env, json!({"language": "python", "code": program}))?;
