@@ -571,7 +571,6 @@ impl ToolErrorCode {
         Self::HostPanic,
         Self::Blocked,
         Self::Interrupted,
-        Self::ReplayDiverged,
         Self::Trap,
         Self::MemoryLimit,
         Self::StackOverflow,
@@ -581,6 +580,7 @@ impl ToolErrorCode {
         Self::ToolError,
         Self::McpToolError,
         Self::McpError,
+        Self::ReplayDiverged,
     ];
 
     /// The code as it appears in logs and on the wire (`TIMEOUT` …).
@@ -944,7 +944,7 @@ mod tests {
     use super::*;
 
     /// The strings logs have always held, in [`ToolErrorCode::HOST`] order.
-    const OLD_STRINGS: [&str; 20] = [
+    const OLD_STRINGS: [&str; 21] = [
         "UNKNOWN_TOOL",
         "INVALID_ARGUMENTS",
         "DENIED",
@@ -965,6 +965,7 @@ mod tests {
         "TOOL_ERROR",
         "MCP_TOOL_ERROR",
         "MCP_ERROR",
+        "REPLAY_DIVERGED",
     ];
 
     #[test]
