@@ -362,7 +362,7 @@ use crate::policy::Run;
 use wharf_tests::host::{TEST_KEY as KEY, TEST_KEY_ENV as KEY_ENV};
 
 /// The `fs` row, then `rows`, with `[agent] adapter = ADAPTER`.
-fn profile_text(adapter: &str, rows: &str) -> String {
+pub(crate) fn profile_text(adapter: &str, rows: &str) -> String {
     format!(
         "[agent]\nadapter = \"{adapter}\"\nmax_steps = 20\n\n[[plugin]]\nid = \"fs\"\npath = \"${{plugin_dir}}/fs.wasm\"\n\
          [plugin.grant]\ndirs = [\"${{workspace}}:rw\"]\n{rows}\n"
@@ -370,7 +370,7 @@ fn profile_text(adapter: &str, rows: &str) -> String {
 }
 
 /// Writes a profile next to the sessions directory.
-fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write_profile(env: &Env, name: &str, text: &str) -> PathBuf {
     let dir = env.sessions.parent().map(Path::to_path_buf).unwrap_or_else(|| env.sessions.clone());
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, text).expect("writing the file");
@@ -390,13 +390,13 @@ pub(crate) fn deepseek_row(mock: &MockLlm) -> String {
 }
 
 /// The `[[mcp]]` row of the test MCP server (`mcp__fx__*` tools).
-fn mcp_row() -> String {
+pub(crate) fn mcp_row() -> String {
     let fx = crate::mcp::fixture().display().to_string();
     format!("\n[[mcp]]\nname = \"fx\"\ncommand = \"{fx}\"\nargs = [\"stdio\"]\nrequired = true\n")
 }
 
 /// `wharf run TASK --output jsonl` as a command (not started).
-fn run_command(env: &Env, profile: &Path, task: &str) -> Command {
+pub(crate) fn run_command(env: &Env, profile: &Path, task: &str) -> Command {
     for p in [
         plugins::FS,
         plugins::LLM_SCRIPTED,
@@ -426,12 +426,12 @@ fn run_command(env: &Env, profile: &Path, task: &str) -> Command {
     c
 }
 
-fn parse_events(stdout: &str) -> Vec<Value> {
+pub(crate) fn parse_events(stdout: &str) -> Vec<Value> {
     stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
 }
 
 /// The stored log of session `id`, checked against the invariants.
-fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
+pub(crate) fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
     let log = wharf_core::SessionStore::new(&env.sessions).load(id).expect("loading the session");
     if let Err(e) = wharf_core::invariants::check(&log.events) {
         panic!("session log breaks an invariant: {e}");
@@ -439,7 +439,7 @@ fn stored(env: &Env, id: &str) -> Vec<wharf_core::events::Event> {
     log.events
 }
 
-fn stream(fields: Value) -> Value {
+pub(crate) fn stream(fields: Value) -> Value {
     let mut v = json!({"kind": "stream"});
     if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
         o.extend(f.clone());
@@ -447,7 +447,7 @@ fn stream(fields: Value) -> Value {
     v
 }
 
-fn mock(replies: Vec<Value>) -> MockLlm {
+pub(crate) fn mock(replies: Vec<Value>) -> MockLlm {
     let script: Script =
         serde_json::from_value(json!({"checks": {"api_key": KEY}, "replies": replies})).expect("parsing JSON");
     MockLlm::start_background(script).expect("starting the mock LLM")
@@ -700,7 +700,7 @@ return {direct, nested: String(nested).slice(0, 4000)};
 
 /// Spawns `wharf run` with its stdout streamed, returning the child and a
 /// channel of its lines.
-fn spawn_streamed(env: &Env, profile: &Path, task: &str) -> (std::process::Child, mpsc::Receiver<String>) {
+pub(crate) fn spawn_streamed(env: &Env, profile: &Path, task: &str) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = run_command(env, profile, task)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -718,7 +718,7 @@ fn spawn_streamed(env: &Env, profile: &Path, task: &str) -> (std::process::Child
 
 /// Reads lines until `n` inner calls of `name` were dispatched (their
 /// `tool/call` logged), returning the lines so far.
-fn until_inner_calls(rx: &mpsc::Receiver<String>, name: &str, n: usize) -> Vec<String> {
+pub(crate) fn until_inner_calls(rx: &mpsc::Receiver<String>, name: &str, n: usize) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut lines = Vec::new();
     loop {

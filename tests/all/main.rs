@@ -10,6 +10,7 @@ mod chat_render;
 mod cli_edges;
 mod cli_plugin;
 mod code_mode;
+mod code_mode_durable;
 mod code_mode_python;
 mod components;
 mod daily_driver;

@@ -391,6 +391,10 @@ pub struct GrantConfig {
     /// run to their end). The call's deadline stays `timeout_ms`.
     #[serde(default)]
     pub yield_ms: Option<u64>,
+    /// A call interrupted by a crash is re-run when its session reopens,
+    /// its inner calls answered from the log (durable Code Mode programs).
+    #[serde(default)]
+    pub durable: bool,
     /// Cap on a call's output, bytes (`None`: the runtime default).
     #[serde(default)]
     pub output_limit_bytes: Option<usize>,

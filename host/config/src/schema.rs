@@ -141,6 +141,7 @@ pub(crate) const GRANT: &[Field] = &[
     f("memory_mb", Shape::Int { min: 1, max: MEMORY_MB_LIMIT }),
     f("timeout_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
     f("yield_ms", Shape::Int { min: 1, max: TIMEOUT_MS_LIMIT }),
+    f("durable", Shape::Bool),
     f("output_limit_bytes", Shape::Int { min: 1, max: BYTES_LIMIT }),
     f("sandbox", Shape::Enum(SANDBOX)),
     f("private_network", Shape::Bool),

@@ -196,6 +196,9 @@ struct Inner {
     forwarder: AtomicBool,
     services: Arc<SessionContext>,
     compactions: Mutex<TurnCompactions>,
+    /// Whether the durable programs a crash left open were re-run
+    /// ([`Agent::recover`]).
+    recovered: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -282,6 +285,7 @@ impl Agent {
                 forwarder: AtomicBool::new(false),
                 services,
                 compactions: Mutex::new(TurnCompactions::default()),
+                recovered: AtomicBool::new(false),
             }),
         }
     }
@@ -421,6 +425,9 @@ impl Agent {
         self.start_forwarder();
         let inner = &self.inner;
         let _running = inner.run_lock.lock().await;
+        if !inner.recovered.swap(true, Ordering::SeqCst) {
+            self.recover_locked().await?;
+        }
         let token = CancellationToken::new();
         {
             let mut current = lock(&inner.current);
@@ -445,6 +452,91 @@ impl Agent {
         };
         inner.log.flush().await?;
         Ok(Some(summary))
+    }
+
+    /// Re-runs the durable programs a crash left open in this session's
+    /// log ([`crate::durable`]: their inner calls answered from the log),
+    /// logs their results and closes the turn they were in
+    /// (`turn/end{interrupted}`). The first turn does it by itself; a
+    /// no-op when nothing is open. Returns how many programs were re-run.
+    pub async fn recover(&self) -> Result<usize, AgentError> {
+        let _running = self.inner.run_lock.lock().await;
+        self.inner.recovered.store(true, Ordering::SeqCst);
+        self.recover_locked().await
+    }
+
+    async fn recover_locked(&self) -> Result<usize, AgentError> {
+        let inner = &self.inner;
+        if inner.log.open_turn().is_none() {
+            return Ok(0);
+        }
+        let snap = self.snapshot();
+        let mut n = 0;
+        if let Some((turn, step, calls)) = inner.log.open_calls() {
+            let durable: Vec<ToolCall> =
+                calls.into_iter().filter(|c| crate::durable::is_durable_call(&snap, c)).collect();
+            if !durable.is_empty() {
+                let events = inner.log.read_all()?;
+                for call in &durable {
+                    self.replay_call(&snap, StepRef { turn, step }, call, &events).await?;
+                    n += 1;
+                }
+            }
+        }
+        inner.log.close_open_turn(StopReason::Interrupted)?;
+        inner.log.flush().await?;
+        Ok(n)
+    }
+
+    /// Re-runs durable call `call` with its logged inner calls answered
+    /// from `events`, and logs its result.
+    async fn replay_call(
+        &self,
+        snap: &Arc<Snapshot>,
+        at: StepRef,
+        call: &ToolCall,
+        events: &[Event],
+    ) -> Result<(), AgentError> {
+        let inner = &self.inner;
+        let Some(tool) = snap.tools.get(&call.name).cloned() else { return Ok(()) };
+        let replay = Arc::new(crate::durable::Replay::from_events(events, &call.id));
+        let logged_at = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::ToolCall(c) if c.id == call.id && c.parent.is_none() => Some(e.time.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        inner.log.append_ignorable(
+            crate::durable::REPLAY_EVENT,
+            json!({"call": call.id, "tool": call.name, "logged": replay.len()}),
+        )?;
+        tracing::info!(session = %inner.log.id(), call = %call.id, logged = replay.len(), "re-running a durable call");
+        // The call's own token: no turn is running; its deadline bounds it.
+        let token = CancellationToken::new();
+        let mut services = inner.services.for_tool_call(&call.id, tool.plugin().clone(), token.clone(), at, false);
+        services.determinism = Some(crate::durable::determinism(inner.log.id(), &call.id, &logged_at));
+        services.replay = Some(replay.clone());
+        let services = Arc::new(services);
+        let inflight = services.inflight();
+        let invocation = crate::plugin::ToolInvocation {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: serde_json::from_str(&call.arguments).unwrap_or(Value::Null),
+            session_id: inner.log.id().to_string(),
+            workspace: inner.config.pipeline.workspace.clone(),
+            services: Some(services as Arc<dyn crate::plugin::SessionServices>),
+        };
+        let grace = inner.config.pipeline.cancel_grace;
+        let timeout = inner.pipeline.timeout_for(&call.name);
+        let mut finished = crate::pipeline::execute(tool, invocation, token.clone(), timeout, grace).await;
+        token.cancel();
+        let _ = tokio::time::timeout(grace, inflight.write()).await;
+        if let Some(msg) = replay.diverged() {
+            finished.outcome = crate::plugin::ToolOutcome::error(crate::plugin::ToolErrorCode::ReplayDiverged, msg);
+        }
+        inner.pipeline.commit(snap, at, call, finished).await?;
+        Ok(())
     }
 
     fn start_forwarder(&self) {

@@ -39,6 +39,7 @@ pub mod bus;
 pub mod catalog;
 pub mod cells;
 pub mod compaction;
+pub mod durable;
 pub mod events;
 pub mod invariants;
 pub mod pipeline;

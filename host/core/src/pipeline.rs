@@ -197,8 +197,9 @@ impl ToolPipeline {
         crate::scheduler::run_calls(self, snap, at, calls, cancel).await
     }
 
-    pub(crate) fn log_call(&self, at: StepRef, call: &ToolCall) -> Result<(), StoreError> {
-        self.log.append(EventKind::ToolCall(ToolCallEvent {
+    /// Logs `tool/call`; returns the event's time.
+    pub(crate) fn log_call(&self, at: StepRef, call: &ToolCall) -> Result<String, StoreError> {
+        let ev = self.log.append(EventKind::ToolCall(ToolCallEvent {
             turn: at.turn,
             step: at.step,
             id: call.id.clone(),
@@ -206,7 +207,7 @@ impl ToolPipeline {
             arguments: call.arguments.clone(),
             parent: self.parent.clone(),
         }))?;
-        Ok(())
+        Ok(ev.time)
     }
 
     pub(crate) fn aborted_before_dispatch(plugin: Option<PluginRef>) -> Finished {

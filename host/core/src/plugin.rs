@@ -203,6 +203,11 @@ pub trait SessionServices: Send + Sync {
     fn set_progress(&self, source: crate::cells::ProgressFn) {
         let _ = source;
     }
+    /// For a durable call ([`Tool::durable`]): the clock and random seed
+    /// its sandbox must give the program. `None`: the real ones.
+    fn determinism(&self) -> Option<Determinism> {
+        None
+    }
 }
 
 /// One call a program asks for (the `tools` import).
@@ -278,6 +283,26 @@ pub trait Tool: Send + Sync {
     fn yield_window(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Whether a call of this tool interrupted by a crash is re-run when
+    /// its session reopens, its inner calls answered from the log
+    /// ([`crate::durable`]): the operator's opt-in (a row's grant), for a
+    /// tool whose only effects go through the calls it makes and that is
+    /// deterministic given their results, the clock and random numbers of
+    /// [`SessionServices::determinism`].
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
+/// What a durable call's program sees as its clock and random numbers
+/// ([`crate::durable`]): both come from the log, so a replay sees the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Determinism {
+    /// Seeds the call's random numbers (from the session and call ids).
+    pub seed: u64,
+    /// The wall clock's first reading, Unix ms (the call's logged start);
+    /// each reading after it is one millisecond later.
+    pub clock_ms: u64,
 }
 
 /// Which of the session's tools a tool may call (see [`Tool::reach`]);
@@ -492,6 +517,10 @@ pub enum ToolErrorCode {
     /// `INTERRUPTED`: the host stopped before the call finished (crash
     /// repair).
     Interrupted,
+    /// `REPLAY_DIVERGED`: a durable program re-run after a crash asked for
+    /// a call other than the one its log holds at that place
+    /// ([`crate::durable`]); nothing was re-run.
+    ReplayDiverged,
     /// `TRAP`: the component trapped or exited.
     Trap,
     /// `MEMORY_LIMIT`: the component went past its memory grant.
@@ -530,7 +559,7 @@ impl OtherCode {
 
 impl ToolErrorCode {
     /// Every code of the host's own, in declaration order.
-    pub const HOST: [ToolErrorCode; 20] = [
+    pub const HOST: [ToolErrorCode; 21] = [
         Self::UnknownTool,
         Self::InvalidArguments,
         Self::Denied,
@@ -551,6 +580,7 @@ impl ToolErrorCode {
         Self::ToolError,
         Self::McpToolError,
         Self::McpError,
+        Self::ReplayDiverged,
     ];
 
     /// The code as it appears in logs and on the wire (`TIMEOUT` …).
@@ -567,6 +597,7 @@ impl ToolErrorCode {
             Self::HostPanic => "HOST_PANIC",
             Self::Blocked => "BLOCKED",
             Self::Interrupted => "INTERRUPTED",
+            Self::ReplayDiverged => "REPLAY_DIVERGED",
             Self::Trap => "TRAP",
             Self::MemoryLimit => "MEMORY_LIMIT",
             Self::StackOverflow => "STACK_OVERFLOW",
@@ -913,7 +944,7 @@ mod tests {
     use super::*;
 
     /// The strings logs have always held, in [`ToolErrorCode::HOST`] order.
-    const OLD_STRINGS: [&str; 20] = [
+    const OLD_STRINGS: [&str; 21] = [
         "UNKNOWN_TOOL",
         "INVALID_ARGUMENTS",
         "DENIED",
@@ -934,6 +965,7 @@ mod tests {
         "TOOL_ERROR",
         "MCP_TOOL_ERROR",
         "MCP_ERROR",
+        "REPLAY_DIVERGED",
     ];
 
     #[test]

@@ -73,6 +73,10 @@ pub struct Projection {
     inbox_order: u64,
     /// Ids of calls a program made (`tool/call` with a `parent`).
     inner_calls: HashSet<String>,
+    /// A program's calls without a result yet, anywhere in the session (a
+    /// yielded cell's run past their step), in log order, with their turn
+    /// and step.
+    open_inner_all: Vec<(u64, u32, ToolCall)>,
 }
 
 impl Projection {
@@ -151,6 +155,11 @@ impl Projection {
             // out of the conversation and of the step's repair.
             EventKind::ToolCall(c) if c.parent.is_some() => {
                 self.inner_calls.insert(c.id.clone());
+                self.open_inner_all.push((
+                    c.turn,
+                    c.step,
+                    ToolCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() },
+                ));
                 if let Some(s) = &mut self.open_step {
                     s.open_inner.push(ToolCall {
                         id: c.id.clone(),
@@ -160,6 +169,9 @@ impl Projection {
                 }
             }
             EventKind::ToolResult(r) if self.inner_calls.contains(&r.call_id) => {
+                if let Some(i) = self.open_inner_all.iter().position(|(_, _, c)| c.id == r.call_id) {
+                    self.open_inner_all.remove(i);
+                }
                 if let Some(s) = &mut self.open_step
                     && let Some(i) = s.open_inner.iter().position(|c| c.id == r.call_id)
                 {
@@ -278,6 +290,12 @@ impl Projection {
     /// The turn that is open (started, not ended), if any.
     pub fn open_turn(&self) -> Option<u64> {
         self.open_turn
+    }
+
+    /// A program's calls still without a result, anywhere in the session,
+    /// in log order, with their turn and step.
+    pub fn open_inner_calls(&self) -> Vec<(u64, u32, ToolCall)> {
+        self.open_inner_all.clone()
     }
 
     /// The step that is open, if any.

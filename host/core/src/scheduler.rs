@@ -106,7 +106,7 @@ impl Run<'_> {
                 self.drain().await;
                 self.commit_up_to(i).await?;
             }
-            self.p.log_call(self.at, call)?;
+            let logged_at = self.p.log_call(self.at, call)?;
             self.slots[i] = Slot::Pending;
             let ready = match self.p.precheck(self.snap, self.at, call, cancel).await? {
                 Prepared::Done(f) => {
@@ -128,9 +128,13 @@ impl Run<'_> {
             // A tool the operator lets yield runs as a cell of the session
             // (crate::cells), unless a program made the call.
             let window = if self.p.parent.is_none() { ready.tool.yield_window() } else { None };
+            // A durable tool's program sees a clock and random numbers a
+            // replay can give it again (crate::durable).
+            let det = (self.p.parent.is_none() && ready.tool.durable())
+                .then(|| crate::durable::determinism(self.p.log.id(), &call.id, &logged_at));
             let fut: CallFuture = match (window, self.p.services.clone()) {
-                (Some(window), Some(ctx)) => self.cell_call(ctx, window, call, ready, cancel),
-                _ => self.plain_call(call, ready, cancel),
+                (Some(window), Some(ctx)) => self.cell_call(ctx, window, call, ready, cancel, det),
+                _ => self.plain_call(call, ready, cancel, det),
             };
             if self.running.is_empty() && i + 1 == self.calls.len() {
                 // The step's last call and nothing else running: run it on
@@ -157,16 +161,24 @@ impl Run<'_> {
     /// when the call ends however it ends, so the calls a program left
     /// running stop with it); the calls a program made log their results
     /// before the program's own (bounded by the grace period).
-    fn plain_call(&self, call: &ToolCall, ready: Ready, cancel: &CancellationToken) -> CallFuture {
+    fn plain_call(
+        &self,
+        call: &ToolCall,
+        ready: Ready,
+        cancel: &CancellationToken,
+        det: Option<crate::plugin::Determinism>,
+    ) -> CallFuture {
         let call_token = cancel.child_token();
         let services = self.p.services.as_ref().map(|s| {
-            Arc::new(s.for_tool_call(
+            let mut s = s.for_tool_call(
                 &call.id,
                 ready.tool.plugin().clone(),
                 call_token.clone(),
                 self.at,
                 self.p.parent.is_some(),
-            ))
+            );
+            s.determinism = det;
+            Arc::new(s)
         });
         let inflight = services.as_ref().map(|s| s.inflight());
         let invocation = ToolInvocation {
@@ -198,6 +210,7 @@ impl Run<'_> {
         call: &ToolCall,
         ready: Ready,
         cancel: &CancellationToken,
+        det: Option<crate::plugin::Determinism>,
     ) -> CallFuture {
         let cells = ctx.cells.clone();
         let plugin = Some(ready.tool.plugin().clone());
@@ -234,6 +247,7 @@ impl Run<'_> {
                 let mut services =
                     ctx.for_tool_call(&call.id, ready.tool.plugin().clone(), call_token.clone(), self.at, false);
                 services.cell_progress = Some(cell.progress.clone());
+                services.determinism = det;
                 let services = Arc::new(services);
                 let inflight = services.inflight();
                 let invocation = ToolInvocation {

@@ -96,6 +96,8 @@ impl SessionContext {
             inner_calls: AtomicUsize::new(0),
             inflight: Default::default(),
             cell_progress: None,
+            determinism: None,
+            replay: None,
         }
     }
 
@@ -138,6 +140,10 @@ pub struct CallServices {
     inflight: Arc<tokio::sync::RwLock<()>>,
     /// Where a call running as a cell reports its output so far.
     pub(crate) cell_progress: Option<crate::cells::ProgressSlot>,
+    /// A durable call's clock and seed ([`crate::durable`]).
+    pub(crate) determinism: Option<crate::plugin::Determinism>,
+    /// A durable call re-run after a crash: its logged inner calls.
+    pub(crate) replay: Option<Arc<crate::durable::Replay>>,
 }
 
 /// Counts the bytes of a value's JSON text without building it.
@@ -265,6 +271,10 @@ impl SessionServices for CallServices {
             *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(source);
         }
     }
+
+    fn determinism(&self) -> Option<crate::plugin::Determinism> {
+        self.determinism
+    }
 }
 
 /// Most calls one tool call may make through
@@ -331,6 +341,27 @@ impl CallServices {
                 arguments: c.arguments,
             })
             .collect();
+        // A durable call re-run after a crash: the calls the log holds are
+        // answered from it (crate::durable); only the others run.
+        let mut answers: Vec<Option<ToolOutcome>> = vec![None; tool_calls.len()];
+        if let Some(replay) = &self.replay {
+            for (i, c) in tool_calls.iter().enumerate() {
+                match replay.answer(c) {
+                    crate::durable::Answer::Logged(o) => answers[i] = Some(o),
+                    crate::durable::Answer::Run => {}
+                    crate::durable::Answer::Diverged(msg) => {
+                        // The call ends with the divergence as its result.
+                        self.cancel.cancel();
+                        return Err(ServiceError::Failed(msg));
+                    }
+                }
+            }
+        }
+        let tool_calls: Vec<crate::plugin::ToolCall> =
+            tool_calls.into_iter().zip(&answers).filter(|(_, a)| a.is_none()).map(|(c, _)| c).collect();
+        if tool_calls.is_empty() {
+            return Ok(answers.into_iter().flatten().collect());
+        }
         let ctx = &self.ctx;
         let pipeline = crate::pipeline::ToolPipeline::new(
             ctx.log.clone(),
@@ -352,13 +383,18 @@ impl CallServices {
             .await
             .map_err(|e| ServiceError::Failed(format!("the batch of tool calls failed: {e}")))?
             .map_err(|e| ServiceError::Failed(format!("the session log failed: {e}")))?;
-        Ok(results
+        let mut ran = results.into_iter().map(|r| ToolOutcome {
+            content: r.content,
+            is_error: r.is_error,
+            error_code: r.error_code,
+            details: r.details,
+        });
+        Ok(answers
             .into_iter()
-            .map(|r| ToolOutcome {
-                content: r.content,
-                is_error: r.is_error,
-                error_code: r.error_code,
-                details: r.details,
+            .map(|a| {
+                a.or_else(|| ran.next()).unwrap_or_else(|| {
+                    ToolOutcome::error(crate::plugin::ToolErrorCode::Aborted, "Error: the call was aborted")
+                })
             })
             .collect())
     }

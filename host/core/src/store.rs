@@ -602,6 +602,19 @@ impl SessionStore {
     /// lock (or lease), loads the log, repairs a torn tail and an open turn
     /// (by appending only) and syncs.
     pub fn open(&self, id: &str) -> Result<(SessionLog, OpenReport), StoreError> {
+        self.open_with(id, &|_| false)
+    }
+
+    /// Like [`open`](Self::open), but when the open step has a logged,
+    /// unanswered call of the model that `keep` accepts (a durable program,
+    /// [`crate::durable`]), the turn is left open for the agent to re-run
+    /// it: only the step's open questions and the programs' calls still
+    /// without a result are closed (`INTERRUPTED`).
+    pub fn open_with(
+        &self,
+        id: &str,
+        keep: &dyn Fn(&ToolCall) -> bool,
+    ) -> Result<(SessionLog, OpenReport), StoreError> {
         validate_id(id)?;
         let (writer, loaded) = self.backend.open(id, &self.options)?;
         let projection = Projection::from_events(&loaded.events);
@@ -612,7 +625,12 @@ impl SessionStore {
                 .repairs
                 .push(log.append(EventKind::SessionRepaired(SessionRepaired { torn_line: line, torn_bytes: bytes }))?);
         }
-        report.repairs.extend(log.close_open_turn(StopReason::Interrupted)?);
+        report.repairs.extend(log.repair_open_turn(keep)?);
+        // A yielded cell's calls still open (outside any open step).
+        let stray = log.state().projection.open_inner_calls();
+        for (turn, step, c) in stray {
+            report.repairs.push(log.append(interrupted_result(turn, step, &c))?);
+        }
         if !report.repairs.is_empty() {
             log.sync_now()?;
         }
@@ -888,6 +906,61 @@ impl SessionLog {
     /// Closes an open turn by appending (see the module docs): crash repair
     /// uses [`StopReason::Interrupted`]; the agent uses it with an error
     /// reason when a turn fails half-way.
+    /// Crash repair of an open turn ([`SessionStore::open_with`]): closes
+    /// it, unless its open step has a call `keep` accepts; then only the
+    /// step's open questions and programs' open calls are closed.
+    fn repair_open_turn(&self, keep: &dyn Fn(&ToolCall) -> bool) -> Result<Vec<Event>, StoreError> {
+        let kept = self.kept_calls(keep);
+        if kept.is_empty() {
+            return self.close_open_turn(StopReason::Interrupted);
+        }
+        let step = self.state().projection.open_step().cloned();
+        match step {
+            Some(s) => self.close_open_inner(&s),
+            None => Ok(vec![]),
+        }
+    }
+
+    /// The open step's logged model calls without a result that `keep`
+    /// accepts, in log order, with the step.
+    fn kept_calls(&self, keep: &dyn Fn(&ToolCall) -> bool) -> Vec<ToolCall> {
+        let st = self.state();
+        let Some(s) = st.projection.open_step() else { return vec![] };
+        s.logged_calls.iter().filter(|c| !s.answered.contains(&c.id) && keep(c)).cloned().collect()
+    }
+
+    /// The open step and its logged model calls still without a result
+    /// (what [`crate::durable`] re-runs).
+    pub(crate) fn open_calls(&self) -> Option<(u64, u32, Vec<ToolCall>)> {
+        let st = self.state();
+        let s = st.projection.open_step()?;
+        let calls = s.logged_calls.iter().filter(|c| !s.answered.contains(&c.id)).cloned().collect();
+        Some((s.turn, s.step, calls))
+    }
+
+    /// Every committed event, read back from the store.
+    pub(crate) fn read_all(&self) -> Result<Vec<Event>, StoreError> {
+        self.state().writer.read_from(1)
+    }
+
+    /// Cancels the step's open questions and closes the programs' calls
+    /// still without a result (`INTERRUPTED`), in log order.
+    fn close_open_inner(&self, s: &crate::projection::OpenStep) -> Result<Vec<Event>, StoreError> {
+        let mut out = Vec::new();
+        for call_id in &s.pending_approvals {
+            out.push(self.append(EventKind::ApprovalDecided(ApprovalDecided {
+                call_id: call_id.clone(),
+                outcome: ApprovalOutcome::Cancelled,
+                by: "host".into(),
+                note: Some("the turn was closed before an answer arrived".into()),
+            }))?);
+        }
+        for c in &s.open_inner {
+            out.push(self.append(interrupted_result(s.turn, s.step, c))?);
+        }
+        Ok(out)
+    }
+
     pub(crate) fn close_open_turn(&self, reason: StopReason) -> Result<Vec<Event>, StoreError> {
         let (turn, step) = {
             let st = self.state();
@@ -910,19 +983,9 @@ impl SessionLog {
                     interrupted: true,
                 }))?);
             }
-            for call_id in &s.pending_approvals {
-                out.push(self.append(EventKind::ApprovalDecided(ApprovalDecided {
-                    call_id: call_id.clone(),
-                    outcome: ApprovalOutcome::Cancelled,
-                    by: "host".into(),
-                    note: Some("the turn was closed before an answer arrived".into()),
-                }))?);
-            }
             // A program's calls still open (a crash while they ran) first,
             // in log order: their parent is among the model's calls below.
-            for c in &s.open_inner {
-                out.push(self.append(interrupted_result(s.turn, s.step, c))?);
-            }
+            out.extend(self.close_open_inner(&s)?);
             let mut calls = s.message_calls.clone();
             for c in &s.logged_calls {
                 if !calls.iter().any(|m| m.id == c.id) {

@@ -26,6 +26,39 @@ pub fn rfc3339_from_ms(ms: u64) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{milli:03}Z")
 }
 
+/// Parses what [`rfc3339_from_ms`] writes (`YYYY-MM-DDTHH:MM:SS[.mmm]Z`)
+/// back into Unix milliseconds; `None` for anything else.
+pub fn ms_from_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<i64>().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let rest = s.get(19..)?.strip_suffix('Z')?;
+    let milli = match rest.strip_prefix('.') {
+        Some(f) if !f.is_empty() && f.len() <= 9 && f.bytes().all(|c| c.is_ascii_digit()) => {
+            format!("{f:0<3}").get(..3)?.parse::<i64>().ok()?
+        }
+        None if rest.is_empty() => 0,
+        _ => return None,
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    // Days from civil (Howard Hinnant), the inverse of `civil`.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = if mo > 2 { mo - 3 } else { mo + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ms = ((days * 86_400 + h * 3600 + mi * 60 + sec) * 1000) + milli;
+    u64::try_from(ms).ok()
+}
+
 /// Splits Unix milliseconds into UTC calendar fields (proleptic Gregorian;
 /// the "days from civil" inverse by Howard Hinnant).
 fn civil(ms: u64) -> (i64, u32, u32, u32, u32, u32, u32) {
@@ -129,6 +162,16 @@ pub fn escape_line(s: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_times_read_back_to_the_same_milliseconds() {
+        for ms in [0u64, 1, 951_782_400_123, 1_796_563_414_916, 4_102_444_799_999] {
+            assert_eq!(ms_from_rfc3339(&rfc3339_from_ms(ms)), Some(ms), "{}", rfc3339_from_ms(ms));
+        }
+        assert_eq!(ms_from_rfc3339("2026-12-06T13:24:18Z"), Some(1_796_563_458_000));
+        assert_eq!(ms_from_rfc3339("2026-13-06T13:24:18Z"), None);
+        assert_eq!(ms_from_rfc3339("yesterday"), None);
+    }
 
     #[test]
     fn cuts_never_split_a_character() {

@@ -469,7 +469,11 @@ impl Harness {
         let log = match resume {
             Some(id) => {
                 self.check_workspace(id)?;
-                let (log, report) = self.store.open(id)?;
+                // A durable program the crash interrupted stays open for
+                // the agent to re-run (wharf_core::durable).
+                let snap = self.plugins.registry().snapshot();
+                let keep = |c: &wharf_core::plugin::ToolCall| wharf_core::durable::is_durable_call(&snap, c);
+                let (log, report) = self.store.open_with(id, &keep)?;
                 for w in &report.warnings {
                     self.options.notify(Notice::Warning(w.to_string()));
                 }

@@ -55,6 +55,7 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
                 memory_mb: row.grant.memory_mb,
                 timeout_ms: row.grant.timeout_ms,
                 yield_ms: row.grant.yield_ms,
+                durable: row.grant.durable,
                 output_limit_bytes: row.grant.output_limit_bytes,
                 sandbox_off: row.grant.sandbox == wharf_config::Sandbox::Off,
                 private_network: row.grant.private_network,

@@ -1521,7 +1521,7 @@ impl PluginVersion {
         } else {
             sandboxed!(code = code; self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
                 {
-                    store.data_mut().services = ctx.services.clone();
+                    store.data_mut().set_services(ctx.services.clone());
                     // What the guest printed so far is the call's progress
                     // (shown when a call running as a cell yields).
                     if let Some(s) = &ctx.services {
@@ -1735,13 +1735,13 @@ impl PluginVersion {
         // Epochs have passed since its last call: without this its first
         // check would find the deadline passed and yield for nothing.
         w.store.set_epoch_deadline(1);
-        w.store.data_mut().services = services;
+        w.store.data_mut().set_services(services);
         let wall = w.store.data().wall_deadline();
         let res = {
             let call = std::pin::pin!(w.tool.call_call(&mut w.store, name, arguments, wctx));
             tokio::time::timeout_at(wall, call).await
         };
-        w.store.data_mut().services = None;
+        w.store.data_mut().set_services(None);
         match res {
             Ok(Ok(v)) => {
                 // An instance of code swapped out meanwhile is not kept.

@@ -94,6 +94,11 @@ pub struct Grant {
     /// session, `wharf_core::cells`).
     #[serde(default)]
     pub yield_ms: Option<u64>,
+    /// Operator-only: a call of this row's tools interrupted by a crash is
+    /// re-run when its session reopens, its inner calls answered from the
+    /// log, its clock and random numbers replayed (`wharf_core::durable`).
+    #[serde(default)]
+    pub durable: bool,
     /// Cap on a call's output, bytes.
     #[serde(default)]
     pub output_limit_bytes: Option<usize>,
@@ -191,6 +196,9 @@ pub struct EffectiveGrant {
     /// See [`Grant::yield_ms`].
     #[serde(default)]
     pub yield_ms: Option<u64>,
+    /// See [`Grant::durable`].
+    #[serde(default)]
+    pub durable: bool,
     /// Output cap, bytes.
     pub output_limit_bytes: usize,
     /// Processes run without the OS sandbox (see [`Grant::sandbox_off`]).
@@ -293,6 +301,7 @@ impl Grant {
             memory_mb,
             timeout_ms: self.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS),
             yield_ms: self.yield_ms,
+            durable: self.durable,
             output_limit_bytes: self.output_limit_bytes.unwrap_or(DEFAULT_OUTPUT_LIMIT),
             sandbox_off: self.sandbox_off,
             private_network: self.private_network,

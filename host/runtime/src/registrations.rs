@@ -42,6 +42,10 @@ impl Tool for ComponentTool {
         self.version.effective.yield_ms.map(std::time::Duration::from_millis)
     }
 
+    fn durable(&self) -> bool {
+        self.version.effective.durable
+    }
+
     fn plugin(&self) -> &PluginRef {
         &self.plugin
     }

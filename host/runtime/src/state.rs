@@ -275,6 +275,8 @@ pub struct HostState {
     pub timeout_ms: u64,
     /// The session behind the current call (tool calls and compactions).
     pub services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    /// The current call's clock and random seed, when durable.
+    determinism: DeterminismSlot,
     /// The store's hostcall fuel: bytes one lift out of the guest may copy
     /// (for the `OUTPUT_LIMIT` message).
     pub(crate) hostcall_fuel: usize,
@@ -326,8 +328,15 @@ impl HostState {
             b.preopened_dir(snap, crate::dev::GUEST_DIR, FsPerms::ReadOnly)
                 .map_err(|e| anyhow::anyhow!("cannot preopen the dev source {}: {e:#}", snap.display()))?;
         }
+        // The clock and random numbers a durable call's program sees come
+        // from the call (`Determinism`): set per call, real otherwise.
+        let determinism = DeterminismSlot::default();
+        b.wall_clock(SwitchClock { slot: determinism.clone(), real: wasmtime_wasi::clocks::WallClock::new() });
+        b.secure_random(SwitchRng { slot: determinism.clone(), real: wasmtime_wasi::random::thread_rng(), salt: 1 });
+        b.insecure_random(SwitchRng { slot: determinism.clone(), real: wasmtime_wasi::random::thread_rng(), salt: 2 });
         let timeout_ms = effective.timeout_ms;
         Ok(Self {
+            determinism,
             wasi: b.build(),
             table: {
                 let mut t = ResourceTable::new();
@@ -370,6 +379,18 @@ impl HostState {
     /// What the guest wrote to stderr so far (at most 64 KiB).
     pub fn stderr_contents(&self) -> bytes::Bytes {
         self.stderr.contents()
+    }
+
+    /// Sets the session behind the current call (`None` after it), and
+    /// with it the clock and random numbers of a durable call
+    /// ([`wharf_core::plugin::SessionServices::determinism`]).
+    pub fn set_services(&mut self, services: Option<Arc<dyn wharf_core::plugin::SessionServices>>) {
+        let det = services.as_ref().and_then(|s| s.determinism());
+        *self.determinism.0.lock().unwrap_or_else(|e| e.into_inner()) = det.map(|d| Determined {
+            rng: [d.seed ^ 0x5851_f42d_4c95_7f2d, d.seed.rotate_left(17) ^ 0x1405_7b7e_f767_814f],
+            clock_ms: d.clock_ms,
+        });
+        self.services = services;
     }
 
     /// The guest's stdout (at most 64 KiB kept per call).
@@ -540,5 +561,82 @@ impl HostState {
     /// (the sandbox checks come later, in [`crate::process`]).
     fn process_denied(&self) -> Result<(), wit::process::ProcessError> {
         if self.effective.process { Ok(()) } else { Err(wit::process::ProcessError::NotGranted) }
+    }
+}
+
+/// The per-call view of time and randomness of a durable call; `None`: the
+/// real ones.
+#[derive(Clone, Default)]
+struct DeterminismSlot(Arc<Mutex<Option<Determined>>>);
+
+struct Determined {
+    /// SplitMix64 states, one per random source (secure, insecure).
+    rng: [u64; 2],
+    /// The next wall-clock reading, Unix ms.
+    clock_ms: u64,
+}
+
+/// The wall clock: a durable call's starts at its logged start and moves
+/// one millisecond per reading, so a replay reads the same times.
+struct SwitchClock {
+    slot: DeterminismSlot,
+    real: wasmtime_wasi::clocks::WallClock,
+}
+
+impl wasmtime_wasi::HostWallClock for SwitchClock {
+    fn resolution(&self) -> std::time::Duration {
+        self.real.resolution()
+    }
+
+    fn now(&self) -> std::time::Duration {
+        let mut slot = self.slot.0.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            Some(d) => {
+                let now = d.clock_ms;
+                d.clock_ms = d.clock_ms.saturating_add(1);
+                std::time::Duration::from_millis(now)
+            }
+            None => self.real.now(),
+        }
+    }
+}
+
+/// A random source: a durable call's is seeded from the call (SplitMix64),
+/// else the real one.
+struct SwitchRng {
+    slot: DeterminismSlot,
+    real: Box<dyn rand_core::Rng + Send>,
+    /// Which of the call's two streams (1: secure, 2: insecure).
+    salt: usize,
+}
+
+impl rand_core::TryRng for SwitchRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok((self.try_next_u64()? >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut slot = self.slot.0.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            Some(d) => {
+                let st = &mut d.rng[self.salt - 1];
+                *st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = *st;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                Ok(z ^ (z >> 31))
+            }
+            None => Ok(self.real.next_u64()),
+        }
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for chunk in dst.chunks_mut(8) {
+            let v = self.try_next_u64()?.to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+        Ok(())
     }
 }
