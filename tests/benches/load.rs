@@ -209,10 +209,11 @@ impl Perf {
         match report {
             Ok(o) => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                // perf pads its columns to the terminal's width: one space.
                 let top: String = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(40).fold(
                     String::new(),
                     |mut acc, l| {
-                        acc.push_str(l);
+                        acc.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
                         acc.push('\n');
                         acc
                     },
