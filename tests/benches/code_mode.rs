@@ -255,7 +255,7 @@ const texts = await Promise.all(paths.map(p => tools.read({path: p})));
 return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")).length};
 "#;
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let n_inner: usize = if quick { 10 } else { 50 };
     let n_direct: usize = if quick { 5 } else { 20 };

@@ -124,7 +124,7 @@ fn start_dev(home: &Path, dir: &Path) -> anyhow::Result<Dev> {
     Ok(Dev { child, events })
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let rounds = if quick { 1 } else { 3 };
     let home = tempfile::tempdir()?;

@@ -301,7 +301,7 @@ fn concurrent(pg: &PgServer, n: usize) -> Result<Concurrent> {
     })
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let writers = env_usize("WHARF_BENCH_FLEET_WRITERS", 8);
     let rounds = env_usize("WHARF_BENCH_FLEET_ROUNDS", if quick { 10 } else { 40 });

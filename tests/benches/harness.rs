@@ -480,7 +480,7 @@ fn yes(ok: bool) -> &'static str {
     if ok { "yes" } else { "**no**" }
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("__spawn") {
         return spawner(&args[1..]);

@@ -361,7 +361,7 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
     })
 }
 
-fn main() -> Result<()> {
+pub fn main() -> Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let sessions = env_usize("WHARF_LOAD_SESSIONS", if quick { 100 } else { 1000 });
     let clients = env_usize("WHARF_LOAD_CLIENTS", 50).max(1);

@@ -257,7 +257,7 @@ struct At {
     native: f64,
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let runs = if quick() { 1 } else { 3 };
     // A first session fills the compile cache (its figures are dropped).

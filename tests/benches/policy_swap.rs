@@ -253,7 +253,7 @@ async fn component_swaps(s: &Setup, swaps: u32) -> anyhow::Result<Vec<f64>> {
     Ok(times)
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let (swaps, builds, tasks) = if quick { (8, 2, 4) } else { (40, 5, 8) };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

@@ -487,7 +487,7 @@ fn density_md(d: &Value) -> String {
     )
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("__density") {
         return density_main();
     }

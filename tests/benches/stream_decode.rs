@@ -82,7 +82,7 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let rounds = if std::env::var_os("WHARF_BENCH_QUICK").is_some() { 40 } else { 400 };
     let body = stream();
     let typed_events = decode(body.as_bytes(), false);

@@ -739,7 +739,7 @@ fn met(ok: bool) -> &'static str {
     if ok { "**met**" } else { "**not met**" }
 }
 
-fn main() -> anyhow::Result<()> {
+pub fn main() -> anyhow::Result<()> {
     let out = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;
     for p in [

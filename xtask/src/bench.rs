@@ -46,7 +46,13 @@ struct Section {
 
 fn bench_cmd(root: &Path, package: &str, bench: &str) -> Command {
     let mut c = Command::new("cargo");
-    c.current_dir(root).args(["bench", "-q", "-p", package, "--profile", "dev", "--bench", bench]);
+    c.current_dir(root).args(["bench", "-q", "-p", package, "--profile", "dev", "--bench"]);
+    if package == "wharf-tests" {
+        // tests/benches is one binary; the section is picked by name.
+        c.arg("all").env("WHARF_BENCH_SECTION", bench);
+    } else {
+        c.arg(bench);
+    }
     c
 }
 
