@@ -17,7 +17,10 @@
 //! `WHARF_LOAD_CLIENTS` (50), `WHARF_LOAD_SETUPS` (`jsonl,pg`).
 //! `WHARF_LOAD_PERF=1` records each host with `perf record -g` during the
 //! load and writes the top symbols (self time) beside the report
-//! (`target/bench/load-perf-SETUP-HOST.txt`). Writes
+//! (`target/bench/load-perf-SETUP-HOST.txt`, and including callees in
+//! `….children.txt`; `WHARF_LOAD_PERF=dwarf` unwinds with DWARF so the
+//! callers are right). The PostgreSQL set-up also reports the database's
+//! top statements (`pg_stat_statements`). Writes
 //! `target/bench/load.{md,json}`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -174,8 +177,14 @@ struct Perf {
 
 impl Perf {
     fn start(pid: u32, data: PathBuf, out: PathBuf) -> Option<Perf> {
+        // `WHARF_LOAD_PERF=dwarf`: call graphs unwound with DWARF (the
+        // host is built without frame pointers), for `…-children.txt`.
+        let dwarf = std::env::var("WHARF_LOAD_PERF").is_ok_and(|v| v == "dwarf");
+        let graph: &[&str] = if dwarf { &["-F", "149", "--call-graph", "dwarf,16384"] } else { &["-F", "499", "-g"] };
         let child = std::process::Command::new("perf")
-            .args(["record", "-F", "499", "-g", "-q", "-o"])
+            .arg("record")
+            .args(graph)
+            .args(["-q", "-o"])
             .arg(&data)
             .args(["-p", &pid.to_string()])
             .stdout(std::process::Stdio::null())
@@ -186,41 +195,40 @@ impl Perf {
         Some(Perf { child, data, out })
     }
 
-    /// Stops recording and writes the top symbols by self time.
+    /// Stops recording and writes the top symbols by self time, and
+    /// beside it (`…-children.txt`) by time including callees, which says
+    /// who the allocator's and `memmove`'s time is spent for.
     fn finish(mut self) {
         // SIGINT makes perf write its data file and exit.
         let _ = std::process::Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
-        let report = std::process::Command::new("perf")
-            .args([
-                "report",
-                "--stdio",
-                "--no-children",
-                "--sort",
-                "dso,symbol",
-                "--percent-limit",
-                "0.7",
-                "-g",
-                "none",
-                "-i",
-            ])
-            .arg(&self.data)
-            .output();
-        match report {
-            Ok(o) => {
-                let text = String::from_utf8_lossy(&o.stdout);
-                // perf pads its columns to the terminal's width: one space.
-                let top: String = text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).take(40).fold(
-                    String::new(),
-                    |mut acc, l| {
-                        acc.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
-                        acc.push('\n');
-                        acc
-                    },
-                );
-                let _ = std::fs::write(&self.out, top);
+        let children = self.out.with_extension("children.txt");
+        for (mode, sort, limit, out) in
+            [("--no-children", "dso,symbol", "0.7", &self.out), ("--children", "symbol", "3", &children)]
+        {
+            let report = std::process::Command::new("perf")
+                .args(["report", "--stdio", mode, "--sort", sort, "--percent-limit", limit, "-g", "none", "-i"])
+                .arg(&self.data)
+                // perf reads a pipe on stdin as its data otherwise.
+                .stdin(std::process::Stdio::null())
+                .output();
+            match report {
+                Ok(o) => {
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    // perf pads its columns to the terminal's width: one space.
+                    let top: String = text
+                        .lines()
+                        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                        .take(60)
+                        .fold(String::new(), |mut acc, l| {
+                            acc.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
+                            acc.push('\n');
+                            acc
+                        });
+                    let _ = std::fs::write(out, top);
+                }
+                Err(e) => eprintln!("load: perf report failed ({e})"),
             }
-            Err(e) => eprintln!("load: perf report failed ({e})"),
         }
         let _ = std::fs::remove_file(&self.data);
     }
@@ -236,6 +244,9 @@ struct Outcome {
     rss_per_session_kib: Vec<f64>,
     rss_end_kib: Vec<u64>,
     errors: Vec<String>,
+    /// The database's top statements by execution time during the load:
+    /// (calls, total ms, statement).
+    statements: Vec<(u64, f64, String)>,
 }
 
 impl Outcome {
@@ -254,10 +265,13 @@ impl Outcome {
 
 fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, clients: usize) -> Result<Outcome> {
     let home = tempfile::tempdir()?;
-    let store = match pg {
-        Some(pg) => Some(format!("{}?wharf_pool=32", pg.database().map_err(anyhow::Error::msg)?)),
+    let db = match pg {
+        Some(pg) => Some(pg.database().map_err(anyhow::Error::msg)?),
         None => None,
     };
+    let store = db.as_ref().map(|url| format!("{url}?wharf_pool=32"));
+    // The database's name, for its statement statistics.
+    let db_name = db.as_deref().and_then(|u| u.rsplit('/').next()).map(str::to_string);
     let prof = profile(home.path(), store.as_deref())?;
     let n_hosts = if pg.is_some() { 2 } else { 1 };
     let mut hosts = Vec::new();
@@ -278,9 +292,14 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
     for h in &hosts {
         one_turn(h, 0).context("warm-up turn")?;
     }
+    if let (Some(pg), Some(db)) = (pg, &db_name) {
+        pg.psql(db, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .and_then(|_| pg.psql(db, "SELECT pg_stat_statements_reset()"))
+            .map_err(anyhow::Error::msg)?;
+    }
     std::thread::sleep(Duration::from_millis(300));
     let before: Vec<u64> = hosts.iter().map(|h| rss_kib(h.pid())).collect();
-    let perf = std::env::var("WHARF_LOAD_PERF").is_ok_and(|v| v == "1");
+    let perf = std::env::var("WHARF_LOAD_PERF").is_ok_and(|v| v == "1" || v == "dwarf");
     let out_dir = wharf_tests::target_dir().join("bench");
     let perfs: Vec<Perf> = if perf {
         hosts
@@ -347,8 +366,27 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
             );
         }
     }
+    let statements = match (pg, &db_name) {
+        (Some(pg), Some(db)) => pg
+            .psql(
+                db,
+                "SELECT calls, round(total_exec_time::numeric, 1), \
+                 left(regexp_replace(query, '\\s+', ' ', 'g'), 90) FROM pg_stat_statements \
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 ORDER BY total_exec_time DESC LIMIT 8",
+            )
+            .map_err(anyhow::Error::msg)?
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.splitn(3, '|');
+                Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.to_string()))
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     drop(workspaces);
     Ok(Outcome {
+        statements,
         setup,
         hosts: n_hosts,
         sessions,
@@ -426,7 +464,23 @@ pub fn main() -> Result<()> {
             "latency_ms": {"p50": o.pct(0.5), "p90": o.pct(0.9), "p99": o.pct(0.99), "max": o.pct(1.0)},
             "rss_per_session_kib": o.rss_per_session_kib, "rss_end_kib": o.rss_end_kib,
             "errors": o.errors.len(), "first_errors": o.errors.iter().take(5).collect::<Vec<_>>(),
+            "db_statements": o.statements.iter().map(|(c, ms, q)| json!({"calls": c, "total_ms": ms, "query": q})).collect::<Vec<_>>(),
         }));
+    }
+    for o in outcomes.iter().filter(|o| !o.statements.is_empty()) {
+        md.push_str(&format!(
+            "\nPostgreSQL's top statements during the `{}` load (`pg_stat_statements`, execution time in \
+             the server):\n\n| statement | calls | per turn | total ms | per call µs |\n|---|---|---|---|---|\n",
+            o.setup
+        ));
+        for (calls, ms, query) in &o.statements {
+            md.push_str(&format!(
+                "| `{}` | {calls} | {:.1} | {ms:.0} | {:.0} |\n",
+                query.replace('|', "\\|"),
+                *calls as f64 / o.sessions as f64,
+                ms * 1000.0 / (*calls).max(1) as f64
+            ));
+        }
     }
     std::fs::write(out_dir.join("load.md"), &md)?;
     std::fs::write(out_dir.join("load.json"), serde_json::to_string_pretty(&json!({"setups": json_rows}))?)?;

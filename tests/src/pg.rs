@@ -63,8 +63,9 @@ impl PgServer {
         Self::start_with(false)
     }
 
-    /// Like [`start`](Self::start) with `fsync` on (benchmarks of durable
-    /// commits).
+    /// Like [`start`](Self::start) with `fsync` on and `pg_stat_statements`
+    /// loaded (benchmarks of durable commits and of where the database's
+    /// time goes).
     pub fn start_durable() -> Result<PgServer, String> {
         Self::start_with(true)
     }
@@ -144,10 +145,12 @@ impl PgServer {
 
     fn pg_start(&self) -> Result<(), String> {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync={} -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync={} -c max_connections=200{}",
             self.port,
             self.dir.join("sock").display(),
-            if self.durable { "on" } else { "off" }
+            if self.durable { "on" } else { "off" },
+            // Benchmarks read where the database's time goes (`statements`).
+            if self.durable { " -c shared_preload_libraries=pg_stat_statements" } else { "" }
         );
         let data = self.data().display().to_string();
         let log = self.dir.join("server.log").display().to_string();
@@ -192,6 +195,36 @@ impl PgServer {
         let port = self.port.to_string();
         self.sh("createdb", &["-h", "127.0.0.1", "-p", &port, "-U", "postgres", &name], true)?;
         Ok(self.url_of(&name))
+    }
+
+    /// Runs `sql` with `psql` against database `db`: its rows, one per
+    /// line, fields separated by `|`.
+    pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
+        let port = self.port.to_string();
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-d",
+                db,
+                "-At",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running psql: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!("psql `{sql}` failed: {}", String::from_utf8_lossy(&out.stderr)))
+        }
     }
 
     /// The server's log (for failure messages).

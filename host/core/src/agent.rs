@@ -1000,6 +1000,20 @@ impl Agent {
         delay.filter(|_| attempt <= MAX_RETRIES_CEILING)
     }
 
+    /// Logs the streamed text not yet logged, if any, as one chunk.
+    fn log_chunk(&self, pending: &mut PendingChunk, at: StepRef) -> Result<(), StoreError> {
+        let PendingChunk { text, reasoning, since } = std::mem::take(pending);
+        if since.is_some() && (!text.is_empty() || !reasoning.is_empty()) {
+            self.inner.log.append(EventKind::AssistantChunk(AssistantChunk {
+                turn: at.turn,
+                step: at.step,
+                text,
+                reasoning,
+            }))?;
+        }
+        Ok(())
+    }
+
     /// One attempt at streaming a completion.
     async fn stream(
         &self,
@@ -1015,22 +1029,53 @@ impl Agent {
             _ = token.cancelled() => return Ok(Streamed::Cancelled(acc)),
             r = adapter.start_in(request, scope) => r,
         };
-        let mut stream = match started {
+        let stream = match started {
             Ok(s) => s,
             Err(e) => return Ok(Streamed::Failed(e)),
         };
+        // Streamed text waits up to CHUNK_WINDOW to be logged with what
+        // follows it: one `assistant/chunk` (one append, one database
+        // transaction on a fleet store) per burst of deltas instead of one
+        // per delivered batch; a reader sees it at most that much later.
+        let mut pending = PendingChunk::default();
+        // The read in progress owns the stream (and hands it back), so a
+        // flush of the pending text does not abandon a read.
+        let mut idle = Some(stream);
+        let mut reading: Option<NextBatch> = None;
         loop {
-            let next = tokio::select! {
+            if let Some(mut s) = idle.take() {
+                reading = Some(Box::pin(async move {
+                    let r = s.next().await;
+                    (s, r)
+                }));
+            }
+            let Some(read) = reading.as_mut() else { break };
+            let flush_at = pending.since.map(|t| t + CHUNK_WINDOW);
+            let batch = tokio::select! {
                 biased;
-                _ = token.cancelled() => return Ok(Streamed::Cancelled(acc)),
-                n = stream.next() => n,
+                _ = token.cancelled() => {
+                    self.log_chunk(&mut pending, at)?;
+                    return Ok(Streamed::Cancelled(acc));
+                }
+                _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
+                    self.log_chunk(&mut pending, at)?;
+                    continue;
+                }
+                (s, n) = read => {
+                    idle = Some(s);
+                    reading = None;
+                    n
+                }
             };
-            let batch = match next {
+            let batch = match batch {
                 Ok(Some(b)) => b,
                 Ok(None) => break,
-                Err(e) => return Ok(Streamed::Failed(e)),
+                Err(e) => {
+                    self.log_chunk(&mut pending, at)?;
+                    return Ok(Streamed::Failed(e));
+                }
             };
-            // One chunk event per delivered batch (deltas coalesced).
+            // Deltas coalesced into the pending chunk.
             let (mut text, mut reasoning) = (String::new(), String::new());
             for ev in batch {
                 match ev {
@@ -1057,14 +1102,15 @@ impl Agent {
             if !text.is_empty() || !reasoning.is_empty() {
                 acc.content.push_str(&text);
                 acc.reasoning.push_str(&reasoning);
-                self.inner.log.append(EventKind::AssistantChunk(AssistantChunk {
-                    turn: at.turn,
-                    step: at.step,
-                    text,
-                    reasoning,
-                }))?;
+                pending.text.push_str(&text);
+                pending.reasoning.push_str(&reasoning);
+                pending.since.get_or_insert_with(tokio::time::Instant::now);
+                if pending.text.len() + pending.reasoning.len() >= CHUNK_MAX_BYTES {
+                    self.log_chunk(&mut pending, at)?;
+                }
             }
         }
+        self.log_chunk(&mut pending, at)?;
         if acc.finish == Some(FinishReason::Retryable) {
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::Server, "the provider asked to retry")));
         }
@@ -1077,6 +1123,27 @@ impl Agent {
         }
         Ok(Streamed::Done(acc))
     }
+}
+
+/// How long streamed text may wait to be logged together with the deltas
+/// that follow it.
+const CHUNK_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Streamed text logged at once when this much is waiting.
+const CHUNK_MAX_BYTES: usize = 16 * 1024;
+
+/// A read of the model's stream that owns the stream until it ends.
+type NextBatch = crate::plugin::BoxFuture<
+    'static,
+    (Box<dyn crate::plugin::LlmStream>, Result<Option<Vec<LlmEvent>>, crate::plugin::LlmError>),
+>;
+
+/// Streamed text not logged yet, and since when it waits.
+#[derive(Default)]
+struct PendingChunk {
+    text: String,
+    reasoning: String,
+    since: Option<tokio::time::Instant>,
 }
 
 #[cfg(test)]

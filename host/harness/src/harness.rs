@@ -318,6 +318,13 @@ impl Harness {
         Ok(())
     }
 
+    /// The `session/model` event for the model in force, if there is one.
+    fn model_event(&self, reason: &str) -> Option<wharf_core::events::EventKind> {
+        let (adapter, model) = self.current_model()?;
+        let data = serde_json::json!({ "adapter": adapter, "model": model, "reason": reason });
+        Some(wharf_core::events::EventKind::Unknown { type_name: crate::usage::MODEL_EVENT.to_string(), data })
+    }
+
     /// A new agent over `old`'s session log with the current settings (the
     /// adapter in force). `old` must be idle; it should be dropped.
     pub fn rebuild_agent(&self, old: &Agent, approver: Arc<dyn Approver>, max_steps: Option<u32>) -> Result<Agent> {
@@ -487,10 +494,23 @@ impl Harness {
         };
         // A new session streams from its header; a resumed one from here on.
         let first_seq = if resume.is_some() { log.last_seq() + 1 } else { 1 };
-        for ev in self.plugins.history() {
-            log.append(ev)?;
+        // The plugins in force and the model, in one append (one database
+        // transaction on a fleet store).
+        let mut opening = self.plugins.history();
+        if resume.is_some() {
+            if !opening.is_empty() {
+                log.append_batch(opening)?;
+            }
+            self.log_model(&log, "resume")?;
+        } else {
+            // A new log has no model logged yet: nothing to read back.
+            if let Some(model) = self.model_event("initial") {
+                opening.push(model);
+            }
+            if !opening.is_empty() {
+                log.append_batch(opening)?;
+            }
         }
-        self.log_model(&log, if resume.is_some() { "resume" } else { "initial" })?;
         let mut rx = self.plugins.subscribe();
         let live = log.clone();
         tokio::spawn(async move {

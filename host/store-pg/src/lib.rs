@@ -19,8 +19,10 @@
 //!   flush that covers every earlier append. [`PgOptions::durable_appends`]
 //!   makes every append wait instead.
 //! - **Lease**: [`Backend::open`] takes a free or expired lease and bumps its
-//!   fencing token; while held, a background task renews it every
-//!   [`PgOptions::renew_every`]; every append renews it too. An append whose
+//!   fencing token; while held, it is renewed every
+//!   [`PgOptions::renew_every`] by one task per backend that renews all of
+//!   its writers' leases in one statement (skipping those an append renewed
+//!   since the last round: every append renews it too). An append whose
 //!   token is no longer current (another host took the session over) is
 //!   refused with [`StoreError::Fenced`]. Dropping the writer releases the
 //!   lease.
@@ -64,8 +66,14 @@ use wharf_core::store::{
 };
 
 /// The embedded migrations, applied in order at [`connect`].
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../migrations/0001_sessions.sql")), (2, include_str!("../migrations/0002_inbox_ack.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../migrations/0001_sessions.sql")),
+    (2, include_str!("../migrations/0002_inbox_ack.sql")),
+    (3, include_str!("../migrations/0003_renew_many.sql")),
+];
+
+/// Most leases one renewal statement carries.
+const RENEW_BATCH: usize = 1000;
 
 /// Advisory lock key serialising migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
@@ -213,6 +221,8 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
         options,
         wakers: Mutex::new(Wakers::default()),
         listening: AtomicBool::new(false),
+        leases: Mutex::new(HashMap::new()),
+        renewing: AtomicBool::new(false),
         _stop: stop_tx,
     });
     let i2 = inner.clone();
@@ -258,7 +268,13 @@ fn run_on<T: Send + 'static>(
     handle.spawn(async move {
         let _ = tx.send(fut.await);
     });
-    rx.recv().ok()
+    // On a worker of a multi-threaded runtime (the agent loop's), waiting
+    // for the round trip would take the worker from every other session on
+    // the host: `block_in_place` hands its tasks to another thread first.
+    // Elsewhere (a plain thread, a current-thread runtime) it just waits.
+    let on_worker = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_worker { tokio::task::block_in_place(|| rx.recv().ok()) } else { rx.recv().ok() }
 }
 
 /// A PostgreSQL session store. Cheap to clone.
@@ -288,8 +304,21 @@ struct Inner {
     options: PgOptions,
     wakers: Mutex<Wakers>,
     listening: AtomicBool,
+    /// The leases this backend's writers hold, by session: renewed
+    /// together by one task ([`Inner::ensure_renewer`]).
+    leases: Mutex<HashMap<String, Lease>>,
+    /// Whether the renewal task runs.
+    renewing: AtomicBool,
     /// Dropped with the backend: stops the runtime thread.
     _stop: oneshot::Sender<()>,
+}
+
+/// A lease a writer of this backend holds.
+struct Lease {
+    token: i64,
+    held: Arc<Held>,
+    /// When it was last renewed (by an append, a sync or the renewal task).
+    renewed: std::time::Instant,
 }
 
 /// A failure inside one attempt.
@@ -347,6 +376,90 @@ fn pool_fail(e: deadpool_postgres::PoolError) -> Fail {
 impl Inner {
     fn lock_wakers(&self) -> MutexGuard<'_, Wakers> {
         self.wakers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_leases(&self) -> MutexGuard<'_, HashMap<String, Lease>> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that session `id`'s lease (under `token`) was just renewed.
+    fn touch(&self, id: &str, token: i64, at: std::time::Instant) {
+        if let Some(l) = self.lock_leases().get_mut(id)
+            && l.token == token
+        {
+            l.renewed = l.renewed.max(at);
+        }
+    }
+
+    /// Starts the task that renews this backend's leases, once. Every
+    /// `renew_every` it renews, in one statement per [`RENEW_BATCH`], each
+    /// lease not renewed since the last round (an append renews its
+    /// session's lease too), and tells the writers whose lease was taken
+    /// over.
+    fn ensure_renewer(self: &Arc<Self>) {
+        if self.renewing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let every = self.options.renew_every;
+        self.handle.spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                inner.renew_due(every).await;
+            }
+        });
+    }
+
+    async fn renew_due(&self, every: Duration) {
+        let mut due: Vec<(String, i64)> = self
+            .lock_leases()
+            .iter()
+            .filter(|(_, l)| l.renewed.elapsed() >= every)
+            .map(|(id, l)| (id.clone(), l.token))
+            .collect();
+        // One order for every host's statements: no lock-order cycles.
+        due.sort();
+        for chunk in due.chunks(RENEW_BATCH) {
+            let started = std::time::Instant::now();
+            let ids: Vec<&str> = chunk.iter().map(|(id, _)| id.as_str()).collect();
+            let tokens: Vec<i64> = chunk.iter().map(|(_, t)| *t).collect();
+            let renewed = async {
+                let c = self.client().await?;
+                let rows = c
+                    .query(
+                        "SELECT wharf_renew_many($1, $2, $3, $4)",
+                        &[&ids, &tokens, &self.options.holder, &self.ttl_ms()],
+                    )
+                    .await
+                    .map_err(|e| pg_fail("renewing the leases", e))?;
+                Ok::<_, Fail>(rows.iter().map(|r| r.get::<_, String>(0)).collect::<std::collections::HashSet<String>>())
+            };
+            let renewed = match renewed.await {
+                Ok(r) => r,
+                Err(Fail::Transient(d)) | Err(Fail::Fatal(StoreError::Unavailable { detail: d, .. })) => {
+                    tracing::warn!(store = %self.location, sessions = chunk.len(), "could not renew the leases: {d}");
+                    continue;
+                }
+                Err(Fail::Fatal(e)) => {
+                    tracing::warn!(store = %self.location, sessions = chunk.len(), error = %e, "could not renew the leases");
+                    continue;
+                }
+            };
+            let mut leases = self.lock_leases();
+            for (id, token) in chunk {
+                let Some(l) = leases.get_mut(id).filter(|l| l.token == *token) else { continue };
+                if renewed.contains(id) {
+                    l.renewed = l.renewed.max(started);
+                } else {
+                    tracing::warn!(session = %id, token, "lease lost: another host took the session over");
+                    l.held.lose();
+                    leases.remove(id);
+                }
+            }
+        }
     }
 
     /// Runs `fut` on the backend's runtime and waits for it (from any thread).
@@ -943,7 +1056,6 @@ struct PgWriter {
     token: i64,
     sync: Arc<PgSyncer>,
     held: Arc<Held>,
-    stop_renew: Option<oneshot::Sender<()>>,
     inputs_taken: bool,
     stop_inputs: Option<oneshot::Sender<()>>,
 }
@@ -983,8 +1095,10 @@ impl Syncer for PgSyncer {
         let (id, token) = (self.id.clone(), self.token);
         let held = self.held.clone();
         self.inner.call(async move {
+            let started = std::time::Instant::now();
             let ok = inner.retry("syncing", || inner.renew(&id, token, true)).await?;
             if ok {
+                inner.touch(&id, token, started);
                 Ok(())
             } else {
                 held.lose();
@@ -996,35 +1110,12 @@ impl Syncer for PgSyncer {
 
 impl PgWriter {
     fn start(inner: Arc<Inner>, id: String, token: i64, _last_seq: i64) -> PgWriter {
-        let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
-        let weak = Arc::downgrade(&inner);
-        let every = inner.options.renew_every;
-        let (rid, rtoken) = (id.clone(), token);
         let held: Arc<Held> = Arc::default();
-        let rheld = held.clone();
-        inner.handle.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = &mut stop_rx => return,
-                    _ = tokio::time::sleep(every) => {}
-                }
-                let Some(inner) = weak.upgrade() else { return };
-                match inner.renew(&rid, rtoken, false).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(session = %rid, token = rtoken, "lease lost: another host took the session over");
-                        rheld.lose();
-                        return;
-                    }
-                    Err(Fail::Transient(d)) | Err(Fail::Fatal(StoreError::Unavailable { detail: d, .. })) => {
-                        tracing::warn!(session = %rid, "could not renew the lease: {d}")
-                    }
-                    Err(Fail::Fatal(e)) => tracing::warn!(session = %rid, error = %e, "could not renew the lease"),
-                }
-            }
-        });
+        // Opening took (or renewed) the lease just now.
+        inner.lock_leases().insert(id.clone(), Lease { token, held: held.clone(), renewed: std::time::Instant::now() });
+        inner.ensure_renewer();
         let sync = Arc::new(PgSyncer { inner: inner.clone(), id: id.clone(), token, held: held.clone() });
-        PgWriter { inner, id, token, sync, held, stop_renew: Some(stop_tx), inputs_taken: false, stop_inputs: None }
+        PgWriter { inner, id, token, sync, held, inputs_taken: false, stop_inputs: None }
     }
 
     fn read_rows(&mut self, from_seq: u64) -> Result<Vec<(u64, String)>, StoreError> {
@@ -1097,6 +1188,7 @@ impl Writer for PgWriter {
         let what = format!("appending event {} ({})", first.event.seq, first.event.type_name());
         let held = self.held.clone();
         let acked = ack.clone();
+        let started = std::time::Instant::now();
         let r = self.inner.call(async move {
             let status = inner
                 .retry(&what, || async {
@@ -1142,8 +1234,12 @@ impl Writer for PgWriter {
                 }),
             }
         });
-        if r.is_ok() && !acked.is_empty() {
-            self.held.outstanding().retain(|(n, _, _)| !acked.contains(n));
+        if r.is_ok() {
+            // The append renewed the lease too.
+            self.inner.touch(&self.id, self.token, started);
+            if !acked.is_empty() {
+                self.held.outstanding().retain(|(n, _, _)| !acked.contains(n));
+            }
         }
         r
     }
@@ -1255,8 +1351,11 @@ impl Writer for PgWriter {
 
 impl Drop for PgWriter {
     fn drop(&mut self) {
-        if let Some(s) = self.stop_renew.take() {
-            let _ = s.send(());
+        {
+            let mut leases = self.inner.lock_leases();
+            if leases.get(&self.id).is_some_and(|l| l.token == self.token) {
+                leases.remove(&self.id);
+            }
         }
         if let Some(s) = self.stop_inputs.take() {
             let _ = s.send(());
