@@ -77,6 +77,9 @@ pub struct Projection {
     /// yielded cell's run past their step), in log order, with their turn
     /// and step.
     open_inner_all: Vec<(u64, u32, ToolCall)>,
+    /// Cells that yielded (`tool/cell{state: running}`) and whose end is
+    /// not logged, with the turn and step of the call that started them.
+    open_cells: Vec<(u64, u32, ToolCall)>,
 }
 
 impl Projection {
@@ -220,6 +223,20 @@ impl Projection {
                 }
             }
             EventKind::CompactionSummary(c) => self.compact(c.from_seq, c.to_seq, &c.summary),
+            EventKind::Unknown { type_name, data } if type_name == crate::cells::CELL_EVENT => {
+                let cell = data.get("cell").and_then(|v| v.as_str()).unwrap_or_default();
+                if data.get("state").and_then(|v| v.as_str()) == Some("running") {
+                    // It yields inside its step: the step holds its call.
+                    if let Some(s) = &self.open_step
+                        && let Some(c) = s.logged_calls.iter().find(|c| c.id == cell)
+                        && !self.open_cells.iter().any(|(_, _, o)| o.id == cell)
+                    {
+                        self.open_cells.push((s.turn, s.step, c.clone()));
+                    }
+                } else {
+                    self.open_cells.retain(|(_, _, c)| c.id != cell);
+                }
+            }
             EventKind::InboxSpliced(s) => match s.op {
                 InboxOp::Added => {
                     self.inbox_order += 1;
@@ -296,6 +313,12 @@ impl Projection {
     /// in log order, with their turn and step.
     pub fn open_inner_calls(&self) -> Vec<(u64, u32, ToolCall)> {
         self.open_inner_all.clone()
+    }
+
+    /// The cells that yielded and whose end is not logged (a crash cut
+    /// them), in log order, with the turn and step of their call.
+    pub fn open_cells(&self) -> Vec<(u64, u32, ToolCall)> {
+        self.open_cells.clone()
     }
 
     /// The step that is open, if any.
