@@ -482,4 +482,42 @@ mod tests {
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].id, "b");
     }
+
+    fn cell_state(seq: u64, cell: &str, state: &str) -> Event {
+        let data = serde_json::json!({"cell": cell, "tool": "run", "state": state});
+        ev(seq, EventKind::Unknown { type_name: crate::cells::CELL_EVENT.into(), data })
+    }
+
+    #[test]
+    fn a_yielded_cell_is_open_until_its_end_is_logged() {
+        let call = |id: &str| {
+            EventKind::ToolCall(ToolCallEvent {
+                turn: 1,
+                step: 1,
+                id: id.into(),
+                name: "run".into(),
+                arguments: "{}".into(),
+                parent: None,
+            })
+        };
+        let events = vec![
+            ev(1, EventKind::TurnStart(TurnStart { turn: 1 })),
+            ev(2, EventKind::StepStart(StepStart { turn: 1, step: 1 })),
+            ev(3, call("a")),
+            ev(4, call("b")),
+            cell_state(5, "a", "running"),
+            cell_state(6, "b", "running"),
+            // A state of a cell no step holds is ignored.
+            cell_state(7, "zz", "running"),
+            result(8, "a", "yielded"),
+            result(9, "b", "yielded"),
+            ev(10, EventKind::StepEnd(StepEnd { turn: 1, step: 1, usage: None })),
+            cell_state(11, "b", "finished"),
+        ];
+        let open = Projection::from_events(&events).open_cells();
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!((open[0].0, open[0].1, open[0].2.id.as_str()), (1, 1, "a"));
+        let all = Projection::from_events(&events[..10]).open_cells();
+        assert_eq!(all.iter().map(|(_, _, c)| c.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    }
 }
