@@ -863,9 +863,14 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// In chat: a program's two writes ask for approval; the program yields at
+/// its window (1 s) while the first question is open, the model's next call
+/// (a read) runs and shows meanwhile, then the user allows the first write
+/// and refuses the second, and `resume` collects the program's result.
 #[test]
 fn an_inner_call_asks_for_approval_in_chat() -> anyhow::Result<()> {
     let env = env();
+    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
     let program = r#"
 const a = await tools.write({path: "approved.txt", content: "yes"});
 let b;
@@ -874,7 +879,12 @@ return {a, b};
 "#;
     let ask =
         policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
-    let rows = format!("{ask}{}{}", code_row("tools = true"), scripted(&[(program, None)]));
+    let script = scripted_turns(&[
+        &[("call_cell", "run_code", json!({"code": program}))],
+        &[("call_read", "read", json!({"path": "notes.txt"}))],
+        &[("call_wait", "run_code", json!({"resume": "call_cell", "wait_ms": 60000}))],
+    ]);
+    let rows = format!("{ask}{}{script}", code_row("tools = true\ntimeout_ms = 120000\nyield_ms = 1000"));
     let profile = write_profile(&env, "chat", &profile_text("scripted", &rows));
     let home = env.sessions.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut cmd = wharf_tests::wharf(&home);
@@ -892,6 +902,11 @@ return {a, b};
     t.line("write two files with a program");
     t.expect("approval needed: write ");
     t.expect("allow? [y]es once");
+    // The question is open; the turn goes on: the cell yields and the read
+    // runs.
+    t.expect("⏺ read");
+    t.expect("⎿ ok");
+    assert!(!env.path("approved.txt").exists(), "written before the answer");
     t.line("y");
     t.expect("approval needed: write ");
     t.expect("allow?");
@@ -909,11 +924,17 @@ return {a, b};
     let inner: Vec<&Value> =
         values.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"].is_string()).collect();
     assert_eq!(inner.len(), 2, "{values:#?}");
-    let result = |id: &str| values.iter().find(|e| e["type"] == "tool/result" && e["data"]["call_id"] == id).cloned();
-    let rejected = result(inner[1]["data"]["id"].as_str().unwrap_or_default()).unwrap_or_default();
+    let first = inner[0]["data"]["id"].as_str().unwrap_or_default();
+    let rejected =
+        values[index_of(&values, "tool/result", inner[1]["data"]["id"].as_str().unwrap_or_default())].clone();
     assert_eq!(rejected["data"]["error_code"], "APPROVAL_REJECTED", "{rejected}");
-    let code = values.iter().find(|e| e["type"] == "tool/result" && e["data"]["name"] == "run_code").cloned();
-    let content = code.as_ref().and_then(|c| c["data"]["content"].as_str()).unwrap_or_default().to_string();
+    // The read completed while the first write's question was open.
+    let decided = index_of(&values, "approval/decided", first);
+    assert!(index_of(&values, "tool/cell", "call_cell") < index_of(&values, "tool/call", "call_read"), "{values:#?}");
+    assert!(index_of(&values, "tool/result", "call_read") < decided, "{values:#?}");
+    assert!(decided < index_of(&values, "tool/result", first), "{values:#?}");
+    assert_eq!(values[decided]["data"]["by"], "chat(user)", "{}", values[decided]);
+    let content = content_of(&values, "call_wait");
     assert!(content.contains(r#""b":"APPROVAL_REJECTED""#), "{content}");
     Ok(())
 }
@@ -1114,6 +1135,108 @@ return w.slice(0, 60);
     assert!(reported, "{c_updates:#?}");
     let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
     assert_eq!(ends, [&json!("cancelled"), &json!("completed")], "{log:#?}");
+    Ok(())
+}
+
+/// The scripted model: one turn per entry of `turns`, each calling the
+/// listed `(id, tool, arguments)`, then a turn echoing the last result.
+fn scripted_turns(turns: &[&[(&str, &str, Value)]]) -> String {
+    let mut s = String::from(
+        "\n[[plugin]]\nid = \"scripted\"\npath = \"${plugin_dir}/llm-scripted.wasm\"\n[plugin.config]\nmodel = \"scripted-code\"\n",
+    );
+    for calls in turns {
+        let calls: Vec<String> = calls
+            .iter()
+            .map(|(id, name, args)| {
+                format!("{{ id = \"{id}\", name = \"{name}\", arguments = {} }}", toml_str(&args.to_string()))
+            })
+            .collect();
+        s.push_str(&format!(
+            "\n[[plugin.config.turns]]\ntool_calls = [{}]\nfinish = \"tool_calls\"\n",
+            calls.join(", ")
+        ));
+    }
+    s.push_str(
+        "\n[[plugin.config.turns]]\ntext = \"The tool said: \"\necho_last_tool_result = true\nfinish = \"stop\"\n",
+    );
+    s
+}
+
+/// A program whose write waits for an approval yields at its window (1 s);
+/// the model's next call (a read) runs and completes while the question is
+/// still open, then the client answers it over ACP, the write runs and is
+/// logged, and `resume` collects the program's result — all in one turn.
+#[test]
+fn acp_approves_a_cells_inner_call_while_the_turn_goes_on() -> anyhow::Result<()> {
+    let env = env();
+    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
+    let program = r#"
+console.log("asking to write");
+const w = await tools.write({path: "approved.txt", content: "yes"});
+return {wrote: w.length > 0};
+"#;
+    let ask =
+        policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
+    let script = scripted_turns(&[
+        &[("call_cell", "run_code", json!({"code": program}))],
+        &[("call_read", "read", json!({"path": "notes.txt"}))],
+        &[("call_wait", "run_code", json!({"resume": "call_cell", "wait_ms": 60000}))],
+    ]);
+    let rows = format!("{ask}{}{script}", code_row("tools = true\ntimeout_ms = 120000\nyield_ms = 1000"));
+    let profile = write_profile(&env, "acpcell", &profile_text("scripted", &rows));
+    let mut c = Acp::spawn(&env, &profile);
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "test-client", "version": "1"}}),
+    );
+    c.result(init);
+    let cwd = std::fs::canonicalize(env.path("")).context("canonicalizing the workspace")?.display().to_string();
+    let new = c.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let sid = c.result(new)["sessionId"].as_str().unwrap_or_else(|| panic!("no sessionId")).to_string();
+
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+    let asked = c.wait_for("permission request", |v| v["method"] == "session/request_permission");
+    assert_eq!(asked["params"]["toolCall"]["rawInput"]["path"], "approved.txt", "{asked}");
+    // The question stays open: the cell yields and the model's read
+    // completes meanwhile.
+    c.wait_for("the read's completion", |v| {
+        let u = &v["params"]["update"];
+        v["method"] == "session/update"
+            && u["sessionUpdate"] == "tool_call_update"
+            && u["toolCallId"] == "call_read"
+            && u["status"] == "completed"
+    });
+    assert!(!env.path("approved.txt").exists(), "written before the answer");
+    let answer = json!({"outcome": {"outcome": "selected", "optionId": "allow_once"}});
+    c.send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(env.path("approved.txt")).unwrap_or_default(), "yes");
+    drop(c);
+
+    let log: Vec<Value> = stored(&env, &sid).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let write = log
+        .iter()
+        .find(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_cell")
+        .and_then(|e| e["data"]["id"].as_str())
+        .unwrap_or_else(|| panic!("no inner write: {log:#?}"))
+        .to_string();
+    let decided = index_of(&log, "approval/decided", &write);
+    assert_eq!(log[decided]["data"]["outcome"], "allowed-once", "{}", log[decided]);
+    assert_eq!(log[decided]["data"]["by"], "acp:test-client", "{}", log[decided]);
+    // Asked, yielded, the read ran and completed, then the answer, then the
+    // write's result: all inside the one turn.
+    assert!(index_of(&log, "tool/call", &write) < index_of(&log, "tool/cell", "call_cell"), "{log:#?}");
+    assert!(index_of(&log, "tool/cell", "call_cell") < index_of(&log, "tool/call", "call_read"), "{log:#?}");
+    assert!(index_of(&log, "tool/result", "call_read") < decided, "{log:#?}");
+    assert!(decided < index_of(&log, "tool/result", &write), "{log:#?}");
+    assert_eq!(log[index_of(&log, "tool/result", &write)]["data"]["is_error"], false, "{log:#?}");
+    assert_eq!(cell_states(&log, "call_cell"), ["running", "finished"], "{log:#?}");
+    assert!(content_of(&log, "call_cell").contains("asking to write"), "{log:#?}");
+    let collected = content_of(&log, "call_wait");
+    assert!(collected.contains(r#"result: {"wrote":true}"#), "{collected}");
+    let ends: Vec<&Value> = log.iter().filter(|e| e["type"] == "turn/end").map(|e| &e["data"]["reason"]).collect();
+    assert_eq!(ends, [&json!("completed")], "{log:#?}");
     Ok(())
 }
 
@@ -1329,10 +1452,22 @@ const r = await tools.mcp__fx__slow({ms: 4000});
 console.log("woke:", r);
 return {done: true};
 "#;
+    let python = r#"
+print("py started")
+r = await tools.mcp__fx__slow(ms=4000)
+print("py woke:", r)
+{"py": True}
+"#;
     let mock = mock(vec![
-        reply_call("call_code", "run_code", json!({"code": program})),
+        calls(&[
+            ("call_code", "run_code", json!({"code": program})),
+            ("call_py", "run_code", json!({"language": "python", "code": python})),
+        ]),
         reply_call("call_read", "read", json!({"path": "notes.txt"})),
-        reply_call("call_wait", "run_code", json!({"resume": "call_code", "wait_ms": 50000})),
+        calls(&[
+            ("call_wait", "run_code", json!({"resume": "call_code", "wait_ms": 50000})),
+            ("call_py_wait", "run_code", json!({"resume": "call_py", "wait_ms": 50000})),
+        ]),
         stream(json!({"text": "The program finished."})),
     ]);
     let profile = cell_profile(&env, "cells", &mock, 1000);
@@ -1365,6 +1500,22 @@ return {done: true};
     // The model saw the yield notice as the call's result.
     let second = mock.requests()[1].body.clone().unwrap_or_default();
     assert!(second.to_string().contains("is still running"), "{second}");
+    // The same in Python: yielded with what it printed, collected by
+    // `resume`.
+    let first = content_of(&events, "call_py");
+    assert!(first.contains("cell call_py is still running") && first.contains("py started"), "{first}");
+    assert_eq!(cell_states(&events, "call_py"), ["running", "finished"], "{events:#?}");
+    let collected = content_of(&events, "call_py_wait");
+    assert!(collected.contains("cell call_py ended"), "{collected}");
+    assert!(collected.contains("py woke: slept 4000 ms"), "{collected}");
+    assert!(collected.contains(r#"result: {"py":true}"#), "{collected}");
+}
+
+/// A mock reply calling each of `(id, tool, arguments)` in one step.
+fn calls(list: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> =
+        list.iter().map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args.to_string()})).collect();
+    stream(json!({"tool_calls": calls}))
 }
 
 /// `run_code {"cancel": …}` ends a yielded cell: its inner call is answered
@@ -1377,9 +1528,16 @@ console.log("waiting a minute");
 await tools.mcp__fx__slow({ms: 60000});
 return "never";
 "#;
+    let python = "print(\"py waiting\")\nawait tools.mcp__fx__slow(ms=60000)\n\"never\"";
     let mock = mock(vec![
-        reply_call("call_code", "run_code", json!({"code": program})),
-        reply_call("call_cancel", "run_code", json!({"cancel": "call_code"})),
+        calls(&[
+            ("call_code", "run_code", json!({"code": program})),
+            ("call_py", "run_code", json!({"language": "python", "code": python})),
+        ]),
+        calls(&[
+            ("call_cancel", "run_code", json!({"cancel": "call_code"})),
+            ("call_py_cancel", "run_code", json!({"cancel": "call_py"})),
+        ]),
         stream(json!({"text": "Cancelled it."})),
     ]);
     let profile = cell_profile(&env, "cancel", &mock, 1000);
@@ -1396,6 +1554,13 @@ return "never";
     let inner: Vec<&Value> =
         events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code").collect();
     assert_eq!(inner.len(), 1, "{events:#?}");
+    // The Python cell the same way.
+    assert!(content_of(&events, "call_py").contains("still running"), "{events:#?}");
+    let cancelled = content_of(&events, "call_py_cancel");
+    assert!(cancelled.contains("cell call_py cancelled") && !cancelled.contains("never"), "{cancelled}");
+    assert_eq!(cell_states(&events, "call_py"), ["running", "cancelled"], "{events:#?}");
+    let inner = events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_py").count();
+    assert_eq!(inner, 1, "{events:#?}");
 }
 
 /// 300 MCP tools: the first model request's tool list stays within the
@@ -1410,8 +1575,14 @@ console.log(found.length, found[0].name, found[0].arguments);
 const r = await tools.call(found[0].name, {id: "R-7", region: "eu"});
 return {name: found[0].name, r};
 "#;
+    let python = r#"
+found = await tools.search("refund 019", limit=3)
+r = await tools.call(found[0]["name"], {"id": "R-8", "region": "us"})
+{"name": found[0]["name"], "n": len(found), "arguments": found[0]["arguments"], "r": r}
+"#;
     let mock = mock(vec![
         reply_call("call_code", "run_code", json!({"code": program})),
+        reply_call("call_py", "run_code", json!({"language": "python", "code": python})),
         stream(json!({"text": "Found and called it."})),
     ]);
     let fx = crate::mcp::fixture().display().to_string();
@@ -1442,6 +1613,14 @@ return {name: found[0].name, r};
         events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code").collect();
     assert_eq!(inner.len(), 1, "{events:#?}");
     assert_eq!(inner[0]["data"]["name"], "mcp__fx__cat_007_refund");
+    // From Python: `tools.search` gives dicts, `tools.call` calls the find.
+    let result = content_of(&events, "call_py");
+    assert!(result.contains(r#""name":"mcp__fx__cat_019_refund""#) && result.contains(r#""n":3"#), "{result}");
+    assert!(result.contains(r#"cat_019_refund answered {\"id\":\"R-8\",\"region\":\"us\"}"#), "{result}");
+    let inner: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_py").collect();
+    assert_eq!(inner.len(), 1, "{events:#?}");
+    assert_eq!(inner[0]["data"]["name"], "mcp__fx__cat_019_refund");
 }
 
 /// `wharf run --profile code` (the shipped profile, headless): `run_code`

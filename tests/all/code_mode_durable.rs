@@ -5,7 +5,9 @@
 //! from the log (`wharf_core::durable`): nothing that had a result runs
 //! again, the call in flight at the crash is an `INTERRUPTED` error the
 //! program catches, the clock and random numbers replay, and a program that
-//! asks for other calls than its log's ends with `REPLAY_DIVERGED`.
+//! asks for other calls than its log's ends with `REPLAY_DIVERGED`. A
+//! durable program that had yielded (a cell) when the host died is re-run
+//! the same way as a cell of the resumed session, and `resume` collects it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -249,5 +251,108 @@ return "done";
     assert_eq!(mtime(&d1), d1_mtime, "d1.txt was written again");
     let body = m.requests()[0].body.clone().unwrap_or_default().to_string();
     assert!(body.contains("REPLAY_DIVERGED") || body.contains("diverged"), "{body}");
+    Ok(())
+}
+
+/// A durable cell (yield window 1 s) killed while the model waits on it with
+/// `resume`: `--resume` re-runs it as a cell by replay (its three logged
+/// writes answered from the log, the call in flight `INTERRUPTED`, the last
+/// two writes run), the resumed model's `resume` collects its result, and
+/// every inner call is logged once.
+#[test]
+fn a_yielded_durable_cell_cut_by_a_crash_is_rerun_and_resume_collects_it() -> anyhow::Result<()> {
+    let env = env();
+    let program = r#"
+console.log("started");
+for (let i = 1; i <= 3; i++) await tools.write({path: `c${i}.txt`, content: `${i}`});
+let slow;
+try { slow = await tools.mcp__fx__slow({ms: 60000}); } catch (e) { slow = e.code; }
+for (let i = 4; i <= 5; i++) await tools.write({path: `c${i}.txt`, content: `${i}`});
+return {slow, written: 5};
+"#;
+    let call = |id: &str, args: Value| {
+        stream(json!({"tool_calls": [{"id": id, "name": "run_code", "arguments": args.to_string()}]}))
+    };
+    let first = mock(vec![
+        call("call_code", json!({"code": program})),
+        call("call_wait", json!({"resume": "call_code", "wait_ms": 60000})),
+    ]);
+    let rows = |m: &MockLlm| {
+        format!(
+            "{}{}{}",
+            code_row("tools = true\ntimeout_ms = 120000\ndurable = true\nyield_ms = 1000"),
+            mcp_row(),
+            deepseek_row(m)
+        )
+    };
+    let profile = write_profile(&env, "cellcrash", &profile_text("model", &rows(&first)));
+    let (mut child, rx) = spawn_streamed(&env, &profile, "Run the program.");
+    // Killed once the cell yielded, the model waits on it, and its call of
+    // `mcp__fx__slow` is in flight.
+    let mut lines = until_inner_calls(&rx, "mcp__fx__slow", 1);
+    let waiting = |lines: &[String]| {
+        parse_events(&lines.join("\n")).iter().any(|e| e["type"] == "tool/call" && e["data"]["id"] == "call_wait")
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !waiting(&lines) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        lines.push(rx.recv_timeout(left).context("waiting for the model's resume")?);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().context("killing wharf run")?;
+    let _ = child.wait().context("waiting for wharf run")?;
+    let id = parse_events(&lines.join("\n"))
+        .iter()
+        .find(|e| e["type"] == "session/start")
+        .and_then(|e| e["data"]["id"].as_str().map(str::to_string))
+        .context("no session/start before the kill")?;
+    let crashed = crashed_log(&env, &id)?;
+    let written: Vec<SystemTime> = (1..=3).map(|i| mtime(&env.path(&format!("c{i}.txt")))).collect();
+    assert!(!env.path("c4.txt").exists(), "c4.txt before the crash");
+
+    let m = mock(vec![
+        call("call_collect", json!({"resume": "call_code", "wait_ms": 60000})),
+        stream(json!({"text": "Collected."})),
+    ]);
+    let profile = write_profile(&env, "cellresume", &profile_text("model", &rows(&m)));
+    let out =
+        run_command(&env, &profile, "Collect it.").args(["--resume", &id]).output().context("wharf run --resume")?;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let events: Vec<Value> = stored(&env, &id).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{events:#?}");
+    m.assert_no_violations();
+
+    let collected = of(&events, "tool/result", "call_collect");
+    assert_eq!(collected.len(), 1, "{events:#?}");
+    let content = collected[0]["data"]["content"].as_str().unwrap_or_default();
+    assert!(content.contains("cell call_code ended"), "{content}");
+    assert!(content.contains(r#"result: {"slow":"INTERRUPTED","written":5}"#), "{content}");
+    // The wait the crash cut was answered INTERRUPTED (crash repair).
+    assert_eq!(of(&events, "tool/result", "call_wait")[0]["data"]["error_code"], "INTERRUPTED", "{events:#?}");
+    let replay = events.iter().find(|e| e["type"] == "tool/replay").context("no tool/replay")?;
+    assert_eq!(replay["data"], json!({"call": "call_code", "tool": "run_code", "logged": 4, "cell": true}), "{replay}");
+    // Each inner call once, with one result; the three before the crash
+    // kept their results; side effects once each.
+    let after = inner_ids(&events);
+    assert_eq!(after.len(), 6, "three writes, slow, two writes: {events:#?}");
+    for i in &after {
+        assert_eq!(of(&events, "tool/call", i).len(), 1, "{i}: {events:#?}");
+        assert_eq!(of(&events, "tool/result", i).len(), 1, "{i}: {events:#?}");
+    }
+    for i in inner_ids(&crashed).iter().filter(|i| has_result(&crashed, i)) {
+        assert_eq!(of(&events, "tool/result", i)[0]["seq"], of(&crashed, "tool/result", i)[0]["seq"], "{i}");
+    }
+    for i in 1..=5 {
+        assert_eq!(std::fs::read_to_string(env.path(&format!("c{i}.txt")))?, i.to_string(), "c{i}.txt");
+    }
+    for (i, t) in written.iter().enumerate() {
+        assert_eq!(mtime(&env.path(&format!("c{}.txt", i + 1))), *t, "c{}.txt was written again", i + 1);
+    }
+    let states: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/cell" && e["data"]["cell"] == "call_code")
+        .map(|e| &e["data"]["state"])
+        .collect();
+    assert_eq!(states, [&json!("running"), &json!("finished")], "{events:#?}");
     Ok(())
 }

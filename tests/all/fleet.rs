@@ -6,7 +6,10 @@
 //!   the session over once A's lease expires, appends the repair (aborted
 //!   tool result, `turn/end{interrupted}`), and the session continues with a
 //!   prompt through B; B's stream saw every event once, in seq order, and
-//!   the log keeps the core invariants.
+//!   the log keeps the core invariants. A second session of A, inside a
+//!   durable Code Mode program, is taken over too and its program re-run
+//!   on B at once: each inner call that had a result is answered from the
+//!   log, never run or logged again (issue 38).
 //! - The database restarted mid-turn: requests made while it is down fail
 //!   with a clear 503, the running turn waits (its appends retry) and
 //!   completes, nothing is lost, and the session takes new prompts.
@@ -68,6 +71,12 @@ pub struct Fleet {
 impl Fleet {
     /// On database `url`, with `extra` Wharf URL parameters.
     pub fn new(url: String, extra: &str) -> Fleet {
+        Self::with(url, extra, "", "")
+    }
+
+    /// Like [`new`](Self::new), with `rows` before the fleet's plugin rows
+    /// and `branches` (scripted-model branches) before its script.
+    pub fn with(url: String, extra: &str, rows: &str, branches: &str) -> Fleet {
         let home = tempfile::tempdir().expect("creating a temp dir");
         let ws = tempfile::tempdir().expect("creating a temp dir");
         std::fs::write(ws.path().join("README.md"), "# Fleet\n").expect("writing README.md");
@@ -81,7 +90,7 @@ max_steps = 10
 
 [session]
 store = "{store}"
-
+{rows}
 [[plugin]]
 id = "evil"
 path = "${{plugin_dir}}/evil.wasm"
@@ -92,7 +101,7 @@ path = "${{plugin_dir}}/llm-scripted.wasm"
 [plugin.config]
 model = "scripted-fleet"
 chunk_size = 4
-{SCRIPT}"#
+{branches}{SCRIPT}"#
         );
         let profile = home.path().join("fleet.toml");
         std::fs::write(&profile, text).expect("writing profile");
@@ -243,21 +252,71 @@ fn prompt_through_another_host_runs_on_the_owner_and_streams_everywhere() -> any
     Ok(())
 }
 
+/// The `fs` tools and a durable Code Mode row (issue 38): a program a dead
+/// host left unfinished is re-run by the host that takes its session over.
+fn durable_rows() -> String {
+    let _ = wharf_tests::plugin(plugins::FS);
+    let _ = wharf_tests::plugin(plugins::CODE);
+    "\n[[plugin]]\nid = \"fs\"\npath = \"${plugin_dir}/fs.wasm\"\n[plugin.grant]\ndirs = [\"${workspace}:rw\"]\n\
+     \n[[plugin]]\nid = \"code\"\npath = \"${plugin_dir}/code.wasm\"\n[plugin.grant]\ntools = true\n\
+     timeout_ms = 120000\ndurable = true\n"
+        .to_string()
+}
+
+/// A 21-call program: ten writes, a minute's sleep (the host dies in it),
+/// ten more writes. (No `${…}` in it: the profile would expand it.)
+const DURABLE_PROGRAM: &str = r#"
+const put = (i) => tools.write({path: "d" + i + ".txt", content: String(i)});
+for (let i = 1; i <= 10; i++) await put(i);
+let slow;
+try { slow = await tools.sleep({ms: 60000}); } catch (e) { slow = e.code; }
+for (let i = 11; i <= 20; i++) await put(i);
+return {slow, written: 20};
+"#;
+
+/// The scripted branch of a first message containing `durable`: one
+/// `run_code` call (id `call_code`) of [`DURABLE_PROGRAM`].
+fn durable_branch() -> String {
+    let args = json!({"language": "javascript", "code": DURABLE_PROGRAM}).to_string();
+    format!(
+        "\n[[plugin.config.branches]]\nwhen = \"durable\"\n[[plugin.config.branches.turns]]\n\
+         tool_calls = [{{ id = \"call_code\", name = \"run_code\", arguments = {} }}]\n\
+         [[plugin.config.branches.turns]]\ntext = \"The program is done.\"\n",
+        crate::policy::toml_str(&args)
+    )
+}
+
+/// Two sessions on A when it is killed: one inside a plain tool call, one
+/// inside a durable program (ten of its calls done, the eleventh in
+/// flight). B takes both over: the first is repaired, the program is re-run
+/// at once (no new input) with its ten logged calls answered from the log,
+/// the call in flight an `INTERRUPTED` error the program catches, the other
+/// ten run on B; every inner call is logged once with one result.
 #[test]
 fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Result<()> {
     let Some(pg) = shared_pg("fleet::kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over") else {
         return Ok(());
     };
-    let f = Fleet::new(pg.database().map_err(anyhow::Error::msg).context("creating a database")?, "");
+    let url = pg.database().map_err(anyhow::Error::msg).context("creating a database")?;
+    let f = Fleet::with(url, "", &durable_rows(), &durable_branch());
     let mut a = f.host("a", &[]);
     let b = f.host("b", &[]);
     let id = create(&a, Some("slow: sleep in a tool"));
+    let prog = create(&a, Some("run the durable program"));
     let mut on_b = events(&b, &format!("/api/sessions/{id}/events?from=1"));
+    let mut prog_on_b = events(&b, &format!("/api/sessions/{prog}/events?from=1"));
     let mut streamed = read_until(&mut on_b, "the tool call", |v| is_type(v, "tool/call"));
-    // The tool blocks for a minute: A dies inside it.
+    let is_inner_sleep = |v: &Value| is_type(v, "tool/call") && v["data"]["name"] == "sleep";
+    let mut prog_streamed = read_until(&mut prog_on_b, "the program's sleep", is_inner_sleep);
+    // The tools block for a minute: A dies inside them.
     std::thread::sleep(Duration::from_millis(100));
+    let written: Vec<std::time::SystemTime> = (1..=10)
+        .map(|i| std::fs::metadata(f.ws.path().join(format!("d{i}.txt"))).and_then(|m| m.modified()))
+        .collect::<Result<_, _>>()
+        .context("the program's first ten files")?;
     a.kill9();
     let killed = Instant::now();
+    let crash_seq = prog_streamed.last().and_then(|v| v["seq"].as_u64()).unwrap_or(0);
     // B takes over once the lease expires and repairs the open turn.
     let repair = read_until(&mut on_b, "the repaired turn end", |v| is_type(v, "turn/end"));
     let took = killed.elapsed();
@@ -273,7 +332,56 @@ fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Resu
     assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B holds it: {lease:?}");
     assert_eq!(lease.token, 2, "one takeover: {lease:?}");
     eprintln!("fleet: takeover {} ms after kill -9 (lease {LEASE_MS} ms)", took.as_millis());
-    // The session goes on through B.
+
+    // The program finishes on B by itself: its turn ends (interrupted, the
+    // turn the crash cut) with the program's result logged.
+    prog_streamed.extend(read_until(&mut prog_on_b, "the re-run program's turn end", |v| is_type(v, "turn/end")));
+    assert!(turn_end(prog_streamed.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(&prog_streamed));
+    let log: Vec<Value> =
+        checked_log(&store, &prog).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let seqs: Vec<u64> = prog_streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "B's stream of the program: each event once");
+    let of = |ty: &str, call: &str| -> Vec<&Value> {
+        log.iter().filter(|e| e["type"] == ty && (e["data"]["id"] == call || e["data"]["call_id"] == call)).collect()
+    };
+    let inner: Vec<&str> = log
+        .iter()
+        .filter(|e| e["type"] == "tool/call" && e["data"]["parent"] == "call_code")
+        .filter_map(|e| e["data"]["id"].as_str())
+        .collect();
+    assert_eq!(inner.len(), 21, "ten writes, the sleep, ten writes: {log:#?}");
+    let mut before = 0;
+    for call in &inner {
+        assert_eq!(of("tool/call", call).len(), 1, "{call} logged once: {log:#?}");
+        let results = of("tool/result", call);
+        assert_eq!(results.len(), 1, "{call} answered once: {log:#?}");
+        if results[0]["seq"].as_u64().unwrap_or(u64::MAX) <= crash_seq {
+            before += 1;
+        }
+    }
+    assert_eq!(before, 10, "ten results logged by A before the crash: {log:#?}");
+    let sleep = log.iter().find(|e| is_inner_sleep(e)).and_then(|e| e["data"]["id"].as_str()).unwrap_or_default();
+    assert_eq!(of("tool/result", sleep)[0]["data"]["error_code"], "INTERRUPTED", "{log:#?}");
+    let replay = log.iter().find(|e| e["type"] == "tool/replay").unwrap_or_else(|| panic!("no tool/replay: {log:#?}"));
+    assert_eq!((&replay["data"]["call"], &replay["data"]["logged"]), (&json!("call_code"), &json!(11)), "{replay}");
+    let result = of("tool/result", "call_code");
+    assert_eq!(result.len(), 1, "{log:#?}");
+    let content = result[0]["data"]["content"].as_str().unwrap_or_default();
+    assert_eq!(result[0]["data"]["is_error"], false, "{content}");
+    assert!(content.contains(r#"result: {"slow":"INTERRUPTED","written":20}"#), "{content}");
+    // Each side effect once: the first ten files were not written again.
+    for i in 1..=20 {
+        let path = f.ws.path().join(format!("d{i}.txt"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), i.to_string(), "d{i}.txt");
+        if i <= 10 {
+            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).context("d.txt's mtime")?;
+            assert_eq!(mtime, written[i - 1], "d{i}.txt was written again");
+        }
+    }
+    let lease = store.lease(&prog).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
+    assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B re-ran it: {lease:?}");
+
+    // The first session goes on through B.
     let (code, r) = b.call("POST", &format!("/api/sessions/{id}/prompt"), Some(&json!({"text": "go on"})));
     assert_eq!(code, 200, "{r}\n{}", b.stderr());
     assert!(r.get("owner").is_none(), "B owns it now: {r}");

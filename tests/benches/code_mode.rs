@@ -16,7 +16,17 @@
 //!   as a ratio (target ≤ 2×);
 //! - **program start-up**: `run_code` with the program `1` (a fresh
 //!   instance of the 4 MB component, the boa context, the prelude), the
-//!   executions' `duration_ms`, against a direct `read`'s.
+//!   executions' `duration_ms`, against a direct `read`'s; the same in
+//!   Python (Monty);
+//! - **the 20-file task in Python vs JavaScript**: the same task, one
+//!   `run_code` each, model requests, request bytes and the whole `wharf
+//!   run`'s wall time;
+//! - **resume cost after a crash**: a durable program (ten writes, then a
+//!   minute's call) killed with SIGKILL inside that call; the time from
+//!   starting `wharf run --resume` to the re-run program's next inner call
+//!   (its logged `tool/call`), its ten logged calls answered from the log,
+//!   against a fresh `wharf run`'s time to the same program's first inner
+//!   call.
 //!
 //! - **300 MCP tools, direct vs catalogue**: the first model request's
 //!   tool list (bytes of its `tools`, tokens estimated at 4 bytes each) with
@@ -170,6 +180,8 @@ fn code_result(events: &[Value]) -> anyhow::Result<String> {
 struct Requests {
     count: usize,
     bytes: usize,
+    /// The whole `wharf run`, ms.
+    wall_ms: f64,
 }
 
 /// The 20-file task against the DeepSeek mock with `replies`.
@@ -184,13 +196,119 @@ fn twenty_files(world: &World, name: &str, replies: Vec<Value>) -> anyhow::Resul
         mock.addr().port()
     );
     let profile = world.profile(name, "model", &row)?;
+    let started = std::time::Instant::now();
     let events = world.run(&profile)?;
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     let reads = events.iter().filter(|e| e["type"] == "tool/result" && e["data"]["name"] == "read").count();
     if reads != 20 {
         bail!("{name}: {reads} reads instead of 20");
     }
     let requests = mock.requests();
-    Ok(Requests { count: requests.len(), bytes: requests.iter().map(|r| r.raw_body.len()).sum() })
+    Ok(Requests { count: requests.len(), bytes: requests.iter().map(|r| r.raw_body.len()).sum(), wall_ms })
+}
+
+/// A durable program's path after a crash: ten writes, a minute's call
+/// (killed inside it), one more write.
+const DURABLE_PROGRAM: &str = r#"
+for (let i = 1; i <= 10; i++) await tools.write({path: `resume_n${i}.txt`, content: `${i}`});
+try { await tools.mcp__fx__slow({ms: 60000}); } catch (e) {}
+await tools.write({path: "resume_after.txt", content: "after"});
+return "done";
+"#;
+
+/// The DeepSeek adapter row against `mock`, then `extra`.
+fn deepseek_row(mock: &MockLlm, extra: &str) -> String {
+    format!(
+        "\n[[plugin]]\nid = \"model\"\npath = \"${{plugin_dir}}/llm-deepseek.wasm\"\n[plugin.config]\n\
+         base_url = \"{}/v1\"\nmodel = \"deepseek-v4-pro\"\napi_key_env = \"{KEY_ENV}\"\n\
+         [plugin.grant]\nhosts = [\"127.0.0.1:{}\"]\nenv = [\"{KEY_ENV}\"]\ntimeout_ms = 20000\n{extra}",
+        mock.url(),
+        mock.addr().port()
+    )
+}
+
+/// Resume cost: `(ms from a fresh start to the program's first inner
+/// call, ms from starting --resume to the re-run program's next inner call,
+/// calls answered from the log)`.
+fn resume_cost(world: &World) -> anyhow::Result<(f64, f64, u64)> {
+    use std::io::{BufRead, BufReader};
+    let fx = fixture()?;
+    let mcp = format!(
+        "\n[[mcp]]\nname = \"fx\"\ncommand = {}\nargs = [\"stdio\"]\nrequired = true\n",
+        toml_str(&fx.display().to_string())
+    );
+    let sessions = world.home.path().join("sessions");
+    let args = json!({"code": DURABLE_PROGRAM});
+    let script: Script = serde_json::from_value(json!({"replies": [call_reply("call_code", "run_code", &args)]}))?;
+    let mock = MockLlm::start_background(script)?;
+    // `durable = true` lands in the code row's grant (the rows follow it).
+    let profile = world.profile("crash", "model", &format!("durable = true\n{}", deepseek_row(&mock, &mcp)))?;
+    let started = std::time::SystemTime::now();
+    let mut child = wharf_tests::wharf(world.home.path())
+        .current_dir(world.ws.path())
+        .env(KEY_ENV, "sk-bench")
+        .args(["run", "do the task", "--profile"])
+        .arg(&profile)
+        .arg("--session-dir")
+        .arg(&sessions)
+        .args(["--output", "jsonl", "--no-watch"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("spawn wharf")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut id = None;
+    for line in BufReader::new(stdout).lines() {
+        let e: Value = serde_json::from_str(&line?).unwrap_or_default();
+        if e["type"] == "session/start" {
+            id = e["data"]["id"].as_str().map(str::to_string);
+        }
+        if e["type"] == "tool/call" && e["data"]["name"] == "mcp__fx__slow" {
+            break;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child.kill()?;
+    let _ = child.wait();
+    let id = id.context("no session/start before the kill")?;
+    let since = |e: &wharf_core::events::Event, from: std::time::SystemTime| -> f64 {
+        let from = from.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as f64).unwrap_or(0.0);
+        wharf_core::util::ms_from_rfc3339(&e.time).map_or(f64::NAN, |t| t as f64 - from)
+    };
+    let store = wharf_core::SessionStore::new(&sessions);
+    let events = store.load(&id)?.events;
+    let inner = |e: &wharf_core::events::Event| matches!(&e.kind, wharf_core::events::EventKind::ToolCall(c) if c.parent.is_some());
+    let first = events.iter().find(|e| inner(e)).context("no inner call before the crash")?;
+    let fresh_ms = since(first, started);
+
+    let script: Script = serde_json::from_value(json!({"replies": [stream(json!({"text": "done"}))]}))?;
+    let mock = MockLlm::start_background(script)?;
+    let profile = world.profile("resume", "model", &format!("durable = true\n{}", deepseek_row(&mock, &mcp)))?;
+    let resumed = std::time::SystemTime::now();
+    let out = wharf_tests::wharf(world.home.path())
+        .current_dir(world.ws.path())
+        .env(KEY_ENV, "sk-bench")
+        .args(["run", "go on", "--resume", &id, "--profile"])
+        .arg(&profile)
+        .arg("--session-dir")
+        .arg(&sessions)
+        .args(["--output", "jsonl", "--no-watch"])
+        .output()
+        .context("spawn wharf --resume")?;
+    if out.status.code() != Some(0) {
+        bail!("wharf run --resume failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let events = store.load(&id)?.events;
+    let replay = events
+        .iter()
+        .position(|e| matches!(&e.kind, wharf_core::events::EventKind::Unknown { type_name, .. } if type_name == "tool/replay"))
+        .context("no tool/replay")?;
+    let logged = match &events[replay].kind {
+        wharf_core::events::EventKind::Unknown { data, .. } => data["logged"].as_u64().unwrap_or(0),
+        _ => 0,
+    };
+    let next = events[replay..].iter().find(|e| inner(e)).context("no inner call after the replay")?;
+    Ok((fresh_ms, since(next, resumed), logged))
 }
 
 fn stream(fields: Value) -> Value {
@@ -255,11 +373,20 @@ const texts = await Promise.all(paths.map(p => tools.read({path: p})));
 return {files: paths.length, with_needle: texts.filter(t => t.includes("needle")).length};
 "#;
 
+const PROGRAM_20_PY: &str = r#"
+import asyncio
+listing = await tools.glob(pattern="data/*.txt")
+paths = [l.strip() for l in listing.split("\n") if l.strip().endswith(".txt")]
+texts = await asyncio.gather(*[tools.read(path=p) for p in paths])
+{"files": len(paths), "with_needle": len([t for t in texts if "needle" in t])}
+"#;
+
 pub fn main() -> anyhow::Result<()> {
     let quick = std::env::var_os("WHARF_BENCH_QUICK").is_some();
     let n_inner: usize = if quick { 10 } else { 50 };
     let n_direct: usize = if quick { 5 } else { 20 };
     let n_start: usize = if quick { 3 } else { 10 };
+    let n_wall: usize = if quick { 2 } else { 5 };
     for p in [plugins::FS, plugins::CODE, plugins::LLM_SCRIPTED, plugins::LLM_DEEPSEEK] {
         let _ = wharf_tests::plugin(p);
     }
@@ -278,6 +405,29 @@ pub fn main() -> anyhow::Result<()> {
     }
     replies.push(stream(json!({"text": "Seven files."})));
     let direct = twenty_files(&world, "direct20", replies)?;
+    // The same task in Python.
+    // The same task in Python, against JavaScript: after one warm-up run
+    // of each (compile cache, page cache), the mean wall time of
+    // `n_wall` runs each, alternating.
+    let py_args = json!({"language": "python", "code": PROGRAM_20_PY});
+    let one = |name: &str, args: &Value| {
+        twenty_files(
+            &world,
+            name,
+            vec![call_reply("call_code", "run_code", args), stream(json!({"text": "Seven files."}))],
+        )
+    };
+    one("warm_js", &code_args)?;
+    one("warm_py", &py_args)?;
+    let (mut js_wall, mut py_wall) = (0.0, 0.0);
+    let mut python = one("code20_py", &py_args)?;
+    for i in 0..n_wall {
+        js_wall += one(&format!("wall_js_{i}"), &code_args)?.wall_ms;
+        py_wall += one(&format!("wall_py_{i}"), &py_args)?.wall_ms;
+    }
+    let mut code_js = one("code20_js", &code_args)?;
+    code_js.wall_ms = js_wall / n_wall as f64;
+    python.wall_ms = py_wall / n_wall as f64;
 
     // 2. One inner call vs one direct call.
     let program = format!(
@@ -315,12 +465,18 @@ pub fn main() -> anyhow::Result<()> {
     let (all_bytes, all_n) = first_request_tools(&world, "many_direct", 1 << 30)?;
     let (cat_bytes, cat_n) = first_request_tools(&world, "many_catalog", 24 << 10)?;
 
+    // 5. Resume cost after a crash.
+    let (fresh_ms, resume_ms, replayed) = resume_cost(&world)?;
+
     let ratio = if direct_ms > 0.0 { inner_ms / direct_ms } else { f64::NAN };
     let json = json!({
         "twenty_files": {
             "code_mode": {"model_requests": code.count, "request_bytes": code.bytes, "prompt_tokens_est": code.bytes / 4},
             "one_tool_per_step": {"model_requests": direct.count, "request_bytes": direct.bytes, "prompt_tokens_est": direct.bytes / 4},
+            "javascript": {"model_requests": code_js.count, "request_bytes": code_js.bytes, "prompt_tokens_est": code_js.bytes / 4, "wall_ms": code_js.wall_ms, "runs": n_wall},
+            "python": {"model_requests": python.count, "request_bytes": python.bytes, "prompt_tokens_est": python.bytes / 4, "wall_ms": python.wall_ms, "runs": n_wall},
         },
+        "resume_after_crash": {"fresh_start_to_first_inner_call_ms": fresh_ms, "resume_to_next_inner_call_ms": resume_ms, "calls_answered_from_log": replayed},
         "inner_call": {
             "calls": n_inner,
             "per_call_in_program_ms": inner_ms,
@@ -341,13 +497,21 @@ pub fn main() -> anyhow::Result<()> {
          | 20-file task: model requests | {} | {} |\n\
          | 20-file task: request bytes the mock received | {} | {} |\n\
          | 20-file task: prompt tokens (estimated, bytes/4) | {} | {} |\n\n\
+         | 20-file task, one `run_code` | JavaScript | Python |\n|---|---|---|\n\
+         | model requests | {} | {} |\n\
+         | request bytes the mock received | {} | {} |\n\
+         | prompt tokens (estimated, bytes/4) | {} | {} |\n\
+         | wall time of the whole `wharf run` (mean of {n_wall}, after a warm-up) | {:.0} ms | {:.0} ms |\n\n\
+         | Durable program after `kill -9` (ten calls logged, one in flight) | Value |\n|---|---|\n\
+         | fresh `wharf run` → the program's first inner call | {fresh_ms:.0} ms |\n\
+         | `wharf run --resume` → the re-run program's next inner call ({replayed} answered from the log) | {resume_ms:.0} ms |\n\n\
          | Measure | Value |\n|---|---|\n\
          | one inner call, timed in the program ({n_inner} sequential `tools.read`) | {inner_ms:.2} ms |\n\
          | one inner call, `tool/call` → `tool/result` in the log | {inner_logged_ms:.2} ms |\n\
          | one direct `read`, `tool/call` → `tool/result` in the log ({n_direct} steps) | {direct_ms:.2} ms |\n\
          | inner / direct | {} (target ≤ 2×) |\n\
          | program start-up: `run_code` of `1`, execution ({n_start} runs) | {startup_ms:.1} ms |\n\
-         | program start-up in Python: `run_code` of `1` with `language: \"python\"` ({n_start} runs) | {startup_py_ms:.1} ms |\n\
+         | program start-up in Python: `run_code` of `1` with `language: \"python\"` ({n_start} runs) | {} |\n\
          | a direct `read`'s execution (`duration_ms`), for scale | {} |\n\
          | `code.wasm` size | {:.1} MB |\n\n\
          Log times have millisecond resolution; the in-program figure is a mean over {n_inner} calls.\n\n\
@@ -361,6 +525,14 @@ pub fn main() -> anyhow::Result<()> {
         direct.bytes,
         code.bytes / 4,
         direct.bytes / 4,
+        code_js.count,
+        python.count,
+        code_js.bytes,
+        python.bytes,
+        code_js.bytes / 4,
+        python.bytes / 4,
+        code_js.wall_ms,
+        python.wall_ms,
         // Every direct call within one tick of the log's ms clock: no ratio
         // at this resolution (the inner figure is a mean over a program).
         if ratio.is_finite() {
@@ -368,6 +540,8 @@ pub fn main() -> anyhow::Result<()> {
         } else {
             "not measurable: every direct call began and ended within one ms tick of the log's clock".to_string()
         },
+        // `duration_ms` is whole milliseconds: below one, say so.
+        if startup_py_ms < 1.0 { "< 1 ms".to_string() } else { format!("{startup_py_ms:.1} ms") },
         if direct_exec_ms < 1.0 { "< 1 ms".to_string() } else { format!("{direct_exec_ms:.1} ms") },
         size as f64 / 1e6,
         all_bytes / 4,

@@ -467,11 +467,11 @@ impl Agent {
 
     async fn recover_locked(&self) -> Result<usize, AgentError> {
         let inner = &self.inner;
-        if inner.log.open_turn().is_none() {
-            return Ok(0);
-        }
         let snap = self.snapshot();
-        let mut n = 0;
+        let mut n = self.recover_cells(&snap)?;
+        if inner.log.open_turn().is_none() {
+            return Ok(n);
+        }
         if let Some((turn, step, calls)) = inner.log.open_calls() {
             let durable: Vec<ToolCall> =
                 calls.into_iter().filter(|c| crate::durable::is_durable_call(&snap, c)).collect();
@@ -488,6 +488,56 @@ impl Agent {
         Ok(n)
     }
 
+    /// Starts again, as cells of this session, the durable calls that had
+    /// yielded ([`crate::cells`]) when a crash cut them: each is re-run by
+    /// replay like an open program, on a task of its own, so a later
+    /// `resume` or `cancel` of its id finds it; its end is logged as any
+    /// cell's. Returns how many were started.
+    fn recover_cells(&self, snap: &Arc<Snapshot>) -> Result<usize, AgentError> {
+        let inner = &self.inner;
+        let cut: Vec<(u64, u32, ToolCall)> = inner
+            .log
+            .open_cells()
+            .into_iter()
+            .filter(|(_, _, c)| {
+                crate::durable::is_durable_call(snap, c)
+                    && snap.tools.get(&c.name).is_some_and(|t| t.yield_window().is_some())
+            })
+            .collect();
+        if cut.is_empty() {
+            return Ok(0);
+        }
+        let events = inner.log.read_all()?;
+        let mut n = 0;
+        for (turn, step, call) in cut {
+            let Some(tool) = snap.tools.get(&call.name).cloned() else { continue };
+            let cell = match inner.services.cells.restart(&call.id, &call.name) {
+                Ok(c) => c,
+                Err(msg) => {
+                    tracing::warn!(session = %inner.log.id(), cell = %call.id, "cannot re-run the cell: {msg}");
+                    continue;
+                }
+            };
+            let token = cell.cancel.clone();
+            let (run, replay, inflight) =
+                self.replay_run(&tool, StepRef { turn, step }, &call, &events, token.clone(), Some(&cell))?;
+            let cells = inner.services.cells.clone();
+            let grace = inner.config.pipeline.cancel_grace;
+            tokio::spawn(async move {
+                let mut finished = run.await;
+                token.cancel();
+                let _ = tokio::time::timeout(grace, inflight.write()).await;
+                if let Some(msg) = replay.diverged() {
+                    finished.outcome =
+                        crate::plugin::ToolOutcome::error(crate::plugin::ToolErrorCode::ReplayDiverged, msg);
+                }
+                cells.finish(&cell, finished.outcome);
+            });
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Re-runs durable call `call` with its logged inner calls answered
     /// from `events`, and logs its result.
     async fn replay_call(
@@ -499,6 +549,42 @@ impl Agent {
     ) -> Result<(), AgentError> {
         let inner = &self.inner;
         let Some(tool) = snap.tools.get(&call.name).cloned() else { return Ok(()) };
+        // The call's own token: no turn is running; its deadline bounds it.
+        let token = CancellationToken::new();
+        let (run, replay, inflight) = self.replay_run(&tool, at, call, events, token.clone(), None)?;
+        let grace = inner.config.pipeline.cancel_grace;
+        let mut finished = run.await;
+        token.cancel();
+        let _ = tokio::time::timeout(grace, inflight.write()).await;
+        if let Some(msg) = replay.diverged() {
+            finished.outcome = crate::plugin::ToolOutcome::error(crate::plugin::ToolErrorCode::ReplayDiverged, msg);
+        }
+        inner.pipeline.commit(snap, at, call, finished).await?;
+        Ok(())
+    }
+
+    /// Logs `tool/replay` for durable call `call` and prepares its re-run
+    /// (its inner calls answered from `events`, its clock and seed the
+    /// logged call's): the call's future, its replay and its in-flight
+    /// lock. A cell's re-run reports its output to `cell`.
+    #[allow(clippy::type_complexity)]
+    fn replay_run(
+        &self,
+        tool: &Arc<dyn crate::plugin::Tool>,
+        at: StepRef,
+        call: &ToolCall,
+        events: &[Event],
+        token: CancellationToken,
+        cell: Option<&Arc<crate::cells::Cell>>,
+    ) -> Result<
+        (
+            impl std::future::Future<Output = crate::pipeline::Finished> + Send + 'static,
+            Arc<crate::durable::Replay>,
+            Arc<tokio::sync::RwLock<()>>,
+        ),
+        AgentError,
+    > {
+        let inner = &self.inner;
         let replay = Arc::new(crate::durable::Replay::from_events(events, &call.id));
         let logged_at = events
             .iter()
@@ -507,16 +593,16 @@ impl Agent {
                 _ => None,
             })
             .unwrap_or_default();
-        inner.log.append_ignorable(
-            crate::durable::REPLAY_EVENT,
-            json!({"call": call.id, "tool": call.name, "logged": replay.len()}),
-        )?;
+        let mut data = json!({"call": call.id, "tool": call.name, "logged": replay.len()});
+        if cell.is_some() {
+            data["cell"] = Value::Bool(true);
+        }
+        inner.log.append_ignorable(crate::durable::REPLAY_EVENT, data)?;
         tracing::info!(session = %inner.log.id(), call = %call.id, logged = replay.len(), "re-running a durable call");
-        // The call's own token: no turn is running; its deadline bounds it.
-        let token = CancellationToken::new();
         let mut services = inner.services.for_tool_call(&call.id, tool.plugin().clone(), token.clone(), at, false);
         services.determinism = Some(crate::durable::determinism(inner.log.id(), &call.id, &logged_at));
         services.replay = Some(replay.clone());
+        services.cell_progress = cell.map(|c| c.progress.clone());
         let services = Arc::new(services);
         let inflight = services.inflight();
         let invocation = crate::plugin::ToolInvocation {
@@ -529,14 +615,8 @@ impl Agent {
         };
         let grace = inner.config.pipeline.cancel_grace;
         let timeout = inner.pipeline.timeout_for(&call.name);
-        let mut finished = crate::pipeline::execute(tool, invocation, token.clone(), timeout, grace).await;
-        token.cancel();
-        let _ = tokio::time::timeout(grace, inflight.write()).await;
-        if let Some(msg) = replay.diverged() {
-            finished.outcome = crate::plugin::ToolOutcome::error(crate::plugin::ToolErrorCode::ReplayDiverged, msg);
-        }
-        inner.pipeline.commit(snap, at, call, finished).await?;
-        Ok(())
+        let run = crate::pipeline::execute(tool.clone(), invocation, token, timeout, grace);
+        Ok((run, replay, inflight))
     }
 
     fn start_forwarder(&self) {

@@ -197,6 +197,15 @@ impl Cells {
         Ok(cell)
     }
 
+    /// Registers again, as yielded, cell `id` of `tool` a crash cut (its
+    /// durable call re-run by replay, [`crate::Agent::recover`]), so a
+    /// `resume` or `cancel` finds it and its end is logged.
+    pub(crate) fn restart(&self, id: &str, tool: &str) -> Result<Arc<Cell>, String> {
+        let cell = self.start(id, tool)?;
+        lock(&cell.state).yielded = true;
+        Ok(cell)
+    }
+
     /// Records the end of `cell` (its task calls this when the call ends).
     pub(crate) fn finish(&self, cell: &Cell, outcome: ToolOutcome) {
         let yielded = {

@@ -77,6 +77,9 @@ pub struct Projection {
     /// yielded cell's run past their step), in log order, with their turn
     /// and step.
     open_inner_all: Vec<(u64, u32, ToolCall)>,
+    /// Cells that yielded (`tool/cell{state: running}`) and whose end is
+    /// not logged, with the turn and step of the call that started them.
+    open_cells: Vec<(u64, u32, ToolCall)>,
 }
 
 impl Projection {
@@ -220,6 +223,20 @@ impl Projection {
                 }
             }
             EventKind::CompactionSummary(c) => self.compact(c.from_seq, c.to_seq, &c.summary),
+            EventKind::Unknown { type_name, data } if type_name == crate::cells::CELL_EVENT => {
+                let cell = data.get("cell").and_then(|v| v.as_str()).unwrap_or_default();
+                if data.get("state").and_then(|v| v.as_str()) == Some("running") {
+                    // It yields inside its step: the step holds its call.
+                    if let Some(s) = &self.open_step
+                        && let Some(c) = s.logged_calls.iter().find(|c| c.id == cell)
+                        && !self.open_cells.iter().any(|(_, _, o)| o.id == cell)
+                    {
+                        self.open_cells.push((s.turn, s.step, c.clone()));
+                    }
+                } else {
+                    self.open_cells.retain(|(_, _, c)| c.id != cell);
+                }
+            }
             EventKind::InboxSpliced(s) => match s.op {
                 InboxOp::Added => {
                     self.inbox_order += 1;
@@ -296,6 +313,12 @@ impl Projection {
     /// in log order, with their turn and step.
     pub fn open_inner_calls(&self) -> Vec<(u64, u32, ToolCall)> {
         self.open_inner_all.clone()
+    }
+
+    /// The cells that yielded and whose end is not logged (a crash cut
+    /// them), in log order, with the turn and step of their call.
+    pub fn open_cells(&self) -> Vec<(u64, u32, ToolCall)> {
+        self.open_cells.clone()
     }
 
     /// The step that is open, if any.
@@ -458,5 +481,43 @@ mod tests {
         let pending = p.pending_inbox();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].id, "b");
+    }
+
+    fn cell_state(seq: u64, cell: &str, state: &str) -> Event {
+        let data = serde_json::json!({"cell": cell, "tool": "run", "state": state});
+        ev(seq, EventKind::Unknown { type_name: crate::cells::CELL_EVENT.into(), data })
+    }
+
+    #[test]
+    fn a_yielded_cell_is_open_until_its_end_is_logged() {
+        let call = |id: &str| {
+            EventKind::ToolCall(ToolCallEvent {
+                turn: 1,
+                step: 1,
+                id: id.into(),
+                name: "run".into(),
+                arguments: "{}".into(),
+                parent: None,
+            })
+        };
+        let events = vec![
+            ev(1, EventKind::TurnStart(TurnStart { turn: 1 })),
+            ev(2, EventKind::StepStart(StepStart { turn: 1, step: 1 })),
+            ev(3, call("a")),
+            ev(4, call("b")),
+            cell_state(5, "a", "running"),
+            cell_state(6, "b", "running"),
+            // A state of a cell no step holds is ignored.
+            cell_state(7, "zz", "running"),
+            result(8, "a", "yielded"),
+            result(9, "b", "yielded"),
+            ev(10, EventKind::StepEnd(StepEnd { turn: 1, step: 1, usage: None })),
+            cell_state(11, "b", "finished"),
+        ];
+        let open = Projection::from_events(&events).open_cells();
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!((open[0].0, open[0].1, open[0].2.id.as_str()), (1, 1, "a"));
+        let all = Projection::from_events(&events[..10]).open_cells();
+        assert_eq!(all.iter().map(|(_, _, c)| c.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     }
 }

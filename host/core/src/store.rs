@@ -1097,6 +1097,12 @@ impl SessionLog {
         self.state().projection.open_turn()
     }
 
+    /// The cells a crash cut: yielded, their end not logged (see
+    /// [`Projection::open_cells`]).
+    pub fn open_cells(&self) -> Vec<(u64, u32, crate::plugin::ToolCall)> {
+        self.state().projection.open_cells()
+    }
+
     /// The model-visible messages (incremental projection; see [`Projection`]).
     pub fn messages(&self) -> Vec<Message> {
         self.state().projection.messages()

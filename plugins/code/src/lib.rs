@@ -110,17 +110,55 @@ fn signature_type(v: &serde_json::Value) -> String {
     v.get("type").and_then(|t| t.as_str()).unwrap_or("any").to_string()
 }
 
-/// `__wharf_search(query, limit)`: the listed tools best matching the
-/// words of `query` (in the name counts most, then the description), as
-/// JSON `[{name, description, arguments}]`.
+/// `__wharf_search(query, limit)`: [`search_tools`] as JSON.
 fn search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
-    let query = args.first().cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped().to_lowercase();
+    let query = args.first().cloned().unwrap_or_default().to_string(ctx)?.to_std_string_escaped();
     let limit = match args.get(1) {
-        Some(v) if v.is_number() => (v.to_number(ctx)?.max(1.0) as usize).min(MAX_SEARCH_RESULTS),
-        _ => DEFAULT_SEARCH_RESULTS,
+        Some(v) if v.is_number() => Some(v.to_number(ctx)?.max(1.0) as usize),
+        _ => None,
     };
+    let found: Vec<serde_json::Value> = search_tools(&query, limit)
+        .into_iter()
+        .map(|f| serde_json::json!({"name": f.name, "description": f.description, "arguments": f.arguments}))
+        .collect();
+    let json = serde_json::to_string(&found).unwrap_or_else(|_| "[]".into());
+    Ok(JsValue::from(JsString::from(json.as_str())))
+}
+
+/// Fills the catalogue `tools.search` looks in from the host's list at
+/// this moment (Python's `tools.search` calls it at each search; without a
+/// session or the grant it is empty).
+pub(crate) fn load_catalog() -> Result<(), ToolError> {
+    let specs: Vec<ToolSpec> = match tools::list_tools() {
+        Ok(l) => l,
+        Err(wharf::plugin::session::SessionError::NoSession | wharf::plugin::session::SessionError::NotGranted(_)) => {
+            Vec::new()
+        }
+        Err(e) => return Err(session_err(e)),
+    };
+    CATALOG.with_borrow_mut(|c| *c = specs);
+    Ok(())
+}
+
+/// One tool `tools.search` found.
+pub(crate) struct Found {
+    /// The tool's name.
+    pub name: String,
+    /// Its description, cut at [`SEARCH_DESCRIPTION_BYTES`].
+    pub description: String,
+    /// Its compact argument signature ([`signature`]).
+    pub arguments: String,
+}
+
+/// The listed tools best matching the words of `query` (in the name counts
+/// most, then the description), at most `limit` (default
+/// [`DEFAULT_SEARCH_RESULTS`], at most [`MAX_SEARCH_RESULTS`]); both
+/// languages' `tools.search`.
+pub(crate) fn search_tools(query: &str, limit: Option<usize>) -> Vec<Found> {
+    let query = query.to_lowercase();
+    let limit = limit.map_or(DEFAULT_SEARCH_RESULTS, |l| l.clamp(1, MAX_SEARCH_RESULTS));
     let words: Vec<&str> = query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).take(16).collect();
-    let json = CATALOG.with_borrow(|specs| {
+    CATALOG.with_borrow(|specs| {
         let mut scored: Vec<(usize, usize)> = specs
             .iter()
             .enumerate()
@@ -145,7 +183,7 @@ fn search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
             .collect();
         // Best first; equal scores keep the host's order.
         scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let out: Vec<serde_json::Value> = scored
+        scored
             .into_iter()
             .take(limit)
             .map(|(_, i)| {
@@ -153,12 +191,10 @@ fn search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
                 let mut description = t.description.clone();
                 cut(&mut description, SEARCH_DESCRIPTION_BYTES);
                 let schema: serde_json::Value = serde_json::from_str(&t.input_schema).unwrap_or_default();
-                serde_json::json!({"name": t.name, "description": description, "arguments": signature(&schema, 0)})
+                Found { name: t.name.clone(), description, arguments: signature(&schema, 0) }
             })
-            .collect();
-        serde_json::to_string(&out).unwrap_or_else(|_| "[]".into())
-    });
-    Ok(JsValue::from(JsString::from(json.as_str())))
+            .collect()
+    })
 }
 
 #[derive(Default)]

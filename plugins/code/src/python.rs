@@ -57,8 +57,8 @@ large subset of Python 3 with functions, closures, classes, dataclasses, compreh
 `asyncio.gather`, try/except and modules json, re, math, datetime, collections, itertools, functools; no third-party \
 packages, no `open`, `os` calls, `subprocess`, sleep, file or network access). There `tools` is an object: `await \
 tools.NAME(arg=value, ...)` returns the tool's text output; start several calls and `await asyncio.gather(*calls)` \
-(after `import asyncio`) to run them concurrently; `await tools.call(name, {...})` calls any tool by name; a refused \
-or failed call raises `RuntimeError` whose message starts with the code (`DENIED: ...`; catch it to go on). `print` \
+(after `import asyncio`) to run them concurrently; `await tools.call(name, {...})` calls any tool by name; `await tools.search(\"words\")` lists the callable tools \
+matching the words as dicts `{name, description, arguments}`; a refused or failed call raises `RuntimeError` whose message starts with the code (`DENIED: ...`; catch it to go on). `print` \
 prints. The result is what was printed plus the value of the last expression as JSON, or of a `main()` (async or \
 not) you define and do not call. Top-level `await` works.";
 
@@ -74,13 +74,23 @@ impl Stdout {
         if self.cut {
             return;
         }
-        if self.text.len() + s.len() > self.max {
+        let kept = if self.text.len() + s.len() > self.max {
             self.cut = true;
             let mut t = s.to_string();
             cut(&mut t, self.max.saturating_sub(self.text.len()));
-            self.text.push_str(&t);
+            t
         } else {
-            self.text.push_str(s);
+            s.to_string()
+        };
+        self.text.push_str(&kept);
+        // The host reads the component's stdout as the call's output so
+        // far: what a yielded cell shows before its result (as
+        // JavaScript's `console.log`).
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(kept.as_bytes());
+        if kept.ends_with('\n') {
+            let _ = out.flush();
         }
     }
 }
@@ -218,38 +228,58 @@ fn run(code: &str, max_calls: usize, out: &mut Stdout) -> Result<String, Failure
                     Some(_) => None,
                     None => call.function_name.strip_prefix("tools."),
                 };
-                let prepared = match method {
-                    Some(m) => request(m, &call.args),
-                    None => Err(exception(
-                        ExcType::NameError,
-                        format!("name '{}' is not defined", call.function_name.chars().take(100).collect::<String>()),
-                    )),
-                };
-                match prepared {
-                    Err(e) => call.resume(ExtFunctionResult::Error(e), PrintWriter::Callback(out)),
-                    Ok(_) if calls >= max_calls => call.resume(
-                        ExtFunctionResult::Error(exception(
-                            ExcType::RuntimeError,
-                            format!("a program may make at most {max_calls} tool calls"),
+                if method == Some("search") {
+                    // `tools.search(query, limit?)`: answered here from the
+                    // catalogue the host listed (no tool call), awaitable
+                    // like a call.
+                    let found = search(&call.args);
+                    if call.allow_eager_await {
+                        call.resume_eager(found, PrintWriter::Callback(out))
+                    } else {
+                        let answer = match found {
+                            Ok(v) => ExtFunctionResult::Return(v),
+                            Err(e) => ExtFunctionResult::Error(e),
+                        };
+                        answers.insert(call.call_id, answer);
+                        call.resume_pending(PrintWriter::Callback(out))
+                    }
+                } else {
+                    let prepared = match method {
+                        Some(m) => request(m, &call.args),
+                        None => Err(exception(
+                            ExcType::NameError,
+                            format!(
+                                "name '{}' is not defined",
+                                call.function_name.chars().take(100).collect::<String>()
+                            ),
                         )),
-                        PrintWriter::Callback(out),
-                    ),
-                    Ok((name, args)) => {
-                        calls += 1;
-                        pending.push((call.call_id, name, args));
-                        if call.allow_eager_await {
-                            // Awaited at once: send it now, with every call
-                            // started before it.
-                            let id = call.call_id;
-                            send(&mut pending, &mut answers)?;
-                            let answer = match answers.remove(&id) {
-                                Some(ExtFunctionResult::Return(v)) => Ok(v),
-                                Some(ExtFunctionResult::Error(e)) => Err(e),
-                                _ => Err(exception(ExcType::RuntimeError, "the call has no answer".into())),
-                            };
-                            call.resume_eager(answer, PrintWriter::Callback(out))
-                        } else {
-                            call.resume_pending(PrintWriter::Callback(out))
+                    };
+                    match prepared {
+                        Err(e) => call.resume(ExtFunctionResult::Error(e), PrintWriter::Callback(out)),
+                        Ok(_) if calls >= max_calls => call.resume(
+                            ExtFunctionResult::Error(exception(
+                                ExcType::RuntimeError,
+                                format!("a program may make at most {max_calls} tool calls"),
+                            )),
+                            PrintWriter::Callback(out),
+                        ),
+                        Ok((name, args)) => {
+                            calls += 1;
+                            pending.push((call.call_id, name, args));
+                            if call.allow_eager_await {
+                                // Awaited at once: send it now, with every call
+                                // started before it.
+                                let id = call.call_id;
+                                send(&mut pending, &mut answers)?;
+                                let answer = match answers.remove(&id) {
+                                    Some(ExtFunctionResult::Return(v)) => Ok(v),
+                                    Some(ExtFunctionResult::Error(e)) => Err(e),
+                                    _ => Err(exception(ExcType::RuntimeError, "the call has no answer".into())),
+                                };
+                                call.resume_eager(answer, PrintWriter::Callback(out))
+                            } else {
+                                call.resume_pending(PrintWriter::Callback(out))
+                            }
                         }
                     }
                 }
@@ -323,6 +353,44 @@ fn send(
         batch = rest;
     }
     Ok(())
+}
+
+/// `tools.search(query, limit?)` (positional or by keyword): the matching
+/// tools as a list of dicts `{name, description, arguments}`.
+fn search(args: &CallArgs) -> Result<MontyObject, MontyException> {
+    let type_err = |m: &str| exception(ExcType::TypeError, m.to_string());
+    let positional: Vec<ObjectRef<'_>> = args.args().collect();
+    if positional.len() > 2 {
+        return Err(type_err("tools.search(query, limit=None) takes at most two arguments"));
+    }
+    let text = |o: &ObjectRef<'_>| {
+        o.as_str().map(str::to_string).ok_or_else(|| type_err("tools.search: the query must be a str"))
+    };
+    let count = |o: &ObjectRef<'_>| match o.type_name() {
+        "NoneType" => Ok(None),
+        _ => o
+            .as_int()
+            .map(|n| Some(usize::try_from(n.max(1)).unwrap_or(1)))
+            .ok_or_else(|| type_err("tools.search: the limit must be an int")),
+    };
+    let mut query = positional.first().map(text).transpose()?.unwrap_or_default();
+    let mut limit = positional.get(1).map(count).transpose()?.flatten();
+    for (k, v) in args.kwargs() {
+        match k.as_str() {
+            Some("query") => query = text(&v)?,
+            Some("limit") => limit = count(&v)?,
+            _ => return Err(type_err("tools.search takes `query` and `limit`")),
+        }
+    }
+    crate::load_catalog().map_err(|e| exception(ExcType::RuntimeError, format!("{}: {}", e.code, e.message)))?;
+    let found = crate::search_tools(&query, limit).into_iter().map(|f| {
+        MontyObject::dict([
+            (MontyObject::string("name"), MontyObject::string(f.name)),
+            (MontyObject::string("description"), MontyObject::string(f.description)),
+            (MontyObject::string("arguments"), MontyObject::string(f.arguments)),
+        ])
+    });
+    Ok(MontyObject::list(found))
 }
 
 fn exception(t: ExcType, msg: String) -> MontyException {

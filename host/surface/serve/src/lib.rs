@@ -21,7 +21,8 @@
 //! host's event streams of sessions it does not own follow the store
 //! ([`wharf_core::SessionStore::watch`]). Every [`ServeOptions::adopt_every`] a
 //! host takes over the sessions the store reports orphaned (their host
-//! died); a host that finds it lost a session (input stream ended, append
+//! died) and at once re-runs the durable programs the dead host left
+//! unfinished ([`wharf_core::Agent::recover`]); a host that finds it lost a session (input stream ended, append
 //! fenced, agent stopped on a store error) drops its loading of it.
 //!
 //! Sessions' agents come from a [`wharf_harness::Harness`] (its plugins,

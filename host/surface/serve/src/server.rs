@@ -320,7 +320,17 @@ impl Server {
                 r = host.mcp_ready() => if let Err(e) = r { tracing::warn!("{e}") },
                 _ = token.cancelled() => return,
             }
-            if let Err(e) = runner.serve(token).await {
+            // A session taken over from a dead host (or reopened after a
+            // crash) first finishes the durable programs the crash cut
+            // (`Agent::recover`), without waiting for new input.
+            let served = async {
+                let rerun = runner.recover().await?;
+                if rerun > 0 {
+                    tracing::info!(session = %runner.session_id(), programs = rerun, "re-ran the durable programs a crash cut");
+                }
+                runner.serve(token).await
+            };
+            if let Err(e) = served.await {
                 // Its writer was fenced or the store stayed down: drop this
                 // loading; the next request reopens (and repairs) the session
                 // here or routes to the host that took it over.
