@@ -839,16 +839,16 @@ impl Agent {
                 continue;
             }
             let item = &inbox[i];
-            self.inner.log.append(EventKind::InboxSpliced(InboxSpliced {
-                op: InboxOp::Claimed,
-                id: item.id.clone(),
-                kind: item.kind,
-                text: String::new(),
-            }))?;
-            self.inner.log.append(EventKind::UserMessage(UserMessage {
-                content: item.text.clone(),
-                inbox_id: Some(item.id.clone()),
-            }))?;
+            // The claim and the message it becomes, together (one write).
+            self.inner.log.append_batch(vec![
+                EventKind::InboxSpliced(InboxSpliced {
+                    op: InboxOp::Claimed,
+                    id: item.id.clone(),
+                    kind: item.kind,
+                    text: String::new(),
+                }),
+                EventKind::UserMessage(UserMessage { content: item.text.clone(), inbox_id: Some(item.id.clone()) }),
+            ])?;
             claimed.push(inbox.remove(i).text);
         }
         Ok(claimed)
