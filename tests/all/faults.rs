@@ -509,7 +509,11 @@ fn no_space_left_on_device_is_a_clear_error_and_the_log_survives() -> anyhow::Re
          dd if=/dev/zero of=\"$1/filler\" bs=1k 2>/dev/null || true",
         src = log_path(&dir, &id).display()
     );
-    let mut cmd = in_mount_ns(&w.run_cmd(&mnt, "again", Some(&id)), &setup, &mnt);
+    // The prompt alone (logged twice: queued, then as the message) is more
+    // than the free tail of the log's last tmpfs page, so the run cannot
+    // finish inside it however few appends its turn takes.
+    let prompt = "again ".repeat(1400);
+    let mut cmd = in_mount_ns(&w.run_cmd(&mnt, &prompt, Some(&id)), &setup, &mnt);
     cmd.env("FAULT_AFTER", format!("cp \"{}\" '{}'", log_path(&mnt, &id).display(), dir.display()));
     let out = cmd.output().context("running the command")?;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

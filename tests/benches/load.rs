@@ -207,7 +207,19 @@ impl Perf {
             [("--no-children", "dso,symbol", "0.7", &self.out), ("--children", "symbol", "3", &children)]
         {
             let report = std::process::Command::new("perf")
-                .args(["report", "--stdio", "--no-inline", mode, "--sort", sort, "--percent-limit", limit, "-g", "none", "-i"])
+                .args([
+                    "report",
+                    "--stdio",
+                    "--no-inline",
+                    mode,
+                    "--sort",
+                    sort,
+                    "--percent-limit",
+                    limit,
+                    "-g",
+                    "none",
+                    "-i",
+                ])
                 .arg(&self.data)
                 // perf reads a pipe on stdin as its data otherwise.
                 .stdin(std::process::Stdio::null())
