@@ -259,6 +259,10 @@ fn an_http_server_reaches_only_its_own_host_unless_the_row_widens_it() -> anyhow
     let (code, _, err) = wharf(h, w, &["mcp", "add", "--host", "localhost", "local", "--", "srv"])?;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--host widens an HTTP server's host allowlist"), "{err}");
+    // An option after the URL is not taken for a command line.
+    let (code, _, err) = wharf(h, w, &["mcp", "add", "late", &hop, "-H", "A: b"])?;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("options go before the name"), "{err}");
 
     let (code, out, err) = wharf(h, w, &["mcp", "list", "--check", "--json"])?;
     assert_eq!(code, 1, "one server is refused: {out}{err}");

@@ -849,7 +849,14 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
     let Some((chromium, node, dir)) = browser_tools("web::browser_prompt_stream_approve_result_and_cancel") else {
         return Ok(());
     };
-    let w = start(GATED, &[], &[]);
+    // The `text` row is a dev row loading a copy, which the page's test
+    // replaces to see the reload announced.
+    let copies = tempfile::tempdir().context("creating a temp dir")?;
+    let text_path = copies.path().join("text.wasm");
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_path).context("copying the text component")?;
+    let profile =
+        GATED.replace("path = \"${plugin_dir}/text.wasm\"", &format!("path = \"{}\"\ndev = true", text_path.display()));
+    let w = start(&profile, &[], &[]);
     let todo = stored_session_with_todos(&w.sessions);
     let shots = wharf_tests::target_dir().join("browser-shots");
     let _ = std::fs::create_dir_all(&shots);
@@ -861,6 +868,8 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
         .env("SLOW_TEXT", SLOW_TEXT)
         .env("SCREENSHOT_DIR", &shots)
         .env("TODO_SESSION", &todo)
+        .env("RELOAD_FROM", wharf_tests::plugin(plugins::FS))
+        .env("RELOAD_TO", &text_path)
         .output()
         .context("running node")?;
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -187,8 +187,15 @@ fn pair(s: &str, sep: char, what: &str, example: &str) -> Result<(String, String
 
 /// The row the flags describe.
 fn row_of(args: &AddArgs, workspace: &Path, scope: Scope) -> Result<McpServer> {
-    let is_url =
-        args.target.len() == 1 && (args.target[0].starts_with("http://") || args.target[0].starts_with("https://"));
+    let url_first = args.target.first().is_some_and(|t| t.starts_with("http://") || t.starts_with("https://"));
+    if url_first && args.target.len() > 1 {
+        bail!(
+            "`{}` is a URL, then `{}`: options go before the name (`wharf mcp add [OPTIONS] NAME URL`)",
+            args.target[0],
+            args.target[1]
+        );
+    }
+    let is_url = url_first && args.target.len() == 1;
     let mut row: McpServer = serde_json::from_value(json!({"name": args.name}))?;
     if is_url {
         row.url = Some(args.target[0].clone());
