@@ -1365,21 +1365,27 @@ text = "done"
 /// `jobs_count`, a `stream<u8>`) over ACP: its `tool/progress` reaches the
 /// client as `in_progress` `tool_call_update`s carrying the output so far,
 /// each extending the last, before the completed update with all of it.
+/// Also: the row is a dev row (`dev = true`), and a new component at its
+/// path is announced to the client as `↻ jobs reloaded (dev)`.
 #[test]
 fn streamed_tool_output_reaches_the_client_as_updates() {
     let e = env();
-    let fixture = wharf_tests::plugin(plugins::GENERIC_ASYNC);
+    // A copy, so the reload below does not touch the built fixture.
+    let fixture = e.home.path().join("jobs.wasm");
+    std::fs::copy(wharf_tests::plugin(plugins::GENERIC_ASYNC), &fixture).expect("copying the fixture");
     let turns = r#"
 [[plugin.config.turns]]
 tool_calls = [{ name = "jobs_count", arguments = { n = 40 } }]
 [[plugin.config.turns]]
 text = "counted"
 "#;
-    let row =
-        format!("\n[[plugin]]\nid = \"jobs\"\npath = {}\n", crate::policy::toml_str(&fixture.display().to_string()));
+    let row = format!(
+        "\n[[plugin]]\nid = \"jobs\"\ndev = true\npath = {}\n",
+        crate::policy::toml_str(&fixture.display().to_string())
+    );
     let p = e.profile_with("stream", turns, &row);
     let mut c = e.spawn(&p);
-    c.initialize();
+    c.initialize_with(json!({"session": {"notices": {}}}));
     let sid = c.new_session(&e.cwd());
     let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "count"}]}));
     let done = c.result(prompt);
@@ -1414,5 +1420,17 @@ text = "counted"
         "{shown:?}"
     );
     assert_eq!(completed.as_deref(), Some(want.as_str()));
+
+    // Hot reload of the dev row: another tool component at its path.
+    let tmp = e.home.path().join("jobs.wasm.tmp");
+    std::fs::copy(wharf_tests::plugin(plugins::ECHO), &tmp).expect("copying the echo component");
+    std::fs::rename(&tmp, &fixture).expect("moving the new file in place");
+    let n = c.wait_for("the reload notice", |v| {
+        v["method"] == "session/update" && v["params"]["update"]["sessionUpdate"] == "notice"
+    });
+    let notice: acp::SessionNotification = typed("the notice", &n["params"]);
+    let acp::SessionUpdate::Notice(notice) = notice.update else { panic!("not a notice: {n}") };
+    assert_eq!(notice.severity, acp::NoticeSeverity::Info);
+    assert_eq!(notice.title, "↻ jobs reloaded (dev)", "{n}");
     c.close();
 }

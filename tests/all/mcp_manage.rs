@@ -198,3 +198,86 @@ fn a_server_added_with_mcp_add_cannot_write_outside_its_grant() -> anyhow::Resul
     assert_eq!(std::fs::read_to_string(&granted).unwrap_or_default(), "granted");
     Ok(())
 }
+
+/// A tiny HTTP server answering every request with a 307 to `target`; its URL.
+fn redirector(target: &str) -> anyhow::Result<String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the redirector")?;
+    let port = listener.local_addr()?.port();
+    let target = target.to_string();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(match conn.try_clone() {
+                Ok(c) => c,
+                Err(_) => continue,
+            });
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; length.min(1 << 20)];
+            let _ = reader.read_exact(&mut body);
+            let _ = write!(
+                conn,
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    Ok(format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// An HTTP server added with `wharf mcp add NAME URL` reaches only its own
+/// host: a redirect to another host is refused with a message naming the
+/// host and how to allow it; `--host` widens the row's allowlist
+/// (`[mcp.sandbox] hosts`), and then the redirect is followed.
+#[test]
+fn an_http_server_reaches_only_its_own_host_unless_the_row_widens_it() -> anyhow::Result<()> {
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let ws = tempfile::tempdir().context("creating a temp dir")?;
+    let (h, w) = (home.path(), ws.path());
+    let (url, http) = http_fixture();
+    let _http = Kill(http);
+    // The same server under another host name: `localhost`.
+    let moved = url.replacen("127.0.0.1", "localhost", 1);
+    anyhow::ensure!(moved != url, "the fixture's URL has no 127.0.0.1: {url}");
+    let hop = redirector(&moved)?;
+    let (code, out, err) = wharf(h, w, &["mcp", "add", "hop", &hop])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = wharf(h, w, &["mcp", "add", "--host", "localhost", "wide", &hop])?;
+    assert_eq!(code, 0, "{out}{err}");
+    let text = std::fs::read_to_string(w.join(".wharf/config.toml")).context("reading the project layer")?;
+    assert!(text.contains("[mcp.sandbox]\nhosts = [\"localhost\"]\n"), "{text}");
+    let (code, _, err) = wharf(h, w, &["mcp", "add", "--host", "localhost", "local", "--", "srv"])?;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--host widens an HTTP server's host allowlist"), "{err}");
+    // An option after the URL is not taken for a command line.
+    let (code, _, err) = wharf(h, w, &["mcp", "add", "late", &hop, "-H", "A: b"])?;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("options go before the name"), "{err}");
+
+    let (code, out, err) = wharf(h, w, &["mcp", "list", "--check", "--json"])?;
+    assert_eq!(code, 1, "one server is refused: {out}{err}");
+    let list: Value = serde_json::from_str(&out).with_context(|| format!("parsing JSON: {out}{err}"))?;
+    let refused = &server(&list, "hop")["check"];
+    assert_eq!(refused["state"], "failed", "{list}");
+    let port = hop.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp");
+    let why = refused["error"].as_str().unwrap_or("");
+    assert!(
+        why.contains("MCP server `hop` redirected to localhost:")
+            && why.contains(&format!("which is not in its host allowlist (127.0.0.1:{port}): refused"))
+            && why.contains("`[mcp.sandbox] hosts = [\"localhost\"]`"),
+        "{why}"
+    );
+    assert!(server(&list, "hop")["confinement"].as_str().is_some_and(|c| c.contains("its own host only")), "{list}");
+    assert_eq!(server(&list, "wide")["check"]["state"], "ready", "{list}");
+    Ok(())
+}

@@ -7,7 +7,8 @@
 //! - a host with a `dev = true` row picks up each published version through
 //!   hot reload;
 //! - the dev runtime and the release build (`wharf plugin build`) give the
-//!   same results on the SDK examples' calls.
+//!   same results on the SDK examples' calls; both commands name the row
+//!   that wins when another row of the profile offers the same tool.
 //!
 //! Needs the Python/JavaScript toolchains (see `plugins_langs`); the dev
 //! runtimes are built once into the tests' compile cache.
@@ -308,17 +309,54 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
             let _ = std::fs::remove_file(dir.join("package-lock.json"));
         }
         let release = work.path().join(format!("{tool}.release.wasm"));
+        let dev = dir.join("target/dev").join(format!("{tool}.wasm"));
+        // A profile with both builds as rows: `release` (first) and the dev
+        // row `mine` offer the same tool, so each command names the winner.
+        let profile = work.path().join(format!("{tool}.toml"));
+        std::fs::write(
+            &profile,
+            format!(
+                "[[plugin]]\nid = \"release\"\npath = {}\n\n[[plugin]]\nid = \"mine\"\npath = {}\ndev = true\n",
+                crate::policy::toml_str(&release.display().to_string()),
+                crate::policy::toml_str(&dev.display().to_string())
+            ),
+        )?;
+        let with_profile = ["--profile", &profile.display().to_string(), "-w", &ws_flag].map(str::to_string);
+        let dev_once = || -> anyhow::Result<String> {
+            let o = wharf_tests::wharf(home.path())
+                .args(["plugin", "dev", "--once", "--json"])
+                .args(&with_profile)
+                .arg(&dir)
+                .output()?;
+            anyhow::ensure!(o.status.success(), "plugin dev {rel}: {}\n{}", text(&o.stdout), text(&o.stderr));
+            Ok(text(&o.stderr))
+        };
+        // Which row wins, where each is, why, how to change it (the
+        // sentence of `wharf doctor` and session start).
+        let p = profile.display().to_string();
+        let shadowed = |out: &str| {
+            let line =
+                out.lines().find(|l| l.starts_with(&format!("wharf: warning: tool `{tool}`: row `release` ({p}:")));
+            line.is_some_and(|l| {
+                l.contains(&format!("wins over row `mine` ({p}:"))
+                    && l.contains("(the earlier row of one layer wins)")
+                    && l.contains("move row `mine` above row `release`")
+            })
+        };
+        // No release build yet: nothing to report.
+        let first = dev_once()?;
+        assert!(!first.contains("wharf: warning: tool"), "{first}");
         let o = wharf_tests::wharf(home.path())
             .args(["plugin", "build"])
             .arg(&dir)
             .arg("-o")
             .arg(&release)
-            .arg("--no-check")
+            .args(&with_profile)
             .output()?;
         anyhow::ensure!(o.status.success(), "plugin build {rel}: {}", text(&o.stderr));
-        let o = wharf_tests::wharf(home.path()).args(["plugin", "dev", "--once", "--json"]).arg(&dir).output()?;
-        anyhow::ensure!(o.status.success(), "plugin dev {rel}: {}\n{}", text(&o.stdout), text(&o.stderr));
-        let dev = dir.join("target/dev").join(format!("{tool}.wasm"));
+        assert!(shadowed(&text(&o.stderr)), "plugin build {rel}: {}", text(&o.stderr));
+        let again = dev_once()?;
+        assert!(shadowed(&again), "plugin dev {rel}: {again}");
         for (args, flags) in calls {
             let a = call(home.path(), &release, tool, args, flags)?;
             let b = call(home.path(), &dev, tool, args, flags)?;

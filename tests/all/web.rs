@@ -696,6 +696,89 @@ fn plugins_api_shows_grants_and_streams_hot_reloads() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `wharf serve` with a WASI 0.3 component on a dev row (`dev = true`): a
+/// session's event stream carries the call's streamed progress before its
+/// result; `/api/plugins` marks the row `dev`; a new component at the row's
+/// path is announced as `jobs reloaded (dev)` on the session's stream and
+/// on the plugin stream (`notice`, what the web UI shows).
+#[test]
+fn a_dev_row_streams_progress_and_announces_its_reload() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+    let jobs = dir.path().join("jobs.wasm");
+    std::fs::copy(wharf_tests::plugin(plugins::GENERIC_ASYNC), &jobs).context("copying the async fixture")?;
+    let echo = wharf_tests::plugin(plugins::ECHO);
+    let profile = format!(
+        r#"
+[agent]
+adapter = "scripted"
+max_steps = 4
+
+[[plugin]]
+id = "jobs"
+dev = true
+path = "{}"
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-dev"
+
+[[plugin.config.turns]]
+tool_calls = [{{ name = "jobs_count", arguments = {{ n = 6 }} }}]
+
+[[plugin.config.turns]]
+text = "counted"
+"#,
+        jobs.display()
+    );
+    let w = start_command("serve", &profile, &[], &[]);
+    let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "count"})));
+    assert_eq!(code, 200, "{r}");
+    let id = r["id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    let mut sse = w.events(&format!("/api/sessions/{id}/events?from=1"), &[]);
+    let (result, before) = sse.until("tool/result");
+    let progress: String = before
+        .iter()
+        .filter(|e| e["type"] == "tool/progress")
+        .map(|e| e["data"]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    let want: String = (1..=6).map(|i| format!("{i}\n")).collect();
+    assert_eq!(result["data"]["content"], want.as_str(), "{result}");
+    assert_eq!(progress, want, "the streamed progress adds up to the result: {before:?}");
+    let (end, _) = sse.until("turn/end");
+    assert_eq!(end["data"]["reason"], "completed");
+
+    let (_, p) = w.call("GET", "/api/plugins", None);
+    let row = p["plugins"].as_array().and_then(|a| a.iter().find(|x| x["id"] == "jobs")).cloned().unwrap_or_default();
+    assert_eq!(row["dev"], true, "{row}");
+    let old = row["digest"].as_str().unwrap_or("").to_string();
+    let mut feed = w.events("/api/plugins/events", &[]);
+    while feed.next().is_some_and(|e| e.event.as_deref() != Some("ready")) {}
+
+    // A new component at the dev row's path: announced on both streams.
+    let tmp = dir.path().join("jobs.wasm.tmp");
+    std::fs::copy(&echo, &tmp).context("copying the echo component")?;
+    std::fs::rename(&tmp, &jobs).context("moving the new file in place")?;
+    let reloaded = loop {
+        let (e, _) = sse.until("plugin/loaded");
+        if e["data"]["id"] == "jobs" {
+            break e;
+        }
+    };
+    assert_eq!(reloaded["notice"], "jobs reloaded (dev)", "{reloaded}");
+    assert_eq!((&reloaded["data"]["dev"], &reloaded["data"]["replaces"]), (&json!(true), &json!(old)), "{reloaded}");
+    let fed = loop {
+        let e = feed.next().unwrap_or_else(|| panic!("the plugin stream ended"));
+        let v = e.json();
+        if v["type"] == "plugin/loaded" && v["data"]["id"] == "jobs" {
+            break v;
+        }
+    };
+    assert_eq!(fed["notice"], "jobs reloaded (dev)", "{fed}");
+    Ok(())
+}
+
 /// A session written directly to the store, with a todo list.
 fn stored_session_with_todos(dir: &std::path::Path) -> String {
     use wharf_core::events::{AssistantMessage, StepEnd, StepStart, TodoUpdated, TurnEnd, TurnStart, UserMessage};
@@ -766,7 +849,14 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
     let Some((chromium, node, dir)) = browser_tools("web::browser_prompt_stream_approve_result_and_cancel") else {
         return Ok(());
     };
-    let w = start(GATED, &[], &[]);
+    // The `text` row is a dev row loading a copy, which the page's test
+    // replaces to see the reload announced.
+    let copies = tempfile::tempdir().context("creating a temp dir")?;
+    let text_path = copies.path().join("text.wasm");
+    std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_path).context("copying the text component")?;
+    let profile =
+        GATED.replace("path = \"${plugin_dir}/text.wasm\"", &format!("path = \"{}\"\ndev = true", text_path.display()));
+    let w = start(&profile, &[], &[]);
     let todo = stored_session_with_todos(&w.sessions);
     let shots = wharf_tests::target_dir().join("browser-shots");
     let _ = std::fs::create_dir_all(&shots);
@@ -778,6 +868,8 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
         .env("SLOW_TEXT", SLOW_TEXT)
         .env("SCREENSHOT_DIR", &shots)
         .env("TODO_SESSION", &todo)
+        .env("RELOAD_FROM", wharf_tests::plugin(plugins::FS))
+        .env("RELOAD_TO", &text_path)
         .output()
         .context("running node")?;
     let stdout = String::from_utf8_lossy(&out.stdout);

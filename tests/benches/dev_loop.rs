@@ -11,9 +11,17 @@
 //!   the compile check) → `wharf plugin call` of the built file answers.
 //!
 //! Both end in one `wharf plugin call` process (a fresh host loading from
-//! the compile cache, as a host's reload does). Writes
-//! `target/bench/dev_loop.{md,json}`; `WHARF_BENCH_QUICK=1` runs one round
-//! per language instead of three.
+//! the compile cache, as a host's reload does).
+//!
+//! **Cold** (one round each, same run): a fresh compile cache
+//! (`WHARF_CACHE_DIR`) with no dev runtime in it — dev: save → `wharf
+//! plugin dev` started (builds the language's runtime, compiles it) →
+//! `ready` → the call answers; release: save → `wharf plugin build` into
+//! another fresh cache → the call answers. Cargo's own target directory
+//! stays warm for Rust (the SDK's dependencies are not the loop).
+//!
+//! Writes `target/bench/dev_loop.{md,json}`; `WHARF_BENCH_QUICK=1` runs
+//! one warm round per language instead of three.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -31,6 +39,24 @@ fn wharf(home: &Path) -> Command {
     c
 }
 
+/// `wharf` with `cache` as its compile cache (`None`: the shared one).
+fn wharf_with(home: &Path, cache: Option<&Path>) -> Command {
+    let mut c = wharf(home);
+    if let Some(dir) = cache {
+        c.env("WHARF_CACHE_DIR", dir);
+    }
+    c
+}
+
+/// `--profile` for `plugin build` and `plugin dev`: an empty profile, so
+/// their shadowing check (the built tools against the profile's rows,
+/// which loads every row) is not part of the loop measured.
+fn no_rows(home: &Path) -> anyhow::Result<[String; 2]> {
+    let p = home.join("no-rows.toml");
+    std::fs::write(&p, "")?;
+    Ok(["--profile".to_string(), p.display().to_string()])
+}
+
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -39,7 +65,13 @@ fn median(v: &[f64]) -> f64 {
 
 /// `wharf plugin call FILE TOOL` answers with `want` in its content.
 fn call_answers(home: &Path, file: &Path, tool: &str, want: &str) -> anyhow::Result<()> {
-    let o = wharf(home).args(["plugin", "call"]).arg(file).arg(tool).arg(r#"{"name": "bench"}"#).output()?;
+    call_answers_with(home, None, file, tool, want)
+}
+
+/// [`call_answers`] with a compile cache of its own.
+fn call_answers_with(home: &Path, cache: Option<&Path>, file: &Path, tool: &str, want: &str) -> anyhow::Result<()> {
+    let o =
+        wharf_with(home, cache).args(["plugin", "call"]).arg(file).arg(tool).arg(r#"{"name": "bench"}"#).output()?;
     let v: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).trim())
         .with_context(|| format!("plugin call: {}", String::from_utf8_lossy(&o.stderr)))?;
     let content = v["content"].as_str().unwrap_or("");
@@ -104,9 +136,10 @@ impl Drop for Dev {
     }
 }
 
-fn start_dev(home: &Path, dir: &Path) -> anyhow::Result<Dev> {
-    let mut child = wharf(home)
+fn start_dev(home: &Path, cache: Option<&Path>, dir: &Path) -> anyhow::Result<Dev> {
+    let mut child = wharf_with(home, cache)
         .args(["plugin", "dev"])
+        .args(no_rows(home)?)
         .arg(dir)
         .arg("--json")
         .stdout(Stdio::piped())
@@ -132,6 +165,7 @@ pub fn main() -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     let mut rows = Vec::new();
     let mut results = Vec::new();
+    let mut cold_rows = Vec::new();
     for l in &LANGS {
         let name = format!("loop-{}", l.lang);
         let tool = name.replace('-', "_");
@@ -140,14 +174,16 @@ pub fn main() -> anyhow::Result<()> {
             bail!("plugin new {}: {}", l.lang, String::from_utf8_lossy(&o.stderr));
         }
         let dir: PathBuf = work.path().join(&name);
-        let build = |dir: &Path| -> anyhow::Result<PathBuf> {
-            let o = wharf(home).args(["plugin", "build", "--json"]).arg(dir).output()?;
+        let build_with = |dir: &Path, cache: Option<&Path>| -> anyhow::Result<PathBuf> {
+            let o =
+                wharf_with(home, cache).args(["plugin", "build", "--json"]).args(no_rows(home)?).arg(dir).output()?;
             if !o.status.success() {
                 bail!("plugin build: {}", String::from_utf8_lossy(&o.stderr));
             }
             let v: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).trim())?;
             Ok(PathBuf::from(v["path"].as_str().unwrap_or("")))
         };
+        let build = |dir: &Path| build_with(dir, None);
         // Warm-up: the release path once (toolchain caches, compile cache).
         let out = build(&dir)?;
         call_answers(home, &out, &tool, "Hello, bench!")?;
@@ -163,7 +199,7 @@ pub fn main() -> anyhow::Result<()> {
             word = next;
         }
         // Dev: the runtime built and the first version loaded before timing.
-        let dev = start_dev(home, &dir)?;
+        let dev = start_dev(home, None, &dir)?;
         dev.next("ready")?;
         let wasm = dir.join("target/dev").join(format!("{tool}.wasm"));
         let mut devs = Vec::new();
@@ -177,6 +213,31 @@ pub fn main() -> anyhow::Result<()> {
             word = next;
         }
         drop(dev);
+
+        // Cold: fresh compile caches, no dev runtime; one round each.
+        let caches = tempfile::tempdir()?;
+        let (cold_rel_cache, cold_dev_cache) = (caches.path().join("release"), caches.path().join("dev"));
+        set_word(&dir, l, &word, "ColdRel")?;
+        let t0 = Instant::now();
+        let out = build_with(&dir, Some(&cold_rel_cache))?;
+        call_answers_with(home, Some(&cold_rel_cache), &out, &tool, "ColdRel, bench!")?;
+        let cold_release = t0.elapsed().as_secs_f64() * 1e3;
+        set_word(&dir, l, "ColdRel", "ColdDev")?;
+        let t0 = Instant::now();
+        let dev = start_dev(home, Some(&cold_dev_cache), &dir)?;
+        dev.next("ready")?;
+        call_answers_with(home, Some(&cold_dev_cache), &wasm, &tool, "ColdDev, bench!")?;
+        let cold_dev = t0.elapsed().as_secs_f64() * 1e3;
+        drop(dev);
+        set_word(&dir, l, "ColdDev", &word)?;
+        cold_rows.push(format!(
+            "| {} | {:.0} ms | {:.0} ms | {:.3}× |",
+            l.lang,
+            cold_dev,
+            cold_release,
+            cold_dev / cold_release
+        ));
+
         let (d, r) = (median(&devs), median(&release));
         let met = d <= l.target_ms;
         rows.push(format!(
@@ -189,14 +250,20 @@ pub fn main() -> anyhow::Result<()> {
             if met { "met" } else { "not met" }
         ));
         results.push(json!({"lang": l.lang, "dev_ms": devs, "release_ms": release, "dev_median_ms": d,
-                            "release_median_ms": r, "dev_vs_release": d / r, "target_ms": l.target_ms, "met": met}));
+                            "release_median_ms": r, "dev_vs_release": d / r, "target_ms": l.target_ms, "met": met,
+                            "cold_dev_ms": cold_dev, "cold_release_ms": cold_release,
+                            "cold_dev_vs_release": cold_dev / cold_release}));
     }
     let md = format!(
         "Save of one edited line of a scaffolded tool → the first call answered by the new code, warm, median of \
          {rounds} round(s): `wharf plugin dev` (dev runtime for Python/JavaScript, incremental cargo for Rust) \
          against the release path (`wharf plugin build` with its check), both ending in one `wharf plugin call`:\n\n\
-         | language | dev | release rebuild | dev / release | target |\n| --- | --- | --- | --- | --- |\n{}\n",
-        rows.join("\n")
+         | language | dev | release rebuild | dev / release | target |\n| --- | --- | --- | --- | --- |\n{}\n\n\
+         Cold (fresh compile cache, no dev runtime; one round): save → `wharf plugin dev` started → `ready` → the \
+         call answers, against save → `wharf plugin build` → the call, each with a fresh cache:\n\n\
+         | language | cold dev | cold release | dev / release |\n| --- | --- | --- | --- |\n{}\n",
+        rows.join("\n"),
+        cold_rows.join("\n")
     );
     let out = wharf_tests::target_dir().join("bench");
     std::fs::create_dir_all(&out)?;

@@ -9,15 +9,21 @@
 //   SCREENSHOT_DIR  where to save screenshots (optional)
 //   SLOW_TEXT       the full text of the slow turn (to check the cancelled prefix)
 //   TODO_SESSION    a stored session with a `todo/updated` event (optional)
+//   RELOAD_FROM, RELOAD_TO  another tool component, and the path the
+//                   (`dev = true`) `text` row loads: copied over it on the
+//                   plugins page, whose feed then shows `↻ text reloaded (dev)`
 // Exit 0 and "browser test passed" on success; 1 with the reason otherwise.
 
 import { chromium } from 'playwright-core';
+import { copyFileSync, renameSync } from 'node:fs';
 
 const url = process.env.WHARF_URL;
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const shots = process.env.SCREENSHOT_DIR;
 const SLOW_TEXT = process.env.SLOW_TEXT || '';
 const TODO_SESSION = process.env.TODO_SESSION || '';
+const RELOAD_FROM = process.env.RELOAD_FROM || '';
+const RELOAD_TO = process.env.RELOAD_TO || '';
 const T = 20_000;
 
 if (!url) {
@@ -130,6 +136,14 @@ try {
   check(plugin.includes('word_count'), 'tools shown');
   check(plugin.includes(':ro'), 'granted directory shown');
   await page.waitForSelector('#plugin-feed li[data-type="plugin/loaded"]', { timeout: T });
+  if (RELOAD_TO) {
+    check(plugin.includes('(dev build)'), 'the dev row is marked');
+    copyFileSync(RELOAD_FROM, `${RELOAD_TO}.tmp`);
+    renameSync(`${RELOAD_TO}.tmp`, RELOAD_TO);
+    await page.waitForSelector('#plugin-feed li.reloaded', { timeout: T });
+    const line = await page.textContent('#plugin-feed li.reloaded');
+    check(line.includes('↻ text reloaded (dev)'), `the reload is announced: ${line}`);
+  }
   await shot('4-plugins');
 
   step = 'back to the session: rebuilt from the log';

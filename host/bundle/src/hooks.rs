@@ -190,7 +190,13 @@ pub(crate) fn parse(
     for (event_name, groups) in events {
         let Some(event) = HookEvent::parse(event_name) else {
             if event_name != "description" {
-                issues.push(format!("{shown}: hook event `{event_name}` is not supported by Wharf (not run)"));
+                // Events Claude Code has that Wharf's loop has no point for.
+                let why = match event_name.as_str() {
+                    "PreCompact" => ": the loop has no hook point before a compaction",
+                    "SessionEnd" => ": the loop has no hook point when a session ends",
+                    _ => "",
+                };
+                issues.push(format!("{shown}: hook event `{event_name}` is not supported by Wharf{why} (not run)"));
             }
             continue;
         };
@@ -472,6 +478,7 @@ mod tests {
             "PreToolUse": [{"matcher": "Bash|Write", "hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/h.sh", "timeout": 5}]},
                            {"matcher": "(", "hooks": [{"type": "command", "command": "x"}]}],
             "PreCompact": [{"hooks": [{"type": "command", "command": "y"}]}],
+            "SessionEnd": [{"hooks": [{"type": "command", "command": "y"}]}],
             "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "z"}]}],
             "Stop": [{"hooks": [{"type": "prompt", "prompt": "ok?"}]}]
         }});
@@ -484,8 +491,13 @@ mod tests {
         assert!(!out[1].matcher.matches("resume"));
         assert_eq!(out[0].timeout, Duration::from_secs(5));
         assert!(out[0].matcher.matches("bash") && out[0].matcher.matches("write") && !out[0].matcher.matches("read"));
-        assert_eq!(issues.len(), 3, "{issues:?}");
-        assert!(issues.iter().any(|i| i.contains("`PreCompact` is not supported")));
+        assert_eq!(issues.len(), 4, "{issues:?}");
+        assert!(
+            issues.iter().any(|i| i.contains("`PreCompact` is not supported by Wharf: the loop has no hook point"))
+        );
+        assert!(
+            issues.iter().any(|i| i.contains("`SessionEnd` is not supported by Wharf: the loop has no hook point"))
+        );
         assert!(issues.iter().any(|i| i.contains("matcher `(`")));
         assert!(issues.iter().any(|i| i.contains("type `prompt`")));
     }

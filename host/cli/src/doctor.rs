@@ -190,27 +190,14 @@ pub async fn run(args: HostArgs) -> Result<ExitCode> {
 /// ([`wharf_harness::shadowing_text`]), and a `[FAIL]` per row all of whose tools are
 /// refused (it loads for nothing).
 fn tool_name_lines(config: &wharf_config::Config, offered: &[(String, Vec<String>)]) -> Vec<String> {
-    let precedence = wharf_harness::tool_precedence(config);
-    let mut order: Vec<(usize, &(String, Vec<String>))> = offered.iter().enumerate().collect();
-    order.sort_by_key(|(i, (id, _))| (std::cmp::Reverse(precedence.get(id).copied().unwrap_or(0)), *i));
-    let mut holder: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
-    let mut refused: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    let mut refused: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let mut lines = Vec::new();
-    for (_, (id, tools)) in order {
-        for tool in tools {
-            match holder.get(tool.as_str()) {
-                Some(winner) => {
-                    refused.entry(id.as_str()).or_default().push(tool.as_str());
-                    lines.push(format!("[warn] {}", wharf_harness::shadowing_text(config, tool, winner, id)));
-                }
-                None => {
-                    holder.insert(tool.as_str(), id.as_str());
-                }
-            }
-        }
+    for (tool, winner, id) in wharf_harness::shadowed_tools(config, offered) {
+        lines.push(format!("[warn] {}", wharf_harness::shadowing_text(config, &tool, &winner, &id)));
+        *refused.entry(id).or_default() += 1;
     }
     for (id, tools) in offered {
-        let lost = refused.get(id.as_str()).map_or(0, Vec::len);
+        let lost = refused.get(id.as_str()).copied().unwrap_or(0);
         if !tools.is_empty() && lost == tools.len() {
             lines.push(format!(
                 "[FAIL] plugin {id}: every tool it offers ({}) is refused: other rows have those names; rename them or drop a row",

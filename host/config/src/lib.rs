@@ -553,9 +553,10 @@ pub struct McpServer {
     pub unsandboxed: bool,
 }
 
-/// The grants of a sandboxed stdio MCP server (`[mcp.sandbox]` of a row).
-/// Deny by default: no writes outside a private tmp directory, no network,
-/// no host environment variables beyond the basic ones.
+/// The grants of a sandboxed stdio MCP server (`[mcp.sandbox]` of a row),
+/// and an HTTP server's host allowlist. Deny by default: no writes outside
+/// a private tmp directory, no network, no host environment variables
+/// beyond the basic ones; an HTTP server reaches only its own host.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpSandbox {
@@ -569,6 +570,12 @@ pub struct McpSandbox {
     /// Host environment variables passed through by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// An HTTP (`url`) server's host allowlist beyond the URL's own host
+    /// and port: hosts a redirect may lead to (`name`, `name:port`,
+    /// `*.suffix`; the request's headers go along). Empty: the server's
+    /// own host only; a redirect elsewhere is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 impl McpSandbox {
@@ -647,7 +654,8 @@ impl McpServer {
                 ("args", !self.args.is_empty()),
                 ("env", !self.env.is_empty()),
                 ("cwd", self.cwd.is_some()),
-                ("sandbox", !self.sandbox.is_empty()),
+                // An HTTP server's only sandbox key is its host allowlist.
+                ("sandbox", !McpSandbox { hosts: Vec::new(), ..self.sandbox.clone() }.is_empty()),
                 ("unsandboxed", self.unsandboxed),
             ] {
                 if set {
@@ -656,6 +664,14 @@ impl McpServer {
             }
         } else if !self.headers.is_empty() {
             return Err(("headers", format!("MCP server `{n}`: `headers` apply to HTTP servers (`url`) only")));
+        } else if !self.sandbox.hosts.is_empty() {
+            return Err((
+                "sandbox",
+                format!(
+                    "MCP server `{n}`: `sandbox.hosts` is an HTTP server's (`url`) host allowlist; a stdio server's \
+                     network is `sandbox.network`"
+                ),
+            ));
         }
         Ok(())
     }

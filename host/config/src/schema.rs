@@ -198,9 +198,14 @@ pub(crate) const BUNDLE_SANDBOX: &[Field] = &[
     f("hosts", Shape::List(Item::Str)),
 ];
 
-/// `[mcp.sandbox]`: a stdio server's OS-sandbox grants.
-pub(crate) const MCP_SANDBOX: &[Field] =
-    &[f("dirs", Shape::List(Item::Dir)), f("network", Shape::Bool), f("env", Shape::List(Item::Env))];
+/// `[mcp.sandbox]`: a stdio server's OS-sandbox grants; `hosts`: an HTTP
+/// server's host allowlist beyond its own host.
+pub(crate) const MCP_SANDBOX: &[Field] = &[
+    f("dirs", Shape::List(Item::Dir)),
+    f("network", Shape::Bool),
+    f("env", Shape::List(Item::Env)),
+    f("hosts", Shape::List(Item::Host)),
+];
 
 /// `verify = { key = "PATH.pub" }` of a row, or `[verify]` for every row
 /// with a `source`: the PEM public key cosign signatures must verify with.

@@ -614,6 +614,25 @@ pub struct PluginChange {
     /// content was read; the earlier ones never applied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coalesced: Option<u32>,
+    /// On `loaded`: the digest of the version this one replaced (a hot
+    /// reload; equal to `digest` when only the row's config changed).
+    /// Absent on a first load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// On `loaded`: the row is a dev build (`dev = true`, `wharf plugin dev`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dev: bool,
+}
+
+impl PluginChange {
+    /// What a surface announces for a `plugin/loaded` that replaced another
+    /// version of the row's component: `NAME reloaded`, or
+    /// `NAME reloaded (dev)` for a dev row. `None` for a first load and for
+    /// a change of the row's config only (same component).
+    pub fn reload_notice(&self) -> Option<String> {
+        let old = self.replaces.as_deref()?;
+        (old != self.digest).then(|| format!("{} reloaded{}", self.id, if self.dev { " (dev)" } else { "" }))
+    }
 }
 
 /// One participant's vote in a permission decision.
@@ -790,6 +809,8 @@ mod tests {
             generation: Some(2),
             fail_closed: Some(true),
             coalesced: Some(3),
+            replaces: Some("o".into()),
+            dev: true,
             ..PluginChange::default()
         };
         vec![
@@ -966,5 +987,21 @@ mod tests {
         let line = r#"{"seq":2,"time":"t","type":"turn/start","data":{"turn":"x"}}"#;
         assert!(matches!(Event::decode(line), Err(DecodeError::Malformed(_))));
         assert!(matches!(Event::decode("{\"seq\":"), Err(DecodeError::Malformed(_))));
+    }
+
+    #[test]
+    fn a_reload_of_another_component_is_announced_a_config_change_is_not() {
+        let mut p = PluginChange { id: "wc".into(), digest: "new".into(), ..PluginChange::default() };
+        assert_eq!(p.reload_notice(), None, "first load");
+        p.replaces = Some("new".into());
+        assert_eq!(p.reload_notice(), None, "config only");
+        p.replaces = Some("old".into());
+        assert_eq!(p.reload_notice().as_deref(), Some("wc reloaded"));
+        p.dev = true;
+        assert_eq!(p.reload_notice().as_deref(), Some("wc reloaded (dev)"));
+        // Older logs without the fields still read.
+        let ev =
+            Event::decode(r#"{"seq":1,"time":"t","type":"plugin/loaded","data":{"id":"wc","digest":"d"}}"#).unwrap();
+        assert!(matches!(ev.kind, EventKind::PluginLoaded(c) if !c.dev && c.replaces.is_none()));
     }
 }

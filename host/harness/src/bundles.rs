@@ -7,7 +7,8 @@
 //! - **MCP servers**: `[[mcp]]` rows named `BUNDLE-SERVER`, a stdio server
 //!   confined in the OS sandbox with the bundle's `[bundle.sandbox]` grants
 //!   (the bundle read-only, nothing else writable unless granted), an HTTP
-//!   server only to a host in `sandbox.hosts`;
+//!   server through its host allowlist: its own host, plus the row's
+//!   `sandbox.hosts` (enforced by `wharf-mcp` on every redirect);
 //! - **agents**: `agents/*.md` become the `presets` of the `subagent` row's
 //!   config (name, description, instructions, tools as Wharf names), so
 //!   the `subagent` tool offers them by name (`agent`);
@@ -102,21 +103,6 @@ pub fn load(config: &Config) -> Result<Vec<LoadedBundle>> {
     Ok(out)
 }
 
-fn host_of(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    Some(host.rsplit_once(':').filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit())).map_or(host, |(h, _)| h))
-}
-
-fn host_allowed(host: &str, allow: &[String]) -> bool {
-    allow.iter().any(|a| {
-        a == "*"
-            || a.eq_ignore_ascii_case(host)
-            || a.strip_prefix("*.").is_some_and(|s| host.ends_with(&format!(".{s}")))
-    })
-}
-
 /// Puts the bundles' skills and MCP servers into `config`; returns what it
 /// could not (one line each).
 pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
@@ -187,16 +173,6 @@ pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
                 skipped.push(format!("bundle `{}`: MCP server `{}` exists already; not added", row.name, decl.name));
                 continue;
             }
-            if let Some(url) = &decl.url {
-                let host = host_of(url).unwrap_or_default();
-                if !host_allowed(host, &row.sandbox.hosts) {
-                    skipped.push(format!(
-                        "bundle `{}`: MCP server `{}` is at {host}, not in the row's `sandbox.hosts`; not started",
-                        row.name, decl.server
-                    ));
-                    continue;
-                }
-            }
             let mut dirs = vec![format!("{}:ro", b.root.display())];
             dirs.extend(row.sandbox.dirs.iter().cloned());
             let stdio = decl.command.is_some();
@@ -212,10 +188,12 @@ pub fn apply(config: &mut Config, bundles: &[LoadedBundle]) -> Vec<String> {
                 startup_timeout_ms: None,
                 tool_timeout_ms: None,
                 enabled: true,
+                // HTTP: the server's own host, and the hosts the bundle
+                // row widens its allowlist with (host/mcp enforces it).
                 sandbox: if stdio {
-                    McpSandbox { dirs, network: row.sandbox.network, env: row.sandbox.env.clone() }
+                    McpSandbox { dirs, network: row.sandbox.network, env: row.sandbox.env.clone(), hosts: Vec::new() }
                 } else {
-                    McpSandbox::default()
+                    McpSandbox { hosts: row.sandbox.hosts.clone(), ..McpSandbox::default() }
                 },
                 unsandboxed: false,
             });

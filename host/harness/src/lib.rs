@@ -27,4 +27,7 @@ pub mod views;
 pub use harness::Harness;
 pub use oci::resolve_row;
 pub use options::{HostOptions, MAX_STEPS_LIMIT, Notice, NoticeSink};
-pub use plugin_specs::{LiveOverrides, ReloadCauses, RowError, apply_live, shadowing_text, specs, tool_precedence};
+pub use plugin_specs::{
+    LiveOverrides, ReloadCauses, RowError, apply_live, shadowed_by_text, shadowed_tools, shadowing_text, specs,
+    tool_precedence,
+};

@@ -125,6 +125,43 @@ pub fn shadowing_text(config: &Config, tool: &str, holder: &str, refused: &str) 
     )
 }
 
+/// The tool names several rows offer, decided as the host decides them
+/// ([`tool_precedence`]: the row of the later config layer, else the
+/// earlier row). `offered` lists each row's tools in row order; the answer
+/// is `(tool, holder, refused)` per shadowed tool, for [`shadowing_text`].
+pub fn shadowed_tools(config: &Config, offered: &[(String, Vec<String>)]) -> Vec<(String, String, String)> {
+    let precedence = tool_precedence(config);
+    let mut order: Vec<(usize, &(String, Vec<String>))> = offered.iter().enumerate().collect();
+    order.sort_by_key(|(i, (id, _))| (std::cmp::Reverse(precedence.get(id).copied().unwrap_or(0)), *i));
+    let mut holder: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (_, (id, tools)) in order {
+        for tool in tools {
+            match holder.get(tool.as_str()) {
+                Some(winner) => out.push((tool.clone(), (*winner).to_string(), id.clone())),
+                None => {
+                    holder.insert(tool.as_str(), id.as_str());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A tool of a component that is not a row of `config` yet (`wharf plugin
+/// build` of a new plugin) that row `holder` already offers: where `holder`
+/// is defined and which row would win once the component is added.
+pub fn shadowed_by_text(config: &Config, tool: &str, holder: &str) -> String {
+    let at = config.origin(&format!("plugin.{holder}.id"));
+    let origin = at.map(|l| l.short()).unwrap_or_else(|| "?".to_string());
+    let file = at.map_or_else(|| "its layer".to_string(), |l| format!("`{}`", l.source));
+    format!(
+        "tool `{tool}` is already offered by row `{holder}` ({origin}): a row for this component in a later config \
+         layer than {file} (the project's `.wharf/config.toml` is read after the profile and the user's config) \
+         would serve its `{tool}` and refuse `{holder}`'s; in the same layer the earlier row wins; or rename the tool"
+    )
+}
+
 /// Config keys changed while the host runs (`/model`, `/permissions`):
 /// plugin id → top-level keys merged over the row's `config`. They stay in
 /// force across hot reloads of the config files, until the process ends.

@@ -43,6 +43,8 @@ pub struct PluginView {
     pub load_ms: f64,
     /// How the compile cache served it (`hit`, `miss`, …).
     pub cache: String,
+    /// Its row is a dev build (`dev = true`, served by `wharf plugin dev`).
+    pub dev: bool,
 }
 
 /// A tool of a loaded component.
@@ -77,6 +79,7 @@ impl From<&PluginVersion> for PluginView {
                 .collect(),
             load_ms: (v.load_time.as_secs_f64() * 1000.0).round(),
             cache: format!("{:?}", v.cache).to_lowercase(),
+            dev: v.is_dev(),
         }
     }
 }
@@ -152,7 +155,14 @@ impl Harness {
             })
             .collect();
         PluginsView {
-            plugins: versions.values().map(|v| PluginView::from(v.as_ref())).collect(),
+            plugins: versions
+                .values()
+                .map(|v| {
+                    let mut view = PluginView::from(v.as_ref());
+                    view.dev |= self.config.plugins.iter().any(|r| r.id == v.id && r.dev);
+                    view
+                })
+                .collect(),
             mcp: self.mcp_status(),
             mcp_tools,
             generation: snap.generation,

@@ -629,8 +629,13 @@ impl McpManager {
                     headers.insert(name, value);
                 }
                 let config = config.custom_headers(headers);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                handler.serve(transport).await.map_err(|e| format!("initialize with {url} failed: {e}"))
+                let refused: Arc<Mutex<Option<String>>> = Arc::default();
+                let client = crate::allowlist::http_client(c, refused.clone())?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                handler.serve(transport).await.map_err(|e| match lock(&refused).take() {
+                    Some(why) => why,
+                    None => format!("initialize with {url} failed: {e}"),
+                })
             }
         }
     }

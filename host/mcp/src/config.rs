@@ -178,7 +178,15 @@ pub fn describe(c: &McpServerConfig, workspace: &Path) -> (bool, String) {
     match confinement(c, workspace) {
         Err(e) => (false, format!("cannot start: {e}")),
         Ok(Confinement::Remote) => {
-            (true, format!("remote ({}): not a local process, not confined by Wharf", c.url.as_deref().unwrap_or("")))
+            let widened =
+                if c.sandbox.hosts.is_empty() { String::new() } else { format!(" and {}", c.sandbox.hosts.join(", ")) };
+            (
+                true,
+                format!(
+                    "remote ({}): not a local process; the client reaches its own host{widened} only",
+                    c.url.as_deref().unwrap_or("")
+                ),
+            )
         }
         Ok(Confinement::Unsandboxed) => (
             true,

@@ -4,6 +4,7 @@
 //! id `mcp:SERVER`). The server side (`wharf mcp serve`) is the
 //! `wharf-mcp-server` surface.
 
+mod allowlist;
 pub mod client;
 pub mod config;
 

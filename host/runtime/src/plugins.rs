@@ -48,9 +48,12 @@ struct RowState {
 }
 
 /// `plugin/loaded`; `warning` says what of it was refused (tool names an
-/// earlier plugin has).
-fn loaded(v: &PluginVersion, warning: Option<String>, row: RowState) -> EventKind {
+/// earlier plugin has); `replaces` the digest of the version it replaced;
+/// `dev` whether the row is a dev build.
+fn loaded(v: &PluginVersion, warning: Option<String>, row: RowState, replaces: Option<String>, dev: bool) -> EventKind {
     EventKind::PluginLoaded(PluginChange {
+        replaces,
+        dev,
         id: v.id.clone(),
         digest: v.digest.clone(),
         kinds: kinds_of(v),
@@ -87,6 +90,7 @@ fn failed_with(id: &str, digest: &str, err: &str, config: Option<String>, row: R
         generation: row.generation,
         fail_closed: row.fail_closed,
         coalesced: row.coalesced,
+        ..PluginChange::default()
     })
 }
 
@@ -316,6 +320,7 @@ impl PluginHost {
         }
         let warning =
             (!conflicts.is_empty()).then(|| conflicts.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("; "));
+        let dev = spec.grant.dev_source.is_some();
         let (old, was_closed) = {
             let mut st = self.lock();
             st.specs.insert(spec.id.clone(), spec);
@@ -325,7 +330,7 @@ impl PluginHost {
         };
         // A fail-closed period ends here: the row runs its latest config.
         let row = RowState { fail_closed: was_closed.then_some(false), ..row };
-        self.publish(loaded(&v, warning, row));
+        self.publish(loaded(&v, warning, row, old.as_ref().map(|o| o.digest.clone()), dev));
         if let Some(old) = old
             && (old.digest != v.digest || !Arc::ptr_eq(&old, &v))
         {
@@ -540,7 +545,8 @@ impl PluginHost {
         if let Some(v) = loaded_v {
             self.restore(&v);
             let fail_closed = (was_closed && !self.lock().failing_closed.contains(id)).then_some(false);
-            self.publish(loaded(&v, None, RowState { fail_closed, ..row }));
+            let dev = self.lock().specs.get(id).is_some_and(|s| s.grant.dev_source.is_some());
+            self.publish(loaded(&v, None, RowState { fail_closed, ..row }, None, dev));
             tracing::info!("the config of `{id}` is back to the loaded one; nothing pending");
         }
     }

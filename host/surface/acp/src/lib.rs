@@ -51,8 +51,8 @@
 //!   expansion). Stdio servers run under the OS sandbox of stdio MCP
 //!   servers with the session's workspace read-write, no network and no
 //!   other host variables (`wharf_mcp::config`); an HTTP server is reached
-//!   at the URL the client gives, like a profile's `url` row (host/mcp has
-//!   no host allowlist for HTTP rows). An HTTP+SSE server (`type: sse`) is
+//!   at the URL the client gives, like a profile's `url` row (its own host
+//!   only: a redirect to another host is refused, see `wharf-mcp`). An HTTP+SSE server (`type: sse`) is
 //!   refused with `-32602` before any session is opened. The response waits
 //!   until each server has connected or failed its first attempt (a failure
 //!   is a warning on stderr and a `plugin/reload-failed` in the log, not an
@@ -134,6 +134,7 @@
 //! | `step/end` | `usage_update` (live; replay: once, at the end): `used` the last request's prompt tokens, `size` the context window (config, else the adapter's), `cost` when every step is priced in one currency |
 //! | `compaction/summary` | `compaction_update{completed, summary}` if the client has `session.compaction`, else a live `notice` (info) if it has `session.notices`, else nothing |
 //! | `compaction/failed` | `compaction_update{failed, error}`, else a live `notice` (warning), else nothing |
+//! | `plugin/loaded` of a new component for a row (hot reload) | live: a `notice` (info) `↻ NAME reloaded` (`… (dev)` for a `dev = true` row) if the client has `session.notices`, else that line as an `agent_message_chunk` |
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -1627,8 +1628,23 @@ impl Projector {
             EventKind::Unknown { type_name, data } if type_name == wharf_core::cells::CELL_EVENT => {
                 cell_update(data).into_iter().collect()
             }
+            EventKind::PluginLoaded(p) if live => self.reload_notice(p),
             _ => vec![],
         }
+    }
+
+    /// A new component of a row (`NAME reloaded`, `NAME reloaded (dev)` for
+    /// a dev row): a live `notice` (info) for clients with
+    /// `session.notices`, else an agent message line (the schema's advice
+    /// for information the user should still see).
+    fn reload_notice(&self, p: &wharf_core::events::PluginChange) -> Vec<acp::SessionUpdate> {
+        let Some(text) = p.reload_notice() else { return vec![] };
+        if self.caps.notices {
+            return vec![acp::SessionUpdate::Notice(acp::Notice::new(acp::NoticeSeverity::Info, format!("↻ {text}")))];
+        }
+        vec![acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(acp::ContentBlock::from(format!(
+            "\n↻ {text}\n"
+        ))))]
     }
 
     /// Keeps the events usage is summed from; `true` for those.

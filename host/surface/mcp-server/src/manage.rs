@@ -77,6 +77,10 @@ pub struct AddArgs {
     /// A host environment variable the sandboxed server gets by name (repeatable).
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// Another host an HTTP server may redirect to, `HOST`, `HOST:PORT` or
+    /// `*.DOMAIN` (by default it reaches only its own host; repeatable).
+    #[arg(long = "host", value_name = "HOST")]
+    pub hosts: Vec<String>,
     /// Run the stdio server WITHOUT the OS sandbox (writes `unsandboxed = true`).
     #[arg(long = "no-sandbox")]
     pub no_sandbox: bool,
@@ -183,8 +187,15 @@ fn pair(s: &str, sep: char, what: &str, example: &str) -> Result<(String, String
 
 /// The row the flags describe.
 fn row_of(args: &AddArgs, workspace: &Path, scope: Scope) -> Result<McpServer> {
-    let is_url =
-        args.target.len() == 1 && (args.target[0].starts_with("http://") || args.target[0].starts_with("https://"));
+    let url_first = args.target.first().is_some_and(|t| t.starts_with("http://") || t.starts_with("https://"));
+    if url_first && args.target.len() > 1 {
+        bail!(
+            "`{}` is a URL, then `{}`: options go before the name (`wharf mcp add [OPTIONS] NAME URL`)",
+            args.target[0],
+            args.target[1]
+        );
+    }
+    let is_url = url_first && args.target.len() == 1;
     let mut row: McpServer = serde_json::from_value(json!({"name": args.name}))?;
     if is_url {
         row.url = Some(args.target[0].clone());
@@ -206,10 +217,14 @@ fn row_of(args: &AddArgs, workspace: &Path, scope: Scope) -> Result<McpServer> {
     if args.no_sandbox && (!args.dirs.is_empty() || args.network || !args.pass_env.is_empty()) {
         bail!("--no-sandbox runs the server unconfined: --dir, --network and --pass-env do not apply");
     }
+    if !is_url && !args.hosts.is_empty() {
+        bail!("--host widens an HTTP server's host allowlist; a stdio server's network is `--network`");
+    }
     row.sandbox = McpSandbox {
         dirs: args.dirs.iter().map(|d| dir_spec(d, workspace, scope)).collect::<Result<_>>()?,
         network: args.network,
         env: args.pass_env.clone(),
+        hosts: args.hosts.clone(),
     };
     Ok(row)
 }

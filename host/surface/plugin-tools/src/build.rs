@@ -41,6 +41,9 @@ pub struct BuildArgs {
     /// stderr either way).
     #[arg(long)]
     pub json: bool,
+    #[allow(missing_docs)] // flattened: the flags document themselves
+    #[command(flatten)]
+    pub profile: crate::shadow::ProfileFlags,
 }
 
 /// The languages `wharf plugin new` and `build` know.
@@ -668,6 +671,11 @@ fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
 /// Loads a component like `wharf plugin check` (no grants, default config).
 pub fn check(path: &Path, opts: RuntimeOptions) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
     let rt = Runtime::new(opts)?;
+    check_with(&rt, path)
+}
+
+/// [`check`] with a runtime of the caller's.
+fn check_with(rt: &Runtime, path: &Path) -> anyhow::Result<std::sync::Arc<PluginVersion>> {
     let id = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plugin".into());
     let spec = PluginSpec {
         id,
@@ -761,7 +769,10 @@ fn build(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let v = check(&out, opts)?;
+    let rt = Runtime::new(opts)?;
+    let v = check_with(&rt, &out)?;
+    let names: Vec<String> = v.tools.iter().map(|t| t.name.clone()).collect();
+    crate::shadow::warn(&args.profile, &out, &names, &rt);
     let kinds = kind_names(&v);
     if let Some(kind) = project.kind {
         let expected: Vec<String> = kind.expected_kinds().iter().map(|s| s.to_string()).collect();

@@ -49,6 +49,9 @@ pub struct DevArgs {
     /// `reloaded`, `error`) instead of text.
     #[arg(long)]
     pub json: bool,
+    #[allow(missing_docs)] // flattened: the flags document themselves
+    #[command(flatten)]
+    pub profile: crate::shadow::ProfileFlags,
 }
 
 /// Debounce between a source change and the rebuild (editors write in
@@ -135,6 +138,7 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     watcher.watch(&d.project.dir, RecursiveMode::Recursive)?;
     let first = d.publish();
     d.report(&first, "ready");
+    let mut shadow_checked = d.shadowing(&first, &args.profile, None);
     if args.once {
         drop(watcher);
         return Ok(if first.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) });
@@ -157,6 +161,7 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
         if relevant {
             let r = d.publish();
             d.report(&r, "reloaded");
+            shadow_checked = d.shadowing(&r, &args.profile, shadow_checked);
         }
     }
 }
@@ -330,6 +335,23 @@ impl Dev {
             on_invalid_config: Default::default(),
         };
         self.runtime.load_for_inspection(&spec).map_err(|e| source_error(&e.to_string()))
+    }
+
+    /// Reports the published version's tool names other rows of the
+    /// profile offer ([`crate::shadow`]) when they differ from `checked`
+    /// (the names last checked); the names now checked.
+    fn shadowing(
+        &self,
+        r: &Result<Published, String>,
+        profile: &crate::shadow::ProfileFlags,
+        checked: Option<Vec<String>>,
+    ) -> Option<Vec<String>> {
+        let Ok(Published { version: Some(v), .. }) = r else { return checked };
+        let tools: Vec<String> = v.tools.iter().map(|t| t.name.clone()).collect();
+        if checked.as_ref() != Some(&tools) {
+            crate::shadow::warn(profile, &self.component, &tools, &self.runtime);
+        }
+        Some(tools)
     }
 
     fn report(&self, r: &Result<Published, String>, event: &str) {

@@ -463,7 +463,9 @@ function apply(s, ev) {
       break;
     case 'plugin/loaded':
       s.failedVersions?.forEach((k) => { if (k.startsWith(`${d.id}\n`)) s.failedVersions.delete(k); });
-      sys(`plugin ${d.id} loaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
+      // A reload carries the server's announcement (`NAME reloaded (dev)`).
+      if (ev.notice) sys(`↻ ${ev.notice} (${(d.digest || '').slice(0, 12)})`, `sys-plugin reloaded${d.dev ? ' dev' : ''}`);
+      else sys(`plugin ${d.id} loaded (${(d.digest || '').slice(0, 12)})`, 'sys-plugin');
       break;
     case 'plugin/unloaded':
       s.failedVersions?.forEach((k) => { if (k.startsWith(`${d.id}\n`)) s.failedVersions.delete(k); });
@@ -577,8 +579,8 @@ async function refreshPlugins() {
       row('limits', `${e.memory_mb} MiB, ${e.timeout_ms} ms per call, ${e.output_limit_bytes} bytes output`),
       row('requested', JSON.stringify(v.requested)));
     if ((e.denied || []).length) table.append(row('not granted', e.denied.join('; ')));
-    list.append(el('div', { class: 'plugin', 'data-plugin': v.id },
-      el('h4', { text: `${v.id} — ${v.name} ${v.version}` }),
+    list.append(el('div', { class: v.dev ? 'plugin dev' : 'plugin', 'data-plugin': v.id },
+      el('h4', { text: `${v.id} — ${v.name} ${v.version}${v.dev ? ' (dev build)' : ''}` }),
       el('div', { class: 'muted', text: v.description }), table));
   }
   const mcp = $('#mcp-list');
@@ -602,8 +604,9 @@ function openPlugins() {
     const d = ev.data || {};
     let text;
     if (ev.type === 'mcp/status') text = `mcp ${d.server}: ${d.state}${d.error ? ` — ${d.error}` : ''}`;
+    else if (ev.notice) text = `↻ ${ev.notice} ${(d.digest || '').slice(0, 12)}`;
     else text = `${ev.type} ${d.id} ${(d.digest || '').slice(0, 12)}${d.error ? ` — ${d.error}` : ''}`;
-    feed.prepend(el('li', { class: /failed/.test(ev.type) || d.state === 'failed' ? 'failed' : '', 'data-type': ev.type, text: `${new Date().toLocaleTimeString()} ${text}` }));
+    feed.prepend(el('li', { class: /failed/.test(ev.type) || d.state === 'failed' ? 'failed' : (ev.notice ? 'reloaded' : ''), 'data-type': ev.type, text: `${new Date().toLocaleTimeString()} ${text}` }));
     clearTimeout(pluginRefresh);
     pluginRefresh = setTimeout(refreshPlugins, 150);
   };

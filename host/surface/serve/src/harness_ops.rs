@@ -16,7 +16,7 @@ use wharf_harness::usage::UsageSummary;
 
 /// Plugin status changes for `GET /api/plugins/events`: what happened so
 /// far, then a live feed (each item one JSON object, sent as one SSE
-/// `data`). The feed ends when the receiver is dropped.
+/// `data`; a reload's `plugin/loaded` has `notice`, as in a session's stream). The feed ends when the receiver is dropped.
 pub struct PluginFeed {
     /// The history, oldest first.
     pub history: Vec<String>,
@@ -72,7 +72,17 @@ pub fn plugin_feed(harness: &Harness) -> PluginFeed {
         }
         None => (Vec::new(), None),
     };
-    let plugin = |k: &EventKind| serde_json::to_string(k).ok();
+    // A reload carries the surfaces' announcement (`NAME reloaded (dev)`).
+    let plugin = |k: &EventKind| match k {
+        EventKind::PluginLoaded(p) => {
+            let mut v = serde_json::to_value(k).ok()?;
+            if let (Some(n), Some(o)) = (p.reload_notice(), v.as_object_mut()) {
+                o.insert("notice".into(), json!(n));
+            }
+            serde_json::to_string(&v).ok()
+        }
+        _ => serde_json::to_string(k).ok(),
+    };
     let mcp = |d: wharf_mcp::ServerStatus| json!({"type": wharf_mcp::client::STATUS_EVENT, "data": d}).to_string();
     let mut first: Vec<String> = history.iter().filter_map(plugin).collect();
     first.extend(mcp_history.into_iter().map(mcp));

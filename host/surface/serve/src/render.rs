@@ -105,9 +105,11 @@ pub struct Decorator;
 
 impl Decorator {
     /// The event as the stream sends it: its JSON line, plus `html` for
-    /// assistant messages and `diff` for `edit`/`write` calls (from the
+    /// assistant messages, `diff` for `edit`/`write` calls (from the
     /// arguments: old → new string, or the new file all added) and their
-    /// results (from the file's previous content, when the details have it).
+    /// results (from the file's previous content, when the details have it),
+    /// and `notice` (`NAME reloaded`, `NAME reloaded (dev)`) for a
+    /// `plugin/loaded` that replaced another component of the row.
     pub fn json(&self, ev: &Event) -> Option<String> {
         let extra = match &ev.kind {
             EventKind::AssistantMessage(m) if !m.content.is_empty() => Some(("html", markdown(&m.content))),
@@ -117,6 +119,7 @@ impl Decorator {
             EventKind::ToolResult(r) if matches!(r.name.as_str(), "edit" | "write") && !r.is_error => {
                 r.details.as_ref().and_then(result_diff).map(|d| ("diff", d))
             }
+            EventKind::PluginLoaded(p) => p.reload_notice().map(|n| ("notice", n)),
             _ => None,
         };
         let Some((key, value)) = extra else { return ev.to_json_line().ok() };

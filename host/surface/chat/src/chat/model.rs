@@ -143,7 +143,7 @@ impl Chat {
             self.host.plugins.versions().get(id).is_some_and(|v| v.is_dev() && v.digest == digest)
         };
         match &ev.kind {
-            EventKind::PluginLoaded(p) if is_dev(&p.id, &p.digest) => {
+            EventKind::PluginLoaded(p) if p.dev || is_dev(&p.id, &p.digest) => {
                 let earlier =
                     history.iter().filter(|e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id)).count();
                 if earlier < 2 {
@@ -156,7 +156,7 @@ impl Chat {
             EventKind::PluginUnloaded(p) => {
                 let at = history.iter().rposition(|e| matches!(e, EventKind::PluginUnloaded(u) if u == p));
                 at.and_then(|i| i.checked_sub(1)).and_then(|i| history.get(i)).is_some_and(
-                    |e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest != p.digest && is_dev(&l.id, &l.digest)),
+                    |e| matches!(e, EventKind::PluginLoaded(l) if l.id == p.id && l.digest != p.digest && (l.dev || is_dev(&l.id, &l.digest))),
                 )
             }
             _ => false,

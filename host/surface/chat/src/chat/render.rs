@@ -410,6 +410,7 @@ mod tests {
             generation: None,
             fail_closed: None,
             coalesced: None,
+            ..Default::default()
         };
         Event { seq: 1, time: String::new(), ignorable: false, kind: EventKind::PluginReloadFailed(change) }
     }
