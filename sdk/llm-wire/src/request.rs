@@ -719,6 +719,50 @@ fn request_shell<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'a>, 
     })
 }
 
+/// `a == b`, with the texts compared by [`same_text`].
+fn same_message(a: &Message, b: &Message) -> bool {
+    let opt = |x: &Option<String>, y: &Option<String>| match (x, y) {
+        (Some(x), Some(y)) => same_text(x, y),
+        (None, None) => true,
+        _ => false,
+    };
+    a.role == b.role
+        && same_text(&a.content, &b.content)
+        && opt(&a.reasoning, &b.reasoning)
+        && opt(&a.tool_call_id, &b.tool_call_id)
+        && a.tool_calls.len() == b.tool_calls.len()
+        && a.tool_calls.iter().zip(&b.tool_calls).all(|(x, y)| {
+            same_text(&x.id, &y.id) && same_text(&x.name, &y.name) && same_text(&x.arguments, &y.arguments)
+        })
+}
+
+/// Whether two texts are equal, compared 32 bytes at a time: `==` on
+/// slices is a byte-at-a-time `memcmp` in a `wasm32` build, which made the
+/// cache's comparison of the whole history the adapter's top function.
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |s: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(s);
+        u64::from_ne_bytes(w)
+    };
+    let mut xa = a.chunks_exact(32);
+    let mut xb = b.chunks_exact(32);
+    for (x, y) in (&mut xa).zip(&mut xb) {
+        let diff = (word(&x[..8]) ^ word(&y[..8]))
+            | (word(&x[8..16]) ^ word(&y[8..16]))
+            | (word(&x[16..24]) ^ word(&y[16..24]))
+            | (word(&x[24..]) ^ word(&y[24..]));
+        if diff != 0 {
+            return false;
+        }
+    }
+    xa.remainder().iter().zip(xb.remainder()).all(|(x, y)| x == y)
+}
+
 /// Largest body whose encoding a [`BodyCache`] keeps for the next request;
 /// a larger one is encoded whole each time.
 pub const BODY_CACHE_MAX_BYTES: usize = 32 << 20;
@@ -766,7 +810,7 @@ impl BodyCache {
         if !same_key || !complete {
             self.clear();
         }
-        let shared = self.messages.iter().zip(&req.messages).take_while(|(a, b)| a == b).count();
+        let shared = self.messages.iter().zip(&req.messages).take_while(|(a, b)| same_message(a, b)).count();
         match self.encode(&req, cfg, shared) {
             Ok(()) => {}
             Err(e) => {
@@ -1135,6 +1179,32 @@ mod tests {
             BuildError::MissingModel
         );
         cached_body(&mut cache, &req, &cfg);
+    }
+
+    #[test]
+    fn texts_compare_as_equal_exactly_when_they_are() {
+        let base: String = (0..100).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        for len in 0..base.len() {
+            let s = &base[..len];
+            assert!(same_text(s, s));
+            assert!(!same_text(s, &base[..len + 1]));
+            for at in 0..len {
+                let mut other = s.to_string();
+                other.replace_range(at..at + 1, "#");
+                assert!(!same_text(s, &other), "a difference at {at} of {len} is missed");
+            }
+        }
+        let a = Message::assistant("x", Some("r".into()), vec![call("1", "read", "{}")]);
+        assert!(same_message(&a, &a.clone()));
+        for b in [
+            Message::assistant("x", None, vec![call("1", "read", "{}")]),
+            Message::assistant("x", Some("r".into()), vec![call("1", "read", "{ }")]),
+            Message::assistant("x", Some("r".into()), vec![]),
+            Message { role: Role::User, ..a.clone() },
+            Message { tool_call_id: Some("1".into()), ..a.clone() },
+        ] {
+            assert!(!same_message(&a, &b), "{b:?}");
+        }
     }
 
     #[test]
