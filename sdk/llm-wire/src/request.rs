@@ -811,6 +811,9 @@ impl BodyCache {
             self.clear();
         }
         let shared = self.messages.iter().zip(&req.messages).take_while(|(a, b)| same_message(a, b)).count();
+        // The old messages are not needed past the comparison: freed before
+        // the body grows, so the peak is one history less.
+        self.messages = Vec::new();
         match self.encode(&req, cfg, shared) {
             Ok(()) => {}
             Err(e) => {
