@@ -149,3 +149,110 @@ async fn held_instances_stay_within_a_quarter_of_the_pool() -> anyhow::Result<()
     assert_eq!(v.sandboxes_made(), made, "a kept instance still serves its turn");
     Ok(())
 }
+
+/// `llm-deepseek` pointed at the mock; its key is a variable every test
+/// process has (cargo sets it), granted to it.
+fn load_deepseek(rt: &Runtime, mock: &MockLlm) -> (Arc<PluginVersion>, Arc<dyn LlmAdapter>) {
+    let spec = PluginSpec {
+        id: "model".into(),
+        path: wharf_tests::plugin(plugins::LLM_DEEPSEEK),
+        config: json!({"base_url": format!("{}/v1", mock.url()), "model": "m", "api_key_env": "CARGO_PKG_NAME",
+            "thinking": true}),
+        grant: Grant {
+            hosts: vec![format!("127.0.0.1:{}", mock.addr().port())],
+            env: vec!["CARGO_PKG_NAME".into()],
+            ..Grant::default()
+        },
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
+    let v = rt.load(&spec).expect("loading the component");
+    let llm = wharf_runtime::registrations::of_version(&v).llm.unwrap_or_else(|| panic!("not an adapter"));
+    (v, llm)
+}
+
+/// A tool-calling step: the model's call (with reasoning) and the tool's
+/// output, text that needs escaping.
+fn tool_step(req: &mut LlmRequest, i: usize) {
+    let id = format!("call_{i}");
+    req.messages.push(Message {
+        role: Role::Assistant,
+        content: String::new(),
+        reasoning: Some(format!("Step {i}: read \"f{i}\".")),
+        tool_calls: vec![wharf_core::plugin::ToolCall {
+            id: id.clone(),
+            name: "read".into(),
+            arguments: format!("{{\"path\": \"f{i}.txt\"}}"),
+        }],
+        tool_call_id: None,
+    });
+    let output: String = (0..40).map(|l| format!("file {i} line {l}:\t\"quoted\" \\ text é\n")).collect();
+    req.messages.push(Message {
+        role: Role::Tool,
+        content: output,
+        reasoning: None,
+        tool_calls: vec![],
+        tool_call_id: Some(id),
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compaction_and_reload() -> anyhow::Result<()> {
+    // The adapter instance a turn holds keeps the encoded history and
+    // encodes only what is new (`BodyCache`): the bytes on the wire must
+    // be exactly what a fresh instance sends for the same request.
+    let rt = runtime(1000);
+    let mock = mock(20);
+    let (v, llm) = load_deepseek(&rt, &mock);
+    let scope = Arc::new(AdapterScope::default());
+    let mut req = request(1);
+    let mut sent = Vec::new();
+    for i in 0..4 {
+        complete(llm.as_ref(), &req, &scope).await?;
+        sent.push(req.clone());
+        tool_step(&mut req, i);
+    }
+    let made = v.sandboxes_made();
+    // A compaction replaces the start of the history with a summary.
+    req.messages
+        .splice(0..3, [Message { content: "Summary of steps 0 and 1.".into(), ..request(1).messages[0].clone() }]);
+    complete(llm.as_ref(), &req, &scope).await?;
+    sent.push(req.clone());
+    tool_step(&mut req, 9);
+    complete(llm.as_ref(), &req, &scope).await?;
+    sent.push(req.clone());
+    assert_eq!(v.sandboxes_made(), made, "one held instance served the whole turn");
+    // A reload mid-turn: the new version's instance starts from the whole history.
+    let (v2, llm2) = load_deepseek(&rt, &mock);
+    let made2 = v2.sandboxes_made();
+    tool_step(&mut req, 10);
+    complete(llm2.as_ref(), &req, &scope).await?;
+    sent.push(req.clone());
+    tool_step(&mut req, 11);
+    complete(llm2.as_ref(), &req, &scope).await?;
+    sent.push(req.clone());
+    assert_eq!(v2.sandboxes_made() - made2, 1, "the reloaded version ran on one instance of its own");
+    assert_eq!(v.sandboxes_made(), made, "the old version's instance served nothing after the reload");
+    // The same requests, each from a fresh instance (no turn scope).
+    for r in &sent {
+        let mut s = llm2.start(r).await.context("starting the stream")?;
+        while s.next().await.context("reading the stream")?.is_some() {}
+    }
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2 * sent.len());
+    let (held, fresh) = reqs.split_at(sent.len());
+    for (i, (h, f)) in held.iter().zip(fresh).enumerate() {
+        assert!(h.body_len > 0 && h.raw_body.len() == h.body_len, "request {i} was recorded whole");
+        assert!(h.raw_body == f.raw_body, "request {i}: the held instance sent other bytes than a fresh one");
+    }
+    let last = &held[held.len() - 1].body;
+    let last = last.as_ref().context("the last body is JSON")?;
+    assert_eq!(
+        last["messages"].as_array().map(Vec::len),
+        Some(1 + sent[sent.len() - 1].messages.len()),
+        "system + the whole history"
+    );
+    // The reasoning of a tool-calling turn goes back to DeepSeek (after the summary).
+    assert_eq!(last["messages"][2]["reasoning_content"], json!("Step 1: read \"f1\"."));
+    Ok(())
+}

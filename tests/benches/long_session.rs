@@ -55,6 +55,12 @@ fn wharf_binary() -> PathBuf {
     if built.exists() { built } else { wharf_tests::wharf_bin() }
 }
 
+/// The directory of the built components (`target/plugins`).
+fn plugin_dir() -> anyhow::Result<PathBuf> {
+    let adapter = wharf_tests::plugin(wharf_tests::plugins::LLM_DEEPSEEK);
+    Ok(adapter.parent().context("the adapter's path has no directory")?.to_path_buf())
+}
+
 /// File `i`'s text: ~[`FILE_BYTES`] of lines naming the file.
 fn file_text(i: usize) -> String {
     let mut text = String::with_capacity(FILE_BYTES + 64);
@@ -146,6 +152,9 @@ env = ["WHARF_BENCH_LLM_KEY"]
         .env("HOME", &dir)
         .env("WHARF_CACHE_DIR", tmp.join("cache"))
         .env("WHARF_BENCH_LLM_KEY", "sk-bench")
+        // The components `cargo xtask build-plugins` built, by name (the
+        // report names the adapter's file).
+        .env("WHARF_PLUGIN_DIR", plugin_dir()?)
         .env("WHARF_LOG", "warn")
         .env_remove("DEEPSEEK_API_KEY")
         .args(["run", "Read every file.", "--no-watch", "--output", "jsonl", "--profile"])
@@ -290,7 +299,8 @@ pub fn main() -> anyhow::Result<()> {
     let met = last.body <= limit;
     let ms = |us: f64| us / 1e3;
     let mut md = format!(
-        "Per-step host overhead as the history grows: `wharf run` with `llm-deepseek` against the loopback mock, \
+        "Per-step host overhead as the history grows, on the real path: the `wharf` binary (`wharf run`) with the \
+         real `llm-deepseek` component ({adapter}) speaking HTTP to the loopback wire mock (`wharf-mock-llm`), \
          {STEPS} steps with one `fs` read of a ~{} KiB file each ({runs} sessions, {session_s:.1} s each). \
          Overhead: from the end of one response stream until the next request's body is complete at the mock \
          (head: until its head arrived); each figure is the median of the {WINDOW} steps ending there. \
@@ -299,7 +309,8 @@ pub fn main() -> anyhow::Result<()> {
          | step | request | overhead (body complete) | head arrived | ratio to step {} | write the bytes | native encode + write |\n\
          | --- | --- | --- | --- | --- | --- | --- |\n",
         FILE_BYTES / 1024,
-        first.step
+        first.step,
+        adapter = wharf_tests::plugin(wharf_tests::plugins::LLM_DEEPSEEK).display(),
     );
     for a in &at {
         md.push_str(&format!(

@@ -739,7 +739,7 @@ impl Agent {
         let Some(window) = self.context_window(snap) else {
             return Ok(());
         };
-        let used = crate::compaction::request_tokens(&self.inner.log.messages(), &snap.tool_specs());
+        let used = self.inner.log.request_tokens(&snap.tool_specs());
         if (used as f64) <= cfg.threshold * f64::from(window) {
             return Ok(());
         }
@@ -747,7 +747,7 @@ impl Agent {
         tracing::info!(session = %self.session_id(), turn, used, window, "compacting the history");
         match crate::compaction::compact(&self.inner.services, snap, keep, window, token).await {
             Ok(_) => {
-                let after = crate::compaction::request_tokens(&self.inner.log.messages(), &snap.tool_specs());
+                let after = self.inner.log.request_tokens(&snap.tool_specs());
                 let mut state = lock(&self.inner.compactions);
                 state.count += 1;
                 if (after as f64) > cfg.threshold * f64::from(window) {

@@ -102,8 +102,8 @@ pub fn message_tokens(m: &Message) -> u64 {
 }
 
 /// Estimated tokens of a request: messages plus tool specs.
-pub fn request_tokens(messages: &[Message], tools: &[ToolSpec]) -> u64 {
-    let m: u64 = messages.iter().map(message_tokens).sum();
+pub fn request_tokens<'a>(messages: impl IntoIterator<Item = &'a Message>, tools: &[ToolSpec]) -> u64 {
+    let m: u64 = messages.into_iter().map(message_tokens).sum();
     let t: u64 = tools
         .iter()
         .map(|s| ((s.name.len() + s.description.len() + s.input_schema.to_string().len()) as u64).div_ceil(4))

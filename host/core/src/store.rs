@@ -1113,6 +1113,14 @@ impl SessionLog {
         self.state().projection.message_count()
     }
 
+    /// Compaction's token estimate of a request carrying the model-visible
+    /// messages and `tools` ([`crate::compaction::request_tokens`]), read
+    /// in place: the history is not copied to be counted.
+    pub fn request_tokens(&self, tools: &[crate::plugin::ToolSpec]) -> u64 {
+        let state = self.state();
+        crate::compaction::request_tokens(state.projection.entries().iter().map(|(_, m)| m), tools)
+    }
+
     /// Token usage over the whole session.
     pub fn usage(&self) -> Usage {
         self.state().projection.usage()

@@ -100,7 +100,7 @@ pub fn open<T: Transport>(
     key: &str,
     body: &serde_json::Value,
 ) -> Result<Completion<T::Body>, WireError> {
-    let mut resp: HttpResponse<T::Body> = transport.send(http_request(s, key, body)).map_err(|e| e.redacted(key))?;
+    let mut resp: HttpResponse<T::Body> = transport.send(&http_request(s, key, body)).map_err(|e| e.redacted(key))?;
     let id = request_id(resp.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map(|id| redact(&id, key))
         .filter(|id| !id.contains(wharf_llm_wire::error::REDACTED));

@@ -46,7 +46,9 @@ use serde::Deserialize;
 use crate::error::{
     ErrorBody, ErrorCode, WireError, map_http_error, map_stream_error, redact, request_id, truncate_chars,
 };
-use crate::request::{Config as WireConfig, Dialect, MaxTokensField, ReasoningEffort, Request, build_request_json};
+use crate::request::{
+    BodyCache, Config as WireConfig, Dialect, MaxTokensField, ReasoningEffort, Request, build_request_json,
+};
 use crate::stream::{Event, StreamDecoder};
 
 /// Default idle timeout, ms.
@@ -370,7 +372,9 @@ pub trait Transport {
 
     /// Sends `req` and waits up to `req.timeout_ms` for the response head
     /// (`TIMEOUT` after that; `TRANSPORT` when the connection fails).
-    fn send(&mut self, req: HttpRequest) -> Result<HttpResponse<Self::Body>, WireError>;
+    /// The request is borrowed: a caller may keep its body for the next
+    /// request ([`start_cached`]).
+    fn send(&mut self, req: &HttpRequest) -> Result<HttpResponse<Self::Body>, WireError>;
 
     /// Wall-clock time, seconds since the Unix epoch (for `Retry-After`
     /// dates).
@@ -380,6 +384,11 @@ pub trait Transport {
 /// Builds the request for `req`: the body and the headers.
 pub fn http_request(settings: &Settings, key: Option<&str>, req: &Request) -> Result<HttpRequest, WireError> {
     let body = build_request_json(req, &settings.wire)?;
+    Ok(http_request_with_body(settings, key, body.into_bytes()))
+}
+
+/// The request carrying `body`, with the headers.
+fn http_request_with_body(settings: &Settings, key: Option<&str>, body: Vec<u8>) -> HttpRequest {
     let mut headers = vec![
         ("content-type", "application/json".to_string()),
         ("accept", "text/event-stream".to_string()),
@@ -388,12 +397,7 @@ pub fn http_request(settings: &Settings, key: Option<&str>, req: &Request) -> Re
     if let Some(k) = key {
         headers.push(("authorization", format!("Bearer {k}")));
     }
-    Ok(HttpRequest {
-        endpoint: settings.endpoint.clone(),
-        headers,
-        body: body.into_bytes(),
-        timeout_ms: settings.idle_timeout_ms,
-    })
+    HttpRequest { endpoint: settings.endpoint.clone(), headers, body, timeout_ms: settings.idle_timeout_ms }
 }
 
 /// Starts a completion: sends the request, checks the response head, and
@@ -404,9 +408,38 @@ pub fn start<T: Transport>(
     key: Option<&str>,
     req: &Request,
 ) -> Result<Completion<T::Body>, WireError> {
-    let secret = key.unwrap_or_default();
     let http = http_request(settings, key, req)?;
-    let mut resp = transport.send(http).map_err(|e| e.redacted(secret))?;
+    let sent = transport.send(&http);
+    open_stream(transport, settings, key, sent)
+}
+
+/// [`start`] for an instance that serves a conversation's requests in
+/// order: the body is built in `cache`, which keeps it (and `req`'s
+/// messages) so the next request encodes only its new messages. The bytes
+/// sent are exactly [`start`]'s.
+pub fn start_cached<T: Transport>(
+    transport: &mut T,
+    settings: &Settings,
+    key: Option<&str>,
+    req: Request,
+    cache: &mut BodyCache,
+) -> Result<Completion<T::Body>, WireError> {
+    let body = cache.build(req, &settings.wire)?;
+    let http = http_request_with_body(settings, key, body);
+    let sent = transport.send(&http);
+    cache.give_back(http.body);
+    open_stream(transport, settings, key, sent)
+}
+
+/// Checks the response head of a sent request and opens its stream.
+fn open_stream<T: Transport>(
+    transport: &mut T,
+    settings: &Settings,
+    key: Option<&str>,
+    sent: Result<HttpResponse<T::Body>, WireError>,
+) -> Result<Completion<T::Body>, WireError> {
+    let secret = key.unwrap_or_default();
+    let mut resp = sent.map_err(|e| e.redacted(secret))?;
     let status = resp.status;
     let request_id = request_id(resp.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map(|id| redact(&id, secret))
@@ -668,8 +701,8 @@ mod tests {
     impl Transport for FakeTransport {
         type Body = FakeBody;
 
-        fn send(&mut self, req: HttpRequest) -> Result<HttpResponse<FakeBody>, WireError> {
-            self.sent.push(req);
+        fn send(&mut self, req: &HttpRequest) -> Result<HttpResponse<FakeBody>, WireError> {
+            self.sent.push(req.clone());
             let body = self.body.take().ok_or_else(|| WireError::new(ErrorCode::Transport, "refused"))?;
             Ok(HttpResponse { status: self.status, headers: self.headers.clone(), body })
         }

@@ -114,7 +114,7 @@ pub fn start(flavor: &Flavor, req: LlmRequest) -> Result<Stream, LlmError> {
         request.messages.len(),
         request.tools.len()
     );
-    let inner = open(&settings, key.as_deref(), &request).map_err(|e| {
+    let inner = open(&settings, key.as_deref(), request).map_err(|e| {
         wharf_sdk::log::debug!("{}: request failed: {e}", flavor.name);
         to_sdk_error(e)
     })?;
@@ -122,12 +122,23 @@ pub fn start(flavor: &Flavor, req: LlmRequest) -> Result<Stream, LlmError> {
 }
 
 #[cfg(target_arch = "wasm32")]
-fn open(settings: &Settings, key: Option<&str>, request: &Request) -> Result<Completion<Body>, WireError> {
-    crate::adapter::start(&mut wasi_http::WasiTransport, settings, key, request)
+thread_local! {
+    /// The last body this instance sent (see [`crate::request::BodyCache`]):
+    /// the host keeps an instance for the requests of one agent turn, so
+    /// each step encodes only the messages added since the last one. It
+    /// lives and dies with the instance (a reloaded adapter starts empty).
+    static BODY: std::cell::RefCell<crate::request::BodyCache> = std::cell::RefCell::default();
+}
+
+#[cfg(target_arch = "wasm32")]
+fn open(settings: &Settings, key: Option<&str>, request: Request) -> Result<Completion<Body>, WireError> {
+    BODY.with(|cache| {
+        crate::adapter::start_cached(&mut wasi_http::WasiTransport, settings, key, request, &mut cache.borrow_mut())
+    })
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-fn open(_settings: &Settings, _key: Option<&str>, _request: &Request) -> Result<Completion<Body>, WireError> {
+fn open(_settings: &Settings, _key: Option<&str>, _request: Request) -> Result<Completion<Body>, WireError> {
     Err(WireError::new(ErrorCode::Transport, "HTTP is only available in the wasm32 component build"))
 }
 

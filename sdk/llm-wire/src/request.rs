@@ -397,13 +397,30 @@ impl ChatRequest<'_> {
     /// was the adapter's top function in long sessions.
     pub fn to_json(&self) -> Result<String, BuildError> {
         let mut out = Vec::with_capacity(self.estimated_json_len());
+        self.write_head(&mut out);
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            m.write_json(&mut out)?;
+        }
+        self.write_tail(&mut out)?;
+        String::from_utf8(out).map_err(|e| BuildError::Serialize(e.to_string()))
+    }
+
+    /// The bytes before the first message: `{"model":…,"messages":[`.
+    fn write_head(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"model\":");
-        push_json_str(&mut out, &self.model);
-        out.extend_from_slice(b",\"messages\":");
-        push_list(&mut out, &self.messages, |out, m| m.write_json(out))?;
+        push_json_str(out, &self.model);
+        out.extend_from_slice(b",\"messages\":[");
+    }
+
+    /// The bytes after the last message: `]`, the tools, the options, `}`.
+    fn write_tail(&self, out: &mut Vec<u8>) -> Result<(), BuildError> {
+        out.push(b']');
         if !self.tools.is_empty() {
             out.extend_from_slice(b",\"tools\":");
-            push_list(&mut out, &self.tools, |out, t| {
+            push_list(out, &self.tools, |out, t| {
                 out.extend_from_slice(b"{\"type\":");
                 push_json_str(out, t.kind);
                 out.extend_from_slice(b",\"function\":{\"name\":");
@@ -429,15 +446,15 @@ impl ChatRequest<'_> {
         }
         if let Some(t) = &self.thinking {
             out.extend_from_slice(b",\"thinking\":{\"type\":");
-            push_json_str(&mut out, t.kind);
+            push_json_str(out, t.kind);
             out.push(b'}');
         }
         if let Some(e) = self.reasoning_effort {
             out.extend_from_slice(b",\"reasoning_effort\":");
-            push_json_str(&mut out, e);
+            push_json_str(out, e);
         }
         out.push(b'}');
-        String::from_utf8(out).map_err(|e| BuildError::Serialize(e.to_string()))
+        Ok(())
     }
 
     /// The body's size before escaping: its text plus ~1/8 for escapes and
@@ -612,39 +629,52 @@ pub fn build_request<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'
         messages.push(text_message("system", &req.system));
     }
     for (i, m) in req.messages.iter().enumerate() {
-        match m.role {
-            Role::System => messages.push(text_message("system", &m.content)),
-            Role::User => messages.push(text_message("user", &m.content)),
-            Role::Tool => {
-                let id = m.tool_call_id.as_deref().ok_or(BuildError::MissingToolCallId(i))?;
-                messages.push(WireMessage {
-                    role: "tool",
-                    content: Some(&m.content),
-                    reasoning_content: None,
-                    tool_calls: Vec::new(),
-                    tool_call_id: Some(id),
-                });
-            }
-            Role::Assistant => {
-                if m.content.is_empty() && m.tool_calls.is_empty() {
-                    continue;
-                }
-                let has_calls = !m.tool_calls.is_empty();
-                let reasoning_content = match cfg.dialect {
-                    Dialect::DeepSeek if has_calls => Some(m.reasoning.as_deref().unwrap_or_default()),
-                    _ => None,
-                };
-                messages.push(WireMessage {
-                    role: "assistant",
-                    content: if m.content.is_empty() { None } else { Some(&m.content) },
-                    reasoning_content,
-                    tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
-                    tool_call_id: None,
-                });
+        messages.extend(wire_message(i, m, cfg.dialect)?);
+    }
+    let mut body = request_shell(req, cfg)?;
+    body.messages = messages;
+    Ok(body)
+}
+
+/// Message `i` of a request as sent (`None`: dropped). It depends on the
+/// message and the dialect alone, so a history's encoded prefix can be
+/// kept ([`BodyCache`]).
+fn wire_message(i: usize, m: &Message, dialect: Dialect) -> Result<Option<WireMessage<'_>>, BuildError> {
+    Ok(Some(match m.role {
+        Role::System => text_message("system", &m.content),
+        Role::User => text_message("user", &m.content),
+        Role::Tool => {
+            let id = m.tool_call_id.as_deref().ok_or(BuildError::MissingToolCallId(i))?;
+            WireMessage {
+                role: "tool",
+                content: Some(&m.content),
+                reasoning_content: None,
+                tool_calls: Vec::new(),
+                tool_call_id: Some(id),
             }
         }
-    }
+        Role::Assistant => {
+            if m.content.is_empty() && m.tool_calls.is_empty() {
+                return Ok(None);
+            }
+            let has_calls = !m.tool_calls.is_empty();
+            let reasoning_content = match dialect {
+                Dialect::DeepSeek if has_calls => Some(m.reasoning.as_deref().unwrap_or_default()),
+                _ => None,
+            };
+            WireMessage {
+                role: "assistant",
+                content: if m.content.is_empty() { None } else { Some(&m.content) },
+                reasoning_content,
+                tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
+                tool_call_id: None,
+            }
+        }
+    }))
+}
 
+/// The body of `req` without its messages: model, tools and options.
+fn request_shell<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'a>, BuildError> {
     let mut tools = Vec::with_capacity(req.tools.len());
     let mut seen = std::collections::HashSet::new();
     for t in &req.tools {
@@ -678,7 +708,7 @@ pub fn build_request<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'
 
     Ok(ChatRequest {
         model: cfg.model.clone(),
-        messages,
+        messages: Vec::new(),
         tools,
         stream: true,
         stream_options: StreamOptions { include_usage: true },
@@ -687,6 +717,179 @@ pub fn build_request<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'
         thinking,
         reasoning_effort,
     })
+}
+
+/// `a == b`, with the texts compared by [`same_text`].
+fn same_message(a: &Message, b: &Message) -> bool {
+    let opt = |x: &Option<String>, y: &Option<String>| match (x, y) {
+        (Some(x), Some(y)) => same_text(x, y),
+        (None, None) => true,
+        _ => false,
+    };
+    a.role == b.role
+        && same_text(&a.content, &b.content)
+        && opt(&a.reasoning, &b.reasoning)
+        && opt(&a.tool_call_id, &b.tool_call_id)
+        && a.tool_calls.len() == b.tool_calls.len()
+        && a.tool_calls.iter().zip(&b.tool_calls).all(|(x, y)| {
+            same_text(&x.id, &y.id) && same_text(&x.name, &y.name) && same_text(&x.arguments, &y.arguments)
+        })
+}
+
+/// Whether two texts are equal, compared 32 bytes at a time: `==` on
+/// slices is a byte-at-a-time `memcmp` in a `wasm32` build, which made the
+/// cache's comparison of the whole history the adapter's top function.
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |s: &[u8]| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(s);
+        u64::from_ne_bytes(w)
+    };
+    let mut xa = a.chunks_exact(32);
+    let mut xb = b.chunks_exact(32);
+    for (x, y) in (&mut xa).zip(&mut xb) {
+        let diff = (word(&x[..8]) ^ word(&y[..8]))
+            | (word(&x[8..16]) ^ word(&y[8..16]))
+            | (word(&x[16..24]) ^ word(&y[16..24]))
+            | (word(&x[24..]) ^ word(&y[24..]));
+        if diff != 0 {
+            return false;
+        }
+    }
+    xa.remainder().iter().zip(xb.remainder()).all(|(x, y)| x == y)
+}
+
+/// Largest body whose encoding a [`BodyCache`] keeps for the next request;
+/// a larger one is encoded whole each time.
+pub const BODY_CACHE_MAX_BYTES: usize = 32 << 20;
+
+/// The last body an adapter instance sent and the messages it encoded, so
+/// the next request of the same conversation encodes only the messages
+/// after the prefix the two share.
+///
+/// An instance serves the requests of one agent turn in order (the host
+/// drops it when the turn ends, when the adapter is reloaded, or when it
+/// fails), and each step's history is the last one plus the new messages.
+/// The prefix is found by comparing the messages themselves (not a hash),
+/// and a message's encoding depends on nothing but the message and the
+/// dialect ([`wire_message`]), so the body is byte for byte what
+/// [`build_request_json`] gives; a compacted or rewritten history, another
+/// model, dialect or system prompt only shortens the prefix reused (to
+/// none). Bounded: a body over [`BODY_CACHE_MAX_BYTES`] is not kept.
+#[derive(Debug, Default)]
+pub struct BodyCache {
+    /// Model, dialect and system prompt of the kept body (the bytes before
+    /// the first history message depend on them).
+    key: Option<(String, Dialect, String)>,
+    /// The messages the kept body encodes.
+    messages: Vec<Message>,
+    /// `ends[i]`: the body's length after the head and messages `..i`.
+    ends: Vec<usize>,
+    /// The kept body (its tail past `ends.last()` is rewritten each time).
+    body: Vec<u8>,
+}
+
+impl BodyCache {
+    /// Builds the body of `req` under `cfg` into the cache and hands it
+    /// out (give it back with [`BodyCache::give_back`] once sent); the
+    /// messages are kept to compare the next request with.
+    pub fn build(&mut self, req: Request, cfg: &Config) -> Result<Vec<u8>, BuildError> {
+        if cfg.model.trim().is_empty() {
+            self.clear();
+            return Err(BuildError::MissingModel);
+        }
+        let same_key = self.key.as_ref().is_some_and(|(model, dialect, system)| {
+            *model == cfg.model && *dialect == cfg.dialect && *system == req.system
+        });
+        // A body handed out and not given back is gone: start over.
+        let complete = self.ends.last().is_some_and(|&end| end <= self.body.len());
+        if !same_key || !complete {
+            self.clear();
+        }
+        let shared = self.messages.iter().zip(&req.messages).take_while(|(a, b)| same_message(a, b)).count();
+        // The old messages are not needed past the comparison: freed before
+        // the body grows, so the peak is one history less.
+        self.messages = Vec::new();
+        match self.encode(&req, cfg, shared) {
+            Ok(()) => {}
+            Err(e) => {
+                self.clear();
+                return Err(e);
+            }
+        }
+        let body = std::mem::take(&mut self.body);
+        if body.len() > BODY_CACHE_MAX_BYTES {
+            self.clear();
+        } else {
+            self.key = Some((cfg.model.clone(), cfg.dialect, req.system));
+            self.messages = req.messages;
+        }
+        Ok(body)
+    }
+
+    /// Returns the body [`BodyCache::build`] handed out, for the next
+    /// request to start from (a body from elsewhere is refused).
+    pub fn give_back(&mut self, body: Vec<u8>) {
+        if self.body.is_empty() && self.ends.last().is_some_and(|&end| end <= body.len()) && !self.messages.is_empty() {
+            self.body = body;
+        }
+    }
+
+    /// Forgets the kept body.
+    pub fn clear(&mut self) {
+        self.key = None;
+        self.messages.clear();
+        self.ends.clear();
+        self.body = Vec::new();
+    }
+
+    /// Writes the body: keeps the head and the first `shared` messages'
+    /// encodings when there are some, encodes the rest and the tail.
+    fn encode(&mut self, req: &Request, cfg: &Config, shared: usize) -> Result<(), BuildError> {
+        let from = if self.ends.get(shared).is_some() { shared } else { 0 };
+        // Every new message is checked before the tools, as `build_request` does.
+        let mut kept = Vec::with_capacity(req.messages.len() - from);
+        let mut fresh = Vec::with_capacity(req.messages.len() - from);
+        for (i, m) in req.messages.iter().enumerate().skip(from) {
+            let w = wire_message(i, m, cfg.dialect)?;
+            kept.push(w.is_some());
+            fresh.extend(w);
+        }
+        let mut shell = request_shell(req, cfg)?;
+        shell.messages = fresh;
+        match self.ends.get(from) {
+            Some(&end) => {
+                self.body.truncate(end);
+                self.ends.truncate(from + 1);
+            }
+            None => {
+                self.body.clear();
+                self.ends.clear();
+                self.body.reserve(shell.estimated_json_len() + req.system.len());
+                shell.write_head(&mut self.body);
+                if !req.system.is_empty() {
+                    text_message("system", &req.system).write_json(&mut self.body)?;
+                }
+                self.ends.push(self.body.len());
+            }
+        }
+        self.body.reserve(shell.estimated_json_len());
+        let mut wire = shell.messages.iter();
+        for sent in kept {
+            if let Some(w) = if sent { wire.next() } else { None } {
+                if self.body.last() != Some(&b'[') {
+                    self.body.push(b',');
+                }
+                w.write_json(&mut self.body)?;
+            }
+            self.ends.push(self.body.len());
+        }
+        shell.write_tail(&mut self.body)
+    }
 }
 
 /// [`build_request`] serialized to JSON text.
@@ -897,6 +1100,127 @@ mod tests {
         assert!(json.len() <= estimate, "{} > {estimate}", json.len());
         assert_eq!(json.capacity(), estimate, "the buffer was regrown");
         assert!(estimate < json.len() * 3 / 2, "estimate {estimate} for {} bytes", json.len());
+    }
+
+    /// Builds `req` through `cache` (giving the body back, as a sent
+    /// request does) and checks it against the whole-history encoding.
+    fn cached_body(cache: &mut BodyCache, req: &Request, cfg: &Config) -> String {
+        let body = cache.build(req.clone(), cfg).unwrap();
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert_eq!(text, build_request_json(req, cfg).unwrap(), "the cached body differs from the full encoding");
+        cache.give_back(body);
+        text
+    }
+
+    #[test]
+    fn a_cached_body_is_byte_for_byte_the_full_encoding_as_the_history_changes() {
+        let mut cfg = Config::new("m", Dialect::DeepSeek);
+        cfg.thinking = Some(true);
+        let mut cache = BodyCache::default();
+        let mut req = conversation();
+        cached_body(&mut cache, &req, &cfg);
+        // Steps that append a tool call and its result (with escapes).
+        for i in 0..6 {
+            req.messages.push(Message::assistant(
+                "",
+                Some(format!("step {i}")),
+                vec![call(&format!("s{i}"), "read", "")],
+            ));
+            req.messages.push(Message::tool(format!("s{i}"), format!("line \"{i}\"\n\tend")));
+            cached_body(&mut cache, &req, &cfg);
+            assert_eq!(cache.messages.len(), req.messages.len(), "the messages are kept");
+        }
+        // An empty assistant message (dropped on the wire) at the end, then followed.
+        req.messages.push(Message::assistant("", None, vec![]));
+        cached_body(&mut cache, &req, &cfg);
+        req.messages.push(Message::user("more"));
+        cached_body(&mut cache, &req, &cfg);
+        // Compaction: the history's start is replaced by a summary.
+        req.messages.splice(0..6, [Message::user("summary of the earlier conversation")]);
+        cached_body(&mut cache, &req, &cfg);
+        // A rewrite in the middle, a shorter history, another system
+        // prompt, other tools, another cap, another model, another dialect.
+        req.messages[3].content.push_str(" (edited)");
+        cached_body(&mut cache, &req, &cfg);
+        req.messages.truncate(4);
+        cached_body(&mut cache, &req, &cfg);
+        req.system = "Another prompt.".into();
+        cached_body(&mut cache, &req, &cfg);
+        req.system.clear();
+        cached_body(&mut cache, &req, &cfg);
+        req.tools.push(ToolSpec { name: "write".into(), description: "Write".into(), input_schema: String::new() });
+        req.max_tokens = Some(77);
+        cached_body(&mut cache, &req, &cfg);
+        cfg.model = "other".into();
+        cached_body(&mut cache, &req, &cfg);
+        cfg.dialect = Dialect::OpenAi;
+        cached_body(&mut cache, &req, &cfg);
+        req.messages.clear();
+        cached_body(&mut cache, &req, &cfg);
+    }
+
+    #[test]
+    fn a_body_cache_reports_errors_as_the_full_encoding_does_and_recovers() {
+        let cfg = Config::new("m", Dialect::DeepSeek);
+        let mut cache = BodyCache::default();
+        let mut req = conversation();
+        cached_body(&mut cache, &req, &cfg);
+        let mut bad = req.clone();
+        bad.messages.push(Message { tool_call_id: None, ..Message::tool("x", "orphan") });
+        bad.tools.push(ToolSpec { name: "bad name".into(), description: String::new(), input_schema: String::new() });
+        let want = build_request_json(&bad, &cfg).unwrap_err();
+        assert_eq!(cache.build(bad, &cfg).unwrap_err(), want);
+        assert!(matches!(want, BuildError::MissingToolCallId(9)), "{want:?}");
+        req.messages.push(Message::user("next"));
+        cached_body(&mut cache, &req, &cfg);
+        // A body never given back (the send failed before) is not reused.
+        let _lost = cache.build(req.clone(), &cfg).unwrap();
+        req.messages.push(Message::user("after"));
+        cached_body(&mut cache, &req, &cfg);
+        assert_eq!(
+            cache.build(req.clone(), &Config::new(" ", Dialect::DeepSeek)).unwrap_err(),
+            BuildError::MissingModel
+        );
+        cached_body(&mut cache, &req, &cfg);
+    }
+
+    #[test]
+    fn texts_compare_as_equal_exactly_when_they_are() {
+        let base: String = (0..100).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        for len in 0..base.len() {
+            let s = &base[..len];
+            assert!(same_text(s, s));
+            assert!(!same_text(s, &base[..len + 1]));
+            for at in 0..len {
+                let mut other = s.to_string();
+                other.replace_range(at..at + 1, "#");
+                assert!(!same_text(s, &other), "a difference at {at} of {len} is missed");
+            }
+        }
+        let a = Message::assistant("x", Some("r".into()), vec![call("1", "read", "{}")]);
+        assert!(same_message(&a, &a.clone()));
+        for b in [
+            Message::assistant("x", None, vec![call("1", "read", "{}")]),
+            Message::assistant("x", Some("r".into()), vec![call("1", "read", "{ }")]),
+            Message::assistant("x", Some("r".into()), vec![]),
+            Message { role: Role::User, ..a.clone() },
+            Message { tool_call_id: Some("1".into()), ..a.clone() },
+        ] {
+            assert!(!same_message(&a, &b), "{b:?}");
+        }
+    }
+
+    #[test]
+    fn a_body_over_the_cache_bound_is_not_kept() {
+        let cfg = Config::new("m", Dialect::DeepSeek);
+        let mut cache = BodyCache::default();
+        let mut req = conversation();
+        req.messages.push(Message::user("x".repeat(BODY_CACHE_MAX_BYTES)));
+        cached_body(&mut cache, &req, &cfg);
+        assert!(cache.messages.is_empty() && cache.body.capacity() == 0, "a huge body is dropped, not kept");
+        req.messages.truncate(2);
+        cached_body(&mut cache, &req, &cfg);
+        assert_eq!(cache.messages.len(), 2);
     }
 
     fn escaped(s: &str) -> String {

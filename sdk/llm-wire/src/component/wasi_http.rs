@@ -118,7 +118,7 @@ pub struct WasiTransport;
 impl Transport for WasiTransport {
     type Body = WasiBody;
 
-    fn send(&mut self, req: HttpRequest) -> Result<HttpResponse<WasiBody>, WireError> {
+    fn send(&mut self, req: &HttpRequest) -> Result<HttpResponse<WasiBody>, WireError> {
         let authority = req.endpoint.authority.as_str();
         let headers = Fields::new();
         for (name, value) in &req.headers {
