@@ -267,6 +267,8 @@ console.log("started");
 for (let i = 1; i <= 3; i++) await tools.write({path: `c${i}.txt`, content: `${i}`});
 let slow;
 try { slow = await tools.mcp__fx__slow({ms: 60000}); } catch (e) { slow = e.code; }
+console.log("after the crash");
+await tools.mcp__fx__slow({ms: 4000});
 for (let i = 4; i <= 5; i++) await tools.write({path: `c${i}.txt`, content: `${i}`});
 return {slow, written: 5};
 "#;
@@ -307,10 +309,16 @@ return {slow, written: 5};
         .and_then(|e| e["data"]["id"].as_str().map(str::to_string))
         .context("no session/start before the kill")?;
     let crashed = crashed_log(&env, &id)?;
+    let yielded = of(&crashed, "tool/result", "call_code");
+    let yielded = yielded.first().and_then(|e| e["data"]["content"].as_str()).context("no yield answer")?;
+    assert!(yielded.contains("started"), "{yielded}");
     let written: Vec<SystemTime> = (1..=3).map(|i| mtime(&env.path(&format!("c{i}.txt")))).collect();
     assert!(!env.path("c4.txt").exists(), "c4.txt before the crash");
 
+    // A first look while the re-run cell still runs (in its second
+    // `slow`), then the collection.
     let m = mock(vec![
+        call("call_peek", json!({"resume": "call_code", "wait_ms": 2000})),
         call("call_collect", json!({"resume": "call_code", "wait_ms": 60000})),
         stream(json!({"text": "Collected."})),
     ]);
@@ -322,6 +330,13 @@ return {slow, written: 5};
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{events:#?}");
     m.assert_no_violations();
 
+    // The re-run cell's output is produced again from its start; the peek
+    // shows only what the model had not seen before the crash.
+    let peek = of(&events, "tool/result", "call_peek");
+    let peek = peek.first().and_then(|e| e["data"]["content"].as_str()).context("no result of call_peek")?;
+    assert!(peek.contains("is still running"), "{peek}");
+    assert!(peek.contains("after the crash"), "{peek}");
+    assert!(!peek.contains("started"), "output shown before the crash was shown again: {peek}");
     let collected = of(&events, "tool/result", "call_collect");
     assert_eq!(collected.len(), 1, "{events:#?}");
     let content = collected[0]["data"]["content"].as_str().unwrap_or_default();
@@ -334,7 +349,7 @@ return {slow, written: 5};
     // Each inner call once, with one result; the three before the crash
     // kept their results; side effects once each.
     let after = inner_ids(&events);
-    assert_eq!(after.len(), 6, "three writes, slow, two writes: {events:#?}");
+    assert_eq!(after.len(), 7, "three writes, slow, slow, two writes: {events:#?}");
     for i in &after {
         assert_eq!(of(&events, "tool/call", i).len(), 1, "{i}: {events:#?}");
         assert_eq!(of(&events, "tool/result", i).len(), 1, "{i}: {events:#?}");
@@ -353,6 +368,7 @@ return {slow, written: 5};
         .filter(|e| e["type"] == "tool/cell" && e["data"]["cell"] == "call_code")
         .map(|e| &e["data"]["state"])
         .collect();
-    assert_eq!(states, [&json!("running"), &json!("finished")], "{events:#?}");
+    // Yielded (with the bytes shown), still running at the peek, finished.
+    assert_eq!(states, [&json!("running"), &json!("running"), &json!("finished")], "{events:#?}");
     Ok(())
 }

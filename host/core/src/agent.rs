@@ -511,7 +511,8 @@ impl Agent {
         let mut n = 0;
         for (turn, step, call) in cut {
             let Some(tool) = snap.tools.get(&call.name).cloned() else { continue };
-            let cell = match inner.services.cells.restart(&call.id, &call.name) {
+            let shown = inner.log.cell_shown(&call.id);
+            let cell = match inner.services.cells.restart(&call.id, &call.name, shown) {
                 Ok(c) => c,
                 Err(msg) => {
                     tracing::warn!(session = %inner.log.id(), cell = %call.id, "cannot re-run the cell: {msg}");

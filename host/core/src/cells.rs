@@ -29,7 +29,10 @@
 //! (a component's stdout), each part shown once.
 //!
 //! The `tool/cell` event is ignorable (older readers skip it):
-//! `{cell, tool, state, error_code?}`.
+//! `{cell, tool, state, error_code?, shown?}`. A yield answer that shows
+//! output logs `state: running` with `shown`, the bytes of output the
+//! model has seen so far, so a cell re-run after a crash (its output
+//! produced again from the start) shows only what is new.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -90,7 +93,12 @@ impl Cell {
         let source = lock(&self.progress).clone();
         let Some(f) = source else { return String::new() };
         let all = f();
-        let from = crate::util::floor_char_boundary(&all, st.shown.min(all.len()));
+        // A re-run cell produces its output again from the start: what
+        // the model saw before the crash is not shown twice.
+        if all.len() <= st.shown {
+            return String::new();
+        }
+        let from = crate::util::floor_char_boundary(&all, st.shown);
         let mut part = all[from..].to_string();
         crate::util::truncate_str(&mut part, MAX_PROGRESS_BYTES);
         st.shown = from + part.len();
@@ -200,9 +208,13 @@ impl Cells {
     /// Registers again, as yielded, cell `id` of `tool` a crash cut (its
     /// durable call re-run by replay, [`crate::Agent::recover`]), so a
     /// `resume` or `cancel` finds it and its end is logged.
-    pub(crate) fn restart(&self, id: &str, tool: &str) -> Result<Arc<Cell>, String> {
+    /// `shown`: the bytes of its output the model saw before the crash.
+    pub(crate) fn restart(&self, id: &str, tool: &str, shown: usize) -> Result<Arc<Cell>, String> {
         let cell = self.start(id, tool)?;
-        lock(&cell.state).yielded = true;
+        let mut st = lock(&cell.state);
+        st.yielded = true;
+        st.shown = shown;
+        drop(st);
         Ok(cell)
     }
 
@@ -222,14 +234,17 @@ impl Cells {
             } else {
                 "failed"
             };
-            self.log_state(cell, state, outcome.error_code.as_ref());
+            self.log_state(cell, state, outcome.error_code.as_ref(), None);
         }
     }
 
-    fn log_state(&self, cell: &Cell, state: &str, code: Option<&ToolErrorCode>) {
+    fn log_state(&self, cell: &Cell, state: &str, code: Option<&ToolErrorCode>, shown: Option<usize>) {
         let mut data = json!({"cell": cell.id, "tool": cell.tool, "state": state});
         if let Some(c) = code {
             data["error_code"] = Value::from(c.to_string());
+        }
+        if let Some(n) = shown {
+            data["shown"] = Value::from(n);
         }
         if let Err(e) = self.log.append_ignorable(CELL_EVENT, data) {
             tracing::warn!(cell = %cell.id, error = %e, "cannot log the cell's state");
@@ -257,7 +272,7 @@ impl Cells {
             self.remove(&cell.id);
             return end.outcome;
         }
-        let output = {
+        let (output, shown) = {
             let mut st = lock(&cell.state);
             if let Some(end) = st.end.clone() {
                 drop(st);
@@ -265,9 +280,10 @@ impl Cells {
                 return end.outcome;
             }
             st.yielded = true;
-            cell.new_output(&mut st)
+            let output = cell.new_output(&mut st);
+            (output, st.shown)
         };
-        self.log_state(cell, "running", None);
+        self.log_state(cell, "running", None, (shown > 0).then_some(shown));
         ToolOutcome::ok(yield_text(cell, &output, window))
     }
 
@@ -278,7 +294,15 @@ impl Cells {
         match cell.wait(window).await {
             Some(end) => self.collect(&cell, end),
             None => {
-                let output = cell.new_output(&mut lock(&cell.state));
+                let (output, shown) = {
+                    let mut st = lock(&cell.state);
+                    let output = cell.new_output(&mut st);
+                    (output, st.shown)
+                };
+                if !output.is_empty() {
+                    // Still running: the state again, with what is seen.
+                    self.log_state(&cell, "running", None, Some(shown));
+                }
                 ToolOutcome::ok(yield_text(&cell, &output, window))
             }
         }

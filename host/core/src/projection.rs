@@ -16,7 +16,7 @@
 //! The projection also tracks the bookkeeping a writer needs on reopen (open
 //! turn and step, unanswered tool calls, session usage, pending inbox items).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::events::{Event, EventKind, InboxKind, InboxOp, SessionStart};
 use crate::plugin::{Message, Role, ToolCall, Usage};
@@ -80,6 +80,9 @@ pub struct Projection {
     /// Cells that yielded (`tool/cell{state: running}`) and whose end is
     /// not logged, with the turn and step of the call that started them.
     open_cells: Vec<(u64, u32, ToolCall)>,
+    /// Bytes of output each open cell's yield answers showed the model
+    /// (`tool/cell{shown}`).
+    cell_shown: HashMap<String, usize>,
 }
 
 impl Projection {
@@ -233,8 +236,14 @@ impl Projection {
                     {
                         self.open_cells.push((s.turn, s.step, c.clone()));
                     }
+                    if let Some(n) = data.get("shown").and_then(serde_json::Value::as_u64)
+                        && self.open_cells.iter().any(|(_, _, o)| o.id == cell)
+                    {
+                        self.cell_shown.insert(cell.to_string(), usize::try_from(n).unwrap_or(usize::MAX));
+                    }
                 } else {
                     self.open_cells.retain(|(_, _, c)| c.id != cell);
+                    self.cell_shown.remove(cell);
                 }
             }
             EventKind::InboxSpliced(s) => match s.op {
@@ -319,6 +328,12 @@ impl Projection {
     /// them), in log order, with the turn and step of their call.
     pub fn open_cells(&self) -> Vec<(u64, u32, ToolCall)> {
         self.open_cells.clone()
+    }
+
+    /// Bytes of open cell `id`'s output its yield answers showed (0 when
+    /// none was shown).
+    pub fn cell_shown(&self, id: &str) -> usize {
+        self.cell_shown.get(id).copied().unwrap_or(0)
     }
 
     /// The step that is open, if any.

@@ -1103,6 +1103,12 @@ impl SessionLog {
         self.state().projection.open_cells()
     }
 
+    /// Bytes of open cell `id`'s output the model saw
+    /// ([`Projection::cell_shown`]).
+    pub fn cell_shown(&self, id: &str) -> usize {
+        self.state().projection.cell_shown(id)
+    }
+
     /// The model-visible messages (incremental projection; see [`Projection`]).
     pub fn messages(&self) -> Vec<Message> {
         self.state().projection.messages()

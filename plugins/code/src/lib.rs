@@ -126,7 +126,7 @@ fn search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsVa
 }
 
 /// Fills the catalogue `tools.search` looks in from the host's list at
-/// this moment (Python's `tools.search` calls it at each search; without a
+/// this moment (Python's first `tools.search` of a run calls it; without a
 /// session or the grant it is empty).
 pub(crate) fn load_catalog() -> Result<(), ToolError> {
     let specs: Vec<ToolSpec> = match tools::list_tools() {

@@ -205,6 +205,9 @@ fn run(code: &str, max_calls: usize, out: &mut Stdout) -> Result<String, Failure
     let mut progress =
         runner.start(vec![tools_obj], ResourceTracker::new(limits), PrintWriter::Callback(out)).map_err(failure)?;
     let mut calls = 0usize;
+    // The catalogue `tools.search` looks in: listed by the host at the
+    // program's first search, then kept for the rest of the run.
+    let mut catalog_loaded = false;
     // Calls started and not yet sent; answers not yet delivered.
     let mut pending: Vec<(u32, String, String)> = Vec::new();
     let mut answers: HashMap<u32, ExtFunctionResult> = HashMap::new();
@@ -232,7 +235,7 @@ fn run(code: &str, max_calls: usize, out: &mut Stdout) -> Result<String, Failure
                     // `tools.search(query, limit?)`: answered here from the
                     // catalogue the host listed (no tool call), awaitable
                     // like a call.
-                    let found = search(&call.args);
+                    let found = search(&call.args, &mut catalog_loaded);
                     if call.allow_eager_await {
                         call.resume_eager(found, PrintWriter::Callback(out))
                     } else {
@@ -357,7 +360,7 @@ fn send(
 
 /// `tools.search(query, limit?)` (positional or by keyword): the matching
 /// tools as a list of dicts `{name, description, arguments}`.
-fn search(args: &CallArgs) -> Result<MontyObject, MontyException> {
+fn search(args: &CallArgs, catalog_loaded: &mut bool) -> Result<MontyObject, MontyException> {
     let type_err = |m: &str| exception(ExcType::TypeError, m.to_string());
     let positional: Vec<ObjectRef<'_>> = args.args().collect();
     if positional.len() > 2 {
@@ -382,7 +385,10 @@ fn search(args: &CallArgs) -> Result<MontyObject, MontyException> {
             _ => return Err(type_err("tools.search takes `query` and `limit`")),
         }
     }
-    crate::load_catalog().map_err(|e| exception(ExcType::RuntimeError, format!("{}: {}", e.code, e.message)))?;
+    if !*catalog_loaded {
+        crate::load_catalog().map_err(|e| exception(ExcType::RuntimeError, format!("{}: {}", e.code, e.message)))?;
+        *catalog_loaded = true;
+    }
     let found = crate::search_tools(&query, limit).into_iter().map(|f| {
         MontyObject::dict([
             (MontyObject::string("name"), MontyObject::string(f.name)),
