@@ -268,13 +268,26 @@ pub(crate) fn build_all(root: &Path, host_args: &[&str]) -> Result<Vec<PathBuf>>
 /// [`build_all`] with only the components named in `only` (every one when
 /// `None`).
 fn build_all_with(root: &Path, host_args: &[&str], only: Option<&[String]>) -> Result<Vec<PathBuf>> {
-    std::thread::scope(|s| {
-        let plugins = s.spawn(|| build_some_plugins(root, only));
+    let started = std::time::Instant::now();
+    let (built, plugins_took, host_took) = std::thread::scope(|s| {
+        let plugins = s.spawn(|| {
+            let built = build_some_plugins(root, only);
+            (built, started.elapsed())
+        });
         let host = run(Command::new("cargo").current_dir(root).arg("build").args(host_args));
-        let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
+        let host_took = started.elapsed();
+        let (plugins, plugins_took) =
+            plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
         host?;
-        plugins
-    })
+        anyhow::Ok((plugins?, plugins_took, host_took))
+    })?;
+    eprintln!(
+        "built in {:.0} s: components {:.0} s, wharf {:.0} s (at the same time)",
+        started.elapsed().as_secs_f64(),
+        plugins_took.as_secs_f64(),
+        host_took.as_secs_f64()
+    );
+    Ok(built)
 }
 
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
@@ -531,6 +544,7 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
         "List the workspace, read README.md and write a short summary of the project to SUMMARY.md.".to_string()
     });
     eprintln!("\n== offline demo: scripted model, real sandboxed components (workspace {}) ==\n", ws.display());
+    let session_started = std::time::Instant::now();
     run(Command::new(&wharf).current_dir(&ws).args([
         "run",
         &task,
@@ -539,8 +553,10 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
         "--session-dir",
         &session_dir,
     ]))?;
+    let session_took = session_started.elapsed();
     let summary = std::fs::read_to_string(ws.join("SUMMARY.md")).context("the demo did not write SUMMARY.md")?;
     eprintln!("\n-- SUMMARY.md written by the agent through the fs component --\n{summary}");
+    eprintln!("(the session took {:.1} s, compiling its components included)", session_took.as_secs_f64());
     if std::env::var("DEEPSEEK_API_KEY").is_ok_and(|k| !k.is_empty()) {
         eprintln!("\n== the same task against DeepSeek (DEEPSEEK_API_KEY is set) ==\n");
         let _ = std::fs::remove_file(ws.join("SUMMARY.md"));
