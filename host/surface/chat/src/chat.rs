@@ -18,6 +18,9 @@
 //!   answered with one key: `y` allows once, `a` allows the tool for the rest
 //!   of the session, `n` rejects, `t` rejects with a note for the model (the
 //!   next line; it is in the tool result the model sees).
+//! - **Questions** a tool asks (an MCP server's elicitation) show the
+//!   message, then prompt for each field (`:decline`, `:cancel`); without an
+//!   interactive stdin they are declined (logged).
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -46,7 +49,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
+use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval, PendingQuestion};
 use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxOp, StopReason};
 use wharf_core::{Agent, AgentError, TurnSummary};
 
@@ -54,6 +57,7 @@ pub(crate) mod editor;
 pub use editor::restore_terminal;
 mod model;
 mod permissions;
+mod questions;
 mod render;
 mod status;
 
@@ -132,7 +136,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let host = load_with_progress(&args.host, config.plugins.len(), &mut interrupts).await?;
-    let (approver, approvals) = ChannelApprover::new();
+    let (approver, approvals, asked) = ChannelApprover::with_questions();
     let mut term = editor::start(&host.workspace);
     let mut out = out;
     out.attach(&term);
@@ -152,12 +156,13 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         why: false,
         spinner: None,
         progress: None,
+        form_prompt: None,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
     chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
     let input = std::mem::replace(&mut term.input, mpsc::unbounded_channel().1);
-    let r = chat.run(approvals, input, &mut interrupts).await;
+    let r = chat.run(approvals, asked, input, &mut interrupts).await;
     chat.out.detach();
     term.shutdown();
     if let Some(line) = chat.bye.take() {
@@ -393,6 +398,8 @@ struct Chat {
     /// A running call's streamed output (`tool/progress`): its id and the
     /// latest part, shown as one live line until its result.
     progress: Option<(String, String)>,
+    /// The prompt of the tool question's field being answered.
+    form_prompt: Option<String>,
 }
 
 impl Chat {
@@ -457,12 +464,17 @@ impl Chat {
     async fn run(
         &mut self,
         mut approvals: mpsc::UnboundedReceiver<PendingApproval>,
+        mut asked: mpsc::UnboundedReceiver<PendingQuestion>,
         mut input: mpsc::UnboundedReceiver<Input>,
         interrupts: &mut tokio::signal::unix::Signal,
     ) -> Result<ExitCode> {
         let mut running: Option<Running> = None;
         let mut asking: Option<PendingApproval> = None;
         let mut queue: VecDeque<PendingApproval> = VecDeque::new();
+        // Tools' questions: the one being answered, and those waiting.
+        let mut form: Option<questions::FormState> = None;
+        let mut forms: VecDeque<PendingQuestion> = VecDeque::new();
+        let interactive = std::io::stdin().is_terminal();
         let mut last_ctrl_c: Option<Instant> = None;
         let mut show_prompt = true;
         let mut quit_after_turn = false;
@@ -490,6 +502,13 @@ impl Chat {
                     self.ask(p);
                 }
             }
+            if form.as_ref().is_some_and(questions::FormState::withdrawn) {
+                form = None;
+            }
+            if asking.is_none() && form.is_none() {
+                form = self.next_form(&mut forms, interactive && input_open);
+            }
+            self.form_prompt = form.as_ref().and_then(questions::FormState::prompt);
             self.update_prompt(asking.is_some(), running.is_some());
             if show_prompt && running.is_none() && asking.is_none() {
                 if quit_after_turn {
@@ -523,6 +542,8 @@ impl Chat {
                         // Questions of this turn are withdrawn by the loop.
                         asking = None;
                         queue.clear();
+                        form = None;
+                        forms.clear();
                         let queued = match self.steers.len() {
                             0 => String::new(),
                             n => format!("; {n} queued message(s) dropped with it"),
@@ -563,6 +584,8 @@ impl Chat {
                     running = None;
                     asking = None;
                     queue.clear();
+                    form = None;
+                    forms.clear();
                     self.stop_spinner();
                     self.end_stream();
                     self.turn_finished(r);
@@ -570,6 +593,9 @@ impl Chat {
                 }
                 Some(p) = approvals.recv() => {
                     queue.push_back(p);
+                }
+                Some(q) = asked.recv() => {
+                    forms.push_back(q);
                 }
                 Some(n) = notices.recv() => self.notice(&n),
                 _ = tick.tick(), if self.spinner.is_some() => self.spin(running.is_some()),
@@ -587,6 +613,7 @@ impl Chat {
                             if let Some(p) = asking.take() {
                                 reject_unanswerable(p);
                             }
+                            drop(form.take());
                             None
                         }
                     };
@@ -610,6 +637,23 @@ impl Chat {
                     };
                     if let Some(p) = asking.take() {
                         asking = self.reply(p, &line);
+                        continue;
+                    }
+                    if let Some(f) = form.take() {
+                        form = match f.feed(&line) {
+                            questions::Step::More(f, warning) => {
+                                if let Some(w) = warning {
+                                    self.out.line(&self.out.warn(&format!("  {w}")));
+                                }
+                                if self.out.screen.is_none()
+                                    && let Some(p) = f.prompt()
+                                {
+                                    self.out.prompt(&self.out.bold(&p));
+                                }
+                                Some(*f)
+                            }
+                            questions::Step::Done => None,
+                        };
                         continue;
                     }
                     match self.handle_line(&line, running.is_some()) {
@@ -751,7 +795,9 @@ impl Chat {
             return;
         }
         self.out.answer_keys(asking && !self.why);
-        let left = if asking && self.why {
+        let left = if let Some(p) = self.form_prompt.as_deref().filter(|_| !asking) {
+            p
+        } else if asking && self.why {
             "why? › "
         } else if asking {
             "allow? [y/a/n/t] › "
@@ -765,6 +811,33 @@ impl Chat {
             _ => self.out.bold(left),
         };
         self.out.set_prompt(&left, &self.out.dim(&self.status_line()));
+    }
+
+    /// The next tool question to answer, shown; one that cannot be answered
+    /// here (no interactive input) is declined.
+    fn next_form(&mut self, forms: &mut VecDeque<PendingQuestion>, can_ask: bool) -> Option<questions::FormState> {
+        while let Some(q) = forms.pop_front() {
+            if q.reply.is_closed() {
+                continue;
+            }
+            if !can_ask {
+                questions::decline_unanswerable(q, "stdin is not an interactive terminal");
+                continue;
+            }
+            self.stop_spinner();
+            self.end_stream();
+            let f = questions::FormState::new(q);
+            for line in f.intro() {
+                self.out.line(&self.out.warn(&line));
+            }
+            if self.out.screen.is_none()
+                && let Some(p) = f.prompt()
+            {
+                self.out.prompt(&self.out.bold(&p));
+            }
+            return Some(f);
+        }
+        None
     }
 
     /// Shows an approval question: the call's summary, why the policies
