@@ -182,14 +182,17 @@ impl ServerHandler for Fixture {
                     message: format!("Who is asking?{pad}"),
                     requested_schema: schema,
                 };
-                match context.peer.create_elicitation(params).await {
-                    Ok(r) => match r.action {
+                // (`Peer::create_elicitation` needs rmcp's `elicitation` feature.)
+                let request = rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+                match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => match r.action {
                         ElicitationAction::Accept => {
                             CallToolResult::success(text(format!("accepted: {}", r.content.unwrap_or(Value::Null))))
                         }
                         ElicitationAction::Decline => CallToolResult::success(text("declined")),
                         _ => CallToolResult::success(text("cancelled")),
                     },
+                    Ok(_) => CallToolResult::error(text("elicitation failed: unexpected answer")),
                     Err(e) => CallToolResult::error(text(format!("elicitation failed: {e}"))),
                 }
             }
