@@ -1456,6 +1456,12 @@ tool_calls = [{ name = "mcp__ed__ask", arguments = { pad = 20000 } }]
 
 [[plugin.config.turns]]
 text = "Done."
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__ask", arguments = {} }]
+
+[[plugin.config.turns]]
+text = "Not reached."
 "#;
     let p = e.profile_with("elicit", turns, "");
     let fx = crate::mcp::fixture().display().to_string();
@@ -1505,5 +1511,21 @@ text = "Done."
     let a = log.iter().find(|v| v["type"] == "question/answered").unwrap_or_else(|| panic!("{log:?}"));
     assert_eq!((a["data"]["action"].as_str(), a["data"]["by"].as_str()), (Some("accept"), Some("acp:asker")), "{a}");
     assert_eq!(a["data"]["content"]["name"], "Ada", "{a}");
+
+    // A question still open when the turn is cancelled is withdrawn and
+    // logged as cancelled.
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
+    let second = c.seen.len();
+    c.wait_for("a second elicitation/create", |v| v["method"] == "elicitation/create");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    assert_eq!(c.result(prompt)["stopReason"], "cancelled");
+    let log = e.log_types(&sid);
+    let answers: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[1]["data"]["action"], "cancel", "{:?}", answers[1]);
+    // The client is told the request is withdrawn.
+    if !c.seen[second..].iter().any(|v| v["method"] == "$/cancel_request") {
+        c.wait_for("$/cancel_request", |v| v["method"] == "$/cancel_request");
+    }
     c.close();
 }
