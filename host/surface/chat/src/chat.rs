@@ -18,9 +18,9 @@
 //!   answered with one key: `y` allows once, `a` allows the tool for the rest
 //!   of the session, `n` rejects, `t` rejects with a note for the model (the
 //!   next line; it is in the tool result the model sees).
-//! - **Questions** a tool asks (an MCP server's elicitation) show the
-//!   message, then prompt for each field (`:decline`, `:cancel`); without an
-//!   interactive stdin they are declined (logged).
+//! - **Questions** a tool asks (an MCP server's elicitation) are declined
+//!   for now, with a warning naming the asker (the log shows the question
+//!   and the decline); `wharf web` and ACP clients can answer them.
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -57,7 +57,6 @@ pub(crate) mod editor;
 pub use editor::restore_terminal;
 mod model;
 mod permissions;
-mod questions;
 mod render;
 mod status;
 
@@ -136,7 +135,13 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let host = load_with_progress(&args.host, config.plugins.len(), &mut interrupts).await?;
-    let (approver, approvals, asked) = ChannelApprover::with_questions();
+    let (approver, approvals, mut asked) = ChannelApprover::with_questions();
+    // Tools' questions: declined, saying so (see the module docs).
+    tokio::spawn(async move {
+        while let Some(q) = asked.recv().await {
+            decline_question(q);
+        }
+    });
     let mut term = editor::start(&host.workspace);
     let mut out = out;
     out.attach(&term);
@@ -156,13 +161,12 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         why: false,
         spinner: None,
         progress: None,
-        form_prompt: None,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
     chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
     let input = std::mem::replace(&mut term.input, mpsc::unbounded_channel().1);
-    let r = chat.run(approvals, asked, input, &mut interrupts).await;
+    let r = chat.run(approvals, input, &mut interrupts).await;
     chat.out.detach();
     term.shutdown();
     if let Some(line) = chat.bye.take() {
@@ -398,8 +402,6 @@ struct Chat {
     /// A running call's streamed output (`tool/progress`): its id and the
     /// latest part, shown as one live line until its result.
     progress: Option<(String, String)>,
-    /// The prompt of the tool question's field being answered.
-    form_prompt: Option<String>,
 }
 
 impl Chat {
@@ -464,17 +466,12 @@ impl Chat {
     async fn run(
         &mut self,
         mut approvals: mpsc::UnboundedReceiver<PendingApproval>,
-        mut asked: mpsc::UnboundedReceiver<PendingQuestion>,
         mut input: mpsc::UnboundedReceiver<Input>,
         interrupts: &mut tokio::signal::unix::Signal,
     ) -> Result<ExitCode> {
         let mut running: Option<Running> = None;
         let mut asking: Option<PendingApproval> = None;
         let mut queue: VecDeque<PendingApproval> = VecDeque::new();
-        // Tools' questions: the one being answered, and those waiting.
-        let mut form: Option<questions::FormState> = None;
-        let mut forms: VecDeque<PendingQuestion> = VecDeque::new();
-        let interactive = std::io::stdin().is_terminal();
         let mut last_ctrl_c: Option<Instant> = None;
         let mut show_prompt = true;
         let mut quit_after_turn = false;
@@ -502,13 +499,6 @@ impl Chat {
                     self.ask(p);
                 }
             }
-            if form.as_ref().is_some_and(questions::FormState::withdrawn) {
-                form = None;
-            }
-            if asking.is_none() && form.is_none() {
-                form = self.next_form(&mut forms, interactive && input_open);
-            }
-            self.form_prompt = form.as_ref().and_then(questions::FormState::prompt);
             self.update_prompt(asking.is_some(), running.is_some());
             if show_prompt && running.is_none() && asking.is_none() {
                 if quit_after_turn {
@@ -542,8 +532,6 @@ impl Chat {
                         // Questions of this turn are withdrawn by the loop.
                         asking = None;
                         queue.clear();
-                        form = None;
-                        forms.clear();
                         let queued = match self.steers.len() {
                             0 => String::new(),
                             n => format!("; {n} queued message(s) dropped with it"),
@@ -584,8 +572,6 @@ impl Chat {
                     running = None;
                     asking = None;
                     queue.clear();
-                    form = None;
-                    forms.clear();
                     self.stop_spinner();
                     self.end_stream();
                     self.turn_finished(r);
@@ -593,9 +579,6 @@ impl Chat {
                 }
                 Some(p) = approvals.recv() => {
                     queue.push_back(p);
-                }
-                Some(q) = asked.recv() => {
-                    forms.push_back(q);
                 }
                 Some(n) = notices.recv() => self.notice(&n),
                 _ = tick.tick(), if self.spinner.is_some() => self.spin(running.is_some()),
@@ -613,7 +596,6 @@ impl Chat {
                             if let Some(p) = asking.take() {
                                 reject_unanswerable(p);
                             }
-                            drop(form.take());
                             None
                         }
                     };
@@ -637,23 +619,6 @@ impl Chat {
                     };
                     if let Some(p) = asking.take() {
                         asking = self.reply(p, &line);
-                        continue;
-                    }
-                    if let Some(f) = form.take() {
-                        form = match f.feed(&line) {
-                            questions::Step::More(f, warning) => {
-                                if let Some(w) = warning {
-                                    self.out.line(&self.out.warn(&format!("  {w}")));
-                                }
-                                if self.out.screen.is_none()
-                                    && let Some(p) = f.prompt()
-                                {
-                                    self.out.prompt(&self.out.bold(&p));
-                                }
-                                Some(*f)
-                            }
-                            questions::Step::Done => None,
-                        };
                         continue;
                     }
                     match self.handle_line(&line, running.is_some()) {
@@ -795,9 +760,7 @@ impl Chat {
             return;
         }
         self.out.answer_keys(asking && !self.why);
-        let left = if let Some(p) = self.form_prompt.as_deref().filter(|_| !asking) {
-            p
-        } else if asking && self.why {
+        let left = if asking && self.why {
             "why? › "
         } else if asking {
             "allow? [y/a/n/t] › "
@@ -811,33 +774,6 @@ impl Chat {
             _ => self.out.bold(left),
         };
         self.out.set_prompt(&left, &self.out.dim(&self.status_line()));
-    }
-
-    /// The next tool question to answer, shown; one that cannot be answered
-    /// here (no interactive input) is declined.
-    fn next_form(&mut self, forms: &mut VecDeque<PendingQuestion>, can_ask: bool) -> Option<questions::FormState> {
-        while let Some(q) = forms.pop_front() {
-            if q.reply.is_closed() {
-                continue;
-            }
-            if !can_ask {
-                questions::decline_unanswerable(q, "stdin is not an interactive terminal");
-                continue;
-            }
-            self.stop_spinner();
-            self.end_stream();
-            let f = questions::FormState::new(q);
-            for line in f.intro() {
-                self.out.line(&self.out.warn(&line));
-            }
-            if self.out.screen.is_none()
-                && let Some(p) = f.prompt()
-            {
-                self.out.prompt(&self.out.bold(&p));
-            }
-            return Some(f);
-        }
-        None
     }
 
     /// Shows an approval question: the call's summary, why the policies
@@ -1227,6 +1163,15 @@ fn answer(line: &str) -> Option<Answer> {
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
+}
+
+/// Declines a tool's question (the chat does not show forms yet), with a
+/// warning.
+fn decline_question(q: PendingQuestion) {
+    let who = wharf_core::util::escape_line(wharf_core::util::cut_str(&q.question.source, 64)).into_owned();
+    tracing::warn!(session = %q.question.session_id, "declined {who}'s question: wharf chat does not show forms yet");
+    let note = "wharf chat does not show forms yet (answer it from `wharf web` or an ACP client)";
+    let _ = q.reply.send(wharf_core::question::Reply::decline("chat", note));
 }
 
 /// Rejects a question nobody can answer any more (the input has ended).
