@@ -20,7 +20,7 @@
 //!   next line; it is in the tool result the model sees).
 //! - **Questions** a tool asks (an MCP server's elicitation) are declined
 //!   for now, with a warning naming the asker (the log shows the question
-//!   and the decline); `wharf web` and ACP clients can answer them.
+//!   and the decline); the `wharf serve` API and ACP clients can answer them.
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -1170,7 +1170,7 @@ fn one_line(s: &str, max: usize) -> String {
 fn decline_question(q: PendingQuestion) {
     let who = wharf_core::util::escape_line(wharf_core::util::cut_str(&q.question.source, 64)).into_owned();
     tracing::warn!(session = %q.question.session_id, "declined {who}'s question: wharf chat does not show forms yet");
-    let note = "wharf chat does not show forms yet (answer it from `wharf web` or an ACP client)";
+    let note = "wharf chat does not show forms yet (the serve API and ACP clients can answer them)";
     let _ = q.reply.send(wharf_core::question::Reply::decline("chat", note));
 }
 
