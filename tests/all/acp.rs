@@ -1434,3 +1434,98 @@ text = "counted"
     assert_eq!(notice.title, "↻ jobs reloaded (dev)", "{n}");
     c.close();
 }
+
+/// Issue 40: an MCP server's `elicitation/create` during a tool call
+/// reaches a client that advertises `elicitation.form` as an ACP
+/// `elicitation/create` scoped to the session and call; the accepted
+/// content goes back to the server (the tool result holds it). A form
+/// past the bounds (too many fields, an oversized message) is refused
+/// to the server, and the session goes on.
+#[test]
+fn mcp_elicitation_is_asked_over_acp_and_oversized_forms_are_refused() {
+    let e = env();
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__ask", arguments = {} }]
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__ask", arguments = { fields = 40 } }]
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__ask", arguments = { pad = 20000 } }]
+
+[[plugin.config.turns]]
+text = "Done."
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "mcp__ed__ask", arguments = {} }]
+
+[[plugin.config.turns]]
+text = "Not reached."
+"#;
+    let p = e.profile_with("elicit", turns, "");
+    let fx = crate::mcp::fixture().display().to_string();
+    let mut c = e.spawn(&p);
+    let id = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"form": {}}},
+               "clientInfo": {"name": "asker", "version": "1"}}),
+    );
+    c.result(id);
+    let servers = json!([{"name": "ed", "command": fx, "args": ["stdio", "--elicit"], "env": []}]);
+    let id = c.request("session/new", json!({"cwd": e.cwd(), "mcpServers": servers}));
+    let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+
+    let ask = c.wait_for("elicitation/create", |v| v["method"] == "elicitation/create");
+    let params = &ask["params"];
+    let request: acp::CreateElicitationRequest = typed("elicitation/create", params);
+    assert_eq!(request.message, "Who is asking?");
+    assert_eq!((params["mode"].as_str(), params["sessionId"].as_str()), (Some("form"), Some(sid.as_str())), "{ask}");
+    assert!(params["toolCallId"].is_string(), "{ask}");
+    assert_eq!(params["requestedSchema"]["required"], json!(["name"]), "{ask}");
+    assert_eq!(params["requestedSchema"]["properties"]["count"]["type"], "integer", "{ask}");
+    c.respond(&ask["id"], json!({"action": "accept", "content": {"name": "Ada", "count": 2, "ok": true}}));
+
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    let log = e.log_types(&sid);
+    let results: Vec<&Value> = log.iter().filter(|v| v["type"] == "tool/result").collect();
+    assert_eq!(results.len(), 3, "{log:?}");
+    let accepted = results[0]["data"]["content"].as_str().unwrap_or_default();
+    assert!(
+        accepted.starts_with("accepted: ")
+            && ["\"name\":\"Ada\"", "\"count\":2", "\"ok\":true"].iter().all(|s| accepted.contains(s)),
+        "{accepted}"
+    );
+    // Past the bounds: refused to the server, nobody asked, no panic.
+    for (r, why) in [(results[1], "fields"), (results[2], "message")] {
+        let text = r["data"]["content"].as_str().unwrap_or_default();
+        assert!(text.starts_with("elicitation failed") && text.contains(why), "{r}");
+    }
+    let asked: Vec<&Value> = c.seen.iter().filter(|v| v["method"] == "elicitation/create").collect();
+    assert_eq!(asked.len(), 1, "only the bounded form is asked");
+    // Both ends are in the log.
+    let q = log.iter().find(|v| v["type"] == "question/asked").unwrap_or_else(|| panic!("{log:?}"));
+    assert_eq!((q["ignorable"].as_bool(), q["data"]["source"].as_str()), (Some(true), Some("mcp:ed")), "{q}");
+    let a = log.iter().find(|v| v["type"] == "question/answered").unwrap_or_else(|| panic!("{log:?}"));
+    assert_eq!((a["data"]["action"].as_str(), a["data"]["by"].as_str()), (Some("accept"), Some("acp:asker")), "{a}");
+    assert_eq!(a["data"]["content"]["name"], "Ada", "{a}");
+
+    // A question still open when the turn is cancelled is withdrawn and
+    // logged as cancelled.
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
+    let second = c.seen.len();
+    c.wait_for("a second elicitation/create", |v| v["method"] == "elicitation/create");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    assert_eq!(c.result(prompt)["stopReason"], "cancelled");
+    let log = e.log_types(&sid);
+    let answers: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[1]["data"]["action"], "cancel", "{:?}", answers[1]);
+    // The client is told the request is withdrawn.
+    if !c.seen[second..].iter().any(|v| v["method"] == "$/cancel_request") {
+        c.wait_for("$/cancel_request", |v| v["method"] == "$/cancel_request");
+    }
+    c.close();
+}

@@ -617,6 +617,57 @@ async fn run_uses_profile_mcp_servers_through_the_policy_pipeline_and_stops_them
     Ok(())
 }
 
+/// Issue 40: headless (`wharf run`), nobody can answer a server's
+/// elicitation: it is declined at once, the tool result says so, and both
+/// ends are logged and shown by the transcript renderer (`sessions show`).
+#[tokio::test(flavor = "multi_thread")]
+async fn run_declines_mcp_elicitation_and_logs_it() -> anyhow::Result<()> {
+    let r = Run::new();
+    let fx = fixture().display().to_string();
+    let profile = r.profile(&format!(
+        r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-elicit"
+[[plugin.config.turns]]
+tool_calls = [{{ name = "mcp__fx__ask", arguments = {{}} }}]
+[[plugin.config.turns]]
+text = "Done."
+
+[[mcp]]
+name = "fx"
+command = "{fx}"
+args = ["stdio", "--elicit"]
+required = true
+"#
+    ));
+    let (code, id, stderr) = r.run(&profile).await;
+    assert_eq!(code, 0, "{stderr}");
+    let events = r.log(&id);
+    let result = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult(t) => Some(t.clone()),
+            _ => None,
+        })
+        .context("no tool result")?;
+    assert_eq!(result.content, "declined", "{result:?}");
+    assert!(stderr.contains("headless mode: nobody can answer `mcp:fx`'s question"), "{stderr}");
+    let out = wharf_tests::wharf(r.home.path())
+        .args(["sessions", "show", &id, "--session-dir", &r.sessions().display().to_string()])
+        .output()?;
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("? mcp:fx asks: Who is asking? [count, name, ok]"), "{shown}");
+    assert!(shown.contains("↳ decline (by headless) — headless mode"), "{shown}");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn run_fails_clearly_when_a_required_server_cannot_start() {
     let r = Run::new();

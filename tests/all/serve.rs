@@ -576,3 +576,63 @@ echo_last_tool_result = true
     }
     Ok(())
 }
+
+/// Issue 40: an MCP server's elicitation during a call is a pending
+/// question of the session (`GET …/questions`, `question/asked` in the
+/// stream); an answer that does not fit the form is 400 and the question
+/// stays open; a fitting one reaches the server (the tool result holds it).
+#[test]
+fn mcp_elicitation_is_answered_over_http() {
+    let fx = crate::mcp::fixture().display().to_string();
+    let profile = format!(
+        r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-serve"
+[[plugin.config.turns]]
+tool_calls = [{{ name = "mcp__fx__ask", arguments = {{}} }}]
+[[plugin.config.turns]]
+text = "Answer: "
+echo_last_tool_result = true
+
+[[mcp]]
+name = "fx"
+command = "{fx}"
+args = ["stdio", "--elicit"]
+required = true
+"#
+    );
+    let w = super::web::start_command("serve", &profile, &[], &[]);
+    let id = new_session(&w, "go");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let q = loop {
+        let (code, r) = w.call("GET", &format!("/api/sessions/{id}/questions"), None);
+        assert_eq!(code, 200, "{r}");
+        if let Some(q) = r["pending"].as_array().and_then(|p| p.first()) {
+            break q.clone();
+        }
+        assert!(Instant::now() < deadline, "no question in session {id}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((q["source"].as_str(), q["message"].as_str()), (Some("mcp:fx"), Some("Who is asking?")), "{q}");
+    let path = format!("/api/sessions/{id}/questions/{}", str_of(&q, "call_id"));
+    let (code, r) = w.call("POST", &path, Some(json!({"action": "accept", "content": {"count": 0}})));
+    assert_eq!(code, 400, "a misfit is refused: {r}");
+    let (code, r) = w.call("POST", &path, Some(json!({"action": "accept", "content": {"name": "Bo", "count": 3}})));
+    assert_eq!(code, 200, "{r}");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events?from=1"), &[]);
+    let events = until_turn_ends(&mut sse, 1);
+    let kinds = types(&events);
+    let asked = kinds.iter().position(|t| t == "question/asked");
+    let answered = kinds.iter().position(|t| t == "question/answered");
+    assert!(asked.is_some() && asked < answered, "{kinds:?}");
+    let result = events.iter().find(|e| e["type"] == "tool/result").cloned().unwrap_or_default();
+    let text = result["data"]["content"].as_str().unwrap_or_default();
+    assert!(text.contains("\"name\":\"Bo\"") && text.contains("\"count\":3"), "{result}");
+}

@@ -10,6 +10,12 @@
 //!   configured rule (default deny) and says so in the logged note.
 //! - [`ChannelApprover`]: for interactive surfaces; forwards each question
 //!   over a channel and awaits the reply.
+//!
+//! The same service answers a tool's questions to the user
+//! ([`Approver::ask`], [`crate::question`]): by default it declines (a
+//! surface that cannot show forms); [`ChannelApprover::with_questions`]
+//! forwards them to the surface, and the headless approver declines saying
+//! nobody can answer.
 
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -17,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::ApprovalOutcome;
 use crate::plugin::BoxFuture;
+use crate::question::{Question, Reply};
 
 /// A question for the approval service.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +57,15 @@ pub trait Approver: Send + Sync {
     /// [`ApprovalOutcome::Cancelled`] when `cancel` fires (the pipeline also
     /// stops waiting then).
     fn decide(&self, request: ApprovalRequest, cancel: CancellationToken) -> BoxFuture<'_, Approval>;
+
+    /// Asks the user a tool's question ([`crate::question`]). Should return
+    /// [`crate::question::Answer::Cancel`] promptly when `cancel` fires (the
+    /// caller also stops waiting then). The default declines: the surface
+    /// cannot show questions.
+    fn ask(&self, question: Question, cancel: CancellationToken) -> BoxFuture<'_, Reply> {
+        let _ = (question, cancel);
+        Box::pin(async { Reply::decline("surface", "this surface cannot ask the user questions") })
+    }
 }
 
 /// What a headless run answers to `ask`.
@@ -88,6 +104,15 @@ impl Approver for HeadlessApprover {
         );
         Box::pin(async move { Approval { outcome, by: format!("headless(rule={name})"), note: Some(note) } })
     }
+
+    fn ask(&self, question: Question, _cancel: CancellationToken) -> BoxFuture<'_, Reply> {
+        let note = format!(
+            "headless mode: nobody can answer `{}`'s question, so it was declined",
+            crate::util::escape_line(crate::util::cut_str(&question.source, 64))
+        );
+        tracing::warn!(session = %question.session_id, call = %question.call_id, "{note}");
+        Box::pin(async move { Reply::decline("headless", note) })
+    }
 }
 
 /// A question waiting for a surface's answer.
@@ -99,17 +124,37 @@ pub struct PendingApproval {
     pub reply: oneshot::Sender<Approval>,
 }
 
+/// A tool's question waiting for a surface's answer.
+#[derive(Debug)]
+pub struct PendingQuestion {
+    /// The question.
+    pub question: Question,
+    /// Where to send the answer. Dropping it answers `cancel`.
+    pub reply: oneshot::Sender<Reply>,
+}
+
 /// Forwards questions to a surface over a channel.
 #[derive(Debug, Clone)]
 pub struct ChannelApprover {
     tx: mpsc::UnboundedSender<PendingApproval>,
+    /// Where tools' questions go; `None`: they are declined.
+    questions: Option<mpsc::UnboundedSender<PendingQuestion>>,
 }
 
 impl ChannelApprover {
-    /// The approver and the receiving end for the surface.
+    /// The approver and the receiving end for the surface; tools'
+    /// questions are declined.
     pub fn new() -> (Self, mpsc::UnboundedReceiver<PendingApproval>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Self { tx }, rx)
+        (Self { tx, questions: None }, rx)
+    }
+
+    /// Like [`new`](Self::new), and tools' questions go to the second receiver.
+    pub fn with_questions() -> (Self, mpsc::UnboundedReceiver<PendingApproval>, mpsc::UnboundedReceiver<PendingQuestion>)
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (qtx, qrx) = mpsc::unbounded_channel();
+        (Self { tx, questions: Some(qtx) }, rx, qrx)
     }
 }
 
@@ -129,6 +174,23 @@ impl Approver for ChannelApprover {
             tokio::select! {
                 r = rx => r.unwrap_or_else(|_| cancelled("the surface dropped the question")),
                 _ = cancel.cancelled() => cancelled("the turn was cancelled"),
+            }
+        })
+    }
+
+    fn ask(&self, question: Question, cancel: CancellationToken) -> BoxFuture<'_, Reply> {
+        let Some(tx) = &self.questions else {
+            return Box::pin(async { Reply::decline("surface", "this surface cannot ask the user questions") });
+        };
+        let (reply, rx) = oneshot::channel();
+        let sent = tx.send(PendingQuestion { question, reply }).is_ok();
+        Box::pin(async move {
+            if !sent {
+                return Reply::cancel("surface", "no surface is listening for questions");
+            }
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| Reply::cancel("surface", "the surface dropped the question")),
+                _ = cancel.cancelled() => Reply::cancel("surface", "the question was withdrawn"),
             }
         })
     }

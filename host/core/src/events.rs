@@ -256,7 +256,8 @@ pub const COMPACTION_FAILED_EVENT: &str = "compaction/failed";
 
 /// The ignorable event types the host itself appends (kept as
 /// [`EventKind::Unknown`] by readers; a plugin's own types are not listed).
-pub const HOST_IGNORABLE_TYPES: &[&str] = &[MODEL_EVENT, COMPACTION_FAILED_EVENT];
+pub const HOST_IGNORABLE_TYPES: &[&str] =
+    &[MODEL_EVENT, COMPACTION_FAILED_EVENT, crate::question::ASKED_EVENT, crate::question::ANSWERED_EVENT];
 
 impl EventKind {
     /// Whether this build knows the wire type name.

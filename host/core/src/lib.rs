@@ -46,6 +46,7 @@ pub mod pipeline;
 pub mod plugin;
 pub mod policy;
 pub mod projection;
+pub mod question;
 pub mod registry;
 #[cfg(test)]
 mod registry_layer_tests;

@@ -208,6 +208,18 @@ pub trait SessionServices: Send + Sync {
     fn determinism(&self) -> Option<Determinism> {
         None
     }
+    /// Asks the session's user a question for this call
+    /// ([`crate::question`]): logged (`question/asked`, `question/answered`),
+    /// answered by the session's approval service, withdrawn (`cancel`) when
+    /// the turn is cancelled or the call ends first. `source` names the asker.
+    fn ask_user(
+        &self,
+        source: String,
+        form: crate::question::Form,
+    ) -> BoxFuture<'_, Result<crate::question::Reply, ServiceError>> {
+        let _ = (source, form);
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
 }
 
 /// One call a program asks for (the `tools` import).

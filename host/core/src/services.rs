@@ -275,6 +275,75 @@ impl SessionServices for CallServices {
     fn determinism(&self) -> Option<crate::plugin::Determinism> {
         self.determinism
     }
+
+    fn ask_user(
+        &self,
+        source: String,
+        form: crate::question::Form,
+    ) -> BoxFuture<'_, Result<crate::question::Reply, ServiceError>> {
+        Box::pin(self.ask_inner(source, form))
+    }
+}
+
+/// Logs `question/answered` once: with the reply, or (when the asking call
+/// ends first and drops the wait) as a cancel.
+struct Unanswered<'a> {
+    log: &'a SessionLog,
+    call_id: &'a str,
+    done: bool,
+}
+
+impl Unanswered<'_> {
+    fn answer(&mut self, reply: &crate::question::Reply) {
+        self.done = true;
+        let data = crate::question::answered_data(self.call_id, reply);
+        if let Err(e) = self.log.append_ignorable(crate::question::ANSWERED_EVENT, data) {
+            tracing::warn!("logging a question's answer failed: {e}");
+        }
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.answer(&crate::question::Reply::cancel("host", "the call ended before an answer"));
+        }
+    }
+}
+
+impl CallServices {
+    async fn ask_inner(
+        &self,
+        source: String,
+        form: crate::question::Form,
+    ) -> Result<crate::question::Reply, ServiceError> {
+        use crate::question::{ASKED_EVENT, Answer, Question, Reply};
+        if self.at.is_none() {
+            return Err(ServiceError::NoSession);
+        }
+        let question =
+            Question { session_id: self.ctx.log.id().to_string(), call_id: self.call_id.clone(), source, form };
+        self.ctx
+            .log
+            .append_ignorable(ASKED_EVENT, crate::question::asked_data(&question))
+            .map_err(|e| ServiceError::Failed(e.to_string()))?;
+        let mut pending = Unanswered { log: &self.ctx.log, call_id: &self.call_id, done: false };
+        let form = question.form.clone();
+        let reply = tokio::select! {
+            r = self.ctx.approver.ask(question, self.cancel.clone()) => r,
+            _ = self.cancel.cancelled() => Reply::cancel("host", "the turn was cancelled"),
+        };
+        // What goes back to the tool is checked here, whatever the surface did.
+        let reply = match reply.answer {
+            Answer::Accept(content) => match form.check(&Value::Object(content)) {
+                Ok(content) => Reply { answer: Answer::Accept(content), ..reply },
+                Err(e) => Reply::cancel(&reply.by, format!("the answer did not fit the form: {e}")),
+            },
+            _ => reply,
+        };
+        pending.answer(&reply);
+        Ok(reply)
+    }
 }
 
 /// Most calls one tool call may make through

@@ -29,6 +29,20 @@
 //! (with `error` when the connection was lost). A lost or failed connection
 //! is retried with backoff (0.5 s, 1 s, 2 s), then left failed.
 //!
+//! **Elicitation**: Wharf advertises the `elicitation.form` client
+//! capability. A server's `elicitation/create` (form mode) during a tool
+//! call is bounded and parsed ([`wharf_core::question::Form::parse`]: a
+//! longer message, more fields, a bigger or nested schema is refused with
+//! `-32602`) and asked of the user of the session whose call is running on
+//! that connection ([`wharf_core::plugin::SessionServices::ask_user`]); the
+//! answer (checked against the form) goes back as `accept` with content,
+//! `decline` or `cancel`. The question is withdrawn (`cancel`) when the call
+//! ends (its deadline, the turn's cancellation). stdio carries no link
+//! between a server request and the call that caused it, so: no call
+//! running → `decline`; calls of several sessions running at once on the
+//! connection → `decline` (it cannot tell whose user to ask, logged); else
+//! the latest call of that session asks. URL mode is declined.
+//!
 //! **Required servers**: a surface awaits [`McpManager::wait_required`]
 //! before the first turn (so the first step already sees the tools), and
 //! [`McpManager::guard`] registers an `agent/pre-step` listener that ends a
@@ -42,9 +56,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, FormElicitationCapability, Implementation, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -471,7 +486,9 @@ impl McpManager {
         let c = &server.config;
         let (refresh_tx, mut refresh_rx) = mpsc::unbounded_channel();
         let refresh = Arc::new(Refresh::default());
-        let handler = Handler { refresh: refresh_tx, state: refresh.clone() };
+        let calls = Arc::new(Calls::default());
+        let handler =
+            Handler { refresh: refresh_tx, state: refresh.clone(), calls: calls.clone(), server: c.name.clone() };
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let startup = Duration::from_millis(c.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS));
         // A stdio server's process: killed with its group when this attempt ends.
@@ -495,7 +512,7 @@ impl McpManager {
             .peer_info()
             .and_then(|i| i.server_info.clone())
             .map(|i| ServerInfo { name: i.name, version: i.version });
-        let conn = Conn { peer: peer.clone(), info, refresh: refresh.clone(), attempt };
+        let conn = Conn { peer: peer.clone(), info, refresh: refresh.clone(), attempt, calls };
         self.install(server, &conn, tools, false).map_err(with_stderr)?;
         let cancel = running.cancellation_token();
         let wait = running.waiting();
@@ -678,6 +695,7 @@ impl McpManager {
                 peer: peer.clone(),
                 timeout: c.tool_timeout_ms.map(Duration::from_millis),
                 refresh: refresh.clone(),
+                calls: conn.calls.clone(),
             }));
         }
         self.registry.install(plugin.clone(), regs).map_err(|e| e.to_string())?;
@@ -711,6 +729,7 @@ struct Conn {
     info: Option<ServerInfo>,
     refresh: Arc<Refresh>,
     attempt: u32,
+    calls: Arc<Calls>,
 }
 
 enum Ended {
@@ -812,11 +831,108 @@ impl Refresh {
     }
 }
 
-/// Receives server notifications.
+/// The tool calls running on one connection (whose user a server's
+/// question goes to).
+#[derive(Default)]
+struct Calls {
+    next: AtomicU64,
+    running: Mutex<Vec<Running>>,
+}
+
+struct Running {
+    id: u64,
+    session_id: String,
+    services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    /// Cancelled when the call ends.
+    ended: CancellationToken,
+}
+
+/// Removes a call from [`Calls`] (and withdraws its questions) when it ends.
+struct CallGuard<'a> {
+    calls: &'a Calls,
+    id: u64,
+    ended: CancellationToken,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.ended.cancel();
+        lock(&self.calls.running).retain(|r| r.id != self.id);
+    }
+}
+
+impl Calls {
+    fn enter(&self, call: &ToolInvocation) -> CallGuard<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let ended = CancellationToken::new();
+        lock(&self.running).push(Running {
+            id,
+            session_id: call.session_id.clone(),
+            services: call.services.clone(),
+            ended: ended.clone(),
+        });
+        CallGuard { calls: self, id, ended }
+    }
+
+    /// The call whose user answers a question now, or why none can.
+    fn asker(&self) -> Result<(Arc<dyn wharf_core::plugin::SessionServices>, CancellationToken), &'static str> {
+        let running = lock(&self.running);
+        let last = running.last().ok_or("no tool call of this server is running")?;
+        if running.iter().any(|r| r.session_id != last.session_id) {
+            return Err("calls of several sessions are running on this server, so it is unclear whose user to ask");
+        }
+        let services = last.services.clone().ok_or("the running call has no session")?;
+        Ok((services, last.ended.clone()))
+    }
+}
+
+/// Receives server notifications and requests.
 #[derive(Clone)]
 struct Handler {
     refresh: mpsc::UnboundedSender<()>,
     state: Arc<Refresh>,
+    calls: Arc<Calls>,
+    server: String,
+}
+
+impl Handler {
+    async fn elicit(&self, request: ElicitRequestParams) -> Result<ElicitResult, rmcp::ErrorData> {
+        let decline = |why: &str| {
+            tracing::warn!(server = %self.server, "declined an elicitation: {why}");
+            Ok(ElicitResult::new(ElicitationAction::Decline))
+        };
+        let (message, schema) = match request {
+            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+                (message, serde_json::to_value(&requested_schema).unwrap_or(Value::Null))
+            }
+            _ => return decline("only form mode is supported"),
+        };
+        let form = wharf_core::question::Form::parse(&message, &schema).map_err(|e| {
+            tracing::warn!(server = %self.server, "refused an elicitation: {e}");
+            rmcp::ErrorData::invalid_params(format!("elicitation refused: {e}"), None)
+        })?;
+        let (services, ended) = match self.calls.asker() {
+            Ok(a) => a,
+            Err(why) => return decline(why),
+        };
+        let reply = tokio::select! {
+            r = services.ask_user(plugin_id(&self.server), form) => r,
+            // The call ended: its question is withdrawn.
+            _ = ended.cancelled() => return Ok(ElicitResult::new(ElicitationAction::Cancel)),
+        };
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => return decline(&e.to_string()),
+        };
+        use wharf_core::question::Answer;
+        Ok(match reply.answer {
+            Answer::Accept(content) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
+            }
+            Answer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Answer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
 }
 
 impl ClientHandler for Handler {
@@ -825,8 +941,19 @@ impl ClientHandler for Handler {
         let _ = self.refresh.send(());
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        self.elicit(request).await
+    }
+
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
+        let mut caps = ClientCapabilities::default();
+        caps.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new().with_schema_validation(true)));
+        ClientConfig::new(caps, Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
@@ -840,6 +967,7 @@ struct McpTool {
     peer: Peer<RoleClient>,
     timeout: Option<Duration>,
     refresh: Arc<Refresh>,
+    calls: Arc<Calls>,
 }
 
 impl Tool for McpTool {
@@ -853,6 +981,8 @@ impl Tool for McpTool {
 
     fn call(&self, call: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'_, ToolOutcome> {
         Box::pin(async move {
+            // Held while the call runs: the server's questions go to its session.
+            let _running = self.calls.enter(&call);
             let mut params = CallToolRequestParams::new(self.remote.clone());
             if let Value::Object(args) = call.arguments {
                 params = params.with_arguments(args);

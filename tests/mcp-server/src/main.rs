@@ -20,6 +20,12 @@
 //! `HOST:PORT`) — the last three answer the OS error as an `isError` result
 //! (the sandbox tests).
 //!
+//! With `stdio --elicit`, one more tool: `ask {fields?, pad?}` sends an
+//! `elicitation/create` (form: `name` string (required), `count` integer,
+//! `ok` boolean; with `fields: N`, N string fields instead; `pad: B` adds B
+//! bytes to the message) and answers `accepted: {content}`, `declined`,
+//! `cancelled` or `elicitation failed: ERROR`.
+//!
 //! With `--wait-list-changed SECS` the client prints `listed` on stderr after
 //! the first `tools/list`, waits up to SECS for a `tools/list_changed`, lists
 //! again and reports `relisted`.
@@ -30,8 +36,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::TokioChildProcess;
@@ -151,6 +157,45 @@ impl ServerHandler for Fixture {
                 Err(e) => CallToolResult::error(text(format!("connect failed: {e}"))),
             },
             "pid" => CallToolResult::success(text(std::process::id().to_string())),
+            "ask" => {
+                let schema = match arg("fields").as_u64() {
+                    Some(n) => {
+                        let props: Map<String, Value> =
+                            (0..n).map(|i| (format!("f{i}"), json!({"type": "string"}))).collect();
+                        serde_json::from_value::<ElicitationSchema>(json!({"type": "object", "properties": props}))
+                            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+                    }
+                    None => serde_json::from_value::<ElicitationSchema>(json!({
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "title": "Your name"},
+                            "count": {"type": "integer", "minimum": 1},
+                            "ok": {"type": "boolean"}
+                        },
+                        "required": ["name"]
+                    }))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?,
+                };
+                let pad = "x".repeat(arg("pad").as_u64().unwrap_or(0) as usize);
+                let params = ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: format!("Who is asking?{pad}"),
+                    requested_schema: schema,
+                };
+                // (`Peer::create_elicitation` needs rmcp's `elicitation` feature.)
+                let request = rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+                match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => match r.action {
+                        ElicitationAction::Accept => {
+                            CallToolResult::success(text(format!("accepted: {}", r.content.unwrap_or(Value::Null))))
+                        }
+                        ElicitationAction::Decline => CallToolResult::success(text("declined")),
+                        _ => CallToolResult::success(text("cancelled")),
+                    },
+                    Ok(_) => CallToolResult::error(text("elicitation failed: unexpected answer")),
+                    Err(e) => CallToolResult::error(text(format!("elicitation failed: {e}"))),
+                }
+            }
             // The generated catalogue (`stdio --many N`): each answers with
             // its name and arguments.
             other if other.starts_with("cat_") => {
@@ -208,10 +253,17 @@ fn catalogue(n: usize) -> Vec<Tool> {
         .collect()
 }
 
-async fn serve_stdio(linger: bool, many: usize) -> Result<()> {
+async fn serve_stdio(linger: bool, many: usize, elicit: bool) -> Result<()> {
     let fx = fixture();
     if let Ok(mut t) = fx.tools.lock() {
         t.extend(catalogue(many));
+        if elicit {
+            t.push(Tool::new(
+                "ask",
+                "Asks the user (elicitation/create).",
+                schema(json!({"fields": {"type": "integer"}, "pad": {"type": "integer"}}), &[]),
+            ));
+        }
     }
     let running = fx.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
@@ -317,7 +369,7 @@ async fn main() -> Result<()> {
                 .and_then(|i| args.get(i + 1))
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
-            serve_stdio(args.iter().any(|a| a == "--linger"), many).await
+            serve_stdio(args.iter().any(|a| a == "--linger"), many, args.iter().any(|a| a == "--elicit")).await
         }
         "http" => serve_http().await,
         "client" => client(args).await,

@@ -106,10 +106,15 @@
 //!   ordered task, and the log events before a question (its `tool/call`
 //!   and `approval/asked`) are forwarded first, so a request never
 //!   precedes the `tool_call` update it refers to.
-//!   This is the only input a tool or policy asks for in Wharf (an approval
-//!   of one call), and ACP's path for it; `elicitation/create` (structured
-//!   input, stable in the schema) is not sent, since no tool or policy can
-//!   ask a structured question (no such WIT import exists).
+//! - `elicitation/create` (agent → client): a tool's question to the user
+//!   (an MCP server's elicitation during a call, [`wharf_core::question`]):
+//!   form mode, scoped to the session and the tool call, the bounded
+//!   message and a flat schema of primitive fields. Sent only to clients
+//!   that advertise `elicitation.form`; others get the question declined
+//!   (logged). The client's `accept` content is checked against the form
+//!   (a misfit answers `cancel`); when the call ends first the request is
+//!   withdrawn with `$/cancel_request`. Both ends are in the log
+//!   (`question/asked`, `question/answered`).
 //! - Session modes are the permission presets (`read-only`, `ask`, `auto`,
 //!   `full-access`; `session/new`, `session/load` and `session/resume`
 //!   answer `modes` with the current one when the profile has a `permissions` row).
@@ -150,12 +155,13 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
-use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
+use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval, PendingQuestion};
 use wharf_core::events::{
     ApprovalOutcome, COMPACTION_FAILED_EVENT, Event, EventKind, MODEL_EVENT, StopReason, ToolCallEvent,
     ToolResultEvent, Verdict,
 };
 use wharf_core::plugin::HookPoint;
+use wharf_core::question::{Answer, Reply};
 use wharf_core::registry::Registry;
 use wharf_core::store::SessionStore;
 
@@ -468,6 +474,8 @@ struct ClientCaps {
     compaction: bool,
     /// `session.notices`: `notice` notifications.
     notices: bool,
+    /// `elicitation.form`: `elicitation/create` requests.
+    elicitation: bool,
 }
 
 impl ClientCaps {
@@ -476,6 +484,7 @@ impl ClientCaps {
         Self {
             compaction: session.is_some_and(|s| s.compaction.is_some()),
             notices: session.is_some_and(|s| s.notices.is_some()),
+            elicitation: caps.elicitation.as_ref().is_some_and(|e| e.form.is_some()),
         }
     }
 }
@@ -551,7 +560,7 @@ impl Server {
         system: Option<&ClientPrompt>,
     ) -> Result<Opened, sdk::Error> {
         let rows = client_servers(servers, &host.config.mcp);
-        let (approver, approvals) = ChannelApprover::new();
+        let (approver, approvals, questions) = ChannelApprover::with_questions();
         let approver: Arc<dyn Approver> = Arc::new(approver);
         let (base, first_seq, reused) = match origin {
             Origin::Closed(old) => {
@@ -571,7 +580,7 @@ impl Server {
             }
         };
         if rows.is_empty() && !reused && system.is_none() {
-            return Ok(Opened { agent: base, first_seq, approvals, mcp: None });
+            return Ok(Opened { agent: base, first_seq, approvals, questions, mcp: None });
         }
         let (registry, mcp) = if rows.is_empty() {
             (host.plugins.registry().clone(), None)
@@ -588,7 +597,7 @@ impl Server {
         // and the system prompt are this session's.
         let agent = Agent::with_bus(base.log().clone(), registry, base.bus().clone(), approver, config);
         let Some(mcp) = mcp else {
-            return Ok(Opened { agent, first_seq, approvals, mcp: None });
+            return Ok(Opened { agent, first_seq, approvals, questions, mcp: None });
         };
         if let Err(e) = mcp.attach_agent(&agent) {
             mcp.stop().await;
@@ -600,7 +609,7 @@ impl Server {
                 tracing::warn!(session = %agent.session_id(), "the client's MCP server `{}` is not available: {why}", s.server);
             }
         }
-        Ok(Opened { agent, first_seq, approvals, mcp: Some(mcp) })
+        Ok(Opened { agent, first_seq, approvals, questions, mcp: Some(mcp) })
     }
 
     /// `authenticate`: the method's variable must be set in this process's
@@ -837,6 +846,8 @@ struct Opened {
     /// First seq the live forwarder sends.
     first_seq: u64,
     approvals: tokio::sync::mpsc::UnboundedReceiver<PendingApproval>,
+    /// Tools' questions to the user.
+    questions: tokio::sync::mpsc::UnboundedReceiver<PendingQuestion>,
     /// The client's MCP servers of this session.
     mcp: Option<Arc<McpManager>>,
 }
@@ -1058,7 +1069,7 @@ impl Session {
         approver_name: String,
         caps: ClientCaps,
     ) -> Result<Arc<Self>, sdk::Error> {
-        let Opened { agent, first_seq, mut approvals, mcp } = opened;
+        let Opened { agent, first_seq, mut approvals, mut questions, mcp } = opened;
         let id = acp::SessionId::new(agent.session_id());
         let mut rx = agent.log().subscribe_from(first_seq).map_err(|e| internal(e.to_string()))?;
         let (tx, forwarded) = watch::channel(first_seq.saturating_sub(1));
@@ -1083,10 +1094,19 @@ impl Session {
                 projector.track_usage(&ev);
             }
         }
-        let mut fwd = Forwarder { cx, id, agent, projector, workspace: host.workspace.clone(), by: approver_name, tx };
+        let mut fwd = Forwarder {
+            cx,
+            id,
+            agent,
+            projector,
+            workspace: host.workspace.clone(),
+            by: approver_name,
+            tx,
+            elicit: caps.elicitation,
+        };
         let closed = session.closed.clone();
         tokio::spawn(async move {
-            let mut asking = true;
+            let (mut asking, mut questioning) = (true, true);
             loop {
                 tokio::select! {
                     biased;
@@ -1108,6 +1128,18 @@ impl Session {
                             fwd.ask(pending);
                         }
                         None => asking = false,
+                    },
+                    pending = questions.recv(), if questioning => match pending {
+                        Some(pending) => {
+                            // Its `question/asked` goes out first.
+                            while let Ok(ev) = rx.try_recv() {
+                                if !fwd.event(&ev) {
+                                    return;
+                                }
+                            }
+                            fwd.elicit(pending);
+                        }
+                        None => questioning = false,
                     },
                 }
             }
@@ -1290,6 +1322,8 @@ struct Forwarder {
     /// `approval/decided.by` of the client's answers.
     by: String,
     tx: watch::Sender<u64>,
+    /// The client takes `elicitation/create` (form mode).
+    elicit: bool,
 }
 
 impl Forwarder {
@@ -1349,6 +1383,67 @@ impl Forwarder {
             // The pipeline may have stopped waiting meanwhile; then nobody listens.
             let _ = reply.send(client_answer(answer, &by));
         });
+    }
+}
+
+impl Forwarder {
+    /// Sends a tool's question as `elicitation/create` (see the module
+    /// docs) and answers the asker from another task; a client without
+    /// `elicitation.form` gets no request and the question is declined.
+    fn elicit(&self, pending: PendingQuestion) {
+        let PendingQuestion { question, mut reply } = pending;
+        if !self.elicit {
+            tracing::info!(session = %self.id, "declined a question from {}: the client does not take elicitation/create", question.source);
+            let _ = reply.send(Reply::decline(
+                &self.by,
+                "the ACP client does not support elicitation (clientCapabilities.elicitation.form)",
+            ));
+            return;
+        }
+        let schema = match serde_json::from_value::<acp::ElicitationSchema>(question.form.schema()) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = reply.send(Reply::decline(&self.by, format!("the form cannot be sent over ACP: {e}")));
+                return;
+            }
+        };
+        let scope = acp::ElicitationSessionScope::new(self.id.clone())
+            .tool_call_id(acp::ToolCallId::new(question.call_id.as_str()));
+        let mode = acp::ElicitationMode::Form(acp::ElicitationFormMode::new(scope, schema));
+        let mut meta = serde_json::Map::new();
+        meta.insert("wharf/source".into(), Value::String(question.source.clone()));
+        let request = acp::CreateElicitationRequest::new(mode, question.form.message.clone()).meta(meta);
+        let sent = self.cx.send_request(request);
+        let by = self.by.clone();
+        tokio::spawn(async move {
+            let answer = tokio::select! {
+                r = sent.block_task() => r,
+                // The call ended or the turn was cancelled: withdraw.
+                () = reply.closed() => return,
+            };
+            let _ = reply.send(elicitation_answer(answer, &by));
+        });
+    }
+}
+
+/// The asker's reply from the client's `elicitation/create` answer (the
+/// content is checked against the form by the core).
+fn elicitation_answer(answer: Result<acp::CreateElicitationResponse, sdk::Error>, by: &str) -> Reply {
+    let reply = |answer| Reply { answer, by: by.to_string(), note: None };
+    match answer {
+        Ok(resp) => match resp.action {
+            acp::ElicitationAction::Accept(a) => {
+                let content = serde_json::to_value(a.content.unwrap_or_default()).unwrap_or(Value::Null);
+                match content {
+                    Value::Object(m) => reply(Answer::Accept(m)),
+                    _ => Reply::cancel(by, "the client's content is not an object"),
+                }
+            }
+            acp::ElicitationAction::Decline => reply(Answer::Decline),
+            acp::ElicitationAction::Cancel => reply(Answer::Cancel),
+            _ => Reply::cancel(by, "the client answered with an unknown action"),
+        },
+        Err(e) => Reply::cancel(by, format!("the elicitation request failed: {} {}", e.code.value(), e.message)),
     }
 }
 

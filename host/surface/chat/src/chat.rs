@@ -18,6 +18,9 @@
 //!   answered with one key: `y` allows once, `a` allows the tool for the rest
 //!   of the session, `n` rejects, `t` rejects with a note for the model (the
 //!   next line; it is in the tool result the model sees).
+//! - **Questions** a tool asks (an MCP server's elicitation) are declined
+//!   for now, with a warning naming the asker (the log shows the question
+//!   and the decline); the `wharf serve` API and ACP clients can answer them.
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -46,7 +49,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval};
+use wharf_core::approval::{Approval, Approver, ChannelApprover, PendingApproval, PendingQuestion};
 use wharf_core::events::{ApprovalOutcome, Event, EventKind, InboxOp, StopReason};
 use wharf_core::{Agent, AgentError, TurnSummary};
 
@@ -132,7 +135,13 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let host = load_with_progress(&args.host, config.plugins.len(), &mut interrupts).await?;
-    let (approver, approvals) = ChannelApprover::new();
+    let (approver, approvals, mut asked) = ChannelApprover::with_questions();
+    // Tools' questions: declined, saying so (see the module docs).
+    tokio::spawn(async move {
+        while let Some(q) = asked.recv().await {
+            decline_question(q);
+        }
+    });
     let mut term = editor::start(&host.workspace);
     let mut out = out;
     out.attach(&term);
@@ -1154,6 +1163,15 @@ fn answer(line: &str) -> Option<Answer> {
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
+}
+
+/// Declines a tool's question (the chat does not show forms yet), with a
+/// warning.
+fn decline_question(q: PendingQuestion) {
+    let who = wharf_core::util::escape_line(wharf_core::util::cut_str(&q.question.source, 64)).into_owned();
+    tracing::warn!(session = %q.question.session_id, "declined {who}'s question: wharf chat does not show forms yet");
+    let note = "wharf chat does not show forms yet (the serve API and ACP clients can answer them)";
+    let _ = q.reply.send(wharf_core::question::Reply::decline("chat", note));
 }
 
 /// Rejects a question nobody can answer any more (the input has ended).

@@ -105,6 +105,10 @@ impl TextRenderer {
                 }
             }
             EventKind::ApprovalDecided(_) | EventKind::PolicyDecision(_) => {}
+            EventKind::Unknown { type_name, data } if question_line(type_name, data).is_some() => {
+                self.end_stream(out);
+                let _ = writeln!(out, "{}", question_line(type_name, data).unwrap_or_default());
+            }
             EventKind::PluginReloadFailed(p) => {
                 self.end_stream(out);
                 let _ = writeln!(out, "⚠ plugin {} failed to reload: {}", p.id, p.error.as_deref().unwrap_or(""));
@@ -130,6 +134,33 @@ impl TextRenderer {
 }
 
 pub use wharf_cli_common::output::reload_failed_notice;
+
+/// One line for a logged `question/asked` or `question/answered`
+/// ([`wharf_core::question`]); `None` for other event types. Bounded and
+/// escaped.
+pub fn question_line(type_name: &str, data: &serde_json::Value) -> Option<String> {
+    use wharf_core::question::{ANSWERED_EVENT, ASKED_EVENT};
+    let field = |k: &str| data.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let line = if type_name == ASKED_EVENT {
+        let names: Vec<&str> = data["schema"]["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        format!("? {} asks: {} [{}]", field("source"), field("message"), names.join(", "))
+    } else if type_name == ANSWERED_EVENT {
+        let mut l = format!("  ↳ {} (by {})", field("action"), field("by"));
+        if let Some(c) = data.get("content") {
+            l.push_str(&format!(": {c}"));
+        }
+        if let Some(n) = data.get("note").and_then(|v| v.as_str()) {
+            l.push_str(&format!(" — {n}"));
+        }
+        l
+    } else {
+        return None;
+    };
+    Some(wharf_core::util::escape_line(wharf_core::util::cut_str(&line, 1024)).into_owned())
+}
 
 /// A stop reason for humans.
 pub fn reason_text(r: &StopReason) -> String {

@@ -86,6 +86,8 @@ fn routes() -> Vec<(&'static str, Method, MethodRouter<Arc<Server>>)> {
         ("/api/sessions/{id}/cancel", Method::POST, post(cancel)),
         ("/api/sessions/{id}/approvals", Method::GET, get(approvals)),
         ("/api/sessions/{id}/approvals/{call}", Method::POST, post(approve)),
+        ("/api/sessions/{id}/questions", Method::GET, get(questions)),
+        ("/api/sessions/{id}/questions/{call}", Method::POST, post(answer_question)),
         ("/api/sessions/{id}/resume", Method::POST, post(resume)),
         ("/api/sessions/{id}/unload", Method::POST, post(unload)),
         ("/api/sessions/{id}/fork", Method::POST, post(fork)),
@@ -441,6 +443,60 @@ async fn approve(
     l.touch();
     if reply.send(approval).is_err() {
         return Err(ApiError(StatusCode::CONFLICT, "the question was withdrawn (the turn ended)".into()));
+    }
+    Ok(Json(json!({"ok": true})))
+}
+
+async fn questions(State(app): AppState, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let pending = match app.live(&id) {
+        Some(l) => l.questions.list(),
+        None => {
+            app.harness.store.load(&id)?;
+            Vec::new()
+        }
+    };
+    Ok(Json(json!({"id": id, "pending": pending})))
+}
+
+#[derive(Deserialize)]
+struct QuestionBody {
+    action: String,
+    #[serde(default)]
+    content: Option<Value>,
+}
+
+/// Answers a tool's question; an `accept` whose content does not fit the
+/// form is 400 and the question stays open.
+async fn answer_question(
+    State(app): AppState,
+    Path((id, call)): Path<(String, String)>,
+    Json(body): Json<QuestionBody>,
+) -> ApiResult<Json<Value>> {
+    use wharf_core::question::{Answer, Reply};
+    let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
+    if !matches!(body.action.as_str(), "accept" | "decline" | "cancel") {
+        return Err(bad("answer with action accept (and content), decline or cancel".into()));
+    }
+    let l =
+        app.live(&id).ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("session `{id}` is not running here")))?;
+    let Some((question, reply)) = l.questions.take(&call).await else {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no question for call `{call}`")));
+    };
+    let answer = match body.action.as_str() {
+        "accept" => match question.form.check(body.content.as_ref().unwrap_or(&Value::Null)) {
+            Ok(content) => Answer::Accept(content),
+            Err(e) => {
+                // Still open: put it back for a corrected answer.
+                l.questions.put(question, reply, app.options.max_pending_approvals.max(1));
+                return Err(bad(format!("the content does not fit the form: {e}")));
+            }
+        },
+        "decline" => Answer::Decline,
+        _ => Answer::Cancel,
+    };
+    l.touch();
+    if reply.send(Reply { answer, by: app.options.surface.clone(), note: None }).is_err() {
+        return Err(ApiError(StatusCode::CONFLICT, "the question was withdrawn (the call ended)".into()));
     }
     Ok(Json(json!({"ok": true})))
 }

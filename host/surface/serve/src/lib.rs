@@ -41,6 +41,7 @@
 mod api;
 mod errors;
 mod harness_ops;
+mod questions;
 pub mod render;
 mod server;
 pub mod web;

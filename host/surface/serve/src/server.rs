@@ -63,6 +63,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Live {
     pub agent: Agent,
     pub approvals: Arc<Approvals>,
+    /// Tools' questions to the user waiting for an answer.
+    pub(crate) questions: Arc<crate::questions::Questions>,
     /// Stops the serving task and the host's work for this agent.
     stop: CancellationToken,
     /// Fired when the session is unloaded (event streams fall back to the file).
@@ -85,7 +87,10 @@ impl Live {
 
     /// Whether nothing is happening or waiting in this session.
     fn quiet(&self) -> bool {
-        !self.agent.is_running() && self.approvals.is_empty() && self.agent.log().pending_inbox().is_empty()
+        !self.agent.is_running()
+            && self.approvals.is_empty()
+            && self.questions.is_empty()
+            && self.agent.log().pending_inbox().is_empty()
     }
 }
 
@@ -300,7 +305,7 @@ impl Server {
     /// Builds the agent of a session and starts serving its turns (and the
     /// input other hosts store for it).
     fn load(self: &Arc<Self>, s: &mut Sessions, id: Option<&str>) -> Result<Arc<Live>, ServeError> {
-        let (approver, mut questions) = ChannelApprover::new();
+        let (approver, mut questions, mut asked) = ChannelApprover::with_questions();
         let stop = self.shutdown.child_token();
         let agent =
             crate::harness_ops::open_agent(&self.harness, id, Arc::new(approver), self.options.max_steps, stop.clone())
@@ -311,6 +316,13 @@ impl Server {
         tokio::spawn(async move {
             while let Some(q) = questions.recv().await {
                 pending.put(q.request, q.reply, max);
+            }
+        });
+        let asks: Arc<crate::questions::Questions> = Arc::default();
+        let open = asks.clone();
+        tokio::spawn(async move {
+            while let Some(q) = asked.recv().await {
+                open.put(q.question, q.reply, max);
             }
         });
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
@@ -347,6 +359,7 @@ impl Server {
         let l = Arc::new(Live {
             agent,
             approvals,
+            questions: asks,
             stop,
             closed: CancellationToken::new(),
             serving,

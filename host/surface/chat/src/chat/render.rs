@@ -208,6 +208,11 @@ impl Renderer {
                 let msg = wharf_core::util::escape_line(wharf_core::util::cut_str(&msg, 512)).into_owned();
                 let _ = writeln!(out, "{}", self.paint("36", &msg));
             }
+            EventKind::Unknown { type_name, data } if crate::render::question_line(type_name, data).is_some() => {
+                self.end_stream(out);
+                let line = crate::render::question_line(type_name, data).unwrap_or_default();
+                let _ = writeln!(out, "{}", self.paint("35", &line));
+            }
             EventKind::CompactionSummary(c) => {
                 self.end_stream(out);
                 let msg = format!("⋯ history compacted (events {}–{})", c.from_seq, c.to_seq);
