@@ -227,7 +227,11 @@ fn main() -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         })?;
-        println!("{which}: {:.3} µs per call", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        println!(
+            "{which}: {:.3} µs per call; still synchronous: {}",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64,
+            warm.calls_synchronously()
+        );
         return Ok(());
     }
     tokio.block_on(async {

@@ -454,7 +454,9 @@ pub struct PluginVersion {
     preparing: AtomicBool,
     /// Warm calls the synchronous path handed to the async path (see
     /// [`MAX_SYNC_MISSES`]).
-    sync_misses: std::sync::atomic::AtomicU32,
+    sync_misses: std::sync::atomic::AtomicU64,
+    /// Warm calls served on the synchronous path.
+    sync_served: std::sync::atomic::AtomicU64,
 }
 
 /// A sandbox prepared off a call's path for the next fresh call: its store
@@ -508,9 +510,14 @@ type ToolCallFn<'a> =
     wasmtime::component::TypedFunc<(&'a str, &'a str, &'a wt::CallContext), (Result<wt::ToolOutput, wt::ToolError>,)>;
 
 /// Calls on the synchronous path that had to be run again on the async
-/// path (a wait, or a guest running past its first epoch tick) after which
-/// a version calls only on the async path: its calls are not short.
-const MAX_SYNC_MISSES: u32 = 8;
+/// path (a wait, or a guest running past its first epoch tick) a version may
+/// have before it calls only on the async path, if they are also more than
+/// one in [`SYNC_MISS_RATIO`] of its synchronous calls: its calls are not
+/// short. (A short call also misses when its thread is descheduled across
+/// two ticks on a loaded machine: rare, and not a reason to give up.)
+const MAX_SYNC_MISSES: u64 = 8;
+/// See [`MAX_SYNC_MISSES`].
+const SYNC_MISS_RATIO: u64 = 16;
 
 /// How a sandboxed call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -858,7 +865,8 @@ impl Runtime {
             me: OnceLock::new(),
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
-            sync_misses: std::sync::atomic::AtomicU32::new(0),
+            sync_misses: std::sync::atomic::AtomicU64::new(0),
+            sync_served: std::sync::atomic::AtomicU64::new(0),
         };
         version
             .describe_kind(&spec.grant, true, self.max_tools())
@@ -987,7 +995,8 @@ impl Runtime {
             me: OnceLock::new(),
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
-            sync_misses: std::sync::atomic::AtomicU32::new(0),
+            sync_misses: std::sync::atomic::AtomicU64::new(0),
+            sync_served: std::sync::atomic::AtomicU64::new(0),
         };
         version
             .describe_kind(&spec.grant, validate, self.max_tools())
@@ -1281,6 +1290,22 @@ impl PluginVersion {
     /// one per fresh call, fewer where instances are reused.
     pub fn sandboxes_made(&self) -> u64 {
         self.sandboxes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether warm calls of this version take the synchronous path
+    /// (`component/sync_call.rs`): a warm tool whose imports cannot wait or
+    /// reach outside its sandbox, on an engine with the path on, that has
+    /// not had to hand many calls to the async path.
+    pub fn calls_synchronously(&self) -> bool {
+        let code = self.code();
+        self.warm.is_some() && code.sync.is_some() && code.engine.sync_calls() && self.sync_misses_allow()
+    }
+
+    /// Whether the synchronous path's misses so far still allow it (see
+    /// [`MAX_SYNC_MISSES`]).
+    fn sync_misses_allow(&self) -> bool {
+        let misses = self.sync_misses.load(Ordering::Relaxed);
+        misses < MAX_SYNC_MISSES || misses.saturating_mul(SYNC_MISS_RATIO) <= self.sync_served.load(Ordering::Relaxed)
     }
 
     /// Whether the next fresh call's sandbox is prepared (see
@@ -1772,10 +1797,7 @@ impl PluginVersion {
         // One deadline for the call, kept if the synchronous attempt hands
         // it to the async path.
         let deadline = Instant::now() + Duration::from_millis(timeout);
-        let sync = code
-            .sync
-            .as_ref()
-            .filter(|_| code.engine.sync_calls() && self.sync_misses.load(Ordering::Relaxed) < MAX_SYNC_MISSES);
+        let sync = code.sync.as_ref().filter(|_| code.engine.sync_calls() && self.sync_misses_allow());
         if let Some(st) = sync {
             match self.call_warm_sync(code, st, pool, name, arguments, wctx, &services, deadline) {
                 Some(done) => return done,
@@ -1906,6 +1928,7 @@ impl PluginVersion {
         w.store.data_mut().set_services(None);
         match res {
             Ok((v,)) => {
+                self.sync_served.fetch_add(1, Ordering::Relaxed);
                 // An instance of code swapped out meanwhile is not kept.
                 if Arc::ptr_eq(&w.code, &self.code()) {
                     pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
