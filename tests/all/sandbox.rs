@@ -301,3 +301,50 @@ async fn warm_instance_survives_and_recovers_from_a_trap() {
     assert_eq!(code.as_deref(), Some("TRAP"));
     assert_still_serving(&v).await;
 }
+
+/// A warm tool whose imports cannot wait or reach outside (`pure`) is
+/// called on the synchronous path, and every limit holds there: an endless
+/// loop ends at its deadline, memory, stack and output limits and traps end
+/// the call with their codes, a call that waits (`sleep`) is served, and
+/// the instance keeps serving after each.
+#[tokio::test]
+async fn warm_calls_on_the_synchronous_path_keep_every_limit() {
+    let rt = runtime();
+    let spec = PluginSpec {
+        id: "pure".into(),
+        path: wharf_tests::plugin(plugins::PURE),
+        config: json!({}),
+        grant: Grant { timeout_ms: Some(300), memory_mb: Some(64), ..Grant::default() },
+        warm: true,
+        on_invalid_config: Default::default(),
+    };
+    let v = rt.load(&spec).expect("load pure (warm)");
+    assert!(v.calls_synchronously(), "a tool importing only wasi:cli/io/clocks is called synchronously");
+    assert!(!load_warm(&rt).calls_synchronously(), "a tool with outside imports is not");
+    let counts = [call(&v, "count", json!({})).await.2, call(&v, "count", json!({})).await.2];
+    assert_eq!(counts, ["1", "2"], "the synchronous path reuses its instance");
+
+    let t0 = std::time::Instant::now();
+    let (err, code, content) = call(&v, "spin", json!({})).await;
+    assert!(err, "spin returned: {content}");
+    assert_eq!(code.as_deref(), Some("TIMEOUT"), "{content}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "deadline not enforced promptly");
+    assert_still_serving(&v).await;
+
+    let (_, code, content) = call(&v, "alloc", json!({"mb": 1024})).await;
+    assert_eq!(code.as_deref(), Some("MEMORY_LIMIT"), "{content}");
+    let (_, code, content) = call(&v, "recurse", json!({"depth": 100_000_000u64})).await;
+    assert_eq!(code.as_deref(), Some("STACK_OVERFLOW"), "{content}");
+    let (_, code, content) = call(&v, "huge_output", json!({"mb": 20})).await;
+    assert_eq!(code.as_deref(), Some("OUTPUT_LIMIT"), "{}", &content[..content.len().min(200)]);
+    let (_, code, content) = call(&v, "trap", json!({})).await;
+    assert_eq!(code.as_deref(), Some("TRAP"), "{content}");
+    assert_still_serving(&v).await;
+
+    // A wait cannot happen on the synchronous path: the call is run again
+    // on the async path and served.
+    let (err, code, content) = call(&v, "sleep", json!({"ms": 30})).await;
+    assert!(!err, "{code:?} {content}");
+    assert_eq!(content, "slept 30 ms");
+    assert_still_serving(&v).await;
+}

@@ -37,6 +37,7 @@ pub fn runtime_options_from(var: impl Fn(&str) -> Option<String>) -> RuntimeOpti
             .and_then(|v| v.parse::<usize>().ok())
             .map_or(d.keep_resident, |kb| kb << 10),
         spare: on("WHARF_SPARE", d.spare),
+        sync_calls: on("WHARF_SYNC_CALLS", d.sync_calls),
         incremental: on("WHARF_INCREMENTAL", d.incremental),
         ..d
     };

@@ -140,6 +140,7 @@ macro_rules! sandboxed {
 // After `sandboxed!`, which they use.
 pub mod generic;
 mod streams;
+mod sync_call;
 
 /// A plugin kind, detected from a component's exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -290,6 +291,8 @@ pub enum FirstTierCompiler {
 pub struct Runtime {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
+    /// The linker of warm tools' synchronous path (`sync_call.rs`).
+    sync_linker: Linker<HostState>,
     cache: CompileCache,
     /// Engine options, for the first tier's engine.
     engine_opts: EngineOptions,
@@ -339,6 +342,8 @@ impl Drop for CompileHold {
 struct FirstTier {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
+    /// The linker of warm tools' synchronous path (`sync_call.rs`).
+    sync_linker: Linker<HostState>,
     /// [`CompileTier::Baseline`] (Winch) on x86_64 unless the options ask
     /// for [`FirstTierCompiler::Cranelift`] or Winch is unavailable here,
     /// then [`CompileTier::Fast`].
@@ -373,6 +378,9 @@ pub(crate) struct CompiledCode {
     indices: Indices,
     engine: Arc<WharfEngine>,
     tier: CompileTier,
+    /// A tool's synchronous path, when its imports allow one
+    /// (`sync_call.rs`).
+    sync: Option<sync_call::SyncTool>,
 }
 
 /// Builds the linker with every import a plugin may use.
@@ -444,6 +452,11 @@ pub struct PluginVersion {
     spare: Mutex<Option<PreparedInstance>>,
     /// A task is preparing `spare`.
     preparing: AtomicBool,
+    /// Warm calls the synchronous path handed to the async path (see
+    /// [`MAX_SYNC_MISSES`]).
+    sync_misses: std::sync::atomic::AtomicU64,
+    /// Warm calls served on the synchronous path.
+    sync_served: std::sync::atomic::AtomicU64,
 }
 
 /// A sandbox prepared off a call's path for the next fresh call: its store
@@ -478,10 +491,33 @@ pub(crate) struct HeldAdapter {
 
 struct WarmInstance {
     store: Store<HostState>,
-    tool: ex::tool::Guest,
+    tool: WarmTool,
     /// The code it was instantiated from (a pool keeps only current code's).
     code: Arc<CompiledCode>,
 }
+
+/// How a warm instance is called.
+enum WarmTool {
+    /// Through the store's event loop (`call_async`).
+    Async(ex::tool::Guest),
+    /// With wasmtime's synchronous `call` (`sync_call.rs`): `tool.call`,
+    /// type-checked as [`ToolCallFn`] when the instance was made.
+    Sync(wasmtime::component::Func),
+}
+
+/// `tool.call`'s type on the synchronous path.
+type ToolCallFn<'a> =
+    wasmtime::component::TypedFunc<(&'a str, &'a str, &'a wt::CallContext), (Result<wt::ToolOutput, wt::ToolError>,)>;
+
+/// Calls on the synchronous path that had to be run again on the async
+/// path (a wait, or a guest running past its first epoch tick) a version may
+/// have before it calls only on the async path, if they are also more than
+/// one in [`SYNC_MISS_RATIO`] of its synchronous calls: its calls are not
+/// short. (A short call also misses when its thread is descheduled across
+/// two ticks on a loaded machine: rare, and not a reason to give up.)
+const MAX_SYNC_MISSES: u64 = 8;
+/// See [`MAX_SYNC_MISSES`].
+const SYNC_MISS_RATIO: u64 = 16;
 
 /// How a sandboxed call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -544,10 +580,12 @@ impl Runtime {
         }
         let engine = WharfEngine::new(&engine_opts)?;
         let linker = new_linker(engine.engine())?;
+        let sync_linker = sync_call::new_linker(engine.engine())?;
         let cache = CompileCache::new(engine.engine(), opts.cache_dir);
         Ok(Arc::new_cyclic(|me| Self {
             engine,
             linker,
+            sync_linker,
             cache,
             engine_opts,
             tiering: opts.tiering,
@@ -639,10 +677,15 @@ impl Runtime {
                     // reservation.
                     let opts =
                         EngineOptions { tier, pooling: false, incremental_dir: None, ..self.engine_opts.clone() };
-                    let built = WharfEngine::new(&opts)
-                        .and_then(|engine| new_linker(engine.engine()).map(|linker| (engine, linker)));
+                    let built = WharfEngine::new(&opts).and_then(|engine| {
+                        let linker = new_linker(engine.engine())?;
+                        let sync_linker = sync_call::new_linker(engine.engine())?;
+                        Ok((engine, linker, sync_linker))
+                    });
                     match built {
-                        Ok((engine, linker)) => return Ok(FirstTier { engine, linker, tier }),
+                        Ok((engine, linker, sync_linker)) => {
+                            return Ok(FirstTier { engine, linker, sync_linker, tier });
+                        }
                         Err(e) => {
                             tracing::debug!(?tier, "first compile tier unavailable: {e:#}");
                             last = format!("{e:#}");
@@ -717,7 +760,12 @@ impl Runtime {
             .and_then(|(component, _)| {
                 let pre = self.linker.instantiate_pre(&component).map_err(|e| first_line(&e))?;
                 let indices = Indices::new(&pre, &job.kinds, &job.path).map_err(|e| e.to_string())?;
-                Ok(CompiledCode { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier })
+                let sync = job
+                    .kinds
+                    .contains(&Kind::Tool)
+                    .then(|| sync_call::SyncTool::new(&self.sync_linker, &component))
+                    .flatten();
+                Ok(CompiledCode { pre, indices, engine: self.engine.clone(), tier: self.engine_opts.tier, sync })
             });
         let Some(slot) = job.slot.upgrade() else { return };
         match code {
@@ -817,6 +865,8 @@ impl Runtime {
             me: OnceLock::new(),
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
+            sync_misses: std::sync::atomic::AtomicU64::new(0),
+            sync_served: std::sync::atomic::AtomicU64::new(0),
         };
         version
             .describe_kind(&spec.grant, true, self.max_tools())
@@ -890,7 +940,14 @@ impl Runtime {
         };
         let pre = linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
         let indices = if generic.is_some() { generic::no_indices() } else { Indices::new(&pre, &kinds, &path)? };
-        let code = CompiledCode { pre, indices, engine: engine.clone(), tier };
+        let sync_linker = match &first_engine {
+            Some(f) if first_tier => &f.sync_linker,
+            _ => &self.sync_linker,
+        };
+        let sync = (generic.is_none() && kinds.contains(&Kind::Tool))
+            .then(|| sync_call::SyncTool::new(sync_linker, &component))
+            .flatten();
+        let code = CompiledCode { pre, indices, engine: engine.clone(), tier, sync };
         spec.grant.validate().map_err(|e| LoadError::Invalid { path: path.clone(), reason: e.to_string() })?;
         // A dev build: the source directory's snapshot is part of the
         // version (`dev.rs`), and of its digest.
@@ -938,6 +995,8 @@ impl Runtime {
             me: OnceLock::new(),
             spare: Mutex::new(None),
             preparing: AtomicBool::new(false),
+            sync_misses: std::sync::atomic::AtomicU64::new(0),
+            sync_served: std::sync::atomic::AtomicU64::new(0),
         };
         version
             .describe_kind(&spec.grant, validate, self.max_tools())
@@ -1231,6 +1290,22 @@ impl PluginVersion {
     /// one per fresh call, fewer where instances are reused.
     pub fn sandboxes_made(&self) -> u64 {
         self.sandboxes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether warm calls of this version take the synchronous path
+    /// (`component/sync_call.rs`): a warm tool whose imports cannot wait or
+    /// reach outside its sandbox, on an engine with the path on, that has
+    /// not had to hand many calls to the async path.
+    pub fn calls_synchronously(&self) -> bool {
+        let code = self.code();
+        self.warm.is_some() && code.sync.is_some() && code.engine.sync_calls() && self.sync_misses_allow()
+    }
+
+    /// Whether the synchronous path's misses so far still allow it (see
+    /// [`MAX_SYNC_MISSES`]).
+    fn sync_misses_allow(&self) -> bool {
+        let misses = self.sync_misses.load(Ordering::Relaxed);
+        misses < MAX_SYNC_MISSES || misses.saturating_mul(SYNC_MISS_RATIO) <= self.sync_served.load(Ordering::Relaxed)
     }
 
     /// Whether the next fresh call's sandbox is prepared (see
@@ -1718,28 +1793,51 @@ impl PluginVersion {
         let (Some(pool), Some(tool_idx)) = (&self.warm, &code.indices.tool) else {
             return Err(CallError::new(ToolErrorCode::HostError, "not a warm tool plugin"));
         };
-        let taken = pool.lock().unwrap_or_else(|e| e.into_inner()).pop().filter(|w| Arc::ptr_eq(&w.code, code));
+        let timeout = self.effective.timeout_ms;
+        // One deadline for the call, kept if the synchronous attempt hands
+        // it to the async path.
+        let deadline = Instant::now() + Duration::from_millis(timeout);
+        let sync = code.sync.as_ref().filter(|_| code.engine.sync_calls() && self.sync_misses_allow());
+        if let Some(st) = sync {
+            match self.call_warm_sync(code, st, pool, name, arguments, wctx, &services, deadline) {
+                Some(done) => return done,
+                None => {
+                    self.sync_misses.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let taken = pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .filter(|w| Arc::ptr_eq(&w.code, code) && matches!(w.tool, WarmTool::Async(_)));
         let mut w = match taken {
             Some(w) => w,
             None => {
                 let mut store = self.new_store(code, self.effective.clone(), self.call_fuel())?;
-                store.data_mut().begin_call(self.effective.timeout_ms);
+                store.data_mut().begin_call(timeout);
+                store.data_mut().deadline = deadline;
                 let inst =
                     code.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
                 let tool = tool_idx.load(&mut store, &inst).map_err(|e| classify_error(&e, store.data()))?;
-                WarmInstance { store, tool, code: code.clone() }
+                WarmInstance { store, tool: WarmTool::Async(tool), code: code.clone() }
             }
         };
-        let timeout = self.effective.timeout_ms;
         w.store.data_mut().begin_call(timeout);
+        w.store.data_mut().deadline = deadline;
         // Epochs have passed since its last call: without this its first
         // check would find the deadline passed and yield for nothing.
         w.store.set_epoch_deadline(1);
         w.store.data_mut().set_services(services);
         let wall = w.store.data().wall_deadline();
-        let res = {
-            let call = std::pin::pin!(w.tool.call_call(&mut w.store, name, arguments, wctx));
-            tokio::time::timeout_at(wall, call).await
+        let res = match &w.tool {
+            WarmTool::Async(tool) => {
+                let call = std::pin::pin!(tool.call_call(&mut w.store, name, arguments, wctx));
+                tokio::time::timeout_at(wall, call).await
+            }
+            WarmTool::Sync(_) => {
+                return Err(CallError::new(ToolErrorCode::HostError, "warm instance of the wrong path"));
+            }
         };
         w.store.data_mut().set_services(None);
         match res {
@@ -1755,6 +1853,92 @@ impl PluginVersion {
             Err(_) => {
                 Err(CallError::new(ToolErrorCode::Timeout, format!("call exceeded its time limit of {timeout} ms")))
             }
+        }
+    }
+
+    /// A warm call on the synchronous path (`sync_call.rs`), inline on the
+    /// calling thread. `None`: it reached something that would wait, or ran
+    /// past its first epoch tick; its instance is dropped and the call is
+    /// to be run on the async path with the same `deadline`.
+    #[allow(clippy::too_many_arguments)]
+    fn call_warm_sync(
+        &self,
+        code: &Arc<CompiledCode>,
+        st: &sync_call::SyncTool,
+        pool: &Mutex<Vec<WarmInstance>>,
+        name: &str,
+        arguments: &str,
+        wctx: &wt::CallContext,
+        services: &Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+        deadline: Instant,
+    ) -> Option<Result<Result<wt::ToolOutput, wt::ToolError>, CallError>> {
+        let timeout = self.effective.timeout_ms;
+        let taken = pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .filter(|w| Arc::ptr_eq(&w.code, code) && matches!(w.tool, WarmTool::Sync(_)));
+        let mut w = match taken {
+            Some(w) => w,
+            None => {
+                let mut store = match self.new_store(code, self.effective.clone(), self.call_fuel()) {
+                    Ok(s) => s,
+                    Err(e) => return Some(Err(e)),
+                };
+                // Nothing on this path may wait: past its first full tick a
+                // call goes to the async path (which yields every tick),
+                // unless its deadline has come.
+                store.epoch_deadline_callback(|ctx| {
+                    let s = ctx.data();
+                    if Instant::now() >= s.deadline {
+                        Err(LimitError::Timeout(s.timeout_ms).into())
+                    } else {
+                        Err(sync_call::NeedsAsync.into())
+                    }
+                });
+                store.data_mut().begin_call(timeout);
+                store.data_mut().deadline = deadline;
+                store.set_epoch_deadline(2);
+                let made = st.pre.instantiate(&mut store).and_then(|inst| {
+                    let func = inst
+                        .get_func(&mut store, st.call)
+                        .ok_or_else(|| wasmtime::format_err!("the component exports no `tool.call`"))?;
+                    // Type-checked once here; each call uses it unchecked.
+                    func.typed::<(&str, &str, &wt::CallContext), (Result<wt::ToolOutput, wt::ToolError>,)>(&store)?;
+                    Ok(func)
+                });
+                match made {
+                    Ok(func) => WarmInstance { store, tool: WarmTool::Sync(func), code: code.clone() },
+                    Err(e) if sync_call::needs_async(&e) => return None,
+                    Err(e) => return Some(Err(classify_error(&e, store.data()))),
+                }
+            }
+        };
+        let WarmTool::Sync(func) = w.tool else { return None };
+        w.store.data_mut().begin_call(timeout);
+        w.store.data_mut().deadline = deadline;
+        // At least one full tick before the callback above runs.
+        w.store.set_epoch_deadline(2);
+        w.store.data_mut().set_services(services.clone());
+        // SAFETY: `func` was type-checked as `ToolCallFn` (the same
+        // parameter and result types; lifetimes do not change a component
+        // type) when this instance was made, in this store.
+        let typed: ToolCallFn<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
+        let res = typed.call(&mut w.store, (name, arguments, wctx));
+        w.store.data_mut().set_services(None);
+        match res {
+            Ok((v,)) => {
+                self.sync_served.fetch_add(1, Ordering::Relaxed);
+                // An instance of code swapped out meanwhile is not kept.
+                if Arc::ptr_eq(&w.code, &self.code()) {
+                    pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+                }
+                Some(Ok(v))
+            }
+            // The store is dropped with whatever the attempt did.
+            Err(e) if sync_call::needs_async(&e) => None,
+            // A trap poisons the store: drop the instance.
+            Err(e) => Some(Err(classify_error(&e, w.store.data()))),
         }
     }
 }

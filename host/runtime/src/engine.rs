@@ -1,7 +1,7 @@
 //! The one shared wasmtime [`Engine`]: component model, epoch interruption,
 //! and the pooling allocator where the machine allows it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -77,6 +77,10 @@ pub struct EngineOptions {
     /// Prepare each fresh-sandbox plugin's next sandbox (store and instance)
     /// off the call's path, after a call.
     pub spare: bool,
+    /// Call warm tools whose imports cannot wait or reach outside their
+    /// sandbox with wasmtime's synchronous call, without a fiber or the
+    /// store's event loop (`component/sync_call.rs`).
+    pub sync_calls: bool,
 }
 
 impl Default for EngineOptions {
@@ -94,6 +98,7 @@ impl Default for EngineOptions {
             incremental: true,
             tier: CompileTier::Optimized,
             spare: true,
+            sync_calls: true,
         }
     }
 }
@@ -108,6 +113,7 @@ pub struct WharfEngine {
     held: AtomicUsize,
     hold_budget: usize,
     spare: bool,
+    sync_calls: AtomicBool,
 }
 
 /// One idle instance counted against [`WharfEngine`]'s budget; released
@@ -146,7 +152,14 @@ impl WharfEngine {
             (Engine::new(&Self::config(opts, false))?, Allocator::OnDemand("disabled by configuration".into()))
         };
         let hold_budget = (opts.max_instances as usize / 4).max(1);
-        let this = Arc::new(Self { engine, allocator, held: AtomicUsize::new(0), hold_budget, spare: opts.spare });
+        let this = Arc::new(Self {
+            engine,
+            allocator,
+            held: AtomicUsize::new(0),
+            hold_budget,
+            spare: opts.spare,
+            sync_calls: AtomicBool::new(opts.sync_calls),
+        });
         spawn_epoch_ticker(Arc::downgrade(&this));
         Ok(this)
     }
@@ -251,6 +264,19 @@ impl WharfEngine {
     /// Whether fresh calls' sandboxes are prepared ahead of the call.
     pub fn spares(&self) -> bool {
         self.spare
+    }
+
+    /// Whether warm tool calls take the synchronous path where a tool
+    /// allows it ([`EngineOptions::sync_calls`]).
+    pub fn sync_calls(&self) -> bool {
+        self.sync_calls.load(Ordering::Relaxed)
+    }
+
+    /// Turns the synchronous path of warm tool calls on or off for calls
+    /// from now on (instances already made keep theirs until they are used
+    /// by a call of the other path, which drops them).
+    pub fn set_sync_calls(&self, on: bool) {
+        self.sync_calls.store(on, Ordering::Relaxed);
     }
 
     /// Idle instances held now.
