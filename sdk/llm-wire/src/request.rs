@@ -513,6 +513,21 @@ impl ChatRequest<'_> {
     }
 }
 
+/// A content part of a user message with images (keys in the order the
+/// fast writer uses).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: PartUrl },
+}
+
+/// `image_url` of a [`Part`].
+#[derive(Serialize)]
+struct PartUrl {
+    url: String,
+}
+
 impl Serialize for WireMessage<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -521,12 +536,8 @@ impl Serialize for WireMessage<'_> {
         if self.images.is_empty() {
             map.serialize_entry("content", &self.content)?;
         } else {
-            let mut parts = vec![serde_json::json!({"type": "text", "text": self.content.unwrap_or_default()})];
-            parts.extend(
-                self.images
-                    .iter()
-                    .map(|i| serde_json::json!({"type": "image_url", "image_url": {"url": i.data_url()}})),
-            );
+            let mut parts = vec![Part::Text { text: self.content.unwrap_or_default() }];
+            parts.extend(self.images.iter().map(|i| Part::ImageUrl { image_url: PartUrl { url: i.data_url() } }));
             map.serialize_entry("content", &parts)?;
         }
         if let Some(r) = self.reasoning_content {
