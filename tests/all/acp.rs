@@ -1021,7 +1021,10 @@ fn image_prompts_are_refused_not_dropped() {
     let e = env();
     let p = e.profile("image", "[[plugin.config.turns]]\ntext = \"Text only.\"\n", false);
     let mut c = e.spawn(&p);
-    c.initialize();
+    // `llm-scripted` does not export `llm-images` (built against the
+    // unchanged `llm-plugin` world): text only, and it still serves.
+    let init = c.initialize();
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], false, "{init}");
     let sid = c.new_session(&e.cwd());
     let prompt = json!([
         {"type": "text", "text": "What is in this picture?"},
@@ -1030,7 +1033,7 @@ fn image_prompts_are_refused_not_dropped() {
     let bad = c.request("session/prompt", json!({"sessionId": sid, "prompt": prompt}));
     let r = c.response(bad);
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("image")), "{r}");
+    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("image") && m.contains("`scripted`")), "{r}");
     assert!(!e.log_types(&sid).iter().any(|v| v["type"] == "user/message"), "nothing reached the log");
     // The session still takes a text prompt.
     let ok = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}));
@@ -1128,7 +1131,9 @@ timeout_ms = 20000
     )
     .context("writing the profile")?;
     let mut c = e.spawn(&p);
-    c.initialize();
+    let init = c.initialize();
+    // `llm-openai` exports `llm-images`: images are advertised.
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], true, "{init}");
     let cwd = e.cwd();
     let system = |mode: &str, text: &str| json!({"mode": mode, "content": [{"type": "text", "text": text}]});
     let ask = |c: &mut Client, prompt: Value| -> anyhow::Result<String> {
@@ -1159,9 +1164,48 @@ timeout_ms = 20000
         let id = c.request("session/new", json!({"cwd": cwd, "mcpServers": [], "systemPrompt": bad}));
         assert_eq!(c.response(id)["error"]["code"], -32602, "{bad}");
     }
+
+    // An image block reaches the model as an `image_url` part with a
+    // `data:` URL, after the text, and is logged inline.
+    let sid = c.new_session(&cwd);
+    let before = mock.requests().len();
+    let prompt = json!([
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "data": PIXEL_B64, "mimeType": "image/png"}
+    ]);
+    let run = c.request("session/prompt", json!({"sessionId": sid, "prompt": prompt}));
+    assert_eq!(c.result(run)["stopReason"], "end_turn");
+    let req = mock.requests().get(before).cloned().context("no model request")?;
+    let body = req.body.unwrap_or(Value::Null);
+    let user = body["messages"].as_array().and_then(|m| m.iter().rfind(|m| m["role"] == "user")).cloned();
+    assert_eq!(
+        user.map(|u| u["content"].clone()),
+        Some(json!([
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PIXEL_B64}")}}
+        ])),
+        "{body}"
+    );
+    mock.assert_no_violations();
+    let logged = e.log_types(&sid);
+    let message = logged.iter().find(|v| v["type"] == "user/message").cloned().unwrap_or(Value::Null);
+    assert_eq!(message["data"]["images"], json!([{"mime_type": "image/png", "data": PIXEL_B64}]), "{message}");
+    // Over the per-image limit (5 MiB): refused before the log, naming it.
+    let big = "A".repeat((5 << 20) / 3 * 4 + 4096);
+    let prompt =
+        json!([{"type": "text", "text": "and this?"}, {"type": "image", "data": big, "mimeType": "image/png"}]);
+    let r = c.request("session/prompt", json!({"sessionId": sid, "prompt": prompt}));
+    let r = c.response(r);
+    assert_eq!(r["error"]["code"], -32602, "{}", r["error"]);
+    let m = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("per-image limit of 5242880 bytes"), "{m}");
     c.close();
     Ok(())
 }
+
+/// A PNG signature and a few bytes (the adapters pass images through
+/// undecoded), base64.
+const PIXEL_B64: &str = "iVBORw0KGgp3aGFyZi10ZXN0LXBpeGVs";
 
 #[test]
 fn slash_commands_list_the_skills_and_expand() {

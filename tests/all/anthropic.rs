@@ -288,3 +288,77 @@ async fn anthropic_wrong_key_is_refused_by_the_mock_and_reported_as_auth() -> an
     assert!(v.iter().any(|v| v.rule == "x_api_key"), "{v:?}");
     Ok(())
 }
+
+/// `wharf run --image` against the Messages API mock: the image goes out as
+/// an `image` block with a base64 source after the text, the log keeps it
+/// and `sessions show` prints a placeholder, never the bytes. The same
+/// flag for the text-only `llm-deepseek` is refused naming the adapter,
+/// before any request.
+#[test]
+fn anthropic_takes_images_from_wharf_run_and_deepseek_refuses_them() {
+    const PIXEL: &[u8] = b"\x89PNG\r\n\x1a\nwharf-test-pixel";
+    const PIXEL_B64: &str = "iVBORw0KGgp3aGFyZi10ZXN0LXBpeGVs";
+    let case = Case::new(json!([text_reply("A tiny test image.")]));
+    let profile = case.profile("max_tokens = 1024");
+    std::fs::write(case.ws.path().join("pixel.png"), PIXEL).expect("writing the image");
+    let run = |profile: &Path| {
+        wharf_tests::wharf(case.home.path())
+            .current_dir(case.ws.path())
+            .args(["run", "--profile", &profile.display().to_string()])
+            .args(["--session-dir", &case.sessions.display().to_string(), "--output", "jsonl"])
+            .args(["--image", "pixel.png", "What is this?"])
+            .output()
+            .expect("running wharf run")
+    };
+    let out = run(&profile);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    case.mock.assert_no_violations();
+    let bodies = case.bodies();
+    let blocks = bodies[0]["messages"][0]["content"].clone();
+    assert_eq!(blocks[0]["text"], "What is this?", "{blocks}");
+    assert_eq!(
+        blocks[1],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL_B64},
+               "cache_control": {"type": "ephemeral"}}),
+        "{blocks}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("session ").and_then(|r| r.split_whitespace().next()))
+        .unwrap_or_else(|| panic!("no session id in {stderr}"))
+        .to_string();
+    let shown = case.sessions_show(&id);
+    assert!(shown.contains("> [image image/png, 24 bytes]"), "{shown}");
+    assert!(!shown.contains(PIXEL_B64), "{shown}");
+
+    let _ = wharf_tests::plugin(plugins::LLM_DEEPSEEK);
+    let deepseek = case.home.path().join("deepseek.toml");
+    let text = format!(
+        r#"
+[agent]
+adapter = "deepseek"
+
+[[plugin]]
+id = "deepseek"
+path = "${{plugin_dir}}/llm-deepseek.wasm"
+[plugin.config]
+base_url = "{url}"
+model = "deepseek-test"
+api_key_env = "{KEY_ENV}"
+[plugin.grant]
+hosts = ["127.0.0.1:{port}"]
+env = ["{KEY_ENV}"]
+"#,
+        url = case.mock.url(),
+        port = case.mock.addr().port(),
+    );
+    std::fs::write(&deepseek, text).expect("writing the profile");
+    let requests = case.mock.requests().len();
+    let out = run(&deepseek);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("the model adapter `deepseek` takes text only"), "{stderr}");
+    assert_eq!(case.mock.requests().len(), requests, "no request was made");
+}

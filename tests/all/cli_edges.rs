@@ -74,7 +74,8 @@ impl Env {
             .expect("creating a session");
         for i in 0..messages {
             let content = format!("message {i}: {}", "x".repeat(200));
-            log.append(EventKind::UserMessage(UserMessage { content, inbox_id: None })).expect("appending an event");
+            log.append(EventKind::UserMessage(UserMessage { content, inbox_id: None, images: vec![] }))
+                .expect("appending an event");
         }
         log.flush_blocking().expect("flushing the session log");
         let id = log.id().to_string();

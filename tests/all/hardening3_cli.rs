@@ -61,7 +61,7 @@ impl Env {
             .store()
             .create(NewSession { id: None, workspace: Some(ws), profile: Some(profile.into()) })
             .expect("creating a session");
-        log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None }))
+        log.append(EventKind::UserMessage(UserMessage { content: "hello".into(), inbox_id: None, images: vec![] }))
             .expect("appending an event");
         log.flush_blocking().expect("flushing the session log");
         let id = log.id().to_string();

@@ -110,7 +110,7 @@ fn one_turn(log: &wharf_core::SessionLog, text: &str) {
     use wharf_core::events::*;
     let kinds = [
         EventKind::TurnStart(TurnStart { turn: 1 }),
-        EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None }),
+        EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None, images: vec![] }),
         EventKind::StepStart(StepStart { turn: 1, step: 1 }),
         EventKind::AssistantMessage(AssistantMessage {
             turn: 1,

@@ -51,7 +51,7 @@ fn request(n: usize) -> LlmRequest {
             tool_call_id: None,
         })
         .collect();
-    LlmRequest { system: "You answer.".into(), messages, tools: vec![], max_tokens: None }
+    LlmRequest { system: "You answer.".into(), messages, tools: vec![], max_tokens: None, images: vec![] }
 }
 
 /// One whole stream in `scope`; its text.

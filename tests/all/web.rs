@@ -791,7 +791,7 @@ fn stored_session_with_todos(dir: &std::path::Path) -> String {
         json!([{"content": "write the tests", "status": "completed"}, {"content": "ship it", "status": "in_progress"}]);
     for k in [
         K::TurnStart(TurnStart { turn: 1 }),
-        K::UserMessage(UserMessage { content: "Plan the release.".into(), inbox_id: None }),
+        K::UserMessage(UserMessage { content: "Plan the release.".into(), inbox_id: None, images: vec![] }),
         K::StepStart(StepStart { turn: 1, step: 1 }),
         K::AssistantMessage(AssistantMessage {
             turn: 1,

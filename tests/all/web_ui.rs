@@ -131,7 +131,7 @@ fn markdown_session(dir: &std::path::Path, workspace: &str) -> String {
             data: json!({"adapter": "priced", "model": "m-priced", "reason": "initial"}),
         },
         K::TurnStart(TurnStart { turn: 1 }),
-        K::UserMessage(UserMessage { content: "Write the release notes.".into(), inbox_id: None }),
+        K::UserMessage(UserMessage { content: "Write the release notes.".into(), inbox_id: None, images: vec![] }),
         K::StepStart(StepStart { turn: 1, step: 1 }),
         say(1, 1, "", vec![edit.clone(), write.clone(), bash.clone()]),
     ];
@@ -159,7 +159,11 @@ fn long_session(dir: &std::path::Path, workspace: &str, last: &str) -> String {
     let mut kinds = Vec::new();
     for t in 1..=40u64 {
         kinds.push(K::TurnStart(TurnStart { turn: t }));
-        kinds.push(K::UserMessage(UserMessage { content: format!("Question {t}: tell me more."), inbox_id: None }));
+        kinds.push(K::UserMessage(UserMessage {
+            content: format!("Question {t}: tell me more."),
+            inbox_id: None,
+            images: vec![],
+        }));
         kinds.push(K::StepStart(StepStart { turn: t, step: 1 }));
         let text =
             if t == 40 { last.to_string() } else { format!("Answer {t}.\n\nA paragraph of text.\n\n- one\n- two") };

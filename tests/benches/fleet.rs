@@ -45,7 +45,11 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn batch(turn: u64) -> Vec<EventKind> {
     let mut out = vec![
         EventKind::TurnStart(TurnStart { turn }),
-        EventKind::UserMessage(UserMessage { content: format!("round {turn}: append rate"), inbox_id: None }),
+        EventKind::UserMessage(UserMessage {
+            content: format!("round {turn}: append rate"),
+            inbox_id: None,
+            images: vec![],
+        }),
     ];
     for step in 1..=4u32 {
         out.push(EventKind::StepStart(StepStart { turn, step }));
@@ -61,7 +65,7 @@ fn batch(turn: u64) -> Vec<EventKind> {
         }));
         out.push(EventKind::StepEnd(StepEnd { turn, step, usage: None }));
     }
-    out.push(EventKind::UserMessage(UserMessage { content: "padding".into(), inbox_id: None }));
+    out.push(EventKind::UserMessage(UserMessage { content: "padding".into(), inbox_id: None, images: vec![] }));
     out.push(EventKind::TurnEnd(TurnEnd { turn, reason: StopReason::Completed }));
     out
 }

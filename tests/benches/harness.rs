@@ -180,6 +180,7 @@ fn user_message(i: usize) -> EventKind {
     EventKind::UserMessage(UserMessage {
         content: format!("message number {i} with a little text in it"),
         inbox_id: None,
+        images: vec![],
     })
 }
 

@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// unique prefix of the id is enough).
     #[arg(long, value_name = "SESSION_ID", conflicts_with_all = ["resume", "continue_", "model"])]
     pub replay: Option<String>,
+    /// Attach an image (PNG, JPEG, GIF, WebP) to the task; repeatable. Only
+    /// for a model adapter that takes images (llm-openai, llm-anthropic).
+    #[arg(long = "image", value_name = "PATH")]
+    pub images: Vec<std::path::PathBuf>,
 }
 
 /// Longest task read from stdin.
@@ -90,6 +94,7 @@ async fn task_text(arg: Option<&str>) -> Result<String> {
 pub async fn run(args: RunArgs) -> Result<ExitCode> {
     let task = task_text(args.task.as_deref()).await?;
     anyhow::ensure!(!task.trim().is_empty(), "the task is empty: say what the agent should do");
+    let images = args.images.iter().map(|p| wharf_harness::images::read_image(p)).collect::<Result<Vec<_>>>()?;
     // Nobody can answer an ask here: the `ask` preset runs as `auto`.
     let host = wharf_harness::headless::start(&args.host.options(), args.replay.as_deref()).await?;
     let approver = host.headless_approver();
@@ -98,6 +103,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
         (r, false) => r.clone(),
     };
     let (agent, first_seq) = host.open_agent(resume.as_deref(), approver, args.max_steps)?;
+    wharf_harness::images::check_for(&agent, &images)?;
     let session_id = agent.session_id().to_string();
     let log_path = agent.log().describe().to_string();
     let mut rx = agent.log().subscribe_from(first_seq)?;
@@ -179,7 +185,13 @@ pub async fn run(args: RunArgs) -> Result<ExitCode> {
     if let Err(e) = host.mcp_ready().await {
         eprintln!("wharf: {e}");
     }
-    let summary = agent.prompt(task).await;
+    let summary = match images.is_empty() {
+        true => agent.prompt(task).await,
+        false => match agent.followup_with_images(task, images) {
+            Ok(_) => agent.run_until_idle().await.and_then(|mut t| t.pop().ok_or(wharf_core::AgentError::NothingRan)),
+            Err(e) => Err(e.into()),
+        },
+    };
     // The session closes with the run: cells still running end now, each
     // logging its end (bounded by the cancel grace).
     agent.close_cells().await;

@@ -265,7 +265,12 @@ fn print(cmd: SessionsCommand, store: &SessionStore, out: &mut Stdout) -> Result
             let mut steps = 0;
             for ev in &loaded.events {
                 match &ev.kind {
-                    EventKind::UserMessage(m) => writeln!(out, "\n> {}", m.content)?,
+                    EventKind::UserMessage(m) => {
+                        writeln!(out, "\n> {}", m.content)?;
+                        for image in &m.images {
+                            writeln!(out, "> {}", image.placeholder())?;
+                        }
+                    }
                     EventKind::AssistantMessage(m) => {
                         if !m.content.is_empty() {
                             writeln!(out, "{}", m.content)?;

@@ -169,6 +169,9 @@ struct InboxItem {
     id: String,
     kind: InboxKind,
     text: String,
+    /// Images of a followup ([`Agent::followup_with_images`]); logged with
+    /// the `user/message` the item becomes (not in `inbox/spliced`).
+    images: Vec<crate::images::Image>,
 }
 
 /// Runs turns for one session.
@@ -255,8 +258,11 @@ impl Agent {
         if config.pipeline.workspace.is_none() {
             config.pipeline.workspace = log.header().and_then(|h| h.workspace);
         }
-        let inbox =
-            log.pending_inbox().into_iter().map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text }).collect();
+        let inbox = log
+            .pending_inbox()
+            .into_iter()
+            .map(|p| InboxItem { id: p.id, kind: p.kind, text: p.text, images: Vec::new() })
+            .collect();
         let services = Arc::new(SessionContext {
             log: log.clone(),
             registry: registry.clone(),
@@ -353,7 +359,29 @@ impl Agent {
         self.enqueue(InboxKind::Inject, text.into())
     }
 
+    /// Queues `text` with `images` after it as a followup, like
+    /// [`Agent::followup`]. The images must already be checked
+    /// ([`crate::images::check_prompt_images`]); they are logged inline in
+    /// the `user/message` when a turn takes the item. An image queued when
+    /// the process dies before a turn took it is lost (the text is not).
+    pub fn followup_with_images(
+        &self,
+        text: impl Into<String>,
+        images: Vec<crate::images::Image>,
+    ) -> Result<String, StoreError> {
+        self.enqueue_with(InboxKind::Followup, text.into(), images)
+    }
+
     fn enqueue(&self, kind: InboxKind, text: String) -> Result<String, StoreError> {
+        self.enqueue_with(kind, text, Vec::new())
+    }
+
+    fn enqueue_with(
+        &self,
+        kind: InboxKind,
+        text: String,
+        images: Vec<crate::images::Image>,
+    ) -> Result<String, StoreError> {
         let mut inbox = lock(&self.inner.inbox);
         let id = util::short_id();
         self.inner.log.append(EventKind::InboxSpliced(InboxSpliced {
@@ -362,7 +390,7 @@ impl Agent {
             kind,
             text: text.clone(),
         }))?;
-        inbox.push(InboxItem { id: id.clone(), kind, text });
+        inbox.push(InboxItem { id: id.clone(), kind, text, images });
         drop(inbox);
         if kind != InboxKind::Inject {
             self.inner.wake.notify_one();
@@ -848,7 +876,11 @@ impl Agent {
                     kind: item.kind,
                     text: String::new(),
                 }),
-                EventKind::UserMessage(UserMessage { content: item.text.clone(), inbox_id: Some(item.id.clone()) }),
+                EventKind::UserMessage(UserMessage {
+                    content: item.text.clone(),
+                    inbox_id: Some(item.id.clone()),
+                    images: item.images.clone(),
+                }),
             ])?;
             claimed.push(inbox.remove(i).text);
         }
@@ -956,7 +988,17 @@ impl Agent {
             return Ok(stop(StopReason::Error { code: "NO_ADAPTER".into(), message }));
         };
         let tools = crate::catalog::model_specs_within(snap, &inner.config.listing);
-        let request = LlmRequest { system, messages: inner.log.messages(), tools, max_tokens };
+        let images = inner.log.message_images();
+        if !images.is_empty() && adapter.image_support().is_none_or(|s| s.mime_types.is_empty()) {
+            let message = format!(
+                "the model adapter `{}` takes text only, and the conversation has {} image(s); \
+                 use an adapter that accepts images (llm-openai, llm-anthropic)",
+                adapter.plugin().id,
+                images.len()
+            );
+            return Ok(stop(StopReason::Error { code: "IMAGES_UNSUPPORTED".into(), message }));
+        }
+        let request = LlmRequest { system, messages: inner.log.messages(), tools, max_tokens, images };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {

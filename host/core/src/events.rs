@@ -453,6 +453,9 @@ pub struct UserMessage {
     /// The inbox item it came from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox_id: Option<String>,
+    /// Images after the text, inline and bounded ([`crate::images`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::images::Image>,
 }
 
 /// `assistant/chunk`: one streamed delta (text and/or reasoning).
@@ -830,7 +833,7 @@ mod tests {
             EventKind::TurnEnd(TurnEnd { turn: 1, reason: StopReason::Completed }),
             EventKind::StepStart(StepStart { turn: 1, step: 1 }),
             EventKind::StepEnd(StepEnd { turn: 1, step: 1, usage: None }),
-            EventKind::UserMessage(UserMessage { content: "hi".into(), inbox_id: None }),
+            EventKind::UserMessage(UserMessage { content: "hi".into(), inbox_id: None, images: vec![] }),
             EventKind::AssistantChunk(AssistantChunk { turn: 1, step: 1, text: "a".into(), reasoning: String::new() }),
             EventKind::AssistantMessage(AssistantMessage {
                 turn: 1,

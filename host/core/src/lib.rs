@@ -41,6 +41,7 @@ pub mod cells;
 pub mod compaction;
 pub mod durable;
 pub mod events;
+pub mod images;
 pub mod invariants;
 pub mod pipeline;
 pub mod plugin;

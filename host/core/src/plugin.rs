@@ -383,6 +383,10 @@ pub struct LlmRequest {
     /// Output cap override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Images of user messages, each naming its message by index (lowered
+    /// only to adapters with [`LlmAdapter::image_support`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<crate::images::RequestImage>,
 }
 
 /// Token accounting of one request.
@@ -773,6 +777,11 @@ pub trait LlmAdapter: Send + Sync {
     fn plugin(&self) -> &PluginRef;
     /// Model information.
     fn model(&self) -> ModelInfo;
+    /// Which images the adapter takes in user messages; `None` (the
+    /// default): text only, and a request with images is never sent to it.
+    fn image_support(&self) -> Option<crate::images::ImageSupport> {
+        None
+    }
     /// Starts a completion. The request is borrowed: an adapter copies
     /// what it needs (a retry reuses it, and the history can be large).
     fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>>;

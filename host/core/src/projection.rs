@@ -63,6 +63,8 @@ pub struct OpenStep {
 pub struct Projection {
     /// Messages with the seq of the event that produced them (sorted by seq).
     messages: Vec<(u64, Message)>,
+    /// Images of the user messages in `messages`, by the message's seq.
+    images: BTreeMap<u64, Vec<crate::images::Image>>,
     header: Option<SessionStart>,
     last_seq: u64,
     last_turn: u64,
@@ -119,16 +121,21 @@ impl Projection {
                 self.open_step = Some(OpenStep { turn: s.turn, step: s.step, ..OpenStep::default() });
             }
             EventKind::StepEnd(_) => self.open_step = None,
-            EventKind::UserMessage(m) => self.push(
-                ev.seq,
-                Message {
-                    role: Role::User,
-                    content: m.content.clone(),
-                    reasoning: None,
-                    tool_calls: vec![],
-                    tool_call_id: None,
-                },
-            ),
+            EventKind::UserMessage(m) => {
+                if !m.images.is_empty() {
+                    self.images.insert(ev.seq, m.images.clone());
+                }
+                self.push(
+                    ev.seq,
+                    Message {
+                        role: Role::User,
+                        content: m.content.clone(),
+                        reasoning: None,
+                        tool_calls: vec![],
+                        tool_call_id: None,
+                    },
+                )
+            }
             EventKind::AssistantChunk(c) => {
                 if let Some(s) = &mut self.open_step {
                     s.streamed_text.push_str(&c.text);
@@ -270,6 +277,11 @@ impl Projection {
         }
         let start = self.messages.partition_point(|(s, _)| *s < from);
         let end = self.messages.partition_point(|(s, _)| *s <= to);
+        // The summary replaces the images of the messages it covers.
+        let covered: Vec<u64> = self.images.range(from..=to).map(|(s, _)| *s).collect();
+        for s in covered {
+            self.images.remove(&s);
+        }
         let msg = Message {
             role: Role::User,
             content: format!("<compacted-summary>\n{summary}\n</compacted-summary>"),
@@ -285,6 +297,22 @@ impl Projection {
     /// The model-visible messages.
     pub fn messages(&self) -> Vec<Message> {
         self.messages.iter().map(|(_, m)| m.clone()).collect()
+    }
+
+    /// The images of [`Projection::messages`], each naming its message by
+    /// index.
+    pub fn message_images(&self) -> Vec<crate::images::RequestImage> {
+        if self.images.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (i, (seq, _)) in self.messages.iter().enumerate() {
+            if let Some(images) = self.images.get(seq) {
+                let message = u32::try_from(i).unwrap_or(u32::MAX);
+                out.extend(images.iter().map(|image| crate::images::RequestImage { message, image: image.clone() }));
+            }
+        }
+        out
     }
 
     /// The model-visible messages with the seq of the event each came from
@@ -368,7 +396,7 @@ mod tests {
     }
 
     fn user(seq: u64, text: &str) -> Event {
-        ev(seq, EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None }))
+        ev(seq, EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None, images: vec![] }))
     }
 
     fn assistant(seq: u64, text: &str, reasoning: Option<&str>, calls: Vec<ToolCall>) -> Event {

@@ -523,6 +523,7 @@ pub(crate) async fn complete(
         messages: request.messages,
         tools: Vec::new(),
         max_tokens: request.max_tokens,
+        images: Vec::new(),
     };
     let mut attempt = 0;
     loop {

@@ -1114,6 +1114,11 @@ impl SessionLog {
         self.state().projection.messages()
     }
 
+    /// The images of [`SessionLog::messages`] ([`Projection::message_images`]).
+    pub fn message_images(&self) -> Vec<crate::images::RequestImage> {
+        self.state().projection.message_images()
+    }
+
     /// Number of model-visible messages.
     pub fn message_count(&self) -> usize {
         self.state().projection.message_count()
@@ -1159,7 +1164,7 @@ mod tests {
     }
 
     fn user(text: &str) -> EventKind {
-        EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None })
+        EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None, images: vec![] })
     }
 
     fn turn(log: &SessionLog, n: u64, text: &str) {

@@ -15,6 +15,7 @@ pub mod bundles;
 pub mod commands;
 mod harness;
 pub mod headless;
+pub mod images;
 pub mod models;
 mod oci;
 mod options;

@@ -124,6 +124,35 @@ pub fn missing_model_key(config: &Config, model: Option<&str>, is_set: impl Fn(&
     (!var.is_empty() && !is_set(var)).then(|| MissingKey { adapter, var: var.to_string() })
 }
 
+/// Whether the model adapter `model` (a `--model` argument) and `config`
+/// select exports `wharf:plugin/llm-images`: a look at its component's
+/// export names, without loading it (ACP's `promptCapabilities.image` is
+/// answered before any session loads). The loaded adapter's
+/// `llm-images.support()` still decides each prompt. `false` when the row
+/// has no local file (an OCI `source`) or it cannot be read or parsed.
+pub fn adapter_exports_images(config: &Config, model: Option<&str>) -> bool {
+    /// Larger files are not read for this look.
+    const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+    let adapter = match model {
+        Some(spec) => match resolve_model_spec(config, config.agent.adapter.as_deref(), spec) {
+            Ok(r) => r.adapter,
+            Err(_) => return false,
+        },
+        None => match crate::usage::default_adapter(config) {
+            Some(a) => a,
+            None => return false,
+        },
+    };
+    let Some(row) = config.plugin(&adapter) else { return false };
+    if row.source.is_some() || row.path.as_os_str().is_empty() {
+        return false;
+    }
+    let small = std::fs::metadata(&row.path).is_ok_and(|m| m.len() <= MAX_COMPONENT_BYTES);
+    let Some(bytes) = small.then(|| std::fs::read(&row.path).ok()).flatten() else { return false };
+    wharf_dist::wasm::component_info(&bytes)
+        .is_ok_and(|info| info.exports.iter().any(|e| e.starts_with("wharf:plugin/llm-images@0.1.")))
+}
+
 /// Whether environment variable `name` holds a non-empty value.
 pub fn env_is_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())

@@ -400,6 +400,8 @@ struct Indices {
     configure: Option<ex::configure::GuestIndices>,
     tool: Option<ex::tool::GuestIndices>,
     llm: Option<ex::llm::GuestIndices>,
+    /// The optional `llm-images` export of an adapter (added within 0.1).
+    llm_images: Option<ex::llm_images::GuestIndices>,
     policy: Option<ex::policy::GuestIndices>,
     hooks: Option<ex::hooks::GuestIndices>,
     skills: Option<ex::skills::GuestIndices>,
@@ -434,6 +436,9 @@ pub struct PluginVersion {
     pub prompt_sections: Vec<(String, i32, String)>,
     /// Model info (LLM adapters).
     pub model_info: Option<wharf_core::plugin::ModelInfo>,
+    /// What `llm-images.support()` said (`None`: no such export, or no
+    /// media type listed: text only).
+    pub image_support: Option<wharf_core::images::ImageSupport>,
     /// Where the compiled code came from.
     pub cache: CacheOutcome,
     /// Time to compile or load the code.
@@ -474,7 +479,7 @@ struct PreparedInstance {
 /// runs.
 pub(crate) struct StartedCompletion {
     pub(crate) store: Store<HostState>,
-    pub(crate) guest: ex::llm::Guest,
+    pub(crate) guest: LlmGuests,
     pub(crate) handle: ResourceAny,
     pub(crate) code: Arc<CompiledCode>,
 }
@@ -484,10 +489,20 @@ pub(crate) struct StartedCompletion {
 /// next request skips instantiation and finds its memory already paged in.
 pub(crate) struct HeldAdapter {
     store: Store<HostState>,
-    guest: ex::llm::Guest,
+    guest: LlmGuests,
     code: Arc<CompiledCode>,
     _permit: crate::engine::HoldPermit,
 }
+
+/// An adapter instance's exports: `llm`, and `llm-images` when it has it.
+#[derive(Clone)]
+pub(crate) struct LlmGuests {
+    pub(crate) llm: ex::llm::Guest,
+    pub(crate) images: Option<ex::llm_images::Guest>,
+}
+
+/// Most media types an adapter's `llm-images.support()` may list.
+const MAX_IMAGE_MIME_TYPES: usize = 16;
 
 struct WarmInstance {
     store: Store<HostState>,
@@ -855,6 +870,7 @@ impl Runtime {
             hook_subscriptions: Vec::new(),
             prompt_sections: Vec::new(),
             model_info: None,
+            image_support: None,
             cache: CacheOutcome::Memory,
             load_time: Duration::ZERO,
             code: current.code.clone(),
@@ -985,6 +1001,7 @@ impl Runtime {
             hook_subscriptions: Vec::new(),
             prompt_sections: Vec::new(),
             model_info: None,
+            image_support: None,
             cache,
             load_time,
             code: Arc::new(RwLock::new(Arc::new(code))),
@@ -1020,6 +1037,9 @@ impl Indices {
             configure: ex::configure::GuestIndices::new(pre).ok(),
             tool: kinds.contains(&Kind::Tool).then(|| ex::tool::GuestIndices::new(pre)).transpose().map_err(bad)?,
             llm: kinds.contains(&Kind::Llm).then(|| ex::llm::GuestIndices::new(pre)).transpose().map_err(bad)?,
+            // Optional: adapters built before `llm-images` existed (or that
+            // take text only) load as before.
+            llm_images: kinds.contains(&Kind::Llm).then(|| ex::llm_images::GuestIndices::new(pre).ok()).flatten(),
             policy: kinds
                 .contains(&Kind::Policy)
                 .then(|| ex::policy::GuestIndices::new(pre))
@@ -1566,6 +1586,23 @@ impl PluginVersion {
                 }
                 self.model_info =
                     Some(wharf_core::plugin::ModelInfo { model: m.model, context_window: m.context_window });
+                if let Some(images_idx) = &code.indices.llm_images {
+                    let s =
+                        sandboxed!(code = code; self, self.effective.clone(), 10_000, DESCRIBE_BUDGET, |store, inst| {
+                            let guest = images_idx.load(&mut store, &inst)?;
+                            guest.call_support(&mut store).await
+                        })
+                        .map_err(|e| format!("llm-images.support() failed: {e}"))?;
+                    if s.mime_types.len() > MAX_IMAGE_MIME_TYPES
+                        || s.mime_types.iter().any(|m| m.is_empty() || m.len() > MAX_NAME)
+                    {
+                        return Err(format!(
+                            "llm-images.support(): at most {MAX_IMAGE_MIME_TYPES} media types of at most {MAX_NAME} bytes"
+                        ));
+                    }
+                    self.image_support = (!s.mime_types.is_empty())
+                        .then_some(wharf_core::images::ImageSupport { mime_types: s.mime_types, max_bytes: s.max_bytes });
+                }
             }
             Ok(())
         })
@@ -1713,6 +1750,7 @@ impl PluginVersion {
     pub(crate) async fn start_completion(
         &self,
         req: ex::llm::Request,
+        images: Vec<ex::llm_images::Image>,
         held: Option<HeldAdapter>,
     ) -> Result<StartedCompletion, crate::registrations::StartError> {
         use crate::registrations::StartError;
@@ -1744,10 +1782,24 @@ impl PluginVersion {
                     Some(g) => g,
                     None => {
                         let inst = code.pre.instantiate_async(&mut store).await?;
-                        idx.load(&mut store, &inst)?
+                        let llm = idx.load(&mut store, &inst)?;
+                        let images = match &code.indices.llm_images {
+                            Some(i) => Some(i.load(&mut store, &inst)?),
+                            None => None,
+                        };
+                        LlmGuests { llm, images }
                     }
                 };
-                let handle = guest.call_start(&mut store, &req).await?;
+                let handle = match (&guest.images, images.is_empty()) {
+                    (_, true) => guest.llm.call_start(&mut store, &req).await?,
+                    (Some(g), false) => g.call_start_with_images(&mut store, &req, &images).await?,
+                    (None, false) => {
+                        return Err(wasmtime::Error::msg(format!(
+                            "the model adapter `{}` does not export wharf:plugin/llm-images: it takes text only",
+                            self.id
+                        )));
+                    }
+                };
                 Ok::<_, wasmtime::Error>((guest, handle))
             });
             tokio::time::timeout_at(wall, fut).await
@@ -1772,7 +1824,7 @@ impl PluginVersion {
     pub(crate) fn hold_adapter(
         &self,
         store: Store<HostState>,
-        guest: ex::llm::Guest,
+        guest: LlmGuests,
         code: Arc<CompiledCode>,
     ) -> Option<HeldAdapter> {
         if !Arc::ptr_eq(&code, &self.code()) {

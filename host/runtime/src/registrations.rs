@@ -241,6 +241,10 @@ impl LlmAdapter for ComponentLlm {
         self.version.model_info.clone().unwrap_or(ModelInfo { model: "unknown".into(), context_window: 0 })
     }
 
+    fn image_support(&self) -> Option<wharf_core::images::ImageSupport> {
+        self.version.image_support.clone()
+    }
+
     fn start<'a>(&'a self, request: &'a LlmRequest) -> BoxFuture<'a, Result<Box<dyn LlmStream>, LlmError>> {
         Box::pin(self.start_with(request, None))
     }
@@ -268,9 +272,34 @@ impl ComponentLlm {
             tools: request.tools.iter().map(to_wit_spec).collect(),
             max_tokens: request.max_tokens,
         };
+        // Images are lowered only to an adapter that declared support, and
+        // only within the host's bounds and its own.
+        if !request.images.is_empty() {
+            let support = self.version.image_support.as_ref().ok_or_else(|| {
+                LlmError::new(
+                    LlmErrorCode::InvalidRequest,
+                    format!("the model adapter `{}` takes text only (no images)", self.plugin.id),
+                )
+            })?;
+            // Each image on its own: the per-prompt bounds were checked
+            // when each prompt was taken, the history may hold several.
+            for i in &request.images {
+                wharf_core::images::check_prompt_images(std::slice::from_ref(&i.image), Some(support))
+                    .map_err(|e| LlmError::new(LlmErrorCode::InvalidRequest, format!("{}: {e}", self.plugin.id)))?;
+            }
+        }
+        let images = request
+            .images
+            .iter()
+            .map(|i| ex::llm_images::Image {
+                message: i.message,
+                mime_type: i.image.mime_type.clone(),
+                data: i.image.data.clone(),
+            })
+            .collect();
         // Another adapter's instance (the turn switched models) is dropped.
         let held = scope.and_then(|s| s.take()).and_then(|b| b.downcast::<HeldAdapter>().ok()).map(|b| *b);
-        let started = self.version.start_completion(req, held).await.map_err(|e| match e {
+        let started = self.version.start_completion(req, images, held).await.map_err(|e| match e {
             StartError::Sandbox(e) => sandbox_to_llm(e),
             StartError::Adapter(e) => from_wit_error(e),
         })?;
@@ -297,7 +326,7 @@ pub enum StartError {
 struct ComponentStream {
     /// `None` once handed back to the scope.
     store: Option<Store<HostState>>,
-    guest: ex::llm::Guest,
+    guest: crate::component::LlmGuests,
     handle: Option<ResourceAny>,
     timeout_ms: u64,
     /// Where a clean end leaves the instance: the turn's scope, the
@@ -335,7 +364,7 @@ impl LlmStream for ComponentStream {
             let Some(store) = self.store.as_mut() else { return Ok(None) };
             store.data_mut().begin_call(self.timeout_ms);
             let wall = store.data().wall_deadline();
-            let completion = self.guest.completion();
+            let completion = self.guest.llm.completion();
             let res = {
                 let next = std::pin::pin!(completion.call_next(&mut *store, handle));
                 tokio::time::timeout_at(wall, next).await

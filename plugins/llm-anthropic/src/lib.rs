@@ -302,9 +302,27 @@ impl LlmPlugin for Anthropic {
     }
 
     fn start(req: LlmRequest) -> Result<Stream, LlmError> {
+        start_request(from_sdk_request(req))
+    }
+}
+
+/// The Messages API takes images as `image` blocks with a base64 source;
+/// 5 MiB each, the API's limit.
+impl wharf_sdk::llm::LlmImages for Anthropic {
+    fn image_support() -> wharf_sdk::llm::ImageSupport {
+        wharf_llm_wire::component::image_support(5 << 20)
+    }
+
+    fn start_with_images(req: LlmRequest, images: Vec<wharf_sdk::llm::Image>) -> Result<Stream, LlmError> {
+        start_request(wharf_llm_wire::component::from_sdk_request_with_images(req, images)?)
+    }
+}
+
+fn start_request(request: wharf_llm_wire::Request) -> Result<Stream, LlmError> {
+    {
         let settings = config().and_then(|c| c.resolve()).map_err(to_sdk_error)?;
         let key = settings.api_key(|name| std::env::var(name).ok()).map_err(to_sdk_error)?;
-        let body = request::build(&from_sdk_request(req), &settings);
+        let body = request::build(&request, &settings);
         wharf_sdk::log::debug!(
             "llm-anthropic: POST {} model={} messages={}",
             settings.endpoint.url(),
@@ -318,4 +336,4 @@ impl LlmPlugin for Anthropic {
     }
 }
 
-wharf_sdk::export_llm!(Anthropic);
+wharf_sdk::export_llm_images!(Anthropic);

@@ -2,7 +2,8 @@
 //!
 //! - `system`: the host's system prompt (and any system-role message) as
 //!   text blocks;
-//! - user text → a `text` block; a tool result → a `tool_result` block
+//! - user text → a `text` block, then a `image` block (base64 source) per
+//!   image of the message; a tool result → a `tool_result` block
 //!   answering its `tool_use_id`, in a **user** message; consecutive
 //!   messages of one role are merged (so the results of one turn's calls go
 //!   back as one user message, results first);
@@ -80,8 +81,16 @@ pub fn build(req: &Request, s: &Settings) -> Value {
                 }
                 continue;
             }
-            Role::User if m.content.is_empty() => continue,
-            Role::User => ("user", vec![json!({"type": "text", "text": m.content})]),
+            Role::User if m.content.is_empty() && m.images.is_empty() => continue,
+            Role::User if m.images.is_empty() => ("user", vec![json!({"type": "text", "text": m.content})]),
+            Role::User => {
+                // The text, then each image as a base64 `image` block.
+                let mut blocks = vec![json!({"type": "text", "text": m.content})];
+                blocks.extend(m.images.iter().map(|i| {
+                    json!({"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.base64()}})
+                }));
+                ("user", blocks)
+            }
             Role::Tool => {
                 let content = if m.content.is_empty() { "(no output)".to_string() } else { m.content.clone() };
                 let id = m.tool_call_id.clone().unwrap_or_default();

@@ -8,6 +8,11 @@
 //! finish reasons (`insufficient_system_resource` → retryable) and the
 //! mapping of every failure onto the stable error codes.
 //!
+//! Text only: DeepSeek's Chat Completions API takes no images, so the
+//! component does not export `llm-images`, and the host refuses a prompt
+//! with an image for it, naming the adapter (`wharf run --image`, an ACP
+//! image block).
+//!
 //! # Configuration (the profile row's `config` table)
 //!
 //! ```toml

@@ -8,6 +8,10 @@
 //! `max_completion_tokens` unless `max_tokens_field = "max_tokens"` (older
 //! servers), and the key is optional.
 //!
+//! Images: exports `llm-images` — a user message's images go out as
+//! `image_url` content parts with `data:` URLs after its text (PNG, JPEG,
+//! GIF, WebP, ≤ 20 MiB each).
+//!
 //! # Configuration (the profile row's `config` table)
 //!
 //! ```toml
@@ -58,4 +62,16 @@ impl LlmPlugin for OpenAi {
     }
 }
 
-wharf_sdk::export_llm!(OpenAi);
+/// Chat Completions takes images as `image_url` content parts; a `data:`
+/// URL carries the bytes. 20 MiB each, OpenAI's documented limit.
+impl wharf_sdk::llm::LlmImages for OpenAi {
+    fn image_support() -> wharf_sdk::llm::ImageSupport {
+        component::image_support(20 << 20)
+    }
+
+    fn start_with_images(req: LlmRequest, images: Vec<wharf_sdk::llm::Image>) -> Result<Stream, LlmError> {
+        component::start_with_images(&OPENAI, req, images)
+    }
+}
+
+wharf_sdk::export_llm_images!(OpenAi);

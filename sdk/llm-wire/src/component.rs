@@ -28,13 +28,15 @@
 //! i.e. exactly the hosts and variable names the profile row grants (deny by
 //! default: a row without `grant.hosts` reaches nothing).
 
-use wharf_sdk::llm::{CompletionStream, Event as SdkEvent, FinishReason as SdkFinish, Usage as SdkUsage};
+use wharf_sdk::llm::{
+    CompletionStream, Event as SdkEvent, FinishReason as SdkFinish, Image as SdkImage, ImageSupport, Usage as SdkUsage,
+};
 use wharf_sdk::prelude::{LlmError, LlmErrorCode, LlmRequest, ModelInfo, PluginInfo};
 use wharf_sdk::{Role as SdkRole, ToolCall as SdkToolCall};
 
 use crate::adapter::{AdapterConfig, Completion, Flavor, Settings};
 use crate::error::{ErrorCode, WireError};
-use crate::request::{Message, Request, Role, ToolCall, ToolSpec};
+use crate::request::{Image, Message, Request, Role, ToolCall, ToolSpec};
 use crate::stream::{Event, FinishReason};
 
 /// The `wasi:http` transport, shared with adapters that speak another wire
@@ -103,9 +105,12 @@ impl CompletionStream for Stream {
 /// `start()`: reads the configuration and the key, sends the request and
 /// returns the stream.
 pub fn start(flavor: &Flavor, req: LlmRequest) -> Result<Stream, LlmError> {
+    start_request(flavor, from_sdk_request(req))
+}
+
+fn start_request(flavor: &Flavor, request: Request) -> Result<Stream, LlmError> {
     let settings = config().and_then(|c| Settings::resolve(&c, flavor)).map_err(to_sdk_error)?;
     let key = settings.api_key(|name| std::env::var(name).ok()).map_err(to_sdk_error)?;
-    let request = from_sdk_request(req);
     wharf_sdk::log::debug!(
         "{}: POST {} model={} messages={} tools={}",
         flavor.name,
@@ -164,6 +169,7 @@ pub fn from_sdk_request(req: LlmRequest) -> Request {
                     .map(|c| ToolCall { id: c.id, name: c.name, arguments: c.arguments })
                     .collect(),
                 tool_call_id: m.tool_call_id,
+                images: Vec::new(),
             })
             .collect(),
         tools: req
@@ -173,6 +179,43 @@ pub fn from_sdk_request(req: LlmRequest) -> Request {
             .collect(),
         max_tokens: req.max_tokens,
     }
+}
+
+/// SDK request and its images (`llm-images`) → wire request: each image
+/// joins the message it names (an index past the end is an
+/// `INVALID_REQUEST`; so is an image on a message that is not the user's).
+pub fn from_sdk_request_with_images(req: LlmRequest, images: Vec<SdkImage>) -> Result<Request, LlmError> {
+    let mut request = from_sdk_request(req);
+    for image in images {
+        let at = image.message as usize;
+        let Some(m) = request.messages.get_mut(at) else {
+            return Err(LlmError::new(
+                LlmErrorCode::InvalidRequest,
+                format!("an image names message {at} of {}", request.messages.len()),
+            ));
+        };
+        if m.role != Role::User {
+            return Err(LlmError::new(LlmErrorCode::InvalidRequest, format!("an image on message {at}, not a user's")));
+        }
+        m.images.push(Image { mime_type: image.mime_type, data: image.data });
+    }
+    Ok(request)
+}
+
+/// Media types both Chat Completions and the Messages API take.
+pub const IMAGE_MIME_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// `llm-images.support()` for an adapter taking [`IMAGE_MIME_TYPES`] up to
+/// `max_bytes` each.
+pub fn image_support(max_bytes: u64) -> ImageSupport {
+    ImageSupport { mime_types: IMAGE_MIME_TYPES.iter().map(|m| m.to_string()).collect(), max_bytes }
+}
+
+/// `llm-images.start-with-images()`: [`start`] with the images joined to
+/// their messages (OpenAI dialect: `image_url` parts with `data:` URLs).
+pub fn start_with_images(flavor: &Flavor, req: LlmRequest, images: Vec<SdkImage>) -> Result<Stream, LlmError> {
+    let request = from_sdk_request_with_images(req, images)?;
+    start_request(flavor, request)
 }
 
 /// Wire event → SDK event.

@@ -52,7 +52,7 @@ pub mod stream;
 pub use adapter::{AdapterConfig, Completion, Flavor, ResponseBody, Settings, Transport};
 pub use error::{ErrorBody, ErrorCode, WireError, is_context_overflow, map_http_error, map_stream_error, redact};
 pub use request::{
-    BODY_CACHE_MAX_BYTES, BodyCache, BuildError, ChatRequest, Config, Dialect, MaxTokensField, Message,
+    BODY_CACHE_MAX_BYTES, BodyCache, BuildError, ChatRequest, Config, Dialect, Image, MaxTokensField, Message,
     ReasoningEffort, Request, Role, ToolCall, ToolSpec, build_request, build_request_json, is_valid_tool_name,
 };
 pub use retry_after::{parse_http_date, parse_retry_after};

@@ -68,6 +68,30 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     /// For tool messages: the id of the call answered.
     pub tool_call_id: Option<String>,
+    /// Images of a user message (WIT `llm-images.image`), after its text.
+    pub images: Vec<Image>,
+}
+
+/// An image of a user message: its media type and encoded bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// IANA media type (`image/png` …).
+    pub mime_type: String,
+    /// The encoded image.
+    pub data: Vec<u8>,
+}
+
+impl Image {
+    /// `data:MIME;base64,…` (Chat Completions' `image_url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime_type, self.base64())
+    }
+
+    /// The bytes in standard base64.
+    pub fn base64(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
 }
 
 impl Message {
@@ -83,7 +107,14 @@ impl Message {
 
     /// An assistant message.
     pub fn assistant(content: impl Into<String>, reasoning: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
-        Self { role: Role::Assistant, content: content.into(), reasoning, tool_calls, tool_call_id: None }
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            reasoning,
+            tool_calls,
+            tool_call_id: None,
+            images: Vec::new(),
+        }
     }
 
     /// A tool result answering `call_id`.
@@ -94,11 +125,12 @@ impl Message {
             reasoning: None,
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            images: Vec::new(),
         }
     }
 
     fn plain(role: Role, content: String) -> Self {
-        Self { role, content, reasoning: None, tool_calls: Vec::new(), tool_call_id: None }
+        Self { role, content, reasoning: None, tool_calls: Vec::new(), tool_call_id: None, images: Vec::new() }
     }
 }
 
@@ -292,21 +324,22 @@ pub struct WireToolCall<'a> {
 /// One message of the body. It borrows the request's text: the history is
 /// the bulk of every body, and copying it again would only touch more of a
 /// fresh instance's memory before it is serialized.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireMessage<'a> {
     /// `system`, `user`, `assistant` or `tool`.
     pub role: &'static str,
     /// Text; `None` serializes as `null` (assistant tool-call turns).
     pub content: Option<&'a str>,
     /// DeepSeek reasoning pass-back.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<&'a str>,
     /// Tool calls of an assistant message.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall<'a>>,
     /// The call a tool message answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<&'a str>,
+    /// Images of a user message: with any, `content` goes out as a list of
+    /// parts (a `text` part, then an `image_url` part per image, its URL a
+    /// `data:` URL), as Chat Completions takes images.
+    pub images: &'a [Image],
 }
 
 /// `function` of a tool definition.
@@ -470,12 +503,53 @@ impl ChatRequest<'_> {
                     .iter()
                     .map(|c| c.id.len() + c.function.name.len() + c.function.arguments.len() + 64)
                     .sum();
-                text(m.content) + text(m.reasoning_content) + text(m.tool_call_id) + calls + 64
+                let images: usize = m.images.iter().map(|i| i.data.len() / 3 * 4 + i.mime_type.len() + 64).sum();
+                text(m.content) + text(m.reasoning_content) + text(m.tool_call_id) + calls + images + 64
             })
             .sum();
         let tools: usize = self.tools.iter().map(|t| t.function.name.len() + t.function.description.len() + 512).sum();
         let raw = messages + tools + self.model.len() + 256;
         raw + raw / 8
+    }
+}
+
+/// A content part of a user message with images (keys in the order the
+/// fast writer uses).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: PartUrl },
+}
+
+/// `image_url` of a [`Part`].
+#[derive(Serialize)]
+struct PartUrl {
+    url: String,
+}
+
+impl Serialize for WireMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("role", self.role)?;
+        if self.images.is_empty() {
+            map.serialize_entry("content", &self.content)?;
+        } else {
+            let mut parts = vec![Part::Text { text: self.content.unwrap_or_default() }];
+            parts.extend(self.images.iter().map(|i| Part::ImageUrl { image_url: PartUrl { url: i.data_url() } }));
+            map.serialize_entry("content", &parts)?;
+        }
+        if let Some(r) = self.reasoning_content {
+            map.serialize_entry("reasoning_content", r)?;
+        }
+        if !self.tool_calls.is_empty() {
+            map.serialize_entry("tool_calls", &self.tool_calls)?;
+        }
+        if let Some(id) = self.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        map.end()
     }
 }
 
@@ -486,6 +560,19 @@ impl WireMessage<'_> {
         push_json_str(out, self.role);
         out.extend_from_slice(b",\"content\":");
         match self.content {
+            _ if !self.images.is_empty() => {
+                out.extend_from_slice(b"[{\"type\":\"text\",\"text\":");
+                push_json_str(out, self.content.unwrap_or_default());
+                out.push(b'}');
+                for image in self.images {
+                    out.extend_from_slice(b",{\"type\":\"image_url\",\"image_url\":{\"url\":");
+                    // A media type and base64: nothing to escape but the
+                    // type, which the host checked is a plain token.
+                    push_json_str(out, &image.data_url());
+                    out.extend_from_slice(b"}}");
+                }
+                out.push(b']');
+            }
             Some(c) => push_json_str(out, c),
             None => out.extend_from_slice(b"null"),
         }
@@ -642,7 +729,7 @@ pub fn build_request<'a>(req: &'a Request, cfg: &Config) -> Result<ChatRequest<'
 fn wire_message(i: usize, m: &Message, dialect: Dialect) -> Result<Option<WireMessage<'_>>, BuildError> {
     Ok(Some(match m.role {
         Role::System => text_message("system", &m.content),
-        Role::User => text_message("user", &m.content),
+        Role::User => WireMessage { images: &m.images, ..text_message("user", &m.content) },
         Role::Tool => {
             let id = m.tool_call_id.as_deref().ok_or(BuildError::MissingToolCallId(i))?;
             WireMessage {
@@ -651,6 +738,7 @@ fn wire_message(i: usize, m: &Message, dialect: Dialect) -> Result<Option<WireMe
                 reasoning_content: None,
                 tool_calls: Vec::new(),
                 tool_call_id: Some(id),
+                images: &[],
             }
         }
         Role::Assistant => {
@@ -668,6 +756,7 @@ fn wire_message(i: usize, m: &Message, dialect: Dialect) -> Result<Option<WireMe
                 reasoning_content,
                 tool_calls: m.tool_calls.iter().map(wire_tool_call).collect(),
                 tool_call_id: None,
+                images: &[],
             }
         }
     }))
@@ -734,13 +823,19 @@ fn same_message(a: &Message, b: &Message) -> bool {
         && a.tool_calls.iter().zip(&b.tool_calls).all(|(x, y)| {
             same_text(&x.id, &y.id) && same_text(&x.name, &y.name) && same_text(&x.arguments, &y.arguments)
         })
+        && a.images.len() == b.images.len()
+        && a.images.iter().zip(&b.images).all(|(x, y)| x.mime_type == y.mime_type && same_words(&x.data, &y.data))
 }
 
 /// Whether two texts are equal, compared 32 bytes at a time: `==` on
 /// slices is a byte-at-a-time `memcmp` in a `wasm32` build, which made the
 /// cache's comparison of the whole history the adapter's top function.
 fn same_text(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    same_words(a.as_bytes(), b.as_bytes())
+}
+
+/// `a == b`, 32 bytes at a time (see [`same_text`]).
+fn same_words(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -898,7 +993,14 @@ pub fn build_request_json(req: &Request, cfg: &Config) -> Result<String, BuildEr
 }
 
 fn text_message<'a>(role: &'static str, content: &'a str) -> WireMessage<'a> {
-    WireMessage { role, content: Some(content), reasoning_content: None, tool_calls: Vec::new(), tool_call_id: None }
+    WireMessage {
+        role,
+        content: Some(content),
+        reasoning_content: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        images: &[],
+    }
 }
 
 fn wire_tool_call(c: &ToolCall) -> WireToolCall<'_> {
@@ -1100,6 +1202,31 @@ mod tests {
         assert!(json.len() <= estimate, "{} > {estimate}", json.len());
         assert_eq!(json.capacity(), estimate, "the buffer was regrown");
         assert!(estimate < json.len() * 3 / 2, "estimate {estimate} for {} bytes", json.len());
+    }
+
+    #[test]
+    fn images_go_as_image_url_parts_and_the_cache_compares_their_bytes() {
+        let cfg = Config::new("gpt-x", Dialect::OpenAi);
+        let mut req = conversation();
+        let png = Image { mime_type: "image/png".into(), data: b"\x89PNG\r\n\x1a\nxyz".to_vec() };
+        req.messages[0].images.push(png.clone());
+        let mut cache = BodyCache::default();
+        let text = cached_body(&mut cache, &req, &cfg);
+        assert_eq!(text, serde_json::to_string(&build_request(&req, &cfg).unwrap()).unwrap(), "serde agrees");
+        let body: Value = serde_json::from_str(&text).unwrap();
+        let user = body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "user").unwrap().clone();
+        assert_eq!(
+            user["content"],
+            json!([
+                {"type": "text", "text": "read a and b"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgp4eXo="}}
+            ])
+        );
+        // Same history: reused. Other bytes of the same size: re-encoded.
+        assert_eq!(cached_body(&mut cache, &req, &cfg), text);
+        req.messages[0].images[0].data[9] = b'Y';
+        let changed = cached_body(&mut cache, &req, &cfg);
+        assert!(changed.contains("iVBORw0KGgp4WXo="), "{changed}");
     }
 
     /// Builds `req` through `cache` (giving the body back, as a sent

@@ -218,6 +218,24 @@ pub mod raw {
                     retry-after-ms: option<u64>,
                 }
 
+                /// One image of a request (`llm-images`).
+                record image {
+                    /// Index of the message it belongs to.
+                    message: u32,
+                    /// IANA media type.
+                    mime-type: string,
+                    /// The encoded image.
+                    data: list<u8>,
+                }
+
+                /// Which images an adapter accepts (`llm-images`).
+                record image-support {
+                    /// Media types the model takes.
+                    mime-types: list<string>,
+                    /// Largest image, in bytes.
+                    max-bytes: u64,
+                }
+
                 /// Model name and context window.
                 record model-info {
                     /// Model id.

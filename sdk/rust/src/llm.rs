@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 
 use crate::raw::wharf::plugin::types::{PluginInfo, ToolCall};
 pub use crate::raw::wharf::sdk::llm_types::{
-    Error as LlmError, ErrorCode as LlmErrorCode, Event, FinishReason, ModelInfo, Request as LlmRequest, Usage,
+    Error as LlmError, ErrorCode as LlmErrorCode, Event, FinishReason, Image, ImageSupport, ModelInfo,
+    Request as LlmRequest, Usage,
 };
 
 /// A component that talks to a model (world `llm-plugin`). Export it with
@@ -28,6 +29,19 @@ pub trait LlmPlugin {
     /// Starts a completion. Errors here (auth, rate limits …) are retried by
     /// the host according to their [`LlmErrorCode`].
     fn start(req: LlmRequest) -> Result<Self::Stream, LlmError>;
+}
+
+/// An adapter that also accepts images in user messages (the optional
+/// `llm-images` export). Export it with
+/// [`export_llm_images!`](crate::export_llm_images); the host sends it every
+/// request that carries images through [`LlmImages::start_with_images`].
+pub trait LlmImages: LlmPlugin {
+    /// Which media types, and how large an image, the model takes.
+    fn image_support() -> ImageSupport;
+
+    /// Starts a completion whose messages carry `images` (each names the
+    /// index of its message in `req.messages`).
+    fn start_with_images(req: LlmRequest, images: Vec<Image>) -> Result<Self::Stream, LlmError>;
 }
 
 /// An in-flight completion.

@@ -38,7 +38,7 @@ pub fn run_all(fresh: &dyn Fn() -> SessionStore) {
 }
 
 pub fn user(text: &str) -> EventKind {
-    EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None })
+    EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None, images: vec![] })
 }
 
 /// Appends one complete turn (6 events).

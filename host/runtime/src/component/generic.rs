@@ -720,6 +720,7 @@ pub(super) fn no_indices() -> Indices {
         configure: None,
         tool: None,
         llm: None,
+        llm_images: None,
         policy: None,
         hooks: None,
         skills: None,

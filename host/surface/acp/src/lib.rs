@@ -9,7 +9,10 @@
 //! - `initialize`: protocol version 1; `agentCapabilities`: `loadSession`,
 //!   `promptCapabilities.embeddedContext` (text `resource` blocks are inlined
 //!   into the prompt; `text` and `resource_link` are always accepted;
-//!   `image` and `audio` are false, see `session/prompt`),
+//!   `image` is true when the profile's model adapter exports
+//!   `wharf:plugin/llm-images` (looked up in its component's export names
+//!   at start, [`wharf_harness::models::adapter_exports_images`]); `audio`
+//!   is false, see `session/prompt`),
 //!   `mcpCapabilities.http` (not `sse`), `sessionCapabilities` `list`,
 //!   `resume`, `close` and `systemPrompt` with `mode.override`.
 //!   `authMethods`: when the profile's model adapter reads its API key from
@@ -79,11 +82,17 @@
 //! - `session/prompt`: the prompt becomes a `followup` in the session inbox
 //!   and the agent runs until idle. A prompt whose text starts with `/NAME`
 //!   of an announced command is expanded to that command's prompt (the rest
-//!   of the text as its arguments); any other `/…` is sent as typed. Image,
-//!   audio and binary resource blocks are refused with `-32602` before the
-//!   prompt reaches the log: the model adapter contract
-//!   (`wharf:plugin/llm`) carries text only, and a prompt is never sent
-//!   with part of it dropped. Updates stream while it runs and all of
+//!   of the text as its arguments); any other `/…` is sent as typed. Image
+//!   blocks (`Session::prompt_images`) go with the text when the session's
+//!   adapter declared images (`llm-images.support()`): each decoded and
+//!   bounded by `wharf_core::images` (PNG, JPEG, GIF, WebP; ≤ 5 MiB each
+//!   and the adapter's own limit, ≤ 16 and 10 MiB per prompt), logged
+//!   inline in the `user/message` and replayed by `session/load` as a
+//!   placeholder line (`[image image/png, 12.0 KiB]`); over a limit, or
+//!   for a text-only adapter, they are refused with `-32602` naming the
+//!   limit or the adapter, before the prompt reaches the log. Audio and
+//!   binary resource blocks are refused the same way: a prompt is never
+//!   sent with part of it dropped. Updates stream while it runs and all of
 //!   them are sent before the response, whose `stopReason` maps the turn's
 //!   stop reason: completed → `end_turn`, max_steps → `max_turn_requests`,
 //!   max_tokens → `max_tokens`, blocked and a provider content filter →
@@ -194,12 +203,15 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
     let config = args.host.load_config()?;
     // The key the profile's adapter reads, set or not (the auth method).
     let key = wharf_harness::models::missing_model_key(&config, args.host.model.as_deref(), |_| false);
+    // `promptCapabilities.image`: whether the profile's adapter takes images.
+    let images = wharf_harness::models::adapter_exports_images(&config, args.host.model.as_deref());
     // `session/list` reads the profile's store (a workspace's project layer
     // may name another; see the module docs).
     let session_dir = args.host.session_dir.clone().unwrap_or_else(|| config.session.dir.clone());
     let store = wharf_harness::sessions::open_store(config.session.store.as_deref(), session_dir)?;
     let server = Arc::new(Server {
         key,
+        images,
         args: args.host,
         store,
         hosts: tokio::sync::Mutex::new(HashMap::new()),
@@ -221,7 +233,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                     *lock(&on_init.client) = Some(info.name.clone());
                 }
                 *lock(&on_init.caps) = ClientCaps::of(&req.client_capabilities);
-                responder.respond(initialize_response(on_init.key.as_ref()))
+                responder.respond(initialize_response(on_init.key.as_ref(), on_init.images))
             },
             sdk::on_receive_request!(),
         )
@@ -316,6 +328,10 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                 }
                 // Refused before the prompt reaches the log (and before it
                 // takes the session's one prompt slot).
+                let images = match session.prompt_images(&req.prompt) {
+                    Ok(images) => images,
+                    Err(e) => return responder.respond_with_error(e),
+                };
                 let text = match prompt_text(&req.prompt) {
                     Ok(text) => session.expand_command(text),
                     Err(e) => return responder.respond_with_error(e),
@@ -325,7 +341,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
                     Err(e) => return responder.respond_with_error(e),
                 };
                 tokio::spawn(async move {
-                    let r = session.prompt(text, token).await;
+                    let r = session.prompt(text, images, token).await;
                     let _ = responder.respond_with_result(r);
                 });
                 Ok(())
@@ -379,7 +395,7 @@ pub async fn run(args: AcpArgs) -> Result<ExitCode> {
 /// The auth method of an adapter key read from the environment.
 const ENV_AUTH_METHOD: &str = "env-api-key";
 
-fn initialize_response(key: Option<&wharf_harness::models::MissingKey>) -> acp::InitializeResponse {
+fn initialize_response(key: Option<&wharf_harness::models::MissingKey>, images: bool) -> acp::InitializeResponse {
     let methods = key
         .map(|k| {
             vec![acp::AuthMethod::Agent(
@@ -393,9 +409,9 @@ fn initialize_response(key: Option<&wharf_harness::models::MissingKey>) -> acp::
         .unwrap_or_default();
     let caps = acp::AgentCapabilities::new()
         .load_session(true)
-        // Text only: the model adapter contract (`wharf:plugin/llm`) carries
-        // text messages, so image and audio blocks are refused, not dropped.
-        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true).image(false).audio(false))
+        // Images when the profile's adapter exports `llm-images`; audio
+        // never (refused, not dropped).
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true).image(images).audio(false))
         // Stdio and streamable HTTP servers; not the deprecated HTTP+SSE.
         .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(false))
         .session_capabilities(
@@ -451,6 +467,8 @@ struct Server {
     args: HostArgs,
     /// The API key variable the profile's adapter reads (set or not).
     key: Option<wharf_harness::models::MissingKey>,
+    /// Whether the profile's adapter takes images (`promptCapabilities.image`).
+    images: bool,
     /// The profile's session store, for `session/list`.
     store: SessionStore,
     /// One host (config, plugins, store) per workspace; the async mutex makes
@@ -1206,8 +1224,13 @@ impl Session {
 
     /// Runs one prompt to its stop reason; every update is sent before this
     /// returns. The answer is the logged stop reason (module docs).
-    async fn prompt(&self, text: String, token: CancellationToken) -> Result<acp::PromptResponse, sdk::Error> {
-        let result = self.run(text, &token).await;
+    async fn prompt(
+        &self,
+        text: String,
+        images: Vec<wharf_core::images::Image>,
+        token: CancellationToken,
+    ) -> Result<acp::PromptResponse, sdk::Error> {
+        let result = self.run(text, images, &token).await;
         *lock(&self.prompt) = None;
         // All updates of the turn go out before the response.
         let last = self.agent.log().last_seq();
@@ -1220,12 +1243,17 @@ impl Session {
         };
         stop_reason(&reason).map(acp::PromptResponse::new)
     }
-    async fn run(&self, text: String, token: &CancellationToken) -> Result<StopReason, sdk::Error> {
-        if text.trim().is_empty() {
+    async fn run(
+        &self,
+        text: String,
+        images: Vec<wharf_core::images::Image>,
+        token: &CancellationToken,
+    ) -> Result<StopReason, sdk::Error> {
+        if text.trim().is_empty() && images.is_empty() {
             return Err(invalid_params("the prompt is empty"));
         }
         let agent = &self.agent;
-        let inbox_id = agent.followup(text).map_err(|e| internal(e.to_string()))?;
+        let inbox_id = agent.followup_with_images(text, images).map_err(|e| internal(e.to_string()))?;
         lock(&self.own_inbox).insert(inbox_id);
         let run = agent.run_until_idle();
         tokio::pin!(run);
@@ -1250,6 +1278,58 @@ impl Session {
     }
 }
 
+impl Session {
+    /// The image blocks of a prompt, decoded and bounded: each a taken
+    /// media type within the per-image limit, all within the per-prompt
+    /// limits ([`wharf_core::images`]); refused (`-32602`, naming the
+    /// limit or the adapter) when the session's adapter takes text only.
+    fn prompt_images(&self, blocks: &[acp::ContentBlock]) -> Result<Vec<wharf_core::images::Image>, sdk::Error> {
+        use base64::Engine as _;
+        use wharf_core::images::{Image, MAX_IMAGE_BYTES, MAX_PROMPT_IMAGES};
+        let found: Vec<&acp::ImageContent> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                acp::ContentBlock::Image(i) => Some(i),
+                _ => None,
+            })
+            .collect();
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let adapter = self.agent.snapshot().llm(self.agent.config().llm.as_deref());
+        let Some(support) = adapter.as_ref().and_then(|a| a.image_support()) else {
+            let name = adapter.map(|a| a.plugin().id.clone()).unwrap_or_else(|| "(none loaded)".into());
+            return Err(invalid_params(format!(
+                "image prompt content is not supported by the model adapter `{name}`: it takes text only \
+                 (promptCapabilities.image); send text, or use an adapter that takes images"
+            )));
+        };
+        if found.len() > MAX_PROMPT_IMAGES {
+            return Err(invalid_params(format!(
+                "{} images in one prompt; the limit is {MAX_PROMPT_IMAGES}",
+                found.len()
+            )));
+        }
+        let mut images = Vec::with_capacity(found.len());
+        for (n, block) in found.iter().enumerate() {
+            // Base64 is 4/3 of the bytes: refuse before decoding what
+            // cannot fit.
+            if block.data.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
+                return Err(invalid_params(format!(
+                    "image {} is over the per-image limit of {MAX_IMAGE_BYTES} bytes",
+                    n + 1
+                )));
+            }
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(block.data.trim())
+                .map_err(|e| invalid_params(format!("image {}: its data is not base64: {e}", n + 1)))?;
+            images.push(Image { mime_type: block.mime_type.trim().to_ascii_lowercase(), data });
+        }
+        wharf_core::images::check_prompt_images(&images, Some(&support)).map_err(invalid_params)?;
+        Ok(images)
+    }
+}
+
 /// The ACP stop reason of a turn; a failed model request is an error.
 fn stop_reason(reason: &StopReason) -> Result<acp::StopReason, sdk::Error> {
     Ok(match reason {
@@ -1267,15 +1347,15 @@ fn stop_reason(reason: &StopReason) -> Result<acp::StopReason, sdk::Error> {
 }
 
 /// The prompt as text: text blocks verbatim, resource links as Markdown
-/// links, embedded text resources inlined in a `<context>` element. Image,
-/// audio and binary blocks are refused (`-32602`): the model adapters take
-/// text only, and a prompt is never sent with part of it silently dropped.
+/// links, embedded text resources inlined in a `<context>` element. Image
+/// blocks are left to [`Session::prompt_images`]; audio and binary blocks
+/// are refused (`-32602`): a prompt is never sent with part of it silently
+/// dropped.
 fn prompt_text(blocks: &[acp::ContentBlock]) -> Result<String, sdk::Error> {
     let refuse = |what: &str| {
         invalid_params(format!(
-            "{what} prompt content is not supported: Wharf's model adapters take text only \
-             (promptCapabilities.{} is false); send text, resource links or text resources",
-            if what == "audio" { "audio" } else { "image" }
+            "{what} prompt content is not supported: Wharf's model adapters take text and images only \
+             (promptCapabilities.audio is false); send text, images, resource links or text resources"
         ))
     };
     let mut out = String::new();
@@ -1295,7 +1375,8 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> Result<String, sdk::Error> {
                 }
                 _ => return Err(invalid_params("an embedded resource of an unknown kind is not supported")),
             },
-            acp::ContentBlock::Image(_) => return Err(refuse("image")),
+            // Taken (or refused) by `Session::prompt_images`.
+            acp::ContentBlock::Image(_) => continue,
             acp::ContentBlock::Audio(_) => return Err(refuse("audio")),
             _ => return Err(invalid_params("a prompt content block of an unknown type is not supported")),
         };
@@ -1668,7 +1749,14 @@ impl Projector {
                 if live && own {
                     return vec![];
                 }
-                vec![acp::SessionUpdate::UserMessageChunk(text(&m.content))]
+                let mut out = vec![acp::SessionUpdate::UserMessageChunk(text(&m.content))];
+                // A replayed image is a placeholder line, never its bytes.
+                out.extend(
+                    m.images
+                        .iter()
+                        .map(|i| acp::SessionUpdate::UserMessageChunk(text(&format!("\n{}", i.placeholder())))),
+                );
+                out
             }
             EventKind::AssistantChunk(c) if live => {
                 let mut out = vec![];
@@ -1909,10 +1997,13 @@ mod tests {
             acp::ContentBlock::from(" please"),
         ];
         assert_eq!(prompt_text(&blocks).unwrap(), "look at [a.rs](file:///w/a.rs) please");
+        // Image blocks are `Session::prompt_images`'s; audio is refused.
         let image = acp::ContentBlock::Image(acp::ImageContent::new("AA==", "image/png"));
-        let err = prompt_text(&[acp::ContentBlock::from("see"), image]).unwrap_err();
+        assert_eq!(prompt_text(&[acp::ContentBlock::from("see"), image]).unwrap(), "see");
+        let audio = acp::ContentBlock::Audio(acp::AudioContent::new("AA==", "audio/wav"));
+        let err = prompt_text(&[acp::ContentBlock::from("hear"), audio]).unwrap_err();
         assert_eq!(err.code, sdk::ErrorCode::INVALID_PARAMS);
-        assert!(err.message.contains("image"), "{}", err.message);
+        assert!(err.message.contains("audio"), "{}", err.message);
     }
 
     #[test]

@@ -84,6 +84,9 @@ impl Renderer {
                 if self.history {
                     self.end_stream(out);
                     let _ = writeln!(out, "{}", self.paint("1", &format!("› {}", m.content)));
+                    for image in &m.images {
+                        let _ = writeln!(out, "{}", self.paint("1", &format!("  {}", image.placeholder())));
+                    }
                 } else if !own {
                     self.end_stream(out);
                     let _ = writeln!(out, "{}", self.paint("2", &format!("↳ {}", one_line(&m.content, 200))));
