@@ -869,18 +869,39 @@ fn resume_after_kill_9_during_a_program_repairs_the_log() -> anyhow::Result<()> 
 /// and refuses the second, and `resume` collects the program's result.
 #[test]
 fn an_inner_call_asks_for_approval_in_chat() -> anyhow::Result<()> {
-    let env = env();
-    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
     let program = r#"
 const a = await tools.write({path: "approved.txt", content: "yes"});
 let b;
 try { await tools.write({path: "rejected.txt", content: "no"}); b = "written"; } catch (e) { b = e.code; }
 return {a, b};
 "#;
+    approval_in_chat(json!({"code": program}))
+}
+
+/// [`an_inner_call_asks_for_approval_in_chat`] with a Python program.
+#[test]
+fn an_inner_call_of_a_python_cell_asks_for_approval_in_chat() -> anyhow::Result<()> {
+    let program = r#"
+a = await tools.write(path="approved.txt", content="yes")
+try:
+    await tools.write(path="rejected.txt", content="no")
+    b = "written"
+except RuntimeError as e:
+    b = str(e).split(":")[0]
+{"a": a, "b": b}
+"#;
+    approval_in_chat(json!({"language": "python", "code": program}))
+}
+
+/// The scenario of the two tests above; `run_code`'s arguments start the
+/// program.
+fn approval_in_chat(start: Value) -> anyhow::Result<()> {
+    let env = env();
+    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
     let ask =
         policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
     let script = scripted_turns(&[
-        &[("call_cell", "run_code", json!({"code": program}))],
+        &[("call_cell", "run_code", start)],
         &[("call_read", "read", json!({"path": "notes.txt"}))],
         &[("call_wait", "run_code", json!({"resume": "call_cell", "wait_ms": 60000}))],
     ]);
@@ -1168,17 +1189,35 @@ fn scripted_turns(turns: &[&[(&str, &str, Value)]]) -> String {
 /// logged, and `resume` collects the program's result — all in one turn.
 #[test]
 fn acp_approves_a_cells_inner_call_while_the_turn_goes_on() -> anyhow::Result<()> {
-    let env = env();
-    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
     let program = r#"
 console.log("asking to write");
 const w = await tools.write({path: "approved.txt", content: "yes"});
 return {wrote: w.length > 0};
 "#;
+    acp_approves_in_a_cell(json!({"code": program}))
+}
+
+/// [`acp_approves_a_cells_inner_call_while_the_turn_goes_on`] with a
+/// Python program.
+#[test]
+fn acp_approves_a_python_cells_inner_call_while_the_turn_goes_on() -> anyhow::Result<()> {
+    let program = r#"
+print("asking to write")
+w = await tools.write(path="approved.txt", content="yes")
+{"wrote": len(w) > 0}
+"#;
+    acp_approves_in_a_cell(json!({"language": "python", "code": program}))
+}
+
+/// The scenario of the two tests above; `run_code`'s arguments start the
+/// program.
+fn acp_approves_in_a_cell(start: Value) -> anyhow::Result<()> {
+    let env = env();
+    std::fs::write(env.path("notes.txt"), "meanwhile\n").context("writing notes.txt")?;
     let ask =
         policy("ask", "policy-fixed", "decision = \"ask\"\nreason = \"writes need approval\"\ntools = [\"write\"]", "");
     let script = scripted_turns(&[
-        &[("call_cell", "run_code", json!({"code": program}))],
+        &[("call_cell", "run_code", start)],
         &[("call_read", "read", json!({"path": "notes.txt"}))],
         &[("call_wait", "run_code", json!({"resume": "call_cell", "wait_ms": 60000}))],
     ]);

@@ -274,72 +274,55 @@ for (let i = 11; i <= 20; i++) await put(i);
 return {slow, written: 20};
 "#;
 
-/// The scripted branch of a first message containing `durable`: one
-/// `run_code` call (id `call_code`) of [`DURABLE_PROGRAM`].
+/// [`DURABLE_PROGRAM`] in Python, writing `p1.txt` … `p20.txt`.
+const DURABLE_PYTHON: &str = r#"
+for i in range(1, 11):
+    await tools.write(path="p" + str(i) + ".txt", content=str(i))
+slow = None
+try:
+    slow = await tools.sleep(ms=60000)
+except RuntimeError as e:
+    slow = str(e).split(":")[0]
+for i in range(11, 21):
+    await tools.write(path="p" + str(i) + ".txt", content=str(i))
+{"slow": slow, "written": 20}
+"#;
+
+/// The scripted branches of a first message containing `durable` (one
+/// `run_code` call, id `call_code`, of [`DURABLE_PROGRAM`]) or `python`
+/// (the same of [`DURABLE_PYTHON`]).
 fn durable_branch() -> String {
-    let args = json!({"language": "javascript", "code": DURABLE_PROGRAM}).to_string();
-    format!(
-        "\n[[plugin.config.branches]]\nwhen = \"durable\"\n[[plugin.config.branches.turns]]\n\
-         tool_calls = [{{ id = \"call_code\", name = \"run_code\", arguments = {} }}]\n\
-         [[plugin.config.branches.turns]]\ntext = \"The program is done.\"\n",
-        crate::policy::toml_str(&args)
-    )
+    let branch = |when: &str, language: &str, code: &str| {
+        let args = json!({"language": language, "code": code}).to_string();
+        format!(
+            "\n[[plugin.config.branches]]\nwhen = \"{when}\"\n[[plugin.config.branches.turns]]\n\
+             tool_calls = [{{ id = \"call_code\", name = \"run_code\", arguments = {} }}]\n\
+             [[plugin.config.branches.turns]]\ntext = \"The program is done.\"\n",
+            crate::policy::toml_str(&args)
+        )
+    };
+    format!("{}{}", branch("durable", "javascript", DURABLE_PROGRAM), branch("python", "python", DURABLE_PYTHON))
 }
 
-/// Two sessions on A when it is killed: one inside a plain tool call, one
-/// inside a durable program (ten of its calls done, the eleventh in
-/// flight). B takes both over: the first is repaired, the program is re-run
-/// at once (no new input) with its ten logged calls answered from the log,
-/// the call in flight an `INTERRUPTED` error the program catches, the other
-/// ten run on B; every inner call is logged once with one result.
-#[test]
-fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Result<()> {
-    let Some(pg) = shared_pg("fleet::kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over") else {
-        return Ok(());
-    };
-    let url = pg.database().map_err(anyhow::Error::msg).context("creating a database")?;
-    let f = Fleet::with(url, "", &durable_rows(), &durable_branch());
-    let mut a = f.host("a", &[]);
-    let b = f.host("b", &[]);
-    let id = create(&a, Some("slow: sleep in a tool"));
-    let prog = create(&a, Some("run the durable program"));
-    let mut on_b = events(&b, &format!("/api/sessions/{id}/events?from=1"));
-    let mut prog_on_b = events(&b, &format!("/api/sessions/{prog}/events?from=1"));
-    let mut streamed = read_until(&mut on_b, "the tool call", |v| is_type(v, "tool/call"));
-    let is_inner_sleep = |v: &Value| is_type(v, "tool/call") && v["data"]["name"] == "sleep";
-    let mut prog_streamed = read_until(&mut prog_on_b, "the program's sleep", is_inner_sleep);
-    // The tools block for a minute: A dies inside them.
-    std::thread::sleep(Duration::from_millis(100));
-    let written: Vec<std::time::SystemTime> = (1..=10)
-        .map(|i| std::fs::metadata(f.ws.path().join(format!("d{i}.txt"))).and_then(|m| m.modified()))
-        .collect::<Result<_, _>>()
-        .context("the program's first ten files")?;
-    a.kill9();
-    let killed = Instant::now();
-    let crash_seq = prog_streamed.last().and_then(|v| v["seq"].as_u64()).unwrap_or(0);
-    // B takes over once the lease expires and repairs the open turn.
-    let repair = read_until(&mut on_b, "the repaired turn end", |v| is_type(v, "turn/end"));
-    let took = killed.elapsed();
-    assert!(turn_end(repair.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(&repair));
-    let aborted = repair
-        .iter()
-        .find(|v| is_type(v, "tool/result"))
-        .unwrap_or_else(|| panic!("no aborted result in {:?}", types(&repair)));
-    assert_eq!(aborted["data"]["error_code"], "INTERRUPTED", "{aborted}");
-    streamed.extend(repair);
-    let store = f.store();
-    let lease = store.lease(&id).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
-    assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B holds it: {lease:?}");
-    assert_eq!(lease.token, 2, "one takeover: {lease:?}");
-    eprintln!("fleet: takeover {} ms after kill -9 (lease {LEASE_MS} ms)", took.as_millis());
-
-    // The program finishes on B by itself: its turn ends (interrupted, the
-    // turn the crash cut) with the program's result logged.
-    prog_streamed.extend(read_until(&mut prog_on_b, "the re-run program's turn end", |v| is_type(v, "turn/end")));
-    assert!(turn_end(prog_streamed.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(&prog_streamed));
-    let log: Vec<Value> =
-        checked_log(&store, &prog).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
-    let seqs: Vec<u64> = prog_streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
+/// The checks of a durable program re-run on the host that took its
+/// session over: its turn (the one the crash cut) ends interrupted with the
+/// program's result; each of its 21 inner calls is logged once with one
+/// result, ten of them before `crash_seq`; the call in flight was
+/// answered `INTERRUPTED`; the ten files written before the crash
+/// (`PREFIX1.txt` … `PREFIX10.txt`, modified at `written`) were not written
+/// again.
+fn assert_rerun_program(
+    store: &wharf_core::SessionStore,
+    sid: &str,
+    streamed: &[Value],
+    crash_seq: u64,
+    ws: &std::path::Path,
+    prefix: &str,
+    written: &[std::time::SystemTime],
+) -> anyhow::Result<()> {
+    assert!(turn_end(streamed.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(streamed));
+    let log: Vec<Value> = checked_log(store, sid).iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let seqs: Vec<u64> = streamed.iter().filter_map(|v| v["seq"].as_u64()).collect();
     assert_eq!(seqs, (1..=log.len() as u64).collect::<Vec<_>>(), "B's stream of the program: each event once");
     let of = |ty: &str, call: &str| -> Vec<&Value> {
         log.iter().filter(|e| e["type"] == ty && (e["data"]["id"] == call || e["data"]["call_id"] == call)).collect()
@@ -360,7 +343,11 @@ fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Resu
         }
     }
     assert_eq!(before, 10, "ten results logged by A before the crash: {log:#?}");
-    let sleep = log.iter().find(|e| is_inner_sleep(e)).and_then(|e| e["data"]["id"].as_str()).unwrap_or_default();
+    let sleep = log
+        .iter()
+        .find(|e| is_type(e, "tool/call") && e["data"]["name"] == "sleep")
+        .and_then(|e| e["data"]["id"].as_str())
+        .unwrap_or_default();
     assert_eq!(of("tool/result", sleep)[0]["data"]["error_code"], "INTERRUPTED", "{log:#?}");
     let replay = log.iter().find(|e| e["type"] == "tool/replay").unwrap_or_else(|| panic!("no tool/replay: {log:#?}"));
     assert_eq!((&replay["data"]["call"], &replay["data"]["logged"]), (&json!("call_code"), &json!(11)), "{replay}");
@@ -371,13 +358,80 @@ fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Resu
     assert!(content.contains(r#"result: {"slow":"INTERRUPTED","written":20}"#), "{content}");
     // Each side effect once: the first ten files were not written again.
     for i in 1..=20 {
-        let path = f.ws.path().join(format!("d{i}.txt"));
-        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), i.to_string(), "d{i}.txt");
+        let path = ws.join(format!("{prefix}{i}.txt"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), i.to_string(), "{prefix}{i}.txt");
         if i <= 10 {
-            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).context("d.txt's mtime")?;
-            assert_eq!(mtime, written[i - 1], "d{i}.txt was written again");
+            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).context("a file's mtime")?;
+            assert_eq!(mtime, written[i - 1], "{prefix}{i}.txt was written again");
         }
     }
+    Ok(())
+}
+
+/// The modification times of `PREFIX1.txt` … `PREFIX10.txt` in `ws`.
+fn first_ten(ws: &std::path::Path, prefix: &str) -> anyhow::Result<Vec<std::time::SystemTime>> {
+    (1..=10)
+        .map(|i| std::fs::metadata(ws.join(format!("{prefix}{i}.txt"))).and_then(|m| m.modified()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("the program's first ten files ({prefix}…)"))
+}
+
+/// Three sessions on A when it is killed: one inside a plain tool call, two
+/// inside a durable program, one in JavaScript and one in Python (ten of
+/// its calls done, the eleventh in flight). B takes them over: the first is
+/// repaired, each program is re-run at once (no new input) with its ten
+/// logged calls answered from the log, the call in flight an `INTERRUPTED`
+/// error the program catches, the other ten run on B; every inner call is
+/// logged once with one result.
+#[test]
+fn kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over() -> anyhow::Result<()> {
+    let Some(pg) = shared_pg("fleet::kill_9_of_the_owner_mid_turn_then_the_other_host_takes_over") else {
+        return Ok(());
+    };
+    let url = pg.database().map_err(anyhow::Error::msg).context("creating a database")?;
+    let f = Fleet::with(url, "", &durable_rows(), &durable_branch());
+    let mut a = f.host("a", &[]);
+    let b = f.host("b", &[]);
+    let id = create(&a, Some("slow: sleep in a tool"));
+    let prog = create(&a, Some("run the durable program"));
+    let py = create(&a, Some("run the python program"));
+    let mut on_b = events(&b, &format!("/api/sessions/{id}/events?from=1"));
+    let mut prog_on_b = events(&b, &format!("/api/sessions/{prog}/events?from=1"));
+    let mut py_on_b = events(&b, &format!("/api/sessions/{py}/events?from=1"));
+    let mut streamed = read_until(&mut on_b, "the tool call", |v| is_type(v, "tool/call"));
+    let is_inner_sleep = |v: &Value| is_type(v, "tool/call") && v["data"]["name"] == "sleep";
+    let mut prog_streamed = read_until(&mut prog_on_b, "the program's sleep", is_inner_sleep);
+    let mut py_streamed = read_until(&mut py_on_b, "the Python program's sleep", is_inner_sleep);
+    // The tools block for a minute: A dies inside them.
+    std::thread::sleep(Duration::from_millis(100));
+    let written = first_ten(f.ws.path(), "d")?;
+    let py_written = first_ten(f.ws.path(), "p")?;
+    a.kill9();
+    let killed = Instant::now();
+    let crash_seq = prog_streamed.last().and_then(|v| v["seq"].as_u64()).unwrap_or(0);
+    let py_crash_seq = py_streamed.last().and_then(|v| v["seq"].as_u64()).unwrap_or(0);
+    // B takes over once the lease expires and repairs the open turn.
+    let repair = read_until(&mut on_b, "the repaired turn end", |v| is_type(v, "turn/end"));
+    let took = killed.elapsed();
+    assert!(turn_end(repair.last().unwrap_or(&Value::Null), "interrupted"), "{:?}", types(&repair));
+    let aborted = repair
+        .iter()
+        .find(|v| is_type(v, "tool/result"))
+        .unwrap_or_else(|| panic!("no aborted result in {:?}", types(&repair)));
+    assert_eq!(aborted["data"]["error_code"], "INTERRUPTED", "{aborted}");
+    streamed.extend(repair);
+    let store = f.store();
+    let lease = store.lease(&id).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
+    assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B holds it: {lease:?}");
+    assert_eq!(lease.token, 2, "one takeover: {lease:?}");
+    eprintln!("fleet: takeover {} ms after kill -9 (lease {LEASE_MS} ms)", took.as_millis());
+
+    // Each program finishes on B by itself: its turn ends (interrupted, the
+    // turn the crash cut) with the program's result logged.
+    prog_streamed.extend(read_until(&mut prog_on_b, "the re-run program's turn end", |v| is_type(v, "turn/end")));
+    assert_rerun_program(&store, &prog, &prog_streamed, crash_seq, f.ws.path(), "d", &written)?;
+    py_streamed.extend(read_until(&mut py_on_b, "the re-run Python program's turn end", |v| is_type(v, "turn/end")));
+    assert_rerun_program(&store, &py, &py_streamed, py_crash_seq, f.ws.path(), "p", &py_written)?;
     let lease = store.lease(&prog).context("reading the lease")?.unwrap_or_else(|| panic!("no lease"));
     assert!(lease.holder.ends_with(&format!(":{}", b.pid())), "B re-ran it: {lease:?}");
 

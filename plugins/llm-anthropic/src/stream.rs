@@ -361,6 +361,7 @@ mod tests {
                     reasoning: Some("Let me look.".into()),
                     tool_calls: vec![call],
                     tool_call_id: None,
+                    images: vec![],
                 },
                 Message {
                     role: Role::Tool,
@@ -368,6 +369,7 @@ mod tests {
                     reasoning: None,
                     tool_calls: vec![],
                     tool_call_id: Some("toolu_1".into()),
+                    images: vec![],
                 },
             ],
             tools: vec![],
