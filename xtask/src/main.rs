@@ -368,24 +368,10 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Tests run at once per test binary unless `RUST_TEST_THREADS` says
-/// otherwise: twice the cores, at least 4. Most of `tests/all` waits on
-/// the processes, servers and sockets it drives rather than computing, so
-/// libtest's default (one per core) leaves the machine idle.
-fn test_threads() -> String {
-    if let Some(n) = std::env::var("RUST_TEST_THREADS").ok().filter(|v| !v.trim().is_empty()) {
-        return n;
-    }
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    (cores * 2).max(4).to_string()
-}
-
 fn run_tests(root: &Path, extra: &[String], skip_file: &Path, lint: Option<&Lint>) -> Result<()> {
     let crates = plugin_crates(root)?;
-    let threads = test_threads();
-    eprintln!("cargo xtask test: {threads} tests at once per test binary (RUST_TEST_THREADS to change)");
     let mut cmd = Command::new("cargo");
-    cmd.env("WHARF_SKIP_FILE", skip_file).env("RUST_TEST_THREADS", &threads);
+    cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(host_selection(&crates)).args(extra);
     let host = run(linted(&mut cmd, lint));
     // First-party components also build natively, so their unit tests run
@@ -393,7 +379,7 @@ fn run_tests(root: &Path, extra: &[String], skip_file: &Path, lint: Option<&Lint
     // not change the host's and wasmtime is compiled once. The fixtures
     // under tests/plugins are wasm-only.
     let mut cmd = Command::new("cargo");
-    cmd.env("WHARF_SKIP_FILE", skip_file).env("RUST_TEST_THREADS", &threads);
+    cmd.env("WHARF_SKIP_FILE", skip_file);
     cmd.current_dir(root).args(["test", "--no-fail-fast"]).args(component_test_selection(&crates));
     if lint.is_some() {
         cmd.arg("--all-targets");
