@@ -542,7 +542,7 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
     let session_took = session_started.elapsed();
     let summary = std::fs::read_to_string(ws.join("SUMMARY.md")).context("the demo did not write SUMMARY.md")?;
     eprintln!("\n-- SUMMARY.md written by the agent through the fs component --\n{summary}");
-    eprintln!("(the session took {:.1} s, compiling its components included)", session_took.as_secs_f64());
+    eprintln!("(the session took {:.1} s)", session_took.as_secs_f64());
     if std::env::var("DEEPSEEK_API_KEY").is_ok_and(|k| !k.is_empty()) {
         eprintln!("\n== the same task against DeepSeek (DEEPSEEK_API_KEY is set) ==\n");
         let _ = std::fs::remove_file(ws.join("SUMMARY.md"));
