@@ -435,7 +435,7 @@ async fn approve(
     }
     let l =
         app.live(&id).ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("session `{id}` is not running here")))?;
-    let Some(reply) = l.approvals.take(&call).await else {
+    let Some((_, reply)) = l.approvals.take(&call).await else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no approval question for call `{call}`")));
     };
     let note = body.note.filter(|n| !n.is_empty()).map(|n| wharf_core::util::cut_str(&n, 4096).to_string());

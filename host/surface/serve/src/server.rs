@@ -6,15 +6,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio::sync::{broadcast, oneshot};
+use serde_json::Value;
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
-use wharf_core::approval::{Approval, ApprovalRequest, ChannelApprover};
+use wharf_core::approval::ChannelApprover;
 use wharf_core::events::InboxKind;
 use wharf_core::store::{LogRelease, RemoteInput, StoreError};
 
 use crate::ServeError;
+use crate::questions::{Approvals, Questions};
 use wharf_harness::Harness;
 
 /// Settings of a server.
@@ -64,7 +65,7 @@ pub(crate) struct Live {
     pub agent: Agent,
     pub approvals: Arc<Approvals>,
     /// Tools' questions to the user waiting for an answer.
-    pub(crate) questions: Arc<crate::questions::Questions>,
+    pub(crate) questions: Arc<Questions>,
     /// Stops the serving task and the host's work for this agent.
     stop: CancellationToken,
     /// Fired when the session is unloaded (event streams fall back to the file).
@@ -91,75 +92,6 @@ impl Live {
             && self.approvals.is_empty()
             && self.questions.is_empty()
             && self.agent.log().pending_inbox().is_empty()
-    }
-}
-
-/// A question waiting for an answer.
-struct Pending {
-    request: ApprovalRequest,
-    reply: oneshot::Sender<Approval>,
-}
-
-/// Approval questions by call id. The pipeline logs `approval/asked` just
-/// before it asks, so an answer may arrive a moment before its question:
-/// [`Approvals::take`] waits briefly for it.
-#[derive(Default)]
-pub(crate) struct Approvals {
-    pending: Mutex<HashMap<String, Pending>>,
-    arrived: tokio::sync::Notify,
-}
-
-impl Approvals {
-    fn put(&self, request: ApprovalRequest, reply: oneshot::Sender<Approval>, max: usize) {
-        let mut p = lock(&self.pending);
-        p.retain(|_, q| !q.reply.is_closed());
-        if p.len() >= max {
-            // Dropping the sender answers `cancelled`; bounded memory.
-            tracing::warn!(session = %request.session_id, "too many pending approvals; dropping one");
-            return;
-        }
-        p.insert(request.call_id.clone(), Pending { request, reply });
-        drop(p);
-        self.arrived.notify_waiters();
-    }
-
-    fn is_empty(&self) -> bool {
-        let mut p = lock(&self.pending);
-        p.retain(|_, q| !q.reply.is_closed());
-        p.is_empty()
-    }
-
-    /// The open questions, as JSON.
-    pub fn list(&self) -> Vec<Value> {
-        let mut p = lock(&self.pending);
-        p.retain(|_, q| !q.reply.is_closed());
-        let mut out: Vec<Value> = p
-            .values()
-            .map(|q| {
-                json!({
-                    "call_id": q.request.call_id,
-                    "tool": q.request.tool,
-                    "arguments": q.request.arguments,
-                    "reason": q.request.reason,
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a["call_id"].as_str().cmp(&b["call_id"].as_str()));
-        out
-    }
-
-    /// The reply channel of `call`'s question, waiting up to 2 s for it.
-    pub async fn take(&self, call: &str) -> Option<oneshot::Sender<Approval>> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        loop {
-            let arrived = self.arrived.notified();
-            if let Some(q) = lock(&self.pending).remove(call) {
-                return Some(q.reply);
-            }
-            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                return None;
-            }
-        }
     }
 }
 
@@ -318,7 +250,7 @@ impl Server {
                 pending.put(q.request, q.reply, max);
             }
         });
-        let asks: Arc<crate::questions::Questions> = Arc::default();
+        let asks: Arc<Questions> = Arc::default();
         let open = asks.clone();
         tokio::spawn(async move {
             while let Some(q) = asked.recv().await {
