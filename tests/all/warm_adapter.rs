@@ -199,27 +199,51 @@ fn tool_step(req: &mut LlmRequest, i: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compaction_and_reload() -> anyhow::Result<()> {
     // The adapter instance a turn holds keeps the encoded history and
-    // encodes only what is new (`BodyCache`): the bytes on the wire must
-    // be exactly what a fresh instance sends for the same request.
+    // encodes only what is new (`BodyCache`), and `llm-deepseek` exports
+    // `llm-history`, so the host lowers into it only the messages it does
+    // not have yet: the bytes on the wire must be exactly what a fresh
+    // instance sends for the same (whole) request.
     let rt = runtime(1000);
-    let mock = mock(20);
+    let mock = mock(30);
     let (v, llm) = load_deepseek(&rt, &mock);
     let scope = Arc::new(AdapterScope::default());
     let mut req = request(1);
     let mut sent = Vec::new();
+    // Lowered messages per request, and what each should be.
+    let mut lowered = Vec::new();
+    let mut want = Vec::new();
+    let mut step = |v: &PluginVersion, before: u64, n: usize| {
+        lowered.push(v.llm_messages_lowered() - before);
+        want.push(n as u64);
+    };
     for i in 0..4 {
+        let before = v.llm_messages_lowered();
         complete(llm.as_ref(), &req, &scope).await?;
+        // The first request of the turn: the whole history; then the step's two.
+        step(&v, before, if i == 0 { req.messages.len() } else { 2 });
         sent.push(req.clone());
         tool_step(&mut req, i);
     }
     let made = v.sandboxes_made();
-    // A compaction replaces the start of the history with a summary.
+    // A compaction replaces the start of the history with a summary: no
+    // prefix is shared, the whole history goes.
     req.messages
         .splice(0..3, [Message { content: "Summary of steps 0 and 1.".into(), ..request(1).messages[0].clone() }]);
+    let before = v.llm_messages_lowered();
     complete(llm.as_ref(), &req, &scope).await?;
+    step(&v, before, req.messages.len());
     sent.push(req.clone());
     tool_step(&mut req, 9);
+    let before = v.llm_messages_lowered();
     complete(llm.as_ref(), &req, &scope).await?;
+    step(&v, before, 2);
+    sent.push(req.clone());
+    // An old tool output rewritten (pruned): what follows it goes again.
+    req.messages[4].content = "(output elided)".into();
+    tool_step(&mut req, 8);
+    let before = v.llm_messages_lowered();
+    complete(llm.as_ref(), &req, &scope).await?;
+    step(&v, before, req.messages.len() - 4);
     sent.push(req.clone());
     assert_eq!(v.sandboxes_made(), made, "one held instance served the whole turn");
     // A reload mid-turn: the new version's instance starts from the whole history.
@@ -227,12 +251,30 @@ async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compact
     let made2 = v2.sandboxes_made();
     tool_step(&mut req, 10);
     complete(llm2.as_ref(), &req, &scope).await?;
+    step(&v2, 0, req.messages.len());
     sent.push(req.clone());
     tool_step(&mut req, 11);
+    let before = v2.llm_messages_lowered();
     complete(llm2.as_ref(), &req, &scope).await?;
+    step(&v2, before, 2);
     sent.push(req.clone());
     assert_eq!(v2.sandboxes_made() - made2, 1, "the reloaded version ran on one instance of its own");
     assert_eq!(v.sandboxes_made(), made, "the old version's instance served nothing after the reload");
+    // The held instance dropped (e.g. over the engine's budget): a fresh
+    // one, and the whole history again; then only the new messages.
+    drop(scope.take());
+    tool_step(&mut req, 12);
+    let before = v2.llm_messages_lowered();
+    complete(llm2.as_ref(), &req, &scope).await?;
+    step(&v2, before, req.messages.len());
+    sent.push(req.clone());
+    tool_step(&mut req, 13);
+    let before = v2.llm_messages_lowered();
+    complete(llm2.as_ref(), &req, &scope).await?;
+    step(&v2, before, 2);
+    sent.push(req.clone());
+    assert_eq!(v2.sandboxes_made() - made2, 2, "the dropped instance was replaced once");
+    assert_eq!(lowered, want, "messages lowered per request: the held instance gets only the new ones");
     // The same requests, each from a fresh instance (no turn scope).
     for r in &sent {
         let mut s = llm2.start(r).await.context("starting the stream")?;

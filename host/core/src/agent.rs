@@ -72,7 +72,8 @@ use crate::events::{
 };
 use crate::pipeline::{PipelineConfig, StepRef, ToolPipeline};
 use crate::plugin::{
-    AdapterScope, FinishReason, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, ToolCall, Usage,
+    AdapterScope, FinishReason, HookPoint, LlmAdapter, LlmError, LlmErrorCode, LlmEvent, LlmRequest, Message, ToolCall,
+    Usage,
 };
 use crate::registry::{Registry, Snapshot};
 use crate::retry::RetryPolicy;
@@ -689,6 +690,9 @@ impl Agent {
         let scope = Arc::new(AdapterScope::default());
         // Attachment steps (`@path`) do not count against the step budget.
         let mut attach_steps: u32 = 0;
+        // The last step's request messages: the next step's are written
+        // over them (most are unchanged, and only compared).
+        let mut history = Vec::new();
         let reason = loop {
             if token.is_cancelled() {
                 break StopReason::Cancelled;
@@ -712,7 +716,7 @@ impl Agent {
             }
             inner.log.append(EventKind::StepStart(StepStart { turn, step }))?;
             summary.steps = step;
-            let out = self.step(&snap, turn, step, &scope, token).await?;
+            let out = self.step(&snap, turn, step, &scope, &mut history, token).await?;
             inner.log.append(EventKind::StepEnd(StepEnd { turn, step, usage: out.usage }))?;
             if let Some(u) = &out.usage {
                 summary.usage.add(u);
@@ -964,6 +968,7 @@ impl Agent {
         turn: u64,
         step: u32,
         scope: &Arc<AdapterScope>,
+        history: &mut Vec<Message>,
         token: &CancellationToken,
     ) -> Result<StepOutcome, AgentError> {
         let inner = &self.inner;
@@ -998,7 +1003,8 @@ impl Agent {
             );
             return Ok(stop(StopReason::Error { code: "IMAGES_UNSUPPORTED".into(), message }));
         }
-        let request = LlmRequest { system, messages: inner.log.messages(), tools, max_tokens, images };
+        inner.log.messages_into(history);
+        let request = LlmRequest { system, messages: std::mem::take(history), tools, max_tokens, images };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {
@@ -1056,6 +1062,8 @@ impl Agent {
                 }
             }
         };
+        // Kept for the next step (a step that ends otherwise leaves none).
+        *history = request.messages;
         self.commit_message(at, &acc, false)?;
         if !acc.tool_calls.is_empty() {
             inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;

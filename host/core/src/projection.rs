@@ -299,6 +299,20 @@ impl Projection {
         self.messages.iter().map(|(_, m)| m.clone()).collect()
     }
 
+    /// [`Projection::messages`] written over `dst`, the messages of an
+    /// earlier call: those still equal are compared, not copied again (a
+    /// long session's history is mostly the last step's).
+    pub fn messages_into(&self, dst: &mut Vec<Message>) {
+        dst.truncate(self.messages.len());
+        for (d, (_, m)) in dst.iter_mut().zip(&self.messages) {
+            if d != m {
+                d.clone_from(m);
+            }
+        }
+        let have = dst.len();
+        dst.extend(self.messages[have..].iter().map(|(_, m)| m.clone()));
+    }
+
     /// The images of [`Projection::messages`], each naming its message by
     /// index.
     pub fn message_images(&self) -> Vec<crate::images::RequestImage> {
@@ -496,6 +510,35 @@ mod tests {
             inc.apply(e);
             assert_eq!(inc.messages(), derive_messages(&events[..=i]));
         }
+    }
+
+    #[test]
+    fn messages_written_over_an_earlier_list_are_the_messages_at_every_prefix() {
+        let call = ToolCall { id: "c1".into(), name: "t".into(), arguments: "{}".into() };
+        let events = [
+            user(2, "q1"),
+            assistant(3, "", Some("r"), vec![call]),
+            result(4, "c1", "out"),
+            user(5, "q2"),
+            ev(6, EventKind::CompactionSummary(CompactionSummary { from_seq: 2, to_seq: 4, summary: "S".into() })),
+            assistant(7, "a", None, vec![]),
+        ];
+        let mut p = Projection::new();
+        let mut dst = Vec::new();
+        let mut stale = vec![Message { content: "stale".into(), ..p_user("x") }; 9];
+        for e in &events {
+            p.apply(e);
+            // Growing, compacted (shorter, start rewritten), and over a
+            // longer unrelated list: always what `messages` gives.
+            p.messages_into(&mut dst);
+            assert_eq!(dst, p.messages());
+            p.messages_into(&mut stale);
+            assert_eq!(stale, p.messages());
+        }
+    }
+
+    fn p_user(text: &str) -> Message {
+        Message { role: Role::User, content: text.into(), reasoning: None, tool_calls: vec![], tool_call_id: None }
     }
 
     #[test]

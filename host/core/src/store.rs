@@ -1114,6 +1114,12 @@ impl SessionLog {
         self.state().projection.messages()
     }
 
+    /// [`SessionLog::messages`] written over `dst` (see
+    /// [`Projection::messages_into`]).
+    pub fn messages_into(&self, dst: &mut Vec<Message>) {
+        self.state().projection.messages_into(dst);
+    }
+
     /// The images of [`SessionLog::messages`] ([`Projection::message_images`]).
     pub fn message_images(&self) -> Vec<crate::images::RequestImage> {
         self.state().projection.message_images()

@@ -388,6 +388,7 @@ fn new_linker(engine: &wasmtime::Engine) -> anyhow::Result<Linker<HostState>> {
     let mut linker: Linker<HostState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     crate::fs_guard::add_to_linker(&mut linker)?;
+    crate::stream_write::add_to_linker(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     crate::bindings::Host_::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)?;
     Ok(linker)
@@ -402,6 +403,8 @@ struct Indices {
     llm: Option<ex::llm::GuestIndices>,
     /// The optional `llm-images` export of an adapter (added within 0.1).
     llm_images: Option<ex::llm_images::GuestIndices>,
+    /// The optional `llm-history` export of an adapter (added within 0.1).
+    llm_history: Option<ex::llm_history::GuestIndices>,
     policy: Option<ex::policy::GuestIndices>,
     hooks: Option<ex::hooks::GuestIndices>,
     skills: Option<ex::skills::GuestIndices>,
@@ -448,6 +451,9 @@ pub struct PluginVersion {
     warm: Option<Mutex<Vec<WarmInstance>>>,
     /// Sandboxes (stores) made for this version so far.
     sandboxes: std::sync::atomic::AtomicU64,
+    /// History messages lowered into this adapter's instances (see
+    /// [`PluginVersion::llm_messages_lowered`]).
+    llm_messages_lowered: std::sync::atomic::AtomicU64,
     /// A generic component's functions (see [`generic`]).
     generic: Option<Arc<generic::GenericExports>>,
     /// This version, for the task that prepares its next sandbox (set once
@@ -482,7 +488,17 @@ pub(crate) struct StartedCompletion {
     pub(crate) guest: LlmGuests,
     pub(crate) handle: ResourceAny,
     pub(crate) code: Arc<CompiledCode>,
+    /// What the instance now holds of the conversation (see [`HeldAdapter`]).
+    pub(crate) sent: SentHistory,
 }
+
+/// The messages a held adapter instance was last started with, as the host
+/// sent them, when it exports `llm-history` and the request carried no
+/// images (else empty): the next request's messages are compared with
+/// these, and only those after the shared prefix are lowered
+/// (`llm-history.start-after`).
+#[derive(Default)]
+pub(crate) struct SentHistory(pub(crate) Vec<wharf_core::plugin::Message>);
 
 /// An adapter's instance between two requests of one agent turn (kept in
 /// the turn's [`wharf_core::plugin::AdapterScope`]): the same session's
@@ -491,14 +507,17 @@ pub(crate) struct HeldAdapter {
     store: Store<HostState>,
     guest: LlmGuests,
     code: Arc<CompiledCode>,
+    sent: SentHistory,
     _permit: crate::engine::HoldPermit,
 }
 
-/// An adapter instance's exports: `llm`, and `llm-images` when it has it.
+/// An adapter instance's exports: `llm`, and `llm-images` and
+/// `llm-history` when it has them.
 #[derive(Clone)]
 pub(crate) struct LlmGuests {
     pub(crate) llm: ex::llm::Guest,
     pub(crate) images: Option<ex::llm_images::Guest>,
+    pub(crate) history: Option<ex::llm_history::Guest>,
 }
 
 /// Most media types an adapter's `llm-images.support()` may list.
@@ -877,6 +896,7 @@ impl Runtime {
             shared,
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| current.generic.is_none()),
             sandboxes: std::sync::atomic::AtomicU64::new(0),
+            llm_messages_lowered: std::sync::atomic::AtomicU64::new(0),
             generic: current.generic.clone(),
             me: OnceLock::new(),
             spare: Mutex::new(None),
@@ -1008,6 +1028,7 @@ impl Runtime {
             shared,
             warm: spec.warm.then(|| Mutex::new(Vec::new())).filter(|_| generic.is_none()),
             sandboxes: std::sync::atomic::AtomicU64::new(0),
+            llm_messages_lowered: std::sync::atomic::AtomicU64::new(0),
             generic,
             me: OnceLock::new(),
             spare: Mutex::new(None),
@@ -1040,6 +1061,9 @@ impl Indices {
             // Optional: adapters built before `llm-images` existed (or that
             // take text only) load as before.
             llm_images: kinds.contains(&Kind::Llm).then(|| ex::llm_images::GuestIndices::new(pre).ok()).flatten(),
+            // Optional: adapters built before `llm-history` existed get the
+            // whole history at every request, as before.
+            llm_history: kinds.contains(&Kind::Llm).then(|| ex::llm_history::GuestIndices::new(pre).ok()).flatten(),
             policy: kinds
                 .contains(&Kind::Policy)
                 .then(|| ex::policy::GuestIndices::new(pre))
@@ -1310,6 +1334,13 @@ impl PluginVersion {
     /// one per fresh call, fewer where instances are reused.
     pub fn sandboxes_made(&self) -> u64 {
         self.sandboxes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many history messages `start` and `start-after` calls have
+    /// lowered into this adapter's instances: with `llm-history`, a held
+    /// instance is given only the messages it does not have yet.
+    pub fn llm_messages_lowered(&self) -> u64 {
+        self.llm_messages_lowered.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether warm calls of this version take the synchronous path
@@ -1744,12 +1775,16 @@ impl PluginVersion {
         answer.map_err(PluginError::Answer)
     }
 
-    /// Starts a completion: `held`'s instance when it is of the current
-    /// code (the turn's previous request left it), else a fresh one. The
+    /// Starts a completion of `messages` with `req`'s system prompt, tools
+    /// and cap (`req.messages` is ignored): on `held`'s instance when it is
+    /// of the current code (the turn's previous request left it), else a
+    /// fresh one. A held instance exporting `llm-history` is given only the
+    /// messages after the prefix it was already sent, unchanged since. The
     /// store stays with the stream.
     pub(crate) async fn start_completion(
         &self,
-        req: ex::llm::Request,
+        mut req: ex::llm::Request,
+        messages: &[wharf_core::plugin::Message],
         images: Vec<ex::llm_images::Image>,
         held: Option<HeldAdapter>,
     ) -> Result<StartedCompletion, crate::registrations::StartError> {
@@ -1764,16 +1799,28 @@ impl PluginVersion {
         let timeout_ms = self.effective.timeout_ms;
         // An instance of code swapped out since (a tier-up) is dropped.
         let held = held.filter(|h| Arc::ptr_eq(&h.code, &code));
-        let (mut store, held_guest) = match held {
+        let (mut store, held_guest, mut sent) = match held {
             Some(mut h) => {
                 // As for a warm tool call: a new deadline from now.
                 h.store.set_epoch_deadline(1);
-                (h.store, Some(h.guest))
+                (h.store, Some(h.guest), h.sent)
             }
-            None => {
-                (self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?, None)
-            }
+            None => (
+                self.new_store(&code, self.effective.clone(), self.call_fuel()).map_err(StartError::Sandbox)?,
+                None,
+                SentHistory::default(),
+            ),
         };
+        // How many of `messages` the instance already holds: the longest
+        // prefix equal to what it was sent last (a compaction or rewrite
+        // shortens it). Images always go the whole way.
+        let kept = if images.is_empty() && held_guest.as_ref().is_some_and(|g| g.history.is_some()) {
+            sent.0.iter().zip(messages).take_while(|(a, b)| a == b).count()
+        } else {
+            0
+        };
+        let kept = u32::try_from(kept).unwrap_or(0);
+        let mut from = 0usize;
         store.data_mut().begin_call(timeout_ms);
         let wall = store.data().wall_deadline();
         let res = {
@@ -1787,9 +1834,30 @@ impl PluginVersion {
                             Some(i) => Some(i.load(&mut store, &inst)?),
                             None => None,
                         };
-                        LlmGuests { llm, images }
+                        let history = match &code.indices.llm_history {
+                            Some(i) => Some(i.load(&mut store, &inst)?),
+                            None => None,
+                        };
+                        LlmGuests { llm, images, history }
                     }
                 };
+                let lowered = |n: usize| {
+                    self.llm_messages_lowered.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                };
+                if let (Some(h), true) = (&guest.history, kept > 0) {
+                    req.messages = messages[kept as usize..].iter().map(crate::registrations::to_wit_message).collect();
+                    lowered(req.messages.len());
+                    match h.call_start_after(&mut store, kept, &req).await? {
+                        Ok(Some(handle)) => {
+                            from = kept as usize;
+                            return Ok((guest, Ok(handle)));
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Ok((guest, Err(e))),
+                    }
+                }
+                req.messages = messages.iter().map(crate::registrations::to_wit_message).collect();
+                lowered(req.messages.len());
                 let handle = match (&guest.images, images.is_empty()) {
                     (_, true) => guest.llm.call_start(&mut store, &req).await?,
                     (Some(g), false) => g.call_start_with_images(&mut store, &req, &images).await?,
@@ -1815,7 +1883,15 @@ impl PluginVersion {
         };
         store.data_mut().flush_stdio();
         let (guest, handle) = out?;
-        Ok(StartedCompletion { store, guest, handle, code })
+        // What the instance holds now: the request's messages (kept ones
+        // not copied again), when it keeps them and the request was text.
+        if guest.history.is_some() && images.is_empty() {
+            sent.0.truncate(from);
+            sent.0.extend_from_slice(&messages[from..]);
+        } else {
+            sent.0 = Vec::new();
+        }
+        Ok(StartedCompletion { store, guest, handle, code, sent })
     }
 
     /// Keeps a finished stream's instance for the turn's next request:
@@ -1826,12 +1902,13 @@ impl PluginVersion {
         store: Store<HostState>,
         guest: LlmGuests,
         code: Arc<CompiledCode>,
+        sent: SentHistory,
     ) -> Option<HeldAdapter> {
         if !Arc::ptr_eq(&code, &self.code()) {
             return None;
         }
         let permit = code.engine.try_hold()?;
-        Some(HeldAdapter { store, guest, code, _permit: permit })
+        Some(HeldAdapter { store, guest, code, sent, _permit: permit })
     }
 
     async fn call_warm(

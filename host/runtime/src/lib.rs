@@ -35,6 +35,7 @@ pub mod registrations;
 pub mod services;
 pub mod skills;
 pub mod state;
+mod stream_write;
 pub mod wit_json;
 
 pub use component::{

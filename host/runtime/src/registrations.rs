@@ -17,7 +17,7 @@ use wharf_core::registry::Registrations;
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
-use crate::component::{CallContext, CallError, CompiledCode, HeldAdapter, Kind, PluginVersion};
+use crate::component::{CallContext, CallError, CompiledCode, HeldAdapter, Kind, PluginVersion, SentHistory};
 use crate::state::HostState;
 
 /// A tool served by a component.
@@ -150,7 +150,8 @@ pub struct ComponentLlm {
     plugin: PluginRef,
 }
 
-fn to_wit_message(m: &Message) -> wt::Message {
+/// A core message as the contract's.
+pub(crate) fn to_wit_message(m: &Message) -> wt::Message {
     wt::Message {
         role: match m.role {
             Role::System => wt::Role::System,
@@ -266,9 +267,11 @@ impl ComponentLlm {
         request: &LlmRequest,
         scope: Option<&Arc<AdapterScope>>,
     ) -> Result<Box<dyn LlmStream>, LlmError> {
+        // The messages are lowered by `start_completion`: all of them, or
+        // only those the held instance does not have yet.
         let req = ex::llm::Request {
             system: request.system.clone(),
-            messages: request.messages.iter().map(to_wit_message).collect(),
+            messages: Vec::new(),
             tools: request.tools.iter().map(to_wit_spec).collect(),
             max_tokens: request.max_tokens,
         };
@@ -299,10 +302,11 @@ impl ComponentLlm {
             .collect();
         // Another adapter's instance (the turn switched models) is dropped.
         let held = scope.and_then(|s| s.take()).and_then(|b| b.downcast::<HeldAdapter>().ok()).map(|b| *b);
-        let started = self.version.start_completion(req, images, held).await.map_err(|e| match e {
-            StartError::Sandbox(e) => sandbox_to_llm(e),
-            StartError::Adapter(e) => from_wit_error(e),
-        })?;
+        let started =
+            self.version.start_completion(req, &request.messages, images, held).await.map_err(|e| match e {
+                StartError::Sandbox(e) => sandbox_to_llm(e),
+                StartError::Adapter(e) => from_wit_error(e),
+            })?;
         let timeout_ms = self.version.effective.timeout_ms;
         Ok(Box::new(ComponentStream {
             store: Some(started.store),
@@ -310,6 +314,7 @@ impl ComponentLlm {
             handle: Some(started.handle),
             timeout_ms,
             keep: scope.map(|s| (s.clone(), self.version.clone(), started.code)),
+            sent: started.sent,
         }) as Box<dyn LlmStream>)
     }
 }
@@ -332,6 +337,8 @@ struct ComponentStream {
     /// Where a clean end leaves the instance: the turn's scope, the
     /// version and the code it ran.
     keep: Option<(Arc<AdapterScope>, Arc<PluginVersion>, Arc<CompiledCode>)>,
+    /// The conversation the instance holds (handed back with it).
+    sent: SentHistory,
 }
 
 impl ComponentStream {
@@ -351,7 +358,7 @@ impl ComponentStream {
             return;
         }
         store.data_mut().flush_stdio();
-        if let Some(held) = version.hold_adapter(store, self.guest.clone(), code) {
+        if let Some(held) = version.hold_adapter(store, self.guest.clone(), code, std::mem::take(&mut self.sent)) {
             scope.put(Box::new(held));
         }
     }

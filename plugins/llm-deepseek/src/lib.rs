@@ -8,6 +8,12 @@
 //! finish reasons (`insufficient_system_resource` → retryable) and the
 //! mapping of every failure onto the stable error codes.
 //!
+//! Long conversations: the component exports `llm-history`, so an instance
+//! that served the turn's previous request is sent only the new messages
+//! (it keeps the last request's messages and encoded body,
+//! `wharf_llm_wire::request::BodyCache`); the bytes on the wire are the
+//! whole request's either way.
+//!
 //! Text only: DeepSeek's Chat Completions API takes no images, so the
 //! component does not export `llm-images`, and the host refuses a prompt
 //! with an image for it, naming the adapter (`wharf run --image`, an ACP
@@ -41,6 +47,7 @@
 
 use wharf_llm_wire::adapter::DEEPSEEK;
 use wharf_llm_wire::component::{self, Stream};
+use wharf_sdk::llm::LlmHistory;
 use wharf_sdk::prelude::*;
 
 struct DeepSeek;
@@ -65,4 +72,10 @@ impl LlmPlugin for DeepSeek {
     }
 }
 
-wharf_sdk::export_llm!(DeepSeek);
+impl LlmHistory for DeepSeek {
+    fn start_after(kept: u32, req: LlmRequest) -> Result<Option<Stream>, LlmError> {
+        component::start_after(&DEEPSEEK, kept, req)
+    }
+}
+
+wharf_sdk::export_llm_history!(DeepSeek);

@@ -431,6 +431,28 @@ pub fn start_cached<T: Transport>(
     open_stream(transport, settings, key, sent)
 }
 
+/// [`start_cached`] for the request whose messages are the first `kept`
+/// of the last one `cache` built, followed by `req.messages`
+/// (`llm-history.start-after`). `None` (nothing sent) when `cache` does not
+/// hold them ([`BodyCache::build_after`]).
+pub fn start_cached_after<T: Transport>(
+    transport: &mut T,
+    settings: &Settings,
+    key: Option<&str>,
+    kept: usize,
+    req: Request,
+    cache: &mut BodyCache,
+) -> Option<Result<Completion<T::Body>, WireError>> {
+    let body = match cache.build_after(kept, req, &settings.wire)? {
+        Ok(body) => body,
+        Err(e) => return Some(Err(e.into())),
+    };
+    let http = http_request_with_body(settings, key, body);
+    let sent = transport.send(&http);
+    cache.give_back(http.body);
+    Some(open_stream(transport, settings, key, sent))
+}
+
 /// Checks the response head of a sent request and opens its stream.
 fn open_stream<T: Transport>(
     transport: &mut T,

@@ -108,6 +108,38 @@ pub fn start(flavor: &Flavor, req: LlmRequest) -> Result<Stream, LlmError> {
     start_request(flavor, from_sdk_request(req))
 }
 
+/// `llm-history.start-after()`: [`start`] for the request whose messages
+/// are the first `kept` of the last request this instance started,
+/// followed by `req`'s; `Ok(None)` (nothing sent) when the instance does
+/// not hold them. The bytes sent are [`start`]'s for the whole request.
+pub fn start_after(flavor: &Flavor, kept: u32, req: LlmRequest) -> Result<Option<Stream>, LlmError> {
+    let (settings, key) = prepare(flavor)?;
+    let request = from_sdk_request(req);
+    wharf_sdk::log::debug!(
+        "{}: POST {} model={} messages={kept}+{} tools={}",
+        flavor.name,
+        settings.endpoint.url(),
+        settings.wire.model,
+        request.messages.len(),
+        request.tools.len()
+    );
+    match open_after(&settings, key.as_deref(), kept as usize, request) {
+        None => Ok(None),
+        Some(Ok(inner)) => Ok(Some(Stream { inner, name: flavor.name })),
+        Some(Err(e)) => {
+            wharf_sdk::log::debug!("{}: request failed: {e}", flavor.name);
+            Err(to_sdk_error(e))
+        }
+    }
+}
+
+/// The settings and the key of a request.
+fn prepare(flavor: &Flavor) -> Result<(Settings, Option<String>), LlmError> {
+    let settings = config().and_then(|c| Settings::resolve(&c, flavor)).map_err(to_sdk_error)?;
+    let key = settings.api_key(|name| std::env::var(name).ok()).map_err(to_sdk_error)?;
+    Ok((settings, key))
+}
+
 fn start_request(flavor: &Flavor, request: Request) -> Result<Stream, LlmError> {
     let settings = config().and_then(|c| Settings::resolve(&c, flavor)).map_err(to_sdk_error)?;
     let key = settings.api_key(|name| std::env::var(name).ok()).map_err(to_sdk_error)?;
@@ -140,6 +172,35 @@ fn open(settings: &Settings, key: Option<&str>, request: Request) -> Result<Comp
     BODY.with(|cache| {
         crate::adapter::start_cached(&mut wasi_http::WasiTransport, settings, key, request, &mut cache.borrow_mut())
     })
+}
+
+#[cfg(target_arch = "wasm32")]
+fn open_after(
+    settings: &Settings,
+    key: Option<&str>,
+    kept: usize,
+    request: Request,
+) -> Option<Result<Completion<Body>, WireError>> {
+    BODY.with(|cache| {
+        crate::adapter::start_cached_after(
+            &mut wasi_http::WasiTransport,
+            settings,
+            key,
+            kept,
+            request,
+            &mut cache.borrow_mut(),
+        )
+    })
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn open_after(
+    _settings: &Settings,
+    _key: Option<&str>,
+    _kept: usize,
+    _request: Request,
+) -> Option<Result<Completion<Body>, WireError>> {
+    Some(Err(WireError::new(ErrorCode::Transport, "HTTP is only available in the wasm32 component build")))
 }
 
 #[cfg(not(target_arch = "wasm32"))]

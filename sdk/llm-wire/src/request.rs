@@ -893,6 +893,36 @@ impl BodyCache {
     /// out (give it back with [`BodyCache::give_back`] once sent); the
     /// messages are kept to compare the next request with.
     pub fn build(&mut self, req: Request, cfg: &Config) -> Result<Vec<u8>, BuildError> {
+        self.build_known(req, cfg, None)
+    }
+
+    /// [`BodyCache::build`] for the request whose messages are the first
+    /// `kept` of the last body's, followed by `req.messages` (the host's
+    /// `llm-history.start-after`): the kept ones are not compared again.
+    /// `None` (nothing changed) when the cache does not hold `kept`
+    /// messages — it never built a body, the last build failed, the body
+    /// was over the bound — or one of them carries images.
+    pub fn build_after(&mut self, kept: usize, mut req: Request, cfg: &Config) -> Option<Result<Vec<u8>, BuildError>> {
+        let held = self.messages.get(..kept)?;
+        if held.iter().any(|m| !m.images.is_empty()) {
+            return None;
+        }
+        let mut messages = std::mem::take(&mut self.messages);
+        messages.truncate(kept);
+        messages.append(&mut req.messages);
+        req.messages = messages;
+        Some(self.build_known(req, cfg, Some(kept)))
+    }
+
+    /// The number of messages the last body encodes (0 after a failure).
+    pub fn messages_held(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// `build`, with the length of the prefix shared with the last body's
+    /// messages when it is known (`build_after`; `self.messages` is then
+    /// already taken).
+    fn build_known(&mut self, req: Request, cfg: &Config, known: Option<usize>) -> Result<Vec<u8>, BuildError> {
         if cfg.model.trim().is_empty() {
             self.clear();
             return Err(BuildError::MissingModel);
@@ -902,10 +932,15 @@ impl BodyCache {
         });
         // A body handed out and not given back is gone: start over.
         let complete = self.ends.last().is_some_and(|&end| end <= self.body.len());
-        if !same_key || !complete {
+        let fresh = !same_key || !complete;
+        if fresh {
             self.clear();
         }
-        let shared = self.messages.iter().zip(&req.messages).take_while(|(a, b)| same_message(a, b)).count();
+        let shared = match known {
+            _ if fresh => 0,
+            Some(kept) => kept,
+            None => self.messages.iter().zip(&req.messages).take_while(|(a, b)| same_message(a, b)).count(),
+        };
         // The old messages are not needed past the comparison: freed before
         // the body grows, so the peak is one history less.
         self.messages = Vec::new();
@@ -1284,6 +1319,83 @@ mod tests {
         cached_body(&mut cache, &req, &cfg);
         req.messages.clear();
         cached_body(&mut cache, &req, &cfg);
+    }
+
+    /// Builds `req` through `cache` given only the messages after the
+    /// first `kept` (`llm-history.start-after`), gives the body back and
+    /// checks it against the whole-history encoding; `None` when the cache
+    /// does not hold them.
+    fn continued_body(cache: &mut BodyCache, kept: usize, req: &Request, cfg: &Config) -> Option<String> {
+        let mut tail = req.clone();
+        tail.messages.drain(..kept);
+        let body = cache.build_after(kept, tail, cfg)?.unwrap();
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert_eq!(text, build_request_json(req, cfg).unwrap(), "the continued body differs from the full encoding");
+        cache.give_back(body);
+        Some(text)
+    }
+
+    #[test]
+    fn a_continued_body_is_the_full_encoding_and_only_what_the_cache_holds_is_continued() {
+        let mut cfg = Config::new("m", Dialect::DeepSeek);
+        cfg.thinking = Some(true);
+        let mut cache = BodyCache::default();
+        let mut req = conversation();
+        // Nothing held yet: only `kept == 0` continues (the whole request).
+        assert!(cache.build_after(1, req.clone(), &cfg).is_none());
+        assert_eq!(cache.messages_held(), 0);
+        continued_body(&mut cache, 0, &req, &cfg).unwrap();
+        for i in 0..5 {
+            let kept = req.messages.len();
+            req.messages.push(Message::assistant(
+                "",
+                Some(format!("step {i}")),
+                vec![call(&format!("s{i}"), "read", "")],
+            ));
+            req.messages.push(Message::tool(format!("s{i}"), format!("out \"{i}\"\n")));
+            continued_body(&mut cache, kept, &req, &cfg).unwrap();
+            assert_eq!(cache.messages_held(), req.messages.len());
+        }
+        // More than it holds: nothing changes, and the next one still works.
+        let held = cache.messages_held();
+        assert!(cache.build_after(held + 1, Request { messages: vec![], ..req.clone() }, &cfg).is_none());
+        assert_eq!(cache.messages_held(), held);
+        // Compaction: the start replaced by a summary, continued after none
+        // of it; then a rewrite past a shorter kept prefix.
+        req.messages.splice(0..4, [Message::user("summary")]);
+        continued_body(&mut cache, 0, &req, &cfg).unwrap();
+        req.messages[3].content.push_str(" (edited)");
+        req.messages.push(Message::user("next"));
+        continued_body(&mut cache, 3, &req, &cfg).unwrap();
+        // Another system prompt or model: the kept messages still serve.
+        req.system = "Another prompt.".into();
+        req.messages.push(Message::user("again"));
+        continued_body(&mut cache, req.messages.len() - 1, &req, &cfg).unwrap();
+        cfg.model = "other".into();
+        continued_body(&mut cache, req.messages.len(), &req, &cfg).unwrap();
+        // A mixed history: full builds and continued ones interleave.
+        req.messages.push(Message::user("full"));
+        cached_body(&mut cache, &req, &cfg);
+        req.messages.push(Message::user("tail"));
+        continued_body(&mut cache, req.messages.len() - 1, &req, &cfg).unwrap();
+        // A failed build forgets the messages: only the whole request again.
+        let mut bad = req.clone();
+        bad.messages.push(Message { tool_call_id: None, ..Message::tool("x", "orphan") });
+        let n = req.messages.len();
+        assert!(matches!(continued_body_err(&mut cache, n, &bad, &cfg), Some(BuildError::MissingToolCallId(_))));
+        assert!(cache.build_after(1, req.clone(), &cfg).is_none());
+        continued_body(&mut cache, 0, &req, &cfg).unwrap();
+        // Kept messages with images are never continued.
+        let mut with_image = req.clone();
+        with_image.messages[0].images.push(Image { mime_type: "image/png".into(), data: b"png".to_vec() });
+        cached_body(&mut cache, &with_image, &Config::new("m", Dialect::OpenAi));
+        assert!(cache.build_after(1, Request { messages: vec![], ..req.clone() }, &cfg).is_none());
+    }
+
+    fn continued_body_err(cache: &mut BodyCache, kept: usize, req: &Request, cfg: &Config) -> Option<BuildError> {
+        let mut tail = req.clone();
+        tail.messages.drain(..kept);
+        cache.build_after(kept, tail, cfg)?.err()
     }
 
     #[test]

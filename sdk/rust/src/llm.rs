@@ -44,6 +44,18 @@ pub trait LlmImages: LlmPlugin {
     fn start_with_images(req: LlmRequest, images: Vec<Image>) -> Result<Self::Stream, LlmError>;
 }
 
+/// An adapter that keeps, in its instance, the messages of the last request
+/// it started (the optional `llm-history` export), so the host sends a
+/// long conversation's next request as only its new messages. Export it
+/// with [`export_llm_history!`](crate::export_llm_history).
+pub trait LlmHistory: LlmPlugin {
+    /// Starts the completion whose messages are the first `kept` messages of
+    /// the last request this instance started, followed by `req.messages`.
+    /// `Ok(None)` when the instance does not hold those messages: the host
+    /// then sends the whole request through [`LlmPlugin::start`].
+    fn start_after(kept: u32, req: LlmRequest) -> Result<Option<Self::Stream>, LlmError>;
+}
+
 /// An in-flight completion.
 pub trait CompletionStream: 'static {
     /// The next batch of events; `Ok(None)` once the stream is finished.

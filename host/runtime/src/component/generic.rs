@@ -721,6 +721,7 @@ pub(super) fn no_indices() -> Indices {
         tool: None,
         llm: None,
         llm_images: None,
+        llm_history: None,
         policy: None,
         hooks: None,
         skills: None,
