@@ -39,7 +39,7 @@ pub(crate) fn fixture() -> PathBuf {
     FIXTURE.call_once(|| {
         let ok = wharf_tests::cargo()
             .current_dir(wharf_tests::root())
-            .args(["build", "-q", "-p", "wharf-mcp-fixture"])
+            .args(wharf_tests::MCP_FIXTURE_BUILD)
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
