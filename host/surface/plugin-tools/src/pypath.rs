@@ -31,7 +31,7 @@
 //! both builds. A name the project itself provides, the SDK or the standard
 //! library is not looked up (the release build finds those first).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -255,7 +255,7 @@ pub(crate) fn stage_site_packages(staged: &Path, site: &SitePath, deps: &[String
         }
     }
     let mut done: HashSet<String> = HashSet::new();
-    let mut used: BTreeMap<usize, ()> = BTreeMap::new();
+    let mut used: BTreeSet<usize> = BTreeSet::new();
     let mut files = 0usize;
     let mut queue: Vec<String> = wanted.into_iter().collect();
     while let Some(name) = queue.pop() {
@@ -285,11 +285,11 @@ pub(crate) fn stage_site_packages(staged: &Path, site: &SitePath, deps: &[String
                 imported_roots(&std::fs::read_to_string(&to).unwrap_or_default(), &mut more);
             }
             queue.extend(more.into_iter().filter(|m| !done.contains(m)));
-            used.insert(k, ());
+            used.insert(k);
             break;
         }
     }
-    Ok(used.keys().map(|k| format!("{SITE_DIR}/{k}")).collect())
+    Ok(used.iter().map(|k| format!("{SITE_DIR}/{k}")).collect())
 }
 
 /// The imports of every `.py` file under `dir` (not under `_wharf_site`).
