@@ -504,10 +504,10 @@ impl Chat {
                     self.ask(p);
                 }
             }
-            if form.as_ref().is_some_and(questions::FormState::withdrawn) {
-                if let Some(f) = form.take() {
-                    self.out.line(&self.out.dim(&format!("  ↳ {}'s question was withdrawn", f.source())));
-                }
+            if form.as_ref().is_some_and(questions::FormState::withdrawn)
+                && let Some(f) = form.take()
+            {
+                self.out.line(&self.out.dim(&format!("  ↳ {}'s question was withdrawn", f.source())));
             }
             if asking.is_none() && form.is_none() {
                 form = self.next_form(&mut forms, input_open);
