@@ -289,7 +289,7 @@ async fn a_components_question_ends_at_its_deadline_is_declined_headless_and_nee
     agent.log().flush().await?;
     let events = h.store.load(agent.session_id())?.events;
     let result = result_of(&events).context("no tool result")?;
-    assert_eq!(result.error_code.map(|c| c.to_string()).as_deref(), Some("TIMEOUT"), "{result:?}");
+    assert_eq!(result.error_code.as_ref().map(|c| c.to_string()).as_deref(), Some("TIMEOUT"), "{result:?}");
     let a = answers(&events);
     assert_eq!((a.len(), a[0]["action"].as_str()), (1, Some("cancel")), "{a:?}");
     stop.cancel();

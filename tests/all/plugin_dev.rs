@@ -324,7 +324,12 @@ text = "Done."
     let mut reloaded = host.harness.plugins.versions().get("dev_row").map(|v| v.digest.clone()) != before;
     while !reloaded {
         match tokio::time::timeout(Duration::from_secs(120), events.recv()).await {
-            Ok(Ok(wharf_core::events::EventKind::PluginLoaded(p))) if p.id == "dev_row" => reloaded = true,
+            // A load of the row may also come from the runtime component
+            // being rewritten before the new source is linked (same
+            // version again): only a new digest is the new source.
+            Ok(Ok(wharf_core::events::EventKind::PluginLoaded(p))) if p.id == "dev_row" => {
+                reloaded = host.harness.plugins.versions().get("dev_row").map(|v| v.digest.clone()) != before;
+            }
             Ok(Ok(wharf_core::events::EventKind::PluginReloadFailed(p))) if p.id == "dev_row" => {
                 bail!("the host refused the new version: {:?}", p.error)
             }
