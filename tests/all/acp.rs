@@ -1479,12 +1479,14 @@ text = "counted"
     c.close();
 }
 
-/// Issue 40: an MCP server's `elicitation/create` during a tool call
-/// reaches a client that advertises `elicitation.form` as an ACP
-/// `elicitation/create` scoped to the session and call; the accepted
-/// content goes back to the server (the tool result holds it). A form
-/// past the bounds (too many fields, an oversized message) is refused
-/// to the server, and the session goes on.
+/// Issue 40: an MCP server's `elicitation/create` during a tool call, and
+/// a component tool's question (the `questions` import, granted), reach a
+/// client that advertises `elicitation.form` as ACP `elicitation/create`
+/// requests scoped to the session and call; the accepted content goes back
+/// to the asker (the tool results hold it). A form past the bounds (too
+/// many fields, an oversized message) is refused to the asker, and the
+/// session goes on. Questions open when the turn is cancelled are
+/// withdrawn and logged cancelled.
 #[test]
 fn mcp_elicitation_is_asked_over_acp_and_oversized_forms_are_refused() {
     let e = env();
@@ -1493,21 +1495,36 @@ fn mcp_elicitation_is_asked_over_acp_and_oversized_forms_are_refused() {
 tool_calls = [{ name = "mcp__ed__ask", arguments = {} }]
 
 [[plugin.config.turns]]
+tool_calls = [{ name = "ask", arguments = {} }]
+
+[[plugin.config.turns]]
 tool_calls = [{ name = "mcp__ed__ask", arguments = { fields = 40 } }]
 
 [[plugin.config.turns]]
 tool_calls = [{ name = "mcp__ed__ask", arguments = { pad = 20000 } }]
 
 [[plugin.config.turns]]
+tool_calls = [{ name = "ask", arguments = { fields = 40 } }]
+
+[[plugin.config.turns]]
 text = "Done."
 
 [[plugin.config.turns]]
-tool_calls = [{ name = "mcp__ed__ask", arguments = {} }]
+tool_calls = [{ name = "mcp__ed__ask", arguments = {} }, { name = "ask", arguments = {} }]
 
 [[plugin.config.turns]]
 text = "Not reached."
 "#;
-    let p = e.profile_with("elicit", turns, "");
+    // A component tool that asks (`evil`'s `ask`), granted `questions`.
+    let asker = r#"
+[[plugin]]
+id = "evil"
+path = "${plugin_dir}/evil.wasm"
+[plugin.grant]
+questions = true
+"#;
+    let _ = wharf_tests::plugin(plugins::EVIL);
+    let p = e.profile_with("elicit", turns, asker);
     let fx = crate::mcp::fixture().display().to_string();
     let mut c = e.spawn(&p);
     let id = c.request(
@@ -1531,44 +1548,73 @@ text = "Not reached."
     assert_eq!(params["requestedSchema"]["properties"]["count"]["type"], "integer", "{ask}");
     c.respond(&ask["id"], json!({"action": "accept", "content": {"name": "Ada", "count": 2, "ok": true}}));
 
+    // The component's question: the same request, named by its plugin.
+    let ask = c.wait_for("the component's elicitation/create", |v| {
+        v["method"] == "elicitation/create" && v["params"]["_meta"]["wharf/source"] == "evil"
+    });
+    let params = &ask["params"];
+    let request: acp::CreateElicitationRequest = typed("elicitation/create", params);
+    assert_eq!(request.message, "Who is asking?");
+    assert_eq!((params["mode"].as_str(), params["sessionId"].as_str()), (Some("form"), Some(sid.as_str())), "{ask}");
+    assert!(params["toolCallId"].is_string(), "{ask}");
+    assert_eq!(params["requestedSchema"]["properties"]["name"]["title"], "Your name", "{ask}");
+    assert_eq!(params["requestedSchema"]["properties"]["count"]["maximum"], 9, "{ask}");
+    c.respond(&ask["id"], json!({"action": "accept", "content": {"name": "Cy", "count": 3}}));
+
     let done = c.result(prompt);
     assert_eq!(done["stopReason"], "end_turn", "{done}");
     let log = e.log_types(&sid);
     let results: Vec<&Value> = log.iter().filter(|v| v["type"] == "tool/result").collect();
-    assert_eq!(results.len(), 3, "{log:?}");
+    assert_eq!(results.len(), 5, "{log:?}");
     let accepted = results[0]["data"]["content"].as_str().unwrap_or_default();
     assert!(
         accepted.starts_with("accepted: ")
             && ["\"name\":\"Ada\"", "\"count\":2", "\"ok\":true"].iter().all(|s| accepted.contains(s)),
         "{accepted}"
     );
-    // Past the bounds: refused to the server, nobody asked, no panic.
-    for (r, why) in [(results[1], "fields"), (results[2], "message")] {
+    // The component got the answer, checked against its form.
+    let answer = results[1]["data"]["content"].as_str().unwrap_or_default();
+    assert_eq!(answer, r#"accepted: {"count":3,"name":"Cy"}"#, "{:?}", results[1]);
+    // Past the bounds: refused to the asker, nobody asked, no panic.
+    for (r, why) in [(results[2], "fields"), (results[3], "message")] {
         let text = r["data"]["content"].as_str().unwrap_or_default();
         assert!(text.starts_with("elicitation failed") && text.contains(why), "{r}");
     }
+    let refused = results[4]["data"]["content"].as_str().unwrap_or_default();
+    assert!(refused.starts_with("ask failed: ") && refused.contains("40 fields"), "{:?}", results[4]);
     let asked: Vec<&Value> = c.seen.iter().filter(|v| v["method"] == "elicitation/create").collect();
-    assert_eq!(asked.len(), 1, "only the bounded form is asked");
+    assert_eq!(asked.len(), 2, "only the bounded forms are asked");
     // Both ends are in the log.
-    let q = log.iter().find(|v| v["type"] == "question/asked").unwrap_or_else(|| panic!("{log:?}"));
-    assert_eq!((q["ignorable"].as_bool(), q["data"]["source"].as_str()), (Some(true), Some("mcp:ed")), "{q}");
-    let a = log.iter().find(|v| v["type"] == "question/answered").unwrap_or_else(|| panic!("{log:?}"));
-    assert_eq!((a["data"]["action"].as_str(), a["data"]["by"].as_str()), (Some("accept"), Some("acp:asker")), "{a}");
-    assert_eq!(a["data"]["content"]["name"], "Ada", "{a}");
+    let q: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/asked").collect();
+    assert_eq!(q.len(), 2, "{log:?}");
+    assert_eq!((q[0]["ignorable"].as_bool(), q[0]["data"]["source"].as_str()), (Some(true), Some("mcp:ed")), "{q:?}");
+    assert_eq!(q[1]["data"]["source"], "evil", "{q:?}");
+    let a: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(a.len(), 2, "{log:?}");
+    assert_eq!((a[0]["data"]["action"].as_str(), a[0]["data"]["by"].as_str()), (Some("accept"), Some("acp:asker")));
+    assert_eq!(a[0]["data"]["content"]["name"], "Ada", "{a:?}");
+    assert_eq!(
+        (a[1]["data"]["action"].as_str(), a[1]["data"]["content"]["name"].as_str()),
+        (Some("accept"), Some("Cy"))
+    );
 
-    // A question still open when the turn is cancelled is withdrawn and
-    // logged as cancelled.
+    // Questions still open when the turn is cancelled (the server's and
+    // the component's, asked together) are withdrawn and logged cancelled.
     let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
     let second = c.seen.len();
     c.wait_for("a second elicitation/create", |v| v["method"] == "elicitation/create");
+    if c.seen[second..].iter().filter(|v| v["method"] == "elicitation/create").count() < 2 {
+        c.wait_for("a third elicitation/create", |v| v["method"] == "elicitation/create");
+    }
     c.notify("session/cancel", json!({"sessionId": sid}));
     assert_eq!(c.result(prompt)["stopReason"], "cancelled");
     let log = e.log_types(&sid);
     let answers: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/answered").collect();
-    assert_eq!(answers.len(), 2, "{answers:?}");
-    assert_eq!(answers[1]["data"]["action"], "cancel", "{:?}", answers[1]);
-    // The client is told the request is withdrawn.
-    if !c.seen[second..].iter().any(|v| v["method"] == "$/cancel_request") {
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    assert!(answers[2..].iter().all(|a| a["data"]["action"] == "cancel"), "{answers:?}");
+    // The client is told the requests are withdrawn.
+    let withdrawn = |seen: &[Value]| seen.iter().filter(|v| v["method"] == "$/cancel_request").count();
+    while withdrawn(&c.seen[second..]) < 2 {
         c.wait_for("$/cancel_request", |v| v["method"] == "$/cancel_request");
     }
     c.close();

@@ -224,3 +224,85 @@ fn subagents_nest_at_most_three_deep() -> anyhow::Result<()> {
     assert_eq!(sessions.len(), 4, "parent + three children");
     Ok(())
 }
+
+/// Issue 40: a component's question (the `questions` import, `evil`'s
+/// `ask`) when nobody answers it ends with the call's deadline (`TIMEOUT`,
+/// the question logged cancelled) instead of holding the worker; headless
+/// (`wharf run`'s approver) it is declined at once; without the grant the
+/// import answers `not-granted` and nobody is asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_components_question_ends_at_its_deadline_is_declined_headless_and_needs_the_grant() -> anyhow::Result<()> {
+    use std::sync::Arc;
+    use wharf_core::approval::ChannelApprover;
+    use wharf_tests::host::{TestHost, scripted_model};
+
+    let _ = wharf_tests::plugin(wharf_tests::plugins::EVIL);
+    let turns = "[[plugin.config.turns]]\ntool_calls = [{ name = \"ask\", arguments = {} }]\n\
+                 [[plugin.config.turns]]\ntext = \"Done.\"\n";
+    let profile = |grant: &str| {
+        format!(
+            "[agent]\nadapter = \"scripted\"\nmax_steps = 4\n\n{}\n[[plugin]]\nid = \"evil\"\n\
+             path = \"${{plugin_dir}}/evil.wasm\"\n[plugin.grant]\n{grant}\n",
+            scripted_model(turns)
+        )
+    };
+    let answers = |events: &[wharf_core::Event]| -> Vec<Value> {
+        events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Unknown { type_name, data } if type_name == "question/answered" => Some(data.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let result_of = |events: &[wharf_core::Event]| {
+        events.iter().find_map(|e| match &e.kind {
+            EventKind::ToolResult(t) => Some(t.clone()),
+            _ => None,
+        })
+    };
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+    let host =
+        TestHost::builder().profile_text(profile("questions = true\ntimeout_ms = 500")).start_in(dir.path()).await?;
+
+    // Headless: declined at once, saying why.
+    let run = host.run("go").await?;
+    let result = result_of(&run.events).context("no tool result")?;
+    assert_eq!(result.content, "declined", "{result:?}");
+    let a = answers(&run.events);
+    assert_eq!(
+        (a.len(), a[0]["action"].as_str(), a[0]["by"].as_str()),
+        (1, Some("decline"), Some("headless")),
+        "{a:?}"
+    );
+
+    // A surface that never answers: the call's deadline (500 ms) ends it.
+    let (approver, _approvals, mut asked) = ChannelApprover::with_questions();
+    let h = &host.harness;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (agent, _) = h.open_agent_until(None, Arc::new(approver), None, stop.clone())?;
+    let summary = agent.prompt("go".to_string()).await?;
+    assert_eq!(summary.reason, wharf_core::events::StopReason::Completed, "{summary:?}");
+    // The question reached the surface (and stays unanswered in its queue).
+    let pending = asked.try_recv().context("the question did not reach the surface")?;
+    assert_eq!((pending.question.source.as_str(), pending.question.form.fields.len()), ("evil", 3));
+    agent.log().flush().await?;
+    let events = h.store.load(agent.session_id())?.events;
+    let result = result_of(&events).context("no tool result")?;
+    assert_eq!(result.error_code.as_ref().map(|c| c.to_string()).as_deref(), Some("TIMEOUT"), "{result:?}");
+    let a = answers(&events);
+    assert_eq!((a.len(), a[0]["action"].as_str()), (1, Some("cancel")), "{a:?}");
+    stop.cancel();
+    drop(agent);
+    host.close().await;
+
+    // Without the grant: refused by the import, nobody asked.
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+    let host = TestHost::builder().profile_text(profile("")).start_in(dir.path()).await?;
+    let run = host.run("go").await?;
+    let result = result_of(&run.events).context("no tool result")?;
+    assert_eq!(result.content, "ask failed: the `questions` capability is not granted", "{result:?}");
+    assert!(answers(&run.events).is_empty());
+    host.close().await;
+    Ok(())
+}

@@ -807,6 +807,74 @@ text = "Written."
     Ok(())
 }
 
+/// Issue 40: a tool's question (a component's `questions` import) is
+/// asked at the chat prompt field by field — each line checked against its
+/// field and asked again when it does not fit, Enter taking an optional
+/// field's default — and the tool gets the answer; `:decline` refuses the
+/// next one. The fields are read from the same input line as everything
+/// else (no second reader of the terminal). With piped input the question
+/// is declined at once, with a warning.
+#[test]
+fn a_tools_question_is_asked_field_by_field_and_declined_without_a_terminal() {
+    let e = env();
+    let _ = wharf_tests::plugin(plugins::EVIL);
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "ask", arguments = {} }]
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+[[plugin.config.turns]]
+tool_calls = [{ name = "ask", arguments = {} }]
+[[plugin.config.turns]]
+text = "Then: "
+echo_last_tool_result = true
+
+[[plugin]]
+id = "evil"
+path = "${plugin_dir}/evil.wasm"
+[plugin.grant]
+questions = true
+"#;
+    let p = e.profile("question", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("ask me");
+    t.expect("? evil asks: Who is asking? [name, count, ok]");
+    t.expect("answer 3 field(s) one at a time");
+    t.expect("Your name (text, required) › ");
+    t.line("");
+    t.expect("this field is required");
+    t.line("Cy");
+    t.expect("count (integer 1–9) › ");
+    t.line("12");
+    t.expect("12 is out of bounds");
+    t.line("3");
+    t.expect("ok (y/n, default true) › ");
+    t.line("");
+    t.expect(r#"↳ accept (by chat(user)): {"name":"Cy","count":3,"ok":true}"#);
+    t.expect(r#"The tool said: accepted: {"count":3,"name":"Cy","ok":true}"#);
+    t.expect("— completed");
+    t.line("again");
+    t.expect("Your name (text, required) › ");
+    t.line(":decline");
+    t.expect("↳ decline (by chat(user))");
+    t.expect("Then: declined");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    let events = e.events();
+    let answers: Vec<&serde_json::Value> = events.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(answers.len(), 2, "{events:#?}");
+    assert_eq!(answers[0]["data"]["content"], serde_json::json!({"name": "Cy", "count": 3, "ok": true}));
+
+    // Piped input: no form can be filled in; declined, with a warning.
+    let (code, out, err) = chat_piped(&e, &p.display().to_string(), "ask me\n");
+    assert_eq!(code, Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("declined evil's question: wharf chat's input is not a terminal"), "{out}");
+    assert!(out.contains("The tool said: declined"), "{out}");
+}
+
 /// `wharf chat` with its stdin a pipe holding `input` (closed after it) and
 /// its output collected: `(exit code, stdout, stderr)`.
 fn chat_piped(e: &Env, profile: &str, input: &str) -> (Option<i32>, String, String) {

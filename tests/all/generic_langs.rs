@@ -175,7 +175,7 @@ fn build_python() -> Result<PathBuf, Unbuilt> {
 }
 
 /// What building C components needs and this machine lacks.
-fn c_toolchain_missing() -> Option<String> {
+pub(crate) fn c_toolchain_missing() -> Option<String> {
     let mut missing: Vec<&str> =
         ["clang", "wasm-ld", "wit-bindgen", "wasm-tools"].into_iter().filter(|t| on_path(t).is_none()).collect();
     let libc = std::env::var_os("WHARF_WASI_SYSROOT").is_some()

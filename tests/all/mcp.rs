@@ -39,7 +39,7 @@ pub(crate) fn fixture() -> PathBuf {
     FIXTURE.call_once(|| {
         let ok = wharf_tests::cargo()
             .current_dir(wharf_tests::root())
-            .args(["build", "-q", "-p", "wharf-mcp-fixture"])
+            .args(wharf_tests::MCP_FIXTURE_BUILD)
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
@@ -663,7 +663,7 @@ required = true
         .args(["sessions", "show", &id, "--session-dir", &r.sessions().display().to_string()])
         .output()?;
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("? mcp:fx asks: Who is asking? [count, name, ok]"), "{shown}");
+    assert!(shown.contains("? mcp:fx asks: Who is asking? [name, count, ok]"), "{shown}");
     assert!(shown.contains("↳ decline (by headless) — headless mode"), "{shown}");
     Ok(())
 }

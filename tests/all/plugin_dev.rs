@@ -7,8 +7,12 @@
 //! - a host with a `dev = true` row picks up each published version through
 //!   hot reload;
 //! - the dev runtime and the release build (`wharf plugin build`) give the
-//!   same results on the SDK examples' calls; both commands name the row
-//!   that wins when another row of the profile offers the same tool.
+//!   same results on the SDK examples' calls, Python third-party packages
+//!   (a venv's site-packages, vendored, by name from `dependencies`)
+//!   included; both commands name the row that wins when another row of
+//!   the profile offers the same tool;
+//! - C: each save rebuilds with the release steps; a compile error is
+//!   clang's FILE:LINE and the previous version keeps serving.
 //!
 //! Needs the Python/JavaScript toolchains (see `plugins_langs`); the dev
 //! runtimes are built once into the tests' compile cache.
@@ -180,7 +184,90 @@ fn python_and_js_dev_plugins_answer_with_the_new_code_and_survive_a_syntax_error
         std::fs::write(&src, good.replace("Howdy, ", "Welcome, "))?;
         dev.next("reloaded")?;
         assert_eq!(greet(json!({"name": "Wharf"}))?["content"], "Welcome, Wharf!", "{lang}");
+
+        // Another file of the plugin, imported relatively (JavaScript: it
+        // imports an npm package in turn); saving it alone reloads.
+        let (module, import, word, words_src) = if lang == "python" {
+            ("words.py", "import words\n", "{words.WORD}, ", "WORD = \"Bonjour\"\n")
+        } else {
+            let pkg = dir.join("node_modules/tiny-words");
+            std::fs::create_dir_all(&pkg)?;
+            std::fs::write(
+                pkg.join("package.json"),
+                r#"{"name": "tiny-words", "version": "1.0.0", "main": "index.js"}"#,
+            )?;
+            std::fs::write(pkg.join("index.js"), "exports.word = \"Bonjour\";\n")?;
+            (
+                "words.js",
+                "import { WORD } from \"./words.js\";\n",
+                "${WORD}, ",
+                "import { word } from \"tiny-words\";\nexport const WORD = word;\n",
+            )
+        };
+        std::fs::write(dir.join(module), words_src)?;
+        std::fs::write(&src, format!("{import}{}", good.replace("Howdy, ", word)))?;
+        dev.next("reloaded")?;
+        assert_eq!(greet(json!({"name": "Wharf"}))?["content"], "Bonjour, Wharf!", "{lang}");
+        std::fs::write(dir.join(module), words_src.replace("word;", "\"Salut\";").replace("Bonjour", "Salut"))?;
+        dev.next("reloaded")?;
+        assert_eq!(greet(json!({"name": "Wharf"}))?["content"], "Salut, Wharf!", "{lang}");
+
+        // A package that is not installed: FILE:LINE (line 1), and the
+        // previous version keeps serving.
+        let serving = std::fs::read_to_string(&src)?;
+        let missing = if lang == "python" { "import not_installed_pkg\n" } else { "import \"not-installed-pkg\";\n" };
+        std::fs::write(&src, format!("{missing}{serving}"))?;
+        let err = dev.next("error")?;
+        let msg = err["error"].as_str().unwrap_or("");
+        assert!(
+            msg.starts_with(&format!("{file}:1:")) && msg.contains("not") && msg.contains("installed"),
+            "{lang}: {err}"
+        );
+        assert_eq!(greet(json!({"name": "Wharf"}))?["content"], "Salut, Wharf!", "{lang}: the previous version serves");
     }
+    Ok(())
+}
+
+/// C: each save runs the release build's steps (wit-bindgen c, clang with
+/// wasi-libc, wasm-tools component new) and publishes the component once it
+/// loads; a compile error is clang's FILE:LINE and the previous version
+/// keeps serving.
+#[test]
+fn c_dev_plugin_rebuilds_on_save_and_survives_a_compile_error() -> anyhow::Result<()> {
+    if let Some(missing) = crate::generic_langs::c_toolchain_missing() {
+        wharf_tests::skip("c_dev_plugin_rebuilds_on_save_and_survives_a_compile_error", &missing);
+        return Ok(());
+    }
+    let home = tempfile::tempdir()?;
+    let work = tempfile::tempdir()?;
+    let dir = scaffold(home.path(), work.path(), "dev-c", "c")?;
+    let mut dev = DevProcess::start(home.path(), &dir)?;
+    let ready = dev.next("ready")?;
+    let tool = ready["tools"][0].as_str().context("no tool")?.to_string();
+    let wasm = dir.join("target/dev/dev_c.wasm");
+    // A generic component's result is JSON text (here a JSON string).
+    let greet = || -> anyhow::Result<Value> {
+        let v = call(home.path(), &wasm, &tool, &json!({"name": "C", "times": 2}), &[])?;
+        Ok(json!({"content": serde_json::from_str::<Value>(v["content"].as_str().unwrap_or("null"))?}))
+    };
+    assert_eq!(greet()?["content"], "Hello, C!\nHello, C!", "{ready}");
+
+    let src = dir.join("src/component.c");
+    edit(&src, "\"Hello, \"", "\"Howdy, \"")?;
+    dev.next("reloaded")?;
+    assert_eq!(greet()?["content"], "Howdy, C!\nHowdy, C!");
+
+    let good = std::fs::read_to_string(&src)?;
+    let line = good.lines().count() + 1;
+    std::fs::write(&src, format!("{good}int broken( {{\n"))?;
+    let err = dev.next("error")?;
+    let msg = err["error"].as_str().unwrap_or("");
+    assert!(msg.starts_with(&format!("src/component.c:{line}: error:")), "{err}");
+    assert_eq!(greet()?["content"], "Howdy, C!\nHowdy, C!", "the previous version keeps serving");
+
+    std::fs::write(&src, good.replace("\"Howdy, \"", "\"Welcome, \""))?;
+    dev.next("reloaded")?;
+    assert_eq!(greet()?["content"], "Welcome, C!\nWelcome, C!");
     Ok(())
 }
 
@@ -237,7 +324,12 @@ text = "Done."
     let mut reloaded = host.harness.plugins.versions().get("dev_row").map(|v| v.digest.clone()) != before;
     while !reloaded {
         match tokio::time::timeout(Duration::from_secs(120), events.recv()).await {
-            Ok(Ok(wharf_core::events::EventKind::PluginLoaded(p))) if p.id == "dev_row" => reloaded = true,
+            // A load of the row may also come from the runtime component
+            // being rewritten before the new source is linked (same
+            // version again): only a new digest is the new source.
+            Ok(Ok(wharf_core::events::EventKind::PluginLoaded(p))) if p.id == "dev_row" => {
+                reloaded = host.harness.plugins.versions().get("dev_row").map(|v| v.digest.clone()) != before;
+            }
             Ok(Ok(wharf_core::events::EventKind::PluginReloadFailed(p))) if p.id == "dev_row" => {
                 bail!("the host refused the new version: {:?}", p.error)
             }
@@ -297,9 +389,48 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
             ],
         ),
     ];
+    // Third-party packages (no network): a venv's site-packages with a
+    // package, the module it imports and a package loaded by name only
+    // (listed in `[project] dependencies`); the plugin directory vendors a
+    // package and a module site-packages also has (the project's wins).
+    let venv = work.path().join("venv");
+    let site = venv.join("lib/python3.12/site-packages");
+    for (file, body) in [
+        ("tinypkg/__init__.py", "from .fmt import shout\n"),
+        ("tinypkg/fmt.py", "import tinydep\n\n\ndef shout(s):\n    return s.upper() + tinydep.MARK\n"),
+        ("tinydep.py", "MARK = \"!\"\n"),
+        ("dynpkg/__init__.py", "VALUE = 7\n"),
+        ("dynpkg-1.0.dist-info/top_level.txt", "dynpkg\n"),
+        ("order_probe.py", "WHERE = \"site\"\n"),
+    ] {
+        std::fs::create_dir_all(site.join(file).parent().context("parent")?)?;
+        std::fs::write(site.join(file), body)?;
+    }
     for (rel, tool, calls) in &examples {
         let dir = work.path().join(tool);
         copy_dir(&wharf_tests::root().join("sdk").join(rel), &dir)?;
+        if *tool == "csv_query" {
+            std::fs::create_dir_all(dir.join("vendored"))?;
+            std::fs::write(dir.join("vendored/__init__.py"), "def tag():\n    return \"vendored\"\n")?;
+            std::fs::write(dir.join("order_probe.py"), "WHERE = \"project\"\n")?;
+            let app = std::fs::read_to_string(dir.join("app.py"))?;
+            std::fs::write(
+                dir.join("app.py"),
+                format!(
+                    "{app}\n\nimport importlib\nimport order_probe\nimport tinypkg\nimport vendored\n\n\
+                     _dyn = importlib.import_module(\"dyn\" + \"pkg\")\n\n\n\
+                     @dataclass\nclass ProbeArgs:\n    word: str = wharf.arg(\"A word.\")\n\n\n\
+                     @wharf.tool()\ndef pkg_probe(args: ProbeArgs, ctx: wharf.Context) -> str:\n\
+                     \x20   \"\"\"Answers with third-party packages.\"\"\"\n\
+                     \x20   return f\"{{tinypkg.shout(args.word)}} {{vendored.tag()}} {{order_probe.WHERE}} {{_dyn.VALUE}}\"\n"
+                ),
+            )?;
+            let pyproject = std::fs::read_to_string(dir.join("pyproject.toml"))?;
+            std::fs::write(
+                dir.join("pyproject.toml"),
+                pyproject.replace("requires-python", "dependencies = [\"dynpkg>=1.0\"]\nrequires-python"),
+            )?;
+        }
         // The JS example depends on the SDK by a path relative to the checkout.
         let pkg = dir.join("package.json");
         if pkg.is_file() {
@@ -324,6 +455,7 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
         let with_profile = ["--profile", &profile.display().to_string(), "-w", &ws_flag].map(str::to_string);
         let dev_once = || -> anyhow::Result<String> {
             let o = wharf_tests::wharf(home.path())
+                .env("VIRTUAL_ENV", &venv)
                 .args(["plugin", "dev", "--once", "--json"])
                 .args(&with_profile)
                 .arg(&dir)
@@ -347,6 +479,7 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
         let first = dev_once()?;
         assert!(!first.contains("wharf: warning: tool"), "{first}");
         let o = wharf_tests::wharf(home.path())
+            .env("VIRTUAL_ENV", &venv)
             .args(["plugin", "build"])
             .arg(&dir)
             .arg("-o")
@@ -362,6 +495,13 @@ fn dev_runtime_and_release_build_agree_on_the_sdk_examples() -> anyhow::Result<(
             let b = call(home.path(), &dev, tool, args, flags)?;
             assert_eq!(a, b, "{tool} {args}: release and dev differ");
             assert!(a["content"].as_str().is_some_and(|c| !c.is_empty()), "{tool} {args}: {a}");
+        }
+        if *tool == "csv_query" {
+            let args = json!({"word": "hi"});
+            let a = call(home.path(), &release, "pkg_probe", &args, &[])?;
+            let b = call(home.path(), &dev, "pkg_probe", &args, &[])?;
+            assert_eq!(a["content"], "HI! vendored project 7", "release: {a}");
+            assert_eq!(a, b, "pkg_probe: release and dev differ");
         }
     }
     Ok(())

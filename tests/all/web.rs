@@ -405,6 +405,24 @@ text = "Once upon a time there was a harness whose every capability was a sandbo
 delay_ms = 150
 "#;
 
+/// Turns after [`GATED`]'s (so its first two stay as they are): a
+/// component tool that asks the user a question (`evil`'s `ask`, granted
+/// `questions`), then the answer echoed.
+const ASKING_TURN: &str = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "ask", arguments = {} }]
+
+[[plugin.config.turns]]
+text = "Answered: "
+echo_last_tool_result = true
+
+[[plugin]]
+id = "evil"
+path = "${plugin_dir}/evil.wasm"
+[plugin.grant]
+questions = true
+"#;
+
 /// The slow turn's full text (the browser cancels it part-way).
 const SLOW_TEXT: &str = "Once upon a time there was a harness whose every capability was a sandboxed component.";
 
@@ -856,6 +874,10 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
     std::fs::copy(wharf_tests::plugin(plugins::TEXT), &text_path).context("copying the text component")?;
     let profile =
         GATED.replace("path = \"${plugin_dir}/text.wasm\"", &format!("path = \"{}\"\ndev = true", text_path.display()));
+    // A third turn: a component tool asks the user (issue 40), answered in
+    // the page's form.
+    let _ = wharf_tests::plugin(plugins::EVIL);
+    let profile = format!("{profile}{ASKING_TURN}");
     let w = start(&profile, &[], &[]);
     let todo = stored_session_with_todos(&w.sessions);
     let shots = wharf_tests::target_dir().join("browser-shots");
@@ -870,6 +892,7 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
         .env("TODO_SESSION", &todo)
         .env("RELOAD_FROM", wharf_tests::plugin(plugins::FS))
         .env("RELOAD_TO", &text_path)
+        .env("ASK_TOOL", "ask")
         .output()
         .context("running node")?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -893,6 +916,11 @@ fn browser_prompt_stream_approve_result_and_cancel() -> anyhow::Result<()> {
             _ => None,
         })
         .collect();
-    assert_eq!(ends, vec!["Completed".to_string(), "Cancelled".to_string()]);
+    assert_eq!(ends, vec!["Completed".to_string(), "Cancelled".to_string(), "Completed".to_string()]);
+    let answered = events.iter().any(|e| {
+        matches!(&e.kind, wharf_core::EventKind::Unknown { type_name, data }
+            if type_name == "question/answered" && data["action"] == "accept" && data["content"]["name"] == "Cy")
+    });
+    assert!(answered, "the page's answer is logged");
     Ok(())
 }

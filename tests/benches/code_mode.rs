@@ -328,7 +328,7 @@ fn fixture() -> anyhow::Result<PathBuf> {
     let path = wharf_tests::target_dir().join("debug").join("wharf-mcp-fixture");
     let ok = wharf_tests::cargo()
         .current_dir(wharf_tests::root())
-        .args(["build", "-q", "-p", "wharf-mcp-fixture"])
+        .args(wharf_tests::MCP_FIXTURE_BUILD)
         .status()
         .map(|s| s.success())
         .unwrap_or(false);

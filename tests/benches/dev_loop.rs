@@ -1,5 +1,5 @@
 //! The plugin author's edit loop (issue 39): for a scaffolded tool in
-//! Python, JavaScript and Rust, one line of the source is edited and the
+//! Python, JavaScript, Rust and C (when its toolchain is there), one line of the source is edited and the
 //! time from the save to the first call answered by the new code is
 //! measured, warm (dev runtime, compile cache and cargo's incremental state
 //! present), two ways in the same run:
@@ -89,11 +89,21 @@ struct Lang {
     target_ms: f64,
 }
 
-const LANGS: [Lang; 3] = [
+const LANGS: [Lang; 4] = [
     Lang { lang: "python", file: "app.py", line: "f\"WORD, {args.name}!\"", target_ms: 1000.0 },
     Lang { lang: "js", file: "app.js", line: "`WORD, ${name}!`", target_ms: 1000.0 },
     Lang { lang: "rust", file: "src/lib.rs", line: "format!(\"WORD, {}!\", args.name)", target_ms: 3000.0 },
+    Lang { lang: "c", file: "src/component.c", line: "pre[] = \"WORD, \"", target_ms: 3000.0 },
 ];
+
+/// C needs clang, wasm-ld, wit-bindgen and wasm-tools (and wasi-libc);
+/// without them its rows are left out (and said so).
+fn c_toolchain_present() -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ["clang", "wasm-ld", "wit-bindgen", "wasm-tools"]
+        .iter()
+        .all(|t| std::env::split_paths(&path).any(|d| d.join(t).is_file()))
+}
 
 fn line_of(l: &Lang, word: &str) -> String {
     l.line.replace("WORD", word)
@@ -167,6 +177,10 @@ pub fn main() -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut cold_rows = Vec::new();
     for l in &LANGS {
+        if l.lang == "c" && !c_toolchain_present() {
+            eprintln!("dev_loop: C left out (clang, wasm-ld, wit-bindgen or wasm-tools missing)");
+            continue;
+        }
         let name = format!("loop-{}", l.lang);
         let tool = name.replace('-', "_");
         let o = wharf(home).current_dir(work.path()).args(["plugin", "new", &name, "--lang", l.lang]).output()?;
@@ -256,7 +270,7 @@ pub fn main() -> anyhow::Result<()> {
     }
     let md = format!(
         "Save of one edited line of a scaffolded tool → the first call answered by the new code, warm, median of \
-         {rounds} round(s): `wharf plugin dev` (dev runtime for Python/JavaScript, incremental cargo for Rust) \
+         {rounds} round(s): `wharf plugin dev` (dev runtime for Python/JavaScript, incremental cargo for Rust, the release steps for C) \
          against the release path (`wharf plugin build` with its check), both ending in one `wharf plugin call`:\n\n\
          | language | dev | release rebuild | dev / release | target |\n| --- | --- | --- | --- | --- |\n{}\n\n\
          Cold (fresh compile cache, no dev runtime; one round): save → `wharf plugin dev` started → `ready` → the \

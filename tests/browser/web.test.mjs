@@ -1,6 +1,8 @@
 // Drives `wharf web` in headless Chromium through a scripted session:
 // prompt, watch the streamed answer, approve a tool call, see its result
-// card, cancel a slow second turn, look at the plugins page.
+// card, cancel a slow second turn, answer a tool's question in the form the
+// page builds from its schema (when ASK_TOOL is set), look at the plugins
+// page.
 //
 // Run by tests/all/web.rs, which starts `wharf web` with a scripted profile
 // (policy-fixed asks before `word_count`) and passes:
@@ -9,6 +11,8 @@
 //   SCREENSHOT_DIR  where to save screenshots (optional)
 //   SLOW_TEXT       the full text of the slow turn (to check the cancelled prefix)
 //   TODO_SESSION    a stored session with a `todo/updated` event (optional)
+//   ASK_TOOL        set when a third turn calls a tool that asks the user
+//                   (`evil`'s `ask`: name required, count 1–9, ok yes/no)
 //   RELOAD_FROM, RELOAD_TO  another tool component, and the path the
 //                   (`dev = true`) `text` row loads: copied over it on the
 //                   plugins page, whose feed then shows `↻ text reloaded (dev)`
@@ -24,6 +28,7 @@ const SLOW_TEXT = process.env.SLOW_TEXT || '';
 const TODO_SESSION = process.env.TODO_SESSION || '';
 const RELOAD_FROM = process.env.RELOAD_FROM || '';
 const RELOAD_TO = process.env.RELOAD_TO || '';
+const ASK_TOOL = process.env.ASK_TOOL || '';
 const T = 20_000;
 
 if (!url) {
@@ -128,6 +133,27 @@ try {
   await page.waitForFunction(() => document.querySelector('#cancel').disabled, null, { timeout: T });
   await shot('3-cancelled');
 
+  if (ASK_TOOL) {
+    step = "a tool's question: a form from its schema";
+    await page.fill('#prompt', 'Ask me who I am.');
+    await page.click('#send');
+    const asks = `.tool-card[data-tool="${ASK_TOOL}"]`;
+    await page.waitForSelector(`${asks} .question form button[data-action="accept"]:not([disabled])`, { timeout: T });
+    check((await page.textContent(`${asks} .question`)).includes('evil asks: Who is asking?'), 'the message is shown');
+    check((await page.textContent(`${asks} .question label[for$="-name"]`)).includes('Your name'), 'the field title labels it');
+    check(await page.$eval(`${asks} .question [data-field="count"]`, (e) => e.type === 'number' && e.max === '9'), 'an integer field is a number input');
+    check(await page.$eval(`${asks} .question [data-field="ok"]`, (e) => e.tagName === 'SELECT' && e.value === 'true'), 'a boolean is yes/no with its default');
+    await page.fill(`${asks} .question [data-field="name"]`, 'Cy');
+    await page.fill(`${asks} .question [data-field="count"]`, '3');
+    await shot('4-question');
+    await page.click(`${asks} .question button[data-action="accept"]`);
+    await page.waitForSelector(`${asks} .question .decision[data-action="accept"]`, { timeout: T });
+    await page.waitForSelector(`${asks} .tool-result:not([hidden])`, { timeout: T });
+    const answered = await page.textContent(`${asks} .tool-result`);
+    check(answered === 'accepted: {"count":3,"name":"Cy","ok":true}', `the tool got the answer: ${answered}`);
+    await page.waitForFunction(() => document.querySelectorAll('.turn-end[data-reason="completed"]').length === 2, null, { timeout: T });
+  }
+
   step = 'plugins page';
   await page.click('#nav-plugins');
   await page.waitForSelector('.plugin[data-plugin="text"]', { timeout: T });
@@ -149,7 +175,8 @@ try {
   step = 'back to the session: rebuilt from the log';
   await page.goBack();
   await page.waitForSelector('.turn-end[data-reason="cancelled"]', { timeout: T });
-  check((await page.$$('.tool-card')).length === 1, 'one tool card after reload');
+  const cards = ASK_TOOL ? 2 : 1;
+  check((await page.$$('.tool-card')).length === cards, `${cards} tool card(s) after reload`);
 
   if (TODO_SESSION) {
     step = 'a stored session with a todo list';

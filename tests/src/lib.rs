@@ -73,6 +73,13 @@ pub mod plugins {
     include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 }
 
+/// How the tests build the MCP fixture (`tests/mcp-server`): together with
+/// `wharf`, as `cargo xtask test`'s build phase does. Alone, cargo would
+/// resolve its dependencies' features from its own smaller tree and compile
+/// rmcp, axum and tokio a second time; next to `wharf` they resolve exactly
+/// as for the binary (`cargo xtask lint` checks that), so nothing rebuilds.
+pub const MCP_FIXTURE_BUILD: &[&str] = &["build", "-q", "-p", "wharf", "-p", "wharf-mcp-fixture"];
+
 static PLUGINS: Once = Once::new();
 static BINARY: Once = Once::new();
 

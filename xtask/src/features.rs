@@ -52,6 +52,26 @@ pub fn check(root: &Path, excluded: &[String]) -> Result<()> {
             drift.push(format!("  {package}: the test build adds {extra:?}, lacks {missing:?}"));
         }
     }
+    // One test run the usual way (`cargo test -p wharf-tests --test all
+    // NAME`) resolves from the tests' own tree: it must match too, or that
+    // command compiles wasmtime a second time (`tests/Cargo.toml` pins).
+    let one_test = tree(root, &["-p", "wharf-tests", "-e", "normal,build,dev"])?;
+    for (package, features) in &one_test {
+        if tests.get(package).is_some_and(|f| f != features) {
+            drift.push(format!(
+                "  {package}: `cargo test -p wharf-tests` resolves other features (pin them in tests/Cargo.toml)"
+            ));
+        }
+    }
+    // The tests build the MCP fixture next to the binary
+    // (`wharf_tests::MCP_FIXTURE_BUILD`): that build must not change a
+    // feature of the binary's tree either.
+    let with_fixture = tree(root, &["-p", "wharf", "-p", "wharf-mcp-fixture", "-e", "normal,build"])?;
+    for (package, features) in &binary {
+        if with_fixture.get(package).is_some_and(|f| f != features) {
+            drift.push(format!("  {package}: building wharf-mcp-fixture with wharf changes its features"));
+        }
+    }
     if !drift.is_empty() {
         bail!(
             "`cargo build -p wharf` and `cargo test --workspace` resolve different features, so the \

@@ -317,6 +317,9 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
     std::fs::write(&skip_file, "")?;
     let lint = if lint_wanted { lint_before_build(root, &skip_file)? } else { None };
     let lint = lint.as_ref();
+    // The MCP fixture builds with the binary (`wharf_tests::MCP_FIXTURE_BUILD`,
+    // the same features), so the MCP tests find it built instead of
+    // compiling rmcp and axum again while other tests wait.
     // The components build (its own target directory and lock) alongside
     // the binary *and* the test targets: their serial stretches (LTO
     // links, the large test binaries' links) overlap instead of following
@@ -338,9 +341,12 @@ fn test(root: &Path, extra: &[String]) -> Result<()> {
             components_no_run.push("--all-targets".into());
         }
         components_no_run.extend(component_test_selection(&crates));
-        let host = run(linted(Command::new("cargo").current_dir(root).args(["build", "-p", "wharf"]), lint))
-            .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&no_run), lint)))
-            .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&components_no_run), lint)));
+        let host = run(linted(
+            Command::new("cargo").current_dir(root).args(["build", "-p", "wharf", "-p", "wharf-mcp-fixture"]),
+            lint,
+        ))
+        .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&no_run), lint)))
+        .and_then(|()| run(linted(Command::new("cargo").current_dir(root).args(&components_no_run), lint)));
         let plugins = plugins.join().map_err(|_| anyhow::anyhow!("the component build thread panicked"))?;
         host?;
         plugins.map(|_| ())

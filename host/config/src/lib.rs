@@ -410,6 +410,9 @@ pub struct GrantConfig {
     /// The `agents` import (child agents).
     #[serde(default)]
     pub agents: bool,
+    /// The `questions` import (a tool call asks the session's user).
+    #[serde(default)]
+    pub questions: bool,
     /// The `tools` import: `true` for every tool of the session, or the
     /// names of the tools the plugin may call.
     #[serde(default)]

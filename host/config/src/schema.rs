@@ -147,6 +147,7 @@ pub(crate) const GRANT: &[Field] = &[
     f("private_network", Shape::Bool),
     f("model", Shape::Bool),
     f("agents", Shape::Bool),
+    f("questions", Shape::Bool),
     f("tools", Shape::BoolOrList(Item::Str)),
 ];
 

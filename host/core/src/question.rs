@@ -1,5 +1,6 @@
 //! Questions to the user: structured input a tool asks for while it runs
-//! (an MCP server's `elicitation/create`, form mode).
+//! (an MCP server's `elicitation/create`, form mode; a component's
+//! `questions` import).
 //!
 //! A [`Form`] is a message and a flat list of primitive fields (string,
 //! number, integer, boolean; a string may offer fixed options), parsed from

@@ -61,6 +61,7 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
                 private_network: row.grant.private_network,
                 model: row.grant.model,
                 agents: row.grant.agents,
+                questions: row.grant.questions,
                 tools: match &row.grant.tools {
                     wharf_config::ToolsConfig::All(true) => wharf_runtime::grants::ToolsGrant::All,
                     wharf_config::ToolsConfig::All(false) => wharf_runtime::grants::ToolsGrant::None,

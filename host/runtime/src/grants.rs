@@ -118,6 +118,10 @@ pub struct Grant {
     /// The `agents` import: running child agents (subagents).
     #[serde(default)]
     pub agents: bool,
+    /// The `questions` import: a tool call asks the session's user a
+    /// question (a bounded form, `wharf_core::question`).
+    #[serde(default)]
+    pub questions: bool,
     /// The `tools` import: calling the session's tools through the pipeline.
     #[serde(default)]
     pub tools: ToolsGrant,
@@ -213,6 +217,9 @@ pub struct EffectiveGrant {
     /// See [`Grant::agents`].
     #[serde(default)]
     pub agents: bool,
+    /// See [`Grant::questions`].
+    #[serde(default)]
+    pub questions: bool,
     /// See [`Grant::tools`].
     #[serde(default)]
     pub tools: ToolsGrant,
@@ -307,6 +314,7 @@ impl Grant {
             private_network: self.private_network,
             model: self.model,
             agents: self.agents,
+            questions: self.questions,
             tools: self.tools.clone(),
             denied,
         }

@@ -1,7 +1,7 @@
-//! The `session`, `model`, `agents` and `tools` imports: a component
-//! working for a session reaches it through the [`SessionServices`] the
-//! core hands to each call. `model`, `agents` and `tools` also need the
-//! operator's grant.
+//! The `session`, `model`, `agents`, `tools` and `questions` imports: a
+//! component working for a session reaches it through the
+//! [`SessionServices`] the core hands to each call. `model`, `agents`,
+//! `tools` and `questions` also need the operator's grant.
 
 use std::sync::Arc;
 
@@ -53,6 +53,7 @@ impl HostState {
             let granted = match cap {
                 "model" => self.effective.model,
                 "agents" => self.effective.agents,
+                "questions" => self.effective.questions,
                 _ => false,
             };
             if !granted {
@@ -230,5 +231,56 @@ impl wit::tools::Host for HostState {
             self.timeout_ms = ms;
         }
         Ok(())
+    }
+}
+
+impl wit::questions::Host for HostState {
+    async fn ask(
+        &mut self,
+        message: String,
+        schema: String,
+    ) -> wasmtime::Result<Result<wit::questions::Answer, wit::session::SessionError>> {
+        use wharf_core::question::{Answer, Form, MAX_SCHEMA_BYTES};
+        use wit::session::SessionError as E;
+        let services = match self.session_for(Some("questions")) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        // Bounded before parsing; `Form::parse` bounds the rest (message,
+        // fields, texts, options) and refuses anything but a flat form.
+        if schema.len() > MAX_SCHEMA_BYTES {
+            return Ok(Err(E::Invalid(format!(
+                "the schema is {} bytes of JSON (at most {MAX_SCHEMA_BYTES})",
+                schema.len()
+            ))));
+        }
+        let schema = match serde_json::from_str(&schema) {
+            Ok(v) => v,
+            Err(e) => return Ok(Err(E::Invalid(format!("the schema is not JSON: {e}")))),
+        };
+        let form = match Form::parse(&message, &schema) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(plugin = %self.plugin_id(), "refused a question: {e}");
+                return Ok(Err(E::Invalid(format!("question refused: {e}"))));
+            }
+        };
+        // The call's deadline bounds the wait: past it the call ends as any
+        // guest past its time, and the core logs the question cancelled.
+        let deadline = tokio::time::Instant::from_std(self.deadline);
+        let reply = match tokio::time::timeout_at(deadline, services.ask_user(self.plugin_id().to_string(), form)).await
+        {
+            Ok(r) => r,
+            Err(_) => return Err(crate::state::LimitError::Timeout(self.timeout_ms).into()),
+        };
+        Ok(reply
+            .map(|r| match r.answer {
+                Answer::Accept(content) => {
+                    wit::questions::Answer::Accept(serde_json::Value::Object(content).to_string())
+                }
+                Answer::Decline => wit::questions::Answer::Decline,
+                Answer::Cancel => wit::questions::Answer::Cancel,
+            })
+            .map_err(to_wit_error))
     }
 }

@@ -371,6 +371,11 @@ impl HostState {
         })
     }
 
+    /// The id of the plugin (row) this sandbox runs.
+    pub fn plugin_id(&self) -> &str {
+        &self.shared.id
+    }
+
     /// Whether this sandbox runs a dev build (its source preopened).
     pub fn is_dev(&self) -> bool {
         self.shared.dev_snapshot.is_some()

@@ -5,7 +5,10 @@ per toolchain, WIT and SDK version; ``wharf plugin dev`` caches it. It exports
 the same world as a built plugin, and at instantiation imports the plugin's
 own module from the source snapshot the host preopens read-only at
 ``/wharf-dev`` (a ``dev = true`` row), so a save is a new source, not a new
-component.
+component. The snapshot's root is the project; the third-party packages
+``wharf plugin dev`` copied from site-packages are in the directories
+``wharf-dev.json`` lists under ``path``, searched after it, in the order the
+release build (componentize-py) searches them.
 
 A source that does not import (a syntax error, a missing module, an exception
 at the top level) makes every export trap after printing one line,
@@ -51,6 +54,18 @@ def _rel(filename):
     return filename or "?"
 
 
+def _extend_path(entries):
+    """Puts ``entries`` (the project, then its site packages) where the
+    release build has its ``-p`` directories: after the standard library and
+    the world's bindings (componentize-py's build-time ``PYTHONPATH`` is
+    ``/python:/world:/0:/1:…:/bundled``, ``/0`` being the project)."""
+    entries = [e for e in entries if e not in sys.path]
+    at = next((i for i, p in enumerate(sys.path) if p.strip("/").isdigit()), None)
+    if at is None:
+        at = sys.path.index("/world") + 1 if "/world" in sys.path else 0
+    sys.path[at:at] = entries
+
+
 def _import_source():
     try:
         with open(SOURCE_DIR + "/wharf-dev.json", encoding="utf-8") as f:
@@ -59,8 +74,7 @@ def _import_source():
         return f"wharf-dev.json:1: no plugin source at {SOURCE_DIR} ({e}); is the row `dev = true`?"
     module = str(meta.get("module") or "app")
     sys.dont_write_bytecode = True
-    if SOURCE_DIR not in sys.path:
-        sys.path.insert(0, SOURCE_DIR)
+    _extend_path([SOURCE_DIR] + [SOURCE_DIR + "/" + str(p) for p in meta.get("path") or []])
     try:
         importlib.import_module(module)
     except SyntaxError as e:

@@ -68,9 +68,10 @@
 //! [`config`] (the plugin's own configuration), [`kv`] (private key-value
 //! store), [`log`] (the host's log), [`process`] (sandboxed processes,
 //! only when granted), [`session`] (events in the session log), [`model`]
-//! (one-shot model requests, when granted) and [`agents`] (child agents,
-//! when granted). Files and HTTP go through plain `std::fs` and WASI
-//! HTTP, confined to what the operator granted.
+//! (one-shot model requests, when granted), [`agents`] (child agents,
+//! when granted) and [`questions`] (ask the session's user a question
+//! during a tool call, when granted). Files and HTTP go through plain
+//! `std::fs` and WASI HTTP, confined to what the operator granted.
 //!
 //! ## How the bindings are arranged
 //!
@@ -94,6 +95,7 @@ pub mod model;
 pub mod path;
 pub mod policy;
 pub mod process;
+pub mod questions;
 pub mod schema;
 pub mod session;
 pub mod skills;
@@ -252,6 +254,7 @@ pub mod raw {
                 import wharf:plugin/policy@0.1.0;
                 import wharf:plugin/hooks@0.1.0;
                 import wharf:plugin/skills@0.1.0;
+                import wharf:plugin/questions@0.1.0;
             }
         ",
         path: "../../wit/since_v0.1.0",

@@ -11,6 +11,7 @@ wasmtime::component::bindgen!({
         "wharf:plugin/model": async | trappable,
         "wharf:plugin/agents": async | trappable,
         "wharf:plugin/tools": async | trappable,
+        "wharf:plugin/questions": async | trappable,
         default: trappable,
     },
     exports: { default: async },

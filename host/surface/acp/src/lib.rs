@@ -116,7 +116,8 @@
 //!   and `approval/asked`) are forwarded first, so a request never
 //!   precedes the `tool_call` update it refers to.
 //! - `elicitation/create` (agent → client): a tool's question to the user
-//!   (an MCP server's elicitation during a call, [`wharf_core::question`]):
+//!   (an MCP server's elicitation or a component's `questions` import
+//!   during a call, [`wharf_core::question`]):
 //!   form mode, scoped to the session and the tool call, the bounded
 //!   message and a flat schema of primitive fields. Sent only to clients
 //!   that advertise `elicitation.form`; others get the question declined

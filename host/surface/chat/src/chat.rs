@@ -18,9 +18,12 @@
 //!   answered with one key: `y` allows once, `a` allows the tool for the rest
 //!   of the session, `n` rejects, `t` rejects with a note for the model (the
 //!   next line; it is in the tool result the model sees).
-//! - **Questions** a tool asks (an MCP server's elicitation) are declined
-//!   for now, with a warning naming the asker (the log shows the question
-//!   and the decline); the `wharf serve` API and ACP clients can answer them.
+//! - **Questions** a tool asks (an MCP server's elicitation, a component's
+//!   `questions` import) show their message, then ask the form's fields one
+//!   by one at the prompt ([`questions`]: each line checked against its
+//!   field, Enter skips an optional one, `:decline` / `:cancel`); one at a
+//!   time, after any open approval. Without a line editor (piped input)
+//!   they are declined with a warning naming the asker.
 //! - **Ctrl-C** cancels the running turn (what streamed so far is kept as an
 //!   interrupted message); a second Ctrl-C within two seconds, or Ctrl-C at
 //!   an idle prompt followed by another, quits. **Ctrl-D** (end of input)
@@ -57,6 +60,7 @@ pub(crate) mod editor;
 pub use editor::restore_terminal;
 mod model;
 mod permissions;
+mod questions;
 mod render;
 mod status;
 
@@ -135,13 +139,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
     let mut interrupts =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).context("cannot handle Ctrl-C")?;
     let host = load_with_progress(&args.host, config.plugins.len(), &mut interrupts).await?;
-    let (approver, approvals, mut asked) = ChannelApprover::with_questions();
-    // Tools' questions: declined, saying so (see the module docs).
-    tokio::spawn(async move {
-        while let Some(q) = asked.recv().await {
-            decline_question(q);
-        }
-    });
+    let (approver, approvals, asked) = ChannelApprover::with_questions();
     let mut term = editor::start(&host.workspace);
     let mut out = out;
     out.attach(&term);
@@ -161,12 +159,13 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode> {
         why: false,
         spinner: None,
         progress: None,
+        form_prompt: None,
     };
     let resume = if args.continue_ { Some(chat.host.latest_session()?) } else { args.resume.clone() };
     chat.switch(resume.as_deref())?;
     chat.out.line(&chat.out.dim("/help for commands · Ctrl-C cancels a turn · Ctrl-D quits"));
     let input = std::mem::replace(&mut term.input, mpsc::unbounded_channel().1);
-    let r = chat.run(approvals, input, &mut interrupts).await;
+    let r = chat.run(approvals, asked, input, &mut interrupts).await;
     chat.out.detach();
     term.shutdown();
     if let Some(line) = chat.bye.take() {
@@ -402,6 +401,8 @@ struct Chat {
     /// A running call's streamed output (`tool/progress`): its id and the
     /// latest part, shown as one live line until its result.
     progress: Option<(String, String)>,
+    /// The prompt of the tool question's field being asked.
+    form_prompt: Option<String>,
 }
 
 impl Chat {
@@ -466,12 +467,16 @@ impl Chat {
     async fn run(
         &mut self,
         mut approvals: mpsc::UnboundedReceiver<PendingApproval>,
+        mut asked: mpsc::UnboundedReceiver<PendingQuestion>,
         mut input: mpsc::UnboundedReceiver<Input>,
         interrupts: &mut tokio::signal::unix::Signal,
     ) -> Result<ExitCode> {
         let mut running: Option<Running> = None;
         let mut asking: Option<PendingApproval> = None;
         let mut queue: VecDeque<PendingApproval> = VecDeque::new();
+        // Tools' questions: the one being answered, and those waiting.
+        let mut form: Option<questions::FormState> = None;
+        let mut forms: VecDeque<PendingQuestion> = VecDeque::new();
         let mut last_ctrl_c: Option<Instant> = None;
         let mut show_prompt = true;
         let mut quit_after_turn = false;
@@ -499,6 +504,15 @@ impl Chat {
                     self.ask(p);
                 }
             }
+            if form.as_ref().is_some_and(questions::FormState::withdrawn)
+                && let Some(f) = form.take()
+            {
+                self.out.line(&self.out.dim(&format!("  ↳ {}'s question was withdrawn", f.source())));
+            }
+            if asking.is_none() && form.is_none() {
+                form = self.next_form(&mut forms, input_open);
+            }
+            self.form_prompt = form.as_ref().map(questions::FormState::prompt);
             self.update_prompt(asking.is_some(), running.is_some());
             if show_prompt && running.is_none() && asking.is_none() {
                 if quit_after_turn {
@@ -532,6 +546,8 @@ impl Chat {
                         // Questions of this turn are withdrawn by the loop.
                         asking = None;
                         queue.clear();
+                        form = None;
+                        forms.clear();
                         let queued = match self.steers.len() {
                             0 => String::new(),
                             n => format!("; {n} queued message(s) dropped with it"),
@@ -572,6 +588,8 @@ impl Chat {
                     running = None;
                     asking = None;
                     queue.clear();
+                    form = None;
+                    forms.clear();
                     self.stop_spinner();
                     self.end_stream();
                     self.turn_finished(r);
@@ -579,6 +597,9 @@ impl Chat {
                 }
                 Some(p) = approvals.recv() => {
                     queue.push_back(p);
+                }
+                Some(q) = asked.recv() => {
+                    forms.push_back(q);
                 }
                 Some(n) = notices.recv() => self.notice(&n),
                 _ = tick.tick(), if self.spinner.is_some() => self.spin(running.is_some()),
@@ -595,6 +616,9 @@ impl Chat {
                             // A question on screen has nobody left to answer it.
                             if let Some(p) = asking.take() {
                                 reject_unanswerable(p);
+                            }
+                            if let Some(f) = form.take() {
+                                f.abandon("end of input");
                             }
                             None
                         }
@@ -619,6 +643,10 @@ impl Chat {
                     };
                     if let Some(p) = asking.take() {
                         asking = self.reply(p, &line);
+                        continue;
+                    }
+                    if let Some(f) = form.take() {
+                        form = self.fill(f, &line);
                         continue;
                     }
                     match self.handle_line(&line, running.is_some()) {
@@ -760,7 +788,10 @@ impl Chat {
             return;
         }
         self.out.answer_keys(asking && !self.why);
-        let left = if asking && self.why {
+        let form = self.form_prompt.as_deref().filter(|_| !asking);
+        let left = if let Some(p) = form {
+            p
+        } else if asking && self.why {
             "why? › "
         } else if asking {
             "allow? [y/a/n/t] › "
@@ -770,10 +801,62 @@ impl Chat {
             "› "
         };
         let left = match self.spinner_text() {
-            Some(spin) if running && !asking => format!("{} {}", self.out.dim(&spin), self.out.bold(left)),
+            Some(spin) if running && !asking && form.is_none() => {
+                format!("{} {}", self.out.dim(&spin), self.out.bold(left))
+            }
             _ => self.out.bold(left),
         };
         self.out.set_prompt(&left, &self.out.dim(&self.status_line()));
+    }
+
+    /// The next tool question to answer, introduced; a withdrawn one is
+    /// skipped, and without a line editor (or input) each is declined.
+    fn next_form(&mut self, forms: &mut VecDeque<PendingQuestion>, input_open: bool) -> Option<questions::FormState> {
+        while let Some(q) = forms.pop_front() {
+            if q.reply.is_closed() {
+                continue;
+            }
+            let why = if self.out.screen.is_none() {
+                Some("wharf chat's input is not a terminal, so nobody can fill in the form")
+            } else if !input_open {
+                Some("end of input")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.end_stream();
+                let who = wharf_core::util::escape_line(wharf_core::util::cut_str(&q.question.source, 64)).into_owned();
+                self.out.line(&self.out.warn(&format!("⚠ declined {who}'s question: {why}")));
+                questions::decline(q, why);
+                continue;
+            }
+            self.stop_spinner();
+            self.end_stream();
+            let f = questions::FormState::new(q);
+            self.out.line(&self.out.warn(&f.intro()));
+            if let Some(h) = f.help() {
+                self.out.line(&self.out.dim(&h));
+            }
+            return Some(f);
+        }
+        None
+    }
+
+    /// Takes a typed line for the open tool question; returns it while
+    /// fields remain (the next one's help line shown, or why the line did
+    /// not fit).
+    fn fill(&mut self, f: questions::FormState, line: &str) -> Option<questions::FormState> {
+        match f.feed(line) {
+            questions::Step::More(f, warning) => {
+                if let Some(w) = warning {
+                    self.out.line(&self.out.warn(&format!("  {w}")));
+                } else if let Some(h) = f.help() {
+                    self.out.line(&self.out.dim(&h));
+                }
+                Some(*f)
+            }
+            questions::Step::Done => None,
+        }
     }
 
     /// Shows an approval question: the call's summary, why the policies
@@ -1163,15 +1246,6 @@ fn answer(line: &str) -> Option<Answer> {
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
     if flat.chars().count() > max { format!("{}…", flat.chars().take(max).collect::<String>()) } else { flat }
-}
-
-/// Declines a tool's question (the chat does not show forms yet), with a
-/// warning.
-fn decline_question(q: PendingQuestion) {
-    let who = wharf_core::util::escape_line(wharf_core::util::cut_str(&q.question.source, 64)).into_owned();
-    tracing::warn!(session = %q.question.session_id, "declined {who}'s question: wharf chat does not show forms yet");
-    let note = "wharf chat does not show forms yet (the serve API and ACP clients can answer them)";
-    let _ = q.reply.send(wharf_core::question::Reply::decline("chat", note));
 }
 
 /// Rejects a question nobody can answer any more (the input has ended).

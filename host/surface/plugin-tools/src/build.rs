@@ -395,6 +395,54 @@ pub(crate) fn run_step(cmd: &mut Command, what: &str) -> anyhow::Result<bool> {
     Ok(status.success())
 }
 
+/// Runs a build step, copying its output to stderr once it ends;
+/// `Ok(Err(why))` when it failed, `why` being its first error line
+/// ([`first_error`]).
+pub(crate) fn run_step_capturing(cmd: &mut Command, what: &str, dir: &Path) -> anyhow::Result<Result<(), String>> {
+    use std::io::Write;
+    tracing::debug!("running {cmd:?}");
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("cannot run {what}"))?;
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(&out.stdout);
+    let _ = err.write_all(&out.stderr);
+    drop(err);
+    if out.status.success() {
+        return Ok(Ok(()));
+    }
+    eprintln!("wharf: {what} failed ({})", out.status);
+    let text = String::from_utf8_lossy(&out.stderr);
+    Ok(Err(first_error(&text, dir).unwrap_or_else(|| format!("{what} failed ({}; see above)", out.status))))
+}
+
+/// A compiler's first diagnostic `PATH:LINE:COL: error: message` as
+/// `FILE:LINE: error: message`, FILE relative to `dir` when under it; else
+/// the first line that says `error`. At most 1 KiB, cut on a character
+/// boundary.
+pub(crate) fn first_error(stderr: &str, dir: &Path) -> Option<String> {
+    let cut = |s: String| {
+        let mut end = s.len().min(1024);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s[..end].to_string()
+    };
+    for line in stderr.lines() {
+        let Some(at) = line.find(": error: ").or_else(|| line.find(": fatal error: ")) else { continue };
+        let (place, message) = (&line[..at], line[at + 2..].trim());
+        let mut parts = place.rsplitn(3, ':');
+        let (col, line_no, file) = (parts.next(), parts.next(), parts.next());
+        let (file, line_no) = match (file, line_no, col) {
+            (Some(f), Some(l), Some(_)) if l.chars().all(|c| c.is_ascii_digit()) => (f, l),
+            (None, Some(f), Some(l)) if l.chars().all(|c| c.is_ascii_digit()) => (f, l),
+            _ => continue,
+        };
+        let path = Path::new(file);
+        let rel = path.strip_prefix(dir).unwrap_or(path);
+        return Some(cut(format!("{}:{line_no}: {message}", rel.display())));
+    }
+    stderr.lines().map(str::trim).find(|l| l.to_lowercase().contains("error")).map(|l| cut(l.to_string()))
+}
+
 pub(crate) fn world_of(p: &Project) -> anyhow::Result<PluginKind> {
     p.kind.with_context(|| match p.lang {
         Lang::Python => {
@@ -586,8 +634,10 @@ fn files_ending(dir: &Path, suffix: &str) -> anyhow::Result<Vec<PathBuf>> {
 /// sources and the bindings into a wasip1 reactor module, and `wasm-tools
 /// component new` wraps it with the preview1 reactor adapter (the bytes of
 /// crate `wasi-preview1-component-adapter-provider`, the version matching
-/// this host's wasmtime) into a component.
-fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
+/// this host's wasmtime) into a component. `Ok(Err(why))` when a step
+/// failed (its output is on stderr; `why` is its first error, for clang
+/// `FILE:LINE: error: message`).
+pub(crate) fn build_c(p: &Project, out: &Path) -> anyhow::Result<Result<(), String>> {
     let Some(c) = &p.c else { bail!("not a C project") };
     let Some(wit_bindgen) = find_program("wit-bindgen", "WHARF_WIT_BINDGEN", &[]) else {
         bail!(
@@ -619,8 +669,8 @@ fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
 
     let mut cmd = Command::new(wit_bindgen);
     cmd.arg("c").arg(&wit).args(["--world", &c.world, "--out-dir"]).arg(&bindings).current_dir(&p.dir);
-    if !run_step(&mut cmd, "wit-bindgen c")? {
-        return Ok(false);
+    if let Err(why) = run_step_capturing(&mut cmd, "wit-bindgen c", &p.dir)? {
+        return Ok(Err(why));
     }
     let core = build_dir.join(format!("{}.core.wasm", p.name));
     let sysroot = wasi_sysroot().map(|s| format!("--sysroot={}", s.display()));
@@ -647,8 +697,8 @@ fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
         .arg("-o")
         .arg(&core)
         .current_dir(&p.dir);
-    if !run_step(&mut cmd, "clang")? {
-        return Ok(false);
+    if let Err(why) = run_step_capturing(&mut cmd, "clang", &p.dir)? {
+        return Ok(Err(why));
     }
     let adapter = build_dir.join("wasi_snapshot_preview1.reactor.wasm");
     std::fs::write(&adapter, wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)
@@ -665,7 +715,7 @@ fn build_c(p: &Project, out: &Path) -> anyhow::Result<bool> {
         .arg("-o")
         .arg(out)
         .current_dir(&p.dir);
-    run_step(&mut cmd, "wasm-tools component new")
+    run_step_capturing(&mut cmd, "wasm-tools component new", &p.dir)
 }
 
 /// Loads a component like `wharf plugin check` (no grants, default config).
@@ -738,7 +788,7 @@ fn build(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
                 std::fs::create_dir_all(parent)?;
             }
             let ok = if project.lang == Lang::C {
-                build_c(&project, &out)?
+                build_c(&project, &out)?.is_ok()
             } else if project.lang == Lang::Python {
                 let (sdk, wit) = (sdk_dir()?, wit_dir()?);
                 build_python(&project, &out, &sdk, &wit)?

@@ -17,9 +17,14 @@
 //! (Python) or bundles them with esbuild, the SDK left external (JavaScript),
 //! and loads the result with the runtime like a host would (compile cache,
 //! describe): a version that fails is reported as `FILE:LINE: error` and not
-//! published, so the previous one keeps serving. Rust runs an incremental
-//! `cargo build` and publishes the artifact once it loads; the load fills the
-//! compile cache the host then reads, so nothing is compiled twice.
+//! published, so the previous one keeps serving. A Python version also
+//! holds the third-party packages the plugin imports, found where the
+//! release build finds them ([`crate::pypath`]). Rust runs an incremental
+//! `cargo build`, C the release build's steps (`wit-bindgen c`, clang with
+//! wasi-libc, `wasm-tools component new`; a compile error is reported as
+//! clang's `FILE:LINE: error: …`), and the component is published once it
+//! loads; the load fills the compile cache the host then reads, so nothing
+//! is compiled twice.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -78,6 +83,9 @@ struct Dev {
     cargo_profile: String,
     /// The number of the next published source version.
     next: u64,
+    /// Python: the release build's site-packages, where third-party
+    /// packages are looked up.
+    site: Option<crate::pypath::SitePath>,
 }
 
 fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
@@ -87,9 +95,6 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     };
     let dir = std::fs::canonicalize(&dir).with_context(|| format!("project directory {}", dir.display()))?;
     let project = detect(&dir)?;
-    if project.lang == Lang::C {
-        bail!("`wharf plugin dev` supports Rust, Python and JavaScript projects; build C with `wharf plugin build`");
-    }
     let kind = match project.lang {
         Lang::Python | Lang::Js => {
             let k = world_of(&project)?;
@@ -105,8 +110,18 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
     let component = out_dir.join(format!("{}.wasm", project.name));
     let cache_root = opts.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("wharf-cache"));
     let runtime = Runtime::new(opts)?;
-    let mut d =
-        Dev { project, kind, out_dir, component, runtime, json: args.json, cargo_profile: args.cargo_profile, next: 1 };
+    let site = (project.lang == Lang::Python).then(|| crate::pypath::SitePath::discover(&project.dir));
+    let mut d = Dev {
+        project,
+        kind,
+        out_dir,
+        component,
+        runtime,
+        json: args.json,
+        cargo_profile: args.cargo_profile,
+        next: 1,
+        site,
+    };
     if let Some(kind) = d.kind {
         let t0 = Instant::now();
         let built = ensure_runtime(d.project.lang, kind, &cache_root)?;
@@ -192,7 +207,9 @@ impl Dev {
                 [".js", ".mjs", ".cjs", ".ts", ".json"].iter().any(|s| name.ends_with(s)) && name != "package-lock.json"
             }
             Lang::Rust => name.ends_with(".rs") || name == "Cargo.toml" || rel.starts_with("wit"),
-            Lang::C => false,
+            Lang::C => {
+                name.ends_with(".c") || name.ends_with(".h") || name.ends_with(".wit") || name == "component.toml"
+            }
         }
     }
 
@@ -218,7 +235,7 @@ impl Dev {
     fn publish(&mut self) -> Result<Published, String> {
         let t0 = Instant::now();
         let version = match self.project.lang {
-            Lang::Rust => self.publish_rust()?,
+            Lang::Rust | Lang::C => self.publish_built()?,
             _ => self.publish_source()?,
         };
         Ok(Published { version: Some(version), ms: t0.elapsed().as_secs_f64() * 1e3 })
@@ -260,11 +277,18 @@ impl Dev {
         }
     }
 
-    /// Python: the project's `.py` files (and `pyproject.toml`) as they are.
+    /// Python: the project's `.py` files (and `pyproject.toml`) as they
+    /// are, and the third-party packages they need from the release build's
+    /// site-packages ([`crate::pypath`]).
     fn stage_python(&self, staged: &Path) -> Result<(), String> {
         copy_sources(&self.project.dir, staged, &|name| name.ends_with(".py") || name == "pyproject.toml", 0)
             .map_err(|e| format!("copying the sources: {e}"))?;
-        let meta = json!({"lang": "python", "module": self.project.entry});
+        let pyproject = std::fs::read_to_string(self.project.dir.join("pyproject.toml")).unwrap_or_default();
+        let path = match &self.site {
+            Some(site) => crate::pypath::stage_site_packages(staged, site, &crate::pypath::dependencies(&pyproject))?,
+            None => Vec::new(),
+        };
+        let meta = json!({"lang": "python", "module": self.project.entry, "path": path});
         std::fs::write(staged.join("wharf-dev.json"), meta.to_string()).map_err(|e| e.to_string())
     }
 
@@ -300,14 +324,19 @@ impl Dev {
         std::fs::write(staged.join("wharf-dev.json"), meta.to_string()).map_err(|e| e.to_string())
     }
 
-    /// Rust: an incremental `cargo build`, then the artifact is loaded
-    /// (filling the compile cache) and copied into place.
-    fn publish_rust(&mut self) -> Result<std::sync::Arc<PluginVersion>, String> {
-        let artifact = crate::build::build_rust(&self.project, &self.cargo_profile)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "cargo build failed (see above)".to_string())?;
+    /// Rust: an incremental `cargo build`; C: the release build's steps
+    /// (`wit-bindgen c`, clang, `wasm-tools component new`). The component
+    /// is then loaded (filling the compile cache) and moved into place.
+    fn publish_built(&mut self) -> Result<std::sync::Arc<PluginVersion>, String> {
         let staged = self.out_dir.join(format!(".{}.wasm.new", self.project.name));
-        std::fs::copy(&artifact, &staged).map_err(|e| format!("{}: {e}", staged.display()))?;
+        if self.project.lang == Lang::C {
+            crate::build::build_c(&self.project, &staged).map_err(|e| e.to_string())??;
+        } else {
+            let artifact = crate::build::build_rust(&self.project, &self.cargo_profile)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "cargo build failed (see above)".to_string())?;
+            std::fs::copy(&artifact, &staged).map_err(|e| format!("{}: {e}", staged.display()))?;
+        }
         let v = self.load_file(&staged, None);
         match v {
             Ok(v) => {
@@ -436,6 +465,11 @@ fn copy_sources(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool, depth: usiz
             continue;
         }
         let ty = e.file_type()?;
+        // A virtual environment inside the project is not source: its
+        // packages come through the site-packages list.
+        if ty.is_dir() && e.path().join("pyvenv.cfg").is_file() {
+            continue;
+        }
         if ty.is_dir() {
             copy_sources(&e.path(), &to.join(&name), keep, depth + 1)?;
         } else if ty.is_file() && keep(&name) {

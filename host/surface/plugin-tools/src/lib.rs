@@ -12,6 +12,7 @@ pub mod dev;
 pub mod inspect;
 pub mod new;
 pub mod oci;
+mod pypath;
 pub mod shadow;
 
 use std::process::ExitCode;

@@ -202,7 +202,7 @@ function updateControls() {
   else { badge.textContent = 'not open'; }
   $('#cancel').disabled = !current.running;
   $('#resume').hidden = current.live;
-  for (const b of document.querySelectorAll('.approval button')) b.disabled = !current.live;
+  for (const b of document.querySelectorAll('.approval button, .question button')) b.disabled = !current.live;
 }
 
 function transcript() { return $('#transcript'); }
@@ -262,11 +262,12 @@ function toolCard(s, id, name) {
     const diff = el('pre', { class: 'diff', hidden: true });
     const policy = el('div', { class: 'policy', hidden: true });
     const approval = el('div', { class: 'approval', hidden: true });
+    const question = el('div', { class: 'question', hidden: true });
     const result = el('pre', { class: 'tool-result', hidden: true });
     const meta = el('div', { class: 'muted small tool-meta', hidden: true });
-    node.append(argsBox, diff, policy, approval, result, meta);
+    node.append(argsBox, diff, policy, approval, question, result, meta);
     append(node);
-    c = { node, status, summary, args, argsBox, diff, policy, approval, result, meta, name };
+    c = { node, status, summary, args, argsBox, diff, policy, approval, question, result, meta, name };
     s.calls.set(id, c);
   }
   return c;
@@ -308,6 +309,71 @@ async function answer(s, callId, outcome) {
   } catch (e) {
     showError(`approval: ${e.message}`);
   }
+}
+
+// A tool's question (`question/asked`): a form built from its flat schema
+// (text, number, whole number, yes/no, a list of options), posted to
+// `POST …/questions/{call}`; a misfit answer is refused (400) and the form
+// stays open with the reason.
+function questionForm(s, c, d) {
+  const schema = d.schema || {};
+  const props = schema.properties || {};
+  const required = new Set(schema.required || []);
+  const inputs = [];
+  const rows = [];
+  for (const [name, f] of Object.entries(props)) {
+    const id = `q-${d.call_id}-${name}`.replace(/[^A-Za-z0-9_-]/g, '_');
+    let input;
+    if (Array.isArray(f.enum)) {
+      input = el('select', { id, 'data-field': name },
+        required.has(name) ? null : el('option', { value: '', text: '—' }),
+        ...f.enum.map((o) => el('option', { value: o, text: o })));
+      if (f.default !== undefined) input.value = f.default;
+    } else if (f.type === 'boolean') {
+      input = el('select', { id, 'data-field': name },
+        required.has(name) ? null : el('option', { value: '', text: '—' }),
+        el('option', { value: 'true', text: 'yes' }), el('option', { value: 'false', text: 'no' }));
+      if (f.default !== undefined) input.value = String(f.default);
+    } else if (f.type === 'number' || f.type === 'integer') {
+      input = el('input', { id, 'data-field': name, type: 'number', step: f.type === 'integer' ? '1' : 'any', min: f.minimum, max: f.maximum });
+      if (f.default !== undefined) input.value = String(f.default);
+    } else {
+      input = el('input', { id, 'data-field': name, type: f.format === 'email' ? 'email' : 'text', minlength: f.minLength, maxlength: f.maxLength });
+      if (f.default !== undefined) input.value = String(f.default);
+    }
+    if (required.has(name)) input.required = true;
+    inputs.push({ name, type: f.type, input });
+    const label = el('label', { for: id, text: `${f.title || name}${required.has(name) ? ' *' : ''}` });
+    rows.push(el('div', { class: 'field' }, label, input, f.description ? el('div', { class: 'muted small', text: f.description }) : null));
+  }
+  const error = el('div', { class: 'question-error', hidden: true });
+  const send = async (action, content) => {
+    try {
+      await api('POST', `/api/sessions/${encodeURIComponent(s.id)}/questions/${encodeURIComponent(d.call_id)}`, content === undefined ? { action } : { action, content });
+      error.hidden = true;
+    } catch (e) {
+      error.textContent = e.message;
+      error.hidden = false;
+    }
+  };
+  const form = el('form', { class: 'question-form' }, ...rows, error,
+    el('div', { class: 'buttons' },
+      el('button', { type: 'submit', class: 'primary', 'data-action': 'accept', text: 'Send' }),
+      el('button', { type: 'button', 'data-action': 'decline', text: 'Decline', onclick: () => send('decline') }),
+      el('button', { type: 'button', class: 'danger', 'data-action': 'cancel', text: 'Dismiss', onclick: () => send('cancel') })));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const content = {};
+    for (const { name, type, input } of inputs) {
+      const v = input.value;
+      if (v === '') continue;
+      if (type === 'boolean') content[name] = v === 'true';
+      else if (type === 'number' || type === 'integer') content[name] = Number(v);
+      else content[name] = v;
+    }
+    send('accept', content);
+  });
+  return el('div', {}, el('div', { class: 'question-message', text: `${d.source} asks: ${d.message}` }), form);
 }
 
 function renderTodos(items) {
@@ -405,6 +471,24 @@ function apply(s, ev) {
       c.approval.className = 'approval decided';
       c.approval.replaceChildren(el('div', { class: 'decision', 'data-outcome': d.outcome, text: `${d.outcome} by ${d.by}${d.note ? ` — ${d.note}` : ''}` }));
       c.status.textContent = d.outcome === 'allowed-once' || d.outcome === 'allowed-for-session' ? 'running' : d.outcome;
+      break;
+    }
+    case 'question/asked': {
+      const c = toolCard(s, d.call_id, '?');
+      c.status.textContent = 'asks you';
+      c.question.hidden = false;
+      c.question.className = 'question';
+      c.question.replaceChildren(questionForm(s, c, d));
+      updateControls();
+      break;
+    }
+    case 'question/answered': {
+      const c = toolCard(s, d.call_id, '?');
+      c.question.hidden = false;
+      c.question.className = 'question decided';
+      const content = d.content ? `: ${JSON.stringify(d.content)}` : '';
+      c.question.replaceChildren(el('div', { class: 'decision', 'data-action': d.action, text: `${d.action} by ${d.by}${content}${d.note ? ` — ${d.note}` : ''}` }));
+      if (c.status.textContent === 'asks you') c.status.textContent = 'running';
       break;
     }
     case 'tool/result': {
