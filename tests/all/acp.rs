@@ -1670,17 +1670,23 @@ timeout_ms = 120000
     let params = &ask["params"];
     let request: acp::CreateElicitationRequest = typed("elicitation/create", params);
     assert_eq!(request.message, "A reason is needed before `write` runs.");
-    assert_eq!((params["_meta"]["wharf/source"].as_str(), params["sessionId"].as_str()), (Some("why"), Some(sid.as_str())));
+    assert_eq!(
+        (params["_meta"]["wharf/source"].as_str(), params["sessionId"].as_str()),
+        (Some("why"), Some(sid.as_str()))
+    );
     assert_eq!(params["requestedSchema"]["required"], json!(["reason"]), "{ask}");
     // On the call the client was told about.
     let call = params["toolCallId"].clone();
-    let shown = c.seen.iter().any(|v| {
+    let ask_id = ask["id"].clone();
+    let is_the_call = |v: &Value| {
         v["method"] == "session/update"
             && v["params"]["update"]["sessionUpdate"] == "tool_call"
             && v["params"]["update"]["toolCallId"] == call
-    });
-    assert!(shown, "no tool_call update for {call} before the question: {:?}", c.seen);
-    c.respond(&ask["id"], json!({"action": "accept", "content": {"reason": "the user asked for notes"}}));
+    };
+    if !c.seen.iter().any(is_the_call) {
+        c.wait_for("the tool_call update of the call the policy asks about", is_the_call);
+    }
+    c.respond(&ask_id, json!({"action": "accept", "content": {"reason": "the user asked for notes"}}));
     let done = c.result(prompt);
     assert_eq!(done["stopReason"], "end_turn", "{done}");
     assert_eq!(std::fs::read_to_string(e.ws.path().join("NOTES.md")).unwrap_or_default(), "hello");

@@ -471,7 +471,10 @@ export { plugin, tool } from "wharf-sdk";
     for (dir, name) in [(&py, "py_ask"), (&js, "js_ask")] {
         let file = out.join(format!("{name}.wasm"));
         let report = build(home, dir, Some(&file), &[])?;
-        assert_eq!((report["kinds"].clone(), report["world"].as_str()), (json!(["tool"]), Some("tool-questions-plugin")));
+        assert_eq!(
+            (report["kinds"].clone(), report["world"].as_str()),
+            (json!(["tool"]), Some("tool-questions-plugin"))
+        );
     }
 
     let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);

@@ -607,7 +607,10 @@ echo_last_tool_result = true
         assert_eq!(of("question/asked").len(), asked, "{name}: {events:#?}");
         if asked > 0 {
             let a = of("question/answered");
-            assert_eq!((a[0]["data"]["action"].as_str(), a[0]["data"]["by"].as_str()), (Some("decline"), Some("headless")));
+            assert_eq!(
+                (a[0]["data"]["action"].as_str(), a[0]["data"]["by"].as_str()),
+                (Some("decline"), Some("headless"))
+            );
         }
         let decision = of("policy/decision");
         let v = vote(decision[0], "why");

@@ -712,7 +712,8 @@ echo_last_tool_result = true
     assert!(q["message"].as_str().unwrap_or_default().contains("`word_count`"), "{q}");
     let call = str_of(&q, "call_id");
     let path = format!("/api/sessions/{id}/questions/{call}");
-    let (code, r) = w.call("POST", &path, Some(json!({"action": "accept", "content": {"reason": "the tests need it"}})));
+    let (code, r) =
+        w.call("POST", &path, Some(json!({"action": "accept", "content": {"reason": "the tests need it"}})));
     assert_eq!(code, 200, "{r}");
     // The policy's decision uses the answer: its approval shows the reason.
     assert_eq!(pending_call(&w, &id), call);
@@ -729,7 +730,10 @@ echo_last_tool_result = true
     assert!(at("question/answered") < at("policy/decision"), "{kinds:?}");
     assert!(at("policy/decision") < at("approval/asked"), "{kinds:?}");
     let asked = &events[at("question/asked")];
-    assert_eq!((asked["data"]["call_id"].as_str(), asked["data"]["source"].as_str()), (Some(call.as_str()), Some("why")));
+    assert_eq!(
+        (asked["data"]["call_id"].as_str(), asked["data"]["source"].as_str()),
+        (Some(call.as_str()), Some("why"))
+    );
     let result = &events[at("tool/result")];
     assert_eq!(result["data"]["is_error"], false, "{result}");
 

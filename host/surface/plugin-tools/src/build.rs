@@ -597,12 +597,7 @@ fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<b
         return Ok(false);
     }
     let mut cmd = Command::new(cjs);
-    cmd.arg(bundle.file_name().unwrap_or_default()).arg("--wit").arg(wit).args([
-        "-n",
-        world,
-        "-d",
-        "fetch-event",
-    ]);
+    cmd.arg(bundle.file_name().unwrap_or_default()).arg("--wit").arg(wit).args(["-n", world, "-d", "fetch-event"]);
     if !p.http {
         cmd.arg("http");
     }
