@@ -745,8 +745,9 @@ echo_last_tool_result = true
     let answered = events.iter().find(|e| e["type"] == "question/answered").unwrap_or_else(|| panic!("{kinds:?}"));
     assert_eq!(answered["data"]["action"], "cancel", "{answered}");
     let decision = events.iter().find(|e| e["type"] == "policy/decision").unwrap_or_else(|| panic!("{kinds:?}"));
-    let verdict = decision["data"]["verdict"].to_string();
-    assert!(verdict.contains("deny") && verdict.contains("nobody answered"), "{decision}");
+    assert_eq!(decision["data"]["verdict"], "deny", "{decision}");
+    let reason = decision["data"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("quick: policy-ask: no reason given for `echo` (nobody answered)"), "{decision}");
     let result = events.iter().find(|e| e["type"] == "tool/result").unwrap_or_else(|| panic!("{kinds:?}"));
     assert_eq!(result["data"]["error_code"], "DENIED", "{result}");
     let (code, r) = w.call("GET", &format!("/api/sessions/{id}/questions"), None);
