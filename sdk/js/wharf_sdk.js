@@ -26,8 +26,14 @@
 //   hooks   defineHook, promptSection           hooks-plugin:  plugin, hooks
 //   skills  defineSkills + defineTool           skills-plugin: plugin, skills, tool
 //   llm     defineLlm                           llm-plugin:    plugin, llm
+//
+// A tool or a policy may ask the session's user a question while it runs
+// (`questions.ask(message, schema)`): set `"questions": true` under `"wharf"`
+// in package.json (the build then targets `tool-questions-plugin` or
+// `policy-questions-plugin`); the operator grants `questions = true`.
 
 import * as host from "#host";
+import { askImport } from "#questions";
 
 /** The WIT package this SDK targets. */
 export const WIT_PACKAGE = "wharf:plugin@0.1.0";
@@ -450,6 +456,78 @@ export function runProcess(command, { workdir, timeoutMs, stdin } = {}) {
 }
 
 // ---------------------------------------------------------------------------
+// Host import: questions (ask the session's user)
+// ---------------------------------------------------------------------------
+
+/**
+ * `questions.ask` failed: `kind` is `no-session`, `not-granted`, `invalid`
+ * (the form is outside the host's bounds; nobody was asked), `failed`,
+ * `cancelled`, or `no-import` (the component was built without
+ * `"questions": true`).
+ */
+export class QuestionError extends Error {
+  constructor(kind, message = "") {
+    super(message ? `${kind}: ${message}` : kind);
+    this.name = "QuestionError";
+    this.kind = kind;
+  }
+}
+
+const fakeAnswers = [];
+
+/**
+ * Asks the session's user a question during a tool call (or a policy's
+ * decision): a message and a small flat form, a JSON Schema object of at
+ * most 16 `string` / `number` / `integer` / `boolean` fields (asked in the
+ * schema's key order). Needs `"questions": true` under `"wharf"` in
+ * package.json (the world `tool-questions-plugin` or
+ * `policy-questions-plugin`) and the operator's `questions = true` grant.
+ * Returns `{ action: "accept", values }` (the fields, checked against the
+ * form by the host), `{ action: "decline", values: {} }` or
+ * `{ action: "cancel", values: {} }` (nobody answered); `wharf run`
+ * declines at once, and the call's (a policy's: its own) deadline bounds
+ * the wait. Throws QuestionError.
+ */
+export const questions = {
+  ask(message, schema) {
+    return questions.askText(message, JSON.stringify(schema));
+  },
+  /** `ask` with the schema as JSON text. */
+  askText(message, schema) {
+    if (!host.inComponent) {
+      if (fakeAnswers.length > 0) return fakeAnswers.shift();
+      throw new QuestionError("no-session", "no host outside a component (testing.answerQuestions scripts answers)");
+    }
+    if (!askImport) {
+      throw new QuestionError(
+        "no-import",
+        'this component\'s world has no `questions` import: set "questions": true under "wharf" in package.json and rebuild',
+      );
+    }
+    let a;
+    try {
+      a = askImport(String(message), String(schema));
+    } catch (e) {
+      const p = e?.payload;
+      throw new QuestionError(p?.tag ?? "failed", p?.val ? String(p.val) : String(e?.message ?? ""));
+    }
+    if (a?.tag === "accept") {
+      let values;
+      try {
+        values = JSON.parse(a.val);
+      } catch {
+        values = null;
+      }
+      if (values === null || typeof values !== "object" || Array.isArray(values)) {
+        throw new QuestionError("failed", "the host's answer is not a JSON object");
+      }
+      return { action: "accept", values };
+    }
+    return { action: a?.tag === "decline" ? "decline" : "cancel", values: {} };
+  },
+};
+
+// ---------------------------------------------------------------------------
 // Policies
 // ---------------------------------------------------------------------------
 
@@ -801,9 +879,14 @@ export const testing = {
     host.fake.config = structuredClone(cfg);
   },
   reset() {
+    fakeAnswers.length = 0;
     if (!host.fake) return;
     host.fake.config = {};
     host.fake.kv.clear();
+  },
+  /** What `questions.ask` returns next, in order (`{ action, values }`). */
+  answerQuestions(...answers) {
+    fakeAnswers.push(...answers.map((a) => ({ action: a.action, values: a.values ?? {} })));
   },
   tools: () => Object.fromEntries([...TOOLS.values()].map((t) => [t.name, { description: t.description, mode: t.mode, inputSchema: t.inputSchema }])),
   /** Calls a tool; throws ToolError as the host would report it. */

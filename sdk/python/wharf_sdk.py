@@ -42,6 +42,12 @@ skills   ``@skills_catalog``, ``@skill_loader`` + ``@tool``
                                               ``skills-plugin``: Plugin, Skills, Tool
 llm      ``@llm_adapter``                     ``llm-plugin``: Plugin, Llm
 ======== ==================================== =============================
+
+A tool or a policy may ask the session's user a question while it runs
+(``questions.ask(message, schema)``, answered ``Answer("accept", values)``,
+``decline`` or ``cancel``): set ``questions = true`` under ``[tool.wharf]``
+(the build then targets ``tool-questions-plugin`` or
+``policy-questions-plugin``); the operator grants ``questions = true``.
 """
 
 from __future__ import annotations
@@ -78,6 +84,9 @@ __all__ = [
     "kv",
     "process",
     "ProcessError",
+    "questions",
+    "QuestionError",
+    "Answer",
     "policy",
     "config_validator",
     "PolicyRequest",
@@ -145,6 +154,7 @@ if IN_COMPONENT:  # pragma: no cover
         "wit_world.imports.config",
         "wit_world.imports.kv",
         "wit_world.imports.process",
+        "wit_world.imports.questions",
         "wit_world.exports.tool",
         "wit_world.exports.policy",
         "wit_world.exports.hooks",
@@ -936,6 +946,100 @@ process = _Process()
 
 
 # ---------------------------------------------------------------------------
+# Host import: questions (ask the session's user)
+# ---------------------------------------------------------------------------
+
+
+class QuestionError(Exception):
+    """``questions.ask`` failed: ``kind`` is ``no-session``, ``not-granted``,
+    ``invalid`` (the form is outside the host's bounds; nobody was asked),
+    ``failed``, ``cancelled``, or ``no-import`` (the component was built
+    without ``questions = true``)."""
+
+    def __init__(self, kind: str, message: str = ""):
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind = kind
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """The user's answer: ``action`` is ``accept`` (``values`` holds the
+    fields, checked against the form by the host), ``decline`` or
+    ``cancel`` (nobody answered: dismissed, withdrawn, past the deadline)."""
+
+    action: str
+    values: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+
+_FAKE_ANSWERS: List[Answer] = []
+_QUESTIONS_IMPORT = "wit_world.imports.questions"
+
+
+class _Questions:
+    """Asks the session's user a question during a tool call (or a
+    policy's decision): a message and a small flat form, a JSON Schema
+    object of at most 16 ``string`` / ``number`` / ``integer`` /
+    ``boolean`` fields. Needs ``questions = true`` under ``[tool.wharf]``
+    in ``pyproject.toml`` (the world ``tool-questions-plugin`` or
+    ``policy-questions-plugin``) and the operator's ``questions = true``
+    grant (otherwise :class:`QuestionError` ``not-granted``). ``wharf run``
+    declines at once; the call's (a policy's: its own) deadline bounds the
+    wait."""
+
+    def ask(self, message: str, schema: Dict[str, Any]) -> Answer:
+        """Asks ``message`` with the form ``schema`` (a dict; its fields are
+        asked in its key order) and waits for the answer."""
+        return self.ask_text(message, json.dumps(schema))
+
+    def ask_text(self, message: str, schema: str) -> Answer:
+        """:meth:`ask` with the schema as JSON text."""
+        if _wt is None:
+            if _FAKE_ANSWERS:
+                return _FAKE_ANSWERS.pop(0)
+            raise QuestionError("no-session", "no host outside a component (testing.answer_questions scripts answers)")
+        q = _BINDINGS.get(_QUESTIONS_IMPORT)
+        if q is None:
+            raise QuestionError(
+                "no-import",
+                "this component's world has no `questions` import: set `questions = true` under [tool.wharf] "
+                "in pyproject.toml and rebuild",
+            )
+        try:
+            a = q.ask(str(message), str(schema))
+        except Exception as e:  # componentize-py raises Err(session-error)
+            v = getattr(e, "value", None)
+            kind = _variant_case(v) or "failed"
+            raise QuestionError(kind, str(getattr(v, "value", "") or "")) from None
+        case = _variant_case(a)
+        if case == "accept":
+            try:
+                values = json.loads(getattr(a, "value", "") or "{}")
+            except ValueError:
+                values = None
+            if not isinstance(values, dict):
+                raise QuestionError("failed", "the host's answer is not a JSON object")
+            return Answer("accept", values)
+        return Answer("decline" if case == "decline" else "cancel")
+
+
+def _variant_case(v: Any) -> Optional[str]:
+    """The case of a componentize-py variant value (``SessionError_NotGranted``
+    -> ``not-granted``)."""
+    if v is None:
+        return None
+    name = type(v).__name__.split("_")[-1]
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+questions = _Questions()
+
+
+# ---------------------------------------------------------------------------
 # Policies
 # ---------------------------------------------------------------------------
 
@@ -1563,9 +1667,16 @@ class testing:
 
     @staticmethod
     def reset() -> None:
-        """Empties the fake config and kv store."""
+        """Empties the fake config, kv store and scripted answers."""
         _FAKE_CONFIG.clear()
         _FAKE_KV.clear()
+        _FAKE_ANSWERS.clear()
+
+    @staticmethod
+    def answer_questions(*answers: Answer) -> None:
+        """What ``questions.ask`` returns next, in order (then
+        :class:`QuestionError` ``no-session`` again)."""
+        _FAKE_ANSWERS.extend(answers)
 
     @staticmethod
     def tools() -> Dict[str, Dict[str, Any]]:

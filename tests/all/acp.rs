@@ -1619,3 +1619,103 @@ questions = true
     }
     c.close();
 }
+
+/// Issue 40: a permission policy that asks (`policy-ask`, granted
+/// `questions`) reaches the client as `elicitation/create` on the tool call
+/// it decides (the `toolCallId` of the `tool_call` update the client was
+/// sent, `_meta.wharf/source` the policy row); the reason given lets the
+/// call run. A policy's question open when the turn is cancelled is
+/// withdrawn (`$/cancel_request`), logged cancelled, and the policy's
+/// `cancel` branch (deny) decides.
+#[test]
+fn a_policys_question_is_asked_over_acp_on_the_call_it_decides() {
+    let e = env();
+    let _ = wharf_tests::plugin(plugins::POLICY_ASK);
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "NOTES.md", content = "hello" } }]
+
+[[plugin.config.turns]]
+text = "Done."
+
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "LATER.md", content = "later" } }]
+
+[[plugin.config.turns]]
+text = "Not reached."
+"#;
+    let policy = r#"
+[[plugin]]
+id = "why"
+path = "${plugin_dir}/policy-ask.wasm"
+[plugin.config]
+tools = ["write"]
+[plugin.grant]
+questions = true
+timeout_ms = 120000
+"#;
+    let p = e.profile_with("policy-asks", turns, policy);
+    let mut c = e.spawn(&p);
+    let id = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"elicitation": {"form": {}}},
+               "clientInfo": {"name": "asker", "version": "1"}}),
+    );
+    c.result(id);
+    let id = c.request("session/new", json!({"cwd": e.cwd(), "mcpServers": []}));
+    let sid = c.result(id)["sessionId"].as_str().unwrap_or_default().to_string();
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}));
+
+    let ask = c.wait_for("the policy's elicitation/create", |v| v["method"] == "elicitation/create");
+    let params = &ask["params"];
+    let request: acp::CreateElicitationRequest = typed("elicitation/create", params);
+    assert_eq!(request.message, "A reason is needed before `write` runs.");
+    assert_eq!(
+        (params["_meta"]["wharf/source"].as_str(), params["sessionId"].as_str()),
+        (Some("why"), Some(sid.as_str()))
+    );
+    assert_eq!(params["requestedSchema"]["required"], json!(["reason"]), "{ask}");
+    // On the call the client was told about.
+    let call = params["toolCallId"].clone();
+    let ask_id = ask["id"].clone();
+    let is_the_call = |v: &Value| {
+        v["method"] == "session/update"
+            && v["params"]["update"]["sessionUpdate"] == "tool_call"
+            && v["params"]["update"]["toolCallId"] == call
+    };
+    if !c.seen.iter().any(is_the_call) {
+        c.wait_for("the tool_call update of the call the policy asks about", is_the_call);
+    }
+    c.respond(&ask_id, json!({"action": "accept", "content": {"reason": "the user asked for notes"}}));
+    let done = c.result(prompt);
+    assert_eq!(done["stopReason"], "end_turn", "{done}");
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("NOTES.md")).unwrap_or_default(), "hello");
+    let log = e.log_types(&sid);
+    let asked: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/asked").collect();
+    assert_eq!(asked.len(), 1, "{log:?}");
+    assert_eq!((asked[0]["data"]["call_id"].clone(), asked[0]["data"]["source"].as_str()), (call.clone(), Some("why")));
+    let decision = log.iter().find(|v| v["type"] == "policy/decision").cloned().unwrap_or_default();
+    assert_eq!(decision["data"]["call_id"], call, "{decision}");
+    assert_eq!(decision["data"]["verdict"], "allow", "{decision}");
+
+    // Cancelled while the policy asks: withdrawn, and the policy decides.
+    let prompt = c.request("session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]}));
+    let second = c.seen.len();
+    c.wait_for("a second elicitation/create", |v| v["method"] == "elicitation/create");
+    c.notify("session/cancel", json!({"sessionId": sid}));
+    assert_eq!(c.result(prompt)["stopReason"], "cancelled");
+    if !c.seen[second..].iter().any(|v| v["method"] == "$/cancel_request") {
+        c.wait_for("$/cancel_request", |v| v["method"] == "$/cancel_request");
+    }
+    let log = e.log_types(&sid);
+    let answers: Vec<&Value> = log.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[1]["data"]["action"], "cancel", "{answers:?}");
+    let decisions: Vec<&Value> = log.iter().filter(|v| v["type"] == "policy/decision").collect();
+    assert_eq!(decisions.len(), 2, "{log:?}");
+    let d = &decisions[1]["data"];
+    assert_eq!(d["verdict"], "deny", "{d}");
+    assert!(d["reason"].as_str().unwrap_or_default().contains("(nobody answered)"), "{d}");
+    assert!(!e.ws.path().join("LATER.md").exists(), "the cancelled call did not run");
+    c.close();
+}

@@ -1078,3 +1078,63 @@ echo_last_tool_result = true
     assert_eq!(args["path"], "docs/my notes.md", "{call}");
     Ok(())
 }
+
+/// Issue 40: a permission policy's question (`policy-ask`, granted
+/// `questions`) is asked at the chat prompt like a tool's, before the call
+/// it decides runs; the reason typed lets the call run, and `:decline`
+/// sends the policy down its decline branch (deny).
+#[test]
+fn a_policys_question_is_asked_at_the_chat_prompt() {
+    let e = env();
+    let _ = wharf_tests::plugin(plugins::POLICY_ASK);
+    let turns = r#"
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "NOTES.md", content = "hello" } }]
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+[[plugin.config.turns]]
+tool_calls = [{ name = "write", arguments = { path = "LATER.md", content = "later" } }]
+[[plugin.config.turns]]
+text = "Then: "
+echo_last_tool_result = true
+
+[[plugin]]
+id = "why"
+path = "${plugin_dir}/policy-ask.wasm"
+[plugin.config]
+tools = ["write"]
+[plugin.grant]
+questions = true
+timeout_ms = 120000
+"#;
+    let p = e.profile("policy-question", turns, false);
+    let mut t = e.chat(&p.display().to_string(), &[]);
+    t.expect("› ");
+    t.line("write notes");
+    t.expect("why asks: A reason is needed before `write` runs.");
+    t.expect("Reason (text, required) › ");
+    t.line("for the record");
+    t.expect("The tool said: ");
+    t.expect("— completed");
+    t.line("again");
+    t.expect("Reason (text, required) › ");
+    t.line(":decline");
+    t.expect("Then: Error: denied by policy");
+    t.expect("— completed");
+    t.send("\x04");
+    assert!(t.wait().success());
+    assert_eq!(std::fs::read_to_string(e.ws.path().join("NOTES.md")).unwrap_or_default(), "hello");
+    assert!(!e.ws.path().join("LATER.md").exists());
+    let events = e.events();
+    let answers: Vec<&serde_json::Value> = events.iter().filter(|v| v["type"] == "question/answered").collect();
+    assert_eq!(answers.len(), 2, "{events:#?}");
+    assert_eq!(answers[0]["data"]["content"], serde_json::json!({"reason": "for the record"}));
+    assert_eq!(answers[1]["data"]["action"], "decline");
+    let denied = events
+        .iter()
+        .filter(|v| v["type"] == "tool/result")
+        .filter_map(|v| v["data"]["content"].as_str())
+        .any(|c| c.contains("policy-ask: no reason given for `write` (the question was declined)"));
+    assert!(denied, "{events:#?}");
+}

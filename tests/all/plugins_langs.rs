@@ -367,3 +367,188 @@ fn components_of_other_0_1_versions_load_and_0_2_is_refused() -> anyhow::Result<
     assert!(err.contains("built against wharf:plugin@0.2.0") && err.contains("compatible: 0.1.x"), "{err}");
     Ok(())
 }
+
+/// Issue 40: the Python and JavaScript SDKs' question helpers
+/// (`wharf.questions.ask`, `questions.ask` of `wharf-sdk`) in tools built
+/// with `wharf plugin build` from projects that say `questions = true`
+/// (world `tool-questions-plugin`) reach the user: under `wharf serve`
+/// each question is pending on its call (`GET …/questions`, named by the
+/// row), the answer given over HTTP reaches the tool, and its result holds
+/// it.
+#[test]
+fn python_and_js_question_helpers_reach_the_user_over_http() -> anyhow::Result<()> {
+    if !toolchains_ready("python_and_js_question_helpers_reach_the_user_over_http") {
+        return Ok(());
+    }
+    let home = tmp();
+    let home = home.path();
+    let projects = tmp();
+    let py = projects.path().join("py_ask");
+    std::fs::create_dir_all(&py).context("creating the Python project")?;
+    std::fs::write(
+        py.join("pyproject.toml"),
+        "[project]\nname = \"py-ask\"\nversion = \"0.1.0\"\n\n[tool.wharf]\nkind = \"tool\"\nmodule = \"app\"\n\
+         questions = true\n",
+    )
+    .context("writing pyproject.toml")?;
+    std::fs::write(
+        py.join("app.py"),
+        r#"from dataclasses import dataclass
+
+import wharf_sdk as wharf
+
+wharf.plugin(name="py-ask", version="0.1.0", description="Asks the user for a name.")
+
+
+@dataclass
+class AskArgs:
+    who: str = wharf.arg("Who asks.", default="python")
+
+
+@wharf.tool(mode="exclusive")
+def py_ask(args: AskArgs) -> str:
+    """Asks the session's user for a name."""
+    try:
+        a = wharf.questions.ask(
+            f"Which name, {args.who}?",
+            {"type": "object", "properties": {"name": {"type": "string", "title": "Name"}}, "required": ["name"]},
+        )
+    except wharf.QuestionError as e:
+        return f"python could not ask: {e.kind}"
+    return f"python got {a.values['name']}" if a.accepted else f"python: {a.action}"
+
+
+from wharf_sdk import Plugin, Tool  # noqa: E402,F401
+"#,
+    )
+    .context("writing app.py")?;
+    let js = projects.path().join("js_ask");
+    std::fs::create_dir_all(&js).context("creating the JS project")?;
+    let sdk_js = root().join("sdk/js");
+    std::fs::write(
+        js.join("package.json"),
+        json!({
+            "name": "js-ask", "version": "0.1.0", "type": "module", "private": true, "main": "app.js",
+            "dependencies": {"wharf-sdk": format!("file:{}", sdk_js.display())},
+            "wharf": {"kind": "tool", "entry": "app.js", "questions": true},
+        })
+        .to_string(),
+    )
+    .context("writing package.json")?;
+    std::fs::write(
+        js.join("app.js"),
+        r#"import { definePlugin, defineTool, questions, QuestionError } from "wharf-sdk";
+
+definePlugin({ name: "js-ask", version: "0.1.0", description: "Asks the user for a colour." });
+
+defineTool({
+  name: "js_ask",
+  description: "Asks the session's user for a colour.",
+  mode: "exclusive",
+  args: {},
+  run() {
+    let a;
+    try {
+      a = questions.ask("Which colour, JavaScript?", {
+        type: "object",
+        properties: { colour: { type: "string", enum: ["red", "blue"] } },
+        required: ["colour"],
+      });
+    } catch (e) {
+      if (e instanceof QuestionError) return `js could not ask: ${e.kind}`;
+      throw e;
+    }
+    return a.action === "accept" ? `js got ${a.values.colour}` : `js: ${a.action}`;
+  },
+});
+
+export { plugin, tool } from "wharf-sdk";
+"#,
+    )
+    .context("writing app.js")?;
+    let out = projects.path().join("out");
+    std::fs::create_dir_all(&out).context("creating the output directory")?;
+    for (dir, name) in [(&py, "py_ask"), (&js, "js_ask")] {
+        let file = out.join(format!("{name}.wasm"));
+        let report = build(home, dir, Some(&file), &[])?;
+        assert_eq!(
+            (report["kinds"].clone(), report["world"].as_str()),
+            (json!(["tool"]), Some("tool-questions-plugin"))
+        );
+    }
+
+    let _ = wharf_tests::plugin(plugins::LLM_SCRIPTED);
+    let profile = format!(
+        r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "py"
+path = "{out}/py_ask.wasm"
+[plugin.grant]
+questions = true
+memory_mb = 256
+timeout_ms = 120000
+
+[[plugin]]
+id = "js"
+path = "{out}/js_ask.wasm"
+[plugin.grant]
+questions = true
+timeout_ms = 120000
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[[plugin.config.turns]]
+tool_calls = [{{ name = "py_ask", arguments = {{}} }}]
+[[plugin.config.turns]]
+tool_calls = [{{ name = "js_ask", arguments = {{}} }}]
+[[plugin.config.turns]]
+text = "Done."
+"#,
+        out = out.display()
+    );
+    let w = super::web::start_command("serve", &profile, &[], &[]);
+    let (code, r) = w.call("POST", "/api/sessions", Some(json!({"text": "ask away"})));
+    assert_eq!(code, 200, "{r}");
+    let id = r["id"].as_str().unwrap_or_default().to_string();
+    let pending = |source: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let (code, r) = w.call("GET", &format!("/api/sessions/{id}/questions"), None);
+            assert_eq!(code, 200, "{r}");
+            if let Some(q) = r["pending"].as_array().and_then(|p| p.iter().find(|q| q["source"] == source)) {
+                return q.clone();
+            }
+            assert!(std::time::Instant::now() < deadline, "no question from {source} in session {id}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let q = pending("py");
+    assert_eq!(q["message"], "Which name, python?", "{q}");
+    let path = format!("/api/sessions/{id}/questions/{}", q["call_id"].as_str().unwrap_or_default());
+    let (code, r) = w.call("POST", &path, Some(json!({"action": "accept", "content": {"name": "Ada"}})));
+    assert_eq!(code, 200, "{r}");
+    let q = pending("js");
+    assert_eq!(q["message"], "Which colour, JavaScript?", "{q}");
+    assert_eq!(q["schema"]["properties"]["colour"]["enum"], json!(["red", "blue"]), "{q}");
+    let path = format!("/api/sessions/{id}/questions/{}", q["call_id"].as_str().unwrap_or_default());
+    let (code, r) = w.call("POST", &path, Some(json!({"action": "accept", "content": {"colour": "blue"}})));
+    assert_eq!(code, 200, "{r}");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let mut results = Vec::new();
+    while let Some(e) = sse.next() {
+        let v = e.json();
+        if v["type"] == "tool/result" {
+            results.push(v["data"]["content"].as_str().unwrap_or_default().to_string());
+        }
+        if v["type"] == "turn/end" {
+            break;
+        }
+    }
+    assert_eq!(results, ["python got Ada", "js got blue"]);
+    Ok(())
+}

@@ -550,3 +550,73 @@ action = "deny"
     // If it ever ran with a bad config, the policy would deny every call
     // listing the same problems (its unit tests check that path).
 }
+
+/// Issue 40: under `wharf run` a policy's question (`policy-ask`, granted
+/// `questions`) is declined at once by the headless approver, and the
+/// policy's decline branch decides (deny, saying so in the log). Without
+/// the grant the import answers `not-granted`: nobody is asked, and the
+/// policy denies with that reason.
+#[test]
+fn a_policys_question_is_declined_under_wharf_run_and_needs_the_grant() {
+    let env = env();
+    let _ = wharf_tests::plugin(plugins::POLICY_ASK);
+    let body = |grant: &str| {
+        format!(
+            r#"
+[[plugin]]
+id = "why"
+path = "${{plugin_dir}}/policy-ask.wasm"
+[plugin.config]
+tools = ["word_count"]
+[plugin.grant]
+{grant}
+
+[[plugin]]
+id = "scripted"
+path = "${{plugin_dir}}/llm-scripted.wasm"
+[[plugin.config.turns]]
+tool_calls = [{{ name = "word_count", arguments = {{ path = "README.md" }} }}]
+[[plugin.config.turns]]
+text = "The tool said: "
+echo_last_tool_result = true
+"#
+        )
+    };
+    let cases = [
+        ("granted", "questions = true", 1, "no reason given for `word_count` (the question was declined)"),
+        ("ungranted", "", 0, "cannot ask for a reason for `word_count`: the `questions` capability is not granted"),
+    ];
+    for (name, grant, asked, why) in cases {
+        let profile = env.profile(name, &body(grant));
+        let out = crate::code_mode::run_command(&env, &profile, "count the words").output().expect("running wharf run");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{name}: {stdout}\n{stderr}");
+        let streamed = crate::code_mode::parse_events(&stdout);
+        let id = streamed
+            .iter()
+            .find(|e| e["type"] == "session/start")
+            .and_then(|e| e["data"]["id"].as_str())
+            .unwrap_or_else(|| panic!("{name}: no session/start: {stdout}\n{stderr}"))
+            .to_string();
+        let events: Vec<Value> = crate::code_mode::stored(&env, &id)
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+            .collect();
+        let of = |ty: &str| events.iter().filter(|e| e["type"] == ty).collect::<Vec<_>>();
+        assert_eq!(of("question/asked").len(), asked, "{name}: {events:#?}");
+        if asked > 0 {
+            let a = of("question/answered");
+            assert_eq!(
+                (a[0]["data"]["action"].as_str(), a[0]["data"]["by"].as_str()),
+                (Some("decline"), Some("headless"))
+            );
+        }
+        let decision = of("policy/decision");
+        let v = vote(decision[0], "why");
+        assert_eq!(v["decision"]["decision"], "deny", "{name}: {v}");
+        assert_eq!(v["decision"]["reason"].as_str(), Some(format!("policy-ask: {why}").as_str()), "{name}: {v}");
+        let result = of("tool/result");
+        assert_eq!(result[0]["data"]["error_code"], "DENIED", "{name}: {:?}", result[0]);
+    }
+}

@@ -636,3 +636,120 @@ required = true
     let text = result["data"]["content"].as_str().unwrap_or_default();
     assert!(text.contains("\"name\":\"Bo\"") && text.contains("\"count\":3"), "{result}");
 }
+
+/// Issue 40: a permission policy that asks (`policy-ask`, world
+/// `policy-questions-plugin`, granted `questions`) puts its question on the
+/// call it decides (`GET …/questions`, named by the policy row); the reason
+/// given over HTTP is the reason of the approval the policy then asks for
+/// (`on_accept = "ask"`), and the call runs once approved. A question
+/// nobody answers ends at the policy row's own deadline (`timeout_ms`):
+/// the policy gets `cancel`, fails closed, and the call is denied — the
+/// log says so.
+#[test]
+fn a_policys_question_is_answered_over_http_and_ends_at_the_policys_deadline() {
+    let _ = wharf_tests::plugin(wharf_tests::plugins::POLICY_ASK);
+    let profile = r#"
+[agent]
+adapter = "scripted"
+max_steps = 5
+
+[[plugin]]
+id = "text"
+path = "${plugin_dir}/text.wasm"
+[plugin.grant]
+dirs = ["${workspace}:ro"]
+
+[[plugin]]
+id = "why"
+path = "${plugin_dir}/policy-ask.wasm"
+[plugin.config]
+tools = ["word_count"]
+on_accept = "ask"
+[plugin.grant]
+questions = true
+timeout_ms = 120000
+
+[[plugin]]
+id = "quick"
+path = "${plugin_dir}/policy-ask.wasm"
+[plugin.config]
+tools = ["echo"]
+[plugin.grant]
+questions = true
+timeout_ms = 1500
+
+[[plugin]]
+id = "scripted"
+path = "${plugin_dir}/llm-scripted.wasm"
+[plugin.config]
+model = "scripted-serve"
+[[plugin.config.turns]]
+tool_calls = [{ name = "word_count", arguments = { path = "README.md" } }]
+[[plugin.config.turns]]
+text = "Count: "
+echo_last_tool_result = true
+[[plugin.config.branches]]
+when = "QUICK"
+[[plugin.config.branches.turns]]
+tool_calls = [{ name = "echo", arguments = { text = "hi" } }]
+[[plugin.config.branches.turns]]
+text = "Then: "
+echo_last_tool_result = true
+"#;
+    let w = super::web::start_command("serve", profile, &[], &[]);
+    let id = new_session(&w, "count the words");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let q = loop {
+        let (code, r) = w.call("GET", &format!("/api/sessions/{id}/questions"), None);
+        assert_eq!(code, 200, "{r}");
+        if let Some(q) = r["pending"].as_array().and_then(|p| p.first()) {
+            break q.clone();
+        }
+        assert!(Instant::now() < deadline, "no question in session {id}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(q["source"], "why", "{q}");
+    assert!(q["message"].as_str().unwrap_or_default().contains("`word_count`"), "{q}");
+    let call = str_of(&q, "call_id");
+    let path = format!("/api/sessions/{id}/questions/{call}");
+    let (code, r) =
+        w.call("POST", &path, Some(json!({"action": "accept", "content": {"reason": "the tests need it"}})));
+    assert_eq!(code, 200, "{r}");
+    // The policy's decision uses the answer: its approval shows the reason.
+    assert_eq!(pending_call(&w, &id), call);
+    let (code, r) = w.call("GET", &format!("/api/sessions/{id}/approvals"), None);
+    assert_eq!(code, 200, "{r}");
+    let reason = r["pending"][0]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("reason given for `word_count`: the tests need it"), "{r}");
+    answer(&w, &id, &call, "allowed-once");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events?from=1"), &[]);
+    let events = until_turn_ends(&mut sse, 1);
+    let kinds = types(&events);
+    let at = |t: &str| kinds.iter().position(|k| k == t).unwrap_or_else(|| panic!("no {t} in {kinds:?}"));
+    assert!(at("tool/call") < at("question/asked"), "{kinds:?}");
+    assert!(at("question/answered") < at("policy/decision"), "{kinds:?}");
+    assert!(at("policy/decision") < at("approval/asked"), "{kinds:?}");
+    let asked = &events[at("question/asked")];
+    assert_eq!(
+        (asked["data"]["call_id"].as_str(), asked["data"]["source"].as_str()),
+        (Some(call.as_str()), Some("why"))
+    );
+    let result = &events[at("tool/result")];
+    assert_eq!(result["data"]["is_error"], false, "{result}");
+
+    // Nobody answers `quick`'s question: its 1.5 s deadline ends it.
+    let id = new_session(&w, "QUICK: echo something");
+    let mut sse = w.events(&format!("/api/sessions/{id}/events"), &[]);
+    let events = until_turn_ends(&mut sse, 1);
+    let kinds = types(&events);
+    let answered = events.iter().find(|e| e["type"] == "question/answered").unwrap_or_else(|| panic!("{kinds:?}"));
+    assert_eq!(answered["data"]["action"], "cancel", "{answered}");
+    let decision = events.iter().find(|e| e["type"] == "policy/decision").unwrap_or_else(|| panic!("{kinds:?}"));
+    assert_eq!(decision["data"]["verdict"], "deny", "{decision}");
+    let reason = decision["data"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("quick: policy-ask: no reason given for `echo` (nobody answered)"), "{decision}");
+    let result = events.iter().find(|e| e["type"] == "tool/result").unwrap_or_else(|| panic!("{kinds:?}"));
+    assert_eq!(result["data"]["error_code"], "DENIED", "{result}");
+    let (code, r) = w.call("GET", &format!("/api/sessions/{id}/questions"), None);
+    assert_eq!((code, r["pending"].as_array().map(Vec::len)), (200, Some(0)), "the question is withdrawn: {r}");
+}

@@ -323,7 +323,7 @@ impl ToolPipeline {
                 agent_depth: self.config.agent_depth,
                 workspace: self.config.workspace.clone(),
             };
-            let votes = self.evaluate_policies(snap, request).await;
+            let votes = self.evaluate_policies(snap, request, &call.id, at, cancel).await;
             votes_logged.extend(votes.iter().map(|v| v.to_logged("policy")));
             let composed = compose(&args_after_hooks, &votes);
             final_args = composed.arguments;
@@ -363,13 +363,37 @@ impl ToolPipeline {
         Ok(Prepared::Ready(Ready { tool, arguments: final_args }))
     }
 
-    async fn evaluate_policies(&self, snap: &Arc<Snapshot>, request: PolicyRequest) -> Vec<Vote> {
+    async fn evaluate_policies(
+        &self,
+        snap: &Arc<Snapshot>,
+        request: PolicyRequest,
+        call_id: &str,
+        at: StepRef,
+        cancel: &CancellationToken,
+    ) -> Vec<Vote> {
         let mut set = tokio::task::JoinSet::new();
         let mut ids = HashMap::new();
+        // Policies that may ask the user share one question slot for the
+        // call: surfaces show one question per call at a time.
+        let slot = Arc::new(tokio::sync::Mutex::new(()));
         for (index, policy) in snap.policies.iter().enumerate() {
-            let (policy, request, timeout) = (policy.clone(), request.clone(), self.config.policy_timeout);
+            let (policy, request) = (policy.clone(), request.clone());
+            // A policy that may ask (granted `questions`) gets services
+            // scoped to this call and its own deadline, which bounds the
+            // question too; the others the pipeline's policy deadline.
+            let asking = policy.asks().zip(self.services.as_ref()).map(|(deadline, ctx)| {
+                let services = ctx.for_tool_call(call_id, policy.plugin().clone(), cancel.clone(), at, true);
+                let services: Arc<dyn crate::plugin::SessionServices> =
+                    Arc::new(crate::services::PolicyQuestions::new(services, slot.clone()));
+                (deadline, services)
+            });
+            let timeout = asking.as_ref().map_or(self.config.policy_timeout, |(d, _)| *d);
             let handle = set.spawn(async move {
-                match tokio::time::timeout(timeout, policy.evaluate_versioned(request)).await {
+                let evaluation = match asking {
+                    Some((_, services)) => policy.evaluate_asking(request, services),
+                    None => policy.evaluate_versioned(request),
+                };
+                match tokio::time::timeout(timeout, evaluation).await {
                     Ok(r) => r,
                     Err(_) => Err(PluginError::failed(
                         ToolErrorCode::Timeout,

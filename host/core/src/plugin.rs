@@ -889,6 +889,29 @@ pub trait Policy: Send + Sync {
     ) -> BoxFuture<'_, Result<(Decision, Option<PluginRef>), PluginError>> {
         Box::pin(async move { self.evaluate(request).await.map(|d| (d, None)) })
     }
+    /// `Some(deadline)` when this policy may ask the session's user while
+    /// it decides (a component granted `questions`): the pipeline then
+    /// calls [`Policy::evaluate_asking`] with services scoped to the call
+    /// under review and waits up to this deadline (the policy's own, not
+    /// [`crate::pipeline::PipelineConfig::policy_timeout`]). `None` (the
+    /// default): [`Policy::evaluate_versioned`] within the pipeline's
+    /// policy deadline.
+    fn asks(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// [`Policy::evaluate_versioned`] with `services` through which the
+    /// policy may ask the session's user about the call
+    /// ([`SessionServices::ask_user`]; nothing else of them is offered). A
+    /// question open when the turn is cancelled answers `cancel`, and the
+    /// policy still decides.
+    fn evaluate_asking(
+        &self,
+        request: PolicyRequest,
+        services: Arc<dyn SessionServices>,
+    ) -> BoxFuture<'_, Result<(Decision, Option<PluginRef>), PluginError>> {
+        let _ = services;
+        self.evaluate_versioned(request)
+    }
 }
 
 /// Hook points of the event bus.

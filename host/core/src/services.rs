@@ -346,6 +346,61 @@ impl CallServices {
     }
 }
 
+/// What a policy deciding on a call may use of its session: questions to
+/// the user about that call ([`SessionServices::ask_user`], logged and
+/// withdrawn like a tool's), nothing else. The policies of one call share
+/// one question slot: a second policy's question waits until the first is
+/// answered (surfaces keep one open question per call).
+pub(crate) struct PolicyQuestions {
+    inner: CallServices,
+    slot: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl PolicyQuestions {
+    /// Questions through `inner` (a call's services for the policy's
+    /// plugin), one at a time per `slot`.
+    pub(crate) fn new(inner: CallServices, slot: Arc<tokio::sync::Mutex<()>>) -> Self {
+        Self { inner, slot }
+    }
+}
+
+impl SessionServices for PolicyQuestions {
+    fn depth(&self) -> u32 {
+        self.inner.depth()
+    }
+
+    fn record_event(&self, _kind: &str, _data: Value) -> Result<(), ServiceError> {
+        Err(ServiceError::NoSession)
+    }
+
+    fn complete(&self, _request: CompleteRequest) -> BoxFuture<'_, Result<String, ServiceError>> {
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
+
+    fn run_agent(&self, _task: AgentTask) -> BoxFuture<'_, Result<AgentOutcome, ServiceError>> {
+        Box::pin(async { Err(ServiceError::NoSession) })
+    }
+
+    fn ask_user(
+        &self,
+        source: String,
+        form: crate::question::Form,
+    ) -> BoxFuture<'_, Result<crate::question::Reply, ServiceError>> {
+        Box::pin(async move {
+            let _turn = tokio::select! {
+                g = self.slot.lock() => g,
+                _ = self.inner.cancel.cancelled() => {
+                    return Ok(crate::question::Reply::cancel("host", "the turn was cancelled"));
+                }
+            };
+            if self.inner.cancel.is_cancelled() {
+                return Ok(crate::question::Reply::cancel("host", "the turn was cancelled"));
+            }
+            self.inner.ask_inner(source, form).await
+        })
+    }
+}
+
 /// Most calls one tool call may make through
 /// [`SessionServices::call_tools`] (over all its batches).
 pub const MAX_INNER_CALLS: usize = 1000;

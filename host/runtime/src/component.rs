@@ -1712,13 +1712,24 @@ impl PluginVersion {
         }
     }
 
-    /// Evaluates a policy in a fresh sandbox.
-    pub async fn call_policy(&self, req: ex::policy::Request) -> Result<ex::policy::Decision, CallError> {
+    /// Evaluates a policy in a fresh sandbox. With `services` (a policy
+    /// granted `questions`) it may ask the session's user about the call;
+    /// its question ends with `cancel` shortly before its deadline
+    /// ([`crate::services::policy_reserve`]), so the policy still decides.
+    pub async fn call_policy(
+        &self,
+        req: ex::policy::Request,
+        services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    ) -> Result<ex::policy::Decision, CallError> {
         let code = self.code();
         let Some(idx) = &code.indices.policy else {
             return Err(CallError::new(ToolErrorCode::HostError, format!("plugin `{}` is not a policy", self.id)));
         };
         sandboxed!(code = code; self, self.effective.clone(), self.effective.timeout_ms, self.call_fuel(), |store, inst| {
+            if services.is_some() {
+                store.data_mut().set_services(services.clone());
+                store.data_mut().policy_call = true;
+            }
             let guest = idx.load(&mut store, &inst)?;
             guest.call_evaluate(&mut store, &req).await
         })

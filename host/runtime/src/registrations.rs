@@ -409,34 +409,59 @@ impl Policy for ComponentPolicy {
     }
 
     fn evaluate(&self, request: PolicyRequest) -> BoxFuture<'_, Result<Decision, PluginError>> {
-        Box::pin(async move {
-            let req = ex::policy::Request {
-                tool: request.tool,
-                plugin: request.plugin,
-                arguments: request.arguments.to_string(),
-                session_id: request.session_id,
-                agent_depth: request.agent_depth,
-                workspace: request.workspace,
-            };
-            let d = self
-                .version
-                .call_policy(req)
-                .await
-                .map_err(|e| PluginError::failed(e.code.clone(), format!("policy {}: {e}", self.plugin.id)))?;
-            Ok(match d {
-                ex::policy::Decision::Allow => Decision::Allow,
-                ex::policy::Decision::Deny(reason) => Decision::Deny { reason },
-                ex::policy::Decision::Ask(reason) => Decision::Ask { reason },
-                ex::policy::Decision::Rewrite(args) => match serde_json::from_str::<serde_json::Value>(&args) {
-                    Ok(v) if v.is_object() => Decision::Rewrite { args: v },
-                    _ => {
-                        return Err(PluginError::Answer(format!(
-                            "policy {}: rewrite is not a JSON object",
-                            self.plugin.id
-                        )));
-                    }
-                },
-            })
+        Box::pin(self.decide(request, None))
+    }
+
+    fn asks(&self) -> Option<std::time::Duration> {
+        // The row's own deadline, and a margin over it so the sandbox's
+        // deadline (and the `cancel` before it) fires first.
+        self.version
+            .effective
+            .questions
+            .then(|| std::time::Duration::from_millis(self.version.effective.timeout_ms.saturating_add(1000)))
+    }
+
+    fn evaluate_asking(
+        &self,
+        request: PolicyRequest,
+        services: Arc<dyn wharf_core::plugin::SessionServices>,
+    ) -> BoxFuture<'_, Result<(Decision, Option<PluginRef>), PluginError>> {
+        Box::pin(async move { self.decide(request, Some(services)).await.map(|d| (d, None)) })
+    }
+}
+
+impl ComponentPolicy {
+    async fn decide(
+        &self,
+        request: PolicyRequest,
+        services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    ) -> Result<Decision, PluginError> {
+        let req = ex::policy::Request {
+            tool: request.tool,
+            plugin: request.plugin,
+            arguments: request.arguments.to_string(),
+            session_id: request.session_id,
+            agent_depth: request.agent_depth,
+            workspace: request.workspace,
+        };
+        let d = self
+            .version
+            .call_policy(req, services)
+            .await
+            .map_err(|e| PluginError::failed(e.code.clone(), format!("policy {}: {e}", self.plugin.id)))?;
+        Ok(match d {
+            ex::policy::Decision::Allow => Decision::Allow,
+            ex::policy::Decision::Deny(reason) => Decision::Deny { reason },
+            ex::policy::Decision::Ask(reason) => Decision::Ask { reason },
+            ex::policy::Decision::Rewrite(args) => match serde_json::from_str::<serde_json::Value>(&args) {
+                Ok(v) if v.is_object() => Decision::Rewrite { args: v },
+                _ => {
+                    return Err(PluginError::Answer(format!(
+                        "policy {}: rewrite is not a JSON object",
+                        self.plugin.id
+                    )));
+                }
+            },
         })
     }
 }

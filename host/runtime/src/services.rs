@@ -265,13 +265,22 @@ impl wit::questions::Host for HostState {
                 return Ok(Err(E::Invalid(format!("question refused: {e}"))));
             }
         };
-        // The call's deadline bounds the wait: past it the call ends as any
-        // guest past its time, and the core logs the question cancelled.
-        let deadline = tokio::time::Instant::from_std(self.deadline);
-        let reply = match tokio::time::timeout_at(deadline, services.ask_user(self.plugin_id().to_string(), form)).await
-        {
-            Ok(r) => r,
-            Err(_) => return Err(crate::state::LimitError::Timeout(self.timeout_ms).into()),
+        // The call's deadline bounds the wait. A tool past it ends as any
+        // guest past its time; a policy's question ends a little earlier
+        // with `cancel`, leaving the policy time to decide. Either way the
+        // core logs the question cancelled.
+        let ask = services.ask_user(self.plugin_id().to_string(), form);
+        let reply = if self.policy_call {
+            let at = self.deadline.checked_sub(policy_reserve(self.timeout_ms)).unwrap_or(self.deadline);
+            match tokio::time::timeout_at(tokio::time::Instant::from_std(at), ask).await {
+                Ok(r) => r,
+                Err(_) => return Ok(Ok(wit::questions::Answer::Cancel)),
+            }
+        } else {
+            match tokio::time::timeout_at(tokio::time::Instant::from_std(self.deadline), ask).await {
+                Ok(r) => r,
+                Err(_) => return Err(crate::state::LimitError::Timeout(self.timeout_ms).into()),
+            }
         };
         Ok(reply
             .map(|r| match r.answer {
@@ -283,4 +292,11 @@ impl wit::questions::Host for HostState {
             })
             .map_err(to_wit_error))
     }
+}
+
+/// How long before a policy's deadline its open question is ended with
+/// `cancel`: a tenth of its time limit, between 20 ms and 1 s (the policy's
+/// decision after the answer is quick; the rest is the user's).
+pub(crate) fn policy_reserve(timeout_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((timeout_ms / 10).clamp(20, 1000))
 }

@@ -273,8 +273,13 @@ pub struct HostState {
     pub deadline: Instant,
     /// The current call's time limit, ms (for the error message).
     pub timeout_ms: u64,
-    /// The session behind the current call (tool calls and compactions).
+    /// The session behind the current call (tool calls, compactions and
+    /// policies that may ask the user).
     pub services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+    /// The current call is a policy's evaluation: a question's wait ends
+    /// shortly before the deadline with `cancel`, so the policy still
+    /// decides (a tool's question ends the call at its deadline instead).
+    pub(crate) policy_call: bool,
     /// The current call's clock and random seed, when durable.
     determinism: DeterminismSlot,
     /// The store's hostcall fuel: bytes one lift out of the guest may copy
@@ -363,6 +368,7 @@ impl HostState {
             deadline: Instant::now(),
             timeout_ms,
             services: None,
+            policy_call: false,
             hostcall_fuel: 0,
             log_bytes: 0,
             log_dropped: false,
@@ -415,6 +421,7 @@ impl HostState {
         self.log_bytes = 0;
         self.log_dropped = false;
         self.limits.hit = None;
+        self.policy_call = false;
         self.timeout_ms = timeout_ms;
         self.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
     }

@@ -6,6 +6,8 @@ import {
   schemaOf, parseArgs, defineTool, definePolicy, defineHook, defineSkills, defineLlm, promptSection,
   ToolError, toToolError, defineConfigValidator, configure, globMatch, normalizePath, config, kv, runProcess, testing, tool, hooks,
   allow, deny, rewrite, reject, text, toolCall, usage, finish, LlmError, inComponent,
+  questions,
+  QuestionError,
 } from "../wharf_sdk.js";
 
 test("runs outside a component", () => {
@@ -164,4 +166,12 @@ test("skills and llm", () => {
   assert.equal(ev[3].val.promptTokens, 1n);
   defineLlm({ model: () => ({ model: "m" }), start() { throw new LlmError("rate-limit", "slow down", { retryAfterMs: 5 }); } });
   assert.throws(() => testing.complete(), (e) => e.code === "rate-limit" && e.retryAfterMs === 5n);
+});
+
+test("questions are scripted outside a component", () => {
+  testing.reset();
+  assert.throws(() => questions.ask("Which?", { type: "object", properties: {} }), (e) => e instanceof QuestionError && e.kind === "no-session");
+  testing.answerQuestions({ action: "accept", values: { name: "Ada" } }, { action: "decline" });
+  assert.deepEqual(questions.ask("Who?", { type: "object" }), { action: "accept", values: { name: "Ada" } });
+  assert.deepEqual(questions.askText("Who?", "{}"), { action: "decline", values: {} });
 });

@@ -264,6 +264,19 @@ class PolicyHooksSkillsLlmTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             wharf.LlmError("nope", "x")
 
+    def test_questions_are_scripted_outside_a_component(self):
+        wharf.testing.reset()
+        with self.assertRaises(wharf.QuestionError) as e:
+            wharf.questions.ask("Which?", {"type": "object", "properties": {}})
+        self.assertEqual(e.exception.kind, "no-session")
+        wharf.testing.answer_questions(wharf.Answer("accept", {"name": "Ada"}), wharf.Answer("decline"))
+        a = wharf.questions.ask("Who?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        self.assertTrue(a.accepted)
+        self.assertEqual(a.values, {"name": "Ada"})
+        self.assertEqual(wharf.questions.ask_text("Who?", "{}").action, "decline")
+        self.assertEqual(wharf._variant_case(type("SessionError_NotGranted", (), {})()), "not-granted")
+        self.assertEqual(wharf._variant_case(type("Answer_Accept", (), {})()), "accept")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -10,7 +10,9 @@ pub use crate::raw::wharf::plugin::policy::{Decision, Request as PolicyRequest};
 use crate::raw::wharf::plugin::types::PluginInfo;
 
 /// A component that decides on tool calls (world `policy-plugin`). Export it
-/// with [`export_policy!`](crate::export_policy).
+/// with [`export_policy!`](crate::export_policy). It may ask the session's
+/// user before deciding with [`crate::questions::ask`] (grant `questions`;
+/// the component then targets `policy-questions-plugin`).
 pub trait PolicyPlugin {
     /// Self-description. Must not depend on configuration or grants.
     fn info() -> PluginInfo;

@@ -1,12 +1,16 @@
-//! Questions to the session's user during a tool call (the `questions`
-//! import; needs the operator's `questions = true` grant).
+//! Questions to the session's user during a tool call, or while a policy
+//! decides on one (the `questions` import; needs the operator's
+//! `questions = true` grant on the row).
 //!
 //! A question is a message and a small flat form (a JSON Schema object of
 //! at most 16 `string`, `number`, `integer` or `boolean` fields). The host
 //! shows it to whoever drives the session (an editor over ACP, the web
-//! page, `wharf chat`) and checks the answer against the form before the
-//! tool sees it; `wharf run` declines at once. The call's deadline keeps
-//! running while the question is open.
+//! page, `wharf chat`) on the call it is about, and checks the answer
+//! against the form before the component sees it; `wharf run` declines at
+//! once. A tool's deadline keeps running while the question is open (past
+//! it the call ends); a policy's question ends with [`Answer::Cancel`]
+//! shortly before the policy's own deadline, and the policy decides what
+//! that means (failing closed is the usual choice).
 //!
 //! ```rust,no_run
 //! use wharf_sdk::questions::{self, Answer};

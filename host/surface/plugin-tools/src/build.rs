@@ -116,6 +116,20 @@ impl PluginKind {
         }
     }
 
+    /// The world of a project of this kind that imports `questions`
+    /// (`questions = true` in its manifest): only tools and policies may ask.
+    pub fn questions_world(self) -> anyhow::Result<&'static str> {
+        match self {
+            Self::Tool => Ok("tool-questions-plugin"),
+            Self::Policy => Ok("policy-questions-plugin"),
+            other => bail!(
+                "`questions = true` works for kind tool or policy, not `{}` (no world of that kind imports \
+                 `questions`)",
+                other.as_str()
+            ),
+        }
+    }
+
     /// The kinds the host detects in a component of this world.
     pub fn expected_kinds(self) -> &'static [&'static str] {
         match self {
@@ -263,6 +277,9 @@ pub(crate) struct Project {
     pub(crate) entry: String,
     /// JS: keep wasi:http (`fetch`).
     pub(crate) http: bool,
+    /// Python, JS: the component imports `questions` (the manifest's
+    /// `questions = true`): built for the kind's questions world.
+    pub(crate) questions: bool,
     /// C: what `component.toml` says.
     c: Option<CProject>,
 }
@@ -305,6 +322,7 @@ pub(crate) fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&dir_name),
             entry: String::new(),
             http: false,
+            questions: false,
             c: None,
         });
     }
@@ -320,6 +338,7 @@ pub(crate) fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&name),
             entry: wharf.get("module").cloned().unwrap_or_else(|| "app".into()),
             http: false,
+            questions: wharf.get("questions").is_some_and(|v| v == "true"),
             c: None,
         });
     }
@@ -336,6 +355,7 @@ pub(crate) fn detect(dir: &Path) -> anyhow::Result<Project> {
             name: file_stem_name(&name),
             entry: w["entry"].as_str().or(pkg["main"].as_str()).unwrap_or("app.js").to_string(),
             http: w["http"].as_bool().unwrap_or(false),
+            questions: w["questions"].as_bool().unwrap_or(false),
             c: None,
         });
     }
@@ -368,6 +388,7 @@ fn detect_c(dir: &Path, dir_name: &str) -> anyhow::Result<Option<Project>> {
         name: file_stem_name(&name),
         entry: String::new(),
         http: false,
+        questions: false,
         c: Some(CProject {
             wit: PathBuf::from(c.get("wit").map_or("wit", String::as_str)),
             world,
@@ -443,6 +464,13 @@ pub(crate) fn first_error(stderr: &str, dir: &Path) -> Option<String> {
     stderr.lines().map(str::trim).find(|l| l.to_lowercase().contains("error")).map(|l| cut(l.to_string()))
 }
 
+/// The WIT world a Python or JS project is built for: its kind's, or with
+/// `questions = true` the kind's questions world.
+pub(crate) fn world_name(p: &Project) -> anyhow::Result<&'static str> {
+    let kind = world_of(p)?;
+    if p.questions { kind.questions_world() } else { Ok(kind.world()) }
+}
+
 pub(crate) fn world_of(p: &Project) -> anyhow::Result<PluginKind> {
     p.kind.with_context(|| match p.lang {
         Lang::Python => {
@@ -501,7 +529,7 @@ pub(crate) fn build_rust(p: &Project, profile: &str) -> anyhow::Result<Option<Pa
 }
 
 fn build_python(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<bool> {
-    let world = world_of(p)?;
+    let world = world_name(p)?;
     let sdk_py = sdk.join("python");
     let Some(cpy) = find_program("componentize-py", "WHARF_COMPONENTIZE_PY", &[]) else {
         bail!(
@@ -512,7 +540,7 @@ fn build_python(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Resu
     let mut cmd = Command::new(cpy);
     cmd.arg("-d")
         .arg(wit)
-        .args(["-w", world.world(), "componentize", &p.entry, "-p"])
+        .args(["-w", world, "componentize", &p.entry, "-p"])
         .arg(&p.dir)
         .arg("-p")
         .arg(&sdk_py)
@@ -523,7 +551,7 @@ fn build_python(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Resu
 }
 
 fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<bool> {
-    let world = world_of(p)?;
+    let world = world_name(p)?;
     let sdk_js = sdk.join("js");
     let pkg: Value = serde_json::from_str(&std::fs::read_to_string(p.dir.join("package.json"))?)?;
     let has_deps = pkg["dependencies"].as_object().is_some_and(|d| !d.is_empty());
@@ -559,7 +587,7 @@ fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<b
             "--format=esm",
             "--platform=neutral",
             "--main-fields=module,main",
-            "--conditions=wharf-component",
+            if p.questions { "--conditions=wharf-component,wharf-questions" } else { "--conditions=wharf-component" },
             "--external:wharf:*",
             "--log-level=warning",
         ])
@@ -569,12 +597,7 @@ fn build_js(p: &Project, out: &Path, sdk: &Path, wit: &Path) -> anyhow::Result<b
         return Ok(false);
     }
     let mut cmd = Command::new(cjs);
-    cmd.arg(bundle.file_name().unwrap_or_default()).arg("--wit").arg(wit).args([
-        "-n",
-        world.world(),
-        "-d",
-        "fetch-event",
-    ]);
+    cmd.arg(bundle.file_name().unwrap_or_default()).arg("--wit").arg(wit).args(["-n", world, "-d", "fetch-event"]);
     if !p.http {
         cmd.arg("http");
     }
@@ -807,7 +830,7 @@ fn build(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
         "path": out,
         "lang": project.lang.as_str(),
         "kind": project.kind.map(PluginKind::as_str),
-        "world": project.kind.map(PluginKind::world),
+        "world": project.kind.and_then(|_| world_name(&project).ok()),
         "size": size,
         "build_ms": ms(build_time),
     });
@@ -830,7 +853,7 @@ fn build(args: BuildArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
             bail!(
                 "{}: built for world `{}` but exports kinds [{}] (expected [{}])",
                 out.display(),
-                kind.world(),
+                world_name(&project).unwrap_or(kind.world()),
                 kinds.join(", "),
                 expected.join(", ")
             );

@@ -101,6 +101,12 @@ fn dev(args: DevArgs, opts: RuntimeOptions) -> anyhow::Result<ExitCode> {
             if k == PluginKind::Llm {
                 bail!("model adapters (kind `llm`) have no dev runtime yet: use `wharf plugin build`");
             }
+            if project.questions {
+                bail!(
+                    "components that ask questions (`questions = true`) have no dev runtime yet: use `wharf \
+                     plugin build`"
+                );
+            }
             Some(k)
         }
         _ => None,
