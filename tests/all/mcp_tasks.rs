@@ -177,10 +177,9 @@ fn answers(events: &[wharf_core::Event]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Unknown { type_name, data } if type_name == "question/answered" => Some((
-                data["action"].as_str().unwrap_or("").to_string(),
-                data["by"].as_str().unwrap_or("").to_string(),
-            )),
+            EventKind::Unknown { type_name, data } if type_name == "question/answered" => {
+                Some((data["action"].as_str().unwrap_or("").to_string(), data["by"].as_str().unwrap_or("").to_string()))
+            }
             _ => None,
         })
         .collect()
@@ -209,7 +208,11 @@ fn a_2025_11_25_client_answers_a_components_question_by_elicitation() -> anyhow:
     raw.initialize(json!({"elicitation": {"form": {}}}))?;
     let mut session = String::new();
     for (id, answer, expected) in [
-        (1, json!({"action": "accept", "content": {"name": "ada", "count": 3}}), r#"accepted: {"count":3,"name":"ada"}"#),
+        (
+            1,
+            json!({"action": "accept", "content": {"name": "ada", "count": 3}}),
+            r#"accepted: {"count":3,"name":"ada"}"#,
+        ),
         (2, json!({"action": "decline"}), "declined"),
         (3, json!({"action": "accept", "content": {"name": "x".repeat(41)}}), "cancelled"),
     ] {
@@ -470,10 +473,7 @@ fn cancelled_tasks_end_their_calls_and_over_limit_tasks_are_refused() -> anyhow:
     assert_eq!(**last, None, "{r:?}");
     // The running call is aborted; one that had not started yet never runs.
     assert!(cancelled.iter().any(|c| c.as_deref() == Some("ABORTED")), "{r:?}");
-    assert!(
-        cancelled.iter().all(|c| matches!(c.as_deref(), Some("ABORTED" | "ABORTED_BEFORE_DISPATCH"))),
-        "{r:?}"
-    );
+    assert!(cancelled.iter().all(|c| matches!(c.as_deref(), Some("ABORTED" | "ABORTED_BEFORE_DISPATCH"))), "{r:?}");
     Ok(())
 }
 

@@ -33,9 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use wharf_core::approval::{Approval, ApprovalRequest, Approver};
 use wharf_core::plugin::BoxFuture;
-use wharf_core::question::{
-    Answer, Form, MAX_ANSWER_BYTES, MAX_FIELDS, MAX_TEXT_BYTES, Question, Reply,
-};
+use wharf_core::question::{Answer, Form, MAX_ANSWER_BYTES, MAX_FIELDS, MAX_TEXT_BYTES, Question, Reply};
 
 /// Who answered, in the session log.
 pub(crate) const BY: &str = "mcp-client";
@@ -135,7 +133,10 @@ pub(crate) fn elicit_params(form: &Form) -> Result<ElicitRequestParams, String> 
     if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
         for p in props.values_mut() {
             if let Some(p) = p.as_object_mut()
-                && !matches!(p.get("format").and_then(Value::as_str), None | Some("email" | "uri" | "date" | "date-time"))
+                && !matches!(
+                    p.get("format").and_then(Value::as_str),
+                    None | Some("email" | "uri" | "date" | "date-time")
+                )
             {
                 p.remove("format");
             }
@@ -157,8 +158,8 @@ pub(crate) fn reply_of(v: &Value, form: &Form) -> Result<Reply, String> {
     if size > MAX_ANSWER_JSON {
         return Err(format!("the answer is {size} bytes of JSON (at most {MAX_ANSWER_JSON})"));
     }
-    let r: ElicitResult =
-        serde_json::from_value(v.clone()).map_err(|e| format!("not an elicitation result ({{action, content}}): {e}"))?;
+    let r: ElicitResult = serde_json::from_value(v.clone())
+        .map_err(|e| format!("not an elicitation result ({{action, content}}): {e}"))?;
     answer_of(r, form)
 }
 
@@ -204,12 +205,13 @@ async fn elicit(peer: Peer<RoleServer>, origin: RequestId, form: Form, cancel: C
     };
     let mut request = ElicitRequest::new(params);
     request.extensions_mut().insert(OriginatingRequestId(origin));
-    let mut handle =
-        match peer.send_cancellable_request(ServerRequest::ElicitRequest(request), PeerRequestOptions::no_options()).await
-        {
-            Ok(h) => h,
-            Err(e) => return Reply::cancel(BY, format!("cannot send elicitation/create: {e}")),
-        };
+    let mut handle = match peer
+        .send_cancellable_request(ServerRequest::ElicitRequest(request), PeerRequestOptions::no_options())
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => return Reply::cancel(BY, format!("cannot send elicitation/create: {e}")),
+    };
     let mut withdraw = Withdraw(Some((peer, handle.id.clone())));
     let answered = tokio::select! {
         r = &mut handle.rx => r,

@@ -141,10 +141,10 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
-use wharf_core::question::{Form, Reply};
 use wharf_core::events::{AssistantMessage, EventKind, StepEnd, StepStart, StopReason, TurnEnd, TurnStart};
-use wharf_core::pipeline::{StepRef, ToolPipeline};
+use wharf_core::pipeline::StepRef;
 use wharf_core::plugin::{FinishReason, ToolCall};
+use wharf_core::question::{Form, Reply};
 use wharf_core::store::SessionLog;
 
 use wharf_cli_common::HostArgs;
@@ -228,12 +228,11 @@ struct Held {
     rounds: u32,
 }
 
-/// The session log of the calls and the pipeline that records into it.
+/// The session log of the calls and the agent whose pipeline (with the
+/// session services a component's question needs) records into it.
 struct Recording {
-    /// Kept for its bus, which the pipeline and the MCP guard share.
-    _agent: Agent,
+    agent: Agent,
     log: SessionLog,
-    pipeline: ToolPipeline,
 }
 
 impl Inner {
@@ -241,19 +240,12 @@ impl Inner {
     async fn recording(&self) -> Result<&Recording, McpError> {
         self.session
             .get_or_try_init(|| async {
-                let approver: Arc<dyn wharf_core::approval::Approver> = self.router.clone();
                 let (agent, _) = self
                     .host
-                    .open_agent(None, approver.clone(), None)
+                    .open_agent(None, self.router.clone(), None)
                     .map_err(|e| McpError::internal_error(format!("cannot open the session log: {e:#}"), None))?;
                 let log = agent.log().clone();
-                let pipeline = ToolPipeline::new(
-                    log.clone(),
-                    agent.bus().clone(),
-                    approver,
-                    self.host.agent_config(None).pipeline,
-                );
-                Ok::<_, McpError>(Recording { _agent: agent, log, pipeline })
+                Ok::<_, McpError>(Recording { agent, log })
             })
             .await
     }
@@ -328,7 +320,7 @@ impl WharfServer {
             interrupted: false,
         }))
         .map_err(internal)?;
-        let results = recording.pipeline.run(&snap, at, std::slice::from_ref(&call), &cancel).await;
+        let results = recording.agent.pipeline().run(&snap, at, std::slice::from_ref(&call), &cancel).await;
         let reason = if cancel.is_cancelled() { StopReason::Cancelled } else { StopReason::Completed };
         let close = log
             .append(EventKind::StepEnd(StepEnd { turn, step: 1, usage: None }))
@@ -506,7 +498,8 @@ impl WharfServer {
         let id = task.task_id.clone();
         let (ask_tx, mut questions) = tokio::sync::mpsc::channel(1);
         let this = self.clone();
-        let mut call = tokio::spawn(async move { this.run_call(&name, arguments, cancel, Asker::Channel(ask_tx)).await });
+        let mut call =
+            tokio::spawn(async move { this.run_call(&name, arguments, cancel, Asker::Channel(ask_tx)).await });
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let result = loop {
@@ -515,7 +508,8 @@ impl WharfServer {
                     Some(asked) = questions.recv() => inner.tasks.asked(&id, asked),
                 }
             };
-            let result = result.unwrap_or_else(|e| Err(McpError::internal_error(format!("the call failed: {e}"), None)));
+            let result =
+                result.unwrap_or_else(|e| Err(McpError::internal_error(format!("the call failed: {e}"), None)));
             inner.tasks.finish(&id, result);
         });
         Ok(CreateTaskResult::new(task))
@@ -524,13 +518,15 @@ impl WharfServer {
 
 impl ServerHandler for WharfServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_tasks().build())
-            .with_server_info(Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-            .with_instructions(
-                "Wharf's tools: each runs in a sandboxed WebAssembly component and is checked by the profile's \
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_tasks().build(),
+        )
+        .with_server_info(Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        .with_instructions(
+            "Wharf's tools: each runs in a sandboxed WebAssembly component and is checked by the profile's \
                  policies before it runs.",
-            )
+        )
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -611,15 +607,17 @@ impl ServerHandler for WharfServer {
             return self.call_as_task(name, args).map(CallToolResponse::Task);
         }
         // Form elicitation: `elicitation: {}` means form (2025-11-25).
-        let forms = caps
-            .as_ref()
-            .and_then(|c| c.elicitation.as_ref())
-            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let forms =
+            caps.as_ref().and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none());
         let rounds = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         if forms && rounds {
             return self.call_with_rounds(name, args, context.ct.clone()).await;
         }
-        let asker = if forms { Asker::Elicit { peer: context.peer.clone(), origin: context.id.clone() } } else { Asker::Nobody };
+        let asker = if forms {
+            Asker::Elicit { peer: context.peer.clone(), origin: context.id.clone() }
+        } else {
+            Asker::Nobody
+        };
         self.run_call(&name, args, context.ct.clone(), asker).await.map(CallToolResponse::from)
     }
 

@@ -19,7 +19,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskPayload, TaskStatus};
+use rmcp::model::{
+    CallToolResult, DetailedTask, InputRequest, InputRequests, InputResponses, Task, TaskPayload, TaskStatus,
+};
 use rmcp::task_manager::current_timestamp;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -177,7 +179,9 @@ impl Tasks {
             Ok(r) if cancelled && r.is_error == Some(true) => TaskPayload::Cancelled,
             Ok(r) => match serde_json::to_value(&r) {
                 Ok(Value::Object(result)) => TaskPayload::Completed { result },
-                _ => TaskPayload::Failed { error: error_object(&McpError::internal_error("unserializable result", None)) },
+                _ => TaskPayload::Failed {
+                    error: error_object(&McpError::internal_error("unserializable result", None)),
+                },
             },
             Err(_) if cancelled => TaskPayload::Cancelled,
             Err(err) => TaskPayload::Failed { error: error_object(&err) },
