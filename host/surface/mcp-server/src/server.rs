@@ -66,7 +66,8 @@
 //! `capabilities.extensions`: a `tools/call` of a client that declares the
 //! extension (at `initialize`, or in a 2026-07-28 request's capabilities)
 //! returns `{"resultType": "task", "taskId", "status": "working", …}` and
-//! runs on. `tasks/get` reports `working`, `input_required` (the question
+//! runs on (`statusMessage` `waiting for its turn`, then `running`: calls
+//! still take turns). `tasks/get` reports `working`, `input_required` (the question
 //! in `inputRequests`), then `completed` (the `CallToolResult` in
 //! `result`), `failed` (`error`) or `cancelled`; `tasks/update`
 //! (`inputResponses`) answers a question; `tasks/cancel` cancels the call
@@ -272,13 +273,15 @@ impl WharfServer {
         Ok(())
     }
 
-    /// Runs one call as a turn of the session; its questions go to `asker`.
+    /// Runs one call as a turn of the session; its questions go to `asker`;
+    /// `started` runs when it has its turn.
     async fn run_call(
         &self,
         name: &str,
         arguments: Value,
         cancel: CancellationToken,
         asker: Asker,
+        started: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;
         self.check_tool(name)?;
@@ -297,6 +300,9 @@ impl WharfServer {
             }
             turn = inner.turn_lock.lock() => turn,
         };
+        if let Some(started) = started {
+            started();
+        }
         let snap = inner.host.plugins.registry().snapshot();
         let log = &recording.log;
         let turn = log.last_turn() + 1;
@@ -367,7 +373,7 @@ impl WharfServer {
         let cancel = CancellationToken::new();
         let this = self.clone();
         let (tool, args, stop) = (name.clone(), arguments.clone(), cancel.clone());
-        let call = tokio::spawn(async move { this.run_call(&tool, args, stop, Asker::Channel(ask_tx)).await });
+        let call = tokio::spawn(async move { this.run_call(&tool, args, stop, Asker::Channel(ask_tx), None).await });
         let held = Held { tool: name, arguments, call, questions, cancel, waiting: None, rounds: 0 };
         self.drive(held, ct).await
     }
@@ -498,8 +504,12 @@ impl WharfServer {
         let id = task.task_id.clone();
         let (ask_tx, mut questions) = tokio::sync::mpsc::channel(1);
         let this = self.clone();
-        let mut call =
-            tokio::spawn(async move { this.run_call(&name, arguments, cancel, Asker::Channel(ask_tx)).await });
+        let inner = self.inner.clone();
+        let started_id = id.clone();
+        let started: Box<dyn FnOnce() + Send> = Box::new(move || inner.tasks.started(&started_id));
+        let mut call = tokio::spawn(async move {
+            this.run_call(&name, arguments, cancel, Asker::Channel(ask_tx), Some(started)).await
+        });
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let result = loop {
@@ -618,7 +628,7 @@ impl ServerHandler for WharfServer {
         } else {
             Asker::Nobody
         };
-        self.run_call(&name, args, context.ct.clone(), asker).await.map(CallToolResponse::from)
+        self.run_call(&name, args, context.ct.clone(), asker, None).await.map(CallToolResponse::from)
     }
 
     async fn get_task(

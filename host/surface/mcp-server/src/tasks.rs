@@ -35,6 +35,11 @@ use crate::ask::{self, Asked};
 pub const MAX_TASKS: usize = 64;
 /// How long a finished task's result is kept.
 pub const KEEP_RESULTS: Duration = Duration::from_secs(600);
+/// `statusMessage` of a task whose call waits for its turn (calls run one
+/// at a time).
+pub const QUEUED: &str = "waiting for its turn";
+/// `statusMessage` of a task whose call runs.
+pub const RUNNING: &str = "running";
 /// The polling interval suggested to clients.
 pub const POLL_INTERVAL_MS: u64 = 500;
 
@@ -134,6 +139,7 @@ impl Tasks {
         // the result is kept KEEP_RESULTS (the TTL then says so).
         let mut task = Task::new(id.clone(), TaskStatus::Working, now.clone(), now);
         task.poll_interval_ms = Some(POLL_INTERVAL_MS);
+        task.status_message = Some(QUEUED.to_string());
         let cancel = CancellationToken::new();
         t.insert(
             id,
@@ -148,6 +154,14 @@ impl Tasks {
             },
         );
         Ok((task, cancel))
+    }
+
+    /// The task's call has its turn: it runs.
+    pub(crate) fn started(&self, id: &str) {
+        if let Some(e) = self.lock().get_mut(id) {
+            e.task.status_message = Some(RUNNING.to_string());
+            e.touch();
+        }
     }
 
     /// The task's call asks a question: it waits for `tasks/update`.
@@ -188,6 +202,7 @@ impl Tasks {
         };
         e.terminal = Some(payload);
         e.waiting = None;
+        e.task.status_message = None;
         let now = Instant::now();
         e.finished = Some(now);
         let kept = now.duration_since(e.created) + KEEP_RESULTS;
