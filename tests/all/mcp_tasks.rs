@@ -427,7 +427,7 @@ fn a_task_is_created_polled_answered_and_its_result_fetched() -> anyhow::Result<
 /// 64 unfinished tasks are held; the 65th is refused. `tasks/cancel` ends
 /// the calls: every task ends `cancelled`, the call that was running
 /// (`statusMessage: "running"`; the others wait for their turn) is logged
-/// `ABORTED`, the others never ran, and a new task fits again.
+/// `ABORTED`, none ran to its end, and a new task fits again.
 #[test]
 fn cancelled_tasks_end_their_calls_and_over_limit_tasks_are_refused() -> anyhow::Result<()> {
     let s = served(600_000);
@@ -478,10 +478,16 @@ fn cancelled_tasks_end_their_calls_and_over_limit_tasks_are_refused() -> anyhow:
     let session = done["result"]["result"]["_meta"]["wharf/session"].as_str().unwrap_or("").to_string();
     raw.close()?;
 
-    // The running call was aborted; the waiting ones never ran.
+    // The running call was aborted; a waiting one that got its turn before
+    // its own cancel arrived was aborted too: none ran to its end.
     let r = results(&s.events(&session)?);
-    let aborted = ("sleep".to_string(), Some("ABORTED".to_string()));
-    assert_eq!(r, [aborted, ("sleep".to_string(), None)], "{r:?}");
+    let (last, cancelled) = r.split_last().context("no results")?;
+    assert_eq!(*last, ("sleep".to_string(), None), "{r:?}");
+    assert_eq!(cancelled.first().and_then(|(_, c)| c.as_deref()), Some("ABORTED"), "{r:?}");
+    assert!(
+        cancelled.iter().all(|(_, c)| matches!(c.as_deref(), Some("ABORTED" | "ABORTED_BEFORE_DISPATCH"))),
+        "{r:?}"
+    );
     Ok(())
 }
 
