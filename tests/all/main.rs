@@ -31,6 +31,7 @@ mod mcp;
 mod mcp_http;
 mod mcp_manage;
 mod mcp_sandbox;
+mod mcp_tasks;
 mod oci;
 mod permissions;
 mod plugin_dev;

@@ -34,7 +34,7 @@ tools = ["echo"]
 "#;
 
 /// A Python with the `mcp` SDK: the CI virtualenv's, else `python3`.
-fn python_with_sdk() -> Option<PathBuf> {
+pub(crate) fn python_with_sdk() -> Option<PathBuf> {
     let venv = std::env::var_os("WHARF_CI_VENV")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/wharf-ci-venv")));

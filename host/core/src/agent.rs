@@ -307,6 +307,13 @@ impl Agent {
         self.inner.log.id()
     }
 
+    /// The session's tool pipeline, with the session services (the
+    /// `session`, `model`, `questions` imports): for a surface that runs
+    /// calls itself, outside the loop (`wharf mcp serve`).
+    pub fn pipeline(&self) -> &ToolPipeline {
+        &self.inner.pipeline
+    }
+
     /// The event bus (to register native listeners).
     pub fn bus(&self) -> &Arc<Bus> {
         &self.inner.bus

@@ -4,8 +4,10 @@
 //! is the `wharf-mcp` crate, which every host uses), and `wharf mcp add |
 //! list | remove` manage `[[mcp]]` rows in the config layers ([`manage`]).
 
+mod ask;
 pub mod manage;
 pub mod server;
+mod tasks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -13,7 +13,9 @@
 //! Every call is recorded in a session (printed on stderr at the end; opened
 //! at the first call, so a run without calls leaves none) as one turn: `turn/start`, `step/start`, an `assistant/message` carrying the call,
 //! the pipeline's events, `step/end`, `turn/end`. Calls are serialized so
-//! turns never overlap. A `notifications/cancelled` cancels the call's turn.
+//! turns never overlap (a call held for an answer or run as a task keeps its
+//! turn). A `notifications/cancelled` cancels the call's turn. When the
+//! server stops, held calls and unfinished tasks are cancelled first.
 //! When a component is hot-reloaded the server sends
 //! `notifications/tools/list_changed`.
 //!
@@ -33,10 +35,49 @@
 //! - hot reloads reach a 2026-07-28 client as `tools/list_changed` on its
 //!   `subscriptions/listen` stream, an older one as a plain notification.
 //!
-//! Not offered: the Tasks extension (a call answers when it ends), and
-//! `input_required` results (an approval the profile's `agent.ask` rule
-//! would ask for is decided headless, as before), though rmcp 3.11 has types
-//! for both; nor resources, prompts or logging.
+//! **A component's question** (the `wharf:plugin/questions` import) reaches
+//! the client that made the call (`ask.rs`); approvals stay headless
+//! (the profile's `agent.ask` rule):
+//!
+//! - a client with a handshake (2025-11-25 or older) that declared
+//!   `elicitation` (form; `{}` counts as form) gets a server→client
+//!   `elicitation/create` (form mode) tied to its `tools/call`; its
+//!   `accept` (content checked against the form, else `cancel`), `decline`
+//!   or `cancel` goes back to the component. When the call ends first the
+//!   request is withdrawn (`notifications/cancelled`);
+//! - a 2026-07-28 client that declares `elicitation` in its request's
+//!   capabilities gets the multi round-trip flow: the call runs on its own
+//!   and a question ends the `tools/call` with `{"resultType":
+//!   "input_required", "inputRequests": {"q1": {"method":
+//!   "elicitation/create", "params": …}}, "requestState": "wharf-…"}`. The
+//!   call is held under that `requestState` (random, 256 bits, one use,
+//!   bound to the tool and arguments; at most [`MAX_HELD`] held). The retry —
+//!   the same `tools/call` plus `requestState` and `inputResponses: {"q1":
+//!   ElicitResult}` — answers it and waits for the final result (or the next
+//!   `input_required`). An unknown, used or expired state, one for another
+//!   call, or an answer that does not fit the form is refused (`-32602`; the
+//!   held call keeps waiting for a good retry). The call's deadline bounds
+//!   the wait: a call nobody answers ends `TIMEOUT` (the question logged
+//!   cancelled) and its state expires;
+//! - any other client: the question is declined, as headless.
+//!
+//! **Tasks** (the `io.modelcontextprotocol/tasks` extension, SEP-2663, as
+//! rmcp 3.11 models it; `tasks.rs`), advertised in
+//! `capabilities.extensions`: a `tools/call` of a client that declares the
+//! extension (at `initialize`, or in a 2026-07-28 request's capabilities)
+//! returns `{"resultType": "task", "taskId", "status": "working", …}` and
+//! runs on (`statusMessage` `waiting for its turn`, then `running`: calls
+//! still take turns). `tasks/get` reports `working`, `input_required` (the question
+//! in `inputRequests`), then `completed` (the `CallToolResult` in
+//! `result`), `failed` (`error`) or `cancelled`; `tasks/update`
+//! (`inputResponses`) answers a question; `tasks/cancel` cancels the call
+//! (a running component call ends `ABORTED`, a waiting one never starts).
+//! At most 64 unfinished tasks (more is `-32600`); a finished result is kept
+//! 10 minutes (its `ttlMs` says so). rmcp 3.11 has no `tasks/list` nor
+//! `tasks/result` (the older draft's methods), so neither is offered.
+//!
+//! Not offered: URL elicitation, sampling, roots; resources, prompts,
+//! logging.
 //!
 //! **JSON-RPC errors at the edge.** rmcp's stdio codec drops a line it
 //! cannot decode without a reply (and answers some invalid requests without
@@ -80,6 +121,7 @@
 //! Request bodies are capped at 4 MiB (413). A hot reload sends
 //! `notifications/tools/list_changed` to every open HTTP session.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -88,8 +130,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CreateTaskResult,
+    GetTaskParams, GetTaskResult, Implementation, InputRequests, InputRequiredResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -99,15 +142,18 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use wharf_core::Agent;
-use wharf_core::approval::Approver;
 use wharf_core::events::{AssistantMessage, EventKind, StepEnd, StepStart, StopReason, TurnEnd, TurnStart};
-use wharf_core::pipeline::{StepRef, ToolPipeline};
+use wharf_core::pipeline::StepRef;
 use wharf_core::plugin::{FinishReason, ToolCall};
+use wharf_core::question::{Form, Reply};
 use wharf_core::store::SessionLog;
 
 use wharf_cli_common::HostArgs;
 use wharf_harness::Harness;
 use wharf_mcp::TOOL_PREFIX;
+
+use crate::ask::{self, Asked, Asker, Router};
+use crate::tasks::Tasks;
 
 /// Arguments of `wharf mcp serve`.
 #[derive(Args, Debug)]
@@ -143,7 +189,9 @@ const MAX_PEERS: usize = 256;
 
 struct Inner {
     host: Arc<Harness>,
-    approver: Arc<dyn Approver>,
+    /// The session's approval service: approvals headless (the profile's
+    /// `agent.ask` rule), questions to the calling client ([`ask`]).
+    router: Arc<Router>,
     /// The session recording this run's calls, opened at the first call (a
     /// run without calls leaves no session behind).
     session: tokio::sync::OnceCell<Recording>,
@@ -152,14 +200,40 @@ struct Inner {
     /// HTTP sessions to notify of tool-list changes (`None` on stdio, whose
     /// one peer is known from the start).
     peers: Option<std::sync::Mutex<Vec<Peer<RoleServer>>>>,
+    /// Calls of 2026-07-28 clients waiting for the answer to a question,
+    /// by their `requestState` (at most [`MAX_HELD`]).
+    held: std::sync::Mutex<HashMap<String, Held>>,
+    /// The Tasks extension's tasks.
+    tasks: Tasks,
 }
 
-/// The session log of the calls and the pipeline that records into it.
+/// Most calls held waiting for a client's `input_required` retry; a
+/// question past it is declined.
+pub const MAX_HELD: usize = 64;
+
+/// Longest `requestState` looked up (ours are 70 bytes).
+const MAX_STATE: usize = 256;
+
+/// A running call of a 2026-07-28 client, held between rounds of the
+/// multi round-trip flow: the retry naming its `requestState` answers the
+/// question and waits for what comes next.
+struct Held {
+    tool: String,
+    arguments: Value,
+    call: tokio::task::JoinHandle<Result<CallToolResult, McpError>>,
+    questions: tokio::sync::mpsc::Receiver<Asked>,
+    /// Cancels the call.
+    cancel: CancellationToken,
+    /// The open question: its key in `inputRequests`, the form, the answer.
+    waiting: Option<(String, Form, tokio::sync::oneshot::Sender<Reply>)>,
+    rounds: u32,
+}
+
+/// The session log of the calls and the agent whose pipeline (with the
+/// session services a component's question needs) records into it.
 struct Recording {
-    /// Kept for its bus, which the pipeline and the MCP guard share.
-    _agent: Agent,
+    agent: Agent,
     log: SessionLog,
-    pipeline: ToolPipeline,
 }
 
 impl Inner {
@@ -169,16 +243,10 @@ impl Inner {
             .get_or_try_init(|| async {
                 let (agent, _) = self
                     .host
-                    .open_agent(None, self.approver.clone(), None)
+                    .open_agent(None, self.router.clone(), None)
                     .map_err(|e| McpError::internal_error(format!("cannot open the session log: {e:#}"), None))?;
                 let log = agent.log().clone();
-                let pipeline = ToolPipeline::new(
-                    log.clone(),
-                    agent.bus().clone(),
-                    self.approver.clone(),
-                    self.host.agent_config(None).pipeline,
-                );
-                Ok::<_, McpError>(Recording { _agent: agent, log, pipeline })
+                Ok::<_, McpError>(Recording { agent, log })
             })
             .await
     }
@@ -195,22 +263,47 @@ impl WharfServer {
         !name.starts_with(TOOL_PREFIX)
     }
 
-    /// Runs one call as a turn of the session.
+    /// A protocol error (-32602) unless `name` is a tool offered here.
+    fn check_tool(&self, name: &str) -> Result<(), McpError> {
+        let snap = self.inner.host.plugins.registry().snapshot();
+        if !Self::exported(name) || !snap.tools.contains_key(name) {
+            let names: Vec<&str> = snap.tools.keys().map(String::as_str).filter(|n| Self::exported(n)).collect();
+            return Err(McpError::invalid_params(format!("unknown tool `{name}`; tools: {}", names.join(", ")), None));
+        }
+        Ok(())
+    }
+
+    /// Runs one call as a turn of the session; its questions go to `asker`;
+    /// `started` runs when it has its turn.
     async fn run_call(
         &self,
         name: &str,
         arguments: Value,
         cancel: CancellationToken,
+        asker: Asker,
+        started: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<CallToolResult, McpError> {
         let inner = &self.inner;
-        let snap = inner.host.plugins.registry().snapshot();
-        if !Self::exported(name) || !snap.tools.contains_key(name) {
-            let names: Vec<&str> = snap.tools.keys().map(String::as_str).filter(|n| Self::exported(n)).collect();
-            return Err(McpError::invalid_params(format!("unknown tool `{name}`; tools: {}", names.join(", ")), None));
-        }
+        self.check_tool(name)?;
         let internal = |e: wharf_core::StoreError| McpError::internal_error(format!("session log: {e}"), None);
         let recording = inner.recording().await?;
-        let _turn = inner.turn_lock.lock().await;
+        // Calls take turns; one cancelled while waiting never starts.
+        let _turn = tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                let mut out = CallToolResult::error(vec![ContentBlock::text("the call was cancelled before it started")]);
+                out.meta = Some(MetaObject(Map::from_iter([(
+                    "wharf/error_code".to_string(),
+                    json!("ABORTED_BEFORE_DISPATCH"),
+                )])));
+                return Ok(out);
+            }
+            turn = inner.turn_lock.lock() => turn,
+        };
+        if let Some(started) = started {
+            started();
+        }
+        let snap = inner.host.plugins.registry().snapshot();
         let log = &recording.log;
         let turn = log.last_turn() + 1;
         let at = StepRef { turn, step: 1 };
@@ -219,6 +312,7 @@ impl WharfServer {
             name: name.to_string(),
             arguments: arguments.to_string(),
         };
+        let _asker = inner.router.register(&call.id, asker);
         log.append(EventKind::TurnStart(TurnStart { turn })).map_err(internal)?;
         log.append(EventKind::StepStart(StepStart { turn, step: 1 })).map_err(internal)?;
         log.append(EventKind::AssistantMessage(AssistantMessage {
@@ -232,7 +326,7 @@ impl WharfServer {
             interrupted: false,
         }))
         .map_err(internal)?;
-        let results = recording.pipeline.run(&snap, at, std::slice::from_ref(&call), &cancel).await;
+        let results = recording.agent.pipeline().run(&snap, at, std::slice::from_ref(&call), &cancel).await;
         let reason = if cancel.is_cancelled() { StopReason::Cancelled } else { StopReason::Completed };
         let close = log
             .append(EventKind::StepEnd(StepEnd { turn, step: 1, usage: None }))
@@ -259,17 +353,190 @@ impl WharfServer {
         out.meta = Some(MetaObject(meta));
         Ok(out)
     }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        let mut held = self.inner.held.lock().unwrap_or_else(|e| e.into_inner());
+        // A held call that ended (at its deadline: nobody answered) is gone.
+        held.retain(|_, h| !h.call.is_finished());
+        held
+    }
+
+    /// Starts a call of a 2026-07-28 client that can answer forms: it runs
+    /// on its own; a question it asks ends this request `input_required`.
+    async fn call_with_rounds(
+        &self,
+        name: String,
+        arguments: Value,
+        ct: CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
+        let (ask_tx, questions) = tokio::sync::mpsc::channel(1);
+        let cancel = CancellationToken::new();
+        let this = self.clone();
+        let (tool, args, stop) = (name.clone(), arguments.clone(), cancel.clone());
+        let call = tokio::spawn(async move { this.run_call(&tool, args, stop, Asker::Channel(ask_tx), None).await });
+        let held = Held { tool: name, arguments, call, questions, cancel, waiting: None, rounds: 0 };
+        self.drive(held, ct).await
+    }
+
+    /// Waits for the held call's end (its result) or its next question (an
+    /// `input_required` result; the call is held under a new
+    /// `requestState`). `ct` (the client cancelling this request) cancels
+    /// the call.
+    async fn drive(&self, mut held: Held, ct: CancellationToken) -> Result<CallToolResponse, McpError> {
+        let joined = |r: Result<Result<CallToolResult, McpError>, tokio::task::JoinError>| match r {
+            Ok(r) => r.map(CallToolResponse::from),
+            Err(e) => Err(McpError::internal_error(format!("the call failed: {e}"), None)),
+        };
+        loop {
+            tokio::select! {
+                r = &mut held.call => return joined(r),
+                asked = held.questions.recv() => {
+                    let Some(asked) = asked else { return joined((&mut held.call).await) };
+                    let request = match ask::input_request(&asked.form) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            let _ = asked.reply.send(Reply::decline(ask::BY, e));
+                            continue;
+                        }
+                    };
+                    let state = match wharf_http_access::random_token() {
+                        Ok(t) => format!("wharf-{t}"),
+                        Err(e) => {
+                            let _ = asked.reply.send(Reply::decline(ask::BY, format!("no requestState: {e}")));
+                            continue;
+                        }
+                    };
+                    let mut map = self.held();
+                    if map.len() >= MAX_HELD {
+                        let note = format!("{MAX_HELD} calls are already waiting for their clients' answers");
+                        let _ = asked.reply.send(Reply::decline(ask::BY, note));
+                        continue;
+                    }
+                    held.rounds += 1;
+                    let key = format!("q{}", held.rounds);
+                    held.waiting = Some((key.clone(), asked.form, asked.reply));
+                    map.insert(state.clone(), held);
+                    let requests = InputRequests::from([(key, request)]);
+                    return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
+                }
+                () = ct.cancelled() => {
+                    held.cancel.cancel();
+                    return joined((&mut held.call).await);
+                }
+            }
+        }
+    }
+
+    /// A 2026-07-28 client's retry of a `tools/call` that ended
+    /// `input_required`: the answer goes to the held call, which runs on.
+    async fn resume(
+        &self,
+        request: CallToolRequestParams,
+        ct: CancellationToken,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(state) = request.request_state.as_deref() else {
+            return Err(McpError::invalid_params(
+                "`inputResponses` without `requestState`: retry with the `requestState` of the input_required result",
+                None,
+            ));
+        };
+        let unknown = || {
+            McpError::invalid_params(
+                "unknown or expired `requestState`: no call here waits for input under it (it was answered \
+                 already, its call ended — a held call ends at its deadline —, or it was never issued here)",
+                None,
+            )
+        };
+        if state.len() > MAX_STATE {
+            return Err(unknown());
+        }
+        let mut held = self.held().remove(state).ok_or_else(unknown)?;
+        let put_back = |held: Held| {
+            self.held().insert(state.to_string(), held);
+        };
+        let arguments = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
+        if held.tool != request.name || held.arguments != arguments {
+            put_back(held);
+            return Err(McpError::invalid_params(
+                "this `requestState` belongs to a call of another tool or other arguments: retry the same call",
+                None,
+            ));
+        }
+        let Some((key, form, reply)) = held.waiting.take() else {
+            put_back(held);
+            return Err(unknown());
+        };
+        let answer = match request.input_responses.as_ref().and_then(|r| r.get(&key)) {
+            None => Err(format!("`inputResponses` has no `{key}`")),
+            Some(v) => ask::reply_of(v, &form).map_err(|e| format!("inputResponses.{key}: {e}")),
+        };
+        match answer {
+            Ok(answer) => {
+                let _ = reply.send(answer);
+                self.drive(held, ct).await
+            }
+            Err(e) => {
+                held.waiting = Some((key, form, reply));
+                put_back(held);
+                Err(McpError::invalid_params(e, None))
+            }
+        }
+    }
+
+    /// The server is stopping: calls held for an answer and unfinished
+    /// tasks are cancelled, and the running call gets its cancellation
+    /// grace to end (so the session log closes its turn).
+    async fn stop_calls(&self) {
+        let held: Vec<Held> = self.held().drain().map(|(_, h)| h).collect();
+        for h in &held {
+            h.cancel.cancel();
+        }
+        self.inner.tasks.cancel_all();
+        let grace = self.inner.host.agent_config(None).pipeline.cancel_grace + std::time::Duration::from_secs(5);
+        if tokio::time::timeout(grace, self.inner.turn_lock.lock()).await.is_err() {
+            tracing::warn!("a cancelled call did not end in time");
+        }
+    }
+
+    /// Starts a call as a task (`tasks.rs`).
+    fn call_as_task(&self, name: String, arguments: Value) -> Result<CreateTaskResult, McpError> {
+        let (task, cancel) = self.inner.tasks.create()?;
+        let id = task.task_id.clone();
+        let (ask_tx, mut questions) = tokio::sync::mpsc::channel(1);
+        let this = self.clone();
+        let inner = self.inner.clone();
+        let started_id = id.clone();
+        let started: Box<dyn FnOnce() + Send> = Box::new(move || inner.tasks.started(&started_id));
+        let mut call = tokio::spawn(async move {
+            this.run_call(&name, arguments, cancel, Asker::Channel(ask_tx), Some(started)).await
+        });
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let result = loop {
+                tokio::select! {
+                    r = &mut call => break r,
+                    Some(asked) = questions.recv() => inner.tasks.asked(&id, asked),
+                }
+            };
+            let result =
+                result.unwrap_or_else(|e| Err(McpError::internal_error(format!("the call failed: {e}"), None)));
+            inner.tasks.finish(&id, result);
+        });
+        Ok(CreateTaskResult::new(task))
+    }
 }
 
 impl ServerHandler for WharfServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
-            .with_server_info(Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-            .with_instructions(
-                "Wharf's tools: each runs in a sandboxed WebAssembly component and is checked by the profile's \
+        ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_tasks().build(),
+        )
+        .with_server_info(Implementation::new("wharf", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        .with_instructions(
+            "Wharf's tools: each runs in a sandboxed WebAssembly component and is checked by the profile's \
                  policies before it runs.",
-            )
+        )
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -339,8 +606,53 @@ impl ServerHandler for WharfServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return self.resume(request, context.ct.clone()).await;
+        }
+        let name = request.name.to_string();
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
-        self.run_call(&request.name, args, context.ct.clone()).await.map(CallToolResponse::from)
+        self.check_tool(&name)?;
+        let caps = context.client_capabilities();
+        if caps.as_ref().is_some_and(|c| c.supports_tasks()) {
+            return self.call_as_task(name, args).map(CallToolResponse::Task);
+        }
+        // Form elicitation: `elicitation: {}` means form (2025-11-25).
+        let forms =
+            caps.as_ref().and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let rounds = context.protocol_version().is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if forms && rounds {
+            return self.call_with_rounds(name, args, context.ct.clone()).await;
+        }
+        let asker = if forms {
+            Asker::Elicit { peer: context.peer.clone(), origin: context.id.clone() }
+        } else {
+            Asker::Nobody
+        };
+        self.run_call(&name, args, context.ct.clone(), asker, None).await.map(CallToolResponse::from)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.inner.tasks.get(&request.task_id).map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.tasks.update(&request.task_id, &request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.tasks.cancel(&request.task_id)
     }
 }
 
@@ -362,18 +674,21 @@ pub async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let host = Arc::new(host);
     let server = WharfServer {
         inner: Arc::new(Inner {
-            approver: host.headless_approver(),
+            router: Router::new(host.headless_approver()),
             host: host.clone(),
             session: tokio::sync::OnceCell::new(),
             turn_lock: tokio::sync::Mutex::new(()),
             next_call: AtomicU64::new(1),
             peers: http.is_some().then(|| std::sync::Mutex::new(Vec::new())),
+            held: std::sync::Mutex::new(HashMap::new()),
+            tasks: Tasks::default(),
         }),
     };
     match http {
         Some((ip, port, token)) => serve_http(server.clone(), &host, &args, ip, port, token).await?,
         None => serve_stdio(server.clone(), &host).await?,
     }
+    server.stop_calls().await;
     match server.inner.session.get() {
         Some(r) => {
             r.log.flush().await?;
