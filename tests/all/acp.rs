@@ -1398,8 +1398,17 @@ text = "done"
         decided,
         [(json!("rejected"), json!("acp:test-client")), (json!("allowed-once"), json!("acp:test-client"))]
     );
-    let note: Value =
-        serde_json::from_str(&std::fs::read_to_string(&notified).unwrap_or_default()).unwrap_or(Value::Null);
+    // The Notification hook decides nothing, so it runs alongside the turn:
+    // wait for its file (up to 30 s) instead of reading it once.
+    let read_note = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&notified).unwrap_or_default()).unwrap_or(Value::Null)
+    };
+    let waited = std::time::Instant::now();
+    let mut note = read_note();
+    while note["notification_type"] != "permission_prompt" && waited.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        note = read_note();
+    }
     assert_eq!(note["notification_type"], "permission_prompt", "{note}");
     assert!(note["message"].as_str().unwrap_or("").contains("Write"), "{note}");
     c.close();
