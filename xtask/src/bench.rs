@@ -56,6 +56,25 @@ fn bench_cmd(root: &Path, package: &str, bench: &str) -> Command {
     c
 }
 
+/// The `call_overhead` bench (`host/runtime/benches`): Wharf's components
+/// against the rmcp (and, when installed, TypeScript) MCP servers.
+fn call_overhead_cmd(root: &Path, target: &Path, out: &Path, quick: bool, ts: Option<&Path>) -> Command {
+    let mut c = bench_cmd(root, "wharf-runtime", "call_overhead");
+    c.arg("--")
+        .arg(target.join("plugins/echo.wasm"))
+        .arg(out.join("call_overhead.json"))
+        .env("WHARF_BENCH_MCP_RMCP", target.join("debug/rmcp-echo"))
+        .env("WHARF_BENCH_LARGER", target.join("plugins/text.wasm"))
+        .env("WHARF_BENCH_FS", target.join("plugins/fs.wasm"));
+    if let Some(ts) = ts {
+        c.env("WHARF_BENCH_MCP_TS", ts);
+    }
+    if quick {
+        c.env("WHARF_BENCH_ROUNDS", "5");
+    }
+    c
+}
+
 /// `npm ci` in `dir` unless its dependencies are already installed.
 fn npm_ci(dir: &Path) -> Result<()> {
     if dir.join("node_modules/@modelcontextprotocol/sdk/package.json").exists() {
@@ -147,9 +166,17 @@ pub fn run_all(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     let wall_start = std::time::SystemTime::now();
     let machine = machine();
     if let Some(key) = only {
-        sh(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
         let out = target_dir(root).join("bench");
         std::fs::create_dir_all(&out)?;
+        if key == "call_overhead" {
+            // `host/runtime/benches`, not a `tests/benches` section.
+            build_plugins(root)?;
+            sh(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf-mcp-bench-rmcp"]))?;
+            let ts_dir = root.join("tests/mcp-bench/ts-echo");
+            let ts = npm_ci(&ts_dir).ok().map(|()| ts_dir.join("server.mjs"));
+            return sh(&mut call_overhead_cmd(root, &target_dir(root), &out, quick, ts.as_deref()));
+        }
+        sh(Command::new("cargo").current_dir(root).args(["build", "-q", "-p", "wharf"]))?;
         return run_one(root, &out, quick, key);
     }
     build_plugins(root)?;
@@ -167,7 +194,6 @@ pub fn run_all(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
     let out = target.join("bench");
     std::fs::create_dir_all(&out)?;
     let wharf = target.join("debug/wharf");
-    let rmcp = target.join("debug/rmcp-echo");
     let ts_dir = root.join("tests/mcp-bench/ts-echo");
     let ts = match npm_ci(&ts_dir) {
         Ok(()) => Some(ts_dir.join("server.mjs")),
@@ -177,23 +203,9 @@ pub fn run_all(root: &Path, quick: bool, only: Option<&str>) -> Result<()> {
         }
     };
     let large = large_component(root, &wharf);
-    let echo = target.join("plugins/echo.wasm");
-    let text = target.join("plugins/text.wasm");
 
     let mut sections = Vec::new();
-    let mut c = bench_cmd(root, "wharf-runtime", "call_overhead");
-    c.arg("--")
-        .arg(&echo)
-        .arg(out.join("call_overhead.json"))
-        .env("WHARF_BENCH_MCP_RMCP", &rmcp)
-        .env("WHARF_BENCH_LARGER", &text)
-        .env("WHARF_BENCH_FS", target.join("plugins/fs.wasm"));
-    if let Some(ts) = &ts {
-        c.env("WHARF_BENCH_MCP_TS", ts);
-    }
-    if quick {
-        c.env("WHARF_BENCH_ROUNDS", "5");
-    }
+    let mut c = call_overhead_cmd(root, &target, &out, quick, ts.as_deref());
     sections.push(Section { key: "call_overhead", title: "Tool-call overhead", result: sh(&mut c) });
 
     let mut c = bench_cmd(root, "wharf-tests", "harness");
