@@ -212,6 +212,14 @@ impl Drop for Inner {
     }
 }
 
+/// A turn's copy of the request messages, kept from one step to the next
+/// with the mark that lets the next step copy only what is new.
+#[derive(Default)]
+struct RequestHistory {
+    messages: Vec<Message>,
+    mark: crate::projection::HistoryMark,
+}
+
 /// What one step produced.
 struct StepOutcome {
     usage: Option<Usage>,
@@ -698,8 +706,8 @@ impl Agent {
         // Attachment steps (`@path`) do not count against the step budget.
         let mut attach_steps: u32 = 0;
         // The last step's request messages: the next step's are written
-        // over them (most are unchanged, and only compared).
-        let mut history = Vec::new();
+        // over them (only the new ones are copied).
+        let mut history = RequestHistory::default();
         let reason = loop {
             if token.is_cancelled() {
                 break StopReason::Cancelled;
@@ -975,7 +983,7 @@ impl Agent {
         turn: u64,
         step: u32,
         scope: &Arc<AdapterScope>,
-        history: &mut Vec<Message>,
+        history: &mut RequestHistory,
         token: &CancellationToken,
     ) -> Result<StepOutcome, AgentError> {
         let inner = &self.inner;
@@ -1010,8 +1018,8 @@ impl Agent {
             );
             return Ok(stop(StopReason::Error { code: "IMAGES_UNSUPPORTED".into(), message }));
         }
-        inner.log.messages_into(history);
-        let request = LlmRequest { system, messages: std::mem::take(history), tools, max_tokens, images };
+        inner.log.messages_into(&mut history.messages, &mut history.mark);
+        let request = LlmRequest { system, messages: std::mem::take(&mut history.messages), tools, max_tokens, images };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {
@@ -1070,7 +1078,7 @@ impl Agent {
             }
         };
         // Kept for the next step (a step that ends otherwise leaves none).
-        *history = request.messages;
+        history.messages = request.messages;
         self.commit_message(at, &acc, false)?;
         if !acc.tool_calls.is_empty() {
             inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;

@@ -63,6 +63,10 @@ pub struct OpenStep {
 pub struct Projection {
     /// Messages with the seq of the event that produced them (sorted by seq).
     messages: Vec<(u64, Message)>,
+    /// Changes whenever `messages` changes other than by a push (a
+    /// compaction), and differs between clones: while it holds, a copy of
+    /// the first N messages is still a copy of them.
+    lineage: Lineage,
     /// Images of the user messages in `messages`, by the message's seq.
     images: BTreeMap<u64, Vec<crate::images::Image>>,
     header: Option<SessionStart>,
@@ -85,6 +89,40 @@ pub struct Projection {
     /// Bytes of output each open cell's yield answers showed the model
     /// (`tool/cell{shown}`).
     cell_shown: HashMap<String, usize>,
+}
+
+/// A number no other projection, and no earlier state of this one's
+/// message list, had (see [`Projection::messages_into`]).
+#[derive(Debug, PartialEq, Eq)]
+struct Lineage(u64);
+
+impl Lineage {
+    fn fresh() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Default for Lineage {
+    fn default() -> Self {
+        Self::fresh()
+    }
+}
+
+impl Clone for Lineage {
+    /// A clone's messages may go their own way: it starts a lineage.
+    fn clone(&self) -> Self {
+        Self::fresh()
+    }
+}
+
+/// What [`Projection::messages_into`] last wrote into a copy of the
+/// history, so the next call appends the new messages instead of comparing
+/// the whole copy again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HistoryMark {
+    lineage: u64,
+    len: usize,
 }
 
 impl Projection {
@@ -292,6 +330,7 @@ impl Projection {
         // The summary sorts at `from`, so a later compaction covering it
         // replaces it too.
         self.messages.splice(start..end, std::iter::once((from, msg)));
+        self.lineage = Lineage::fresh();
     }
 
     /// The model-visible messages.
@@ -300,17 +339,23 @@ impl Projection {
     }
 
     /// [`Projection::messages`] written over `dst`, the messages of an
-    /// earlier call: those still equal are compared, not copied again (a
-    /// long session's history is mostly the last step's).
-    pub fn messages_into(&self, dst: &mut Vec<Message>) {
-        dst.truncate(self.messages.len());
-        for (d, (_, m)) in dst.iter_mut().zip(&self.messages) {
-            if d != m {
-                d.clone_from(m);
+    /// earlier call, and `mark` updated to say so. When `mark` says `dst` is
+    /// this projection's first messages and none has changed since (only
+    /// pushes: a long session's every step), only the new ones are copied;
+    /// otherwise those still equal are compared, not copied again.
+    pub fn messages_into(&self, dst: &mut Vec<Message>, mark: &mut HistoryMark) {
+        let continues = mark.lineage == self.lineage.0 && mark.len == dst.len() && dst.len() <= self.messages.len();
+        if !continues {
+            dst.truncate(self.messages.len());
+            for (d, (_, m)) in dst.iter_mut().zip(&self.messages) {
+                if d != m {
+                    d.clone_from(m);
+                }
             }
         }
         let have = dst.len();
         dst.extend(self.messages[have..].iter().map(|(_, m)| m.clone()));
+        *mark = HistoryMark { lineage: self.lineage.0, len: dst.len() };
     }
 
     /// The images of [`Projection::messages`], each naming its message by
@@ -524,17 +569,33 @@ mod tests {
             assistant(7, "a", None, vec![]),
         ];
         let mut p = Projection::new();
-        let mut dst = Vec::new();
+        let (mut dst, mut mark) = (Vec::new(), HistoryMark::default());
         let mut stale = vec![Message { content: "stale".into(), ..p_user("x") }; 9];
         for e in &events {
             p.apply(e);
             // Growing, compacted (shorter, start rewritten), and over a
             // longer unrelated list: always what `messages` gives.
-            p.messages_into(&mut dst);
+            p.messages_into(&mut dst, &mut mark);
             assert_eq!(dst, p.messages());
-            p.messages_into(&mut stale);
+            p.messages_into(&mut stale, &mut HistoryMark::default());
             assert_eq!(stale, p.messages());
         }
+        // A clone goes its own way: a copy marked against the original is
+        // compared again, not trusted.
+        let mut fork = p.clone();
+        fork.apply(&user(8, "fork"));
+        p.apply(&user(8, "main"));
+        let (mut copy, mut copy_mark) = (Vec::new(), HistoryMark::default());
+        p.messages_into(&mut copy, &mut copy_mark);
+        fork.messages_into(&mut copy, &mut copy_mark);
+        assert_eq!(copy, fork.messages());
+        // A copy altered behind the mark's back (its length changed) is
+        // compared again too.
+        copy.pop();
+        copy.push(p_user("other"));
+        copy.pop();
+        fork.messages_into(&mut copy, &mut copy_mark);
+        assert_eq!(copy, fork.messages());
     }
 
     fn p_user(text: &str) -> Message {

@@ -1116,8 +1116,8 @@ impl SessionLog {
 
     /// [`SessionLog::messages`] written over `dst` (see
     /// [`Projection::messages_into`]).
-    pub fn messages_into(&self, dst: &mut Vec<Message>) {
-        self.state().projection.messages_into(dst);
+    pub fn messages_into(&self, dst: &mut Vec<Message>, mark: &mut crate::projection::HistoryMark) {
+        self.state().projection.messages_into(dst, mark);
     }
 
     /// The images of [`SessionLog::messages`] ([`Projection::message_images`]).
