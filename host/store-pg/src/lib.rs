@@ -7,10 +7,22 @@
 //! [`wharf_core::SessionStore::with_backend`]; [`store`] does both.
 //!
 //! - **Events** are rows `(session_id, seq, body)`; `body` is the text the
-//!   core encoded, so it is byte-identical to the JSONL line. An append is
-//!   one call of the SQL function `wharf_append`: one transaction that
-//!   checks the fencing token, checks that the batch continues the log
-//!   (`last_seq + 1`), inserts the batch and notifies `wharf_events`.
+//!   core encoded, so it is byte-identical to the JSONL line.
+//! - **Appends are group-committed**: a writer's append goes to a queue on
+//!   the backend's runtime and waits for its own answer. A few workers per
+//!   backend (at most 4, half the pool) each take everything queued (up to
+//!   [`PgOptions::append_group`] sessions, about 1 MiB, one batch per
+//!   session) and send it as one call of the SQL function
+//!   `wharf_append_many`: one transaction that locks the sessions in id
+//!   order (two hosts cannot deadlock), and for each batch checks the
+//!   fencing token and that the batch continues the log (`last_seq + 1`),
+//!   inserts it, renews the lease and marks the inbox rows it logs
+//!   delivered; it returns a status per batch (a fenced or broken session
+//!   fails alone) and sends one `wharf_events` notification of
+//!   `id last_seq` lines per ~7900 bytes. Under load the appends that
+//!   arrive while a call is in the database share the next one, so the
+//!   per-transaction cost is paid per group, not per session. A writer's
+//!   retries (below) send its batch again, to a later group.
 //! - **Durability** mirrors the JSONL store: appends commit with
 //!   `synchronous_commit = off` (they survive the death of the host at once,
 //!   and of the database server after its WAL writer's next flush, within
@@ -32,8 +44,9 @@
 //!   [`PgOptions::read_retry_for`] (inside a
 //!   [`retry_scope`](wharf_core::store::retry_scope), e.g. one `wharf serve`
 //!   request, counted from the scope's first failure, so its operations
-//!   together wait one budget); a retried append whose first attempt did
-//!   commit is recognised by its bytes. Then the error is
+//!   together wait one budget), and so are deadlocks and serialization
+//!   failures (the transaction was rolled back whole); a retried append
+//!   whose first attempt did commit is recognised by its bytes. Then the error is
 //!   [`StoreError::Unavailable`] naming the cause, and nothing of the failed
 //!   batch is in the log.
 //! - **Inbox**: [`Backend::push_input`] stores an item for the session's
@@ -70,10 +83,19 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../migrations/0001_sessions.sql")),
     (2, include_str!("../migrations/0002_inbox_ack.sql")),
     (3, include_str!("../migrations/0003_renew_many.sql")),
+    (4, include_str!("../migrations/0004_append_many.sql")),
 ];
 
 /// Most leases one renewal statement carries.
 const RENEW_BATCH: usize = 1000;
+
+/// Most event bytes one group commit carries (it takes one batch more than
+/// that at most, and always at least one).
+const APPEND_GROUP_BYTES: i64 = 1 << 20;
+
+/// Most group-commit workers per backend (each holds a pooled connection
+/// while its call runs).
+const APPEND_WORKERS: usize = 4;
 
 /// Advisory lock key serialising migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
@@ -102,6 +124,9 @@ pub struct PgOptions {
     pub pool_size: usize,
     /// Wait for the WAL flush on every append (default: on flush only).
     pub durable_appends: bool,
+    /// Most sessions' batches one group commit (one `wharf_append_many`
+    /// call, one transaction) carries; 1 commits each append alone.
+    pub append_group: usize,
     /// Name recorded as the lease holder (default `HOSTNAME:PID`).
     pub holder: String,
 }
@@ -115,6 +140,7 @@ impl Default for PgOptions {
             read_retry_for: Duration::from_secs(3),
             pool_size: 16,
             durable_appends: false,
+            append_group: 64,
             holder: default_holder(),
         }
     }
@@ -136,8 +162,9 @@ pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::SessionStore, 
 
 /// Takes Wharf's own settings out of a store URL's query (`wharf_lease_ms`,
 /// `wharf_renew_ms`, `wharf_retry_ms`, `wharf_read_retry_ms`, `wharf_pool`,
-/// `wharf_durable`), applying them to `options`; returns the URL for the
-/// driver (which refuses parameters it does not know).
+/// `wharf_durable`, `wharf_append_group`), applying them to `options`;
+/// returns the URL for the driver (which refuses parameters it does not
+/// know).
 pub fn apply_url_options(url: &str, options: &mut PgOptions) -> Result<String, StoreError> {
     let Some((base, query)) = url.split_once('?') else { return Ok(url.to_string()) };
     let mut kept = Vec::new();
@@ -159,6 +186,7 @@ pub fn apply_url_options(url: &str, options: &mut PgOptions) -> Result<String, S
             "read_retry_ms" => options.read_retry_for = ms()?,
             "pool" => options.pool_size = v.parse().map_err(|_| bad("expected a number"))?,
             "durable" => options.durable_appends = matches!(v, "1" | "true" | "on"),
+            "append_group" => options.append_group = v.parse().map_err(|_| bad("expected a number"))?,
             _ => return Err(bad("unknown Wharf parameter")),
         }
     }
@@ -213,6 +241,7 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
     })
     .ok_or_else(|| unavailable(&location, "the database thread stopped".into()))?
     .map_err(|e| unavailable(&location, format!("cannot build the connection pool: {e}")))?;
+    let (appends, queue) = mpsc::unbounded_channel();
     let inner = Arc::new(Inner {
         location,
         config,
@@ -223,8 +252,15 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
         listening: AtomicBool::new(false),
         leases: Mutex::new(HashMap::new()),
         renewing: AtomicBool::new(false),
+        appends,
         _stop: stop_tx,
     });
+    // The group-commit workers share one queue; while some wait for the
+    // database, appends pile up for the next one to take together.
+    let queue = Arc::new(tokio::sync::Mutex::new(AppendQueue { rx: queue, deferred: Vec::new() }));
+    for _ in 0..(pool_size / 2).clamp(1, APPEND_WORKERS) {
+        inner.handle.spawn(append_worker(Arc::downgrade(&inner), queue.clone()));
+    }
     let i2 = inner.clone();
     inner.call(async move { i2.migrate().await })?;
     Ok(PgBackend { inner })
@@ -309,6 +345,8 @@ struct Inner {
     leases: Mutex<HashMap<String, Lease>>,
     /// Whether the renewal task runs.
     renewing: AtomicBool,
+    /// The group-commit queue ([`append_worker`]).
+    appends: mpsc::UnboundedSender<AppendReq>,
     /// Dropped with the backend: stops the runtime thread.
     _stop: oneshot::Sender<()>,
 }
@@ -358,6 +396,9 @@ fn pg_fail(what: &str, e: tokio_postgres::Error) -> Fail {
             if *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CRASH_SHUTDOWN
                 || *c == SqlState::CANNOT_CONNECT_NOW
+                // The transaction was rolled back whole: trying again is safe.
+                || *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE
                 || c.code().starts_with("08") =>
         {
             Fail::Transient(detail)
@@ -687,14 +728,18 @@ impl Inner {
         }
     }
 
+    /// Wakes the watchers of every session a notification names: lines
+    /// `id last_seq` (one line from `wharf_append` or an older host, many
+    /// from `wharf_append_many`), or a bare `id` (`wharf_inbox`).
     fn wake(&self, channel: &str, payload: &str) {
-        let id = payload.split(' ').next().unwrap_or("");
         let mut w = self.lock_wakers();
         let map = if channel == "wharf_inbox" { &mut w.inbox } else { &mut w.events };
-        if let Some(list) = map.get_mut(id) {
-            list.retain(|tx| tx.send(()).is_ok());
-            if list.is_empty() {
-                map.remove(id);
+        for id in notified_ids(payload) {
+            if let Some(list) = map.get_mut(id) {
+                list.retain(|tx| tx.send(()).is_ok());
+                if list.is_empty() {
+                    map.remove(id);
+                }
             }
         }
     }
@@ -706,6 +751,11 @@ impl Inner {
         map.entry(id.to_string()).or_default().push(tx);
         rx
     }
+}
+
+/// The session ids of a notification's payload (see [`Inner::wake`]).
+fn notified_ids(payload: &str) -> impl Iterator<Item = &str> {
+    payload.lines().filter_map(|l| l.split(' ').next()).filter(|id| !id.is_empty())
 }
 
 /// One LISTEN connection until it fails; wakes everybody after connecting
@@ -1048,6 +1098,233 @@ fn parse_input_id(id: &str) -> Option<i64> {
 }
 
 // ---------------------------------------------------------------------------
+// Group commit.
+
+/// One writer's batch of events, as a group commit sends it.
+struct AppendBatch {
+    id: String,
+    token: i64,
+    first: i64,
+    bodies: Vec<String>,
+    /// The batch's size in JSONL (each line plus its newline).
+    bytes: i64,
+    title: Option<String>,
+    /// Inbox rows the batch logs: marked delivered by its transaction.
+    ack: Vec<i64>,
+}
+
+/// A batch waiting in the group-commit queue, and where its status goes.
+struct AppendReq {
+    batch: Arc<AppendBatch>,
+    reply: oneshot::Sender<Result<String, GroupFail>>,
+}
+
+/// Why a whole group commit failed (told to each of its writers, whose own
+/// retry loop decides whether to send the batch again).
+#[derive(Clone)]
+enum GroupFail {
+    Transient(String),
+    Fatal(String),
+}
+
+impl From<Fail> for GroupFail {
+    fn from(f: Fail) -> Self {
+        match f {
+            Fail::Transient(d) => GroupFail::Transient(d),
+            Fail::Fatal(StoreError::Unavailable { detail, .. }) => GroupFail::Fatal(detail),
+            Fail::Fatal(e) => GroupFail::Fatal(e.to_string()),
+        }
+    }
+}
+
+impl From<GroupFail> for Fail {
+    fn from(f: GroupFail) -> Self {
+        match f {
+            GroupFail::Transient(d) => Fail::Transient(d),
+            GroupFail::Fatal(detail) => Fail::Fatal(StoreError::Unavailable { location: String::new(), detail }),
+        }
+    }
+}
+
+/// The queue the group-commit workers share.
+struct AppendQueue {
+    rx: mpsc::UnboundedReceiver<AppendReq>,
+    /// Taken from `rx` but left for the next group: a second batch of a
+    /// session already in the group, or more than the group could carry.
+    deferred: Vec<AppendReq>,
+}
+
+impl AppendQueue {
+    /// Waits for the next append, then takes along everything queued, up
+    /// to `max` batches and about [`APPEND_GROUP_BYTES`], at most one batch
+    /// per session. `None` once the backend is gone.
+    async fn next_group(&mut self, max: usize) -> Option<Vec<AppendReq>> {
+        let mut group = Group { max: max.max(1), taken: Vec::new(), bytes: 0, later: Vec::new() };
+        // Deferred batches first: they have waited longest.
+        for r in std::mem::take(&mut self.deferred) {
+            group.admit(r);
+        }
+        while group.taken.is_empty() {
+            let r = self.rx.recv().await?;
+            group.admit(r);
+        }
+        while !group.full() {
+            match self.rx.try_recv() {
+                Ok(r) => group.admit(r),
+                Err(_) => break,
+            }
+        }
+        self.deferred = group.later;
+        Some(group.taken)
+    }
+}
+
+/// A group being assembled.
+struct Group {
+    max: usize,
+    taken: Vec<AppendReq>,
+    bytes: i64,
+    later: Vec<AppendReq>,
+}
+
+impl Group {
+    fn full(&self) -> bool {
+        self.taken.len() >= self.max || self.bytes >= APPEND_GROUP_BYTES
+    }
+
+    fn admit(&mut self, r: AppendReq) {
+        if r.reply.is_closed() {
+            // Nobody waits for it (its caller is gone): the writer could not
+            // learn that it was written, so it is not.
+            return;
+        }
+        if self.full() || self.taken.iter().any(|g| g.batch.id == r.batch.id) {
+            self.later.push(r);
+        } else {
+            self.bytes += r.batch.bytes;
+            self.taken.push(r);
+        }
+    }
+}
+
+/// A group-commit worker: takes the queued appends together, commits them
+/// with one `wharf_append_many` call and answers each writer with its own
+/// status. Several run per backend, so one group is built while others are
+/// in the database.
+async fn append_worker(weak: std::sync::Weak<Inner>, queue: Arc<tokio::sync::Mutex<AppendQueue>>) {
+    loop {
+        let Some(max) = weak.upgrade().map(|i| i.options.append_group) else { return };
+        let group = {
+            let mut q = queue.lock().await;
+            match q.next_group(max).await {
+                Some(g) => g,
+                None => return,
+            }
+        };
+        let Some(inner) = weak.upgrade() else { return };
+        inner.commit_group(group).await;
+    }
+}
+
+impl Inner {
+    /// One attempt at appending `batch` through the group commit: its
+    /// status (`ok`, `fenced`, `missing`, `gap`, `diverged`).
+    async fn append_grouped(&self, batch: Arc<AppendBatch>) -> Result<String, Fail> {
+        let (reply, answer) = oneshot::channel();
+        self.appends.send(AppendReq { batch, reply }).map_err(|_| {
+            Fail::Fatal(self.err("the group-commit workers stopped (the database runtime shut down)".into()))
+        })?;
+        match answer.await {
+            Ok(r) => r.map_err(Fail::from),
+            Err(_) => Err(Fail::Fatal(
+                self.err(
+                    "the group-commit worker stopped before answering (it panicked or the database runtime shut down)"
+                        .into(),
+                ),
+            )),
+        }
+    }
+
+    /// Sends one group (one attempt, one transaction) and answers its
+    /// writers; a failure of the call is every writer's.
+    async fn commit_group(&self, group: Vec<AppendReq>) {
+        let result = self.append_many(&group).await;
+        match result {
+            Ok(statuses) => {
+                for (r, status) in group.into_iter().zip(statuses) {
+                    let _ = r.reply.send(Ok(status));
+                }
+            }
+            Err(f) => {
+                let f = GroupFail::from(f);
+                for r in group {
+                    let _ = r.reply.send(Err(f.clone()));
+                }
+            }
+        }
+    }
+
+    async fn append_many(&self, group: &[AppendReq]) -> Result<Vec<String>, Fail> {
+        let what = "group commit";
+        let mut ids = Vec::with_capacity(group.len());
+        let mut tokens = Vec::with_capacity(group.len());
+        let mut firsts = Vec::with_capacity(group.len());
+        let mut counts = Vec::with_capacity(group.len());
+        let mut bodies: Vec<&str> = Vec::new();
+        let mut bytes = Vec::with_capacity(group.len());
+        let mut titles = Vec::with_capacity(group.len());
+        let mut ack_counts = Vec::with_capacity(group.len());
+        let mut acks: Vec<i64> = Vec::new();
+        for r in group {
+            let b = &r.batch;
+            ids.push(b.id.as_str());
+            tokens.push(b.token);
+            firsts.push(b.first);
+            counts.push(i32::try_from(b.bodies.len()).unwrap_or(i32::MAX));
+            bodies.extend(b.bodies.iter().map(String::as_str));
+            bytes.push(b.bytes);
+            titles.push(b.title.as_deref());
+            ack_counts.push(i32::try_from(b.ack.len()).unwrap_or(i32::MAX));
+            acks.extend_from_slice(&b.ack);
+        }
+        let c = self.client().await?;
+        let stmt = c
+            .prepare_cached("SELECT wharf_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
+            .await
+            .map_err(|e| pg_fail(what, e))?;
+        let row = c
+            .query_one(
+                &stmt,
+                &[
+                    &ids,
+                    &tokens,
+                    &firsts,
+                    &counts,
+                    &bodies,
+                    &bytes,
+                    &titles,
+                    &ack_counts,
+                    &acks,
+                    &self.options.holder,
+                    &self.ttl_ms(),
+                    &self.options.durable_appends,
+                ],
+            )
+            .await
+            .map_err(|e| pg_fail(what, e))?;
+        let statuses: Vec<String> = row.try_get(0).map_err(|e| pg_fail(what, e))?;
+        if statuses.len() != group.len() {
+            return Err(Fail::Fatal(self.err(format!(
+                "{what}: the database answered {} statuses for {} batches",
+                statuses.len(),
+                group.len()
+            ))));
+        }
+        Ok(statuses)
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The writer.
 
 struct PgWriter {
@@ -1188,32 +1465,12 @@ impl Writer for PgWriter {
         let what = format!("appending event {} ({})", first.event.seq, first.event.type_name());
         let held = self.held.clone();
         let acked = ack.clone();
+        let batch = Arc::new(AppendBatch { id: id.clone(), token, first: first_seq, bodies, bytes, title, ack });
         let started = std::time::Instant::now();
+        // Handed to the group commit; retried (sent again) from here, so
+        // each writer keeps its own retry budget.
         let r = self.inner.call(async move {
-            let status = inner
-                .retry(&what, || async {
-                    let c = inner.client().await?;
-                    let row = c
-                        .query_one(
-                            "SELECT wharf_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                            &[
-                                &id,
-                                &token,
-                                &inner.options.holder,
-                                &inner.ttl_ms(),
-                                &first_seq,
-                                &bodies,
-                                &bytes,
-                                &title,
-                                &inner.options.durable_appends,
-                                &ack,
-                            ],
-                        )
-                        .await
-                        .map_err(|e| pg_fail(&what, e))?;
-                    Ok(row.get::<_, String>(0))
-                })
-                .await?;
+            let status = inner.retry(&what, || inner.append_grouped(batch.clone())).await?;
             match status.as_str() {
                 "ok" => Ok(()),
                 "fenced" => {
@@ -1382,5 +1639,19 @@ impl Drop for PgWriter {
         if r.is_err() {
             tracing::warn!(session = %self.id, "could not release the lease; it expires on its own");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifications_name_one_or_many_sessions() {
+        // An older host's `wharf_append`, `wharf_inbox`, `wharf_append_many`.
+        assert_eq!(notified_ids("s-1 12").collect::<Vec<_>>(), ["s-1"]);
+        assert_eq!(notified_ids("s-1").collect::<Vec<_>>(), ["s-1"]);
+        assert_eq!(notified_ids("a 3\nb.c 14\nd_e 1").collect::<Vec<_>>(), ["a", "b.c", "d_e"]);
+        assert_eq!(notified_ids("").count(), 0);
     }
 }

@@ -1,7 +1,8 @@
 //! The PostgreSQL backend against a real server started on loopback
 //! (`wharf_tests::pg`): the whole store contract, leases and fencing,
 //! takeover with repair, a database restart, the shared inbox, watching
-//! another writer, and copies JSONL → PostgreSQL → JSONL.
+//! another writer, copies JSONL → PostgreSQL → JSONL, and the group commit
+//! of many sessions' appends (`wharf_append_many`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -321,4 +322,242 @@ fn logging_stored_input_acknowledges_it_and_orphans_are_found() {
             _ => std::thread::sleep(Duration::from_millis(10)),
         }
     }
+}
+
+/// Group commit: many sessions appending at once from their own threads
+/// share `wharf_append_many` calls; every log ends complete and in order,
+/// with the right size, and another host's watchers are woken by the
+/// multi-session notifications.
+#[test]
+fn concurrent_sessions_are_group_committed_in_order() {
+    let Some(pg) = server("concurrent_sessions_are_group_committed_in_order") else { return };
+    let url = pg.database().unwrap();
+    // A small pool: two workers, so appends queue up and share calls.
+    let writer = pg_store(&url, PgOptions { pool_size: 4, ..PgOptions::default() });
+    let reader = pg_store(&url, PgOptions::default());
+    const SESSIONS: usize = 40;
+    const ROUNDS: usize = 20;
+    let logs: Vec<_> = (0..SESSIONS).map(|_| writer.create(NewSession::default()).unwrap()).collect();
+    let mut watchers: Vec<_> = logs.iter().map(|l| reader.watch(l.id(), 1).unwrap()).collect();
+    let barrier = Arc::new(std::sync::Barrier::new(SESSIONS + 1));
+    let threads: Vec<_> = logs
+        .iter()
+        .enumerate()
+        .map(|(i, log)| {
+            let (log, barrier) = (log.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for r in 0..ROUNDS {
+                    if r % 2 == 0 {
+                        log.append(user(&format!("s{i} r{r}"))).unwrap();
+                    } else {
+                        log.append_batch(vec![user(&format!("s{i} r{r} a")), user(&format!("s{i} r{r} b"))]).unwrap();
+                    }
+                }
+                // The last event together: the watchers must hear of it
+                // from the notifications, not the poll.
+                barrier.wait();
+                log.append(user(&format!("s{i} last"))).unwrap();
+            })
+        })
+        .collect();
+    barrier.wait();
+    barrier.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let done = Instant::now();
+    let last = 1 + ROUNDS / 2 + 2 * (ROUNDS / 2) + 1;
+    for (i, rx) in watchers.iter_mut().enumerate() {
+        let mut seqs = Vec::new();
+        while seqs.last() != Some(&(last as u64)) {
+            let left = Duration::from_secs(1).saturating_sub(done.elapsed());
+            match recv_within(rx, left) {
+                Some(ev) => seqs.push(ev.seq),
+                None => panic!("watcher {i} stopped at {seqs:?} ({:?} after the last append)", done.elapsed()),
+            }
+        }
+        assert_eq!(seqs, (1..=last as u64).collect::<Vec<_>>(), "watcher {i}");
+    }
+    let listed = reader.list().unwrap();
+    for (i, log) in logs.iter().enumerate() {
+        let loaded = reader.load(log.id()).unwrap();
+        let seqs: Vec<u64> = loaded.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=last as u64).collect::<Vec<_>>(), "session {i}");
+        let texts: Vec<String> = loaded
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::UserMessage(m) => Some(m.content.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut want = Vec::new();
+        for r in 0..ROUNDS {
+            if r % 2 == 0 {
+                want.push(format!("s{i} r{r}"));
+            } else {
+                want.push(format!("s{i} r{r} a"));
+                want.push(format!("s{i} r{r} b"));
+            }
+        }
+        want.push(format!("s{i} last"));
+        assert_eq!(texts, want, "session {i}");
+        let bytes: usize = loaded.lines.iter().map(|l| l.len() + 1).sum();
+        let summary = listed.iter().find(|s| s.id == log.id()).unwrap();
+        assert_eq!(summary.bytes, bytes as u64, "session {i}");
+        assert_eq!(writer.lease(log.id()).unwrap().unwrap().token, 1);
+    }
+}
+
+/// A session taken over by another host while its old writer appends
+/// alongside healthy sessions of the same host: only that writer is
+/// fenced; the others' appends commit.
+#[test]
+fn a_fenced_session_fails_alone_in_a_group() {
+    let Some(pg) = server("a_fenced_session_fails_alone_in_a_group") else { return };
+    let url = pg.database().unwrap();
+    let a = pg_store(&url, PgOptions { pool_size: 2, ..paused("host-a:1") });
+    let b = pg_store(&url, paused("host-b:2"));
+    const SESSIONS: usize = 12;
+    let logs: Vec<_> = (0..SESSIONS).map(|_| a.create(NewSession::default()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(400)); // A's leases expire (nobody takes the healthy ones).
+    let (taken, _) = b.open(logs[0].id()).unwrap();
+    let barrier = Arc::new(std::sync::Barrier::new(SESSIONS));
+    let threads: Vec<_> = logs
+        .iter()
+        .map(|log| {
+            let (log, barrier) = (log.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|r| {
+                        barrier.wait();
+                        log.append(user(&format!("r{r}"))).map(|e| e.seq)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for r in &results[0] {
+        let err = r.as_ref().unwrap_err();
+        assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+        assert!(err.to_string().contains("host-b:2 holds it with fencing token 2, this writer had 1"), "{err}");
+    }
+    for (i, rs) in results.iter().enumerate().skip(1) {
+        let seqs: Vec<u64> = rs.iter().map(|r| *r.as_ref().unwrap()).collect();
+        assert_eq!(seqs, vec![2, 3, 4, 5, 6], "session {i}");
+        assert_eq!(b.load(logs[i].id()).unwrap().events.len(), 6);
+    }
+    assert_eq!(b.load(logs[0].id()).unwrap().events.len(), 1);
+    turn(&taken, 1, "the new owner writes on");
+}
+
+fn db_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap()
+}
+
+/// `wharf_append_many` itself: one status per batch in one call (fenced,
+/// gap, missing and diverged ones write nothing and do not abort the
+/// others), a retried batch already stored is 'ok', the inbox rows a
+/// batch logs are marked delivered, a session's second batch in the same
+/// call continues its first, and the notifications carry every
+/// `id last_seq` pair in payloads under the limit.
+#[test]
+fn append_many_returns_a_status_per_batch() {
+    let Some(pg) = server("append_many_returns_a_status_per_batch") else { return };
+    let url = pg.database().unwrap();
+    drop(pg_store(&url, PgOptions::default())); // Applies the migrations.
+    let db = db_name(&url);
+    let sql = |q: &str| pg.psql(db, q).unwrap().trim().to_string();
+    sql("INSERT INTO wharf_sessions (id, last_seq, lease_token) VALUES ('s1', 1, 1), ('s2', 1, 1), ('s3', 1, 1), ('s4', 1, 1);
+         INSERT INTO wharf_events (session_id, seq, body) VALUES ('s1', 1, 'h1'), ('s2', 1, 'h2'), ('s3', 1, 'h3'), ('s4', 1, 'h4');
+         INSERT INTO wharf_inbox (id, session_id, kind, body) VALUES (101, 's1', 'followup', 'x'), (102, 's2', 'followup', 'y')");
+    let call = |ids: &str, tokens: &str, firsts: &str, counts: &str, bodies: &str, ack_counts: &str, acks: &str| {
+        sql(&format!(
+            "SELECT wharf_append_many(ARRAY[{ids}]::text[], ARRAY[{tokens}]::bigint[], ARRAY[{firsts}]::bigint[],
+                    ARRAY[{counts}]::int[], ARRAY[{bodies}]::text[],
+                    (SELECT array_agg(7::bigint) FROM unnest(ARRAY[{ids}]::text[])),
+                    (SELECT array_agg(NULL::text) FROM unnest(ARRAY[{ids}]::text[])),
+                    ARRAY[{ack_counts}]::int[], ARRAY[{acks}]::bigint[], 'h', 1000, false)"
+        ))
+    };
+    // s1 ok (acks 101), s2 fenced (acks 102: not delivered), s3 gap,
+    // nope missing, s4 two batches (2..3, then 4).
+    let got = call(
+        "'s1', 's2', 's3', 'nope', 's4', 's4'",
+        "1, 2, 1, 1, 1, 1",
+        "2, 2, 5, 2, 2, 4",
+        "2, 1, 1, 1, 2, 1",
+        "'a2', 'a3', 'b2', 'c5', 'd2', 'e2', 'e3', 'e4'",
+        "1, 1, 0, 0, 0, 0",
+        "101, 102",
+    );
+    assert_eq!(got, "{ok,fenced,gap,missing,ok,ok}");
+    let state = || {
+        sql("SELECT string_agg(s.id || ':' || s.last_seq || ':' || s.bytes || ':' ||
+                    (SELECT string_agg(body, ',' ORDER BY seq) FROM wharf_events e WHERE e.session_id = s.id), ' ' ORDER BY s.id)
+               FROM wharf_sessions s")
+    };
+    assert_eq!(state(), "s1:3:7:h1,a2,a3 s2:1:0:h2 s3:1:0:h3 s4:4:14:h4,e2,e3,e4");
+    assert_eq!(
+        sql("SELECT string_agg(id || ':' || (delivered IS NOT NULL), ' ' ORDER BY id) FROM wharf_inbox"),
+        "101:true 102:false"
+    );
+    // The lease of a committed batch is renewed; a refused one's is not.
+    assert_eq!(
+        sql("SELECT string_agg(id || ':' || coalesce(lease_holder, '-'), ' ' ORDER BY id) FROM wharf_sessions"),
+        "s1:h s2:- s3:- s4:h"
+    );
+    // A retry of a committed batch (the first attempt's answer was lost)
+    // is 'ok' and writes nothing; other bodies at those seqs are not.
+    let got = call("'s1', 's4'", "1, 1", "2, 3", "2, 1", "'a2', 'a3', 'other'", "1, 0", "101");
+    assert_eq!(got, "{ok,diverged}");
+    assert_eq!(state(), "s1:3:7:h1,a2,a3 s2:1:0:h2 s3:1:0:h3 s4:4:14:h4,e2,e3,e4");
+
+    // Notifications: every pair, split under the payload limit.
+    let n = 120;
+    let ids: Vec<String> = (0..n).map(|i| format!("{i:0>100}")).collect();
+    sql(&format!(
+        "INSERT INTO wharf_sessions (id, lease_token) SELECT unnest(ARRAY[{}]), 1",
+        ids.iter().map(|i| format!("'{i}'")).collect::<Vec<_>>().join(",")
+    ));
+    let list = |f: &dyn Fn(usize, &String) -> String| {
+        ids.iter().enumerate().map(|(i, id)| f(i, id)).collect::<Vec<_>>().join(",")
+    };
+    let out = pg
+        .psql(
+            db,
+            &format!(
+                "LISTEN wharf_events; SELECT array_length(wharf_append_many(ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}]::bigint[],
+                   ARRAY[{}]::int[], ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}]::text[], ARRAY[{}]::int[], '{{}}'::bigint[],
+                   'h', 1000, false), 1)",
+                list(&|_, id| format!("'{id}'")),
+                list(&|_, _| "1".into()),
+                list(&|_, _| "1".into()),
+                list(&|i, _| (1 + i % 3).to_string()),
+                ids.iter()
+                    .enumerate()
+                    .flat_map(|(i, id)| (0..1 + i % 3).map(move |k| format!("'{id}-{k}'")))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                list(&|_, _| "1".into()),
+                list(&|_, _| "NULL".into()),
+                list(&|_, _| "0".into()),
+            ),
+        )
+        .unwrap();
+    let payloads: Vec<&str> = out
+        .split("Asynchronous notification \"wharf_events\" with payload \"")
+        .skip(1)
+        .map(|p| p.split('"').next().unwrap())
+        .collect();
+    assert!(payloads.len() >= 2, "{out}");
+    let mut pairs = Vec::new();
+    for p in &payloads {
+        assert!(p.len() <= 7900, "{}", p.len());
+        pairs.extend(p.lines().map(str::to_string));
+    }
+    let want: Vec<String> = ids.iter().enumerate().map(|(i, id)| format!("{id} {}", i % 3 + 1)).collect();
+    assert_eq!(pairs, want);
 }
