@@ -51,7 +51,14 @@ fn request(n: usize) -> LlmRequest {
             tool_call_id: None,
         })
         .collect();
-    LlmRequest { system: "You answer.".into(), messages, tools: vec![], max_tokens: None, images: vec![] }
+    LlmRequest {
+        system: "You answer.".into(),
+        messages,
+        tools: vec![],
+        max_tokens: None,
+        images: vec![],
+        history: Default::default(),
+    }
 }
 
 /// One whole stream in `scope`; its text.
@@ -296,5 +303,124 @@ async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compact
     );
     // The reasoning of a tool-calling turn goes back to DeepSeek (after the summary).
     assert_eq!(last["messages"][2]["reasoning_content"], json!("Step 1: read \"f1\"."));
+    Ok(())
+}
+
+/// Events of a session log, as the agent loop appends them.
+mod log {
+    use wharf_core::events::{AssistantMessage, CompactionSummary, Event, EventKind, ToolResultEvent, UserMessage};
+    use wharf_core::plugin::ToolCall;
+
+    fn ev(seq: u64, kind: EventKind) -> Event {
+        Event { seq, time: "t".into(), ignorable: false, kind }
+    }
+
+    pub fn user(seq: u64, text: &str) -> Event {
+        ev(seq, EventKind::UserMessage(UserMessage { content: text.into(), inbox_id: None, images: vec![] }))
+    }
+
+    /// A tool-calling step: the model's call (with reasoning), then its output.
+    pub fn tool_step(seq: u64, i: usize) -> [Event; 2] {
+        let id = format!("call_{i}");
+        let call = ToolCall { id: id.clone(), name: "read".into(), arguments: format!("{{\"path\": \"f{i}.txt\"}}") };
+        let output: String = (0..40).map(|l| format!("file {i} line {l}:\t\"quoted\" \\ text é\n")).collect();
+        [
+            ev(
+                seq,
+                EventKind::AssistantMessage(AssistantMessage {
+                    turn: 1,
+                    step: i as u32,
+                    content: String::new(),
+                    reasoning: Some(format!("Step {i}: read \"f{i}\".")),
+                    tool_calls: vec![call],
+                    usage: None,
+                    finish: None,
+                    interrupted: false,
+                }),
+            ),
+            ev(
+                seq + 1,
+                EventKind::ToolResult(ToolResultEvent {
+                    turn: 1,
+                    step: i as u32,
+                    call_id: id,
+                    name: "read".into(),
+                    content: output,
+                    is_error: false,
+                    error_code: None,
+                    plugin: None,
+                    version: None,
+                    truncated: false,
+                    original_bytes: None,
+                    full_content: None,
+                    duration_ms: None,
+                    details: None,
+                }),
+            ),
+        ]
+    }
+
+    pub fn compacted(seq: u64, from_seq: u64, to_seq: u64) -> Event {
+        ev(seq, EventKind::CompactionSummary(CompactionSummary { from_seq, to_seq, summary: "Steps so far.".into() }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_marked_by_the_log_lower_only_new_messages_and_send_the_full_bytes() -> anyhow::Result<()> {
+    // The agent loop marks each request with the copy of the log's history
+    // it is (`HistoryMark`); the held instance then takes the messages it
+    // already has on the marks' word, without comparing them. A compaction
+    // mid-turn rewrites the history: the marks no longer vouch for it and
+    // the whole history goes again. Every body must be a fresh instance's.
+    use wharf_core::projection::{HistoryMark, Projection};
+    let rt = runtime(1000);
+    let mock = mock(30);
+    let (v, llm) = load_deepseek(&rt, &mock);
+    let scope = Arc::new(AdapterScope::default());
+    let mut p = Projection::new();
+    p.apply(&log::user(1, "Read the files."));
+    let (mut messages, mut mark) = (Vec::new(), HistoryMark::default());
+    let mut seq = 2;
+    let mut sent = Vec::new();
+    let (mut lowered, mut want) = (Vec::new(), Vec::new());
+    for i in 0..6 {
+        if i == 4 {
+            // Compaction of the first two steps (seqs 2..=5).
+            p.apply(&log::compacted(seq, 2, 5));
+            seq += 1;
+        }
+        p.messages_into(&mut messages, &mut mark);
+        let req = LlmRequest { messages: messages.clone(), history: mark, ..request(0) };
+        let before = v.llm_messages_lowered();
+        complete(llm.as_ref(), &req, &scope).await?;
+        lowered.push(v.llm_messages_lowered() - before);
+        // The first request: everything; after the compaction, everything
+        // from the summary on (it replaced the messages after the prompt:
+        // the prompt, compared, is still the same); else the step's two.
+        want.push(match i {
+            0 => req.messages.len() as u64,
+            4 => req.messages.len() as u64 - 1,
+            _ => 2,
+        });
+        sent.push(req);
+        for e in log::tool_step(seq, i) {
+            p.apply(&e);
+        }
+        seq += 2;
+    }
+    assert_eq!(lowered, want, "messages lowered per request");
+    for r in &sent {
+        let mut s = llm.start(r).await.context("starting the stream")?;
+        while s.next().await.context("reading the stream")?.is_some() {}
+    }
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2 * sent.len());
+    let (held, fresh) = reqs.split_at(sent.len());
+    for (i, (h, f)) in held.iter().zip(fresh).enumerate() {
+        assert!(h.body_len > 0 && h.raw_body.len() == h.body_len, "request {i} was recorded whole");
+        assert!(h.raw_body == f.raw_body, "request {i}: the held instance sent other bytes than a fresh one");
+    }
+    let last = held[held.len() - 1].body.as_ref().context("the last body is JSON")?;
+    assert!(last.to_string().contains("Steps so far."), "the summary is in the requests after the compaction");
     Ok(())
 }

@@ -1019,7 +1019,14 @@ impl Agent {
             return Ok(stop(StopReason::Error { code: "IMAGES_UNSUPPORTED".into(), message }));
         }
         inner.log.messages_into(&mut history.messages, &mut history.mark);
-        let request = LlmRequest { system, messages: std::mem::take(&mut history.messages), tools, max_tokens, images };
+        let request = LlmRequest {
+            system,
+            messages: std::mem::take(&mut history.messages),
+            tools,
+            max_tokens,
+            images,
+            history: history.mark,
+        };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
         let acc = loop {

@@ -387,6 +387,13 @@ pub struct LlmRequest {
     /// only to adapters with [`LlmAdapter::image_support`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<crate::images::RequestImage>,
+    /// Which copy of the session's history `messages` is, when the agent
+    /// loop built it from the log: an adapter holding an earlier request's
+    /// messages learns from two marks that those are still the first ones
+    /// (see [`crate::projection::HistoryMark::continues`]) without
+    /// comparing them. Unmarked (the default) for any other request.
+    #[serde(skip)]
+    pub history: crate::projection::HistoryMark,
 }
 
 /// Token accounting of one request.

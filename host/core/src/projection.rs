@@ -125,6 +125,17 @@ pub struct HistoryMark {
     len: usize,
 }
 
+impl HistoryMark {
+    /// How many messages of a list marked `earlier` are, unchanged, the
+    /// first messages of the list marked `self`: `earlier`'s length when
+    /// both copy the same projection with nothing but pushes between them,
+    /// else `None` (compare the messages instead). An unmarked list
+    /// ([`HistoryMark::default`]) is never vouched for.
+    pub fn continues(&self, earlier: &HistoryMark) -> Option<usize> {
+        (self.lineage != 0 && self.lineage == earlier.lineage && earlier.len <= self.len).then_some(earlier.len)
+    }
+}
+
 impl Projection {
     /// An empty projection.
     pub fn new() -> Self {
@@ -580,6 +591,16 @@ mod tests {
             p.messages_into(&mut stale, &mut HistoryMark::default());
             assert_eq!(stale, p.messages());
         }
+        // Marks vouch for a prefix only along one lineage.
+        let before = mark;
+        p.apply(&user(8, "later"));
+        let mut longer = Vec::new();
+        let mut after = HistoryMark::default();
+        p.messages_into(&mut longer, &mut after);
+        assert_eq!(after.continues(&before), Some(before.len));
+        assert_eq!(longer[..before.len], dst[..]);
+        assert_eq!(HistoryMark::default().continues(&HistoryMark::default()), None);
+        assert_eq!(before.continues(&after), None, "a longer list is not a prefix of a shorter one");
         // A clone goes its own way: a copy marked against the original is
         // compared again, not trusted.
         let mut fork = p.clone();

@@ -579,6 +579,7 @@ pub(crate) async fn complete(
         tools: Vec::new(),
         max_tokens: request.max_tokens,
         images: Vec::new(),
+        history: Default::default(),
     };
     let mut attempt = 0;
     loop {

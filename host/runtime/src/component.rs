@@ -10,6 +10,7 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker, ResourceAny};
 use wasmtime::{Store, Trap, UpdateDeadline};
 use wharf_core::plugin::{PluginError, ToolErrorCode};
+use wharf_core::projection::HistoryMark;
 
 use crate::bindings::exports::wharf::plugin as ex;
 use crate::bindings::wharf::plugin::types as wt;
@@ -498,7 +499,7 @@ pub(crate) struct StartedCompletion {
 /// these, and only those after the shared prefix are lowered
 /// (`llm-history.start-after`).
 #[derive(Default)]
-pub(crate) struct SentHistory(pub(crate) Vec<wharf_core::plugin::Message>);
+pub(crate) struct SentHistory(pub(crate) Vec<wharf_core::plugin::Message>, pub(crate) HistoryMark);
 
 /// An adapter's instance between two requests of one agent turn (kept in
 /// the turn's [`wharf_core::plugin::AdapterScope`]): the same session's
@@ -1796,6 +1797,7 @@ impl PluginVersion {
         &self,
         mut req: ex::llm::Request,
         messages: &[wharf_core::plugin::Message],
+        mark: HistoryMark,
         images: Vec<ex::llm_images::Image>,
         held: Option<HeldAdapter>,
     ) -> Result<StartedCompletion, crate::registrations::StartError> {
@@ -1824,9 +1826,14 @@ impl PluginVersion {
         };
         // How many of `messages` the instance already holds: the longest
         // prefix equal to what it was sent last (a compaction or rewrite
-        // shortens it). Images always go the whole way.
+        // shortens it). The agent loop's marks say so for a history that
+        // only grew; other requests are compared. Images always go the
+        // whole way.
         let kept = if images.is_empty() && held_guest.as_ref().is_some_and(|g| g.history.is_some()) {
-            sent.0.iter().zip(messages).take_while(|(a, b)| a == b).count()
+            match mark.continues(&sent.1) {
+                Some(n) if n == sent.0.len() && n <= messages.len() => n,
+                _ => sent.0.iter().zip(messages).take_while(|(a, b)| a == b).count(),
+            }
         } else {
             0
         };
@@ -1899,8 +1906,9 @@ impl PluginVersion {
         if guest.history.is_some() && images.is_empty() {
             sent.0.truncate(from);
             sent.0.extend_from_slice(&messages[from..]);
+            sent.1 = mark;
         } else {
-            sent.0 = Vec::new();
+            sent = SentHistory::default();
         }
         Ok(StartedCompletion { store, guest, handle, code, sent })
     }

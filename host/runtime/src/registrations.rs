@@ -303,10 +303,12 @@ impl ComponentLlm {
         // Another adapter's instance (the turn switched models) is dropped.
         let held = scope.and_then(|s| s.take()).and_then(|b| b.downcast::<HeldAdapter>().ok()).map(|b| *b);
         let started =
-            self.version.start_completion(req, &request.messages, images, held).await.map_err(|e| match e {
-                StartError::Sandbox(e) => sandbox_to_llm(e),
-                StartError::Adapter(e) => from_wit_error(e),
-            })?;
+            self.version.start_completion(req, &request.messages, request.history, images, held).await.map_err(
+                |e| match e {
+                    StartError::Sandbox(e) => sandbox_to_llm(e),
+                    StartError::Adapter(e) => from_wit_error(e),
+                },
+            )?;
         let timeout_ms = self.version.effective.timeout_ms;
         Ok(Box::new(ComponentStream {
             store: Some(started.store),

@@ -112,6 +112,9 @@ impl KvStore {
     }
 }
 
+/// See [`HttpPolicy::p2_outgoing_body_buffer_chunks`] (wasmtime's default is 1).
+const OUTGOING_BODY_BUFFER_CHUNKS: usize = 4;
+
 /// Outbound HTTP hooks enforcing the host allowlist and, through
 /// [`crate::net::admit`] and [`crate::net::resolve_public`], the
 /// private-address rule (for `https` by name, when a connection is opened).
@@ -122,6 +125,14 @@ pub struct HttpPolicy {
 }
 
 impl WasiHttpHooks for HttpPolicy {
+    /// Chunks (of up to 1 MiB each) a request body may have in flight: a
+    /// long session's request (megabytes) is handed over in a few writes
+    /// without the guest waiting on the connection between them. Bounded:
+    /// at most this many chunks per request are buffered.
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        OUTGOING_BODY_BUFFER_CHUNKS
+    }
+
     fn send_request(
         &mut self,
         mut request: http::Request<wasmtime_wasi_http::WasiBody>,

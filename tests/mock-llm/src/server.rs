@@ -301,11 +301,14 @@ struct Wire {
 
 async fn chat(req: Request<Incoming>, shared: Shared, reset: Arc<AtomicBool>, wire: Wire) -> Response<ResBody> {
     let (parts, body) = req.into_parts();
-    let bytes = match body.collect().await {
+    let collected = body.collect().await;
+    // Stamped when the last byte is in, before the chunks are joined: the
+    // mock's own copy is not the client's time.
+    let body_unix_us = unix_us();
+    let bytes = match collected {
         Ok(b) => b.to_bytes(),
         Err(_) => Bytes::new(),
     };
-    let body_unix_us = unix_us();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let mut headers = BTreeMap::new();
     for name in parts.headers.keys() {
