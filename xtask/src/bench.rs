@@ -46,12 +46,16 @@ struct Section {
 
 fn bench_cmd(root: &Path, package: &str, bench: &str) -> Command {
     let mut c = Command::new("cargo");
-    c.current_dir(root).args(["bench", "-q", "-p", package, "--profile", "dev", "--bench"]);
+    c.current_dir(root).args(["bench", "-q", "--profile", "dev"]);
     if package == "wharf-tests" {
-        // tests/benches is one binary; the section is picked by name.
-        c.arg("all").env("WHARF_BENCH_SECTION", bench);
+        // tests/benches is one binary; the section is picked by name. Its
+        // feature pins make `-p wharf-tests` resolve like the test build.
+        c.args(["-p", package, "--bench", "all"]).env("WHARF_BENCH_SECTION", bench);
     } else {
-        c.arg(bench);
+        // Another crate's bench alone would resolve its dependencies' features
+        // for that crate only and build wasmtime again: select what the test
+        // build selects, and only this bench.
+        c.args(crate::host_selection(&crate::plugin_crates(root).unwrap_or_default())).args(["--bench", bench]);
     }
     c
 }
