@@ -198,3 +198,31 @@ text = "Done."
     assert_eq!(end["data"]["reason"], "completed", "{end}");
     Ok(())
 }
+
+#[test]
+fn a_host_without_component_model_async_refuses_wasi_0_3_components_and_serves_the_rest() -> anyhow::Result<()> {
+    // `WHARF_COMPONENT_MODEL_ASYNC=0`: the engine skips the component
+    // model's async machinery (cheaper calls); a component that needs it
+    // is refused with a message saying why, a WASI 0.2 one still runs.
+    let home = tempfile::tempdir().context("creating a temp dir")?;
+    let file = fixture().display().to_string();
+    let out = wharf_tests::wharf(home.path())
+        .env("WHARF_COMPONENT_MODEL_ASYNC", "0")
+        .args(["plugin", "call", &file, "jobs_slow_add", r#"{"a": 2, "b": 3}"#])
+        .output()
+        .context("running wharf plugin call")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("without component-model async"), "the refusal says why: {stderr}");
+    let echo = wharf_tests::plugin(plugins::ECHO).display().to_string();
+    let out = wharf_tests::wharf(home.path())
+        .env("WHARF_COMPONENT_MODEL_ASYNC", "0")
+        .args(["plugin", "call", &echo, "echo", r#"{"text": "still here"}"#])
+        .output()
+        .context("running wharf plugin call")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(stdout.trim()).with_context(|| format!("not JSON: {stdout}"))?;
+    assert_eq!(v["content"], "still here", "{v}");
+    Ok(())
+}

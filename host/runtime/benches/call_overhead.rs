@@ -176,6 +176,14 @@ fn main() -> anyhow::Result<()> {
         ..Default::default()
     })?;
     let fresh_inline = rt_inline.load(&spec(false))?;
+    // An engine without component-model async: what a warm call costs
+    // without wasmtime's per-call task bookkeeping (engine-wide).
+    let rt_plain = Runtime::new(RuntimeOptions {
+        cache_dir: std::env::var_os("WHARF_CACHE_DIR").map(std::path::PathBuf::from),
+        engine: wharf_runtime::engine::EngineOptions { concurrency: false, ..Default::default() },
+        ..Default::default()
+    })?;
+    let warm_plain = rt_plain.load(&spec(true))?;
     let larger = match std::env::var("WHARF_BENCH_LARGER") {
         Ok(p) => Some(rt.load(&PluginSpec { id: "larger".into(), path: p.into(), ..spec(false) })?),
         Err(_) => None,
@@ -213,8 +221,13 @@ fn main() -> anyhow::Result<()> {
             label: "larger component (`text`, regex engine), fresh instance per call",
             samples: Vec::new(),
         },
+        Variant {
+            key: "warm_plain",
+            label: "warm, an engine without component-model async (`concurrency: false`)",
+            samples: Vec::new(),
+        },
     ];
-    // `WHARF_BENCH_PROFILE=warm|warm_async`: only that call, 2 M times (for
+    // `WHARF_BENCH_PROFILE=warm|warm_async|warm_plain`: only that call, 2 M times (for
     // `perf record`), no report.
     if let Ok(which) = std::env::var("WHARF_BENCH_PROFILE") {
         rt.engine().set_sync_calls(which != "warm_async");
@@ -222,7 +235,7 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         tokio.block_on(async {
             for _ in 0..n {
-                let r = warm.call_tool("echo", &payload, &ctx).await;
+                let r = if which == "warm_plain" { &warm_plain } else { &warm }.call_tool("echo", &payload, &ctx).await;
                 anyhow::ensure!(matches!(r, Ok(ref o) if !o.is_error), "{which}: {r:?}");
             }
             anyhow::Ok(())
@@ -240,6 +253,7 @@ fn main() -> anyhow::Result<()> {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
             let _ = fresh_inline.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
+            let _ = warm_plain.call_tool("echo", &payload, &ctx).await;
             rt.engine().set_sync_calls(false);
             let _ = warm.call_tool("echo", &payload, &ctx).await;
             rt.engine().set_sync_calls(true);
@@ -261,9 +275,14 @@ fn main() -> anyhow::Result<()> {
                 v[0].samples.push(t.elapsed().as_secs_f64() * 1e6);
                 anyhow::ensure!(r.as_deref() == Ok(TEXT), "native: {r:?}");
             }
-            for (i, handle) in
-                [(1, Some(&fresh)), (2, Some(&fresh_inline)), (3, Some(&warm)), (4, Some(&warm)), (7, larger.as_ref())]
-            {
+            for (i, handle) in [
+                (1, Some(&fresh)),
+                (2, Some(&fresh_inline)),
+                (3, Some(&warm)),
+                (4, Some(&warm)),
+                (7, larger.as_ref()),
+                (8, Some(&warm_plain)),
+            ] {
                 let Some(handle) = handle else { continue };
                 // The warm rows: the synchronous path (the default), then
                 // the async path, on the same version.
@@ -365,6 +384,12 @@ fn main() -> anyhow::Result<()> {
             "warm call ≤ 0.7 µs: {w50:.2} µs ({}); async path / synchronous path: {:.2}×\n",
             if w50 <= 0.7 { "met" } else { "**not met**" },
             a50 / w50
+        ));
+    }
+    if let Some((p50, _)) = get("warm_plain") {
+        md.push_str(&format!(
+            "warm call on an engine without component-model async: {p50:.2} µs (synchronous path / this: {:.2}×)\n",
+            w50 / p50
         ));
     }
     let loaded = match rmcp.as_mut() {

@@ -930,7 +930,14 @@ impl Runtime {
             self.wait_holds(true);
         }
         let t0 = Instant::now();
-        let compile_err = |e: wasmtime::Error| LoadError::Compile { path: path.clone(), reason: first_line(&e) };
+        let no_async = !self.engine_opts.concurrency;
+        let compile_err = |e: wasmtime::Error| {
+            let mut reason = first_line(&e);
+            if no_async {
+                reason.push_str(" (this host runs without component-model async, which WASI 0.3 components need)");
+            }
+            LoadError::Compile { path: path.clone(), reason }
+        };
         // Tiering: a miss in both caches compiles on the first tier.
         let first_engine = if self.tiered.load(Ordering::Relaxed) && !self.cache.has(&digest) {
             match self.first_tier_engine() {

@@ -81,6 +81,12 @@ pub struct EngineOptions {
     /// sandbox with wasmtime's synchronous call, without a fiber or the
     /// store's event loop (`component/sync_call.rs`).
     pub sync_calls: bool,
+    /// The component model's async ABI (WASI 0.3 components: `async`
+    /// functions, `stream<T>`, `future<T>`) and the store's concurrent
+    /// call machinery. Off, such components fail to load and every call
+    /// skips wasmtime's per-call task bookkeeping (measured by the
+    /// `call_overhead` bench; `wharf` keeps it on).
+    pub concurrency: bool,
 }
 
 impl Default for EngineOptions {
@@ -99,6 +105,7 @@ impl Default for EngineOptions {
             tier: CompileTier::Optimized,
             spare: true,
             sync_calls: true,
+            concurrency: true,
         }
     }
 }
@@ -171,7 +178,8 @@ impl WharfEngine {
         // `stream<T>` and `future<T>`, which generic components may export
         // (`component/streams.rs`). With it every call runs in the store's
         // event loop; limits are the same.
-        c.wasm_component_model_async(true);
+        c.wasm_component_model_async(opts.concurrency);
+        c.concurrency_support(opts.concurrency);
         c.epoch_interruption(true);
         c.max_wasm_stack(opts.max_wasm_stack);
         // Async stacks must hold the wasm stack plus host frames.
