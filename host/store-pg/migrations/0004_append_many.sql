@@ -24,7 +24,10 @@ CREATE FUNCTION wharf_append_many(p_ids text[], p_tokens bigint[], p_firsts bigi
                                   p_bodies text[], p_bytes bigint[], p_titles text[],
                                   p_ack_counts int[], p_acks bigint[],
                                   p_holder text, p_ttl_ms bigint, p_durable boolean)
-RETURNS text[] LANGUAGE plpgsql AS $$
+RETURNS text[] LANGUAGE plpgsql
+-- Plans that do not depend on the arrays' values: planning each call anew
+-- (custom plans) cost more than the whole append of a small group.
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     n int := coalesce(cardinality(p_ids), 0);
     st text[] := array_fill('missing'::text, ARRAY[n]);
@@ -43,7 +46,6 @@ DECLARE
     off int := 0;
     aoff int := 0;
     any_new boolean := false;
-    any_ack boolean := false;
     pair text;
     payload text := '';
 BEGIN
@@ -87,8 +89,12 @@ BEGIN
             st[i] := 'ok';
             is_new[i] := true;
             any_new := true;
-            any_ack := any_ack OR coalesce(p_ack_counts[i], 0) > 0;
             l_last[k] := p_firsts[i] + cnt - 1;
+            IF coalesce(p_ack_counts[i], 0) > 0 THEN
+                UPDATE wharf_inbox SET delivered = now()
+                 WHERE session_id = p_ids[i] AND delivered IS NULL
+                   AND id = ANY(p_acks[ack_at[i] + 1 : ack_at[i] + p_ack_counts[i]]);
+            END IF;
             pair := p_ids[i] || ' ' || l_last[k];
             IF payload = '' THEN
                 payload := pair;
@@ -120,14 +126,7 @@ BEGIN
               FROM generate_subscripts(p_ids, 1) AS b
              WHERE is_new[b]
              GROUP BY 1) u
-     WHERE w.id = u.sid;
-    IF any_ack THEN
-        UPDATE wharf_inbox SET delivered = now()
-         WHERE delivered IS NULL AND (session_id, id) IN (
-               SELECT p_ids[b], p_acks[ack_at[b] + j]
-                 FROM generate_subscripts(p_ids, 1) AS b, generate_series(1, p_ack_counts[b]) AS j
-                WHERE is_new[b]);
-    END IF;
+     WHERE w.id = u.sid AND w.id = ANY(p_ids);
     PERFORM pg_notify('wharf_events', payload);
     RETURN st;
 END $$;

@@ -271,7 +271,10 @@ fn logging_stored_input_acknowledges_it_and_orphans_are_found() {
     let url = pg.database().unwrap();
     let a = pg_store(&url, paused("host-a:1"));
     // Wharf's URL parameters are taken out of the URL and applied.
-    let b = pg_store(&format!("{url}?wharf_lease_ms=300&wharf_renew_ms=3600000"), PgOptions::default());
+    let b = pg_store(
+        &format!("{url}?wharf_lease_ms=300&wharf_renew_ms=3600000&wharf_append_group=8&wharf_append_workers=1"),
+        PgOptions::default(),
+    );
     assert!(matches!(
         wharf_store_pg::store(&format!("{url}?wharf_nope=1"), PgOptions::default()),
         Err(StoreError::Unavailable { detail, .. }) if detail.contains("wharf_nope")
