@@ -9,7 +9,7 @@
 //! | `WHARF_KEEP_RESIDENT_KB` | KiB of each memory kept resident per slot | 512 |
 //! | `WHARF_SPARE=0` | no sandbox prepared ahead of a fresh call | on |
 //! | `WHARF_SYNC_CALLS=0` | warm tool calls always on the async path | on |
-//! | `WHARF_COMPONENT_MODEL_ASYNC=0` | no WASI 0.3 (component-model async) components; every call skips wasmtime's task bookkeeping (warm calls ~1.4× cheaper) | on |
+//! | `WHARF_COMPONENT_MODEL_ASYNC=0` | WASI 0.3 (component-model async) components are refused: no engine is built for them | on |
 //! | `WHARF_INCREMENTAL=0` | no incremental compilation cache | on |
 //! | `WHARF_TIERED=0` | no tiered compilation | on |
 //! | `WHARF_FIRST_TIER=cranelift` | Cranelift's fast settings, not Winch, as the first tier | Winch |

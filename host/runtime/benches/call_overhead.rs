@@ -176,14 +176,6 @@ fn main() -> anyhow::Result<()> {
         ..Default::default()
     })?;
     let fresh_inline = rt_inline.load(&spec(false))?;
-    // An engine without component-model async: what a warm call costs
-    // without wasmtime's per-call task bookkeeping (engine-wide).
-    let rt_plain = Runtime::new(RuntimeOptions {
-        cache_dir: std::env::var_os("WHARF_CACHE_DIR").map(std::path::PathBuf::from),
-        engine: wharf_runtime::engine::EngineOptions { concurrency: false, ..Default::default() },
-        ..Default::default()
-    })?;
-    let warm_plain = rt_plain.load(&spec(true))?;
     let larger = match std::env::var("WHARF_BENCH_LARGER") {
         Ok(p) => Some(rt.load(&PluginSpec { id: "larger".into(), path: p.into(), ..spec(false) })?),
         Err(_) => None,
@@ -221,13 +213,8 @@ fn main() -> anyhow::Result<()> {
             label: "larger component (`text`, regex engine), fresh instance per call",
             samples: Vec::new(),
         },
-        Variant {
-            key: "warm_plain",
-            label: "warm, an engine without component-model async (`concurrency: false`)",
-            samples: Vec::new(),
-        },
     ];
-    // `WHARF_BENCH_PROFILE=warm|warm_async|warm_plain`: only that call, 2 M times (for
+    // `WHARF_BENCH_PROFILE=warm|warm_async`: only that call, 2 M times (for
     // `perf record`), no report.
     if let Ok(which) = std::env::var("WHARF_BENCH_PROFILE") {
         rt.engine().set_sync_calls(which != "warm_async");
@@ -235,7 +222,7 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         tokio.block_on(async {
             for _ in 0..n {
-                let r = if which == "warm_plain" { &warm_plain } else { &warm }.call_tool("echo", &payload, &ctx).await;
+                let r = warm.call_tool("echo", &payload, &ctx).await;
                 anyhow::ensure!(matches!(r, Ok(ref o) if !o.is_error), "{which}: {r:?}");
             }
             anyhow::Ok(())
@@ -253,7 +240,6 @@ fn main() -> anyhow::Result<()> {
             let _ = fresh.call_tool("echo", &payload, &ctx).await;
             let _ = fresh_inline.call_tool("echo", &payload, &ctx).await;
             let _ = warm.call_tool("echo", &payload, &ctx).await;
-            let _ = warm_plain.call_tool("echo", &payload, &ctx).await;
             rt.engine().set_sync_calls(false);
             let _ = warm.call_tool("echo", &payload, &ctx).await;
             rt.engine().set_sync_calls(true);
@@ -384,12 +370,6 @@ fn main() -> anyhow::Result<()> {
             "warm call ≤ 0.7 µs: {w50:.2} µs ({}); async path / synchronous path: {:.2}×\n",
             if w50 <= 0.7 { "met" } else { "**not met**" },
             a50 / w50
-        ));
-    }
-    if let Some((p50, _)) = get("warm_plain") {
-        md.push_str(&format!(
-            "warm call on an engine without component-model async: {p50:.2} µs (synchronous path / this: {:.2}×)\n",
-            w50 / p50
         ));
     }
     let loaded = match rmcp.as_mut() {

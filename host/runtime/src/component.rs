@@ -288,7 +288,11 @@ pub enum FirstTierCompiler {
 }
 
 /// The runtime: one engine, one linker, one compile cache; with tiering on,
-/// a second (fast-tier) engine and the background tier-up thread.
+/// a fast-tier engine and the background tier-up thread. These engines run
+/// without the component model's async ABI, so wasmtime skips its per-call
+/// task bookkeeping; a component that needs it (WASI 0.3: `async`
+/// functions, streams, futures) runs on one more engine, built when the
+/// first such component loads.
 pub struct Runtime {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
@@ -303,6 +307,9 @@ pub struct Runtime {
     tiered: AtomicBool,
     /// The first tier's engine and linker, built on first use.
     first_engine: OnceLock<Result<FirstTier, String>>,
+    /// The engine with component-model async, and its linkers, built on
+    /// first use (never when [`EngineOptions::concurrency`] is off).
+    concurrent_engine: OnceLock<Result<FirstTier, String>>,
     /// Jobs for the tier-up thread (started on the first job).
     tier_up: Mutex<Option<std::sync::mpsc::Sender<TierUpJob>>>,
     /// Tier-up jobs not finished yet, and its condition.
@@ -339,7 +346,8 @@ impl Drop for CompileHold {
 }
 
 /// The first tier: its own engine (code compiled by one engine runs only in
-/// that engine's stores) and a linker for it.
+/// that engine's stores) and a linker for it. Also the shape of the engine
+/// with component-model async.
 struct FirstTier {
     engine: Arc<WharfEngine>,
     linker: Linker<HostState>,
@@ -350,6 +358,10 @@ struct FirstTier {
     /// then [`CompileTier::Fast`].
     tier: CompileTier,
 }
+
+/// What [`Runtime::compile_optimised`] gives: the code, where it came from,
+/// its engine, linker and synchronous-path linker.
+type Optimised<'a> = (Component, CacheOutcome, &'a Arc<WharfEngine>, &'a Linker<HostState>, &'a Linker<HostState>);
 
 /// A version served by first-tier code, to be given optimised code.
 struct TierUpJob {
@@ -613,7 +625,8 @@ impl Runtime {
         if engine_opts.incremental_dir.is_none() {
             engine_opts.incremental_dir = opts.cache_dir.as_ref().map(|d| d.join("incremental"));
         }
-        let engine = WharfEngine::new(&engine_opts)?;
+        // Component-model async only on the second engine (see [`Runtime`]).
+        let engine = WharfEngine::new(&EngineOptions { concurrency: false, ..engine_opts.clone() })?;
         let linker = new_linker(engine.engine())?;
         let sync_linker = sync_call::new_linker(engine.engine())?;
         let cache = CompileCache::new(engine.engine(), opts.cache_dir);
@@ -626,6 +639,7 @@ impl Runtime {
             tiering: opts.tiering,
             tiered: AtomicBool::new(false),
             first_engine: OnceLock::new(),
+            concurrent_engine: OnceLock::new(),
             tier_up: Mutex::new(None),
             tier_up_pending: Arc::new((Mutex::new(0), Condvar::new())),
             loading: AtomicUsize::new(0),
@@ -710,8 +724,13 @@ impl Runtime {
                     // On-demand allocation: first-tier code serves only until
                     // its tier-up, and a second pool would double the
                     // reservation.
-                    let opts =
-                        EngineOptions { tier, pooling: false, incremental_dir: None, ..self.engine_opts.clone() };
+                    let opts = EngineOptions {
+                        tier,
+                        pooling: false,
+                        incremental_dir: None,
+                        concurrency: false,
+                        ..self.engine_opts.clone()
+                    };
                     let built = WharfEngine::new(&opts).and_then(|engine| {
                         let linker = new_linker(engine.engine())?;
                         let sync_linker = sync_call::new_linker(engine.engine())?;
@@ -731,6 +750,49 @@ impl Runtime {
             })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The engine with component-model async (optimised tier, on-demand
+    /// allocation: such components are few), built on first use.
+    fn concurrent_engine(&self) -> Result<&FirstTier, String> {
+        self.concurrent_engine
+            .get_or_init(|| {
+                let opts = EngineOptions { concurrency: true, pooling: false, ..self.engine_opts.clone() };
+                let engine = WharfEngine::new(&opts).map_err(|e| format!("{e:#}"))?;
+                let linker = new_linker(engine.engine()).map_err(|e| format!("{e:#}"))?;
+                let sync_linker = sync_call::new_linker(engine.engine()).map_err(|e| format!("{e:#}"))?;
+                Ok(FirstTier { engine, linker, sync_linker, tier: self.engine_opts.tier })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Optimised code of `bytes` (from the cache or compiled), with the
+    /// engine and linkers it runs on: the runtime's own engine, or for a
+    /// component that uses component-model async (the own engine refuses
+    /// it), the one that has it. A component neither takes gets the latter's
+    /// error, the more telling one.
+    fn compile_optimised(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Optimised<'_>> {
+        let plain = match self.cache.get_or_compile(self.engine.engine(), digest, bytes) {
+            Ok((c, outcome)) => return Ok((c, outcome, &self.engine, &self.linker, &self.sync_linker)),
+            Err(e) => e,
+        };
+        if !self.engine_opts.concurrency {
+            return Err(plain);
+        }
+        let ce = match self.concurrent_engine() {
+            Ok(ce) => ce,
+            Err(e) => {
+                tracing::warn!("the engine with component-model async is unavailable: {e}");
+                return Err(plain);
+            }
+        };
+        let (c, outcome) = self.cache.get_or_compile(ce.engine.engine(), digest, bytes)?;
+        Ok((c, outcome, &ce.engine, &ce.linker, &ce.sync_linker))
     }
 
     /// Queues `v` (fast-tier code of `bytes`) for its optimised code.
@@ -960,20 +1022,20 @@ impl Runtime {
             }
         });
         // `first_tier`: served by first-tier code, to be tiered up.
-        let (mut component, mut cache, mut engine, mut linker, mut tier, mut first_tier) = match first {
-            Some((c, f)) => (c, CacheOutcome::Compiled, &f.engine, &f.linker, f.tier, true),
+        let (mut component, mut cache, mut engine, mut linker, mut sync_linker, mut tier, mut first_tier) = match first
+        {
+            Some((c, f)) => (c, CacheOutcome::Compiled, &f.engine, &f.linker, &f.sync_linker, f.tier, true),
             None => {
-                let (c, outcome) =
-                    self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
-                (c, outcome, &self.engine, &self.linker, self.engine_opts.tier, false)
+                let (c, outcome, e, l, sl) = self.compile_optimised(&digest, bytes).map_err(compile_err)?;
+                (c, outcome, e, l, sl, self.engine_opts.tier, false)
             }
         };
         let mut generic = generic::detect(&path, engine.engine(), &component, bytes, self.max_tools())?.map(Arc::new);
         if generic.is_some() && first_tier {
             // A generic component's functions are indexed into its code
             // (`generic.rs`); it is not swapped later, so optimise now.
-            let (c, outcome) = self.cache.get_or_compile(self.engine.engine(), &digest, bytes).map_err(compile_err)?;
-            (component, cache, engine, linker, tier) = (c, outcome, &self.engine, &self.linker, self.engine_opts.tier);
+            let (c, outcome, e, l, sl) = self.compile_optimised(&digest, bytes).map_err(compile_err)?;
+            (component, cache, engine, linker, sync_linker, tier) = (c, outcome, e, l, sl, self.engine_opts.tier);
             first_tier = false;
             generic = generic::detect(&path, engine.engine(), &component, bytes, self.max_tools())?.map(Arc::new);
         }
@@ -984,10 +1046,6 @@ impl Runtime {
         };
         let pre = linker.instantiate_pre(&component).map_err(|e| link_error(&path, &e))?;
         let indices = if generic.is_some() { generic::no_indices() } else { Indices::new(&pre, &kinds, &path)? };
-        let sync_linker = match &first_engine {
-            Some(f) if first_tier => &f.sync_linker,
-            _ => &self.sync_linker,
-        };
         let sync = (generic.is_none() && kinds.contains(&Kind::Tool))
             .then(|| sync_call::SyncTool::new(sync_linker, &component))
             .flatten();

@@ -83,9 +83,10 @@ pub struct EngineOptions {
     pub sync_calls: bool,
     /// The component model's async ABI (WASI 0.3 components: `async`
     /// functions, `stream<T>`, `future<T>`) and the store's concurrent
-    /// call machinery. Off, such components fail to load and every call
-    /// skips wasmtime's per-call task bookkeeping (measured by the
-    /// `call_overhead` bench; `wharf` keeps it on).
+    /// call machinery in this engine. A [`crate::Runtime`] builds its own
+    /// engines without it (wasmtime then skips its per-call task
+    /// bookkeeping) and, when this is on, one more with it for the
+    /// components that need it; off, those are refused.
     pub concurrency: bool,
 }
 
