@@ -261,14 +261,9 @@ fn main() -> anyhow::Result<()> {
                 v[0].samples.push(t.elapsed().as_secs_f64() * 1e6);
                 anyhow::ensure!(r.as_deref() == Ok(TEXT), "native: {r:?}");
             }
-            for (i, handle) in [
-                (1, Some(&fresh)),
-                (2, Some(&fresh_inline)),
-                (3, Some(&warm)),
-                (4, Some(&warm)),
-                (7, larger.as_ref()),
-                (8, Some(&warm_plain)),
-            ] {
+            for (i, handle) in
+                [(1, Some(&fresh)), (2, Some(&fresh_inline)), (3, Some(&warm)), (4, Some(&warm)), (7, larger.as_ref())]
+            {
                 let Some(handle) = handle else { continue };
                 // The warm rows: the synchronous path (the default), then
                 // the async path, on the same version.
