@@ -772,11 +772,7 @@ impl Runtime {
     /// component that uses component-model async (the own engine refuses
     /// it), the one that has it. A component neither takes gets the latter's
     /// error, the more telling one.
-    fn compile_optimised(
-        &self,
-        digest: &str,
-        bytes: &[u8],
-    ) -> wasmtime::Result<Optimised<'_>> {
+    fn compile_optimised(&self, digest: &str, bytes: &[u8]) -> wasmtime::Result<Optimised<'_>> {
         let plain = match self.cache.get_or_compile(self.engine.engine(), digest, bytes) {
             Ok((c, outcome)) => return Ok((c, outcome, &self.engine, &self.linker, &self.sync_linker)),
             Err(e) => e,
