@@ -226,3 +226,40 @@ fn a_host_without_component_model_async_refuses_wasi_0_3_components_and_serves_t
     assert_eq!(v["content"], "still here", "{v}");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wasi_0_3_component_is_cached_for_its_own_engine() -> anyhow::Result<()> {
+    // Such a component runs on the runtime's second engine: loaded again in
+    // the same process it comes from memory, and in the next process from
+    // disk, each time code of that engine (code of one engine cannot run in
+    // another's stores), and it answers.
+    use wharf_runtime::cache::CacheOutcome;
+    use wharf_runtime::grants::Grant;
+    use wharf_runtime::{CallContext, PluginSpec, Runtime, RuntimeOptions};
+    let dir = tempfile::tempdir().context("creating a temp dir")?;
+    let spec = PluginSpec {
+        id: "jobs".into(),
+        path: fixture(),
+        config: json!({}),
+        grant: Grant::default(),
+        warm: false,
+        on_invalid_config: Default::default(),
+    };
+    let ctx = CallContext { session_id: "s".into(), call_id: "c".into(), workspace: None, services: None };
+    let mut seen = Vec::new();
+    for _process in 0..2 {
+        let rt = Runtime::new(RuntimeOptions { cache_dir: Some(dir.path().to_path_buf()), ..Default::default() })?;
+        for _load in 0..2 {
+            let v = rt.load(&spec).context("loading the WASI 0.3 component")?;
+            seen.push(v.cache);
+            let out = v.call_tool("jobs_slow_add", r#"{"a": 2, "b": 3}"#, &ctx).await.context("calling it")?;
+            assert_eq!(out.content, "5", "{out:?}");
+        }
+    }
+    assert_eq!(
+        seen,
+        [CacheOutcome::Compiled, CacheOutcome::Memory, CacheOutcome::Disk, CacheOutcome::Memory],
+        "where each load's code came from"
+    );
+    Ok(())
+}

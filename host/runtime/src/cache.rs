@@ -22,11 +22,23 @@ pub enum CacheOutcome {
     Compiled,
 }
 
-/// Compiled components by digest, in memory and on disk.
+/// Compiled components by digest and engine, in memory and on disk (code
+/// compiled by one engine runs only in that engine's stores, and a runtime
+/// has more than one).
 pub struct CompileCache {
     dir: Option<PathBuf>,
+    /// The compatibility hash of the engine the cache was made for (the one
+    /// [`CompileCache::has`] asks about).
     engine_hash: String,
-    memory: Mutex<HashMap<String, Component>>,
+    /// By (engine hash, digest).
+    memory: Mutex<HashMap<(String, String), Component>>,
+}
+
+/// A short hash of what makes an engine's code loadable by another.
+fn engine_hash(engine: &Engine) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    format!("{:016x}", h.finish())
 }
 
 /// The hex sha-256 of some bytes.
@@ -37,10 +49,7 @@ pub fn digest(bytes: &[u8]) -> String {
 impl CompileCache {
     /// A cache in `dir` (created on demand); `None` keeps it in memory only.
     pub fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        let engine_hash = format!("{:016x}", h.finish());
-        Self { dir, engine_hash, memory: Mutex::new(HashMap::new()) }
+        Self { dir, engine_hash: engine_hash(engine), memory: Mutex::new(HashMap::new()) }
     }
 
     /// The cache directory, if on disk.
@@ -48,15 +57,16 @@ impl CompileCache {
         self.dir.as_deref()
     }
 
-    fn artifact_path(&self, digest: &str) -> Option<PathBuf> {
-        self.dir.as_ref().map(|d| d.join(format!("{digest}-{}.cwasm", self.engine_hash)))
+    fn artifact_path(&self, digest: &str, engine_hash: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{digest}-{engine_hash}.cwasm")))
     }
 
     /// Whether the compiled code of `digest` is in memory or on disk (a
     /// load would not compile).
     pub fn has(&self, digest: &str) -> bool {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).contains_key(digest)
-            || self.artifact_path(digest).is_some_and(|p| p.exists())
+        let key = (self.engine_hash.clone(), digest.to_string());
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&key)
+            || self.artifact_path(digest, &self.engine_hash).is_some_and(|p| p.exists())
     }
 
     /// Returns the compiled component for `bytes` (whose digest is
@@ -67,10 +77,11 @@ impl CompileCache {
         digest: &str,
         bytes: &[u8],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        if let Some(c) = self.memory.lock().unwrap_or_else(|e| e.into_inner()).get(digest) {
+        let key = (engine_hash(engine), digest.to_string());
+        if let Some(c) = self.memory.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok((c.clone(), CacheOutcome::Memory));
         }
-        if let Some(path) = self.artifact_path(digest)
+        if let Some(path) = self.artifact_path(digest, &key.0)
             && path.exists()
         {
             // SAFETY: artifacts in this directory are written only by
@@ -80,7 +91,7 @@ impl CompileCache {
             // deserialization's header checks and is recompiled.
             match unsafe { Component::deserialize_file(engine, &path) } {
                 Ok(c) => {
-                    self.remember(digest, &c);
+                    self.remember(key, &c);
                     return Ok((c, CacheOutcome::Disk));
                 }
                 Err(e) => {
@@ -90,17 +101,17 @@ impl CompileCache {
             }
         }
         let component = Component::new(engine, bytes)?;
-        if let Some(path) = self.artifact_path(digest)
+        if let Some(path) = self.artifact_path(digest, &key.0)
             && let Err(e) = Self::store(&component, &path)
         {
             tracing::warn!("could not write compile cache {}: {e:#}", path.display());
         }
-        self.remember(digest, &component);
+        self.remember(key, &component);
         Ok((component, CacheOutcome::Compiled))
     }
 
-    fn remember(&self, digest: &str, c: &Component) {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(digest.to_string(), c.clone());
+    fn remember(&self, key: (String, String), c: &Component) {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).insert(key, c.clone());
     }
 
     fn store(component: &Component, path: &Path) -> anyhow::Result<()> {
@@ -116,7 +127,7 @@ impl CompileCache {
 
     /// Forgets the in-memory copy of a digest (the disk copy stays).
     pub fn evict(&self, digest: &str) {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).remove(digest);
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).retain(|(_, d), _| d != digest);
     }
 }
 
