@@ -283,17 +283,7 @@ async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compact
     assert_eq!(v2.sandboxes_made() - made2, 2, "the dropped instance was replaced once");
     assert_eq!(lowered, want, "messages lowered per request: the held instance gets only the new ones");
     // The same requests, each from a fresh instance (no turn scope).
-    for r in &sent {
-        let mut s = llm2.start(r).await.context("starting the stream")?;
-        while s.next().await.context("reading the stream")?.is_some() {}
-    }
-    let reqs = mock.requests();
-    assert_eq!(reqs.len(), 2 * sent.len());
-    let (held, fresh) = reqs.split_at(sent.len());
-    for (i, (h, f)) in held.iter().zip(fresh).enumerate() {
-        assert!(h.body_len > 0 && h.raw_body.len() == h.body_len, "request {i} was recorded whole");
-        assert!(h.raw_body == f.raw_body, "request {i}: the held instance sent other bytes than a fresh one");
-    }
+    let held = same_bytes_as_fresh_instances(llm2.as_ref(), &mock, &sent).await?;
     let last = &held[held.len() - 1].body;
     let last = last.as_ref().context("the last body is JSON")?;
     assert_eq!(
@@ -304,6 +294,28 @@ async fn a_held_instance_sends_the_bytes_of_the_full_history_also_across_compact
     // The reasoning of a tool-calling turn goes back to DeepSeek (after the summary).
     assert_eq!(last["messages"][2]["reasoning_content"], json!("Step 1: read \"f1\"."));
     Ok(())
+}
+
+/// Sends each of `sent` (already sent once, in order, by a held instance)
+/// again from a fresh instance, and checks that the mock received the same
+/// bytes both times. Returns the held instance's requests as recorded.
+async fn same_bytes_as_fresh_instances(
+    llm: &dyn LlmAdapter,
+    mock: &MockLlm,
+    sent: &[LlmRequest],
+) -> anyhow::Result<Vec<wharf_mock_llm::RecordedRequest>> {
+    for r in sent {
+        let mut s = llm.start(r).await.context("starting the stream")?;
+        while s.next().await.context("reading the stream")?.is_some() {}
+    }
+    let mut reqs = mock.requests();
+    assert_eq!(reqs.len(), 2 * sent.len());
+    let fresh = reqs.split_off(sent.len());
+    for (i, (h, f)) in reqs.iter().zip(&fresh).enumerate() {
+        assert!(h.body_len > 0 && h.raw_body.len() == h.body_len, "request {i} was recorded whole");
+        assert!(h.raw_body == f.raw_body, "request {i}: the held instance sent other bytes than a fresh one");
+    }
+    Ok(reqs)
 }
 
 /// Events of a session log, as the agent loop appends them.
@@ -409,17 +421,7 @@ async fn requests_marked_by_the_log_lower_only_new_messages_and_send_the_full_by
         seq += 2;
     }
     assert_eq!(lowered, want, "messages lowered per request");
-    for r in &sent {
-        let mut s = llm.start(r).await.context("starting the stream")?;
-        while s.next().await.context("reading the stream")?.is_some() {}
-    }
-    let reqs = mock.requests();
-    assert_eq!(reqs.len(), 2 * sent.len());
-    let (held, fresh) = reqs.split_at(sent.len());
-    for (i, (h, f)) in held.iter().zip(fresh).enumerate() {
-        assert!(h.body_len > 0 && h.raw_body.len() == h.body_len, "request {i} was recorded whole");
-        assert!(h.raw_body == f.raw_body, "request {i}: the held instance sent other bytes than a fresh one");
-    }
+    let held = same_bytes_as_fresh_instances(llm.as_ref(), &mock, &sent).await?;
     let last = held[held.len() - 1].body.as_ref().context("the last body is JSON")?;
     assert!(last.to_string().contains("Steps so far."), "the summary is in the requests after the compaction");
     Ok(())
