@@ -314,7 +314,10 @@ async fn warm_calls_on_the_synchronous_path_keep_every_limit() {
         id: "pure".into(),
         path: wharf_tests::plugin(plugins::PURE),
         config: json!({}),
-        grant: Grant { timeout_ms: Some(300), memory_mb: Some(64), ..Grant::default() },
+        // 1 s: touching 64 MiB (the memory test), re-run on the async path
+        // after an epoch tick, must end at its memory limit, not its
+        // deadline, also on a loaded 2-core machine (300 ms did not).
+        grant: Grant { timeout_ms: Some(1000), memory_mb: Some(64), ..Grant::default() },
         warm: true,
         on_invalid_config: Default::default(),
     };
