@@ -552,9 +552,34 @@ enum WarmTool {
     Sync(wasmtime::component::Func),
 }
 
-/// `tool.call`'s type on the synchronous path.
-type ToolCallFn<'a> =
-    wasmtime::component::TypedFunc<(&'a str, &'a str, &'a wt::CallContext), (Result<wt::ToolOutput, wt::ToolError>,)>;
+/// `tool.call`'s type on the synchronous path: the call context is lowered
+/// from borrowed strings (no copy on the host before the one into the
+/// guest).
+type ToolCallFn<'a> = wasmtime::component::TypedFunc<
+    (&'a str, &'a str, &'a CallContextRef<'a>),
+    (Result<wt::ToolOutput, wt::ToolError>,),
+>;
+
+/// `wharf:plugin/types.call-context`, borrowed from the host's
+/// [`CallContext`]: the same record, field for field.
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+struct CallContextRef<'a> {
+    #[component(name = "session-id")]
+    session_id: &'a str,
+    #[component(name = "call-id")]
+    call_id: &'a str,
+    workspace: Option<&'a str>,
+}
+
+/// The call context as the generated bindings take it (owned strings).
+fn owned_context(ctx: &CallContext) -> wt::CallContext {
+    wt::CallContext {
+        session_id: ctx.session_id.clone(),
+        call_id: ctx.call_id.clone(),
+        workspace: ctx.workspace.clone(),
+    }
+}
 
 /// Calls on the synchronous path that had to be run again on the async
 /// path (a wait, or a guest running past its first epoch tick) a version may
@@ -1432,6 +1457,12 @@ impl PluginVersion {
         self.code.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Whether `code` is still this version's code (not swapped by a
+    /// tier-up), without taking a reference to it.
+    fn is_current(&self, code: &Arc<CompiledCode>) -> bool {
+        Arc::ptr_eq(code, &self.code.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// After a tier-up swapped the code: warm instances and the spare of the
     /// old code are dropped (calls already running keep theirs).
     fn drop_stale(&self) {
@@ -1715,15 +1746,11 @@ impl PluginVersion {
         let Some(tool_idx) = &code.indices.tool else {
             return Err(CallError::new(ToolErrorCode::NotATool, format!("plugin `{}` exports no tools", self.id)));
         };
-        let wctx = wt::CallContext {
-            session_id: ctx.session_id.clone(),
-            call_id: ctx.call_id.clone(),
-            workspace: ctx.workspace.clone(),
-        };
         let timeout = self.effective.timeout_ms;
         let res = if self.warm.is_some() {
-            self.call_warm(&code, name, arguments, &wctx, ctx.services.clone()).await
+            self.call_warm(&code, name, arguments, ctx).await
         } else {
+            let wctx = owned_context(ctx);
             sandboxed!(code = code; self, self.effective.clone(), timeout, self.call_fuel(), |store, inst| {
                 {
                     store.data_mut().set_services(ctx.services.clone());
@@ -1996,8 +2023,7 @@ impl PluginVersion {
         code: &Arc<CompiledCode>,
         name: &str,
         arguments: &str,
-        wctx: &wt::CallContext,
-        services: Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+        ctx: &CallContext,
     ) -> Result<Result<wt::ToolOutput, wt::ToolError>, CallError> {
         let (Some(pool), Some(tool_idx)) = (&self.warm, &code.indices.tool) else {
             return Err(CallError::new(ToolErrorCode::HostError, "not a warm tool plugin"));
@@ -2008,7 +2034,7 @@ impl PluginVersion {
         let deadline = Instant::now() + Duration::from_millis(timeout);
         let sync = code.sync.as_ref().filter(|_| code.engine.sync_calls() && self.sync_misses_allow());
         if let Some(st) = sync {
-            match self.call_warm_sync(code, st, pool, name, arguments, wctx, &services, deadline) {
+            match self.call_warm_sync(code, st, pool, name, arguments, ctx, deadline) {
                 Some(done) => return done,
                 None => {
                     self.sync_misses.fetch_add(1, Ordering::Relaxed);
@@ -2024,24 +2050,23 @@ impl PluginVersion {
             Some(w) => w,
             None => {
                 let mut store = self.new_store(code, self.effective.clone(), self.call_fuel())?;
-                store.data_mut().begin_call(timeout);
-                store.data_mut().deadline = deadline;
+                store.data_mut().begin_call_until(timeout, deadline);
                 let inst =
                     code.pre.instantiate_async(&mut store).await.map_err(|e| classify_error(&e, store.data()))?;
                 let tool = tool_idx.load(&mut store, &inst).map_err(|e| classify_error(&e, store.data()))?;
                 WarmInstance { store, tool: WarmTool::Async(tool), code: code.clone() }
             }
         };
-        w.store.data_mut().begin_call(timeout);
-        w.store.data_mut().deadline = deadline;
+        w.store.data_mut().begin_call_until(timeout, deadline);
         // Epochs have passed since its last call: without this its first
         // check would find the deadline passed and yield for nothing.
         w.store.set_epoch_deadline(1);
-        w.store.data_mut().set_services(services);
+        w.store.data_mut().set_services(ctx.services.clone());
         let wall = w.store.data().wall_deadline();
+        let wctx = owned_context(ctx);
         let res = match &w.tool {
             WarmTool::Async(tool) => {
-                let call = std::pin::pin!(tool.call_call(&mut w.store, name, arguments, wctx));
+                let call = std::pin::pin!(tool.call_call(&mut w.store, name, arguments, &wctx));
                 tokio::time::timeout_at(wall, call).await
             }
             WarmTool::Sync(_) => {
@@ -2052,7 +2077,7 @@ impl PluginVersion {
         match res {
             Ok(Ok(v)) => {
                 // An instance of code swapped out meanwhile is not kept.
-                if Arc::ptr_eq(&w.code, &self.code()) {
+                if self.is_current(&w.code) {
                     pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
                 }
                 Ok(v)
@@ -2077,8 +2102,7 @@ impl PluginVersion {
         pool: &Mutex<Vec<WarmInstance>>,
         name: &str,
         arguments: &str,
-        wctx: &wt::CallContext,
-        services: &Option<Arc<dyn wharf_core::plugin::SessionServices>>,
+        ctx: &CallContext,
         deadline: Instant,
     ) -> Option<Result<Result<wt::ToolOutput, wt::ToolError>, CallError>> {
         let timeout = self.effective.timeout_ms;
@@ -2105,15 +2129,14 @@ impl PluginVersion {
                         Err(sync_call::NeedsAsync.into())
                     }
                 });
-                store.data_mut().begin_call(timeout);
-                store.data_mut().deadline = deadline;
+                store.data_mut().begin_call_until(timeout, deadline);
                 store.set_epoch_deadline(2);
                 let made = st.pre.instantiate(&mut store).and_then(|inst| {
                     let func = inst
                         .get_func(&mut store, st.call)
                         .ok_or_else(|| wasmtime::format_err!("the component exports no `tool.call`"))?;
                     // Type-checked once here; each call uses it unchecked.
-                    func.typed::<(&str, &str, &wt::CallContext), (Result<wt::ToolOutput, wt::ToolError>,)>(&store)?;
+                    func.typed::<(&str, &str, &CallContextRef), (Result<wt::ToolOutput, wt::ToolError>,)>(&store)?;
                     Ok(func)
                 });
                 match made {
@@ -2124,22 +2147,23 @@ impl PluginVersion {
             }
         };
         let WarmTool::Sync(func) = w.tool else { return None };
-        w.store.data_mut().begin_call(timeout);
-        w.store.data_mut().deadline = deadline;
+        w.store.data_mut().begin_call_until(timeout, deadline);
         // At least one full tick before the callback above runs.
         w.store.set_epoch_deadline(2);
-        w.store.data_mut().set_services(services.clone());
+        w.store.data_mut().set_services(ctx.services.clone());
+        let wctx =
+            CallContextRef { session_id: &ctx.session_id, call_id: &ctx.call_id, workspace: ctx.workspace.as_deref() };
         // SAFETY: `func` was type-checked as `ToolCallFn` (the same
         // parameter and result types; lifetimes do not change a component
         // type) when this instance was made, in this store.
         let typed: ToolCallFn<'_> = unsafe { wasmtime::component::TypedFunc::new_unchecked(func) };
-        let res = typed.call(&mut w.store, (name, arguments, wctx));
+        let res = typed.call(&mut w.store, (name, arguments, &wctx));
         w.store.data_mut().set_services(None);
         match res {
             Ok((v,)) => {
                 self.sync_served.fetch_add(1, Ordering::Relaxed);
                 // An instance of code swapped out meanwhile is not kept.
-                if Arc::ptr_eq(&w.code, &self.code()) {
+                if self.is_current(&w.code) {
                     pool.lock().unwrap_or_else(|e| e.into_inner()).push(w);
                 }
                 Some(Ok(v))

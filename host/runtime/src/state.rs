@@ -293,6 +293,8 @@ pub struct HostState {
     pub(crate) policy_call: bool,
     /// The current call's clock and random seed, when durable.
     determinism: DeterminismSlot,
+    /// `determinism` holds a durable call's clock and seed.
+    determined: bool,
     /// The store's hostcall fuel: bytes one lift out of the guest may copy
     /// (for the `OUTPUT_LIMIT` message).
     pub(crate) hostcall_fuel: usize,
@@ -353,6 +355,7 @@ impl HostState {
         let timeout_ms = effective.timeout_ms;
         Ok(Self {
             determinism,
+            determined: false,
             wasi: b.build(),
             table: {
                 let mut t = ResourceTable::new();
@@ -408,10 +411,15 @@ impl HostState {
     /// ([`wharf_core::plugin::SessionServices::determinism`]).
     pub fn set_services(&mut self, services: Option<Arc<dyn wharf_core::plugin::SessionServices>>) {
         let det = services.as_ref().and_then(|s| s.determinism());
-        *self.determinism.0.lock().unwrap_or_else(|e| e.into_inner()) = det.map(|d| Determined {
-            rng: [d.seed ^ 0x5851_f42d_4c95_7f2d, d.seed.rotate_left(17) ^ 0x1405_7b7e_f767_814f],
-            clock_ms: d.clock_ms,
-        });
+        // Most calls are not durable: the slot is left alone (no lock on a
+        // warm call's path) unless a durable call set it or sets it now.
+        if det.is_some() || self.determined {
+            self.determined = det.is_some();
+            *self.determinism.0.lock().unwrap_or_else(|e| e.into_inner()) = det.map(|d| Determined {
+                rng: [d.seed ^ 0x5851_f42d_4c95_7f2d, d.seed.rotate_left(17) ^ 0x1405_7b7e_f767_814f],
+                clock_ms: d.clock_ms,
+            });
+        }
         self.services = services;
     }
 
@@ -428,13 +436,19 @@ impl HostState {
 
     /// Starts a new call: resets per-call budgets.
     pub fn begin_call(&mut self, timeout_ms: u64) {
+        self.begin_call_until(timeout_ms, Instant::now() + std::time::Duration::from_millis(timeout_ms));
+    }
+
+    /// [`Self::begin_call`] with the deadline already taken (one clock read
+    /// per call on the warm path).
+    pub fn begin_call_until(&mut self, timeout_ms: u64, deadline: Instant) {
         self.log_lines = 0;
         self.log_bytes = 0;
         self.log_dropped = false;
         self.limits.hit = None;
         self.policy_call = false;
         self.timeout_ms = timeout_ms;
-        self.deadline = Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        self.deadline = deadline;
     }
 
     /// When the wall-clock limit around the current call fires: the
