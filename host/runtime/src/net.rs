@@ -420,7 +420,10 @@ async fn connect(authority: &str, tls: bool, timeout: Duration) -> Result<SendRe
     } else {
         Box::new(tcp)
     };
-    let io = wasmtime_wasi_http::io::TokioIo::new(stream);
+    // hyper copies every body chunk into its own buffer unless the
+    // transport says it takes vectored writes; this adapter forwards them
+    // (wasmtime-wasi-http's does not).
+    let io = hyper_util::rt::TokioIo::new(stream);
     let (sender, conn) = match tokio::time::timeout(timeout, hyper::client::conn::http1::handshake(io)).await {
         Ok(r) => r?,
         Err(_) => return Err(HttpError::ConnectionTimeout),
