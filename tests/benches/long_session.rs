@@ -268,7 +268,7 @@ struct At {
 
 pub fn main() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
-    let runs = if quick() { 1 } else { 3 };
+    let runs = if quick() { 1 } else { 5 };
     // A first session fills the compile cache (its figures are dropped).
     let _ = wharf_session(tmp.path(), 99)?;
     let mut all = Vec::new();
