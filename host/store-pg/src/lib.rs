@@ -131,6 +131,11 @@ pub struct PgOptions {
     /// the pool). Fewer make larger groups, which cost the database less
     /// per append; more let a slow call not hold up the others.
     pub append_workers: usize,
+    /// How long one database round trip (an attempt) may go unanswered
+    /// before it counts as a connection failure: a database that stopped
+    /// answering (paused, or a lock held elsewhere) fails the call once its
+    /// retry budget is spent, instead of holding it.
+    pub attempt_timeout: Duration,
     /// Name recorded as the lease holder (default `HOSTNAME:PID`).
     pub holder: String,
 }
@@ -146,6 +151,7 @@ impl Default for PgOptions {
             durable_appends: false,
             append_group: 64,
             append_workers: 2,
+            attempt_timeout: Duration::from_secs(30),
             holder: default_holder(),
         }
     }
@@ -167,7 +173,8 @@ pub fn store(url: &str, options: PgOptions) -> Result<wharf_core::SessionStore, 
 
 /// Takes Wharf's own settings out of a store URL's query (`wharf_lease_ms`,
 /// `wharf_renew_ms`, `wharf_retry_ms`, `wharf_read_retry_ms`, `wharf_pool`,
-/// `wharf_durable`, `wharf_append_group`, `wharf_append_workers`),
+/// `wharf_durable`, `wharf_append_group`, `wharf_append_workers`,
+/// `wharf_attempt_ms`),
 /// applying them to `options`; returns the URL for the driver (which
 /// refuses parameters it does not know).
 pub fn apply_url_options(url: &str, options: &mut PgOptions) -> Result<String, StoreError> {
@@ -193,6 +200,7 @@ pub fn apply_url_options(url: &str, options: &mut PgOptions) -> Result<String, S
             "durable" => options.durable_appends = matches!(v, "1" | "true" | "on"),
             "append_group" => options.append_group = v.parse().map_err(|_| bad("expected a number"))?,
             "append_workers" => options.append_workers = v.parse().map_err(|_| bad("expected a number"))?,
+            "attempt_ms" => options.attempt_timeout = ms()?.max(Duration::from_millis(10)),
             _ => return Err(bad("unknown Wharf parameter")),
         }
     }
@@ -485,7 +493,7 @@ impl Inner {
                     .map_err(|e| pg_fail("renewing the leases", e))?;
                 Ok::<_, Fail>(rows.iter().map(|r| r.get::<_, String>(0)).collect::<std::collections::HashSet<String>>())
             };
-            let renewed = match renewed.await {
+            let renewed = match self.bounded("renewing the leases", renewed).await {
                 Ok(r) => r,
                 Err(Fail::Transient(d)) | Err(Fail::Fatal(StoreError::Unavailable { detail: d, .. })) => {
                     tracing::warn!(store = %self.location, sessions = chunk.len(), "could not renew the leases: {d}");
@@ -560,7 +568,7 @@ impl Inner {
         let mut delay = Duration::from_millis(50);
         let mut warned = false;
         loop {
-            match attempt().await {
+            match self.bounded(what, attempt()).await {
                 Ok(v) => {
                     if warned {
                         tracing::info!(store = %self.location, "{what}: the session store is back");
@@ -590,6 +598,24 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// `attempt` under [`PgOptions::attempt_timeout`]; past it, a
+    /// connection-level failure (retried like one). What the abandoned
+    /// statement still does is what a connection lost mid-statement leaves:
+    /// a writer's retry of the same batch is recognised by its bytes.
+    async fn bounded<T>(&self, what: &str, attempt: impl Future<Output = Result<T, Fail>>) -> Result<T, Fail> {
+        match tokio::time::timeout(self.options.attempt_timeout, attempt).await {
+            Ok(r) => r,
+            Err(_) => Err(self.unanswered(what)),
+        }
+    }
+
+    fn unanswered(&self, what: &str) -> Fail {
+        Fail::Transient(format!(
+            "{what}: no answer from the database within {} ms",
+            self.options.attempt_timeout.as_millis()
+        ))
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, Fail> {
@@ -1294,13 +1320,13 @@ impl Inner {
             ack_counts.push(i32::try_from(b.ack.len()).unwrap_or(i32::MAX));
             acks.extend_from_slice(&b.ack);
         }
-        let c = self.client().await?;
-        let stmt = c
-            .prepare_cached("SELECT wharf_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
-            .await
-            .map_err(|e| pg_fail(what, e))?;
-        let row = c
-            .query_one(
+        let c = self.bounded(what, self.client()).await?;
+        let call = async {
+            let stmt = c
+                .prepare_cached("SELECT wharf_append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
+                .await
+                .map_err(|e| pg_fail(what, e))?;
+            c.query_one(
                 &stmt,
                 &[
                     &ids,
@@ -1318,7 +1344,17 @@ impl Inner {
                 ],
             )
             .await
-            .map_err(|e| pg_fail(what, e))?;
+            .map_err(|e| pg_fail(what, e))
+        };
+        let row = match tokio::time::timeout(self.options.attempt_timeout, call).await {
+            Ok(r) => r?,
+            Err(_) => {
+                // Not back to the pool: its next statement would wait behind
+                // the unanswered one. Dropped, the connection closes.
+                drop(deadpool_postgres::Object::take(c));
+                return Err(self.unanswered(what));
+            }
+        };
         let statuses: Vec<String> = row.try_get(0).map_err(|e| pg_fail(what, e))?;
         if statuses.len() != group.len() {
             return Err(Fail::Fatal(self.err(format!(

@@ -564,3 +564,35 @@ fn append_many_returns_a_status_per_batch() {
     let want: Vec<String> = ids.iter().enumerate().map(|(i, id)| format!("{id} {}", i % 3 + 1)).collect();
     assert_eq!(pairs, want);
 }
+
+/// A database that stops answering (here: another connection holds the
+/// session's row lock) fails an append once the attempt deadline and the
+/// writer's retry budget are spent, instead of holding the writer until the
+/// lock goes; the store serves again afterwards.
+#[test]
+fn an_append_the_database_leaves_unanswered_ends_at_its_deadline() {
+    let Some(pg) = server("an_append_the_database_leaves_unanswered_ends_at_its_deadline") else { return };
+    let url = pg.database().unwrap();
+    let store = pg_store(
+        &format!("{url}?wharf_attempt_ms=300&wharf_retry_ms=600"),
+        PgOptions { renew_every: Duration::from_secs(3600), ..PgOptions::default() },
+    );
+    let log = store.create(NewSession::default()).unwrap();
+    let (db, id) = (db_name(&url).to_string(), log.id().to_string());
+    let holder = std::thread::spawn(move || {
+        pg.psql(
+            &db,
+            &format!("BEGIN; SELECT 1 FROM wharf_sessions WHERE id = '{id}' FOR UPDATE; SELECT pg_sleep(4); COMMIT;"),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500)); // The lock is held.
+    let started = Instant::now();
+    let err = log.append(user("while the row is locked")).unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("no answer from the database within 300 ms"), "{err}");
+    assert!(took < Duration::from_millis(3000), "the append ended after {took:?}, not at its deadline");
+    holder.join().unwrap().unwrap();
+    let other = store.create(NewSession::default()).unwrap();
+    turn(&other, 1, "after the lock");
+}
