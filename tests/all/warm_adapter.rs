@@ -54,7 +54,7 @@ fn request(n: usize) -> LlmRequest {
     LlmRequest {
         system: "You answer.".into(),
         messages,
-        tools: vec![],
+        tools: std::sync::Arc::from([]),
         max_tokens: None,
         images: vec![],
         history: Default::default(),

@@ -19,7 +19,8 @@
 //! load and writes the top symbols (self time) beside the report
 //! (`target/bench/load-perf-SETUP-HOST.txt`, and including callees in
 //! `….children.txt`; `WHARF_LOAD_PERF=dwarf` unwinds with DWARF so the
-//! callers are right). The PostgreSQL set-up also reports the database's
+//! callers are right; `WHARF_LOAD_PERF_KEEP=1` keeps the recording beside
+//! the report as `….data` for `perf report -i`). The PostgreSQL set-up also reports the database's
 //! top statements (`pg_stat_statements`). Writes
 //! `target/bench/load.{md,json}`.
 
@@ -37,6 +38,44 @@ use wharf_tests::plugins;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
+}
+
+/// CPU seconds (user + system) a process has used so far.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses:
+    // utime and stime are the 12th and 13th, in clock ticks.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / clock_ticks()
+}
+
+/// CPU seconds used so far by every process named `postgres` (the
+/// database's server processes; exited backends' time is not counted).
+fn postgres_cpu_secs() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .map(cpu_secs)
+        .sum()
+}
+
+/// The machine's busy and total CPU time so far (`/proc/stat`), seconds.
+fn machine_cpu_secs() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> =
+        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    let total: u64 = f.iter().take(8).sum();
+    // idle and iowait are not busy.
+    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+    ((total - idle.min(total)) as f64 / clock_ticks(), total as f64 / clock_ticks())
+}
+
+/// Linux reports CPU time in USER_HZ ticks, 100 per second on every
+/// architecture the kernel's ABI exposes.
+fn clock_ticks() -> f64 {
+    100.0
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -242,7 +281,13 @@ impl Perf {
                 Err(e) => eprintln!("load: perf report failed ({e})"),
             }
         }
-        let _ = std::fs::remove_file(&self.data);
+        if std::env::var_os("WHARF_LOAD_PERF_KEEP").is_some() {
+            let kept = self.out.with_extension("data");
+            let _ = std::fs::rename(&self.data, &kept);
+            eprintln!("load: perf data kept in {}", kept.display());
+        } else {
+            let _ = std::fs::remove_file(&self.data);
+        }
     }
 }
 
@@ -256,6 +301,15 @@ struct Outcome {
     rss_per_session_kib: Vec<f64>,
     rss_end_kib: Vec<u64>,
     errors: Vec<String>,
+    /// CPU milliseconds the hosts together used per completed turn.
+    host_cpu_ms_per_turn: f64,
+    /// CPU milliseconds this driver (its clients) used per turn.
+    driver_cpu_ms_per_turn: f64,
+    /// CPU milliseconds the database's processes used per turn (PostgreSQL
+    /// set-up only).
+    db_cpu_ms_per_turn: Option<f64>,
+    /// The machine's busy share of all its CPUs during the load.
+    machine_busy: f64,
     /// The database's top statements by execution time during the load:
     /// (calls, total ms, statement).
     statements: Vec<(u64, f64, String)>,
@@ -328,6 +382,10 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
     } else {
         Vec::new()
     };
+    let cpu_before: Vec<f64> = hosts.iter().map(|h| cpu_secs(h.pid())).collect();
+    let driver_before = cpu_secs(std::process::id());
+    let db_before = pg.map(|_| postgres_cpu_secs());
+    let machine_before = machine_cpu_secs();
     let hosts = Arc::new(hosts);
     let latencies = Arc::new(Mutex::new(Vec::<f64>::with_capacity(sessions)));
     let errors = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -360,6 +418,10 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
         let _ = w.join();
     }
     let secs = start.elapsed().as_secs_f64();
+    let machine_after = machine_cpu_secs();
+    let driver_cpu = cpu_secs(std::process::id()) - driver_before;
+    let db_cpu = db_before.map(|b| postgres_cpu_secs() - b);
+    let host_cpu: Vec<f64> = hosts.iter().zip(&cpu_before).map(|(h, b)| cpu_secs(h.pid()) - b).collect();
     for p in perfs {
         p.finish();
     }
@@ -397,7 +459,13 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
         _ => Vec::new(),
     };
     drop(workspaces);
+    let done = latencies_ms.len().max(1) as f64;
+    let busy = (machine_after.0 - machine_before.0) / (machine_after.1 - machine_before.1).max(1e-9);
     Ok(Outcome {
+        host_cpu_ms_per_turn: host_cpu.iter().sum::<f64>() * 1000.0 / done,
+        driver_cpu_ms_per_turn: driver_cpu * 1000.0 / done,
+        db_cpu_ms_per_turn: db_cpu.map(|c| c * 1000.0 / done),
+        machine_busy: busy,
         statements,
         setup,
         hosts: n_hosts,
@@ -446,8 +514,11 @@ pub fn main() -> Result<()> {
          permission policy) over `wharf serve`'s API: {clients} clients at a time, each creating a session, \
          opening its event stream and sending the prompt; latency from the prompt's send to `turn/end` on \
          the stream. Targets (issue 41): ≥ 300 turns/s at p99 ≤ 500 ms, ≤ 100 KiB RSS per loaded session.\n\n\
-         | set-up | turns | turns/s | p50 | p90 | p99 | max | RSS per loaded session | RSS at the end | errors |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n"
+         Host CPU is the hosts' user + system time together per completed turn; the driver's (its \
+         client threads) and the database's (its server processes) likewise; busy is the machine's share \
+         of all its CPUs in use during the load.\n\n\
+         | set-up | turns | turns/s | p50 | p90 | p99 | max | RSS per loaded session | RSS at the end | host CPU per turn | driver CPU per turn | database CPU per turn | busy | errors |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let mut json_rows = Vec::new();
     for o in &outcomes {
@@ -458,7 +529,7 @@ pub fn main() -> Result<()> {
         let rss: Vec<String> = o.rss_per_session_kib.iter().map(|k| format!("{k:.0} KiB")).collect();
         let end: Vec<String> = o.rss_end_kib.iter().map(|k| format!("{} MiB", k / 1024)).collect();
         md.push_str(&format!(
-            "| {label} | {}/{} | {:.1} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {} | {} | {} |\n",
+            "| {label} | {}/{} | {:.1} | {:.0} ms | {:.0} ms | {:.0} ms | {:.0} ms | {} | {} | {:.2} ms | {:.2} ms | {} | {:.0} % | {} |\n",
             o.latencies_ms.len(),
             o.sessions,
             o.turns_per_s(),
@@ -468,6 +539,10 @@ pub fn main() -> Result<()> {
             o.pct(1.0),
             rss.join(" / "),
             end.join(" / "),
+            o.host_cpu_ms_per_turn,
+            o.driver_cpu_ms_per_turn,
+            o.db_cpu_ms_per_turn.map_or("–".to_string(), |c| format!("{c:.2} ms")),
+            o.machine_busy * 100.0,
             o.errors.len(),
         ));
         json_rows.push(json!({
@@ -475,6 +550,9 @@ pub fn main() -> Result<()> {
             "completed": o.latencies_ms.len(), "secs": o.secs, "turns_per_s": o.turns_per_s(),
             "latency_ms": {"p50": o.pct(0.5), "p90": o.pct(0.9), "p99": o.pct(0.99), "max": o.pct(1.0)},
             "rss_per_session_kib": o.rss_per_session_kib, "rss_end_kib": o.rss_end_kib,
+            "host_cpu_ms_per_turn": o.host_cpu_ms_per_turn, "driver_cpu_ms_per_turn": o.driver_cpu_ms_per_turn,
+            "db_cpu_ms_per_turn": o.db_cpu_ms_per_turn,
+            "machine_busy": o.machine_busy,
             "errors": o.errors.len(), "first_errors": o.errors.iter().take(5).collect::<Vec<_>>(),
             "db_statements": o.statements.iter().map(|(c, ms, q)| json!({"calls": c, "total_ms": ms, "query": q})).collect::<Vec<_>>(),
         }));

@@ -1007,7 +1007,7 @@ impl Agent {
             let message = format!("no LLM adapter {which}is loaded");
             return Ok(stop(StopReason::Error { code: "NO_ADAPTER".into(), message }));
         };
-        let tools = crate::catalog::model_specs_within(snap, &inner.config.listing);
+        let tools = snap.model_specs(&inner.config.listing);
         let images = inner.log.message_images();
         if !images.is_empty() && adapter.image_support().is_none_or(|s| s.mime_types.is_empty()) {
             let message = format!(

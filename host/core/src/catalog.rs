@@ -75,7 +75,6 @@ pub fn model_specs_within(snap: &Snapshot, listing: &ListingConfig) -> Vec<ToolS
     let mut listed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut catalogued = 0usize;
     let budgeted = listing.budget_bytes.filter(|_| !callers.is_empty());
-    let total: usize = snap.tools.values().map(|t| spec_bytes(t.spec())).sum();
     for t in snap.tools.values() {
         let lazy = listing.lazy_plugins.contains(&t.plugin().id) && reached(t.as_ref());
         if !lazy {
@@ -83,7 +82,7 @@ pub fn model_specs_within(snap: &Snapshot, listing: &ListingConfig) -> Vec<ToolS
         }
     }
     if let Some(budget) = budgeted
-        && total > budget
+        && snap.tools.values().map(|t| spec_bytes(t.spec())).sum::<usize>() > budget
     {
         // The calling tools first (their own specs, with a short note),
         // then the others in name order while they fit.

@@ -378,8 +378,9 @@ pub struct LlmRequest {
     pub system: String,
     /// Conversation derived from the log.
     pub messages: Vec<Message>,
-    /// Tools offered.
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered (shared: the same listing serves every step on one
+    /// registry snapshot).
+    pub tools: Arc<[ToolSpec]>,
     /// Output cap override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,

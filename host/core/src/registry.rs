@@ -112,7 +112,16 @@ pub struct Snapshot {
     pub compactors: Vec<Arc<dyn Compactor>>,
     /// Tools refused because an earlier plugin has their name.
     pub tool_conflicts: Vec<ToolConflict>,
+    /// The model's tool listing per listing configuration, computed on the
+    /// first step that asks ([`Snapshot::model_specs`]): every step of every
+    /// session on this view offers the same specs.
+    model_specs: Mutex<Vec<(crate::catalog::ListingConfig, Arc<[crate::plugin::ToolSpec]>)>>,
 }
+
+/// Most listing configurations one snapshot keeps computed listings for
+/// (sessions with their own listing settings beyond that compute theirs
+/// each step).
+const MODEL_SPECS_KEPT: usize = 8;
 
 impl Snapshot {
     /// The same view with only the tools named in `allowed` (a subagent's
@@ -133,7 +142,23 @@ impl Snapshot {
             plugins: self.plugins.clone(),
             compactors: self.compactors.clone(),
             tool_conflicts: self.tool_conflicts.clone(),
+            model_specs: Mutex::default(),
         }
+    }
+
+    /// The specs offered to the model under `listing`
+    /// ([`crate::catalog::model_specs_within`]), computed once per snapshot
+    /// and listing.
+    pub fn model_specs(&self, listing: &crate::catalog::ListingConfig) -> Arc<[crate::plugin::ToolSpec]> {
+        let mut kept = self.model_specs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, specs)) = kept.iter().find(|(l, _)| l == listing) {
+            return specs.clone();
+        }
+        let specs: Arc<[crate::plugin::ToolSpec]> = crate::catalog::model_specs_within(self, listing).into();
+        if kept.len() < MODEL_SPECS_KEPT {
+            kept.push((listing.clone(), specs.clone()));
+        }
+        specs
     }
 
     /// The conflicts a plugin is part of, as holder or as the refused side.
@@ -316,6 +341,7 @@ fn layer(base: &Snapshot, own: &Snapshot) -> Snapshot {
         plugins: base.plugins.iter().chain(&own.plugins).cloned().collect(),
         compactors: base.compactors.iter().chain(&own.compactors).cloned().collect(),
         tool_conflicts,
+        model_specs: Mutex::default(),
     }
 }
 
@@ -434,6 +460,30 @@ pub(crate) mod tests {
         assert_eq!(holder(&reg, "read").as_deref(), Some("a"));
         reg.revoke("a");
         assert_eq!(holder(&reg, "read").as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn the_model_listing_is_computed_once_per_snapshot_and_follows_a_reload() {
+        let reg = Registry::new();
+        reg.install(PluginRef::native("a"), tools("a", &["read", "grep"])).unwrap();
+        let snap = reg.snapshot();
+        let listing = crate::catalog::ListingConfig::default();
+        let first = snap.model_specs(&listing);
+        let names: Vec<&str> = first.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["grep", "read"]);
+        // Every later step on this view shares the computed listing.
+        assert!(Arc::ptr_eq(&first, &snap.model_specs(&listing)));
+        let lazy = crate::catalog::ListingConfig {
+            budget_bytes: Some(1),
+            lazy_plugins: ["a".to_string()].into_iter().collect(),
+        };
+        assert!(!Arc::ptr_eq(&first, &snap.model_specs(&lazy)), "another listing is its own");
+        // A reload makes a new view, with a listing of its own tools.
+        reg.install(PluginRef::native("a"), tools("a", &["read"])).unwrap();
+        let after = reg.snapshot().model_specs(&listing);
+        assert_eq!(after.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["read"]);
+        // The view an agent holds keeps its own.
+        assert_eq!(snap.model_specs(&listing).len(), 2);
     }
 
     #[test]

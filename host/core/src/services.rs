@@ -576,7 +576,7 @@ pub(crate) async fn complete(
     let req = LlmRequest {
         system: request.system,
         messages: request.messages,
-        tools: Vec::new(),
+        tools: Arc::from([]),
         max_tokens: request.max_tokens,
         images: Vec::new(),
         history: Default::default(),

@@ -13,8 +13,8 @@
 //! # Layout (JSONL)
 //!
 //! `<root>/<id>.jsonl` holds the events, one JSON object per line (see
-//! [`crate::events`]); `<root>/<id>.lock` holds the pid of the last writer,
-//! for error messages only (the lock itself is on the log, below). The
+//! [`crate::events`]); a writer holds an `flock` on it (below), whose holder
+//! the kernel's lock table names for a second writer's error. The
 //! directory is the caller's choice ([`SessionStore::new`]; the `wharf` binary's
 //! default is `$WHARF_HOME/sessions`, else `~/.wharf/sessions`). Ids sort by creation time
 //! ([`crate::util::new_session_id`]). There is no other index: listing reads

@@ -89,7 +89,11 @@ pub fn of_version(version: &Arc<PluginVersion>) -> Registrations {
         }));
     }
     if version.kinds.contains(&Kind::Llm) {
-        regs.llm = Some(Arc::new(ComponentLlm { version: version.clone(), plugin: plugin.clone() }));
+        regs.llm = Some(Arc::new(ComponentLlm {
+            version: version.clone(),
+            plugin: plugin.clone(),
+            wit_tools: std::sync::Mutex::default(),
+        }));
     }
     if version.kinds.contains(&Kind::Compactor) {
         regs.compactor = Some(Arc::new(ComponentCompactor { version: version.clone(), plugin: plugin.clone() }));
@@ -148,7 +152,15 @@ impl Compactor for ComponentCompactor {
 pub struct ComponentLlm {
     version: Arc<PluginVersion>,
     plugin: PluginRef,
+    /// The last tool listing lowered, as the contract's specs: sessions on
+    /// one registry snapshot share the listing (`LlmRequest::tools`), so
+    /// most steps reuse it instead of serializing every schema again. The
+    /// listing is held, so its address is not reused while it is the key.
+    wit_tools: std::sync::Mutex<Option<KeptListing>>,
 }
+
+/// A tool listing and its lowering ([`ComponentLlm`]).
+type KeptListing = (Arc<[ToolSpec]>, Vec<wt::ToolSpec>);
 
 /// A core message as the contract's.
 pub(crate) fn to_wit_message(m: &Message) -> wt::Message {
@@ -260,6 +272,20 @@ impl LlmAdapter for ComponentLlm {
 }
 
 impl ComponentLlm {
+    /// `tools` as the contract's specs, from the kept copy when it is the
+    /// same listing.
+    fn wit_tools(&self, tools: &Arc<[ToolSpec]>) -> Vec<wt::ToolSpec> {
+        let mut kept = self.wit_tools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((key, specs)) = kept.as_ref()
+            && Arc::ptr_eq(key, tools)
+        {
+            return specs.clone();
+        }
+        let specs: Vec<wt::ToolSpec> = tools.iter().map(to_wit_spec).collect();
+        *kept = Some((tools.clone(), specs.clone()));
+        specs
+    }
+
     /// Starts a completion, on the instance `scope` holds when it is this
     /// version's; a stream that ends cleanly leaves its instance there.
     async fn start_with(
@@ -272,7 +298,7 @@ impl ComponentLlm {
         let req = ex::llm::Request {
             system: request.system.clone(),
             messages: Vec::new(),
-            tools: request.tools.iter().map(to_wit_spec).collect(),
+            tools: self.wit_tools(&request.tools),
             max_tokens: request.max_tokens,
         };
         // Images are lowered only to an adapter that declared support, and

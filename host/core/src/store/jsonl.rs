@@ -13,8 +13,9 @@ use super::backend::{Backend, Encoded, RawLog, Syncer, TITLE_SCAN, Writer, summa
 use super::{LoadWarning, SessionSummary, StoreError, StoreOptions, io_error};
 use crate::events::{Event, EventKind, SessionStart};
 
-/// A directory of `<id>.jsonl` logs (each locked with `flock` on itself
-/// while a writer has it open) and `<id>.lock` files naming that writer's pid.
+/// A directory of `<id>.jsonl` logs, each locked with `flock` on itself
+/// while a writer has it open (the kernel's lock table names the holder's
+/// pid for the error a second writer gets).
 #[derive(Debug, Clone)]
 pub struct JsonlBackend {
     root: PathBuf,
@@ -29,10 +30,6 @@ impl JsonlBackend {
     /// The log file of `id`.
     fn path_of(&self, id: &str) -> PathBuf {
         self.root.join(format!("{id}.jsonl"))
-    }
-
-    fn pid_path(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.lock"))
     }
 }
 
@@ -79,13 +76,12 @@ impl Backend for JsonlBackend {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(StoreError::AlreadyExists(id.into())),
             Err(e) => return Err(io_error("creating", &path, e)),
         };
-        lock_log(&file, &path, &self.pid_path(id), id)?;
+        lock_log(&file, &path, id)?;
         Ok(Box::new(JsonlWriter::start(id.to_string(), path, file, 0, options, Some(self.root.clone()))))
     }
 
     fn discard(&self, id: &str) {
         let _ = fs::remove_file(self.path_of(id));
-        let _ = fs::remove_file(self.pid_path(id));
     }
 
     fn open(&self, id: &str, options: &StoreOptions) -> Result<(Box<dyn Writer>, RawLog), StoreError> {
@@ -95,7 +91,7 @@ impl Backend for JsonlBackend {
         }
         let file = OpenOptions::new().append(true).open(&path).map_err(|e| io_error("opening", &path, e))?;
         // Locked before it is read, so no other writer appends in between.
-        lock_log(&file, &path, &self.pid_path(id), id)?;
+        lock_log(&file, &path, id)?;
         let (raw, meta) = read_log(&path)?;
         let mut w = JsonlWriter::start(id.to_string(), path, file, meta.file_len, options, None);
         if meta.needs_newline {
@@ -148,21 +144,37 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 }
 
 /// Takes the one-writer lock: `flock(LOCK_EX | LOCK_NB)` on the log's own
-/// descriptor, so an open session costs one file descriptor. The pid file is
-/// informational (for the error a second writer gets), never held open.
-fn lock_log(file: &File, path: &Path, pid_path: &Path, id: &str) -> Result<(), StoreError> {
+/// descriptor, so an open session costs one file descriptor and no other
+/// file (creating a file is a large share of a new session's cost).
+fn lock_log(file: &File, path: &Path, id: &str) -> Result<(), StoreError> {
     // SAFETY: flock on a file descriptor borrowed for the duration of the call.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
         let err = io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let pid = fs::read_to_string(pid_path).ok().and_then(|s| s.trim().parse().ok());
-            return Err(StoreError::Locked { id: id.to_string(), pid });
+            return Err(StoreError::Locked { id: id.to_string(), pid: lock_holder(file) });
         }
         return Err(io_error("locking", path, err));
     }
-    let _ = fs::write(pid_path, std::process::id().to_string());
     Ok(())
+}
+
+/// The pid holding an exclusive `flock` on `file`, from the kernel's lock
+/// table (`/proc/locks`, Linux; `None` elsewhere or when it is not listed).
+/// Lines read `N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF`, the
+/// device numbers in hex; a `->` line is a waiter.
+fn lock_holder(file: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let key = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    // Bounded: one line per lock held on the machine.
+    let mut table = String::new();
+    io::Read::read_to_string(&mut io::Read::take(File::open("/proc/locks").ok()?, 4 << 20), &mut table).ok()?;
+    table.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&key.as_str())).then(|| f.get(4)?.parse().ok())?
+    })
 }
 
 struct FileMeta {

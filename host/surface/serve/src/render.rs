@@ -3,7 +3,7 @@
 //! added to the events the stream sends (`html`, `diff` next to `data`);
 //! the log is not changed.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use wharf_core::events::{Event, EventKind};
 use wharf_core::util::cut_str;
 
@@ -122,12 +122,23 @@ impl Decorator {
             EventKind::PluginLoaded(p) => p.reload_notice().map(|n| ("notice", n)),
             _ => None,
         };
-        let Some((key, value)) = extra else { return ev.to_json_line().ok() };
-        let mut v = serde_json::to_value(ev).ok()?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert(key.into(), json!(value));
+        let line = ev.to_json_line().ok()?;
+        let Some((key, value)) = extra else { return Some(line) };
+        // The event's line is one JSON object: the extra member goes before
+        // its closing brace, without building the event again as a tree.
+        let body = line.strip_suffix('}')?;
+        let value = serde_json::to_string(&value).ok()?;
+        let mut out = String::with_capacity(line.len() + key.len() + value.len() + 4);
+        out.push_str(body);
+        if !body.ends_with('{') {
+            out.push(',');
         }
-        serde_json::to_string(&v).ok()
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(&value);
+        out.push('}');
+        Some(out)
     }
 }
 
@@ -157,6 +168,20 @@ mod tests {
         );
         assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"), "raw HTML shown as text: {html}");
         assert!(html.contains("href=\"https://example.com\""), "{html}");
+    }
+
+    #[test]
+    fn a_decorated_event_is_its_line_with_one_member_more() {
+        let msg: Event = serde_json::from_value(serde_json::json!({"seq": 7, "time": "t", "type": "assistant/message",
+            "data": {"turn": 1, "step": 2, "content": "**hi** \"there\" }"}}))
+        .unwrap();
+        let line = msg.to_json_line().unwrap();
+        let out = Decorator.json(&msg).unwrap();
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let mut plain: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["html"], "<p><strong>hi</strong> \"there\" }</p>", "{out}");
+        plain.as_object_mut().unwrap().insert("html".into(), v["html"].clone());
+        assert_eq!(v, plain, "every member of the event is kept");
     }
 
     #[test]
