@@ -264,6 +264,7 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
         options,
         wakers: Mutex::new(Wakers::default()),
         listening: AtomicBool::new(false),
+        polling_inbox: AtomicBool::new(false),
         leases: Mutex::new(HashMap::new()),
         renewing: AtomicBool::new(false),
         appends,
@@ -355,6 +356,8 @@ struct Inner {
     options: PgOptions,
     wakers: Mutex<Wakers>,
     listening: AtomicBool,
+    /// Whether the inbox poll runs ([`Inner::ensure_inbox_poll`]).
+    polling_inbox: AtomicBool,
     /// The leases this backend's writers hold, by session: renewed
     /// together by one task ([`Inner::ensure_renewer`]).
     leases: Mutex<HashMap<String, Lease>>,
@@ -754,6 +757,52 @@ impl Inner {
         });
     }
 
+    /// The safety net under `LISTEN wharf_inbox` (a notification can be
+    /// missed while the listener reconnects): every [`POLL`], one query
+    /// for all of this backend's sessions with an input stream finds those
+    /// with undelivered input and wakes them. One statement per backend,
+    /// not one per loaded session: a host with thousands of sessions loaded
+    /// would otherwise poll the database thousands of times per round.
+    fn ensure_inbox_poll(self: &Arc<Self>) {
+        if self.polling_inbox.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        self.handle.spawn(async move {
+            loop {
+                tokio::time::sleep(POLL).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let ids: Vec<String> = inner.lock_wakers().inbox.keys().cloned().collect();
+                for chunk in ids.chunks(INBOX_POLL_BATCH) {
+                    let found = inner
+                        .bounded("polling the inbox", async {
+                            let c = inner.client().await?;
+                            let rows = c
+                                .query(
+                                    "SELECT DISTINCT session_id FROM wharf_inbox
+                                      WHERE delivered IS NULL AND session_id = ANY($1)",
+                                    &[&chunk],
+                                )
+                                .await
+                                .map_err(|e| pg_fail("polling the inbox", e))?;
+                            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>())
+                        })
+                        .await;
+                    match found {
+                        Ok(ids) => {
+                            for id in ids {
+                                inner.wake("wharf_inbox", &id);
+                            }
+                        }
+                        // The next round tries again; the listener still wakes.
+                        Err(Fail::Transient(e)) => tracing::debug!(error = %e, "polling the inbox"),
+                        Err(Fail::Fatal(e)) => tracing::debug!(error = %e, "polling the inbox"),
+                    }
+                }
+            }
+        });
+    }
+
     fn wake_all(&self) {
         let w = self.lock_wakers();
         for tx in w.events.values().chain(w.inbox.values()).flatten() {
@@ -827,6 +876,9 @@ async fn listen_once(weak: &std::sync::Weak<Inner>, config: tokio_postgres::Conf
 
 /// The safety-net poll of watchers and inbox streams.
 const POLL: Duration = Duration::from_secs(2);
+
+/// Most sessions one inbox poll statement names.
+const INBOX_POLL_BATCH: usize = 1000;
 
 impl Backend for PgBackend {
     fn describe(&self) -> String {
@@ -1568,6 +1620,7 @@ impl Writer for PgWriter {
         }
         self.inputs_taken = true;
         self.inner.ensure_listener();
+        self.inner.ensure_inbox_poll();
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
         self.stop_inputs = Some(stop_tx);
@@ -1615,9 +1668,10 @@ impl Writer for PgWriter {
                     }
                     Err(e) => tracing::warn!(error = %e, "reading stored input"),
                 }
+                // Woken by a notification, or by the backend's inbox poll
+                // (`ensure_inbox_poll`) when one was missed.
                 tokio::select! {
                     _ = wake.recv() => { while wake.try_recv().is_ok() {} }
-                    _ = tokio::time::sleep(POLL) => {}
                     _ = lost.changed() => {}
                     _ = &mut stop_rx => return,
                     _ = tx.closed() => return,

@@ -223,6 +223,28 @@ fn input_sent_to_any_host_reaches_the_owner() {
 }
 
 #[test]
+fn input_whose_notification_was_missed_is_found_by_the_hosts_poll() {
+    let Some(pg) = server("input_whose_notification_was_missed_is_found_by_the_hosts_poll") else { return };
+    let url = pg.database().unwrap();
+    let db = db_name(&url).to_string();
+    let owner = pg_store(&url, PgOptions::default());
+    // Many sessions with an input stream on one host: one poll serves all.
+    let logs: Vec<_> = (0..30).map(|_| owner.create(NewSession::default()).unwrap()).collect();
+    let mut streams: Vec<_> = logs.iter().map(|l| l.take_inputs().unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // A row stored without `pg_notify`, as if the listener had been down.
+    let target = logs[17].id().to_string();
+    pg.psql(&db, &format!("INSERT INTO wharf_inbox (session_id, kind, body) VALUES ('{target}', 'followup', 'missed')"))
+        .unwrap();
+    let got = recv_within(&mut streams[17], Duration::from_secs(6)).expect("input found by the poll");
+    assert_eq!((got.kind, got.text.as_str()), (InboxKind::Followup, "missed"));
+    // Nobody else was handed anything.
+    for (i, s) in streams.iter_mut().enumerate().filter(|(i, _)| *i != 17) {
+        assert!(s.try_recv().is_err(), "session {i} got input");
+    }
+}
+
+#[test]
 fn another_host_watches_the_writers_events() {
     let Some(pg) = server("another_host_watches_the_writers_events") else { return };
     let url = pg.database().unwrap();
