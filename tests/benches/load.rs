@@ -14,7 +14,9 @@
 //! (after minus before, sessions stay loaded), failed turns.
 //!
 //! Knobs: `WHARF_LOAD_SESSIONS` (1,000; 100 with `WHARF_BENCH_QUICK`),
-//! `WHARF_LOAD_CLIENTS` (50), `WHARF_LOAD_SETUPS` (`jsonl,pg`).
+//! `WHARF_LOAD_CLIENTS` (50), `WHARF_LOAD_SETUPS` (`jsonl,pg`),
+//! `WHARF_LOAD_PG_PARAMS` (appended to the PostgreSQL store URL, e.g.
+//! `&wharf_append_workers=1`).
 //! `WHARF_LOAD_PERF=1` records each host with `perf record -g` during the
 //! load and writes the top symbols (self time) beside the report
 //! (`target/bench/load-perf-SETUP-HOST.txt`, and including callees in
@@ -335,7 +337,9 @@ fn run_setup(setup: &'static str, pg: Option<&PgServer>, sessions: usize, client
         Some(pg) => Some(pg.database().map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let store = db.as_ref().map(|url| format!("{url}?wharf_pool=32"));
+    let store = db
+        .as_ref()
+        .map(|url| format!("{url}?wharf_pool=32{}", std::env::var("WHARF_LOAD_PG_PARAMS").unwrap_or_default()));
     // The database's name, for its statement statistics.
     let db_name = db.as_deref().and_then(|u| u.rsplit('/').next()).map(str::to_string);
     let prof = profile(home.path(), store.as_deref())?;

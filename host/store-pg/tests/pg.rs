@@ -234,8 +234,11 @@ fn input_whose_notification_was_missed_is_found_by_the_hosts_poll() {
     std::thread::sleep(Duration::from_millis(200));
     // A row stored without `pg_notify`, as if the listener had been down.
     let target = logs[17].id().to_string();
-    pg.psql(&db, &format!("INSERT INTO wharf_inbox (session_id, kind, body) VALUES ('{target}', 'followup', 'missed')"))
-        .unwrap();
+    pg.psql(
+        &db,
+        &format!("INSERT INTO wharf_inbox (session_id, kind, body) VALUES ('{target}', 'followup', 'missed')"),
+    )
+    .unwrap();
     let got = recv_within(&mut streams[17], Duration::from_secs(6)).expect("input found by the poll");
     assert_eq!((got.kind, got.text.as_str()), (InboxKind::Followup, "missed"));
     // Nobody else was handed anything.
