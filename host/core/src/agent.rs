@@ -696,7 +696,7 @@ impl Agent {
         let inner = &self.inner;
         let turn = inner.log.last_turn() + 1;
         *lock(&inner.compactions) = TurnCompactions::default();
-        inner.log.append(EventKind::TurnStart(TurnStart { turn }))?;
+        inner.log.append_async(EventKind::TurnStart(TurnStart { turn })).await?;
         let mut summary =
             TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
         let mut step: u32 = 0;
@@ -729,10 +729,10 @@ impl Agent {
             if let Some(reason) = self.pre_step(&snap, turn, step, &claimed).await {
                 break StopReason::Blocked { message: reason };
             }
-            inner.log.append(EventKind::StepStart(StepStart { turn, step }))?;
+            inner.log.append_async(EventKind::StepStart(StepStart { turn, step })).await?;
             summary.steps = step;
             let out = self.step(&snap, turn, step, &scope, &mut history, token).await?;
-            inner.log.append(EventKind::StepEnd(StepEnd { turn, step, usage: out.usage }))?;
+            inner.log.append_async(EventKind::StepEnd(StepEnd { turn, step, usage: out.usage })).await?;
             if let Some(u) = &out.usage {
                 summary.usage.add(u);
             }
@@ -757,7 +757,7 @@ impl Agent {
             }
             break StopReason::Completed;
         };
-        inner.log.append(EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() }))?;
+        inner.log.append_async(EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() })).await?;
         summary.reason = reason;
         Ok(summary)
     }
@@ -861,7 +861,7 @@ impl Agent {
         let calls = crate::attach::calls(tool, &paths, at.turn);
         inner.log.append(EventKind::StepStart(StepStart { turn: at.turn, step: at.step }))?;
         let acc = Acc { tool_calls: calls.clone(), ..Acc::default() };
-        self.commit_message(at, &acc, false)?;
+        self.commit_message(at, &acc, false).await?;
         inner.pipeline.run(snap, at, &calls, token).await?;
         inner.log.append(EventKind::StepEnd(StepEnd { turn: at.turn, step: at.step, usage: None }))?;
         Ok(true)
@@ -1033,7 +1033,7 @@ impl Agent {
             match self.stream(adapter.as_ref(), &request, scope, at, token).await? {
                 Streamed::Done(acc) => break acc,
                 Streamed::Cancelled(acc) => {
-                    self.commit_message(at, &acc, true)?;
+                    self.commit_message(at, &acc, true).await?;
                     inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
                     return Ok(StepOutcome {
                         usage: acc.usage,
@@ -1063,7 +1063,7 @@ impl Agent {
                             tokio::select! {
                                 _ = tokio::time::sleep(delay) => {}
                                 _ = token.cancelled() => {
-                                    self.commit_message(at, &Acc::default(), true)?;
+                                    self.commit_message(at, &Acc::default(), true).await?;
                                     return Ok(stop(StopReason::Cancelled));
                                 }
                             }
@@ -1086,7 +1086,7 @@ impl Agent {
         };
         // Kept for the next step (a step that ends otherwise leaves none).
         history.messages = request.messages;
-        self.commit_message(at, &acc, false)?;
+        self.commit_message(at, &acc, false).await?;
         if !acc.tool_calls.is_empty() {
             inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
         }
@@ -1106,17 +1106,20 @@ impl Agent {
         })
     }
 
-    fn commit_message(&self, at: StepRef, acc: &Acc, interrupted: bool) -> Result<(), StoreError> {
-        self.inner.log.append(EventKind::AssistantMessage(AssistantMessage {
-            turn: at.turn,
-            step: at.step,
-            content: acc.content.clone(),
-            reasoning: Some(acc.reasoning.clone()).filter(|r| !r.is_empty()),
-            tool_calls: acc.tool_calls.clone(),
-            usage: acc.usage,
-            finish: if interrupted { None } else { acc.finish },
-            interrupted,
-        }))?;
+    async fn commit_message(&self, at: StepRef, acc: &Acc, interrupted: bool) -> Result<(), StoreError> {
+        self.inner
+            .log
+            .append_async(EventKind::AssistantMessage(AssistantMessage {
+                turn: at.turn,
+                step: at.step,
+                content: acc.content.clone(),
+                reasoning: Some(acc.reasoning.clone()).filter(|r| !r.is_empty()),
+                tool_calls: acc.tool_calls.clone(),
+                usage: acc.usage,
+                finish: if interrupted { None } else { acc.finish },
+                interrupted,
+            }))
+            .await?;
         Ok(())
     }
 
@@ -1154,15 +1157,18 @@ impl Agent {
     }
 
     /// Logs the streamed text not yet logged, if any, as one chunk.
-    fn log_chunk(&self, pending: &mut PendingChunk, at: StepRef) -> Result<(), StoreError> {
+    async fn log_chunk(&self, pending: &mut PendingChunk, at: StepRef) -> Result<(), StoreError> {
         let PendingChunk { text, reasoning, since } = std::mem::take(pending);
         if since.is_some() && (!text.is_empty() || !reasoning.is_empty()) {
-            self.inner.log.append(EventKind::AssistantChunk(AssistantChunk {
-                turn: at.turn,
-                step: at.step,
-                text,
-                reasoning,
-            }))?;
+            self.inner
+                .log
+                .append_async(EventKind::AssistantChunk(AssistantChunk {
+                    turn: at.turn,
+                    step: at.step,
+                    text,
+                    reasoning,
+                }))
+                .await?;
         }
         Ok(())
     }
@@ -1207,11 +1213,11 @@ impl Agent {
             let batch = tokio::select! {
                 biased;
                 _ = token.cancelled() => {
-                    self.log_chunk(&mut pending, at)?;
+                    self.log_chunk(&mut pending, at).await?;
                     return Ok(Streamed::Cancelled(acc));
                 }
                 _ = tokio::time::sleep_until(flush_at.unwrap_or_else(tokio::time::Instant::now)), if flush_at.is_some() => {
-                    self.log_chunk(&mut pending, at)?;
+                    self.log_chunk(&mut pending, at).await?;
                     continue;
                 }
                 (s, n) = read => {
@@ -1224,7 +1230,7 @@ impl Agent {
                 Ok(Some(b)) => b,
                 Ok(None) => break,
                 Err(e) => {
-                    self.log_chunk(&mut pending, at)?;
+                    self.log_chunk(&mut pending, at).await?;
                     return Ok(Streamed::Failed(e));
                 }
             };
@@ -1259,11 +1265,11 @@ impl Agent {
                 pending.reasoning.push_str(&reasoning);
                 pending.since.get_or_insert_with(tokio::time::Instant::now);
                 if pending.text.len() + pending.reasoning.len() >= CHUNK_MAX_BYTES {
-                    self.log_chunk(&mut pending, at)?;
+                    self.log_chunk(&mut pending, at).await?;
                 }
             }
         }
-        self.log_chunk(&mut pending, at)?;
+        self.log_chunk(&mut pending, at).await?;
         if acc.finish == Some(FinishReason::Retryable) {
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::Server, "the provider asked to retry")));
         }

@@ -198,15 +198,18 @@ impl ToolPipeline {
     }
 
     /// Logs `tool/call`; returns the event's time.
-    pub(crate) fn log_call(&self, at: StepRef, call: &ToolCall) -> Result<String, StoreError> {
-        let ev = self.log.append(EventKind::ToolCall(ToolCallEvent {
-            turn: at.turn,
-            step: at.step,
-            id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            parent: self.parent.clone(),
-        }))?;
+    pub(crate) async fn log_call(&self, at: StepRef, call: &ToolCall) -> Result<String, StoreError> {
+        let ev = self
+            .log
+            .append_async(EventKind::ToolCall(ToolCallEvent {
+                turn: at.turn,
+                step: at.step,
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                parent: self.parent.clone(),
+            }))
+            .await?;
         Ok(ev.time)
     }
 
@@ -331,13 +334,15 @@ impl ToolPipeline {
         }
         let verdict = verdict.unwrap_or(Verdict::Allow);
         if !votes_logged.is_empty() {
-            self.log.append(EventKind::PolicyDecision(PolicyDecisionEvent {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                verdict: verdict.clone(),
-                rewritten: (final_args != args).then(|| final_args.clone()),
-                votes: votes_logged,
-            }))?;
+            self.log
+                .append_async(EventKind::PolicyDecision(PolicyDecisionEvent {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    verdict: verdict.clone(),
+                    rewritten: (final_args != args).then(|| final_args.clone()),
+                    votes: votes_logged,
+                }))
+                .await?;
         }
         match verdict {
             Verdict::Allow => {}
@@ -544,7 +549,7 @@ impl ToolPipeline {
             }
             self.bus.emit(snap, HookPoint::ToolsResult, &payload).await;
         }
-        self.log.append(EventKind::ToolResult(result.clone()))?;
+        self.log.append_async(EventKind::ToolResult(result.clone())).await?;
         Ok(result)
     }
 }

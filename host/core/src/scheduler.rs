@@ -106,7 +106,7 @@ impl Run<'_> {
                 self.drain().await;
                 self.commit_up_to(i).await?;
             }
-            let logged_at = self.p.log_call(self.at, call)?;
+            let logged_at = self.p.log_call(self.at, call).await?;
             self.slots[i] = Slot::Pending;
             let ready = match self.p.precheck(self.snap, self.at, call, cancel).await? {
                 Prepared::Done(f) => {
@@ -326,7 +326,7 @@ impl Run<'_> {
             let finished = match std::mem::replace(&mut self.slots[i], Slot::Committed) {
                 Slot::Finished(f) => f,
                 Slot::Unlogged => {
-                    self.p.log_call(self.at, call)?;
+                    self.p.log_call(self.at, call).await?;
                     ToolPipeline::aborted_before_dispatch(None)
                 }
                 Slot::Pending | Slot::Committed => ToolPipeline::aborted_before_dispatch(None),

@@ -84,7 +84,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-pub use backend::{Backend, Encoded, LeaseInfo, RawLog, RemoteInput, Syncer, Writer};
+pub use backend::{AppendDone, Backend, Encoded, LeaseInfo, RawLog, RemoteInput, Syncer, Writer};
 pub use budget::{RetryClock, retry_clock, retry_scope};
 pub use jsonl::JsonlBackend;
 
@@ -779,6 +779,11 @@ struct Shared {
     location: String,
     sync: Arc<dyn Syncer>,
     state: Mutex<State>,
+    /// Signalled when an append started without waiting
+    /// ([`SessionLog::append_batch_async`]) has ended, for threads that wait.
+    settled: std::sync::Condvar,
+    /// The same, for tasks that wait.
+    settled_async: tokio::sync::Notify,
 }
 
 struct State {
@@ -786,6 +791,37 @@ struct State {
     next_seq: u64,
     projection: Projection,
     subscribers: Vec<Subscriber>,
+    /// The events of an append in flight on the backend's thread: until it
+    /// ends, nobody else appends or reads the state (as if the lock were
+    /// held for the round trip, without holding a thread).
+    inflight: Option<Vec<Event>>,
+}
+
+/// How [`SessionLog::begin_append`] went.
+enum Begun {
+    /// Another append is in flight: the events, to try again.
+    Busy(Vec<EventKind>),
+    /// Stored in place.
+    Stored(Vec<Event>),
+    /// On the backend's thread: the answer comes here.
+    InFlight(tokio::sync::oneshot::Receiver<Result<Vec<Event>, StoreError>>),
+}
+
+fn raw_state(shared: &Shared) -> MutexGuard<'_, State> {
+    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Applies stored events to the state: seq, projection, subscribers.
+fn applied(st: &mut State, events: Vec<Event>) -> Vec<Event> {
+    for ev in &events {
+        st.next_seq += 1;
+        st.projection.apply(ev);
+        st.subscribers.retain(|s| match &s.wants {
+            Some(wants) if !wants(ev) => !s.tx.is_closed(),
+            _ => s.tx.send(ev.clone()).is_ok(),
+        });
+    }
+    events
 }
 
 /// A receiver of committed events; `wants` (when set) picks which.
@@ -807,13 +843,20 @@ impl SessionLog {
                 id,
                 location,
                 sync: writer.syncer(),
-                state: Mutex::new(State { writer, next_seq, projection, subscribers: Vec::new() }),
+                state: Mutex::new(State { writer, next_seq, projection, subscribers: Vec::new(), inflight: None }),
+                settled: std::sync::Condvar::new(),
+                settled_async: tokio::sync::Notify::new(),
             }),
         }
     }
 
+    /// The state once no append is in flight.
     fn state(&self) -> MutexGuard<'_, State> {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut st = raw_state(&self.shared);
+        while st.inflight.is_some() {
+            st = self.shared.settled.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st
     }
 
     /// Session id.
@@ -890,17 +933,90 @@ impl SessionLog {
         let enc: Vec<Encoded<'_>> = batch.iter().map(|(event, line)| Encoded { event, line }).collect();
         st.writer.append(&enc)?;
         drop(enc);
-        let mut out = Vec::with_capacity(batch.len());
-        for (ev, _) in batch {
-            st.next_seq += 1;
-            st.projection.apply(&ev);
-            st.subscribers.retain(|s| match &s.wants {
-                Some(wants) if !wants(&ev) => !s.tx.is_closed(),
-                _ => s.tx.send(ev.clone()).is_ok(),
-            });
-            out.push(ev);
+        Ok(applied(st, batch.into_iter().map(|(ev, _)| ev).collect()))
+    }
+
+    /// [`append`](Self::append) for async callers: on a backend whose
+    /// append is a round trip (PostgreSQL) the calling task waits for it
+    /// without holding its thread. Everything else about the append is the
+    /// same: stored before it returns, in order, the log's state untouched
+    /// by anybody until it ends. Cancelling the caller does not cancel the
+    /// append: it ends, and is applied, on the backend's thread.
+    pub async fn append_async(&self, kind: EventKind) -> Result<Event, StoreError> {
+        let mut out = self.append_batch_async(vec![kind]).await?;
+        out.pop().ok_or_else(|| StoreError::Encode("empty commit".into()))
+    }
+
+    /// [`append_batch`](Self::append_batch) for async callers (see
+    /// [`append_async`](Self::append_async)).
+    pub async fn append_batch_async(&self, kinds: Vec<EventKind>) -> Result<Vec<Event>, StoreError> {
+        if kinds.is_empty() {
+            return Ok(vec![]);
         }
-        Ok(out)
+        let mut kinds = kinds;
+        loop {
+            let settled = self.shared.settled_async.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            match self.begin_append(kinds)? {
+                Begun::Busy(back) => {
+                    kinds = back;
+                    settled.await;
+                }
+                Begun::Stored(events) => return Ok(events),
+                Begun::InFlight(rx) => {
+                    return rx
+                        .await
+                        .unwrap_or_else(|_| Err(StoreError::Encode("the append ended without an answer".into())));
+                }
+            }
+        }
+    }
+
+    /// [`append_batch_async`](Self::append_batch_async)'s part under the
+    /// lock: busy while another append is in flight; else the batch is
+    /// stored in place or handed to the backend's thread.
+    fn begin_append(&self, kinds: Vec<EventKind>) -> Result<Begun, StoreError> {
+        let mut st = raw_state(&self.shared);
+        if st.inflight.is_some() {
+            return Ok(Begun::Busy(kinds));
+        }
+        let time = util::now_rfc3339();
+        let mut events = Vec::with_capacity(kinds.len());
+        let mut lines = Vec::with_capacity(kinds.len());
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let ignorable = matches!(kind, EventKind::Unknown { .. });
+            let ev = Event { seq: st.next_seq + i as u64, time: time.clone(), ignorable, kind };
+            lines.push(ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?);
+            events.push(ev);
+        }
+        let enc: Vec<Encoded<'_>> =
+            events.iter().zip(&lines).map(|(event, line)| Encoded { event, line: line.as_str() }).collect();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shared = self.shared.clone();
+        let done: AppendDone = Box::new(move |r: Result<(), StoreError>| {
+            let mut st = raw_state(&shared);
+            let events = st.inflight.take().unwrap_or_default();
+            let out = r.map(|()| applied(&mut st, events));
+            drop(st);
+            shared.settled.notify_all();
+            shared.settled_async.notify_waiters();
+            let _ = tx.send(out);
+        });
+        match st.writer.start_append(&enc, done) {
+            Ok(()) => {
+                // Under the lock still, so the append cannot end (and look
+                // for its events) before they are in place.
+                drop(enc);
+                st.inflight = Some(events);
+                Ok(Begun::InFlight(rx))
+            }
+            Err(_unused) => {
+                st.writer.append(&enc)?;
+                drop(enc);
+                Ok(Begun::Stored(applied(&mut st, events)))
+            }
+        }
     }
 
     /// Closes an open turn by appending (see the module docs): crash repair

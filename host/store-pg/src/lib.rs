@@ -79,7 +79,8 @@ use tokio_postgres::NoTls;
 use wharf_core::events::{Event, EventKind, InboxKind, InboxOp, SessionStart};
 use wharf_core::store::backend::{TITLE_SCAN, decode_rows, summary_title};
 use wharf_core::store::{
-    Backend, Encoded, LeaseInfo, RawLog, RemoteInput, SessionSummary, StoreError, StoreOptions, Syncer, Writer,
+    AppendDone, Backend, Encoded, LeaseInfo, RawLog, RemoteInput, SessionSummary, StoreError, StoreOptions, Syncer,
+    Writer,
 };
 
 /// The embedded migrations, applied in order at [`connect`].
@@ -96,6 +97,10 @@ const RENEW_BATCH: usize = 1000;
 /// Most event bytes one group commit carries (it takes one batch more than
 /// that at most, and always at least one).
 const APPEND_GROUP_BYTES: i64 = 1 << 20;
+
+/// How long a group waits, at most, for a group already in the database
+/// before it is sent too (see [`AppendQueue::next_group`]).
+const GROUP_HOLD: Duration = Duration::from_millis(2);
 
 /// Advisory lock key serialising migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
@@ -272,7 +277,11 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
     });
     // The group-commit workers share one queue; while some wait for the
     // database, appends pile up for the next one to take together.
-    let queue = Arc::new(tokio::sync::Mutex::new(AppendQueue { rx: queue, deferred: Vec::new() }));
+    let queue = Arc::new(tokio::sync::Mutex::new(AppendQueue {
+        rx: queue,
+        deferred: Vec::new(),
+        flight: Arc::new(Flight::default()),
+    }));
     // At most half the pool: the other connections serve everything else.
     for _ in 0..inner.options.append_workers.clamp(1, (pool_size / 2).max(1)) {
         inner.handle.spawn(append_worker(Arc::downgrade(&inner), queue.clone()));
@@ -1237,6 +1246,33 @@ struct AppendQueue {
     /// Taken from `rx` but left for the next group: a second batch of a
     /// session already in the group, or more than the group could carry.
     deferred: Vec<AppendReq>,
+    /// The groups in the database now.
+    flight: Arc<Flight>,
+}
+
+/// How many group commits are in the database, and a signal when one ends.
+#[derive(Default)]
+struct Flight {
+    calls: std::sync::atomic::AtomicUsize,
+    ended: tokio::sync::Notify,
+}
+
+/// One group commit in the database; counted down (and signalled) when
+/// dropped, however the call ends.
+struct InFlight(Arc<Flight>);
+
+impl InFlight {
+    fn start(flight: Arc<Flight>) -> InFlight {
+        flight.calls.fetch_add(1, Ordering::SeqCst);
+        InFlight(flight)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.calls.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_waiters();
+    }
 }
 
 impl AppendQueue {
@@ -1257,6 +1293,29 @@ impl AppendQueue {
             match self.rx.try_recv() {
                 Ok(r) => group.admit(r),
                 Err(_) => break,
+            }
+        }
+        // While another group is in the database, this one takes what
+        // arrives until that call ends (at most GROUP_HOLD, so a call the
+        // database leaves unanswered does not hold it up): the appends made
+        // during one call go together in the next transaction instead of
+        // one small transaction per arrival, which is most of the
+        // database's cost per append.
+        let until = tokio::time::Instant::now() + GROUP_HOLD;
+        while !group.full() {
+            let ended = self.flight.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.flight.calls.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            tokio::select! {
+                r = self.rx.recv() => match r {
+                    Some(r) => group.admit(r),
+                    None => break,
+                },
+                _ = &mut ended => break,
+                _ = tokio::time::sleep_until(until) => break,
             }
         }
         self.deferred = group.later;
@@ -1299,10 +1358,12 @@ impl Group {
 async fn append_worker(weak: std::sync::Weak<Inner>, queue: Arc<tokio::sync::Mutex<AppendQueue>>) {
     loop {
         let Some(max) = weak.upgrade().map(|i| i.options.append_group) else { return };
-        let group = {
+        let (group, _in_flight) = {
             let mut q = queue.lock().await;
             match q.next_group(max).await {
-                Some(g) => g,
+                // Counted before the queue is let go: the next worker holds
+                // its group for this one.
+                Some(g) => (g, InFlight::start(q.flight.clone())),
                 None => return,
             }
         };
@@ -1533,9 +1594,16 @@ impl PgWriter {
     }
 }
 
-impl Writer for PgWriter {
-    fn append(&mut self, batch: &[Encoded<'_>]) -> Result<(), StoreError> {
-        let Some(first) = batch.first() else { return Ok(()) };
+impl PgWriter {
+    /// The append of `batch` as a future for the backend's thread: handed
+    /// to the group commit and retried from here (each writer keeps its own
+    /// retry budget); on success the lease counts as renewed and the stored
+    /// input it logs as acknowledged.
+    fn append_future(
+        &mut self,
+        batch: &[Encoded<'_>],
+    ) -> Option<impl Future<Output = Result<(), StoreError>> + Send + 'static> {
+        let first = batch.first()?;
         let first_seq = i64::try_from(first.event.seq).unwrap_or(i64::MAX);
         let bodies: Vec<String> = batch.iter().map(|e| e.line.to_string()).collect();
         let bytes: i64 = batch.iter().map(|e| e.line.len() as i64 + 1).sum();
@@ -1562,12 +1630,17 @@ impl Writer for PgWriter {
         let acked = ack.clone();
         let batch = Arc::new(AppendBatch { id: id.clone(), token, first: first_seq, bodies, bytes, title, ack });
         let started = std::time::Instant::now();
-        // Handed to the group commit; retried (sent again) from here, so
-        // each writer keeps its own retry budget.
-        let r = self.inner.call(async move {
+        Some(async move {
             let status = inner.retry(&what, || inner.append_grouped(batch.clone())).await?;
             match status.as_str() {
-                "ok" => Ok(()),
+                "ok" => {
+                    // The append renewed the lease too.
+                    inner.touch(&id, token, started);
+                    if !acked.is_empty() {
+                        held.outstanding().retain(|(n, _, _)| !acked.contains(n));
+                    }
+                    Ok(())
+                }
                 "fenced" => {
                     held.lose();
                     Err(inner.fenced(&id, token).await)
@@ -1585,15 +1658,61 @@ impl Writer for PgWriter {
                     cause: format!("other events are already stored at seq {first_seq}"),
                 }),
             }
-        });
-        if r.is_ok() {
-            // The append renewed the lease too.
-            self.inner.touch(&self.id, self.token, started);
-            if !acked.is_empty() {
-                self.held.outstanding().retain(|(n, _, _)| !acked.contains(n));
-            }
+        })
+    }
+}
+
+/// Calls an append's `done` exactly once: with the append's outcome, or,
+/// when the backend's thread drops the append unfinished (it stopped),
+/// with that.
+struct DoneOnce {
+    done: Option<AppendDone>,
+    location: String,
+}
+
+impl DoneOnce {
+    fn finish(mut self, r: Result<(), StoreError>) {
+        if let Some(done) = self.done.take() {
+            done(r);
         }
-        r
+    }
+}
+
+impl Drop for DoneOnce {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            // Maybe dropped inside `start_append` (a stopped runtime drops
+            // a spawned task at once), where the caller still holds what
+            // `done` takes: answer from another thread.
+            let err = unavailable(&self.location, "the database thread stopped".into());
+            let _ = std::thread::Builder::new().name("wharf-pg-done".into()).spawn(move || done(Err(err)));
+        }
+    }
+}
+
+impl Writer for PgWriter {
+    fn append(&mut self, batch: &[Encoded<'_>]) -> Result<(), StoreError> {
+        match self.append_future(batch) {
+            Some(fut) => self.inner.call(fut),
+            None => Ok(()),
+        }
+    }
+
+    /// The append runs on the backend's thread; the agent's worker is not
+    /// held for the round trip (no `block_in_place`).
+    fn start_append(&mut self, batch: &[Encoded<'_>], done: AppendDone) -> Result<(), AppendDone> {
+        let Some(fut) = self.append_future(batch) else { return Err(done) };
+        // The caller's request budget (if any) goes along, as in `call`.
+        let clock = wharf_core::store::retry_clock();
+        let once = DoneOnce { done: Some(done), location: self.inner.location.clone() };
+        self.inner.handle.spawn(async move {
+            let r = match clock {
+                Some(c) => c.scope(fut).await,
+                None => fut.await,
+            };
+            once.finish(r);
+        });
+        Ok(())
     }
 
     fn syncer(&self) -> Arc<dyn Syncer> {

@@ -248,6 +248,74 @@ fn input_whose_notification_was_missed_is_found_by_the_hosts_poll() {
 }
 
 #[test]
+fn async_appends_of_many_sessions_land_in_order_and_a_cancelled_one_still_lands() {
+    let Some(pg) = server("async_appends_of_many_sessions_land_in_order_and_a_cancelled_one_still_lands") else {
+        return;
+    };
+    let url = pg.database().unwrap();
+    let store = pg_store(&url, PgOptions::default());
+    // One worker: sessions appending at once share it, as on a busy host.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let logs: Vec<_> = (0..16).map(|_| store.create(NewSession::default()).unwrap()).collect();
+    let mut subs: Vec<_> = logs.iter().map(|l| l.subscribe()).collect();
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (n, log) in logs.iter().enumerate() {
+            let log = log.clone();
+            tasks.spawn(async move {
+                for i in 0..12 {
+                    let ev = log.append_async(user(&format!("{n}/{i}"))).await.unwrap();
+                    // Applied when it returns: the state already has it.
+                    assert_eq!(log.last_seq(), ev.seq);
+                }
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    });
+    for (n, (log, sub)) in logs.iter().zip(subs.iter_mut()).enumerate() {
+        let stored = store.load(log.id()).unwrap().events;
+        let texts: Vec<String> = stored
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::UserMessage(u) => Some(u.content.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, (0..12).map(|i| format!("{n}/{i}")).collect::<Vec<_>>());
+        let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=13).collect::<Vec<_>>(), "consecutive, header first");
+        // Every subscriber saw each appended event once.
+        let mut seen = Vec::new();
+        while let Ok(ev) = sub.try_recv() {
+            seen.push(ev.seq);
+        }
+        assert_eq!(seen, (2..=13).collect::<Vec<_>>());
+    }
+    // A caller that gives up while its append is in flight: the append
+    // still ends and is applied; the next append follows it.
+    let log = logs[0].clone();
+    rt.block_on(async {
+        let pending = log.append_async(user("abandoned"));
+        // Polled once (handed to the database's thread), then dropped.
+        let _ = tokio::time::timeout(Duration::ZERO, pending).await;
+    });
+    let next = rt.block_on(log.append_async(user("after"))).unwrap();
+    assert_eq!(next.seq, 15, "the abandoned append took seq 14");
+    let tail: Vec<String> = store.load(log.id()).unwrap().events[13..]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::UserMessage(u) => Some(u.content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tail, ["abandoned", "after"]);
+    // A synchronous append after the async ones continues the log.
+    assert_eq!(log.append(user("sync")).unwrap().seq, 16);
+}
+
+#[test]
 fn another_host_watches_the_writers_events() {
     let Some(pg) = server("another_host_watches_the_writers_events") else { return };
     let url = pg.database().unwrap();
@@ -620,4 +688,33 @@ fn an_append_the_database_leaves_unanswered_ends_at_its_deadline() {
     holder.join().unwrap().unwrap();
     let other = store.create(NewSession::default()).unwrap();
     turn(&other, 1, "after the lock");
+}
+
+#[test]
+fn a_group_stuck_in_the_database_holds_up_the_next_group_only_briefly() {
+    let Some(pg) = server("a_group_stuck_in_the_database_holds_up_the_next_group_only_briefly") else { return };
+    let url = pg.database().unwrap();
+    let store = pg_store(&url, PgOptions { renew_every: Duration::from_secs(3600), ..PgOptions::default() });
+    let stuck = store.create(NewSession::default()).unwrap();
+    let others: Vec<_> = (0..4).map(|_| store.create(NewSession::default()).unwrap()).collect();
+    let (db, id) = (db_name(&url).to_string(), stuck.id().to_string());
+    let holder = std::thread::spawn(move || {
+        pg.psql(
+            &db,
+            &format!("BEGIN; SELECT 1 FROM wharf_sessions WHERE id = '{id}' FOR UPDATE; SELECT pg_sleep(3); COMMIT;"),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500)); // The lock is held.
+    // This group waits in the database for the lock.
+    let waiting = std::thread::spawn(move || stuck.append(user("behind the lock")).map(|e| e.seq));
+    std::thread::sleep(Duration::from_millis(200));
+    // The next groups wait for it at most briefly, then go on their own.
+    let started = Instant::now();
+    for log in &others {
+        log.append(user("not behind it")).unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1500), "4 appends took {took:?} behind a stuck group");
+    assert_eq!(waiting.join().unwrap().unwrap(), 2, "the stuck append lands once the lock is gone");
+    holder.join().unwrap().unwrap();
 }

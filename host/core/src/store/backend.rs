@@ -88,6 +88,16 @@ pub trait Writer: Send {
     /// Appends a batch of consecutive events (the first continues the log),
     /// all or nothing.
     fn append(&mut self, batch: &[Encoded<'_>]) -> Result<(), StoreError>;
+    /// Starts appending `batch` without waiting for it: a backend whose
+    /// append is a network round trip hands it to its own thread and calls
+    /// `done` there when it ends (exactly once, also when that thread
+    /// stops), so the caller's thread is free meanwhile. A backend that
+    /// appends in place returns `done` unused, and the caller uses
+    /// [`Writer::append`] (the default). `done` must not run before this
+    /// returns (the caller still holds the log's state).
+    fn start_append(&mut self, _batch: &[Encoded<'_>], done: AppendDone) -> Result<(), AppendDone> {
+        Err(done)
+    }
     /// A handle that syncs this writer's appends.
     fn syncer(&self) -> Arc<dyn Syncer>;
     /// The committed events with `seq >= from_seq`, read back from storage.
@@ -108,6 +118,9 @@ pub trait Writer: Send {
     #[cfg(test)]
     fn fail_next_write(&mut self, _n: usize, _errno: i32) {}
 }
+
+/// What runs when an append started with [`Writer::start_append`] ends.
+pub type AppendDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
 /// Where sessions are kept.
 pub trait Backend: Send + Sync + std::fmt::Debug {
