@@ -9,7 +9,9 @@
 //! - **Events** are rows `(session_id, seq, body)`; `body` is the text the
 //!   core encoded, so it is byte-identical to the JSONL line.
 //! - **Appends are group-committed**: a writer's append goes to a queue on
-//!   the backend's runtime and waits for its own answer. A worker
+//!   the backend's runtime and waits for its own answer (a thread waits
+//!   in [`Writer::append`]; a task in `SessionLog::append_async`, through
+//!   [`Writer::start_append`], holds no thread). A worker
 //!   ([`PgOptions::append_workers`], 2 by default, at most half the pool)
 //!   takes everything queued (up to
 //!   [`PgOptions::append_group`] sessions, about 1 MiB, one batch per
@@ -21,11 +23,13 @@
 //!   delivered; it returns a status per batch (a fenced or broken session
 //!   fails alone) and sends one `wharf_events` notification of
 //!   `id last_seq` lines per ~7900 bytes. Under load the appends that
-//!   arrive while a call is in the database share the next one, so the
-//!   per-transaction cost is paid per group, not per session (on the load
-//!   bench, 2 hosts and the database on 2 cores: 11–18 calls per turn of
-//!   31 appends; one worker made the largest groups, four the smallest and
-//!   the slowest turns). A writer's retries (below) send its batch again,
+//!   arrive while a call is in the database share the next one: a worker
+//!   whose group is ready while another group is in the database takes
+//!   what arrives until that call ends (at most 2 ms, so a call
+//!   stuck on a lock holds the others up no longer). The per-transaction
+//!   cost is paid per group, not per session (on the load bench, 2 hosts
+//!   and the database on 2 cores: 10–11 calls per turn of 31 appends, 16
+//!   without the hold). A writer's retries (below) send its batch again,
 //!   to a later group; each waits for one attempt at a time, as before.
 //! - **Durability** mirrors the JSONL store: appends commit with
 //!   `synchronous_commit = off` (they survive the death of the host at once,
