@@ -239,7 +239,10 @@ struct Acc {
 }
 
 enum Streamed {
-    Done(Acc),
+    /// The completion, and the streamed text not logged yet (logged with
+    /// the message, in one append: the same events, one write or
+    /// transaction fewer per step).
+    Done(Acc, Option<Box<EventKind>>),
     Cancelled(Acc),
     Failed(LlmError),
 }
@@ -1029,9 +1032,9 @@ impl Agent {
         };
         let at = StepRef { turn, step };
         let mut attempt: u32 = 0;
-        let acc = loop {
+        let (acc, tail) = loop {
             match self.stream(adapter.as_ref(), &request, scope, at, token).await? {
-                Streamed::Done(acc) => break acc,
+                Streamed::Done(acc, tail) => break (acc, tail),
                 Streamed::Cancelled(acc) => {
                     self.commit_message(at, &acc, true).await?;
                     inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
@@ -1086,7 +1089,7 @@ impl Agent {
         };
         // Kept for the next step (a step that ends otherwise leaves none).
         history.messages = request.messages;
-        self.commit_message(at, &acc, false).await?;
+        self.commit_message_after(at, &acc, false, tail.map(|c| *c)).await?;
         if !acc.tool_calls.is_empty() {
             inner.pipeline.run(snap, at, &acc.tool_calls, token).await?;
         }
@@ -1107,19 +1110,28 @@ impl Agent {
     }
 
     async fn commit_message(&self, at: StepRef, acc: &Acc, interrupted: bool) -> Result<(), StoreError> {
-        self.inner
-            .log
-            .append_async(EventKind::AssistantMessage(AssistantMessage {
-                turn: at.turn,
-                step: at.step,
-                content: acc.content.clone(),
-                reasoning: Some(acc.reasoning.clone()).filter(|r| !r.is_empty()),
-                tool_calls: acc.tool_calls.clone(),
-                usage: acc.usage,
-                finish: if interrupted { None } else { acc.finish },
-                interrupted,
-            }))
-            .await?;
+        self.commit_message_after(at, acc, interrupted, None).await
+    }
+
+    /// Logs the message, after `chunk` (the stream's last text) when given.
+    async fn commit_message_after(
+        &self,
+        at: StepRef,
+        acc: &Acc,
+        interrupted: bool,
+        chunk: Option<EventKind>,
+    ) -> Result<(), StoreError> {
+        let message = EventKind::AssistantMessage(AssistantMessage {
+            turn: at.turn,
+            step: at.step,
+            content: acc.content.clone(),
+            reasoning: Some(acc.reasoning.clone()).filter(|r| !r.is_empty()),
+            tool_calls: acc.tool_calls.clone(),
+            usage: acc.usage,
+            finish: if interrupted { None } else { acc.finish },
+            interrupted,
+        });
+        self.inner.log.append_batch_async(chunk.into_iter().chain([message]).collect()).await?;
         Ok(())
     }
 
@@ -1158,17 +1170,8 @@ impl Agent {
 
     /// Logs the streamed text not yet logged, if any, as one chunk.
     async fn log_chunk(&self, pending: &mut PendingChunk, at: StepRef) -> Result<(), StoreError> {
-        let PendingChunk { text, reasoning, since } = std::mem::take(pending);
-        if since.is_some() && (!text.is_empty() || !reasoning.is_empty()) {
-            self.inner
-                .log
-                .append_async(EventKind::AssistantChunk(AssistantChunk {
-                    turn: at.turn,
-                    step: at.step,
-                    text,
-                    reasoning,
-                }))
-                .await?;
+        if let Some(chunk) = take_chunk(pending, at) {
+            self.inner.log.append_async(chunk).await?;
         }
         Ok(())
     }
@@ -1269,8 +1272,11 @@ impl Agent {
                 }
             }
         }
-        self.log_chunk(&mut pending, at).await?;
+        let tail = take_chunk(&mut pending, at);
         if acc.finish == Some(FinishReason::Retryable) {
+            if let Some(chunk) = tail {
+                self.inner.log.append_async(chunk).await?;
+            }
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::Server, "the provider asked to retry")));
         }
         // Nothing streamed is an empty response (retried) — unless the
@@ -1278,10 +1284,22 @@ impl Agent {
         // filter end the turn at once, as reported.
         let explained = matches!(acc.finish, Some(FinishReason::MaxTokens | FinishReason::ContentFilter));
         if !explained && acc.content.is_empty() && acc.reasoning.is_empty() && acc.tool_calls.is_empty() {
+            if let Some(chunk) = tail {
+                self.inner.log.append_async(chunk).await?;
+            }
             return Ok(Streamed::Failed(LlmError::new(LlmErrorCode::EmptyResponse, "the model returned nothing")));
         }
-        Ok(Streamed::Done(acc))
+        Ok(Streamed::Done(acc, tail.map(Box::new)))
     }
+}
+
+/// The streamed text not yet logged, if any, as one chunk to log.
+fn take_chunk(pending: &mut PendingChunk, at: StepRef) -> Option<EventKind> {
+    let PendingChunk { text, reasoning, since } = std::mem::take(pending);
+    if since.is_none() || (text.is_empty() && reasoning.is_empty()) {
+        return None;
+    }
+    Some(EventKind::AssistantChunk(AssistantChunk { turn: at.turn, step: at.step, text, reasoning }))
 }
 
 /// How long streamed text may wait to be logged together with the deltas
