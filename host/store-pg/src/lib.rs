@@ -28,8 +28,8 @@
 //!   what arrives until that call ends (at most 2 ms, so a call
 //!   stuck on a lock holds the others up no longer). The per-transaction
 //!   cost is paid per group, not per session (on the load bench, 2 hosts
-//!   and the database on 2 cores: 10–11 calls per turn of 31 appends, 16
-//!   without the hold). A writer's retries (below) send its batch again,
+//!   and the database on 2 cores: about 10 calls per turn of 27 appends,
+//!   16 without the hold). A writer's retries (below) send its batch again,
 //!   to a later group; each waits for one attempt at a time, as before.
 //! - **Durability** mirrors the JSONL store: appends commit with
 //!   `synchronous_commit = off` (they survive the death of the host at once,
