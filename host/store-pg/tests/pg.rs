@@ -662,6 +662,26 @@ fn append_many_returns_a_status_per_batch() {
 /// session's row lock) fails an append once the attempt deadline and the
 /// writer's retry budget are spent, instead of holding the writer until the
 /// lock goes; the store serves again afterwards.
+/// Another connection locks session `id`'s row for `secs` seconds (its
+/// thread answers when the lock is gone); returns once the lock is held.
+fn hold_row_lock(
+    pg: &'static PgServer,
+    db: String,
+    id: String,
+    secs: u32,
+) -> std::thread::JoinHandle<Result<String, String>> {
+    let holder = std::thread::spawn(move || {
+        pg.psql(
+            &db,
+            &format!(
+                "BEGIN; SELECT 1 FROM wharf_sessions WHERE id = '{id}' FOR UPDATE; SELECT pg_sleep({secs}); COMMIT;"
+            ),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    holder
+}
+
 #[test]
 fn an_append_the_database_leaves_unanswered_ends_at_its_deadline() {
     let Some(pg) = server("an_append_the_database_leaves_unanswered_ends_at_its_deadline") else { return };
@@ -672,13 +692,7 @@ fn an_append_the_database_leaves_unanswered_ends_at_its_deadline() {
     );
     let log = store.create(NewSession::default()).unwrap();
     let (db, id) = (db_name(&url).to_string(), log.id().to_string());
-    let holder = std::thread::spawn(move || {
-        pg.psql(
-            &db,
-            &format!("BEGIN; SELECT 1 FROM wharf_sessions WHERE id = '{id}' FOR UPDATE; SELECT pg_sleep(4); COMMIT;"),
-        )
-    });
-    std::thread::sleep(Duration::from_millis(500)); // The lock is held.
+    let holder = hold_row_lock(pg, db, id, 4);
     let started = Instant::now();
     let err = log.append(user("while the row is locked")).unwrap_err();
     let took = started.elapsed();
@@ -698,13 +712,7 @@ fn a_group_stuck_in_the_database_holds_up_the_next_group_only_briefly() {
     let stuck = store.create(NewSession::default()).unwrap();
     let others: Vec<_> = (0..4).map(|_| store.create(NewSession::default()).unwrap()).collect();
     let (db, id) = (db_name(&url).to_string(), stuck.id().to_string());
-    let holder = std::thread::spawn(move || {
-        pg.psql(
-            &db,
-            &format!("BEGIN; SELECT 1 FROM wharf_sessions WHERE id = '{id}' FOR UPDATE; SELECT pg_sleep(3); COMMIT;"),
-        )
-    });
-    std::thread::sleep(Duration::from_millis(500)); // The lock is held.
+    let holder = hold_row_lock(pg, db, id, 3);
     // This group waits in the database for the lock.
     let waiting = std::thread::spawn(move || stuck.append(user("behind the lock")).map(|e| e.seq));
     std::thread::sleep(Duration::from_millis(200));
