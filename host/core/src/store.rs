@@ -807,6 +807,20 @@ enum Begun {
     InFlight(tokio::sync::oneshot::Receiver<Result<Vec<Event>, StoreError>>),
 }
 
+/// `kinds` as the log's next events from `next_seq`, one time, each with
+/// its line.
+fn encoded(next_seq: u64, kinds: Vec<EventKind>) -> Result<Vec<(Event, String)>, StoreError> {
+    let time = util::now_rfc3339();
+    let mut batch = Vec::with_capacity(kinds.len());
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let ignorable = matches!(kind, EventKind::Unknown { .. });
+        let ev = Event { seq: next_seq + i as u64, time: time.clone(), ignorable, kind };
+        let line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
+        batch.push((ev, line));
+    }
+    Ok(batch)
+}
+
 fn raw_state(shared: &Shared) -> MutexGuard<'_, State> {
     shared.state.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -897,14 +911,7 @@ impl SessionLog {
     /// write, or one database transaction), all or nothing.
     pub fn append_batch(&self, kinds: Vec<EventKind>) -> Result<Vec<Event>, StoreError> {
         let mut st = self.state();
-        let time = util::now_rfc3339();
-        let mut batch = Vec::with_capacity(kinds.len());
-        for (i, kind) in kinds.into_iter().enumerate() {
-            let ignorable = matches!(kind, EventKind::Unknown { .. });
-            let ev = Event { seq: st.next_seq + i as u64, time: time.clone(), ignorable, kind };
-            let line = ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?;
-            batch.push((ev, line));
-        }
+        let batch = encoded(st.next_seq, kinds)?;
         self.commit(&mut st, batch)
     }
 
@@ -965,9 +972,12 @@ impl SessionLog {
                 }
                 Begun::Stored(events) => return Ok(events),
                 Begun::InFlight(rx) => {
-                    return rx
-                        .await
-                        .unwrap_or_else(|_| Err(StoreError::Encode("the append ended without an answer".into())));
+                    return rx.await.unwrap_or_else(|_| {
+                        Err(StoreError::Unavailable {
+                            location: self.shared.location.clone(),
+                            detail: "the append ended without an answer".into(),
+                        })
+                    });
                 }
             }
         }
@@ -981,17 +991,8 @@ impl SessionLog {
         if st.inflight.is_some() {
             return Ok(Begun::Busy(kinds));
         }
-        let time = util::now_rfc3339();
-        let mut events = Vec::with_capacity(kinds.len());
-        let mut lines = Vec::with_capacity(kinds.len());
-        for (i, kind) in kinds.into_iter().enumerate() {
-            let ignorable = matches!(kind, EventKind::Unknown { .. });
-            let ev = Event { seq: st.next_seq + i as u64, time: time.clone(), ignorable, kind };
-            lines.push(ev.to_json_line().map_err(|e| StoreError::Encode(e.to_string()))?);
-            events.push(ev);
-        }
-        let enc: Vec<Encoded<'_>> =
-            events.iter().zip(&lines).map(|(event, line)| Encoded { event, line: line.as_str() }).collect();
+        let batch = encoded(st.next_seq, kinds)?;
+        let enc: Vec<Encoded<'_>> = batch.iter().map(|(event, line)| Encoded { event, line }).collect();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shared = self.shared.clone();
         let done: AppendDone = Box::new(move |r: Result<(), StoreError>| {
@@ -1008,13 +1009,12 @@ impl SessionLog {
                 // Under the lock still, so the append cannot end (and look
                 // for its events) before they are in place.
                 drop(enc);
-                st.inflight = Some(events);
+                st.inflight = Some(batch.into_iter().map(|(ev, _)| ev).collect());
                 Ok(Begun::InFlight(rx))
             }
             Err(_unused) => {
-                st.writer.append(&enc)?;
                 drop(enc);
-                Ok(Begun::Stored(applied(&mut st, events)))
+                Ok(Begun::Stored(self.commit(&mut st, batch)?))
             }
         }
     }
