@@ -21,6 +21,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 mod bench;
+mod build_only;
 mod faults;
 mod features;
 mod fuzz;
@@ -448,6 +449,7 @@ fn lint_before_build(root: &Path, skip_file: &Path) -> Result<Option<Lint>> {
     let mut excluded = vec!["wharf-sdk".to_string()];
     excluded.extend(plugin_crates(root)?.into_iter().map(|c| c.package));
     features::check(root, &excluded)?;
+    build_only::check(root)?;
     let lint = Lint::find();
     if lint.is_none() {
         let line = "WHARF-SKIP xtask::lint (clippy): clippy-driver not found (rustup component add clippy)\n";
@@ -479,7 +481,8 @@ fn lint(root: &Path) -> Result<()> {
     run(&mut cmd)?;
     let mut excluded = vec!["wharf-sdk".to_string()];
     excluded.extend(crates.into_iter().map(|c| c.package));
-    features::check(root, &excluded)
+    features::check(root, &excluded)?;
+    build_only::check(root)
 }
 
 /// The components a shipped profile names (`${plugin_dir}/NAME.wasm`),
