@@ -309,8 +309,9 @@ mod tests {
     use wharf_core::events::{StepEnd, StopReason, TurnEnd, TurnStart};
 
     fn config_from(toml: &str) -> Config {
-        let dir = std::env::temp_dir().join(format!("wharf-usage-{}-{}", std::process::id(), toml.len()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // The config is loaded (and the profile read) before the directory goes.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let profile = dir.join("p.toml");
         std::fs::write(&profile, toml).unwrap();
         let opts = wharf_config::LoadOptions {
