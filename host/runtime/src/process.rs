@@ -285,12 +285,36 @@ pub fn kill_all() {
     }
 }
 
+/// The private tmp directories of started commands not removed yet: a
+/// command still running when the host exits, or one whose reaper thread
+/// had not finished, leaves its directory to the exit hook.
+static TMP_DIRS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+fn tmp_dirs() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
+    TMP_DIRS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes a command's private tmp directory (none: an empty path) and
+/// forgets it.
+fn remove_tmp(tmp: &Path) {
+    if tmp.as_os_str().is_empty() {
+        return;
+    }
+    let _ = std::fs::remove_dir_all(tmp);
+    tmp_dirs().remove(tmp);
+}
+
 extern "C" fn kill_all_at_exit() {
-    // Never block at exit: skip if another thread holds the lock.
+    // Never block at exit: skip if another thread holds a lock.
     if let Ok(live) = LIVE.try_lock() {
         for pgid in live.iter() {
             // SAFETY: see `kill_group`.
             unsafe { libc::killpg(*pgid, libc::SIGKILL) };
+        }
+    }
+    if let Ok(dirs) = TMP_DIRS.try_lock() {
+        for dir in dirs.iter() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -324,6 +348,15 @@ struct Proc {
 }
 
 impl Proc {
+    /// A started command; its tmp directory (if any) is removed when it is
+    /// reaped, or at the latest when the host exits.
+    fn new(child: std::process::Child, pid: i32, tmp: PathBuf) -> Self {
+        if !tmp.as_os_str().is_empty() {
+            tmp_dirs().insert(tmp.clone());
+        }
+        Proc { pidfd: pidfd_open(pid), child: Some(child), pid, tmp }
+    }
+
     /// Waits until the leader exits (it stays a zombie until [`Proc::reap`]).
     async fn exited(&self) {
         loop {
@@ -357,7 +390,7 @@ impl Proc {
             live.remove(&self.pid);
             child.wait().ok()
         };
-        let _ = std::fs::remove_dir_all(&self.tmp);
+        remove_tmp(&self.tmp);
         status
     }
 }
@@ -380,7 +413,7 @@ impl Drop for Proc {
                 live.remove(&pid);
                 let _ = child.wait();
             }
-            let _ = std::fs::remove_dir_all(&tmp);
+            remove_tmp(&tmp);
         };
         let _ = std::thread::Builder::new().name("wharf-reap".into()).spawn(reap);
     }
@@ -600,7 +633,7 @@ fn start(plan: Plan) -> Result<Started, wit::ProcessError> {
     let pid = child.id() as i32;
     live().insert(pid);
     let stdin = child.stdin.take();
-    let proc = Proc { pidfd: pidfd_open(pid), child: Some(child), pid, tmp: plan.tmp };
+    let proc = Proc::new(child, pid, plan.tmp);
     if let (Some(stdin), Some(bytes)) = (stdin, plan.stdin)
         && let Ok(mut tx) = pipe::Sender::from_owned_fd(OwnedFd::from(stdin))
     {

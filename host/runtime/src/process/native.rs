@@ -31,7 +31,7 @@ use std::sync::mpsc;
 
 use tokio::net::unix::pipe;
 
-use super::{NEXT_ID, Proc, capture, live, pidfd_open, register_exit_hook, support};
+use super::{NEXT_ID, Proc, capture, live, register_exit_hook, support};
 
 /// What a confined native program may do beyond reading the filesystem.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -174,7 +174,7 @@ impl NativeProcess {
         let pid = child.id() as i32;
         live().insert(pid);
         let stdio = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let proc = Proc { pidfd: pidfd_open(pid), child: Some(child), pid, tmp };
+        let proc = Proc::new(child, pid, tmp);
         // On an error `proc` drops: the group is killed.
         let (Some(i), Some(o), Some(e)) = stdio else {
             return Err(NativeError::Failed("stdio pipes missing".into()));
@@ -341,6 +341,50 @@ mod tests {
         let out = output(sh(&script, None, ws.path())).await;
         assert!(out.starts_with("in\nwrote\n") && !out.contains("refused"), "{out}");
         assert!(other.path().join("no.txt").exists());
+    }
+
+    /// What the host does in `a_command_running_at_exit_leaves_no_tmp_directory`'s
+    /// child process: start a confined command, print its private tmp
+    /// directory, and exit with the command still running.
+    #[test]
+    #[ignore = "run in a child process by the test below"]
+    fn exit_with_a_command_running() {
+        let Some(ws) = std::env::var_os("WHARF_TEST_EXIT_WS") else { return };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let grant = NativeGrant { rw: vec![ws.clone().into()], ..NativeGrant::default() };
+            let (p, mut io) = NativeProcess::spawn(sh("echo $HOME; exec sleep 100", Some(grant), ws.as_ref())).unwrap();
+            let mut line = Vec::new();
+            let mut byte = [0u8; 1];
+            while io.stdout.read(&mut byte).await.unwrap() == 1 && byte[0] != b'\n' {
+                line.push(byte[0]);
+            }
+            println!("TMP={}", String::from_utf8(line).unwrap());
+            // The host exits without dropping it, as on Ctrl-C.
+            std::mem::forget(p);
+            std::process::exit(0);
+        });
+    }
+
+    #[test]
+    fn a_command_running_at_exit_leaves_no_tmp_directory() {
+        let ws = tempfile::tempdir().unwrap();
+        if sandbox_level().0 == Level::None {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            let r = rt.block_on(async { NativeProcess::spawn(sh("true", Some(NativeGrant::default()), ws.path())) });
+            assert!(matches!(r, Err(NativeError::SandboxUnavailable(_))), "{r:?}");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "process::native::tests::exit_with_a_command_running", "--nocapture"])
+            .env("WHARF_TEST_EXIT_WS", ws.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let tmp =
+            stdout.lines().find_map(|l| l.strip_prefix("TMP=")).unwrap_or_else(|| panic!("no TMP line: {stdout}"));
+        assert!(tmp.contains("wharf-native"), "{tmp}");
+        assert!(!std::path::Path::new(tmp).exists(), "{tmp} is left behind");
     }
 
     #[tokio::test]
