@@ -12,23 +12,17 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// Package names `cargo tree` prints for `args` (versions dropped: the
-/// profile names packages, not versions).
+/// Package names `cargo tree --workspace ARGS` prints (versions dropped:
+/// the profile names packages, not versions).
 fn names(root: &Path, args: &[&str]) -> Result<BTreeSet<String>> {
-    let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["tree", "--workspace", "--prefix", "none", "-f", "{p}"]).args(args);
-    let out = cmd.output().with_context(|| format!("cannot run {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_string)
+    let mut all = vec!["--workspace"];
+    all.extend_from_slice(args);
+    Ok(crate::features::tree(root, &all)?
+        .into_keys()
+        .filter_map(|key| key.split_whitespace().next().map(str::to_string))
         .collect())
 }
 

@@ -15,9 +15,11 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Features per `name version`, as `cargo tree -f '{p}|{f}'` prints them.
-type Features = BTreeMap<String, BTreeSet<String>>;
+pub(crate) type Features = BTreeMap<String, BTreeSet<String>>;
 
-fn tree(root: &Path, args: &[&str]) -> Result<Features> {
+/// The packages (`name version`) `cargo tree ARGS` prints, with their
+/// features.
+pub(crate) fn tree(root: &Path, args: &[&str]) -> Result<Features> {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root).args(["tree", "--prefix", "none", "-f", "{p}|{f}"]).args(args);
     let out = cmd.output().with_context(|| format!("cannot run {cmd:?}"))?;
