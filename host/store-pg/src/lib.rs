@@ -22,7 +22,8 @@
 //!   inserts it, renews the lease and marks the inbox rows it logs
 //!   delivered; it returns a status per batch (a fenced or broken session
 //!   fails alone) and sends one `wharf_events` notification of
-//!   `id last_seq` lines per ~7900 bytes. Under load the appends that
+//!   `id last_seq` lines per ~7900 bytes for the sessions some host
+//!   watches (below); a call that touches none sends none. Under load the appends that
 //!   arrive while a call is in the database share the next one: a worker
 //!   whose group is ready while another group is in the database takes
 //!   what arrives until that call ends (at most 2 ms, so a call
@@ -69,11 +70,15 @@
 //! - **URL parameters**: [`apply_url_options`].
 //! - **Watch**: [`Backend::watch`] streams another writer's events, woken by
 //!   `LISTEN wharf_events` on one connection per backend (with a slow poll as
-//!   a safety net, and a catch-up after the listener reconnects).
+//!   a safety net, and a catch-up after the listener reconnects). Each watch
+//!   has a row in `wharf_watches` (written before its first read, renewed
+//!   every few seconds, deleted when it ends, expiring if its host dies):
+//!   appends announce only watched sessions, since every notification wakes
+//!   every listening connection of every host.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -93,6 +98,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../migrations/0002_inbox_ack.sql")),
     (3, include_str!("../migrations/0003_renew_many.sql")),
     (4, include_str!("../migrations/0004_append_many.sql")),
+    (5, include_str!("../migrations/0005_watched_notify.sql")),
 ];
 
 /// Most leases one renewal statement carries.
@@ -105,6 +111,14 @@ const APPEND_GROUP_BYTES: i64 = 1 << 20;
 /// How long a group waits, at most, for a group already in the database
 /// before it is sent too (see [`AppendQueue::next_group`]).
 const GROUP_HOLD: Duration = Duration::from_millis(2);
+
+/// How long a watch's row in `wharf_watches` lives without renewal, and
+/// how often a running watch renews it (it wakes at least every [`POLL`]).
+const WATCH_TTL: Duration = Duration::from_secs(20);
+const WATCH_RENEW: Duration = Duration::from_secs(5);
+
+/// Backends made in this process, for their watcher names.
+static BACKENDS: AtomicU64 = AtomicU64::new(0);
 
 /// Advisory lock key serialising migrations across hosts.
 const MIGRATION_LOCK: i64 = 0x5748_4152_4631; // "WHARF1"
@@ -265,6 +279,7 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
     .ok_or_else(|| unavailable(&location, "the database thread stopped".into()))?
     .map_err(|e| unavailable(&location, format!("cannot build the connection pool: {e}")))?;
     let (appends, queue) = mpsc::unbounded_channel();
+    let options_holder = options.holder.clone();
     let inner = Arc::new(Inner {
         location,
         config,
@@ -277,6 +292,8 @@ pub fn connect(url: &str, mut options: PgOptions) -> Result<PgBackend, StoreErro
         leases: Mutex::new(HashMap::new()),
         renewing: AtomicBool::new(false),
         appends,
+        watcher: format!("{}/{}", options_holder, BACKENDS.fetch_add(1, Ordering::Relaxed)),
+        watches: AtomicU64::new(0),
         _stop: stop_tx,
     });
     // The group-commit workers share one queue; while some wait for the
@@ -378,6 +395,12 @@ struct Inner {
     renewing: AtomicBool,
     /// The group-commit queue ([`append_worker`]).
     appends: mpsc::UnboundedSender<AppendReq>,
+    /// This backend's name in `wharf_watches` (the holder name and a
+    /// number unique in the process: two backends of one process are two
+    /// watchers).
+    watcher: String,
+    /// The last watch number given out (a watch's row is `watcher/N`).
+    watches: AtomicU64,
     /// Dropped with the backend: stops the runtime thread.
     _stop: oneshot::Sender<()>,
 }
@@ -625,6 +648,30 @@ impl Inner {
             Ok(r) => r,
             Err(_) => Err(self.unanswered(what)),
         }
+    }
+
+    /// Registers (or renews) watch `key` of session `id` in
+    /// `wharf_watches`, so appends to it are announced; rows of watches
+    /// whose host died without removing them are dropped on the way.
+    async fn register_watch(&self, id: &str, key: &str) -> Result<(), Fail> {
+        let what = "registering a watch";
+        let ttl = i64::try_from(WATCH_TTL.as_millis()).unwrap_or(i64::MAX);
+        self.bounded(what, async {
+            let c = self.client().await?;
+            c.execute("DELETE FROM wharf_watches WHERE expires < now() - interval '1 minute'", &[])
+                .await
+                .map_err(|e| pg_fail(what, e))?;
+            c.execute(
+                "INSERT INTO wharf_watches (session_id, watcher, expires)
+                 VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
+                 ON CONFLICT (session_id, watcher) DO UPDATE SET expires = EXCLUDED.expires",
+                &[&id, &key, &ttl],
+            )
+            .await
+            .map_err(|e| pg_fail(what, e))?;
+            Ok(())
+        })
+        .await
     }
 
     fn unanswered(&self, what: &str) -> Fail {
@@ -1135,10 +1182,23 @@ impl Backend for PgBackend {
         let weak = Arc::downgrade(&self.inner);
         let sid = id.to_string();
         let location = self.describe_session(id);
+        let key = format!("{}/{}", self.inner.watcher, self.inner.watches.fetch_add(1, Ordering::Relaxed));
         self.inner.handle.spawn(async move {
+            // Removed from `wharf_watches` however the watch ends.
+            let _row = WatchRow { inner: weak.clone(), id: sid.clone(), key: key.clone() };
+            let mut registered: Option<std::time::Instant> = None;
             let mut next = i64::try_from(from_seq.max(1)).unwrap_or(i64::MAX);
             loop {
                 let Some(inner) = weak.upgrade() else { return };
+                // Before the read: an append committed after it is announced.
+                if registered.is_none_or(|t| t.elapsed() >= WATCH_RENEW) {
+                    match inner.register_watch(&sid, &key).await {
+                        Ok(()) => registered = Some(std::time::Instant::now()),
+                        // Unannounced, the watch still catches up at each poll.
+                        Err(Fail::Transient(e)) => tracing::debug!(error = %e, "registering a watch"),
+                        Err(Fail::Fatal(e)) => tracing::warn!(error = %e, "registering a watch"),
+                    }
+                }
                 match inner.load(&sid, next).await {
                     Ok(rows) => {
                         for (seq, body) in rows {
@@ -1167,6 +1227,37 @@ impl Backend for PgBackend {
             }
         });
         Ok(rx)
+    }
+}
+
+/// A watch's row in `wharf_watches`, deleted when the watch ends.
+struct WatchRow {
+    inner: std::sync::Weak<Inner>,
+    id: String,
+    key: String,
+}
+
+impl Drop for WatchRow {
+    fn drop(&mut self) {
+        let Some(inner) = self.inner.upgrade() else { return };
+        let (id, key) = (std::mem::take(&mut self.id), std::mem::take(&mut self.key));
+        let i2 = inner.clone();
+        // Best effort: a row left behind expires after WATCH_TTL.
+        inner.handle.spawn(async move {
+            let what = "ending a watch";
+            let r = i2
+                .bounded(what, async {
+                    let c = i2.client().await?;
+                    c.execute("DELETE FROM wharf_watches WHERE session_id = $1 AND watcher = $2", &[&id, &key])
+                        .await
+                        .map_err(|e| pg_fail(what, e))?;
+                    Ok(())
+                })
+                .await;
+            if let Err(Fail::Transient(e)) = r {
+                tracing::debug!(error = %e, "ending a watch");
+            }
+        });
     }
 }
 

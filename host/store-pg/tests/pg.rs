@@ -334,6 +334,22 @@ fn another_host_watches_the_writers_events() {
     let seqs: Vec<u64> = (0..2).map(|_| recv_within(&mut rx, Duration::from_secs(5)).unwrap().seq).collect();
     assert_eq!(seqs, vec![4, 5]);
     assert!(recv_within(&mut rx, Duration::from_millis(200)).is_none(), "no duplicates");
+    // The watch is registered while it runs (appends to it are announced)
+    // and removed when it ends.
+    let db = db_name(&url);
+    let rows = || {
+        pg.psql(db, &format!("SELECT count(*) FROM wharf_watches WHERE session_id = '{}'", log.id()))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(rows(), "1");
+    drop(rx);
+    let t0 = Instant::now();
+    while rows() != "0" {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the ended watch's row is still there");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -611,12 +627,20 @@ fn append_many_returns_a_status_per_batch() {
     assert_eq!(got, "{ok,diverged}");
     assert_eq!(state(), "s1:3:7:h1,a2,a3 s2:1:0:h2 s3:1:0:h3 s4:4:14:h4,e2,e3,e4");
 
-    // Notifications: every pair, split under the payload limit.
-    let n = 120;
+    // Notifications: a pair for every watched session (every third is not
+    // watched, one only by an expired watch), split under the payload limit.
+    let n = 180;
     let ids: Vec<String> = (0..n).map(|i| format!("{i:0>100}")).collect();
+    let watched = |i: usize| i % 3 != 2;
+    let quoted = |f: &dyn Fn(usize) -> bool| {
+        ids.iter().enumerate().filter(|(i, _)| f(*i)).map(|(_, id)| format!("'{id}'")).collect::<Vec<_>>().join(",")
+    };
+    sql(&format!("INSERT INTO wharf_sessions (id, lease_token) SELECT unnest(ARRAY[{}]), 1", quoted(&|_| true)));
     sql(&format!(
-        "INSERT INTO wharf_sessions (id, lease_token) SELECT unnest(ARRAY[{}]), 1",
-        ids.iter().map(|i| format!("'{i}'")).collect::<Vec<_>>().join(",")
+        "INSERT INTO wharf_watches (session_id, watcher, expires) SELECT unnest(ARRAY[{}]), 'w', now() + interval '1 minute';
+         INSERT INTO wharf_watches (session_id, watcher, expires) SELECT unnest(ARRAY[{}]), 'gone', now() - interval '1 second'",
+        quoted(&|i| watched(i)),
+        quoted(&|i| !watched(i)),
     ));
     let list = |f: &dyn Fn(usize, &String) -> String| {
         ids.iter().enumerate().map(|(i, id)| f(i, id)).collect::<Vec<_>>().join(",")
@@ -654,8 +678,24 @@ fn append_many_returns_a_status_per_batch() {
         assert!(p.len() <= 7900, "{}", p.len());
         pairs.extend(p.lines().map(str::to_string));
     }
-    let want: Vec<String> = ids.iter().enumerate().map(|(i, id)| format!("{id} {}", i % 3 + 1)).collect();
+    let want: Vec<String> =
+        ids.iter().enumerate().filter(|(i, _)| watched(*i)).map(|(i, id)| format!("{id} {}", i % 3 + 1)).collect();
     assert_eq!(pairs, want);
+
+    // A call whose sessions nobody watches sends no notification.
+    let (a, b) = (&ids[2], &ids[5]);
+    let out = pg
+        .psql(
+            db,
+            &format!(
+                "LISTEN wharf_events; SELECT wharf_append_many(ARRAY['{a}', '{b}'], ARRAY[1, 1]::bigint[], ARRAY[4, 4]::bigint[],
+                   ARRAY[1, 1]::int[], ARRAY['x', 'y'], ARRAY[1, 1]::bigint[], ARRAY[NULL, NULL]::text[], ARRAY[0, 0]::int[],
+                   '{{}}'::bigint[], 'h', 1000, false)"
+            ),
+        )
+        .unwrap();
+    assert!(out.contains("{ok,ok}"), "{out}");
+    assert!(!out.contains("Asynchronous notification"), "{out}");
 }
 
 /// A database that stops answering (here: another connection holds the
