@@ -699,7 +699,9 @@ impl Agent {
         let inner = &self.inner;
         let turn = inner.log.last_turn() + 1;
         *lock(&inner.compactions) = TurnCompactions::default();
-        inner.log.append_async(EventKind::TurnStart(TurnStart { turn })).await?;
+        // `turn/start` is written with the input step 1 claims: one append
+        // (one database round trip) instead of two, nothing between them.
+        let mut start = Some(EventKind::TurnStart(TurnStart { turn }));
         let mut summary =
             TurnSummary { turn, reason: StopReason::Completed, steps: 0, usage: Usage::default(), text: String::new() };
         let mut step: u32 = 0;
@@ -719,7 +721,7 @@ impl Agent {
                 break StopReason::MaxSteps;
             }
             step += 1;
-            let claimed = self.claim(step == 1)?;
+            let claimed = self.claim(step == 1, start.take()).await?;
             let snap = self.snapshot();
             if self.attach(&snap, StepRef { turn, step }, &claimed, token).await? {
                 attach_steps += 1;
@@ -760,7 +762,10 @@ impl Agent {
             }
             break StopReason::Completed;
         };
-        inner.log.append_async(EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() })).await?;
+        // A turn that ended before step 1 (cancelled, no steps allowed)
+        // still starts before it ends.
+        let end = start.into_iter().chain([EventKind::TurnEnd(TurnEnd { turn, reason: reason.clone() })]).collect();
+        inner.log.append_batch_async(end).await?;
         summary.reason = reason;
         Ok(summary)
     }
@@ -870,43 +875,55 @@ impl Agent {
         Ok(true)
     }
 
-    /// Moves inbox items into the conversation (logged); returns their texts.
-    fn claim(&self, first_step: bool) -> Result<Vec<String>, StoreError> {
-        let mut claimed = Vec::new();
-        let mut inbox = lock(&self.inner.inbox);
-        let mut followup_taken = !first_step;
-        let mut i = 0;
-        while i < inbox.len() {
-            let take = match inbox[i].kind {
-                InboxKind::Followup if !followup_taken => {
-                    followup_taken = true;
-                    true
+    /// Moves inbox items into the conversation, logged in one append after
+    /// `first` (the turn's start, on its first step); returns their texts.
+    /// Items whose append fails go back to the front of the inbox.
+    async fn claim(&self, first_step: bool, first: Option<EventKind>) -> Result<Vec<String>, StoreError> {
+        let taken: Vec<InboxItem> = {
+            let mut inbox = lock(&self.inner.inbox);
+            let mut followup_taken = !first_step;
+            let mut taken = Vec::new();
+            let mut i = 0;
+            while i < inbox.len() {
+                let take = match inbox[i].kind {
+                    InboxKind::Followup if !followup_taken => {
+                        followup_taken = true;
+                        true
+                    }
+                    InboxKind::Followup => false,
+                    InboxKind::Steer | InboxKind::Inject => true,
+                };
+                if take {
+                    taken.push(inbox.remove(i));
+                } else {
+                    i += 1;
                 }
-                InboxKind::Followup => false,
-                InboxKind::Steer | InboxKind::Inject => true,
-            };
-            if !take {
-                i += 1;
-                continue;
             }
-            let item = &inbox[i];
-            // The claim and the message it becomes, together (one write).
-            self.inner.log.append_batch(vec![
-                EventKind::InboxSpliced(InboxSpliced {
-                    op: InboxOp::Claimed,
-                    id: item.id.clone(),
-                    kind: item.kind,
-                    text: String::new(),
-                }),
-                EventKind::UserMessage(UserMessage {
-                    content: item.text.clone(),
-                    inbox_id: Some(item.id.clone()),
-                    images: item.images.clone(),
-                }),
-            ])?;
-            claimed.push(inbox.remove(i).text);
+            taken
+        };
+        let mut events: Vec<EventKind> = first.into_iter().collect();
+        for item in &taken {
+            // Each claim with the message it becomes.
+            events.push(EventKind::InboxSpliced(InboxSpliced {
+                op: InboxOp::Claimed,
+                id: item.id.clone(),
+                kind: item.kind,
+                text: String::new(),
+            }));
+            events.push(EventKind::UserMessage(UserMessage {
+                content: item.text.clone(),
+                inbox_id: Some(item.id.clone()),
+                images: item.images.clone(),
+            }));
         }
-        Ok(claimed)
+        if let Err(e) = self.inner.log.append_batch_async(events).await {
+            let mut inbox = lock(&self.inner.inbox);
+            for (k, item) in taken.into_iter().enumerate() {
+                inbox.insert(k, item);
+            }
+            return Err(e);
+        }
+        Ok(taken.into_iter().map(|item| item.text).collect())
     }
 
     fn payload(&self, turn: u64, step: u32) -> serde_json::Map<String, Value> {

@@ -500,6 +500,31 @@ async fn pending_inbox_survives_restart() {
     assert_eq!(users, strs(&["context", "queued"]));
 }
 
+/// The turn's start and the input it claims are one append: when it
+/// fails, nothing of the turn is logged and the input stays queued for the
+/// next turn, which logs it once.
+#[tokio::test]
+async fn input_whose_claim_fails_to_log_stays_queued() {
+    let h = harness(vec![Reply::text("a")], vec![]);
+    h.agent.followup("first").unwrap();
+    let before = h.types().len();
+    h.agent.log().fail_next_write(0, libc::EROFS);
+    assert!(h.agent.run_until_idle().await.is_err());
+    assert_eq!(h.types().len(), before, "nothing of the failed turn is logged");
+    let turns = h.agent.run_until_idle().await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        h.last_turn_types(),
+        strs(&["turn/start", "inbox/spliced", "user/message", "step/start", "assistant/chunk", "assistant/message", "step/end", "turn/end"])
+    );
+    let users = h.find(|k| match k {
+        EventKind::UserMessage(m) => Some(m.content.clone()),
+        _ => None,
+    });
+    assert_eq!(users, strs(&["first"]));
+    invariants::check(&h.events()).unwrap();
+}
+
 fn policy_harness(policies: Vec<FakePolicy>, replies: Vec<Reply>, approver: Arc<dyn Approver>, cfg: AgentConfig) -> H {
     let tool = FakeTool::new("echo", ToolMode::Parallel).schema(serde_json::json!({
         "type": "object", "properties": {"path": {"type": "string"}}, "additionalProperties": false
