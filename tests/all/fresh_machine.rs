@@ -100,3 +100,39 @@ fn building_a_js_plugin_never_rewrites_its_lockfile() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Not a test of its own: the child run by
+/// `linking_the_test_binary_leaves_no_temporary_name`. Does nothing unless
+/// `WHARF_BIN_LINK_PROBE` is set.
+#[test]
+fn bin_link_probe() {
+    if std::env::var_os("WHARF_BIN_LINK_PROBE").is_some() {
+        let _ = wharf_tests::wharf_bin();
+    }
+}
+
+/// Every test process links the built `wharf` into `target/test-bin`
+/// through a temporary name. When the link already names the same binary
+/// (every process after the first, until the next build), renaming over it
+/// does nothing: the temporary name must still go, or each process leaves
+/// one behind that keeps an old binary on disk.
+#[test]
+fn linking_the_test_binary_leaves_no_temporary_name() -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("the test binary's path")?;
+    let dir = wharf_tests::target_dir().join("test-bin");
+    for _ in 0..2 {
+        let child = Command::new(&exe)
+            .args(["fresh_machine::bin_link_probe", "--exact"])
+            .env("WHARF_BIN_LINK_PROBE", "1")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("running the probe")?;
+        let pid = child.id();
+        let out = child.wait_with_output().context("waiting for the probe")?;
+        anyhow::ensure!(out.status.success(), "the probe failed: {:?}", out.status);
+        let tmp = dir.join(format!("wharf.{pid}"));
+        anyhow::ensure!(!tmp.exists(), "{} was left behind", tmp.display());
+    }
+    anyhow::ensure!(dir.join("wharf").exists(), "no test-bin/wharf");
+    Ok(())
+}

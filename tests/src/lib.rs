@@ -131,6 +131,11 @@ pub fn wharf_bin() -> PathBuf {
                     std::fs::hard_link(&built, &tmp)
                 })
                 .and_then(|()| std::fs::rename(&tmp, &link));
+            // When `link` already names the same file (the binary did not
+            // change since the last test process), rename(2) succeeds and
+            // does nothing: the temporary name would stay behind, one per
+            // process, each keeping an old binary's blocks alive.
+            let _ = std::fs::remove_file(&tmp);
             match linked {
                 Ok(()) => link,
                 Err(e) => {

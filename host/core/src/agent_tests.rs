@@ -515,7 +515,16 @@ async fn input_whose_claim_fails_to_log_stays_queued() {
     assert_eq!(turns.len(), 1);
     assert_eq!(
         h.last_turn_types(),
-        strs(&["turn/start", "inbox/spliced", "user/message", "step/start", "assistant/chunk", "assistant/message", "step/end", "turn/end"])
+        strs(&[
+            "turn/start",
+            "inbox/spliced",
+            "user/message",
+            "step/start",
+            "assistant/chunk",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ])
     );
     let users = h.find(|k| match k {
         EventKind::UserMessage(m) => Some(m.content.clone()),
