@@ -1843,7 +1843,7 @@ impl Writer for PgWriter {
         let sid = self.id.clone();
         let held = self.held.clone();
         let mut lost = held.lost.subscribe();
-        self.inner.handle.spawn(async move {
+        let fut = async move {
             let mut after = 0i64;
             loop {
                 if *lost.borrow_and_update() {
@@ -1851,23 +1851,24 @@ impl Writer for PgWriter {
                     return;
                 }
                 let Some(inner) = weak.upgrade() else { return };
-                let rows = inner
-                    .retry_read("reading input", || async {
-                        let c = inner.client().await?;
-                        let rows = c
-                            .query(
-                                "SELECT id, kind, body FROM wharf_inbox
+                // Boxed: the query's state lives only while it runs, not in
+                // every loaded session's parked task (~4 KiB each).
+                let rows = Box::pin(inner.retry_read("reading input", || async {
+                    let c = inner.client().await?;
+                    let rows = c
+                        .query(
+                            "SELECT id, kind, body FROM wharf_inbox
                                   WHERE session_id = $1 AND delivered IS NULL AND id > $2 ORDER BY id",
-                                &[&sid, &after],
-                            )
-                            .await
-                            .map_err(|e| pg_fail("reading input", e))?;
-                        Ok(rows
-                            .iter()
-                            .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1), r.get::<_, String>(2)))
-                            .collect::<Vec<_>>())
-                    })
-                    .await;
+                            &[&sid, &after],
+                        )
+                        .await
+                        .map_err(|e| pg_fail("reading input", e))?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1), r.get::<_, String>(2)))
+                        .collect::<Vec<_>>())
+                }))
+                .await;
                 drop(inner);
                 match rows {
                     Ok(rows) => {
@@ -1891,7 +1892,8 @@ impl Writer for PgWriter {
                     _ = tx.closed() => return,
                 }
             }
-        });
+        };
+        self.inner.handle.spawn(fut);
         Some(rx)
     }
 
