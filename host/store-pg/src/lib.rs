@@ -652,12 +652,14 @@ impl Inner {
 
     /// Registers (or renews) watch `key` of session `id` in
     /// `wharf_watches`, so appends to it are announced; rows of watches
-    /// whose host died without removing them are dropped on the way.
+    /// whose host died without removing them are dropped on the way. Waits
+    /// at most one [`POLL`]: a watch not registered still catches up at its
+    /// polls, and a database that stopped answering must not hold up its
+    /// reads longer than they would wait anyway.
     async fn register_watch(&self, id: &str, key: &str) -> Result<(), Fail> {
         let what = "registering a watch";
         let ttl = i64::try_from(WATCH_TTL.as_millis()).unwrap_or(i64::MAX);
-        self.bounded(what, async {
-            let c = self.client().await?;
+        self.on_connection(what, POLL.min(self.options.attempt_timeout), async |c| {
             c.execute("DELETE FROM wharf_watches WHERE expires < now() - interval '1 minute'", &[])
                 .await
                 .map_err(|e| pg_fail(what, e))?;
@@ -672,6 +674,28 @@ impl Inner {
             Ok(())
         })
         .await
+    }
+
+    /// Runs `f` on a pooled connection for at most `wait`. A connection
+    /// whose statement is still unanswered then is closed, not pooled: its
+    /// next statement would wait behind that one.
+    async fn on_connection<T>(
+        &self,
+        what: &str,
+        wait: Duration,
+        f: impl AsyncFnOnce(&deadpool_postgres::Object) -> Result<T, Fail>,
+    ) -> Result<T, Fail> {
+        let late = || Fail::Transient(format!("{what}: no answer from the database within {} ms", wait.as_millis()));
+        let deadline = tokio::time::Instant::now() + wait;
+        let c = tokio::time::timeout_at(deadline, self.client()).await.map_err(|_| late())??;
+        let r = tokio::time::timeout_at(deadline, f(&c)).await;
+        match r {
+            Ok(r) => r,
+            Err(_) => {
+                drop(deadpool_postgres::Object::take(c));
+                Err(late())
+            }
+        }
     }
 
     fn unanswered(&self, what: &str) -> Fail {
@@ -1246,8 +1270,7 @@ impl Drop for WatchRow {
         inner.handle.spawn(async move {
             let what = "ending a watch";
             let r = i2
-                .bounded(what, async {
-                    let c = i2.client().await?;
+                .on_connection(what, i2.options.attempt_timeout, async |c| {
                     c.execute("DELETE FROM wharf_watches WHERE session_id = $1 AND watcher = $2", &[&id, &key])
                         .await
                         .map_err(|e| pg_fail(what, e))?;

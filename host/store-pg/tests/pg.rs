@@ -766,3 +766,34 @@ fn a_group_stuck_in_the_database_holds_up_the_next_group_only_briefly() {
     assert_eq!(waiting.join().unwrap().unwrap(), 2, "the stuck append lands once the lock is gone");
     holder.join().unwrap().unwrap();
 }
+
+/// A watch whose registration the database leaves unanswered (another
+/// connection holds `wharf_watches` locked) still streams the session: it
+/// gives up registering after one poll and reads, instead of waiting the
+/// 30 s attempt deadline.
+#[test]
+fn a_watch_whose_registration_hangs_still_streams() {
+    let Some(pg) = server("a_watch_whose_registration_hangs_still_streams") else { return };
+    let url = pg.database().unwrap();
+    let writer = pg_store(&url, PgOptions::default());
+    let reader = pg_store(&url, PgOptions::default());
+    let log = writer.create(NewSession::default()).unwrap();
+    log.append(user("one")).unwrap();
+    let db = db_name(&url).to_string();
+    let holder = std::thread::spawn(move || {
+        pg.psql(&db, "BEGIN; LOCK TABLE wharf_watches IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT;")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let mut rx = reader.watch(log.id(), 2).unwrap();
+    let ev = recv_within(&mut rx, Duration::from_secs(6)).expect("the watch read nothing while its row was locked");
+    assert_eq!(ev.seq, 2);
+    assert!(t0.elapsed() < Duration::from_secs(5), "first event after {:?}", t0.elapsed());
+    holder.join().unwrap().unwrap();
+    // Registered at its next round once the lock is gone: announced again.
+    std::thread::sleep(Duration::from_secs(6));
+    let t1 = Instant::now();
+    log.append(user("two")).unwrap();
+    assert_eq!(recv_within(&mut rx, Duration::from_secs(5)).unwrap().seq, 3);
+    assert!(t1.elapsed() < Duration::from_secs(1), "woken by NOTIFY, not the poll: {:?}", t1.elapsed());
+}
