@@ -23,14 +23,14 @@
 //!   delivered; it returns a status per batch (a fenced or broken session
 //!   fails alone) and sends one `wharf_events` notification of
 //!   `id last_seq` lines per ~7900 bytes for the sessions some host
-//!   watches (below); a call that touches none sends none. Under load the appends that
-//!   arrive while a call is in the database share the next one: a worker
-//!   whose group is ready while another group is in the database takes
-//!   what arrives until that call ends (at most 2 ms, so a call
-//!   stuck on a lock holds the others up no longer). The per-transaction
-//!   cost is paid per group, not per session (on the load bench, 2 hosts
-//!   and the database on 2 cores: about 10 calls per turn of 27 appends,
-//!   16 without the hold). A writer's retries (below) send its batch again,
+//!   watches (below); a call that touches none sends none. Under load the
+//!   appends that arrive while a call is in the database share the next
+//!   one: a worker whose group is ready while another group is in the
+//!   database takes what arrives until that call ends (at most 2 ms, so a
+//!   call stuck on a lock holds the others up no longer). The
+//!   per-transaction cost is paid per group, not per session (on the load
+//!   bench, 2 hosts and the database on 2 cores: about 10 calls per turn
+//!   of 26 appends, 16 without the hold). A writer's retries (below) send its batch again,
 //!   to a later group; each waits for one attempt at a time, as before.
 //! - **Durability** mirrors the JSONL store: appends commit with
 //!   `synchronous_commit = off` (they survive the death of the host at once,
@@ -1277,8 +1277,10 @@ impl Drop for WatchRow {
                     Ok(())
                 })
                 .await;
-            if let Err(Fail::Transient(e)) = r {
-                tracing::debug!(error = %e, "ending a watch");
+            match r {
+                Ok(()) => {}
+                Err(Fail::Transient(e)) => tracing::debug!(error = %e, "ending a watch"),
+                Err(Fail::Fatal(e)) => tracing::debug!(error = %e, "ending a watch"),
             }
         });
     }
