@@ -249,16 +249,28 @@ async fn swapping_a_tool_file_changes_the_next_step_without_a_restart() -> anyho
     assert!(names(&reqs[0]).contains("echo") && !names(&reqs[0]).contains("read"));
     let next = &reqs[2];
     assert!(names(next).contains("read") && !names(next).contains("echo"), "{:?}", names(next));
-    let events = f.store.load(log.id()).context("loading the session")?.events;
-    let res = results(&events);
     let text_digest = wharf_runtime::cache::digest(&text);
+    // The swap is in the session log with both digests. The helper task
+    // logs the host's events as it gets to run (the turn above may not
+    // yield to it), so wait for them.
+    let logged = |events: &[Event]| {
+        events.iter().any(|e| matches!(&e.kind, EventKind::PluginUnloaded(c) if c.digest == text_digest))
+            && events.iter().any(|e| matches!(&e.kind, EventKind::PluginLoaded(c) if c.digest == fs_digest))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let events = loop {
+        let events = f.store.load(log.id()).context("loading the session")?.events;
+        if logged(&events) {
+            break events;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the swap's plugin events were never logged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let res = results(&events);
     assert_eq!(res[0].2.as_deref(), Some(text_digest.as_str()));
     assert_eq!((res[1].1, res[1].2.as_deref()), (false, Some(fs_digest.as_str())), "{res:?}");
     assert!(res[1].3.contains("swapped in"));
     assert!(res.iter().all(|r| !r.1), "no failed call: {res:?}");
-    // The swap is in the session log with both digests.
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginUnloaded(c) if c.digest == text_digest)));
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::PluginLoaded(c) if c.digest == fs_digest)));
     wharf_core::invariants::check(&events).map_err(anyhow::Error::msg).context("checking the log's invariants")?;
     Ok(())
 }
