@@ -136,3 +136,93 @@ fn linking_the_test_binary_leaves_no_temporary_name() -> anyhow::Result<()> {
     anyhow::ensure!(dir.join("wharf").exists(), "no test-bin/wharf");
     Ok(())
 }
+
+/// The crates `wharf --no-default-features` (the demo's build) compiles
+/// with other features than the full build: each one's manifest directory.
+const DEMO_FEATURED_DIRS: &[&str] = &["host/cli", "host/surface/chat", "host/cli-common", "host/dist", "host/harness"];
+
+/// `cargo xtask demo` builds `wharf` without its default features. That
+/// build compiles nothing the full build has not (every shared crate,
+/// wasmtime first, is built the same way), runs the demo's session, and
+/// each command or profile row it leaves out says what to build instead.
+#[test]
+fn the_demo_build_runs_the_demo_and_names_what_it_leaves_out() -> anyhow::Result<()> {
+    use anyhow::ensure;
+    use wharf_tests::{cargo, plugins, root, target_dir, wharf_bin};
+
+    // The full build first (and linked for the other tests): the demo's
+    // build must then find every crate but its own few already built.
+    let _ = wharf_bin();
+    let _ = wharf_tests::plugin(plugins::FS);
+    let out = cargo()
+        .current_dir(root())
+        .args(["build", "-p", "wharf", "--no-default-features", "--message-format=json-render-diagnostics"])
+        .output()?;
+    ensure!(out.status.success(), "the demo's build failed: {}", String::from_utf8_lossy(&out.stderr));
+    let mut compiled = Vec::new();
+    let mut exe = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        if let Some(e) = msg["executable"].as_str() {
+            exe = Some(std::path::PathBuf::from(e));
+        }
+        if msg["fresh"] == false {
+            compiled.push(msg["manifest_path"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    let own =
+        |manifest: &str| DEMO_FEATURED_DIRS.iter().any(|d| Path::new(manifest) == root().join(d).join("Cargo.toml"));
+    let shared: Vec<_> = compiled.iter().filter(|m| !own(m)).collect();
+    ensure!(shared.is_empty(), "the demo's build compiled crates the full build had built otherwise: {shared:?}");
+    let exe = exe.context("the demo's build named no executable")?;
+    // A copy, then the full binary back in place for the other tests.
+    let bin = tempfile::tempdir()?;
+    let demo = bin.path().join("wharf");
+    std::fs::copy(&exe, &demo)?;
+    let restored = cargo().current_dir(root()).args(["build", "-q", "-p", "wharf"]).status()?;
+    ensure!(restored.success(), "rebuilding the full wharf failed");
+
+    let home = tempfile::tempdir()?;
+    let ws = tempfile::tempdir()?;
+    std::fs::copy(root().join("README.md"), ws.path().join("README.md"))?;
+    let run = |args: &[&str]| -> anyhow::Result<std::process::Output> {
+        let mut c = Command::new(&demo);
+        wharf_tests::scrub_cargo_env(&mut c);
+        Ok(c.current_dir(ws.path())
+            .env("HOME", home.path())
+            .env("WHARF_CACHE_DIR", target_dir().join("test-cache"))
+            .env("WHARF_PLUGIN_DIR", target_dir().join("plugins"))
+            .env_remove("DEEPSEEK_API_KEY")
+            .args(args)
+            .output()?)
+    };
+    let sessions = home.path().join("sessions").display().to_string();
+    let task = "List the workspace, read README.md and write a short summary of the project to SUMMARY.md.";
+    let out = run(&["run", task, "--profile", "demo", "--session-dir", &sessions])?;
+    ensure!(out.status.success(), "the demo session failed: {}", String::from_utf8_lossy(&out.stderr));
+    let summary = std::fs::read_to_string(ws.path().join("SUMMARY.md")).context("no SUMMARY.md")?;
+    ensure!(summary.contains("# Summary"), "{summary}");
+    let out = run(&["sessions", "list", "--session-dir", &sessions])?;
+    ensure!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("completed"), "{out:?}");
+
+    for command in [&["serve"][..], &["chat", "--profile", "demo"], &["mcp", "list"], &["plugin", "new", "x"]] {
+        let out = run(command)?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.code() == Some(2), "`wharf {}` exited {:?}: {err}", command[0], out.status.code());
+        ensure!(
+            err.contains(&format!("`wharf {}` is not in this build", command[0]))
+                && err.contains("cargo xtask install"),
+            "{err}"
+        );
+    }
+    // A profile row the build cannot serve is refused, not ignored.
+    let profile = home.path().join("with-mcp.toml");
+    std::fs::write(&profile, "extends = \"demo\"\n\n[[mcp]]\nname = \"files\"\ncommand = \"true\"\n")?;
+    let out = run(&["run", "hi", "--profile", &profile.display().to_string(), "--session-dir", &sessions])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(!out.status.success() && err.contains("built without the MCP client") && err.contains("files"), "{err}");
+    Ok(())
+}

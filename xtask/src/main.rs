@@ -525,7 +525,13 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
             }
         }
     }
-    build_all_with(root, &["-q", "-p", "wharf"], Some(&components))?;
+    // Only what the session needs: `run` and `sessions` over components and
+    // JSONL logs. The other surfaces, the MCP client, OCI and PostgreSQL
+    // are the binary's default features; every crate this build shares
+    // with the full one is compiled exactly as the full build (and the
+    // tests) will use it (`features::check_demo`), so a later `cargo
+    // xtask test` or `install` only adds what the demo left out.
+    build_all_with(root, &["-q", "-p", "wharf", "--no-default-features"], Some(&components))?;
     let target = target_dir(root);
     let wharf = target.join("debug/wharf");
     // A throwaway workspace: the model may only touch this directory.
@@ -580,12 +586,24 @@ fn demo(root: &Path, extra: &[String]) -> Result<()> {
         wharf.display(),
         sessions.display()
     );
+    eprintln!(
+        "this build of wharf has what the demo needs (run, sessions, config, doctor); \
+         `cargo xtask install` builds and installs every surface (chat, web, serve, acp, mcp, plugin)"
+    );
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The demo's smaller build of `wharf` compiles every crate it shares
+    /// with the full build the same way (so `cargo xtask test` or
+    /// `install` after the demo compiles only what the demo left out).
+    #[test]
+    fn the_demo_build_shares_its_crates_with_the_full_build() -> Result<()> {
+        features::check_demo(&root()?)
+    }
 
     /// The demo builds what its profile loads, and each of those is a
     /// component crate `build-plugins` knows.

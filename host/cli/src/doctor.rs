@@ -273,6 +273,7 @@ fn key_lines(config: Option<&wharf_config::Config>, profile: &str, is_set: impl 
 /// One line per `[[mcp]]` row: its transport and confinement.
 /// `[FAIL]` when it cannot start as configured, `[warn]` when it runs
 /// unconfined.
+#[cfg(feature = "mcp")]
 fn mcp_lines(rows: &[wharf_config::McpServer], workspace: &std::path::Path) -> Vec<String> {
     rows.iter()
         .map(|row| {
@@ -284,6 +285,19 @@ fn mcp_lines(rows: &[wharf_config::McpServer], workspace: &std::path::Path) -> V
             };
             let transport = wharf_mcp::config::Transport::of(row).as_str();
             format!("[{mark}] mcp server `{}` ({transport}): {text}", row.name)
+        })
+        .collect()
+}
+
+/// Without the MCP client, a profile's `[[mcp]]` rows cannot start.
+#[cfg(not(feature = "mcp"))]
+fn mcp_lines(rows: &[wharf_config::McpServer], _workspace: &std::path::Path) -> Vec<String> {
+    rows.iter()
+        .map(|row| {
+            format!(
+                "[FAIL] mcp server `{}`: this wharf was built without the MCP client (`cargo build -p wharf` builds it)",
+                row.name
+            )
         })
         .collect()
 }

@@ -28,9 +28,17 @@ enum Command {
     /// Run one task headless; exit 0 only when the turn completes.
     Run(run_cmd::RunArgs),
     /// Chat with the agent in the terminal (streaming, approvals, Ctrl-C cancels).
+    #[cfg(feature = "chat")]
     Chat(wharf_chat::ChatArgs),
+    /// Chat with the agent in the terminal (not in this build).
+    #[cfg(not(feature = "chat"))]
+    Chat(Absent),
     /// Serve the Agent Client Protocol (v1) over stdio, for editors such as Zed.
+    #[cfg(feature = "acp")]
     Acp(wharf_acp::AcpArgs),
+    /// Serve the Agent Client Protocol over stdio (not in this build).
+    #[cfg(not(feature = "acp"))]
+    Acp(Absent),
     /// List, show, export, fork and migrate stored sessions.
     Sessions {
         /// Session directory (default `$WHARF_HOME/sessions`, else `~/.wharf/sessions`, or the profile's store).
@@ -43,19 +51,54 @@ enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Inspect, check and call plugin components.
+    #[cfg(feature = "plugin-tools")]
     #[command(subcommand)]
     Plugin(wharf_plugin_tools::PluginCommand),
+    /// Inspect, check and call plugin components (not in this build).
+    #[cfg(not(feature = "plugin-tools"))]
+    Plugin(Absent),
     /// Local web UI: sessions, live events, approvals, plugins.
+    #[cfg(feature = "serve")]
     Web(wharf_serve::web::WebArgs),
+    /// Local web UI (not in this build).
+    #[cfg(not(feature = "serve"))]
+    Web(Absent),
     /// A long-running multi-session host with an HTTP API.
+    #[cfg(feature = "serve")]
     Serve(wharf_serve::web::ServeArgs),
+    /// A multi-session host with an HTTP API (not in this build).
+    #[cfg(not(feature = "serve"))]
+    Serve(Absent),
     /// MCP: serve the profile's tools (stdio or HTTP); add, list and remove
     /// servers; list configured servers' tools.
+    #[cfg(feature = "mcp")]
     #[command(subcommand)]
     Mcp(wharf_mcp_server::McpCommand),
+    /// MCP servers and serving (not in this build).
+    #[cfg(not(feature = "mcp"))]
+    Mcp(Absent),
     /// Check the toolchain, cache, process sandbox, keys (never printed) and
     /// the profile's plugins.
     Doctor(wharf_cli_common::HostArgs),
+}
+
+/// The arguments of a command this build leaves out, taken as given so the
+/// command itself explains what to build (see [`absent`]).
+#[derive(clap::Args)]
+struct Absent {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
+/// The error of a command this build leaves out (`cargo xtask demo` builds
+/// `wharf` with `--no-default-features`).
+#[allow(dead_code)] // unused when every feature is on
+fn absent(command: &str) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "`wharf {command}` is not in this build: `cargo xtask demo` builds only what its demo needs \
+         (run, sessions, config, doctor); build the full command with `cargo build -p wharf` or \
+         `cargo xtask install`"
+    )
 }
 
 #[derive(Subcommand)]
@@ -106,6 +149,7 @@ fn main() -> ExitCode {
         {
             wharf_runtime::process::kill_all();
             // `exit` skips destructors: give the terminal back as found.
+            #[cfg(feature = "chat")]
             wharf_chat::restore_terminal();
             std::process::exit(143);
         }
@@ -116,8 +160,14 @@ fn main() -> ExitCode {
             // task the loop waits on (the model stream, a tool call) then
             // runs it on the same worker instead of unparking this thread.
             Command::Run(args) => on_worker(run_cmd::run(args)).await,
+            #[cfg(feature = "chat")]
             Command::Chat(args) => wharf_chat::run(args).await,
+            #[cfg(not(feature = "chat"))]
+            Command::Chat(_) => absent("chat"),
+            #[cfg(feature = "acp")]
             Command::Acp(args) => wharf_acp::run(args).await,
+            #[cfg(not(feature = "acp"))]
+            Command::Acp(_) => absent("acp"),
             Command::Sessions { session_dir, cmd } => sessions_cmd::run(cmd, session_dir),
             Command::Config(ConfigCommand::Dump { host, json }) => {
                 use std::io::Write;
@@ -130,10 +180,22 @@ fn main() -> ExitCode {
                 wharf_cli_common::output::Stdout::new().write_all(text.as_bytes())?;
                 Ok(ExitCode::SUCCESS)
             }
+            #[cfg(feature = "plugin-tools")]
             Command::Plugin(cmd) => wharf_plugin_tools::run(cmd, wharf_cli_common::env::runtime_options()).await,
+            #[cfg(not(feature = "plugin-tools"))]
+            Command::Plugin(_) => absent("plugin"),
+            #[cfg(feature = "serve")]
             Command::Web(args) => wharf_serve::web::run_web(args).await,
+            #[cfg(not(feature = "serve"))]
+            Command::Web(_) => absent("web"),
+            #[cfg(feature = "serve")]
             Command::Serve(args) => wharf_serve::web::run_serve(args).await,
+            #[cfg(not(feature = "serve"))]
+            Command::Serve(_) => absent("serve"),
+            #[cfg(feature = "mcp")]
             Command::Mcp(cmd) => wharf_mcp_server::run(cmd).await,
+            #[cfg(not(feature = "mcp"))]
+            Command::Mcp(_) => absent("mcp"),
             Command::Doctor(args) => doctor::run(args).await,
         }
     });

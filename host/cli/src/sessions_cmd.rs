@@ -14,7 +14,7 @@ use wharf_core::store::{ExportFormat, SessionStore, SessionSummary};
 use wharf_chat::render::TextRenderer;
 use wharf_cli_common::HostArgs;
 use wharf_cli_common::output::Stdout;
-use wharf_harness::sessions::{resolve_session, same_workspace};
+use wharf_harness::sessions::{is_postgres_url, open_store, resolve_session, same_workspace};
 use wharf_harness::usage::{self, UsageSummary};
 
 /// Session subcommands.
@@ -109,7 +109,7 @@ impl Prices {
 
 fn store(dir: Option<PathBuf>) -> Result<SessionStore> {
     if let Some(d) = &dir
-        && let Some(url) = d.to_str().filter(|u| wharf_store_pg::is_postgres_url(u))
+        && let Some(url) = d.to_str().filter(|u| is_postgres_url(u))
     {
         return open_store(Some(url), PathBuf::new());
     }
@@ -127,23 +127,9 @@ fn store(dir: Option<PathBuf>) -> Result<SessionStore> {
     Ok(SessionStore::new(dir))
 }
 
-/// The session store a host uses: `session.store` when set (`postgres://…`),
-/// else the JSONL directory `dir`.
-pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<SessionStore> {
-    match store.map(str::trim).filter(|s| !s.is_empty()) {
-        None => Ok(SessionStore::new(dir)),
-        Some(url) if wharf_store_pg::is_postgres_url(url) => {
-            Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?)
-        }
-        Some(other) => anyhow::bail!(
-            "session.store = \"{other}\" is not a store this build knows (expected postgres://…; leave it unset for the JSONL files in session.dir)"
-        ),
-    }
-}
-
 /// `wharf sessions migrate`: copies sessions from `src` to `target`.
 fn migrate(src: &SessionStore, target: &str, ids: Vec<String>, out: &mut Stdout) -> Result<()> {
-    let dst = if wharf_store_pg::is_postgres_url(target) {
+    let dst = if is_postgres_url(target) {
         open_store(Some(target), PathBuf::new())?
     } else {
         SessionStore::new(PathBuf::from(target))

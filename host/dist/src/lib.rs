@@ -15,20 +15,39 @@
 //!   to a verified file in the store.
 //! - [`lock`]: writing `digest = …` into profile rows, keeping the file's
 //!   formatting.
+//! - [`component`]: a component's top-level imports and exports.
+//!
+//! Everything but [`component`] is the `oci` feature (on by default): a
+//! build without it (`cargo xtask demo`'s) compiles no OCI client, HTTP
+//! client or signature code.
 
+pub mod component;
+#[cfg(feature = "oci")]
 pub mod creds;
+#[cfg(feature = "oci")]
 pub mod digest;
+#[cfg(feature = "oci")]
 pub mod lock;
+#[cfg(feature = "oci")]
 pub mod reference;
+#[cfg(feature = "oci")]
 pub mod registry;
+#[cfg(feature = "oci")]
 pub mod resolve;
+#[cfg(feature = "oci")]
 pub mod sign;
+#[cfg(feature = "oci")]
 pub mod store;
+#[cfg(feature = "oci")]
 pub mod wasm;
 
+#[cfg(feature = "oci")]
 pub use digest::Digest;
+#[cfg(feature = "oci")]
 pub use reference::OciRef;
+#[cfg(feature = "oci")]
 pub use resolve::{Resolved, resolve};
+#[cfg(feature = "oci")]
 pub use store::BlobStore;
 
 /// Largest component layer pulled or pushed: 256 MiB.
@@ -116,6 +135,7 @@ pub enum DistError {
 }
 
 impl DistError {
+    #[cfg_attr(not(feature = "oci"), allow(dead_code))]
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io { what: what.into(), source }
     }

@@ -4,7 +4,7 @@
 //! all see the same plugins, MCP tools, grants and sessions.
 //!
 //! The profile's `[[mcp]]` servers connect in the background as soon as the
-//! host starts ([`wharf_mcp::McpManager`]); their tools join the registry
+//! host starts ([`McpManager`]); their tools join the registry
 //! as `mcp__SERVER__TOOL`. A surface awaits [`Harness::mcp_ready`] before a
 //! session's first turn (so the first step already sees the tools of the
 //! required servers), every agent from [`Harness::open_agent`] logs the
@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::mcp::McpManager;
 use anyhow::{Context, Result};
 use wharf_config::Config;
 use wharf_core::agent::{AttachTool, CompactionConfig};
@@ -23,7 +24,6 @@ use wharf_core::pipeline::{OutputLimits, PipelineConfig};
 use wharf_core::registry::Registry;
 use wharf_core::store::{NewSession, SessionStore};
 use wharf_core::{Agent, AgentConfig};
-use wharf_mcp::McpManager;
 use wharf_runtime::engine::EngineOptions;
 use wharf_runtime::plugins::{PluginHost, SpecSource, WatchHandle};
 use wharf_runtime::{Runtime, RuntimeOptions};
@@ -131,7 +131,13 @@ impl Harness {
         let bundle_hooks = crate::bundles::install_hooks(&registry, &bundles, &workspace)?;
         let plugins = PluginHost::new(runtime, registry.clone());
         // MCP servers connect while the components load.
+        #[cfg(feature = "mcp")]
         let mcp = (!config.mcp.is_empty()).then(|| McpManager::start(registry, config.mcp.clone(), &workspace));
+        #[cfg(not(feature = "mcp"))]
+        let mcp: Option<Arc<McpManager>> = match config.mcp.is_empty() {
+            true => None,
+            false => return Err(crate::mcp::unavailable(&config.mcp)),
+        };
         let mut initial = specs(&config)?;
         apply_live(&mut initial, &live);
         if let Err(errors) = plugins.load_all(initial).await {
@@ -366,7 +372,7 @@ impl Harness {
     /// first attempt; `Err` names each that is not available (turns of
     /// agents from [`open_agent`](Self::open_agent) then end `blocked` with
     /// that message).
-    pub async fn mcp_ready(&self) -> Result<(), wharf_mcp::NotReady> {
+    pub async fn mcp_ready(&self) -> Result<(), crate::mcp::NotReady> {
         match &self.mcp {
             Some(m) => m.wait_required().await,
             None => Ok(()),

@@ -6,6 +6,11 @@
 //! from a session's log ([`usage`]), and typed views of the loaded plugins
 //! for surfaces ([`views`]).
 //!
+//! Features (all on by default): `mcp` (the MCP client), `oci` (plugin
+//! rows with an OCI `source`) and `postgres` (the PostgreSQL session
+//! store). `cargo xtask demo` builds without them; a profile that needs one
+//! is then refused with a message naming the full build.
+//!
 //! Every surface (`wharf run`, `chat`, `web`, `serve`, `acp`, `mcp serve`)
 //! and the in-process tests build hosts here. Nothing in this crate parses
 //! command-line flags, reads the environment for its options or prints: a
@@ -16,7 +21,9 @@ pub mod commands;
 mod harness;
 pub mod headless;
 pub mod images;
+pub mod mcp;
 pub mod models;
+#[cfg(feature = "oci")]
 mod oci;
 mod options;
 pub mod permissions;
@@ -26,6 +33,7 @@ pub mod usage;
 pub mod views;
 
 pub use harness::Harness;
+#[cfg(feature = "oci")]
 pub use oci::resolve_row;
 pub use options::{HostOptions, MAX_STEPS_LIMIT, Notice, NoticeSink};
 pub use plugin_specs::{

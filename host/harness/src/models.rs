@@ -149,7 +149,7 @@ pub fn adapter_exports_images(config: &Config, model: Option<&str>) -> bool {
     }
     let small = std::fs::metadata(&row.path).is_ok_and(|m| m.len() <= MAX_COMPONENT_BYTES);
     let Some(bytes) = small.then(|| std::fs::read(&row.path).ok()).flatten() else { return false };
-    wharf_dist::wasm::component_info(&bytes)
+    wharf_dist::component::component_info(&bytes)
         .is_ok_and(|info| info.exports.iter().any(|e| e.starts_with("wharf:plugin/llm-images@0.1.")))
 }
 

@@ -43,7 +43,19 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
             id: row.id.clone(),
             // An OCI row: the pinned (and verified) file in the local store.
             path: match &row.source {
+                #[cfg(feature = "oci")]
                 Some(_) => crate::oci::resolve_row(row, config)?,
+                #[cfg(not(feature = "oci"))]
+                Some(source) => {
+                    return Err(RowError {
+                        row: row.id.clone(),
+                        reason: format!(
+                            "source = \"{source}\": this wharf was built without OCI distribution (`cargo xtask \
+                             demo` builds only what its demo needs); build the full command with `cargo build -p \
+                             wharf` or `cargo xtask install`"
+                        ),
+                    });
+                }
                 None => row.path.clone(),
             },
             config: row.config.clone(),

@@ -55,14 +55,26 @@ pub fn latest_session(store: &SessionStore, workspace: &Path) -> Result<Option<S
     Ok(list.into_iter().max_by(|a, b| (&a.header.created, &a.id).cmp(&(&b.header.created, &b.id))).map(|s| s.id))
 }
 
+/// Whether `s` names a PostgreSQL store (`postgres://…`) rather than a
+/// directory, whether or not this build has that store.
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
 /// The session store a host uses: `session.store` when set (`postgres://…`),
 /// else the JSONL directory `dir`.
 pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<SessionStore> {
     match store.map(str::trim).filter(|s| !s.is_empty()) {
         None => Ok(SessionStore::new(dir)),
-        Some(url) if wharf_store_pg::is_postgres_url(url) => {
-            Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?)
-        }
+        #[cfg(feature = "postgres")]
+        Some(url) if is_postgres_url(url) => Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?),
+        #[cfg(not(feature = "postgres"))]
+        Some(url) if is_postgres_url(url) => anyhow::bail!(
+            "session.store = \"{}\": this wharf was built without the PostgreSQL store (`cargo xtask demo` \
+             builds only what its demo needs); build the full command with `cargo build -p wharf` or \
+             `cargo xtask install`",
+            url.split('@').next_back().unwrap_or_default()
+        ),
         Some(other) => anyhow::bail!(
             "session.store = \"{other}\" is not a store this build knows (expected postgres://…; leave it unset for the JSONL files in session.dir)"
         ),

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::mcp::ServerStatus;
 use serde::Serialize;
-use wharf_mcp::ServerStatus;
 use wharf_runtime::PluginVersion;
 use wharf_runtime::component::Kind;
 use wharf_runtime::grants::{EffectiveGrant, GrantRequest};
@@ -147,7 +147,7 @@ impl Harness {
         let mcp_tools = snap
             .tools
             .values()
-            .filter(|t| t.plugin().id.starts_with(wharf_mcp::client::PLUGIN_ID_PREFIX))
+            .filter(|t| crate::mcp::is_mcp_plugin(&t.plugin().id))
             .map(|t| McpToolView {
                 name: t.spec().name.clone(),
                 plugin: t.plugin().id.clone(),

@@ -72,16 +72,40 @@ impl SyncTool {
     }
 }
 
-/// The linker of the synchronous path: WASI's synchronous functions, with
-/// every `wasi:io` operation that could wait replaced by one that polls
-/// once ([`PollOnce`]), and the (function-less) `wharf:plugin/types`.
+/// The linker of the synchronous path: the WASI interfaces of
+/// [`SYNC_IMPORTS`] only (a component importing any other takes the async
+/// path, so linking more would only compile more host glue), with every
+/// `wasi:io` operation that could wait replaced by one that polls once
+/// ([`PollOnce`]), and the (function-less) `wharf:plugin/types`.
 pub(crate) fn new_linker(engine: &wasmtime::Engine) -> anyhow::Result<Linker<HostState>> {
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+    use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+    use wasmtime_wasi::p2::bindings::{cli, clocks, random};
+    use wasmtime_wasi::random::{WasiRandom, WasiRandomView};
+    type H = HostState;
+
     let mut linker: Linker<HostState> = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    linker.allow_shadowing(true);
-    poll::add_to_linker::<HostState, PollOnceIo>(&mut linker, |s| PollOnce(s.ctx().table))?;
-    streams::add_to_linker::<HostState, PollOnceIo>(&mut linker, |s| PollOnce(s.ctx().table))?;
-    linker.allow_shadowing(false);
+    let l = &mut linker;
+    // The same instantiations `add_to_linker_async` makes (these interfaces
+    // never wait), so they cost no second copy.
+    clocks::wall_clock::add_to_linker::<H, WasiClocks>(l, H::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<H, WasiClocks>(l, H::clocks)?;
+    random::random::add_to_linker::<H, WasiRandom>(l, H::random)?;
+    random::insecure::add_to_linker::<H, WasiRandom>(l, H::random)?;
+    random::insecure_seed::add_to_linker::<H, WasiRandom>(l, H::random)?;
+    cli::exit::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::environment::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::stdin::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::stdout::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::stderr::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::terminal_input::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::terminal_output::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::terminal_stdin::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::terminal_stdout::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    cli::terminal_stderr::add_to_linker::<H, WasiCli>(l, H::cli)?;
+    async_io::error::add_to_linker::<H, ErrorTable>(l, |s| s.ctx().table)?;
+    poll::add_to_linker::<H, PollOnceIo>(l, |s| PollOnce(s.ctx().table))?;
+    streams::add_to_linker::<H, PollOnceIo>(l, |s| PollOnce(s.ctx().table))?;
     crate::bindings::wharf::plugin::types::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
         &mut linker,
         |s| s,
@@ -110,6 +134,13 @@ fn once_result<T>(f: impl Future<Output = wasmtime::Result<T>>) -> wasmtime::Res
 pub(crate) struct PollOnce<'a>(&'a mut ResourceTable);
 
 struct PollOnceIo;
+
+/// `wasi:io/error` on the store's table (it has no blocking operation).
+struct ErrorTable;
+
+impl HasData for ErrorTable {
+    type Data<'a> = &'a mut ResourceTable;
+}
 
 impl HasData for PollOnceIo {
     type Data<'a> = PollOnce<'a>;

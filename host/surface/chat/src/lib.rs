@@ -4,8 +4,10 @@
 //! show` print a session with ([`render`]), over the terminal pieces in
 //! [`term`] (markdown, diffs, tool summaries).
 
+#[cfg(feature = "tui")]
 pub mod chat;
 pub mod render;
 pub mod term;
 
+#[cfg(feature = "tui")]
 pub use chat::{ChatArgs, restore_terminal, run};

@@ -83,7 +83,7 @@ pub fn summarize(name: &str, arguments: &str) -> String {
 
 /// `mcp__SERVER__TOOL` shown as `SERVER/TOOL`; other names as they are.
 pub fn display_name(name: &str) -> String {
-    match name.strip_prefix(wharf_mcp::client::TOOL_PREFIX).and_then(|rest| rest.split_once("__")) {
+    match name.strip_prefix(wharf_harness::mcp::TOOL_PREFIX).and_then(|rest| rest.split_once("__")) {
         Some((server, tool)) => format!("{server}/{tool}"),
         None => name.to_string(),
     }
