@@ -295,8 +295,9 @@ fn mcp_lines(rows: &[wharf_config::McpServer], _workspace: &std::path::Path) -> 
     rows.iter()
         .map(|row| {
             format!(
-                "[FAIL] mcp server `{}`: this wharf was built without the MCP client (`cargo build -p wharf` builds it)",
-                row.name
+                "[FAIL] mcp server `{}`: this wharf was built without the MCP client ({})",
+                row.name,
+                wharf_harness::FULL_BUILD
             )
         })
         .collect()

@@ -95,9 +95,8 @@ struct Absent {
 #[allow(dead_code)] // unused when every feature is on
 fn absent(command: &str) -> anyhow::Result<ExitCode> {
     anyhow::bail!(
-        "`wharf {command}` is not in this build: `cargo xtask demo` builds only what its demo needs \
-         (run, sessions, config, doctor); build the full command with `cargo build -p wharf` or \
-         `cargo xtask install`"
+        "`wharf {command}` is not in this build (it has run, sessions, config and doctor): {}",
+        wharf_harness::FULL_BUILD
     )
 }
 

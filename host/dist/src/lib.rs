@@ -42,13 +42,7 @@ pub mod store;
 pub mod wasm;
 
 #[cfg(feature = "oci")]
-pub use digest::Digest;
-#[cfg(feature = "oci")]
-pub use reference::OciRef;
-#[cfg(feature = "oci")]
-pub use resolve::{Resolved, resolve};
-#[cfg(feature = "oci")]
-pub use store::BlobStore;
+pub use self::{digest::Digest, reference::OciRef, resolve::Resolved, resolve::resolve, store::BlobStore};
 
 /// Largest component layer pulled or pushed: 256 MiB.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;

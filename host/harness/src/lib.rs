@@ -33,6 +33,11 @@ pub mod usage;
 pub mod views;
 
 pub use harness::Harness;
+
+/// What a build without some of these features (the demo's) says to build
+/// instead, after naming the part it lacks.
+pub const FULL_BUILD: &str = "`cargo xtask demo` builds only what its demo needs; build the full command with \
+                              `cargo build -p wharf` or `cargo xtask install`";
 #[cfg(feature = "oci")]
 pub use oci::resolve_row;
 pub use options::{HostOptions, MAX_STEPS_LIMIT, Notice, NoticeSink};

@@ -26,10 +26,9 @@ pub(crate) fn is_mcp_plugin(plugin_id: &str) -> bool {
 pub(crate) fn unavailable(servers: &[wharf_config::McpServer]) -> anyhow::Error {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
     anyhow::anyhow!(
-        "the profile lists MCP servers ({}), but this wharf was built without the MCP client \
-         (`cargo xtask demo` builds only what its demo needs); build the full command with \
-         `cargo build -p wharf` or `cargo xtask install`",
-        names.join(", ")
+        "the profile lists MCP servers ({}), but this wharf was built without the MCP client ({})",
+        names.join(", "),
+        crate::FULL_BUILD
     )
 }
 

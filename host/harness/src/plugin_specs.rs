@@ -50,9 +50,8 @@ pub fn specs(config: &Config) -> Result<Vec<PluginSpec>, RowError> {
                     return Err(RowError {
                         row: row.id.clone(),
                         reason: format!(
-                            "source = \"{source}\": this wharf was built without OCI distribution (`cargo xtask \
-                             demo` builds only what its demo needs); build the full command with `cargo build -p \
-                             wharf` or `cargo xtask install`"
+                            "source = \"{source}\": this wharf was built without OCI distribution ({})",
+                            crate::FULL_BUILD
                         ),
                     });
                 }

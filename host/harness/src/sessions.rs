@@ -70,10 +70,9 @@ pub fn open_store(store: Option<&str>, dir: PathBuf) -> Result<SessionStore> {
         Some(url) if is_postgres_url(url) => Ok(wharf_store_pg::store(url, wharf_store_pg::PgOptions::default())?),
         #[cfg(not(feature = "postgres"))]
         Some(url) if is_postgres_url(url) => anyhow::bail!(
-            "session.store = \"{}\": this wharf was built without the PostgreSQL store (`cargo xtask demo` \
-             builds only what its demo needs); build the full command with `cargo build -p wharf` or \
-             `cargo xtask install`",
-            url.split('@').next_back().unwrap_or_default()
+            "session.store = \"{}\": this wharf was built without the PostgreSQL store ({})",
+            url.split('@').next_back().unwrap_or_default(),
+            crate::FULL_BUILD
         ),
         Some(other) => anyhow::bail!(
             "session.store = \"{other}\" is not a store this build knows (expected postgres://…; leave it unset for the JSONL files in session.dir)"
